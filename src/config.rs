@@ -1,0 +1,443 @@
+//! Parsing the Pack's config: the `mcpServers` object of an `mcp.json` file (DESIGN §3, seed 001).
+//!
+//! Owns every config rule: which entries are remote, local or legacy SSE; `${env:NAME}` and
+//! `${userHome}` substitution; which headers the client owns; and which values are secrets.
+//! Each entry is parsed on its own, so one bad entry never takes the others down. A refusal
+//! names the field or the header or the variable, never a value.
+
+use reqwest::Url;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use serde_json::Value;
+
+use crate::redact::Redactor;
+
+/// Header names the client sets itself; a config may not set them (compared case-insensitively).
+const CLIENT_OWNED_HEADERS: [&str; 7] = [
+    "accept",
+    "content-type",
+    "content-length",
+    "transfer-encoding",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "last-event-id",
+];
+
+/// The refusal of a local (`command`) entry, word for word from seed 001.
+pub(crate) const LOCAL_REFUSED: &str = "local MCP servers (command) are not supported yet";
+
+/// One `mcpServers` entry after parsing.
+pub(crate) enum Entry {
+    /// A remote server the Pack connects to.
+    Remote(RemoteServer),
+    /// An entry the Pack will not connect to; the reason is shown as its `error` status.
+    Refused(String),
+}
+
+/// A remote server's connection settings. Holds secrets: it has no `Debug` of its own beyond
+/// [`RemoteServer::fmt`], which prints none.
+pub(crate) struct RemoteServer {
+    /// The endpoint after substitution. A secret when it used `${env:...}`: never printed.
+    pub(crate) url: Url,
+    /// The configured headers, each value marked sensitive.
+    pub(crate) headers: HeaderMap,
+    /// Scrubs this entry's header and env values out of server text.
+    pub(crate) redactor: Redactor,
+}
+
+impl std::fmt::Debug for RemoteServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.headers.keys().map(HeaderName::as_str).collect();
+        f.debug_struct("RemoteServer")
+            .field("header_names", &names)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where substitution reads from: the process environment and home directory in production, a
+/// fixed map in tests.
+pub(crate) trait Environment {
+    /// The value of the variable `name`, if set.
+    fn var(&self, name: &str) -> Option<String>;
+    /// The user's home directory, if known.
+    fn home(&self) -> Option<String>;
+}
+
+/// The real process environment.
+pub(crate) struct ProcessEnvironment;
+
+impl Environment for ProcessEnvironment {
+    fn var(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok()
+    }
+    fn home(&self) -> Option<String> {
+        std::env::var("HOME")
+            .ok()
+            .or_else(|| std::env::var("USERPROFILE").ok())
+    }
+}
+
+/// Parses the whole `mcpServers` value.
+///
+/// Returns the entries in config order, keyed by namespace (the key exactly as written).
+///
+/// # Errors
+/// A non-null, non-object value: the reason names the JSON type found, and the Pack is
+/// unavailable.
+pub(crate) fn parse(config: &Value, env: &dyn Environment) -> Result<Vec<(String, Entry)>, String> {
+    match config {
+        Value::Null => Ok(Vec::new()),
+        Value::Object(servers) => Ok(servers
+            .iter()
+            .map(|(name, entry)| (name.clone(), parse_entry(entry, env)))
+            .collect()),
+        other => Err(format!(
+            "the mcp config must be an object of servers (the mcpServers of an mcp.json), found {}",
+            json_type(other)
+        )),
+    }
+}
+
+fn parse_entry(entry: &Value, env: &dyn Environment) -> Entry {
+    match parse_remote(entry, env) {
+        Ok(server) => Entry::Remote(server),
+        Err(reason) => Entry::Refused(reason),
+    }
+}
+
+fn parse_remote(entry: &Value, env: &dyn Environment) -> Result<RemoteServer, String> {
+    let Value::Object(fields) = entry else {
+        return Err(format!(
+            "a server entry must be an object, found {}",
+            json_type(entry)
+        ));
+    };
+    if fields.contains_key("command") {
+        return Err(LOCAL_REFUSED.to_string());
+    }
+    match fields.get("type") {
+        None | Some(Value::String(_)) => {}
+        Some(other) => return Err(wrong_type("type", "a string", other)),
+    }
+    if fields.get("type").and_then(Value::as_str) == Some("sse") {
+        return Err(
+            "the legacy HTTP+SSE transport (type \"sse\") is not supported; \
+             point \"url\" at the server's Streamable HTTP endpoint instead"
+                .to_string(),
+        );
+    }
+    let mut redactor = Redactor::default();
+    let url = match fields.get("url") {
+        Some(Value::String(written)) => {
+            let url = substitute(written, "url", env, &mut redactor)?;
+            parse_url(&url)?
+        }
+        Some(other) => return Err(wrong_type("url", "a string", other)),
+        None => {
+            return Err(
+                "the entry has neither \"url\" (a remote server) nor \"command\" (a local one)"
+                    .to_string(),
+            );
+        }
+    };
+    let headers = match fields.get("headers") {
+        None | Some(Value::Null) => HeaderMap::new(),
+        Some(Value::Object(headers)) => parse_headers(headers, env, &mut redactor)?,
+        Some(other) => return Err(wrong_type("headers", "an object of strings", other)),
+    };
+    Ok(RemoteServer {
+        url,
+        headers,
+        redactor,
+    })
+}
+
+fn parse_url(url: &str) -> Result<Url, String> {
+    match Url::parse(url) {
+        Ok(parsed) if matches!(parsed.scheme(), "http" | "https") && parsed.has_host() => {
+            Ok(parsed)
+        }
+        Ok(_) => Err("\"url\" must be an http:// or https:// URL".to_string()),
+        Err(_) => Err("\"url\" is not a valid URL".to_string()),
+    }
+}
+
+fn parse_headers(
+    headers: &serde_json::Map<String, Value>,
+    env: &dyn Environment,
+    redactor: &mut Redactor,
+) -> Result<HeaderMap, String> {
+    let mut map = HeaderMap::with_capacity(headers.len());
+    for (name, value) in headers {
+        let Value::String(written) = value else {
+            return Err(format!(
+                "header \"{}\" must be a string, found {}",
+                printable(name),
+                json_type(value)
+            ));
+        };
+        let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+            format!(
+                "header name \"{}\" is not a valid HTTP header name",
+                printable(name)
+            )
+        })?;
+        if CLIENT_OWNED_HEADERS.contains(&header.as_str()) {
+            return Err(format!(
+                "header \"{name}\" is set by the MCP client itself and may not be configured"
+            ));
+        }
+        let field = format!("header \"{name}\"");
+        let value = substitute(written, &field, env, redactor)?;
+        redactor.add(&value);
+        let mut value = HeaderValue::from_str(&value).map_err(|_| {
+            format!("the value of header \"{name}\" is not a valid HTTP header value")
+        })?;
+        value.set_sensitive(true);
+        map.append(header, value);
+    }
+    Ok(map)
+}
+
+/// Replaces `${env:NAME}` and `${userHome}` in `written`; any other `${...}` stays as written.
+/// Each env value used is added to `redactor`.
+///
+/// # Errors
+/// An unset variable (naming it and `field`), or `${userHome}` with no known home.
+fn substitute(
+    written: &str,
+    field: &str,
+    env: &dyn Environment,
+    redactor: &mut Redactor,
+) -> Result<String, String> {
+    let mut out = String::with_capacity(written.len());
+    let mut rest = written;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            out.push_str(&rest[start..]);
+            return Ok(out);
+        };
+        let token = &after[..end];
+        if let Some(name) = token.strip_prefix("env:") {
+            let value = env.var(name).ok_or_else(|| {
+                format!(
+                    "environment variable \"{}\" (used in {field}) is not set",
+                    printable(name)
+                )
+            })?;
+            redactor.add(&value);
+            out.push_str(&value);
+        } else if token == "userHome" {
+            let home = env.home().ok_or_else(|| {
+                format!("{field} uses ${{userHome}} but the home directory is unknown")
+            })?;
+            out.push_str(&home);
+        } else {
+            out.push_str(&rest[start..start + 2 + end + 1]);
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn wrong_type(field: &str, expected: &str, found: &Value) -> String {
+    format!("\"{field}\" must be {expected}, found {}", json_type(found))
+}
+
+/// The JSON type of `value`, as a reason names it.
+pub(crate) fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A key as a reason may quote it: bounded and free of control characters.
+fn printable(key: &str) -> String {
+    let key = crate::limits::truncate(key, 128);
+    key.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::collections::HashMap;
+
+    struct FakeEnv(HashMap<&'static str, &'static str>, Option<&'static str>);
+
+    impl Environment for FakeEnv {
+        fn var(&self, name: &str) -> Option<String> {
+            self.0.get(name).map(|v| v.to_string())
+        }
+        fn home(&self) -> Option<String> {
+            self.1.map(str::to_string)
+        }
+    }
+
+    fn env() -> FakeEnv {
+        FakeEnv(
+            HashMap::from([("TOKEN", "s3cr3t-token-value"), ("HOST", "example.com")]),
+            Some("/home/ada"),
+        )
+    }
+
+    fn one(entry: Value) -> Entry {
+        let mut parsed = parse(&json!({ "x": entry }), &env()).unwrap();
+        assert_eq!(parsed.len(), 1);
+        parsed.remove(0).1
+    }
+
+    fn refused(entry: Value) -> String {
+        match one(entry) {
+            Entry::Refused(reason) => reason,
+            Entry::Remote(_) => panic!("entry was accepted"),
+        }
+    }
+
+    fn remote(entry: Value) -> RemoteServer {
+        match one(entry) {
+            Entry::Remote(server) => server,
+            Entry::Refused(reason) => panic!("refused: {reason}"),
+        }
+    }
+
+    #[test]
+    fn null_is_no_servers_and_non_objects_are_unavailable() {
+        assert!(parse(&Value::Null, &env()).unwrap().is_empty());
+        let cases = [
+            (json!([]), "an array"),
+            (json!("x"), "a string"),
+            (json!(1), "a number"),
+            (json!(true), "a boolean"),
+        ];
+        for (config, found) in cases {
+            assert_eq!(
+                parse(&config, &env()).err().unwrap(),
+                format!(
+                    "the mcp config must be an object of servers (the mcpServers of an mcp.json), found {found}"
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn entries_keep_config_order_and_exact_names() {
+        let config = json!({
+            "Zeta Docs": {"url": "https://z.example/mcp"},
+            "alpha": {"command": "npx"},
+            "b": 3
+        });
+        let parsed = parse(&config, &env()).unwrap();
+        let names: Vec<&str> = parsed.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["Zeta Docs", "alpha", "b"]);
+        assert!(matches!(parsed[0].1, Entry::Remote(_)));
+        assert!(matches!(&parsed[1].1, Entry::Refused(r) if r == LOCAL_REFUSED));
+        assert!(
+            matches!(&parsed[2].1, Entry::Refused(r) if r == "a server entry must be an object, found a number")
+        );
+    }
+
+    #[test]
+    fn remote_entry_with_substitution_and_unknown_fields() {
+        let server = remote(json!({
+            "url": "https://${env:HOST}/mcp?home=${userHome}&keep=${other}",
+            "type": "http",
+            "headers": {"Authorization": "Bearer ${env:TOKEN}", "X-Plain": "plain"},
+            "disabled": false,
+            "timeout": 5
+        }));
+        assert_eq!(
+            server.url.as_str(),
+            "https://example.com/mcp?home=/home/ada&keep=${other}"
+        );
+        assert_eq!(server.headers.len(), 2);
+        assert_eq!(
+            server.headers["authorization"].as_bytes(),
+            b"Bearer s3cr3t-token-value"
+        );
+        assert!(server.headers["authorization"].is_sensitive());
+        assert_eq!(
+            server.redactor.scrub("s3cr3t-token-value example.com"),
+            "[redacted] example.com"
+        );
+        let debug = format!("{server:?}");
+        assert_eq!(
+            debug,
+            r#"RemoteServer { header_names: ["authorization", "x-plain"], .. }"#
+        );
+    }
+
+    #[test]
+    fn other_placeholders_pass_through() {
+        let server = remote(json!({"url": "https://h.example/${workspaceFolder}/${env:TOKEN"}));
+        assert_eq!(
+            server.url.as_str(),
+            "https://h.example/$%7BworkspaceFolder%7D/$%7Benv:TOKEN"
+        );
+    }
+
+    #[test]
+    fn refusals_name_the_field_never_the_value() {
+        let cases = [
+            (json!({"command": "npx", "args": ["x"], "env": {"K": "V"}, "cwd": "/"}), LOCAL_REFUSED.to_string()),
+            (json!({"url": "https://a.example", "command": "npx"}), LOCAL_REFUSED.to_string()),
+            (
+                json!({"type": "sse", "url": "https://a.example/sse"}),
+                "the legacy HTTP+SSE transport (type \"sse\") is not supported; point \"url\" at the server's Streamable HTTP endpoint instead".to_string(),
+            ),
+            (json!({"type": 7, "url": "https://a.example"}), "\"type\" must be a string, found a number".to_string()),
+            (json!({}), "the entry has neither \"url\" (a remote server) nor \"command\" (a local one)".to_string()),
+            (json!({"url": ["x"]}), "\"url\" must be a string, found an array".to_string()),
+            (json!({"url": "not a url"}), "\"url\" is not a valid URL".to_string()),
+            (json!({"url": "ftp://a.example/x"}), "\"url\" must be an http:// or https:// URL".to_string()),
+            (json!({"url": "https://a.example", "headers": ["x"]}), "\"headers\" must be an object of strings, found an array".to_string()),
+            (json!({"url": "https://a.example", "headers": {"X-N": 5}}), "header \"X-N\" must be a string, found a number".to_string()),
+            (json!({"url": "https://a.example", "headers": {"bad name": "v"}}), "header name \"bad name\" is not a valid HTTP header name".to_string()),
+            (json!({"url": "https://a.example", "headers": {"X-A": "line\nbreak-s3cr3t"}}), "the value of header \"X-A\" is not a valid HTTP header value".to_string()),
+            (json!({"url": "https://${env:MISSING}/x"}), "environment variable \"MISSING\" (used in url) is not set".to_string()),
+            (json!({"url": "https://a.example", "headers": {"Authorization": "${env:NOPE}"}}), "environment variable \"NOPE\" (used in header \"Authorization\") is not set".to_string()),
+        ];
+        for (entry, expected) in cases {
+            assert_eq!(refused(entry.clone()), expected, "entry {entry}");
+        }
+    }
+
+    #[test]
+    fn client_owned_headers_are_refused_case_insensitively() {
+        for name in [
+            "Accept",
+            "MCP-SESSION-ID",
+            "last-event-id",
+            "Mcp-Protocol-Version",
+            "Content-Type",
+        ] {
+            assert_eq!(
+                refused(json!({"url": "https://a.example", "headers": {name: "v"}})),
+                format!(
+                    "header \"{name}\" is set by the MCP client itself and may not be configured"
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn user_home_unknown_is_refused() {
+        let env = FakeEnv(HashMap::new(), None);
+        let parsed = parse(
+            &json!({"x": {"url": "https://a.example/${userHome}"}}),
+            &env,
+        )
+        .unwrap();
+        assert!(matches!(&parsed[0].1,
+            Entry::Refused(r) if r == "url uses ${userHome} but the home directory is unknown"));
+    }
+}

@@ -1,0 +1,202 @@
+//! JSON-RPC 2.0 messages as MCP carries them: what the Pack sends and how it reads what a server
+//! sends (a single object or, under MCP 2025-03-26, a batch array).
+//!
+//! Decoding borrows from the received text; params and results stay raw JSON until the caller
+//! decodes them into the shape it expects.
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// One message from a server, as much as routing needs.
+#[derive(Deserialize)]
+pub(crate) struct Incoming<'a> {
+    #[serde(borrow, default)]
+    pub(crate) id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    pub(crate) method: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub(crate) result: Option<&'a RawValue>,
+    #[serde(default)]
+    pub(crate) error: Option<RpcError>,
+}
+
+/// A JSON-RPC error object.
+#[derive(Deserialize, Debug, Clone, PartialEq)]
+pub(crate) struct RpcError {
+    pub(crate) code: i64,
+    #[serde(default)]
+    pub(crate) message: String,
+}
+
+/// What an incoming message is.
+pub(crate) enum Kind<'m, 'a> {
+    /// An answer to a request with the given id.
+    Response(&'a RawValue, Result<&'a RawValue, &'m RpcError>),
+    /// A request the server makes of the client.
+    Request(&'a RawValue, &'m str),
+    /// A notification from the server.
+    Notification(&'m str),
+    /// Not a JSON-RPC message.
+    Invalid,
+}
+
+impl<'a> Incoming<'a> {
+    /// Classifies the message.
+    pub(crate) fn kind(&self) -> Kind<'_, 'a> {
+        match (&self.method, self.id) {
+            (Some(method), Some(id)) => Kind::Request(id, method),
+            (Some(method), None) => Kind::Notification(method),
+            (None, Some(id)) => match (&self.result, &self.error) {
+                (Some(result), None) => Kind::Response(id, Ok(result)),
+                (_, Some(error)) => Kind::Response(id, Err(error)),
+                (None, None) => Kind::Invalid,
+            },
+            (None, None) => Kind::Invalid,
+        }
+    }
+}
+
+/// Decodes a message body: one JSON-RPC object or a batch array of them.
+///
+/// # Errors
+/// Text that is not JSON, or JSON that is neither an object nor an array of objects.
+pub(crate) fn decode(text: &str) -> Result<Vec<Incoming<'_>>, &'static str> {
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('[') {
+        serde_json::from_str::<Vec<Incoming<'_>>>(text).map_err(|_| NOT_JSON_RPC)
+    } else if trimmed.starts_with('{') {
+        serde_json::from_str::<Incoming<'_>>(text)
+            .map(|m| vec![m])
+            .map_err(|_| NOT_JSON_RPC)
+    } else {
+        Err(NOT_JSON_RPC)
+    }
+}
+
+const NOT_JSON_RPC: &str = "the server sent a message that is not JSON-RPC";
+
+/// Whether the raw JSON id `raw` is the request id `id` (a number; a server that echoes it as a
+/// string of the same digits is accepted too).
+pub(crate) fn id_matches(raw: &RawValue, id: u64) -> bool {
+    let text = raw.get();
+    let text = text
+        .strip_prefix('"')
+        .and_then(|t| t.strip_suffix('"'))
+        .unwrap_or(text);
+    text.parse::<u64>() == Ok(id)
+}
+
+/// A request body: `{"jsonrpc":"2.0","id":<id>,"method":<method>,"params":<params>}`.
+pub(crate) fn request(id: u64, method: &str, params: &impl serde::Serialize) -> Vec<u8> {
+    #[derive(serde::Serialize)]
+    struct Request<'a, P> {
+        jsonrpc: &'static str,
+        id: u64,
+        method: &'a str,
+        params: &'a P,
+    }
+    serde_json::to_vec(&Request {
+        jsonrpc: "2.0",
+        id,
+        method,
+        params,
+    })
+    .expect("a request of plain data serializes")
+}
+
+/// A notification body: `{"jsonrpc":"2.0","method":<method>,"params":<params>}`.
+pub(crate) fn notification(method: &str, params: &impl serde::Serialize) -> Vec<u8> {
+    #[derive(serde::Serialize)]
+    struct Notification<'a, P> {
+        jsonrpc: &'static str,
+        method: &'a str,
+        params: &'a P,
+    }
+    serde_json::to_vec(&Notification {
+        jsonrpc: "2.0",
+        method,
+        params,
+    })
+    .expect("a notification of plain data serializes")
+}
+
+/// The client's answer to a server request: `{}` for `ping`, `-32601 Method not found` for
+/// anything else (the Pack declares no capabilities, so it serves nothing else).
+pub(crate) fn answer_server_request(id: &RawValue, method: &str) -> Vec<u8> {
+    if method == "ping" {
+        format!(r#"{{"jsonrpc":"2.0","id":{},"result":{{}}}}"#, id.get()).into_bytes()
+    } else {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{},"error":{{"code":-32601,"message":"Method not found"}}}}"#,
+            id.get()
+        )
+        .into_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_every_kind() {
+        let msgs = decode(
+            r#"[{"jsonrpc":"2.0","id":1,"result":{"a":1}},
+                {"jsonrpc":"2.0","id":"x","error":{"code":-32601,"message":"nope"}},
+                {"jsonrpc":"2.0","id":9,"method":"ping"},
+                {"jsonrpc":"2.0","method":"notifications/progress","params":{}},
+                {"jsonrpc":"2.0"}]"#,
+        )
+        .unwrap();
+        assert_eq!(msgs.len(), 5);
+        assert!(
+            matches!(msgs[0].kind(), Kind::Response(id, Ok(r)) if id.get() == "1" && r.get() == r#"{"a":1}"#)
+        );
+        assert!(
+            matches!(msgs[1].kind(), Kind::Response(_, Err(e)) if e.code == -32601 && e.message == "nope")
+        );
+        assert!(matches!(msgs[2].kind(), Kind::Request(id, "ping") if id.get() == "9"));
+        assert!(matches!(
+            msgs[3].kind(),
+            Kind::Notification("notifications/progress")
+        ));
+        assert!(matches!(msgs[4].kind(), Kind::Invalid));
+    }
+
+    #[test]
+    fn rejects_what_is_not_json_rpc() {
+        for text in ["not json", "42", "\"s\"", "{\"id\":", "[1,2]"] {
+            assert_eq!(decode(text).err(), Some(NOT_JSON_RPC), "{text}");
+        }
+    }
+
+    #[test]
+    fn id_matching_accepts_numbers_and_digit_strings() {
+        let raw = |s: &str| RawValue::from_string(s.to_string()).unwrap();
+        assert!(id_matches(&raw("7"), 7));
+        assert!(id_matches(&raw("\"7\""), 7));
+        assert!(!id_matches(&raw("8"), 7));
+        assert!(!id_matches(&raw("null"), 7));
+    }
+
+    #[test]
+    fn encodes_requests_notifications_and_answers() {
+        assert_eq!(
+            request(3, "tools/list", &serde_json::json!({"cursor": "c"})),
+            br#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"cursor":"c"}}"#
+        );
+        assert_eq!(
+            notification("notifications/initialized", &serde_json::json!({})),
+            br#"{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}"#
+        );
+        let id = RawValue::from_string("\"abc\"".into()).unwrap();
+        assert_eq!(
+            answer_server_request(&id, "ping"),
+            br#"{"jsonrpc":"2.0","id":"abc","result":{}}"#
+        );
+        assert_eq!(
+            answer_server_request(&id, "sampling/createMessage"),
+            br#"{"jsonrpc":"2.0","id":"abc","error":{"code":-32601,"message":"Method not found"}}"#
+        );
+    }
+}

@@ -1,0 +1,45 @@
+//! `plugin-mcp`: a runvil Plugin whose Pack reaches every remote MCP server of an `mcp.json`
+//! through two model-facing tools, `<id>/get_dynamic_tools` and `<id>/call_dynamic_tool`.
+//!
+//! The only public item is [`install`]. Everything else is reached through the Host contract in
+//! the `runvil-plugin` crate: the Host calls `install`, constructs the Pack `runvil/mcp` under an
+//! id (by default `mcp`) with its [`runvil_plugin::Services`], and calls the Pack's tools.
+//!
+//! See `README.md` for the config, the JSON shapes and the limits, and `ARCHITECTURE.md` for
+//! how the modules fit together.
+
+mod config;
+mod http;
+mod jsonrpc;
+mod limits;
+mod listing;
+mod pack;
+mod redact;
+mod result;
+mod server;
+
+use runvil_plugin::{PackSpec, Packs, Value};
+
+/// The name of the Pack [`install`] inserts.
+const PACK_NAME: &str = "runvil/mcp";
+
+/// The id the Pack is mounted under unless the Host chooses another.
+const PACK_ID: &str = "mcp";
+
+/// The Plugin (a [`runvil_plugin::Plugin`]): inserts the Pack `runvil/mcp`, default id `mcp`,
+/// with `config["mcp"]` as its config — the `mcpServers` object of an `mcp.json` file, or `Null`
+/// (no servers) when `config` has no `mcp` key.
+///
+/// Constructing the Pack does no I/O. It fails, leaving the Pack unavailable, when the Host
+/// provides no [`runvil_plugin::TOKIO_RUNTIME`] or when the config is neither `null` nor an
+/// object. Each server entry is then parsed on its own: a refused entry shows as a namespace with
+/// status `error`, and each accepted one connects in the background on the Host's runtime
+/// (seed 001; DESIGN §2–§4).
+pub fn install(packs: &mut Packs, config: &Value) {
+    packs.insert(PackSpec {
+        name: PACK_NAME.to_string(),
+        default_id: PACK_ID.to_string(),
+        config: config.get("mcp").cloned().unwrap_or(Value::Null),
+        construct: pack::construct,
+    });
+}

@@ -1,0 +1,91 @@
+//! Every bound the Pack puts on time and on what a server may send, in one place.
+//!
+//! A server is on the other side of a trust boundary: each limit here is on by default, and a
+//! refusal names the limit and what was measured (never the offending bytes). README "Limits"
+//! lists what a user sees when one trips.
+
+use std::time::Duration;
+
+/// A start (connect, `initialize`, `notifications/initialized`, every `tools/list` page) must
+/// finish within this (seed 001: "within two minutes"; DESIGN §4).
+pub(crate) const START_DEADLINE: Duration = Duration::from_secs(120);
+
+/// A `tools/call` waits at most this long for its result (seed 001: "waits up to five minutes").
+pub(crate) const CALL_DEADLINE: Duration = Duration::from_secs(300);
+
+/// The first wait after a failed start; each later wait doubles (DESIGN §4).
+pub(crate) const RETRY_FIRST: Duration = Duration::from_secs(1);
+
+/// The longest wait between two starts (DESIGN §4).
+pub(crate) const RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// How long a best-effort `DELETE` of a session, or a `notifications/cancelled`, may take.
+pub(crate) const GOODBYE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long connecting a TCP (and TLS) connection may take; the start and call deadlines still
+/// govern everything after it.
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The largest HTTP response body (JSON), and the largest single SSE event, in bytes. Enforced
+/// while reading: nothing beyond it is buffered.
+pub(crate) const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// How much of an error response's body is read and quoted, in bytes (cut on a char boundary).
+pub(crate) const ERROR_PREVIEW_BYTES: usize = 8 * 1024;
+
+/// How many `tools/list` pages one start may fetch.
+pub(crate) const MAX_PAGES: usize = 100;
+
+/// How many tools one server may list.
+pub(crate) const MAX_TOOLS: usize = 1000;
+
+/// The largest `inputSchema` plus `outputSchema` of one tool, in bytes of JSON text.
+pub(crate) const MAX_SCHEMA_BYTES: usize = 256 * 1024;
+
+/// The longest tool name, in bytes (the MCP spec asks for at most 128 characters).
+pub(crate) const MAX_TOOL_NAME_BYTES: usize = 256;
+
+/// Tool descriptions longer than this, in bytes, are cut (on a char boundary) and end in `…`.
+pub(crate) const MAX_DESCRIPTION_BYTES: usize = 4096;
+
+/// Server text quoted in a status reason or an error is cut to this many bytes.
+pub(crate) const MAX_REASON_BYTES: usize = 1024;
+
+/// How often one request may resume its SSE stream with `GET` + `Last-Event-ID`.
+pub(crate) const MAX_RESUMPTIONS: usize = 5;
+
+/// The wait before resuming a stream whose server gave no `retry` field.
+pub(crate) const DEFAULT_RETRY: Duration = Duration::from_secs(1);
+
+/// The longest `retry` wait a server may ask for before a resumption.
+pub(crate) const MAX_RETRY: Duration = Duration::from_secs(30);
+
+/// The longest session id the Pack keeps, in bytes.
+pub(crate) const MAX_SESSION_ID_BYTES: usize = 1024;
+
+/// Cuts `text` to at most `max` bytes on a char boundary, ending it in `…` when cut.
+pub(crate) fn truncate(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= max {
+        return text.into();
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end]).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncate_keeps_short_text_and_cuts_on_char_boundaries() {
+        assert_eq!(truncate("short", 10), "short");
+        assert_eq!(truncate("abcdefghij", 10), "abcdefghij");
+        assert_eq!(truncate("abcdefghijk", 10), "abcdefg…");
+        // 'é' is two bytes: a cut inside it moves back to its start.
+        assert_eq!(truncate("ééééé", 8), "éé…");
+        assert!(truncate("ééééé", 8).len() <= 8);
+    }
+}

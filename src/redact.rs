@@ -1,0 +1,107 @@
+//! Scrubbing configured secrets out of server text.
+//!
+//! A server may echo a header back (an error page quoting the request, an `isError` text quoting
+//! a token). Every piece of server text that reaches a status reason, a tool error, a tool result
+//! or the listing goes through [`Redactor::scrub`] first, so a configured secret of at least
+//! [`MIN_SECRET_BYTES`] bytes shows as `[redacted]` (DESIGN §8, issue 4).
+
+use std::borrow::Cow;
+
+use secrecy::{ExposeSecret, SecretString};
+
+/// Secrets shorter than this are not scrubbed: replacing every `1` or `on` in a text would
+/// mangle it without protecting anything worth protecting.
+pub(crate) const MIN_SECRET_BYTES: usize = 8;
+
+/// What a scrubbed secret becomes.
+pub(crate) const REDACTED: &str = "[redacted]";
+
+/// The secrets of one server entry: its header values, the words of each header value (so the
+/// token of `Bearer <token>` is caught alone), and every substituted env value.
+#[derive(Default)]
+pub(crate) struct Redactor {
+    /// Longest first, so a secret that contains another is replaced whole.
+    secrets: Vec<SecretString>,
+}
+
+impl std::fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Redactor({} secrets)", self.secrets.len())
+    }
+}
+
+impl Redactor {
+    /// Adds `value`, and each whitespace-separated word of it, when long enough; also the form
+    /// the value takes inside a JSON string, when that differs.
+    pub(crate) fn add(&mut self, value: &str) {
+        let words = value.split_whitespace();
+        for candidate in std::iter::once(value).chain(words) {
+            if candidate.len() < MIN_SECRET_BYTES {
+                continue;
+            }
+            // A JSON string of a &str always serializes, quotes included.
+            let quoted = serde_json::to_string(candidate).unwrap_or_default();
+            let escaped = quoted.get(1..quoted.len().saturating_sub(1)).unwrap_or("");
+            for form in [candidate, escaped] {
+                if form.len() >= MIN_SECRET_BYTES
+                    && !self.secrets.iter().any(|s| s.expose_secret() == form)
+                {
+                    self.secrets.push(SecretString::from(form));
+                }
+            }
+        }
+        self.secrets
+            .sort_by_key(|s| std::cmp::Reverse(s.expose_secret().len()));
+    }
+
+    /// `text` with every known secret replaced by [`REDACTED`]; borrowed when nothing matched.
+    pub(crate) fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let mut out = Cow::Borrowed(text);
+        for secret in &self.secrets {
+            let secret = secret.expose_secret();
+            if out.contains(secret) {
+                out = Cow::Owned(out.replace(secret, REDACTED));
+            }
+        }
+        out
+    }
+
+    /// [`Redactor::scrub`] into an owned string.
+    pub(crate) fn scrub_owned(&self, text: String) -> String {
+        match self.scrub(&text) {
+            Cow::Borrowed(_) => text,
+            Cow::Owned(scrubbed) => scrubbed,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scrubs_whole_values_words_and_json_escaped_forms() {
+        let mut r = Redactor::default();
+        r.add("Bearer tok-1234567890");
+        r.add("short");
+        r.add(r#"quote"inside-it"#);
+        assert_eq!(
+            r.scrub("got Bearer tok-1234567890 and tok-1234567890"),
+            "got [redacted] and [redacted]"
+        );
+        assert_eq!(r.scrub("short stays"), "short stays");
+        assert_eq!(
+            r.scrub(r#"{"v":"quote\"inside-it"}"#),
+            r#"{"v":"[redacted]"}"#
+        );
+        assert!(matches!(r.scrub("nothing here"), Cow::Borrowed(_)));
+        assert_eq!(format!("{r:?}"), "Redactor(4 secrets)");
+    }
+
+    #[test]
+    fn empty_redactor_borrows() {
+        let r = Redactor::default();
+        assert!(matches!(r.scrub("anything"), Cow::Borrowed("anything")));
+        assert_eq!(r.scrub_owned("x".to_string()), "x");
+    }
+}

@@ -1,0 +1,233 @@
+//! Mapping a `CallToolResult` to the text a model reads (DESIGN §7, seed 001).
+//!
+//! Blocks are mapped in order and joined with a blank line: text and embedded text resources
+//! as their text; images, audio and binary resources as placeholders naming their MIME type;
+//! resource links as `[resource: <uri>]`; unknown block types as `[<type> content omitted]`.
+//! A result with no blocks gives its `structuredContent` JSON. `isError: true` makes the same
+//! text a backend error.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// A `CallToolResult`, borrowed from the received text.
+#[derive(Deserialize)]
+struct CallToolResult<'a> {
+    #[serde(borrow, default)]
+    content: Vec<Block<'a>>,
+    #[serde(rename = "structuredContent", borrow, default)]
+    structured_content: Option<&'a RawValue>,
+    #[serde(rename = "isError", default)]
+    is_error: Option<bool>,
+}
+
+/// One content block; only the fields the mapping reads.
+#[derive(Deserialize)]
+struct Block<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(rename = "mimeType", borrow, default)]
+    mime_type: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    uri: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    resource: Option<Resource<'a>>,
+}
+
+/// The `resource` of an embedded resource block.
+#[derive(Deserialize)]
+struct Resource<'a> {
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(rename = "mimeType", borrow, default)]
+    mime_type: Option<Cow<'a, str>>,
+}
+
+/// A mapped result: the text, and whether the server marked it an error.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Mapped {
+    pub(crate) text: String,
+    pub(crate) is_error: bool,
+}
+
+/// Maps the raw `result` of a `tools/call` response.
+///
+/// # Errors
+/// A result that is not a `CallToolResult` (a transport error's text).
+pub(crate) fn map(result: &RawValue) -> Result<Mapped, String> {
+    let result: CallToolResult<'_> = serde_json::from_str(result.get())
+        .map_err(|_| "the server's tools/call result is not a valid CallToolResult".to_string())?;
+    let is_error = result.is_error == Some(true);
+    if result.content.is_empty() {
+        let text = result
+            .structured_content
+            .map(|raw| raw.get().to_string())
+            .unwrap_or_default();
+        return Ok(Mapped { text, is_error });
+    }
+    let mut text = String::new();
+    for (i, block) in result.content.iter().enumerate() {
+        if i > 0 {
+            text.push_str("\n\n");
+        }
+        push_block(&mut text, block)?;
+    }
+    Ok(Mapped { text, is_error })
+}
+
+fn push_block(out: &mut String, block: &Block<'_>) -> Result<(), String> {
+    let mime = |m: &Option<Cow<'_, str>>, default: &'static str| -> String {
+        m.as_deref().map_or(default.to_string(), sanitize)
+    };
+    match block.kind.as_ref() {
+        "text" => out.push_str(
+            block
+                .text
+                .as_deref()
+                .ok_or_else(|| "the server sent a text block without text".to_string())?,
+        ),
+        "image" => out.push_str(&format!(
+            "[image omitted: {}]",
+            mime(&block.mime_type, "unknown")
+        )),
+        "audio" => out.push_str(&format!(
+            "[audio omitted: {}]",
+            mime(&block.mime_type, "unknown")
+        )),
+        "resource" => {
+            let resource = block
+                .resource
+                .as_ref()
+                .ok_or_else(|| "the server sent a resource block without a resource".to_string())?;
+            match &resource.text {
+                Some(text) => out.push_str(text),
+                None => out.push_str(&format!(
+                    "[binary resource omitted: {}]",
+                    mime(&resource.mime_type, "application/octet-stream")
+                )),
+            }
+        }
+        "resource_link" => out.push_str(&format!(
+            "[resource: {}]",
+            block.uri.as_deref().map_or(String::new(), sanitize)
+        )),
+        other => out.push_str(&format!("[{} content omitted]", sanitize(other))),
+    }
+    Ok(())
+}
+
+/// A short server string inside a placeholder: bounded, one line.
+fn sanitize(text: &str) -> String {
+    crate::limits::truncate(text, 256)
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mapped(json: &str) -> Result<Mapped, String> {
+        map(&RawValue::from_string(json.to_string()).unwrap())
+    }
+
+    fn text(json: &str) -> String {
+        let m = mapped(json).unwrap();
+        assert!(!m.is_error);
+        m.text
+    }
+
+    #[test]
+    fn every_row_of_the_mapping_table() {
+        let cases = [
+            (r#"{"content":[{"type":"text","text":"hello"}]}"#, "hello"),
+            (
+                r#"{"content":[{"type":"resource","resource":{"uri":"file:///a","mimeType":"text/plain","text":"inside"}}]}"#,
+                "inside",
+            ),
+            (
+                r#"{"content":[{"type":"image","data":"AAAA","mimeType":"image/png"}]}"#,
+                "[image omitted: image/png]",
+            ),
+            (
+                r#"{"content":[{"type":"audio","data":"AAAA","mimeType":"audio/wav"}]}"#,
+                "[audio omitted: audio/wav]",
+            ),
+            (
+                r#"{"content":[{"type":"resource","resource":{"uri":"file:///b","mimeType":"application/pdf","blob":"AAAA"}}]}"#,
+                "[binary resource omitted: application/pdf]",
+            ),
+            (
+                r#"{"content":[{"type":"resource","resource":{"uri":"file:///b","blob":"AAAA"}}]}"#,
+                "[binary resource omitted: application/octet-stream]",
+            ),
+            (
+                r#"{"content":[{"type":"resource_link","uri":"file:///c.txt","name":"c"}]}"#,
+                "[resource: file:///c.txt]",
+            ),
+            (
+                r#"{"content":[{"type":"hologram","data":1}]}"#,
+                "[hologram content omitted]",
+            ),
+            (
+                r#"{"content":[],"structuredContent":{"b":1,"a":[true,null]}}"#,
+                r#"{"b":1,"a":[true,null]}"#,
+            ),
+            (r#"{"structuredContent":{"sum":5}}"#, r#"{"sum":5}"#),
+            (
+                r#"{"content":[{"type":"text","text":"wins"}],"structuredContent":{"sum":5}}"#,
+                "wins",
+            ),
+            (r#"{"content":[]}"#, ""),
+        ];
+        for (json, expected) in cases {
+            assert_eq!(text(json), expected, "{json}");
+        }
+    }
+
+    #[test]
+    fn blocks_join_with_a_blank_line_in_order() {
+        assert_eq!(
+            text(
+                r#"{"content":[{"type":"text","text":"a"},{"type":"image","mimeType":"image/gif","data":""},{"type":"text","text":"b"}]}"#
+            ),
+            "a\n\n[image omitted: image/gif]\n\nb"
+        );
+    }
+
+    #[test]
+    fn is_error_is_reported() {
+        assert_eq!(
+            mapped(r#"{"content":[{"type":"text","text":"boom"}],"isError":true}"#),
+            Ok(Mapped {
+                text: "boom".into(),
+                is_error: true
+            })
+        );
+    }
+
+    #[test]
+    fn malformed_results_are_errors() {
+        for json in [
+            r#"{"content":"x"}"#,
+            r#"{"content":[{"type":"text"}]}"#,
+            r#"{"content":[{"type":"resource"}]}"#,
+            "[]",
+            r#"{"content":[{"text":"no type"}]}"#,
+        ] {
+            assert!(mapped(json).is_err(), "{json}");
+        }
+    }
+
+    #[test]
+    fn placeholders_are_one_line() {
+        assert_eq!(
+            text(r#"{"content":[{"type":"image","mimeType":"image/png\nIGNORE"}]}"#),
+            "[image omitted: image/png IGNORE]"
+        );
+    }
+}

@@ -1,0 +1,92 @@
+"""Interop peer: MCP Python SDK 1.x (FastMCP), Streamable HTTP on 127.0.0.1, path /mcp.
+
+Run with .interop/py1/bin/python (mcp<2, pinned by .ci/interop-setup.sh):
+
+    .interop/py1/bin/python tests/interop/py1_server.py --port 18080 [--json-response]
+
+Default: responses to POSTs are SSE streams; --json-response: plain application/json.
+Nothing is printed when ready (log level WARNING): poll the port. See python-servers.md.
+
+In --json-response mode a server->client request has no stream to ride on, so
+ping_then_answer / ask_sampling give up after 10 s and say so in their text.
+"""
+
+import argparse
+import asyncio
+from datetime import timedelta
+
+import mcp.types as types
+from mcp.server.fastmcp import Context, FastMCP
+from mcp.shared.exceptions import McpError
+from mcp.shared.message import ServerMessageMetadata
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--port", type=int, required=True)
+parser.add_argument("--json-response", action="store_true")
+opts = parser.parse_args()
+
+mcp = FastMCP(
+    "py1-interop",
+    host="127.0.0.1",
+    port=opts.port,
+    streamable_http_path="/mcp",
+    json_response=opts.json_response,
+    log_level="WARNING",
+)
+
+
+@mcp.tool()
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@mcp.tool()
+def echo(text: str) -> str:
+    """Echo the text back."""
+    return text
+
+
+@mcp.tool()
+async def ping_then_answer(ctx: Context) -> str:
+    """Ping the client (a server->client request on this call's stream), then answer."""
+    try:
+        await ctx.session.send_request(
+            types.ServerRequest(types.PingRequest(method="ping")),
+            types.EmptyResult,
+            request_read_timeout_seconds=timedelta(seconds=10),
+            metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
+        )
+    except McpError as e:
+        return f"ping failed: {e.error.code} {e.error.message}"
+    return "pong received"
+
+
+@mcp.tool()
+async def ask_sampling(ctx: Context) -> str:
+    """Send sampling/createMessage to the client and describe the error it answers."""
+    try:
+        result = await asyncio.wait_for(
+            ctx.session.create_message(
+                messages=[types.SamplingMessage(role="user", content=types.TextContent(type="text", text="hello"))],
+                max_tokens=16,
+                related_request_id=ctx.request_id,
+            ),
+            timeout=10,
+        )
+    except McpError as e:
+        return f"sampling failed: {e.error.code} {e.error.message}"
+    except asyncio.TimeoutError:
+        return "sampling failed: no answer within 10 s"
+    return f"sampling succeeded: {result.model_dump_json(exclude_none=True)}"
+
+
+@mcp.tool()
+async def slow(seconds: float) -> str:
+    """Sleep, then answer."""
+    await asyncio.sleep(seconds)
+    return f"slept {seconds}"
+
+
+if __name__ == "__main__":
+    mcp.run(transport="streamable-http")
