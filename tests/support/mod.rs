@@ -1,0 +1,78 @@
+//! A minimal Host for tests: installs the plugin through the `runvil-plugin` contract exactly as
+//! a runvil Host would, and waits on the listing with bounded waits.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use runvil_plugin::{Pack, Packs, Services, TOKIO_RUNTIME, ToolError, Value};
+use serde_json::json;
+
+/// A constructed `mcp` Pack on the current Tokio runtime.
+pub struct Host {
+    pub pack: Box<dyn Pack>,
+}
+
+impl Host {
+    /// Installs the plugin with `{"mcp": servers}` and constructs the Pack under id `mcp`.
+    pub fn new(servers: Value) -> Host {
+        Host::try_new(servers).expect("the Pack constructs")
+    }
+
+    /// Like [`Host::new`], returning the unavailable reason instead of panicking.
+    pub fn try_new(servers: Value) -> Result<Host, runvil_plugin::Unavailable> {
+        let mut packs = Packs::new();
+        plugin_mcp::install(&mut packs, &json!({ "mcp": servers }));
+        let mut services = Services::new();
+        services.insert(&TOKIO_RUNTIME, tokio::runtime::Handle::current());
+        let spec = packs.get("runvil/mcp").expect("install inserts runvil/mcp");
+        let pack = spec.construct("mcp", &services)?;
+        Ok(Host { pack })
+    }
+
+    /// Calls `mcp/<tool>` with `args`.
+    pub async fn call(&self, tool: &str, args: Value) -> Result<String, ToolError> {
+        self.pack.call(&format!("mcp/{tool}"), args).await
+    }
+
+    /// `get_dynamic_tools` with `args`, parsed.
+    pub async fn listing(&self, args: Value) -> Value {
+        let text = self.call("get_dynamic_tools", args).await.expect("listing");
+        serde_json::from_str(&text).expect("the listing is JSON")
+    }
+
+    /// Waits (at most `limit`) until no server is `loading`; returns the last full listing.
+    pub async fn settled(&self, limit: Duration) -> Value {
+        self.wait_for(limit, |listing| {
+            listing["servers"].as_array().unwrap().iter().all(|s| s["status"] != "loading")
+        })
+        .await
+    }
+
+    /// Waits (at most `limit`) until `namespace` is `ready`; panics with the listing otherwise.
+    pub async fn ready(&self, namespace: &str, limit: Duration) -> Value {
+        self.wait_for(limit, |listing| {
+            listing["servers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|s| s["namespace"] == namespace && s["status"] == "ready")
+        })
+        .await
+    }
+
+    /// Waits (at most `limit`, polling every 10 ms) until `done(listing)`; panics with the last
+    /// listing when the time runs out.
+    pub async fn wait_for(&self, limit: Duration, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let listing = self.listing(json!({})).await;
+            if done(&listing) {
+                return listing;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                panic!("gave up after {limit:?}; listing: {listing}");
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
