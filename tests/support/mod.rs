@@ -43,7 +43,11 @@ impl Host {
     /// Waits (at most `limit`) until no server is `loading`; returns the last full listing.
     pub async fn settled(&self, limit: Duration) -> Value {
         self.wait_for(limit, |listing| {
-            listing["servers"].as_array().unwrap().iter().all(|s| s["status"] != "loading")
+            listing["servers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|s| s["status"] != "loading")
         })
         .await
     }
@@ -76,3 +80,5 @@ impl Host {
         }
     }
 }
+
+pub mod mock;

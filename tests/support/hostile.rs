@@ -1,0 +1,396 @@
+//! A small MCP-ish server for hostile-server tests, built on hyper so that a reply can be sent
+//! slowly, in pieces, endlessly, cut off mid-body, or never (wiremock can do none of these).
+//!
+//! Every request is recorded (HTTP method, headers, body, and when it arrived, in Tokio time so
+//! paused-time tests read virtual seconds). The test gives an async handler that turns each
+//! request into a [`Reply`]; [`standard`] answers the handshake the usual way so a handler only
+//! writes the part it is about.
+#![allow(dead_code)]
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::stream::{self, Stream, StreamExt};
+use http_body_util::{BodyExt, Full, StreamBody, combinators::UnsyncBoxBody};
+use hyper::body::{Frame, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::time::Instant;
+
+/// The session id [`standard`] hands out.
+pub const SESSION: &str = "hostile-session-1";
+
+/// One request the server received.
+#[derive(Clone, Debug)]
+pub struct Received {
+    /// `POST`, `GET`, `DELETE`.
+    pub http_method: String,
+    /// The request target (path and query) exactly as sent.
+    pub target: String,
+    pub headers: hyper::HeaderMap,
+    pub body: Bytes,
+    /// The body parsed as JSON (`Null` when it is not JSON).
+    pub rpc: Value,
+    /// When it arrived (Tokio time: virtual under a paused clock).
+    pub at: Instant,
+}
+
+impl Received {
+    /// The JSON-RPC method, or `""`.
+    pub fn method(&self) -> &str {
+        self.rpc["method"].as_str().unwrap_or("")
+    }
+
+    /// The JSON-RPC id (`Null` for a notification).
+    pub fn id(&self) -> Value {
+        self.rpc["id"].clone()
+    }
+
+    /// A header as text, if present.
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.headers
+            .get(name)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+    }
+}
+
+type BodyStream = Pin<Box<dyn Stream<Item = Result<Bytes, io::Error>> + Send>>;
+
+/// What the server answers.
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    body: Option<BodyStream>,
+    full: Bytes,
+}
+
+impl Reply {
+    /// A whole body, sent at once with a `Content-Length`.
+    pub fn raw(status: u16, content_type: &str, body: impl Into<Bytes>) -> Reply {
+        Reply {
+            status,
+            headers: vec![("content-type".into(), content_type.into())],
+            body: None,
+            full: body.into(),
+        }
+    }
+
+    /// `200 application/json` with `value`.
+    pub fn json(value: &Value) -> Reply {
+        Reply::raw(200, "application/json", serde_json::to_vec(value).unwrap())
+    }
+
+    /// `202 Accepted`, no body (the answer to a notification or a response).
+    pub fn accepted() -> Reply {
+        Reply {
+            status: 202,
+            headers: Vec::new(),
+            body: None,
+            full: Bytes::new(),
+        }
+    }
+
+    /// `200 text/event-stream` with one `message` event per value, sent at once.
+    pub fn sse(messages: &[Value]) -> Reply {
+        let text: String = messages.iter().map(sse_event).collect();
+        Reply::raw(200, "text/event-stream", text)
+    }
+
+    /// A chunked body (no `Content-Length`) from `chunks`; an `Err` item cuts the connection
+    /// mid-body.
+    pub fn stream(
+        status: u16,
+        content_type: &str,
+        chunks: impl Stream<Item = Result<Bytes, io::Error>> + Send + 'static,
+    ) -> Reply {
+        Reply {
+            status,
+            headers: vec![("content-type".into(), content_type.into())],
+            body: Some(Box::pin(chunks)),
+            full: Bytes::new(),
+        }
+    }
+
+    /// `prefix`, then `chunk` forever, one every `every` (none when zero), counting the bytes
+    /// handed to the connection in `sent`. Ends only when the client goes away.
+    pub fn endless(
+        status: u16,
+        content_type: &str,
+        prefix: impl Into<Bytes>,
+        chunk: Bytes,
+        every: Duration,
+        sent: Arc<AtomicUsize>,
+    ) -> Reply {
+        let prefix: Bytes = prefix.into();
+        sent.fetch_add(prefix.len(), Ordering::SeqCst);
+        let rest = stream::unfold((), move |()| {
+            let chunk = chunk.clone();
+            let sent = Arc::clone(&sent);
+            async move {
+                if !every.is_zero() {
+                    tokio::time::sleep(every).await;
+                }
+                sent.fetch_add(chunk.len(), Ordering::SeqCst);
+                Some((Ok(chunk), ()))
+            }
+        });
+        Reply::stream(
+            status,
+            content_type,
+            stream::once(async move { Ok(prefix) }).chain(rest),
+        )
+    }
+
+    /// Drops every header (so no `Content-Type` either).
+    pub fn without_headers(mut self) -> Reply {
+        self.headers.clear();
+        self
+    }
+
+    /// Sets a header, replacing any of the same name.
+    pub fn header(mut self, name: &str, value: &str) -> Reply {
+        self.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    fn into_response(self) -> hyper::Response<UnsyncBoxBody<Bytes, io::Error>> {
+        let mut response = hyper::Response::builder().status(self.status);
+        for (name, value) in &self.headers {
+            response = response.header(name.as_str(), value.as_str());
+        }
+        let body = match self.body {
+            Some(chunks) => StreamBody::new(chunks.map(|c| c.map(Frame::data))).boxed_unsync(),
+            None => Full::new(self.full)
+                .map_err(|never: Infallible| match never {})
+                .boxed_unsync(),
+        };
+        response.body(body).unwrap()
+    }
+}
+
+/// One SSE `message` event holding `message`.
+pub fn sse_event(message: &Value) -> String {
+    format!("event: message\ndata: {message}\n\n")
+}
+
+/// A JSON-RPC result for request `id`.
+pub fn result(id: &Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+/// A JSON-RPC error for request `id`.
+pub fn rpc_error(id: &Value, code: i64, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+/// A `tools/call` result of one text block.
+pub fn text_result(id: &Value, text: &str) -> Value {
+    result(id, json!({"content": [{"type": "text", "text": text}]}))
+}
+
+/// A tool as `tools/list` shows it.
+pub fn tool(name: &str, description: &str) -> Value {
+    json!({"name": name, "description": description, "inputSchema": {"type": "object"}})
+}
+
+/// A `tools/list` result with `tools` and an optional `nextCursor`.
+pub fn tools_page(id: &Value, tools: Vec<Value>, next: Option<&str>) -> Value {
+    match next {
+        Some(cursor) => result(id, json!({"tools": tools, "nextCursor": cursor})),
+        None => result(id, json!({"tools": tools})),
+    }
+}
+
+/// The usual answer to the handshake and the housekeeping requests: `initialize` (version
+/// 2025-06-18, session [`SESSION`]), any notification or client response (202), `DELETE`
+/// (200), `GET` (405: no standalone stream). `None` for everything else.
+pub fn standard(req: &Received) -> Option<Reply> {
+    match req.http_method.as_str() {
+        "DELETE" => return Some(Reply::raw(200, "text/plain", "")),
+        "GET" => return Some(Reply::raw(405, "text/plain", "")),
+        _ => {}
+    }
+    if req.method() == "initialize" {
+        return Some(initialize_reply(&req.id()));
+    }
+    if req.rpc.get("id").is_none() || req.rpc.get("method").is_none() {
+        // A notification, or the client's answer to a server request.
+        return Some(Reply::accepted());
+    }
+    None
+}
+
+/// A successful `initialize` answer for request `id`.
+pub fn initialize_reply(id: &Value) -> Reply {
+    Reply::json(&result(
+        id,
+        json!({
+            "protocolVersion": "2025-06-18",
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "hostile", "version": "0"}
+        }),
+    ))
+    .header("mcp-session-id", SESSION)
+}
+
+type Handler = Arc<dyn Fn(Received) -> Pin<Box<dyn Future<Output = Reply> + Send>> + Send + Sync>;
+
+/// A running server on 127.0.0.1; stops when dropped.
+pub struct Server {
+    pub url: String,
+    pub port: u16,
+    log: Arc<Mutex<Vec<Received>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Server {
+    /// Every request received so far, in arrival order.
+    pub fn requests(&self) -> Vec<Received> {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// The requests whose JSON-RPC method is `method`.
+    pub fn with_method(&self, method: &str) -> Vec<Received> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.method() == method)
+            .collect()
+    }
+
+    /// How many requests had JSON-RPC method `method`.
+    pub fn count(&self, method: &str) -> usize {
+        self.with_method(method).len()
+    }
+
+    /// Waits (at most `limit`, Tokio time) until `done(requests)`; panics otherwise.
+    pub async fn wait_until(
+        &self,
+        limit: Duration,
+        what: &str,
+        done: impl Fn(&[Received]) -> bool,
+    ) -> Vec<Received> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let requests = self.requests();
+            if done(&requests) {
+                return requests;
+            }
+            if Instant::now() >= deadline {
+                let methods: Vec<String> = requests
+                    .iter()
+                    .map(|r| format!("{} {}", r.http_method, r.method()))
+                    .collect();
+                panic!("gave up after {limit:?} waiting for {what}; received: {methods:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+/// Starts a server on 127.0.0.1 (a free port) that answers with `handler`.
+pub async fn serve<F, Fut>(handler: F) -> Server
+where
+    F: Fn(Received) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Reply> + Send + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    serve_on(listener, handler)
+}
+
+/// Like [`serve`], on a listener the test bound (e.g. to a port chosen earlier).
+pub fn serve_on<F, Fut>(listener: TcpListener, handler: F) -> Server
+where
+    F: Fn(Received) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Reply> + Send + 'static,
+{
+    let port = listener.local_addr().unwrap().port();
+    let handler: Handler = Arc::new(move |req| Box::pin(handler(req)));
+    let log: Arc<Mutex<Vec<Received>>> = Arc::default();
+    let task = tokio::spawn(accept_loop(listener, handler, Arc::clone(&log)));
+    Server {
+        url: format!("http://127.0.0.1:{port}/mcp"),
+        port,
+        log,
+        task,
+    }
+}
+
+async fn accept_loop(listener: TcpListener, handler: Handler, log: Arc<Mutex<Vec<Received>>>) {
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let handler = Arc::clone(&handler);
+        let log = Arc::clone(&log);
+        let service = service_fn(move |request: hyper::Request<Incoming>| {
+            let handler = Arc::clone(&handler);
+            let log = Arc::clone(&log);
+            async move {
+                let (parts, body) = request.into_parts();
+                let body = match body.collect().await {
+                    Ok(collected) => collected.to_bytes(),
+                    Err(_) => Bytes::new(),
+                };
+                let received = Received {
+                    http_method: parts.method.to_string(),
+                    target: parts
+                        .uri
+                        .path_and_query()
+                        .map_or_else(String::new, |p| p.as_str().to_string()),
+                    headers: parts.headers,
+                    rpc: serde_json::from_slice(&body).unwrap_or(Value::Null),
+                    body,
+                    at: Instant::now(),
+                };
+                log.lock().unwrap().push(received.clone());
+                Ok::<_, Infallible>(handler(received).await.into_response())
+            }
+        });
+        // Dropped (and so aborted) with the accept loop.
+        connections.spawn(async move {
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+        while connections.try_join_next().is_some() {}
+    }
+}
+
+/// A port on 127.0.0.1 that nothing listens on (bound, then released).
+pub async fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// The config entry `{"url": url}`.
+pub fn entry(url: &str) -> Value {
+    json!({ "url": url })
+}
+
+/// The listing entry of `namespace` in a full listing.
+pub fn server_entry<'a>(listing: &'a Value, namespace: &str) -> &'a Value {
+    listing["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["namespace"] == namespace)
+        .unwrap_or_else(|| panic!("no server {namespace} in {listing}"))
+}

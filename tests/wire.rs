@@ -1,0 +1,542 @@
+//! Wire behaviour against a scripted server (`wiremock`): the headers and bodies the client
+//! sends, JSON and SSE replies, pagination, redirects, session expiry, errors.
+
+mod support;
+
+use std::time::Duration;
+
+use runvil_plugin::ToolErrorKind;
+use serde_json::{Value, json};
+use support::Host;
+use support::mock::{self, body, header};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, Request, ResponseTemplate};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+fn tool(name: &str) -> Value {
+    json!({"name": name, "description": format!("{name} things"), "inputSchema": {"type": "object"}})
+}
+
+async fn mock_server(
+    responder: impl Fn(&Request) -> ResponseTemplate + Send + Sync + 'static,
+) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(path("/mcp"))
+        .respond_with(responder)
+        .mount(&server)
+        .await;
+    server
+}
+
+fn echo_call(request: &Request, params: &Value) -> ResponseTemplate {
+    mock::result(
+        request,
+        json!({"content": [{"type": "text", "text": format!("called {}", params["name"])}]}),
+    )
+}
+
+#[tokio::test]
+async fn sends_the_right_headers_and_bodies() {
+    let server = mock_server(mock::with_tools(json!([tool("search")]), echo_call)).await;
+    let host = Host::new(json!({"docs": {
+        "url": format!("{}/mcp", server.uri()),
+        "headers": {"Authorization": "Bearer abc", "X-Team": "blue"}
+    }}));
+    host.ready("docs", WAIT).await;
+    let answer = host
+        .call(
+            "call_dynamic_tool",
+            json!({"namespace": "docs", "toolName": "search", "arguments": {"q": "x"}}),
+        )
+        .await;
+    assert_eq!(answer.unwrap(), "called \"search\"");
+
+    let requests = server.received_requests().await.unwrap();
+    let methods: Vec<String> = requests
+        .iter()
+        .map(|r| body(r)["method"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "initialize",
+            "notifications/initialized",
+            "tools/list",
+            "tools/call"
+        ]
+    );
+    for request in &requests {
+        assert_eq!(request.method.as_str(), "POST");
+        assert_eq!(
+            header(request, "accept").as_deref(),
+            Some("application/json, text/event-stream")
+        );
+        assert_eq!(
+            header(request, "content-type").as_deref(),
+            Some("application/json")
+        );
+        assert_eq!(
+            header(request, "authorization").as_deref(),
+            Some("Bearer abc")
+        );
+        assert_eq!(header(request, "x-team").as_deref(), Some("blue"));
+        assert_eq!(header(request, "last-event-id"), None);
+    }
+    // initialize carries no session and no version; everything after carries both.
+    assert_eq!(header(&requests[0], "mcp-session-id"), None);
+    assert_eq!(header(&requests[0], "mcp-protocol-version"), None);
+    for request in &requests[1..] {
+        assert_eq!(header(request, "mcp-session-id").as_deref(), Some("s-1"));
+        assert_eq!(
+            header(request, "mcp-protocol-version").as_deref(),
+            Some("2025-11-25")
+        );
+    }
+    let init = body(&requests[0]);
+    assert_eq!(init["jsonrpc"], "2.0");
+    assert_eq!(init["params"]["protocolVersion"], "2025-11-25");
+    assert_eq!(init["params"]["capabilities"], json!({}));
+    assert_eq!(
+        init["params"]["clientInfo"],
+        json!({"name": "plugin-mcp", "version": env!("CARGO_PKG_VERSION")})
+    );
+    assert_eq!(
+        body(&requests[1]),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized", "params": {}})
+    );
+    assert_eq!(body(&requests[2])["params"], json!({}));
+    assert_eq!(
+        body(&requests[3])["params"],
+        json!({"name": "search", "arguments": {"q": "x"}})
+    );
+}
+
+#[tokio::test]
+async fn negotiated_older_version_is_sent_back_and_unknown_versions_fail() {
+    for (version, expected) in [
+        ("2025-06-18", None),
+        ("2025-03-26", None),
+        ("2024-11-05", Some("2024-11-05")),
+    ] {
+        let server = mock_server(
+            move |request: &Request| match body(request)["method"].as_str() {
+                Some("initialize") => mock::initialize(request, version, None),
+                Some("tools/list") => mock::result(request, json!({"tools": []})),
+                _ => ResponseTemplate::new(202),
+            },
+        )
+        .await;
+        let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
+        let listing = host.settled(WAIT).await;
+        match expected {
+            None => {
+                assert_eq!(
+                    listing,
+                    json!({"servers": [{"namespace": "s", "status": "ready", "tools": []}]})
+                );
+                let requests = server.received_requests().await.unwrap();
+                assert_eq!(
+                    header(&requests[2], "mcp-protocol-version").as_deref(),
+                    Some(version)
+                );
+                assert_eq!(header(&requests[2], "mcp-session-id"), None);
+            }
+            Some(bad) => assert_eq!(
+                listing["servers"][0]["reason"],
+                format!(
+                    "the server chose MCP protocol version \"{bad}\", which this client does not support (it supports 2025-11-25, 2025-06-18, 2025-03-26)"
+                )
+            ),
+        }
+    }
+}
+
+#[tokio::test]
+async fn sse_replies_with_priming_pings_and_other_ids() {
+    let server = mock_server(mock::server(|request, method| match method {
+        "tools/list" => mock::sse(format!(
+            "id: p-0\ndata: \n\n: keep-alive comment\n\n{}",
+            mock::event(&mock::response(request, json!({"tools": [tool("a")]})))
+        )),
+        "tools/call" => {
+            let answer = mock::response(request, json!({"content": [{"type": "text", "text": "done"}]}));
+            mock::sse(format!(
+                "id: c-0\ndata:\n\n{}{}{}{}{}",
+                mock::event(&json!({"jsonrpc": "2.0", "id": "srv-1", "method": "ping"})),
+                mock::event(&json!({"jsonrpc": "2.0", "id": 7, "method": "sampling/createMessage", "params": {}})),
+                mock::event(&json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}})),
+                "event: custom\ndata: {\"ignored\":true}\n\n",
+                mock::event(&json!({"jsonrpc": "2.0", "id": 999, "result": {"content": []}})),
+            ) + &format!("event: message\r\ndata: {answer}\r\n\r\n"))
+        }
+        _ => ResponseTemplate::new(202),
+    }))
+    .await;
+    let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
+    host.ready("s", WAIT).await;
+    let text = host
+        .call(
+            "call_dynamic_tool",
+            json!({"namespace": "s", "toolName": "a"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text, "done");
+    let requests = server.received_requests().await.unwrap();
+    let answers: Vec<Value> = requests
+        .iter()
+        .map(body)
+        .filter(|b| b.get("method").is_none())
+        .collect();
+    assert_eq!(
+        answers,
+        [
+            json!({"jsonrpc": "2.0", "id": "srv-1", "result": {}}),
+            json!({"jsonrpc": "2.0", "id": 7, "error": {"code": -32601, "message": "Method not found"}}),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn batch_arrays_and_charset_parameters_are_accepted() {
+    let server = mock_server(mock::server(|request, method| match method {
+        "tools/list" => ResponseTemplate::new(200).set_body_raw(
+                json!([
+                    {"jsonrpc": "2.0", "method": "notifications/message", "params": {}},
+                    mock::response(request, json!({"tools": [tool("t")]}))
+                ])
+                .to_string(),
+                "application/json; charset=utf-8",
+            ),
+        "tools/call" => ResponseTemplate::new(200).set_body_raw(
+                format!(
+                    "data: [{}]\n\n",
+                    mock::response(request, json!({"content": [{"type": "text", "text": "multi"}, {"type": "text", "text": "line"}]}))
+                ),
+                "text/event-stream; charset=utf-8",
+            ),
+        _ => ResponseTemplate::new(202),
+    }))
+    .await;
+    let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
+    host.ready("s", WAIT).await;
+    let text = host
+        .call(
+            "call_dynamic_tool",
+            json!({"namespace": "s", "toolName": "t"}),
+        )
+        .await;
+    assert_eq!(text.unwrap(), "multi\n\nline");
+}
+
+#[tokio::test]
+async fn multi_line_data_is_joined() {
+    let server = mock_server(mock::server(|request, method| match method {
+        "tools/list" => mock::sse(format!(
+            "data: {{\"jsonrpc\":\"2.0\",\ndata: \"id\":{},\ndata: \"result\":{{\"tools\":[]}}}}\n\n",
+            body(request)["id"]
+        )),
+        _ => ResponseTemplate::new(202),
+    }))
+    .await;
+    let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
+    let listing = host.settled(WAIT).await;
+    assert_eq!(
+        listing,
+        json!({"servers": [{"namespace": "s", "status": "ready", "tools": []}]})
+    );
+}
+
+#[tokio::test]
+async fn every_tools_list_page_is_fetched() {
+    let server = mock_server(mock::server(|request, method| {
+        let cursor = body(request)["params"]["cursor"].clone();
+        match (method, cursor.as_str()) {
+            ("tools/list", None) => mock::result(
+                request,
+                json!({"tools": [tool("c"), tool("a")], "nextCursor": "p2"}),
+            ),
+            ("tools/list", Some("p2")) => {
+                mock::result(request, json!({"tools": [tool("b")], "nextCursor": "p3"}))
+            }
+            ("tools/list", Some("p3")) => {
+                mock::result(request, json!({"tools": [tool("d")], "nextCursor": ""}))
+            }
+            _ => ResponseTemplate::new(400),
+        }
+    }))
+    .await;
+    let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
+    let listing = host.settled(WAIT).await;
+    assert_eq!(
+        listing,
+        json!({"servers": [{"namespace": "s", "status": "ready", "tools": ["a", "b", "c", "d"]}]})
+    );
+    let cursors: Vec<Value> = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(body)
+        .filter(|b| b["method"] == "tools/list")
+        .map(|b| b["params"].clone())
+        .collect();
+    assert_eq!(
+        cursors,
+        [json!({}), json!({"cursor": "p2"}), json!({"cursor": "p3"})]
+    );
+}
+
+#[tokio::test]
+async fn redirects_are_refused_and_their_target_receives_nothing() {
+    let target = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200))
+        .mount(&target)
+        .await;
+    for status in [301, 302, 307, 308] {
+        let server = MockServer::start().await;
+        Mock::given(path("/mcp"))
+            .respond_with(
+                ResponseTemplate::new(status)
+                    .insert_header("location", format!("{}/mcp", target.uri())),
+            )
+            .mount(&server)
+            .await;
+        let host = Host::new(
+            json!({"s": {"url": format!("{}/mcp", server.uri()), "headers": {"Authorization": "Bearer secret-token"}}}),
+        );
+        let listing = host.settled(WAIT).await;
+        assert_eq!(
+            listing["servers"][0]["reason"],
+            format!(
+                "the server answered with a redirect (HTTP {status}), which this client refuses to follow so that the configured headers reach no other server"
+            )
+        );
+    }
+    assert!(target.received_requests().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn is_error_and_json_rpc_errors_are_backend_errors() {
+    let server = mock_server(mock::with_tools(json!([tool("bad"), tool("rpc")]), |request, params| {
+        if params["name"] == "bad" {
+            mock::result(request, json!({"isError": true, "content": [{"type": "text", "text": "quota exceeded"}]}))
+        } else {
+            ResponseTemplate::new(200).set_body_raw(
+                json!({"jsonrpc": "2.0", "id": body(request)["id"], "error": {"code": -32602, "message": "Unknown tool: rpc"}}).to_string(),
+                "application/json",
+            )
+        }
+    }))
+    .await;
+    let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
+    host.ready("s", WAIT).await;
+    let bad = host
+        .call(
+            "call_dynamic_tool",
+            json!({"namespace": "s", "toolName": "bad"}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (bad.kind, bad.message.as_str()),
+        (ToolErrorKind::Backend, "quota exceeded")
+    );
+    let rpc = host
+        .call(
+            "call_dynamic_tool",
+            json!({"namespace": "s", "toolName": "rpc"}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (rpc.kind, rpc.message.as_str()),
+        (ToolErrorKind::Backend, "Unknown tool: rpc")
+    );
+}
+
+#[tokio::test]
+async fn http_failures_are_transport_errors_and_ready_stays_ready() {
+    let server = mock_server(mock::with_tools(json!([tool("t")]), |_, _| {
+        ResponseTemplate::new(500).set_body_string("database on fire\nline two")
+    }))
+    .await;
+    let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
+    host.ready("s", WAIT).await;
+    let error = host
+        .call(
+            "call_dynamic_tool",
+            json!({"namespace": "s", "toolName": "t"}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind, ToolErrorKind::Transport);
+    assert_eq!(
+        error.message,
+        "server \"s\": HTTP 500 Internal Server Error: database on fire line two"
+    );
+    assert_eq!(
+        host.listing(json!({})).await["servers"][0]["status"],
+        "ready"
+    );
+}
+
+#[tokio::test]
+async fn an_expired_session_is_initialized_again_once() {
+    let server = MockServer::start().await;
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = calls.clone();
+    Mock::given(path("/mcp"))
+        .respond_with(move |request: &Request| {
+            let message = body(request);
+            match message["method"].as_str().unwrap_or("") {
+                "initialize" => {
+                    let n = seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    mock::initialize(request, "2025-11-25", Some(&format!("s-{n}")))
+                }
+                "tools/list" => mock::result(request, json!({"tools": [tool("t")]})),
+                "tools/call" if header(request, "mcp-session-id").as_deref() == Some("s-0") => {
+                    ResponseTemplate::new(404)
+                }
+                "tools/call" => mock::result(
+                    request,
+                    json!({"content": [{"type": "text", "text": "fresh"}]}),
+                ),
+                _ => ResponseTemplate::new(202),
+            }
+        })
+        .mount(&server)
+        .await;
+    let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
+    host.ready("s", WAIT).await;
+    let text = host
+        .call(
+            "call_dynamic_tool",
+            json!({"namespace": "s", "toolName": "t"}),
+        )
+        .await;
+    assert_eq!(text.unwrap(), "fresh");
+    let trail: Vec<(String, Option<String>)> = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                body(r)["method"].as_str().unwrap_or("").to_string(),
+                header(r, "mcp-session-id"),
+            )
+        })
+        .collect();
+    let s = |m: &str, id: Option<&str>| (m.to_string(), id.map(str::to_string));
+    assert_eq!(
+        trail,
+        [
+            s("initialize", None),
+            s("notifications/initialized", Some("s-0")),
+            s("tools/list", Some("s-0")),
+            s("tools/call", Some("s-0")),
+            s("initialize", None),
+            s("notifications/initialized", Some("s-1")),
+            s("tools/call", Some("s-1")),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_400_about_the_session_also_reinitializes() {
+    let server = MockServer::start().await;
+    let inits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = inits.clone();
+    Mock::given(path("/mcp"))
+        .respond_with(move |request: &Request| match body(request)["method"].as_str().unwrap_or("") {
+            "initialize" => {
+                let n = seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                mock::initialize(request, "2025-11-25", Some(&format!("s-{n}")))
+            }
+            "tools/list" => mock::result(request, json!({"tools": [tool("t")]})),
+            "tools/call" if header(request, "mcp-session-id").as_deref() == Some("s-0") => ResponseTemplate::new(400)
+                .set_body_string(r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}"#),
+            "tools/call" => mock::result(request, json!({"content": [{"type": "text", "text": "again"}]})),
+            _ => ResponseTemplate::new(202),
+        })
+        .mount(&server)
+        .await;
+    let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
+    host.ready("s", WAIT).await;
+    let text = host
+        .call(
+            "call_dynamic_tool",
+            json!({"namespace": "s", "toolName": "t"}),
+        )
+        .await;
+    assert_eq!(text.unwrap(), "again");
+    assert_eq!(inits.load(std::sync::atomic::Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn dropping_the_pack_deletes_the_session() {
+    let server = mock_server(mock::with_tools(json!([]), echo_call)).await;
+    Mock::given(method("DELETE"))
+        .respond_with(ResponseTemplate::new(405))
+        .mount(&server)
+        .await;
+    let host = Host::new(
+        json!({"s": {"url": format!("{}/mcp", server.uri()), "headers": {"X-Key": "k"}}}),
+    );
+    host.ready("s", WAIT).await;
+    drop(host);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let delete = loop {
+        let requests = server.received_requests().await.unwrap();
+        if let Some(delete) = requests.into_iter().find(|r| r.method.as_str() == "DELETE") {
+            break delete;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no DELETE arrived");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(header(&delete, "mcp-session-id").as_deref(), Some("s-1"));
+    assert_eq!(
+        header(&delete, "mcp-protocol-version").as_deref(),
+        Some("2025-11-25")
+    );
+    assert_eq!(header(&delete, "x-key").as_deref(), Some("k"));
+}
+
+#[tokio::test]
+async fn a_failed_start_is_retried_until_ready() {
+    let server = MockServer::start().await;
+    // The first initialize fails; the retry one second later succeeds.
+    Mock::given(path("/mcp"))
+        .respond_with(ResponseTemplate::new(503))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(path("/mcp"))
+        .respond_with(mock::with_tools(json!([tool("t")]), echo_call))
+        .with_priority(2)
+        .mount(&server)
+        .await;
+    let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
+    let failed = host
+        .wait_for(WAIT, |l| l["servers"][0]["status"] == "error")
+        .await;
+    assert_eq!(
+        failed,
+        json!({"servers": [{"namespace": "s", "status": "error", "reason": "HTTP 503 Service Unavailable", "tools": []}]})
+    );
+    let started = tokio::time::Instant::now();
+    let ready = host.ready("s", WAIT).await;
+    assert_eq!(
+        ready,
+        json!({"servers": [{"namespace": "s", "status": "ready", "tools": ["t"]}]})
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(500),
+        "the retry waited {:?}",
+        started.elapsed()
+    );
+}
