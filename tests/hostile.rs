@@ -1,0 +1,1293 @@
+//! Hostile servers: each test stands up a small server of our own (tests/support/hostile.rs)
+//! that lies, loops, floods, stalls or breaks the connection, and asserts the exact reason or
+//! error the Pack shows, and that it never hangs.
+//!
+//! Tests about the start and call deadlines and the retry backoff run on Tokio's paused clock
+//! (`start_paused`): the server and the Pack share one current-thread runtime and talk over
+//! real loopback sockets, and the clock jumps only when every task is idle, so a 70-second
+//! handshake or a 4-minute tool takes milliseconds and the backoff is measured in exact
+//! virtual seconds.
+
+#[path = "support/hostile.rs"]
+mod hostile;
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::stream::{self, StreamExt};
+use hostile::{
+    Received, Reply, SESSION, Server, entry, initialize_reply, result, rpc_error, serve,
+    server_entry, sse_event, standard, text_result, tool, tools_page,
+};
+use runvil_plugin::{ToolError, ToolErrorKind};
+use serde_json::{Value, json};
+use support::Host;
+use tokio::time::Instant;
+
+const MIB: usize = 1024 * 1024;
+const CAP_MESSAGE: &str = "the server sent a message larger than the 16 MiB limit";
+
+// ---------------------------------------------------------------------------------------------
+// helpers
+
+/// A server whose `tools/list` answers come from `page`; everything else is [`standard`].
+async fn list_server<F>(page: F) -> Server
+where
+    F: Fn(&Received) -> Reply + Send + Sync + 'static,
+{
+    serve(move |req| {
+        let reply = standard(&req).unwrap_or_else(|| match req.method() {
+            "tools/list" => page(&req),
+            _ => Reply::json(&rpc_error(&req.id(), -32601, "Method not found")),
+        });
+        async move { reply }
+    })
+    .await
+}
+
+/// A server with one tool `t` whose `tools/call` answers come from `call`.
+async fn tool_server<F, Fut>(call: F) -> Server
+where
+    F: Fn(Received) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Reply> + Send + 'static,
+{
+    let call = Arc::new(call);
+    serve(move |req| {
+        let call = Arc::clone(&call);
+        async move {
+            if let Some(reply) = standard(&req) {
+                return reply;
+            }
+            match req.method() {
+                "tools/list" => {
+                    Reply::json(&tools_page(&req.id(), vec![tool("t", "a tool")], None))
+                }
+                "tools/call" => call(req).await,
+                _ => Reply::json(&rpc_error(&req.id(), -32601, "Method not found")),
+            }
+        }
+    })
+    .await
+}
+
+/// A Host with one server `ns` at `url`, waited on until ready.
+async fn ready_host(ns: &str, url: &str) -> Host {
+    let host = Host::new(json!({ ns: entry(url) }));
+    host.ready(ns, Duration::from_secs(20)).await;
+    host
+}
+
+/// Waits until `ns` shows `error`; returns its reason.
+async fn error_reason(host: &Host, ns: &str, limit: Duration) -> String {
+    let listing = host
+        .wait_for(limit, |l| server_entry(l, ns)["status"] == "error")
+        .await;
+    server_entry(&listing, ns)["reason"]
+        .as_str()
+        .expect("an error has a reason")
+        .to_string()
+}
+
+/// `call_dynamic_tool` of `t` on `ns`, bounded by `limit`.
+async fn call_t(host: &Host, ns: &str, limit: Duration) -> Result<String, ToolError> {
+    tokio::time::timeout(
+        limit,
+        host.call(
+            "call_dynamic_tool",
+            json!({"namespace": ns, "toolName": "t", "arguments": {}}),
+        ),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("the call did not return within {limit:?}"))
+}
+
+fn transport(message: &str) -> Result<String, ToolError> {
+    Err(ToolError::new(ToolErrorKind::Transport, message))
+}
+
+/// The requests of the first start: everything before the second `initialize`.
+fn first_start(server: &Server) -> Vec<Received> {
+    let mut seen_initialize = false;
+    server
+        .requests()
+        .into_iter()
+        .take_while(|r| {
+            if r.method() == "initialize" {
+                if seen_initialize {
+                    return false;
+                }
+                seen_initialize = true;
+            }
+            true
+        })
+        .collect()
+}
+
+fn cursors_asked(requests: &[Received]) -> Vec<Value> {
+    requests
+        .iter()
+        .filter(|r| r.method() == "tools/list")
+        .map(|r| r.rpc["params"]["cursor"].clone())
+        .collect()
+}
+
+/// Arrival times of `method`, in whole milliseconds after `t0`.
+fn offsets_ms(server: &Server, method: &str, t0: Instant) -> Vec<u128> {
+    server
+        .with_method(method)
+        .iter()
+        .map(|r| (r.at - t0).as_millis())
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// pagination
+
+#[tokio::test]
+async fn cursor_echoed_on_the_last_page_fails_the_start() {
+    let server = list_server(|req| {
+        let next = match req.rpc["params"]["cursor"].as_str() {
+            None => "page-2",
+            Some(asked) => asked, // echo: the "last" page hands back the cursor it was given
+        };
+        Reply::json(&tools_page(&req.id(), vec![tool("a", "A")], Some(next)))
+    })
+    .await;
+    let host = Host::new(json!({"echo": entry(&server.url)}));
+    assert_eq!(
+        error_reason(&host, "echo", Duration::from_secs(10)).await,
+        "tools/list page 2 returned the cursor it was asked with, so pagination would never end"
+    );
+    assert_eq!(
+        cursors_asked(&first_start(&server)),
+        [Value::Null, json!("page-2")]
+    );
+}
+
+#[tokio::test]
+async fn cursor_cycle_a_b_a_fails_the_start() {
+    let server = list_server(|req| {
+        let next = match req.rpc["params"]["cursor"].as_str() {
+            None => "A",
+            Some("A") => "B",
+            Some(_) => "A",
+        };
+        Reply::json(&tools_page(&req.id(), vec![], Some(next)))
+    })
+    .await;
+    let host = Host::new(json!({"cycle": entry(&server.url)}));
+    assert_eq!(
+        error_reason(&host, "cycle", Duration::from_secs(10)).await,
+        "tools/list page 3 returned a cursor already used by an earlier page, so pagination would loop"
+    );
+    assert_eq!(
+        cursors_asked(&first_start(&server)),
+        [Value::Null, json!("A"), json!("B")]
+    );
+}
+
+#[tokio::test]
+async fn unique_cursors_with_empty_pages_forever_stop_at_the_page_cap() {
+    let pages = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&pages);
+    let server = list_server(move |req| {
+        let n = counter.fetch_add(1, Ordering::SeqCst);
+        Reply::json(&tools_page(&req.id(), vec![], Some(&format!("c{n}"))))
+    })
+    .await;
+    let host = Host::new(json!({"forever": entry(&server.url)}));
+    assert_eq!(
+        error_reason(&host, "forever", Duration::from_secs(20)).await,
+        "the server had more than 100 pages of tools (tools/list still returned a nextCursor)"
+    );
+    let asked = cursors_asked(&first_start(&server));
+    assert_eq!(asked.len(), 100, "exactly MAX_PAGES pages are fetched");
+    assert_eq!(asked[99], json!("c98"));
+}
+
+#[tokio::test]
+async fn empty_cursor_ends_the_listing() {
+    let server = list_server(|req| {
+        Reply::json(&tools_page(
+            &req.id(),
+            vec![tool("only", "the one")],
+            Some(""),
+        ))
+    })
+    .await;
+    let host = ready_host("s", &server.url).await;
+    assert_eq!(
+        host.listing(json!({})).await,
+        json!({"servers": [{"namespace": "s", "status": "ready", "tools": ["only"]}]})
+    );
+    assert_eq!(server.count("tools/list"), 1);
+}
+
+/// Pages that each take 7 s: the 2-minute start deadline covers the whole pagination, so the
+/// start fails after the 18th page was asked for (pages asked at 0, 7, …, 119 s).
+#[tokio::test(start_paused = true)]
+async fn slow_pages_are_bounded_by_the_start_deadline() {
+    let server = serve(|req| async move {
+        if let Some(reply) = standard(&req) {
+            return reply;
+        }
+        tokio::time::sleep(Duration::from_secs(7)).await;
+        let n = req.id().as_u64().unwrap();
+        Reply::json(&tools_page(&req.id(), vec![], Some(&format!("c{n}"))))
+    })
+    .await;
+    let host = Host::new(json!({"slow": entry(&server.url)}));
+    assert_eq!(
+        error_reason(&host, "slow", Duration::from_secs(200)).await,
+        "the server did not finish starting (initialize and tools/list) within 120 seconds"
+    );
+    assert_eq!(cursors_asked(&first_start(&server)).len(), 18);
+}
+
+// ---------------------------------------------------------------------------------------------
+// tool count, schema size, duplicates, description length
+
+#[tokio::test]
+async fn more_than_1000_tools_fail_the_start_and_exactly_1000_are_fine() {
+    let many = |per_page: usize, pages: usize| {
+        move |req: &Received| {
+            let page = match req.rpc["params"]["cursor"].as_str() {
+                None => 0,
+                Some(c) => c.parse::<usize>().unwrap(),
+            };
+            let tools = (0..per_page)
+                .map(|i| tool(&format!("t{page:02}_{i:04}"), "x"))
+                .collect();
+            let next = (page + 1 < pages).then(|| (page + 1).to_string());
+            Reply::json(&tools_page(&req.id(), tools, next.as_deref()))
+        }
+    };
+    let too_many = list_server(many(300, 4)).await;
+    let exactly = list_server(many(250, 4)).await;
+    let host = Host::new(json!({"big": entry(&too_many.url), "full": entry(&exactly.url)}));
+    assert_eq!(
+        error_reason(&host, "big", Duration::from_secs(20)).await,
+        "the server listed more than 1000 tools (at least 1200 by page 4)"
+    );
+    let listing = host.ready("full", Duration::from_secs(20)).await;
+    assert_eq!(
+        server_entry(&listing, "full")["tools"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1000
+    );
+}
+
+/// Schemas (input + output) of exactly 256 KiB are kept verbatim; one byte more refuses the
+/// start, naming the tool's position and the measured size.
+#[tokio::test]
+async fn schema_size_cap_is_exact() {
+    fn schema_of(bytes: usize) -> Value {
+        // {"type":"object","description":"xxx…"}
+        let overhead = r#"{"type":"object","description":""}"#.len();
+        json!({"type": "object", "description": "x".repeat(bytes - overhead)})
+    }
+    let limit = 256 * 1024;
+    let fits = schema_of(limit);
+    assert_eq!(serde_json::to_string(&fits).unwrap().len(), limit);
+    let fits_clone = fits.clone();
+    let ok = list_server(move |req| {
+        Reply::json(&tools_page(
+            &req.id(),
+            vec![json!({"name": "big", "inputSchema": fits_clone})],
+            None,
+        ))
+    })
+    .await;
+    let over = list_server(move |req| {
+        Reply::json(&tools_page(
+            &req.id(),
+            vec![
+                tool("small", "fine"),
+                json!({"name": "big", "inputSchema": {"type": "object"}, "outputSchema": schema_of(limit - 15)}),
+            ],
+            None,
+        ))
+    })
+    .await;
+    let host = Host::new(json!({"ok": entry(&ok.url), "over": entry(&over.url)}));
+    assert_eq!(
+        error_reason(&host, "over", Duration::from_secs(20)).await,
+        // 15 bytes of {"type":"object"} + 262129 bytes of output schema = 262146
+        "tool 2 of tools/list page 1 has schemas of 262146 bytes (limit 262144)"
+    );
+    host.ready("ok", Duration::from_secs(20)).await;
+    let one = host
+        .listing(json!({"namespace": "ok", "toolName": "big"}))
+        .await;
+    assert_eq!(one["inputSchema"], fits);
+}
+
+#[tokio::test]
+async fn duplicate_tool_names_first_wins_within_and_across_pages() {
+    let server = list_server(|req| match req.rpc["params"]["cursor"].as_str() {
+        None => Reply::json(&tools_page(
+            &req.id(),
+            vec![tool("dup", "first"), tool("b", "b1"), tool("dup", "second")],
+            Some("p2"),
+        )),
+        Some(_) => Reply::json(&tools_page(
+            &req.id(),
+            vec![tool("b", "b2"), tool("dup", "third"), tool("a", "a1")],
+            None,
+        )),
+    })
+    .await;
+    let host = ready_host("d", &server.url).await;
+    let listing = host.listing(json!({"namespace": "d"})).await;
+    let names_and_descriptions: Vec<(String, String)> = listing["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap().to_string(),
+                t["description"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        names_and_descriptions,
+        [
+            ("a".to_string(), "a1".to_string()),
+            ("b".to_string(), "b1".to_string()),
+            ("dup".to_string(), "first".to_string()),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn long_descriptions_are_cut_on_a_char_boundary() {
+    let server = list_server(|req| {
+        Reply::json(&tools_page(
+            &req.id(),
+            vec![
+                tool("ascii", &"x".repeat(10_000)),
+                tool("accents", &"é".repeat(5_000)),
+                json!({"name": "titled", "title": "t".repeat(4097)}),
+                tool("exact", &"y".repeat(4096)),
+            ],
+            None,
+        ))
+    })
+    .await;
+    let host = ready_host("long", &server.url).await;
+    let described = |name: &str| {
+        let host = &host;
+        let name = name.to_string();
+        async move {
+            host.listing(json!({"namespace": "long", "toolName": name}))
+                .await["description"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        }
+    };
+    assert_eq!(described("ascii").await, format!("{}…", "x".repeat(4093)));
+    // 4093 would split an 'é': the cut moves back to 4092 bytes = 2046 'é'.
+    assert_eq!(described("accents").await, format!("{}…", "é".repeat(2046)));
+    assert_eq!(described("titled").await, format!("{}…", "t".repeat(4093)));
+    assert_eq!(described("exact").await, "y".repeat(4096));
+}
+
+// ---------------------------------------------------------------------------------------------
+// byte caps
+
+/// A JSON body sent slowly (64 KiB every millisecond) and without end: the Pack stops reading
+/// at 16 MiB, and the server recovers on the retry.
+#[tokio::test]
+async fn json_body_over_the_cap_sent_slowly_is_refused_while_reading() {
+    let sent = Arc::new(AtomicUsize::new(0));
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let (sent2, attempts2) = (Arc::clone(&sent), Arc::clone(&attempts));
+    let server = list_server(move |req| {
+        if attempts2.fetch_add(1, Ordering::SeqCst) == 0 {
+            Reply::endless(
+                200,
+                "application/json",
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":{},"result":{{"tools":[],"pad":""#,
+                    req.id()
+                ),
+                Bytes::from(vec![b'x'; 64 * 1024]),
+                Duration::from_millis(1),
+                Arc::clone(&sent2),
+            )
+        } else {
+            Reply::json(&tools_page(&req.id(), vec![tool("t", "ok")], None))
+        }
+    })
+    .await;
+    let host = Host::new(json!({"flood": entry(&server.url)}));
+    assert_eq!(
+        error_reason(&host, "flood", Duration::from_secs(30)).await,
+        CAP_MESSAGE
+    );
+    let at_error = sent.load(Ordering::SeqCst);
+    assert!(
+        at_error >= 16 * MIB - 64 * 1024,
+        "the Pack read up to the cap: {at_error}"
+    );
+    assert!(
+        at_error < 40 * MIB,
+        "the Pack stopped reading near the cap: {at_error}"
+    );
+    let listing = host.ready("flood", Duration::from_secs(10)).await;
+    assert_eq!(server_entry(&listing, "flood")["tools"], json!(["t"]));
+    // The connection was dropped, not merely left unread.
+    assert!(sent.load(Ordering::SeqCst) < 40 * MIB);
+}
+
+/// A body of exactly 16 MiB is read; a Content-Length of one byte more is refused before any
+/// of it is read, and so is a chunked body one byte over.
+#[tokio::test]
+async fn json_body_cap_is_exact() {
+    fn padded(id: &Value, size: usize) -> Vec<u8> {
+        let mut body =
+            serde_json::to_vec(&tools_page(id, vec![tool("t", "padded")], None)).unwrap();
+        body.resize(size, b' ');
+        body
+    }
+    let exact =
+        list_server(|req| Reply::raw(200, "application/json", padded(&req.id(), 16 * MIB))).await;
+    let over =
+        list_server(|req| Reply::raw(200, "application/json", padded(&req.id(), 16 * MIB + 1)))
+            .await;
+    let over_chunked = list_server(|req| {
+        let body = Bytes::from(padded(&req.id(), 16 * MIB + 1));
+        let chunks: Vec<Result<Bytes, std::io::Error>> = (0..body.len())
+            .step_by(MIB)
+            .map(|i| Ok(body.slice(i..(i + MIB).min(body.len()))))
+            .collect();
+        Reply::stream(200, "application/json", stream::iter(chunks))
+    })
+    .await;
+    let host = Host::new(json!({
+        "exact": entry(&exact.url), "over": entry(&over.url), "chunked": entry(&over_chunked.url)
+    }));
+    assert_eq!(
+        error_reason(&host, "over", Duration::from_secs(30)).await,
+        CAP_MESSAGE
+    );
+    assert_eq!(
+        error_reason(&host, "chunked", Duration::from_secs(30)).await,
+        CAP_MESSAGE
+    );
+    let listing = host.ready("exact", Duration::from_secs(30)).await;
+    assert_eq!(server_entry(&listing, "exact")["tools"], json!(["t"]));
+}
+
+/// One SSE event that never ends, sent in small chunks: refused at 16 MiB.
+#[tokio::test]
+async fn single_sse_event_over_the_cap_is_refused() {
+    let sent = Arc::new(AtomicUsize::new(0));
+    let sent2 = Arc::clone(&sent);
+    let server = list_server(move |_req| {
+        Reply::endless(
+            200,
+            "text/event-stream",
+            "event: message\ndata: {\"pad\":\"",
+            Bytes::from(vec![b'x'; 32 * 1024]),
+            Duration::ZERO,
+            Arc::clone(&sent2),
+        )
+    })
+    .await;
+    let host = Host::new(json!({"sse": entry(&server.url)}));
+    assert_eq!(
+        error_reason(&host, "sse", Duration::from_secs(30)).await,
+        CAP_MESSAGE
+    );
+    let at_error = sent.load(Ordering::SeqCst);
+    assert!(
+        (16 * MIB - 64 * 1024..40 * MIB).contains(&at_error),
+        "the Pack stopped reading near the cap: {at_error}"
+    );
+}
+
+/// The cap is per event: 24 MiB of 1 MiB notifications before the answer are fine.
+#[tokio::test]
+async fn many_events_totalling_more_than_the_cap_are_fine() {
+    let server = list_server(|req| {
+        let note = json!({"jsonrpc": "2.0", "method": "notifications/message",
+            "params": {"level": "info", "data": "n".repeat(MIB)}});
+        let mut events: Vec<Result<Bytes, std::io::Error>> =
+            (0..24).map(|_| Ok(Bytes::from(sse_event(&note)))).collect();
+        events.push(Ok(Bytes::from(sse_event(&tools_page(
+            &req.id(),
+            vec![tool("t", "after 24 MiB")],
+            None,
+        )))));
+        Reply::stream(200, "text/event-stream", stream::iter(events))
+    })
+    .await;
+    let host = ready_host("big-stream", &server.url).await;
+    assert_eq!(
+        host.listing(json!({"namespace": "big-stream", "toolName": "t"}))
+            .await["description"],
+        "after 24 MiB"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// lies: bodies that are not what they claim
+
+/// A server whose `initialize` answer is `reply(id)`.
+async fn initialize_server(reply: fn(&Value) -> Reply) -> Server {
+    serve(move |req| {
+        let answer = if req.method() == "initialize" {
+            reply(&req.id())
+        } else {
+            standard(&req).unwrap_or_else(|| Reply::json(&tools_page(&req.id(), vec![], None)))
+        };
+        async move { answer }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn lying_initialize_answers_each_give_an_exact_reason() {
+    let cases: Vec<(&str, fn(&Value) -> Reply, &str)> = vec![
+        (
+            "invalid-json",
+            |_| Reply::raw(200, "application/json", "{\"jsonrpc\":\"2.0\",\"id\":1,"),
+            "the server sent a message that is not JSON-RPC",
+        ),
+        (
+            "number",
+            |_| Reply::raw(200, "application/json", "42"),
+            "the server sent a message that is not JSON-RPC",
+        ),
+        (
+            "not-jsonrpc",
+            |_| Reply::raw(200, "application/json", r#"{"hello":"world"}"#),
+            "the server's JSON reply held no response to request 1",
+        ),
+        (
+            "wrong-id",
+            |_| {
+                Reply::json(&result(
+                    &json!(999),
+                    json!({"protocolVersion": "2025-06-18"}),
+                ))
+            },
+            "the server's JSON reply held no response to request 1",
+        ),
+        (
+            "wrong-id-sse",
+            |_| Reply::sse(&[result(&json!(2), json!({"protocolVersion": "2025-06-18"}))]),
+            "the server closed the event stream before the response to request 1",
+        ),
+        (
+            "no-version",
+            |id| Reply::json(&result(id, json!({"capabilities": {}}))),
+            "the server's initialize result has no protocolVersion",
+        ),
+        (
+            "future-version",
+            |id| Reply::json(&result(id, json!({"protocolVersion": "2099-01-01\n"}))),
+            "the server chose MCP protocol version \"2099-01-01 \", which this client does not support (it supports 2025-11-25, 2025-06-18, 2025-03-26)",
+        ),
+        (
+            "html",
+            |_| Reply::raw(200, "text/html; charset=utf-8", "<html>hello</html>"),
+            "the server answered with Content-Type \"text/html; charset=utf-8\", not application/json or text/event-stream",
+        ),
+        (
+            "no-content-type",
+            |_| Reply::raw(200, "x", "{}").without_headers(),
+            "the server answered without a Content-Type (HTTP 2xx with no JSON-RPC response)",
+        ),
+        (
+            "rpc-error",
+            |id| Reply::json(&rpc_error(id, -32600, "no\tthanks")),
+            "the server answered with error -32600: no thanks",
+        ),
+        (
+            "bad-session",
+            |id| initialize_reply(id).header("mcp-session-id", "two words"),
+            "the server's Mcp-Session-Id is not 1 to 1024 visible ASCII characters",
+        ),
+        (
+            "not-utf8",
+            |_| {
+                Reply::raw(
+                    200,
+                    "application/json",
+                    &b"{\"id\":1,\"result\":\"\xff\"}"[..],
+                )
+            },
+            "the server's JSON reply is not UTF-8",
+        ),
+        (
+            "sse-not-utf8",
+            |_| Reply::raw(200, "text/event-stream", &b"data: \xff\xfe\n\n"[..]),
+            "the server's event stream is not UTF-8",
+        ),
+    ];
+    let mut servers = Vec::new();
+    let mut config = serde_json::Map::new();
+    for (name, reply, _) in &cases {
+        let server = initialize_server(*reply).await;
+        config.insert(name.to_string(), entry(&server.url));
+        servers.push(server);
+    }
+    let host = Host::new(Value::Object(config));
+    let listing = host.settled(Duration::from_secs(20)).await;
+    for (name, _, expected) in &cases {
+        let server = server_entry(&listing, name);
+        assert_eq!(
+            (server["status"].as_str(), server["reason"].as_str()),
+            (Some("error"), Some(*expected)),
+            "server {name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn tools_list_result_of_the_wrong_shape() {
+    let server = list_server(|req| Reply::json(&result(&req.id(), json!({"tools": "none"})))).await;
+    let nameless = list_server(|req| {
+        Reply::json(&tools_page(
+            &req.id(),
+            vec![tool("ok", "x"), json!({"name": ""})],
+            None,
+        ))
+    })
+    .await;
+    let host = Host::new(json!({"shape": entry(&server.url), "nameless": entry(&nameless.url)}));
+    assert_eq!(
+        error_reason(&host, "shape", Duration::from_secs(10)).await,
+        "tools/list page 1 is not a valid ListToolsResult"
+    );
+    assert_eq!(
+        error_reason(&host, "nameless", Duration::from_secs(10)).await,
+        "tool 2 of tools/list page 1 has a name of 0 bytes (allowed: 1 to 256)"
+    );
+}
+
+#[tokio::test]
+async fn tools_call_results_that_lie() {
+    let server = serve(|req| async move {
+        if let Some(reply) = standard(&req) {
+            return reply;
+        }
+        let id = req.id();
+        match req.method() {
+            "tools/list" => Reply::json(&tools_page(
+                &id,
+                [
+                    "shape",
+                    "textless",
+                    "html",
+                    "wrong-id",
+                    "huge-error",
+                    "empty-error",
+                ]
+                .iter()
+                .map(|n| tool(n, n))
+                .collect(),
+                None,
+            )),
+            _ => match req.rpc["params"]["name"].as_str().unwrap() {
+                "shape" => Reply::json(&result(&id, json!({"content": "text"}))),
+                "textless" => Reply::json(&result(&id, json!({"content": [{"type": "text"}]}))),
+                "html" => Reply::raw(200, "text/html", "<p>hi</p>"),
+                "wrong-id" => Reply::json(&text_result(&json!(12345), "for someone else")),
+                "huge-error" => Reply::json(&rpc_error(
+                    &id,
+                    -32000,
+                    &format!("line1\nline2{}", "z".repeat(5000)),
+                )),
+                _ => Reply::json(&rpc_error(&id, -32001, "")),
+            },
+        }
+    })
+    .await;
+    let host = ready_host("liar", &server.url).await;
+    let call = |name: &'static str| {
+        let host = &host;
+        async move {
+            tokio::time::timeout(
+                Duration::from_secs(10),
+                host.call(
+                    "call_dynamic_tool",
+                    json!({"namespace": "liar", "toolName": name}),
+                ),
+            )
+            .await
+            .unwrap()
+        }
+    };
+    assert_eq!(
+        call("shape").await,
+        transport("server \"liar\": the server's tools/call result is not a valid CallToolResult")
+    );
+    assert_eq!(
+        call("textless").await,
+        transport("server \"liar\": the server sent a text block without text")
+    );
+    assert_eq!(
+        call("html").await,
+        transport(
+            "server \"liar\": the server answered with Content-Type \"text/html\", not application/json or text/event-stream"
+        )
+    );
+    assert_eq!(
+        call("wrong-id").await,
+        transport("server \"liar\": the server's JSON reply held no response to request 6")
+    );
+    assert_eq!(
+        call("huge-error").await,
+        Err(ToolError::new(
+            ToolErrorKind::Backend,
+            format!("line1 line2{}…", "z".repeat(1024 - 3 - 11))
+        ))
+    );
+    assert_eq!(
+        call("empty-error").await,
+        Err(ToolError::new(
+            ToolErrorKind::Backend,
+            "server \"liar\" answered with JSON-RPC error -32001"
+        ))
+    );
+}
+
+/// A 500 whose body never ends: only a preview is read (8 KiB), and the reason quotes at most
+/// 1 KiB of it, cut on a char boundary.
+#[tokio::test]
+async fn error_status_with_an_endless_body_reads_only_a_preview() {
+    let sent = Arc::new(AtomicUsize::new(0));
+    let sent2 = Arc::clone(&sent);
+    let server = serve(move |req| {
+        let sent = Arc::clone(&sent2);
+        async move {
+            if req.method() == "initialize" {
+                Reply::endless(
+                    500,
+                    "text/plain",
+                    "a",
+                    Bytes::from("é".repeat(16 * 1024)),
+                    Duration::from_millis(1),
+                    sent,
+                )
+            } else {
+                standard(&req).unwrap()
+            }
+        }
+    })
+    .await;
+    let host = Host::new(json!({"e500": entry(&server.url)}));
+    assert_eq!(
+        error_reason(&host, "e500", Duration::from_secs(10)).await,
+        format!("HTTP 500 Internal Server Error: a{}…", "é".repeat(510))
+    );
+    assert!(
+        sent.load(Ordering::SeqCst) < 16 * MIB,
+        "the body was not read to its end"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// redirects
+
+#[tokio::test]
+async fn redirects_are_refused_and_the_target_receives_nothing() {
+    let elsewhere = serve(|req| async move {
+        standard(&req).unwrap_or_else(|| Reply::json(&tools_page(&req.id(), vec![], None)))
+    })
+    .await;
+    let target = elsewhere.url.clone();
+    let on_init = serve(move |_req| {
+        let target = target.clone();
+        async move { Reply::raw(307, "text/plain", "").header("location", &target) }
+    })
+    .await;
+    let target = elsewhere.url.clone();
+    let on_call = tool_server(move |_req| {
+        let target = target.clone();
+        async move { Reply::raw(302, "text/plain", "").header("location", &target) }
+    })
+    .await;
+    let headers = json!({"Authorization": "Bearer do-not-forward-me"});
+    let host = Host::new(json!({
+        "init": {"url": on_init.url, "headers": headers},
+        "call": {"url": on_call.url, "headers": headers},
+    }));
+    assert_eq!(
+        error_reason(&host, "init", Duration::from_secs(10)).await,
+        "the server answered with a redirect (HTTP 307), which this client refuses to follow so that the configured headers reach no other server"
+    );
+    host.ready("call", Duration::from_secs(10)).await;
+    assert_eq!(
+        call_t(&host, "call", Duration::from_secs(10)).await,
+        transport(
+            "server \"call\": the server answered with a redirect (HTTP 302), which this client refuses to follow so that the configured headers reach no other server"
+        )
+    );
+    // Let a retry of "init" happen too, then check the redirect target saw nothing at all.
+    on_init
+        .wait_until(Duration::from_secs(5), "a second initialize", |r| {
+            r.len() >= 2
+        })
+        .await;
+    assert_eq!(elsewhere.requests().len(), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// streams
+
+/// `first`, then (after the headers and `first` went out) the connection is cut mid-body.
+fn cut_after(
+    first: &'static [u8],
+) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
+    let cut = async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "cut",
+        ))
+    };
+    stream::iter([Ok(Bytes::from_static(first))]).chain(stream::once(cut))
+}
+
+/// The call's event stream breaks mid-event (no event id, so nothing to resume): a transport
+/// error at once, and the server is told to drop the request.
+#[tokio::test]
+async fn call_stream_reset_mid_response_is_a_transport_error_at_once() {
+    let server = tool_server(|_req| async move {
+        Reply::stream(
+            200,
+            "text/event-stream",
+            cut_after(b"event: message\ndata: {\"jsonrpc\":\"2.0\","),
+        )
+    })
+    .await;
+    let json_cut = tool_server(|_req| async move {
+        Reply::stream(200, "application/json", cut_after(b"{\"jsonrpc\":\"2.0\","))
+    })
+    .await;
+    let host = Host::new(json!({"reset": entry(&server.url), "jsoncut": entry(&json_cut.url)}));
+    host.ready("reset", Duration::from_secs(10)).await;
+    host.ready("jsoncut", Duration::from_secs(10)).await;
+    let started = std::time::Instant::now();
+    assert_eq!(
+        call_t(&host, "reset", Duration::from_secs(10)).await,
+        transport(
+            "server \"reset\": the server's event stream broke before the response to request 3: error decoding response body: error reading a body from connection: unexpected EOF during chunk size line"
+        )
+    );
+    assert_eq!(
+        call_t(&host, "jsoncut", Duration::from_secs(10)).await,
+        transport(
+            "server \"jsoncut\": error decoding response body: error reading a body from connection: unexpected EOF during chunk size line"
+        )
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "no hang: {:?}",
+        started.elapsed()
+    );
+    for s in [&server, &json_cut] {
+        let cancelled = s
+            .wait_until(Duration::from_secs(5), "notifications/cancelled", |r| {
+                r.iter().any(|r| r.method() == "notifications/cancelled")
+            })
+            .await;
+        let cancelled: Vec<&Value> = cancelled
+            .iter()
+            .filter(|r| r.method() == "notifications/cancelled")
+            .map(|r| &r.rpc["params"])
+            .collect();
+        assert_eq!(
+            cancelled,
+            [&json!({"requestId": 3, "reason": "the client dropped the call"})]
+        );
+    }
+}
+
+/// A stream that keeps ending after an event id, and whose resumptions do the same: the Pack
+/// resumes at most 5 times, each time with the latest id, then fails the call.
+#[tokio::test]
+async fn endless_resumption_is_bounded() {
+    let gets = Arc::new(AtomicUsize::new(0));
+    let gets2 = Arc::clone(&gets);
+    let server = serve(move |req| {
+        let gets = Arc::clone(&gets2);
+        async move {
+            if req.http_method == "GET" {
+                let n = gets.fetch_add(1, Ordering::SeqCst) + 1;
+                return Reply::raw(
+                    200,
+                    "text/event-stream",
+                    format!("id: g{n}\nretry: 5\ndata:\n\n"),
+                );
+            }
+            if let Some(reply) = standard(&req) {
+                return reply;
+            }
+            match req.method() {
+                "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)),
+                _ => Reply::raw(200, "text/event-stream", "id: p0\nretry: 5\ndata:\n\n"),
+            }
+        }
+    })
+    .await;
+    let host = ready_host("resume", &server.url).await;
+    assert_eq!(
+        call_t(&host, "resume", Duration::from_secs(10)).await,
+        transport(
+            "server \"resume\": the server closed the event stream before the response to request 3"
+        )
+    );
+    let last_ids: Vec<Option<String>> = server
+        .requests()
+        .iter()
+        .filter(|r| r.http_method == "GET")
+        .map(|r| r.header("last-event-id"))
+        .collect();
+    assert_eq!(
+        last_ids,
+        ["p0", "g1", "g2", "g3", "g4"].map(|s| Some(s.to_string()))
+    );
+}
+
+/// `retry` is honoured exactly but capped at 30 s.
+#[tokio::test(start_paused = true)]
+async fn huge_retry_is_capped_at_30_seconds() {
+    let server = serve(|req| async move {
+        if req.http_method == "GET" {
+            return Reply::sse(&[text_result(&json!(3), "resumed")]);
+        }
+        if let Some(reply) = standard(&req) {
+            return reply;
+        }
+        match req.method() {
+            "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)),
+            _ => Reply::raw(
+                200,
+                "text/event-stream",
+                "id: p0\nretry: 999999999\ndata:\n\n",
+            ),
+        }
+    })
+    .await;
+    let host = ready_host("r", &server.url).await;
+    assert_eq!(
+        call_t(&host, "r", Duration::from_secs(100)).await,
+        Ok("resumed".into())
+    );
+    let call = &server.with_method("tools/call")[0];
+    let get = server
+        .requests()
+        .into_iter()
+        .find(|r| r.http_method == "GET")
+        .unwrap();
+    assert_eq!((get.at - call.at).as_millis(), 30_000);
+}
+
+#[tokio::test]
+async fn server_requests_inside_a_call_stream_are_answered() {
+    let server = tool_server(|req| async move {
+        Reply::sse(&[
+            json!({"jsonrpc": "2.0", "id": "s-1", "method": "sampling/createMessage", "params": {}}),
+            json!({"jsonrpc": "2.0", "id": 42, "method": "ping"}),
+            json!({"jsonrpc": "2.0", "id": 43, "method": "elicitation/create", "params": {}}),
+            json!({"jsonrpc": "2.0", "id": 44, "method": "roots/list"}),
+            text_result(&req.id(), "answered after the questions"),
+        ])
+    })
+    .await;
+    let host = ready_host("asks", &server.url).await;
+    assert_eq!(
+        call_t(&host, "asks", Duration::from_secs(10)).await,
+        Ok("answered after the questions".into())
+    );
+    let answers: Vec<(String, Option<String>, Option<String>)> = server
+        .requests()
+        .iter()
+        .filter(|r| r.rpc.get("method").is_none())
+        .map(|r| {
+            (
+                String::from_utf8(r.body.to_vec()).unwrap(),
+                r.header("mcp-session-id"),
+                r.header("mcp-protocol-version"),
+            )
+        })
+        .collect();
+    let with = |body: &str| {
+        (
+            body.to_string(),
+            Some(SESSION.to_string()),
+            Some("2025-06-18".to_string()),
+        )
+    };
+    assert_eq!(
+        answers,
+        [
+            with(
+                r#"{"jsonrpc":"2.0","id":"s-1","error":{"code":-32601,"message":"Method not found"}}"#
+            ),
+            with(r#"{"jsonrpc":"2.0","id":42,"result":{}}"#),
+            with(
+                r#"{"jsonrpc":"2.0","id":43,"error":{"code":-32601,"message":"Method not found"}}"#
+            ),
+            with(
+                r#"{"jsonrpc":"2.0","id":44,"error":{"code":-32601,"message":"Method not found"}}"#
+            ),
+        ]
+    );
+}
+
+/// 20,000 notifications (and responses to other ids) before the answer, in one stream and in a
+/// JSON batch: the call gets its answer, quickly.
+#[tokio::test]
+async fn notification_flood_during_a_call() {
+    let sse = tool_server(|req| async move {
+        let mut text = String::new();
+        for i in 0..20_000 {
+            let note = if i % 2 == 0 {
+                json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                       "params": {"progressToken": i, "progress": i}})
+            } else {
+                text_result(&json!(1_000_000 + i), "not yours")
+            };
+            text.push_str(&sse_event(&note));
+        }
+        text.push_str(&sse_event(&text_result(&req.id(), "sse survived")));
+        Reply::raw(200, "text/event-stream", text)
+    })
+    .await;
+    let batch = tool_server(|req| async move {
+        let mut messages: Vec<Value> = (0..20_000)
+            .map(|i| json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": i}}))
+            .collect();
+        messages.push(text_result(&req.id(), "batch survived"));
+        Reply::json(&Value::Array(messages))
+    })
+    .await;
+    let host = Host::new(json!({"sse": entry(&sse.url), "batch": entry(&batch.url)}));
+    host.ready("sse", Duration::from_secs(10)).await;
+    host.ready("batch", Duration::from_secs(10)).await;
+    let started = std::time::Instant::now();
+    assert_eq!(
+        call_t(&host, "sse", Duration::from_secs(20)).await,
+        Ok("sse survived".into())
+    );
+    assert_eq!(
+        call_t(&host, "batch", Duration::from_secs(20)).await,
+        Ok("batch survived".into())
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// deadlines and backoff (paused clock)
+
+/// `initialize` never answered twice: each start fails at the 2-minute deadline and is retried
+/// 1 s, then 2 s later; the third start is answered and the server becomes ready.
+#[tokio::test(start_paused = true)]
+async fn handshake_that_never_answers_hits_the_start_deadline_then_backs_off() {
+    let inits = Arc::new(AtomicUsize::new(0));
+    let inits2 = Arc::clone(&inits);
+    let server = serve(move |req| {
+        let inits = Arc::clone(&inits2);
+        async move {
+            if req.method() == "initialize" && inits.fetch_add(1, Ordering::SeqCst) < 2 {
+                std::future::pending::<()>().await;
+            }
+            standard(&req)
+                .unwrap_or_else(|| Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)))
+        }
+    })
+    .await;
+    let t0 = Instant::now();
+    let host = Host::new(json!({"mute": entry(&server.url)}));
+    assert_eq!(
+        error_reason(&host, "mute", Duration::from_secs(200)).await,
+        "the server did not finish starting (initialize and tools/list) within 120 seconds"
+    );
+    assert_eq!((Instant::now() - t0).as_secs(), 120);
+    host.ready("mute", Duration::from_secs(300)).await;
+    assert_eq!(offsets_ms(&server, "initialize", t0), [0, 121_000, 243_000]);
+}
+
+/// Nothing listens at first; the server comes up at 5 s. Starts at 0, 1 and 3 s fail with a
+/// connection error, the one at 7 s succeeds — without a new Host.
+#[tokio::test(start_paused = true)]
+async fn server_down_at_start_becomes_ready_after_three_failed_attempts() {
+    let port = hostile::free_port().await;
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let t0 = Instant::now();
+    let host = Host::new(json!({"late": entry(&url)}));
+    let reason = error_reason(&host, "late", Duration::from_secs(1)).await;
+    assert_eq!(
+        reason,
+        "error sending request: client error (Connect): tcp connect error: Connection refused (os error 111)"
+    );
+    tokio::time::sleep_until(t0 + Duration::from_secs(5)).await;
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let server = hostile::serve_on(listener, |req| async move {
+        standard(&req)
+            .unwrap_or_else(|| Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)))
+    });
+    let listing = host.ready("late", Duration::from_secs(30)).await;
+    assert_eq!(server_entry(&listing, "late")["tools"], json!(["t"]));
+    assert_eq!(offsets_ms(&server, "initialize", t0), [7_000]);
+}
+
+/// 429 and 503 on `initialize` (one with `Retry-After: 0`) are retried 1, 2, 4, 8 s apart,
+/// never in a tight loop.
+#[tokio::test(start_paused = true)]
+async fn throttled_initialize_is_retried_with_backoff() {
+    let too_many = serve(|req| async move {
+        match req.method() {
+            "initialize" => Reply::raw(429, "text/plain", "").header("retry-after", "0"),
+            _ => standard(&req).unwrap(),
+        }
+    })
+    .await;
+    let busy = serve(|req| async move {
+        match req.method() {
+            "initialize" => Reply::raw(503, "text/plain", "busy"),
+            _ => standard(&req).unwrap(),
+        }
+    })
+    .await;
+    let t0 = Instant::now();
+    let host = Host::new(json!({"429": entry(&too_many.url), "503": entry(&busy.url)}));
+    let listing = host.settled(Duration::from_secs(1)).await;
+    assert_eq!(
+        server_entry(&listing, "429")["reason"],
+        "HTTP 429 Too Many Requests"
+    );
+    assert_eq!(
+        server_entry(&listing, "503")["reason"],
+        "HTTP 503 Service Unavailable: busy"
+    );
+    tokio::time::sleep_until(t0 + Duration::from_millis(20_500)).await;
+    for server in [&too_many, &busy] {
+        assert_eq!(
+            offsets_ms(server, "initialize", t0),
+            [0, 1_000, 3_000, 7_000, 15_000]
+        );
+    }
+}
+
+/// Slow but legal: `initialize` answered after 70 s is inside the 2-minute deadline.
+#[tokio::test(start_paused = true)]
+async fn handshake_answered_after_70_seconds_succeeds() {
+    let server = serve(|req| async move {
+        if req.method() == "initialize" {
+            tokio::time::sleep(Duration::from_secs(70)).await;
+        }
+        standard(&req)
+            .unwrap_or_else(|| Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)))
+    })
+    .await;
+    let t0 = Instant::now();
+    let host = Host::new(json!({"slow": entry(&server.url)}));
+    host.ready("slow", Duration::from_secs(100)).await;
+    assert_eq!((Instant::now() - t0).as_secs(), 70);
+    assert_eq!(server.count("initialize"), 1);
+}
+
+/// A tool whose progress notification stream runs `secs` seconds (one every 10 s), then
+/// answers.
+async fn slow_tool_server(secs: u64) -> Server {
+    tool_server(move |req| async move {
+        let id = req.id();
+        let ticks = stream::unfold(0u64, move |n| async move {
+            if n * 10 >= secs {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            let note = json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                "params": {"progressToken": "p", "progress": n + 1}});
+            Some((Ok(Bytes::from(sse_event(&note))), n + 1))
+        });
+        let answer =
+            stream::once(async move { Ok(Bytes::from(sse_event(&text_result(&id, "finally")))) });
+        Reply::stream(200, "text/event-stream", ticks.chain(answer))
+    })
+    .await
+}
+
+/// Slow but legal: a tool that takes 4 minutes, sending progress, is inside the 5-minute call
+/// deadline.
+#[tokio::test(start_paused = true)]
+async fn tool_taking_four_minutes_with_progress_succeeds() {
+    let server = slow_tool_server(240).await;
+    let host = ready_host("slow", &server.url).await;
+    let t0 = Instant::now();
+    assert_eq!(
+        call_t(&host, "slow", Duration::from_secs(400)).await,
+        Ok("finally".into())
+    );
+    assert_eq!((Instant::now() - t0).as_secs(), 240);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(server.count("notifications/cancelled"), 0);
+}
+
+/// Progress does not extend the call deadline: a 6-minute tool fails at 5 minutes and the
+/// server is told why.
+#[tokio::test(start_paused = true)]
+async fn tool_taking_six_minutes_hits_the_call_deadline() {
+    let server = slow_tool_server(360).await;
+    let host = ready_host("slower", &server.url).await;
+    let t0 = Instant::now();
+    assert_eq!(
+        call_t(&host, "slower", Duration::from_secs(400)).await,
+        transport("server \"slower\" did not answer the tool call within 5 minutes")
+    );
+    assert_eq!((Instant::now() - t0).as_secs(), 300);
+    let requests = server
+        .wait_until(Duration::from_secs(5), "notifications/cancelled", |r| {
+            r.iter().any(|r| r.method() == "notifications/cancelled")
+        })
+        .await;
+    let cancelled: Vec<&Value> = requests
+        .iter()
+        .filter(|r| r.method() == "notifications/cancelled")
+        .map(|r| &r.rpc["params"])
+        .collect();
+    assert_eq!(
+        cancelled,
+        [&json!({"requestId": 3, "reason": "the client's deadline for the call passed"})]
+    );
+}
+
+/// Keep-alive comments forever (never an answer) do not keep a start alive past its deadline.
+#[tokio::test(start_paused = true)]
+async fn keep_alives_forever_do_not_outlive_the_start_deadline() {
+    let server = list_server(|_req| {
+        let pings = stream::unfold((), |()| async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            Some((Ok(Bytes::from_static(b": keep-alive\n\n")), ()))
+        });
+        Reply::stream(200, "text/event-stream", pings)
+    })
+    .await;
+    let t0 = Instant::now();
+    let host = Host::new(json!({"chatty": entry(&server.url)}));
+    assert_eq!(
+        error_reason(&host, "chatty", Duration::from_secs(200)).await,
+        "the server did not finish starting (initialize and tools/list) within 120 seconds"
+    );
+    assert_eq!((Instant::now() - t0).as_secs(), 120);
+}
