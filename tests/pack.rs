@@ -1,0 +1,338 @@
+//! The Pack through the Host contract: construction, the two tools' specs, the listing for every
+//! status, and every error a model can act on.
+
+mod support;
+
+use std::time::Duration;
+
+use runvil_plugin::{Packs, Services, TOKIO_RUNTIME, ToolErrorKind, Unavailable};
+use serde_json::{Value, json};
+use support::Host;
+use support::mock;
+use wiremock::matchers::path;
+use wiremock::{Mock, MockServer};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// A server that accepts connections and never answers: its namespace stays `loading`.
+async fn silent_server() -> (tokio::net::TcpListener, String) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    (listener, url)
+}
+
+async fn ready_server() -> MockServer {
+    let server = MockServer::start().await;
+    let tools = json!([
+        {"name": "search", "description": "Searches the docs", "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}, "$defs": {"z": {}, "a": {}}}},
+        {"name": "fetch_page", "title": "Fetch a page", "inputSchema": {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object"},
+         "outputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}},
+        {"name": "bare", "description": "", "inputSchema": {"type": "object"}}
+    ]);
+    Mock::given(path("/mcp"))
+        .respond_with(mock::with_tools(tools, |request, params| {
+            mock::result(request, json!({"content": [{"type": "text", "text": format!("args {}", params["arguments"])}]}))
+        }))
+        .mount(&server)
+        .await;
+    server
+}
+
+#[tokio::test]
+async fn install_inserts_runvil_mcp_with_the_mcp_key() {
+    let mut packs = Packs::new();
+    plugin_mcp::install(&mut packs, &json!({"other": 1}));
+    let spec = packs.get("runvil/mcp").unwrap();
+    assert_eq!(spec.default_id, "mcp");
+    assert_eq!(spec.config, Value::Null);
+    plugin_mcp::install(
+        &mut packs,
+        &json!({"mcp": {"a": {"url": "https://a.example/mcp"}}}),
+    );
+    assert_eq!(packs.iter().count(), 1);
+    assert_eq!(
+        packs.get("runvil/mcp").unwrap().config,
+        json!({"a": {"url": "https://a.example/mcp"}})
+    );
+}
+
+#[tokio::test]
+async fn construct_needs_the_host_runtime_and_an_object_or_null() {
+    let mut packs = Packs::new();
+    plugin_mcp::install(&mut packs, &json!({}));
+    let spec = packs.get("runvil/mcp").unwrap();
+    let error = spec.construct("mcp", &Services::new()).err().unwrap();
+    assert_eq!(
+        error,
+        Unavailable::new(
+            "the Host provides no Tokio runtime (the TOKIO_RUNTIME service); the mcp Pack runs its connections there"
+        )
+    );
+    let mut services = Services::new();
+    services.insert(&TOKIO_RUNTIME, tokio::runtime::Handle::current());
+    assert!(spec.construct("mcp", &services).is_ok());
+
+    for (config, found) in [
+        (json!([1]), "an array"),
+        (json!("x"), "a string"),
+        (json!(false), "a boolean"),
+    ] {
+        let error = Host::try_new(config).err().unwrap();
+        assert_eq!(
+            error.reason,
+            format!(
+                "the mcp config must be an object of servers (the mcpServers of an mcp.json), found {found}"
+            )
+        );
+    }
+    let none = Host::new(Value::Null);
+    assert_eq!(none.listing(json!({})).await, json!({"servers": []}));
+}
+
+#[tokio::test]
+async fn offers_exactly_two_tools_with_strict_schemas() {
+    let host = Host::new(json!({}));
+    let tools = host.pack.tools();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["mcp/get_dynamic_tools", "mcp/call_dynamic_tool"]);
+    assert_eq!(
+        tools[0].parameters,
+        json!({"type": "object", "properties": {
+            "namespace": {"type": "string", "description": "A server's namespace, exactly as listed."},
+            "toolName": {"type": "string", "description": "A tool's name, exactly as its server lists it; needs namespace."}},
+            "additionalProperties": false})
+    );
+    assert_eq!(
+        tools[1].parameters["required"],
+        json!(["namespace", "toolName"])
+    );
+    assert_eq!(tools[1].parameters["additionalProperties"], false);
+    assert_eq!(
+        tools[1].parameters["properties"]["arguments"]["type"],
+        "object"
+    );
+    assert_eq!(host.pack.prelude(), None);
+    host.pack.ready().await;
+
+    let mut packs = Packs::new();
+    plugin_mcp::install(&mut packs, &json!({}));
+    let mut services = Services::new();
+    services.insert(&TOKIO_RUNTIME, tokio::runtime::Handle::current());
+    let other = packs
+        .get("runvil/mcp")
+        .unwrap()
+        .construct("tools", &services)
+        .unwrap();
+    let names: Vec<String> = other.tools().into_iter().map(|t| t.name).collect();
+    assert_eq!(
+        names,
+        ["tools/get_dynamic_tools", "tools/call_dynamic_tool"]
+    );
+    let wrong = host
+        .pack
+        .call("tools/get_dynamic_tools", json!({}))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (wrong.kind, wrong.message.as_str()),
+        (
+            ToolErrorKind::NotFound,
+            "unknown tool \"tools/get_dynamic_tools\"; this Pack offers mcp/get_dynamic_tools and mcp/call_dynamic_tool"
+        )
+    );
+}
+
+#[tokio::test]
+async fn listing_shows_every_status_sorted() {
+    let ready = ready_server().await;
+    let (_silent, silent_url) = silent_server().await;
+    let host = Host::new(json!({
+        "zeta": {"url": format!("{}/mcp", ready.uri())},
+        "beta": {"url": silent_url},
+        "Alpha": {"command": "npx", "args": ["server"]},
+        "legacy": {"type": "sse", "url": "https://legacy.example/sse"}
+    }));
+    let listing = host.ready("zeta", WAIT).await;
+    assert_eq!(
+        listing.to_string(),
+        r#"{"servers":[{"namespace":"Alpha","status":"error","reason":"local MCP servers (command) are not supported yet","tools":[]},{"namespace":"beta","status":"loading","tools":[]},{"namespace":"legacy","status":"error","reason":"the legacy HTTP+SSE transport (type \"sse\") is not supported; point \"url\" at the server's Streamable HTTP endpoint instead","tools":[]},{"namespace":"zeta","status":"ready","tools":["bare","fetch_page","search"]}]}"#
+    );
+    let text = host
+        .call("get_dynamic_tools", json!({"namespace": "zeta"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        text,
+        r#"{"namespace":"zeta","status":"ready","tools":[{"name":"bare","description":"bare","inputSchema":{"type":"object"}},{"name":"fetch_page","description":"Fetch a page","inputSchema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object"}},{"name":"search","description":"Searches the docs","inputSchema":{"type":"object","properties":{"q":{"type":"string"}},"$defs":{"z":{},"a":{}}}}]}"#
+    );
+    let one = host
+        .call(
+            "get_dynamic_tools",
+            json!({"namespace": "zeta", "toolName": "fetch_page"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        one,
+        r#"{"namespace":"zeta","name":"fetch_page","description":"Fetch a page","inputSchema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object"},"outputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}"#
+    );
+    let loading = host
+        .call("get_dynamic_tools", json!({"namespace": "beta"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        loading,
+        r#"{"namespace":"beta","status":"loading","tools":[]}"#
+    );
+    let error = host
+        .call("get_dynamic_tools", json!({"namespace": "Alpha"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        error,
+        r#"{"namespace":"Alpha","status":"error","reason":"local MCP servers (command) are not supported yet","tools":[]}"#
+    );
+}
+
+#[tokio::test]
+async fn errors_a_model_can_act_on() {
+    let ready = ready_server().await;
+    let (_silent, silent_url) = silent_server().await;
+    let host = Host::new(json!({
+        "docs": {"url": format!("{}/mcp", ready.uri())},
+        "github": {"url": silent_url},
+        "legacy": {"command": "old"}
+    }));
+    host.ready("docs", WAIT).await;
+    let cases: Vec<(&str, Value, ToolErrorKind, &str)> = vec![
+        (
+            "get_dynamic_tools",
+            json!({"namespace": "gitlab"}),
+            ToolErrorKind::NotFound,
+            "unknown namespace \"gitlab\"; known namespaces: docs, github, legacy",
+        ),
+        (
+            "get_dynamic_tools",
+            json!({"namespace": "docs", "toolName": "serach"}),
+            ToolErrorKind::NotFound,
+            "server \"docs\" has no tool \"serach\"; list its tools with get_dynamic_tools {\"namespace\":\"docs\"}",
+        ),
+        (
+            "get_dynamic_tools",
+            json!({"toolName": "search"}),
+            ToolErrorKind::InvalidArguments,
+            "toolName needs a namespace, e.g. {\"namespace\":\"docs\",\"toolName\":\"search\"}",
+        ),
+        (
+            "get_dynamic_tools",
+            json!({"namespace": "github", "toolName": "x"}),
+            ToolErrorKind::Unavailable,
+            "server \"github\" is still loading; try again shortly",
+        ),
+        (
+            "get_dynamic_tools",
+            json!({"name": "x"}),
+            ToolErrorKind::InvalidArguments,
+            "unknown argument \"name\"; accepted arguments: namespace, toolName",
+        ),
+        (
+            "get_dynamic_tools",
+            json!({"namespace": 3}),
+            ToolErrorKind::InvalidArguments,
+            "\"namespace\" must be a string, found a number",
+        ),
+        (
+            "get_dynamic_tools",
+            json!([]),
+            ToolErrorKind::InvalidArguments,
+            "the arguments must be a JSON object, found an array",
+        ),
+        (
+            "call_dynamic_tool",
+            json!({"namespace": "github", "toolName": "x"}),
+            ToolErrorKind::Unavailable,
+            "server \"github\" is still loading; try again shortly",
+        ),
+        (
+            "call_dynamic_tool",
+            json!({"namespace": "legacy", "toolName": "x"}),
+            ToolErrorKind::Unavailable,
+            "server \"legacy\" is unavailable: local MCP servers (command) are not supported yet",
+        ),
+        (
+            "call_dynamic_tool",
+            json!({"namespace": "docs", "toolName": "nope"}),
+            ToolErrorKind::NotFound,
+            "server \"docs\" has no tool \"nope\"; list its tools with get_dynamic_tools {\"namespace\":\"docs\"}",
+        ),
+        (
+            "call_dynamic_tool",
+            json!({"namespace": "nope", "toolName": "x"}),
+            ToolErrorKind::NotFound,
+            "unknown namespace \"nope\"; known namespaces: docs, github, legacy",
+        ),
+        (
+            "call_dynamic_tool",
+            json!({"toolName": "search"}),
+            ToolErrorKind::InvalidArguments,
+            "\"namespace\" is required, e.g. {\"namespace\":\"docs\",\"toolName\":\"search\",\"arguments\":{}}",
+        ),
+        (
+            "call_dynamic_tool",
+            json!({"namespace": "docs"}),
+            ToolErrorKind::InvalidArguments,
+            "\"toolName\" is required, e.g. {\"namespace\":\"docs\",\"toolName\":\"search\",\"arguments\":{}}",
+        ),
+        (
+            "call_dynamic_tool",
+            json!({"namespace": "docs", "toolName": "search", "arguments": "q=x"}),
+            ToolErrorKind::InvalidArguments,
+            "\"arguments\" must be an object, found a string",
+        ),
+        (
+            "call_dynamic_tool",
+            json!({"namespace": "docs", "toolName": "search", "args": {}}),
+            ToolErrorKind::InvalidArguments,
+            "unknown argument \"args\"; accepted arguments: namespace, toolName, arguments",
+        ),
+    ];
+    for (tool, args, kind, message) in cases {
+        let error = host.call(tool, args.clone()).await.unwrap_err();
+        assert_eq!(
+            (error.kind, error.message.as_str()),
+            (kind, message),
+            "{tool} {args}"
+        );
+    }
+    let no_servers = Host::new(json!({}));
+    let error = no_servers
+        .call("get_dynamic_tools", json!({"namespace": "x"}))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.message,
+        "unknown namespace \"x\"; known namespaces: none (no servers are configured)"
+    );
+}
+
+#[tokio::test]
+async fn call_arguments_default_to_an_empty_object() {
+    let ready = ready_server().await;
+    let host = Host::new(json!({"docs": {"url": format!("{}/mcp", ready.uri())}}));
+    host.ready("docs", WAIT).await;
+    for args in [
+        json!({"namespace": "docs", "toolName": "search"}),
+        json!({"namespace": "docs", "toolName": "search", "arguments": null}),
+    ] {
+        assert_eq!(
+            host.call("call_dynamic_tool", args).await.unwrap(),
+            "args {}"
+        );
+    }
+    let given =
+        json!({"namespace": "docs", "toolName": "search", "arguments": {"q": "rust", "n": [1, 2]}});
+    assert_eq!(
+        host.call("call_dynamic_tool", given).await.unwrap(),
+        r#"args {"q":"rust","n":[1,2]}"#
+    );
+}
