@@ -43,7 +43,9 @@ async fn run(url: &str) -> Result<(), String> {
     let mut services = Services::new();
     services.insert(&TOKIO_RUNTIME, tokio::runtime::Handle::current());
     let spec = packs.get("runvil/mcp").ok_or("no runvil/mcp Pack")?;
-    let pack = spec.construct("mcp", &services).map_err(|e| e.to_string())?;
+    let pack = spec
+        .construct("mcp", &services)
+        .map_err(|e| e.to_string())?;
 
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     let tools = loop {
@@ -55,12 +57,17 @@ async fn run(url: &str) -> Result<(), String> {
         match listing["status"].as_str() {
             Some("ready") => break listing["tools"].as_array().cloned().unwrap_or_default(),
             Some("error") => return Err(format!("server failed to start: {}", listing["reason"])),
-            _ if tokio::time::Instant::now() >= deadline => return Err("server still loading after 20 s".into()),
+            _ if tokio::time::Instant::now() >= deadline => {
+                return Err("server still loading after 20 s".into());
+            }
             _ => tokio::time::sleep(Duration::from_millis(10)).await,
         }
     };
     let listed = |name: &str| tools.iter().any(|t| t["name"] == name);
-    for (tool, arguments) in [("add_numbers", json!({"a": 2, "b": 3})), ("test_reconnection", json!({}))] {
+    for (tool, arguments) in [
+        ("add_numbers", json!({"a": 2, "b": 3})),
+        ("test_reconnection", json!({})),
+    ] {
         if listed(tool) {
             let args = json!({"namespace": NAMESPACE, "toolName": tool, "arguments": arguments});
             let text = pack

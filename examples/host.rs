@@ -40,7 +40,9 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
                     .parse()
                     .ok()
                     .filter(|s: &f64| s.is_finite() && *s >= 0.0 && *s <= 86_400.0)
-                    .ok_or_else(|| format!("--wait takes seconds from 0 to 86400, not {value:?}"))?;
+                    .ok_or_else(|| {
+                        format!("--wait takes seconds from 0 to 86400, not {value:?}")
+                    })?;
                 wait = Duration::from_secs_f64(seconds);
             }
             "-h" | "--help" => return Err(String::new()),
@@ -54,7 +56,9 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
     };
     let arguments = match positional.next() {
         None => json!({}),
-        Some(text) => serde_json::from_str(&text).map_err(|e| format!("ARGUMENTS is not JSON: {e}"))?,
+        Some(text) => {
+            serde_json::from_str(&text).map_err(|e| format!("ARGUMENTS is not JSON: {e}"))?
+        }
     };
     if let Some(extra) = positional.next() {
         return Err(format!("unexpected argument {extra:?}"));
@@ -69,7 +73,8 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
 
 fn read_config(path: &str) -> Result<Value, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
-    let file: Value = serde_json::from_str(&text).map_err(|e| format!("{path} is not JSON: {e}"))?;
+    let file: Value =
+        serde_json::from_str(&text).map_err(|e| format!("{path} is not JSON: {e}"))?;
     match file.get("mcpServers") {
         Some(servers) => Ok(servers.clone()),
         None => Err(format!("{path} has no \"mcpServers\" key")),
@@ -132,7 +137,11 @@ async fn run(args: Args, servers: Value) -> ExitCode {
         let loading = match pack.call("mcp/get_dynamic_tools", json!({})).await {
             Ok(text) => serde_json::from_str::<Value>(&text)
                 .ok()
-                .and_then(|l| l["servers"].as_array().map(|s| s.iter().any(|s| s["status"] == "loading")))
+                .and_then(|l| {
+                    l["servers"]
+                        .as_array()
+                        .map(|s| s.iter().any(|s| s["status"] == "loading"))
+                })
                 .unwrap_or(false),
             Err(_) => false,
         };

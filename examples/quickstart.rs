@@ -22,18 +22,27 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             "files": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "."]}
         }
     });
-    println!("mcp config:\n{}\n", serde_json::to_string_pretty(&config["mcp"])?);
+    println!(
+        "mcp config:\n{}\n",
+        serde_json::to_string_pretty(&config["mcp"])?
+    );
 
     // What a Host does: install the plugin, give it the runtime, construct the Pack.
     let mut packs = Packs::new();
     plugin_mcp::install(&mut packs, &config);
     let mut services = Services::new();
     services.insert(&TOKIO_RUNTIME, tokio::runtime::Handle::current());
-    let spec = packs.get("runvil/mcp").ok_or("the plugin inserted no runvil/mcp Pack")?;
+    let spec = packs
+        .get("runvil/mcp")
+        .ok_or("the plugin inserted no runvil/mcp Pack")?;
     let pack = spec.construct(&spec.default_id, &services)?;
     pack.ready().await;
     let names: Vec<String> = pack.tools().into_iter().map(|t| t.name).collect();
-    println!("the model sees {} tools: {}\n", names.len(), names.join(", "));
+    println!(
+        "the model sees {} tools: {}\n",
+        names.len(),
+        names.join(", ")
+    );
 
     let first = call(&*pack, "mcp/get_dynamic_tools", json!({})).await?;
     if any_loading(&first)? {
@@ -52,12 +61,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-async fn call(pack: &dyn Pack, tool: &str, args: Value) -> Result<String, runvil_plugin::ToolError> {
+async fn call(
+    pack: &dyn Pack,
+    tool: &str,
+    args: Value,
+) -> Result<String, runvil_plugin::ToolError> {
     pack.call(tool, args).await
 }
 
 /// Polls the listing until no server is `loading`, for at most `limit`.
-async fn wait_until_settled(pack: &dyn Pack, limit: Duration) -> Result<String, Box<dyn std::error::Error>> {
+async fn wait_until_settled(
+    pack: &dyn Pack,
+    limit: Duration,
+) -> Result<String, Box<dyn std::error::Error>> {
     let deadline = tokio::time::Instant::now() + limit;
     loop {
         let listing = call(pack, "mcp/get_dynamic_tools", json!({})).await?;
@@ -74,6 +90,9 @@ async fn wait_until_settled(pack: &dyn Pack, limit: Duration) -> Result<String, 
 /// Whether any server in a `get_dynamic_tools {}` listing is still `loading`.
 fn any_loading(listing: &str) -> Result<bool, serde_json::Error> {
     let listing: Value = serde_json::from_str(listing)?;
-    let servers = listing["servers"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let servers = listing["servers"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
     Ok(servers.iter().any(|s| s["status"] == "loading"))
 }

@@ -14,8 +14,8 @@ use std::time::Duration;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::model::{
-    CallToolResult, ContentBlock, ListToolsResult, PaginatedRequestParams, Resource, ResourceContents,
-    ServerCapabilities, ServerConfig,
+    CallToolResult, ContentBlock, ListToolsResult, PaginatedRequestParams, Resource,
+    ResourceContents, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
