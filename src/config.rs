@@ -128,7 +128,11 @@ fn parse_remote(entry: &Value, env: &dyn Environment) -> Result<RemoteServer, St
     let mut redactor = Redactor::default();
     let url = match fields.get("url") {
         Some(Value::String(written)) => {
-            let url = substitute(written, "url", env, &mut redactor)?;
+            let mut used = Vec::new();
+            let url = substitute(written, "url", env, &mut used)?;
+            for value in &used {
+                add_url_secret(&mut redactor, value);
+            }
             parse_url(&url)?
         }
         Some(other) => return Err(wrong_type("url", "a string", other)),
@@ -187,8 +191,11 @@ fn parse_headers(
             ));
         }
         let field = format!("header \"{name}\"");
-        let value = substitute(written, &field, env, redactor)?;
-        redactor.add(&value);
+        let mut used = Vec::new();
+        let value = substitute(written, &field, env, &mut used)?;
+        for secret in used.iter().chain([&value]) {
+            redactor.add(secret);
+        }
         let mut value = HeaderValue::from_str(&value).map_err(|_| {
             format!("the value of header \"{name}\" is not a valid HTTP header value")
         })?;
@@ -199,7 +206,7 @@ fn parse_headers(
 }
 
 /// Replaces `${env:NAME}` and `${userHome}` in `written`; any other `${...}` stays as written.
-/// Each env value used is added to `redactor`.
+/// Each env value used is pushed onto `used`, to become a secret.
 ///
 /// # Errors
 /// An unset variable (naming it and `field`), or `${userHome}` with no known home.
@@ -207,7 +214,7 @@ fn substitute(
     written: &str,
     field: &str,
     env: &dyn Environment,
-    redactor: &mut Redactor,
+    used: &mut Vec<String>,
 ) -> Result<String, String> {
     let mut out = String::with_capacity(written.len());
     let mut rest = written;
@@ -226,8 +233,8 @@ fn substitute(
                     printable(name)
                 )
             })?;
-            redactor.add(&value);
             out.push_str(&value);
+            used.push(value);
         } else if token == "userHome" {
             let home = env.home().ok_or_else(|| {
                 format!("{field} uses ${{userHome}} but the home directory is unknown")
@@ -240,6 +247,23 @@ fn substitute(
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// Adds an env value used in a URL as a secret: as written, and in each percent-encoded form the
+/// URL parser gives it in a path, a query and a password, since that is how it travels and how a
+/// server may quote it back.
+fn add_url_secret(redactor: &mut Redactor, value: &str) {
+    redactor.add(value);
+    let Ok(mut base) = Url::parse("http://h/") else {
+        return;
+    };
+    base.set_path(value);
+    redactor.add(base.path().trim_start_matches('/'));
+    base.set_query(Some(value));
+    redactor.add(base.query().unwrap_or_default());
+    if base.set_password(Some(value)).is_ok() {
+        redactor.add(base.password().unwrap_or_default());
+    }
 }
 
 fn wrong_type(field: &str, expected: &str, found: &Value) -> String {
@@ -367,12 +391,39 @@ mod tests {
         assert!(server.headers["authorization"].is_sensitive());
         assert_eq!(
             server.redactor.scrub("s3cr3t-token-value example.com"),
-            "[redacted] example.com"
+            "[redacted] [redacted]",
+            "every substituted env value is a secret, the host's too"
+        );
+        assert_eq!(
+            server.redactor.scrub("got /mcp?k=pass%20word%22x%22 back"),
+            "got /mcp?k=pass%20word%22x%22 back",
+            "values not used in the URL are not scrubbed in encoded form"
         );
         let debug = format!("{server:?}");
         assert_eq!(
             debug,
             r#"RemoteServer { header_names: ["authorization", "x-plain"], .. }"#
+        );
+    }
+
+    #[test]
+    fn url_env_values_are_scrubbed_in_encoded_forms_too() {
+        let env = FakeEnv(HashMap::from([("Q", "pass word\"x\"{y}")]), None);
+        let parsed = parse(
+            &json!({"x": {"url": "https://h.example/${env:Q}?k=${env:Q}"}}),
+            &env,
+        )
+        .unwrap();
+        let Entry::Remote(server) = &parsed[0].1 else {
+            panic!("refused")
+        };
+        assert_eq!(
+            server.url.as_str(),
+            "https://h.example/pass%20word%22x%22%7By%7D?k=pass%20word%22x%22{y}"
+        );
+        assert_eq!(
+            server.redactor.scrub("path /pass%20word%22x%22%7By%7D query k=pass%20word%22x%22{y} raw pass word\"x\"{y}"),
+            "path /[redacted] query k=[redacted] raw [redacted]"
         );
     }
 

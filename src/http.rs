@@ -560,7 +560,7 @@ impl Connection {
                 None
             }
             Kind::Notification(method) => {
-                tracing::trace!(namespace = %self.namespace, id, notification = %limits::truncate(method, 64), "ignored a server notification");
+                tracing::trace!(namespace = %self.namespace, id, notification = %self.server_text(method, 64), "ignored a server notification");
                 None
             }
             Kind::Invalid => {

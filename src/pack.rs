@@ -300,10 +300,12 @@ impl PreparedCall {
             reason: "the client dropped the call",
         };
         tracing::debug!(namespace = %self.namespace, id, "tools/call");
-        let request = connection.request(id, "tools/call", &self.params, result::map);
+        let redactor = connection.redactor();
+        let request = connection.request(id, "tools/call", &self.params, |raw| {
+            result::map(raw, redactor)
+        });
         let outcome = tokio::time::timeout(CALL_DEADLINE, request).await;
         let ns = quoted(&self.namespace);
-        let redactor = connection.redactor();
         match outcome {
             Err(_) => {
                 guard.reason = "the client's deadline for the call passed";
@@ -317,7 +319,7 @@ impl PreparedCall {
             }
             Ok(Ok(mapped)) => {
                 guard.disarm();
-                let text = redactor.scrub_owned(mapped.text);
+                let text = mapped.text;
                 if mapped.is_error {
                     let text = if text.is_empty() {
                         "the tool reported an error without a message".to_string()

@@ -66,6 +66,60 @@ impl Redactor {
         out
     }
 
+    /// Scrubs the JSON text `json` (a schema, annotations, `structuredContent`), also where a
+    /// secret hides behind JSON escapes other than serde_json's own (`\/`, `\u0041`): such text
+    /// is decoded, its strings and keys scrubbed, and encoded again. Text that is not JSON is
+    /// scrubbed as plain text.
+    pub(crate) fn scrub_json<'a>(&self, json: &'a str) -> Cow<'a, str> {
+        if self.secrets.is_empty() {
+            return Cow::Borrowed(json);
+        }
+        if !json.contains('\\') {
+            return self.scrub(json);
+        }
+        let Ok(mut value) = serde_json::from_str::<serde_json::Value>(json) else {
+            return self.scrub(json);
+        };
+        if !self.scrub_value(&mut value) {
+            return Cow::Borrowed(json);
+        }
+        Cow::Owned(value.to_string())
+    }
+
+    /// Scrubs every string and key inside `value`; whether anything changed.
+    fn scrub_value(&self, value: &mut serde_json::Value) -> bool {
+        use serde_json::Value;
+        match value {
+            Value::String(text) => match self.scrub(text) {
+                Cow::Borrowed(_) => false,
+                Cow::Owned(scrubbed) => {
+                    *text = scrubbed;
+                    true
+                }
+            },
+            Value::Array(items) => items
+                .iter_mut()
+                .fold(false, |changed, v| self.scrub_value(v) | changed),
+            Value::Object(map) => {
+                let mut changed = false;
+                let entries = std::mem::take(map);
+                for (key, mut v) in entries {
+                    changed |= self.scrub_value(&mut v);
+                    let key = match self.scrub(&key) {
+                        Cow::Borrowed(_) => key,
+                        Cow::Owned(scrubbed) => {
+                            changed = true;
+                            scrubbed
+                        }
+                    };
+                    map.insert(key, v);
+                }
+                changed
+            }
+            _ => false,
+        }
+    }
+
     /// [`Redactor::scrub`] into an owned string.
     pub(crate) fn scrub_owned(&self, text: String) -> String {
         match self.scrub(&text) {
@@ -96,6 +150,26 @@ mod tests {
         );
         assert!(matches!(r.scrub("nothing here"), Cow::Borrowed(_)));
         assert_eq!(format!("{r:?}"), "Redactor(4 secrets)");
+    }
+
+    #[test]
+    fn json_scrubbing_sees_through_other_escapes() {
+        let mut r = Redactor::default();
+        r.add("tok/abc+def/ghi123");
+        let escaped =
+            r#"{"a":"tok\/abc+def\/ghi\u0031\u00323","tok\/abc+def\/ghi123":1,"n":[1,"x"]}"#;
+        assert_eq!(
+            r.scrub_json(escaped),
+            r#"{"a":"[redacted]","[redacted]":1,"n":[1,"x"]}"#
+        );
+        let plain = r#"{"b":"tok/abc+def/ghi123","a":2}"#;
+        assert_eq!(r.scrub_json(plain), r#"{"b":"[redacted]","a":2}"#);
+        let clean = r#"{"q":"line\nbreak"}"#;
+        assert!(matches!(r.scrub_json(clean), Cow::Borrowed(_)));
+        assert_eq!(
+            r.scrub_json("not json tok/abc+def/ghi123 \\"),
+            "not json [redacted] \\"
+        );
     }
 
     #[test]

@@ -4,12 +4,14 @@
 //! as their text; images, audio and binary resources as placeholders naming their MIME type;
 //! resource links as `[resource: <uri>]`; unknown block types as `[<type> content omitted]`.
 //! A result with no blocks gives its `structuredContent` JSON. `isError: true` makes the same
-//! text a backend error.
+//! text a backend error. The text is scrubbed of the server entry's secrets.
 
 use std::borrow::Cow;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
+
+use crate::redact::Redactor;
 
 /// A `CallToolResult`, borrowed from the received text.
 #[derive(Deserialize)]
@@ -57,14 +59,18 @@ pub(crate) struct Mapped {
 ///
 /// # Errors
 /// A result that is not a `CallToolResult` (a transport error's text).
-pub(crate) fn map(result: &RawValue) -> Result<Mapped, String> {
-    let result: CallToolResult<'_> = serde_json::from_str(result.get())
-        .map_err(|_| "the server's tools/call result is not a valid CallToolResult".to_string())?;
+pub(crate) fn map(result: &RawValue, redactor: &Redactor) -> Result<Mapped, String> {
+    const MALFORMED: &str = "the server's tools/call result is not a valid CallToolResult";
+    if !result.get().starts_with('{') {
+        return Err(MALFORMED.to_string());
+    }
+    let result: CallToolResult<'_> =
+        serde_json::from_str(result.get()).map_err(|_| MALFORMED.to_string())?;
     let is_error = result.is_error == Some(true);
     if result.content.is_empty() {
         let text = result
             .structured_content
-            .map(|raw| raw.get().to_string())
+            .map(|raw| redactor.scrub_json(raw.get()).into_owned())
             .unwrap_or_default();
         return Ok(Mapped { text, is_error });
     }
@@ -75,6 +81,7 @@ pub(crate) fn map(result: &RawValue) -> Result<Mapped, String> {
         }
         push_block(&mut text, block)?;
     }
+    let text = redactor.scrub_owned(text);
     Ok(Mapped { text, is_error })
 }
 
@@ -132,7 +139,10 @@ mod tests {
     use super::*;
 
     fn mapped(json: &str) -> Result<Mapped, String> {
-        map(&RawValue::from_string(json.to_string()).unwrap())
+        map(
+            &RawValue::from_string(json.to_string()).unwrap(),
+            &Redactor::default(),
+        )
     }
 
     fn text(json: &str) -> String {

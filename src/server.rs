@@ -207,8 +207,11 @@ type Page = (Vec<Tool>, Option<String>);
 
 /// Decodes one `tools/list` result into tools fit for the listing.
 fn read_page(connection: &Connection, result: &RawValue, page: usize) -> Result<Page, String> {
-    let list: ListToolsResult<'_> = serde_json::from_str(result.get())
-        .map_err(|_| format!("tools/list page {page} is not a valid ListToolsResult"))?;
+    let malformed = || format!("tools/list page {page} is not a valid ListToolsResult");
+    if !result.get().starts_with('{') {
+        return Err(malformed());
+    }
+    let list: ListToolsResult<'_> = serde_json::from_str(result.get()).map_err(|_| malformed())?;
     let redactor = connection.redactor();
     let mut tools = Vec::with_capacity(list.tools.len());
     for (i, wire) in list.tools.into_iter().enumerate() {
@@ -237,7 +240,7 @@ fn read_page(connection: &Connection, result: &RawValue, page: usize) -> Result<
                 |d| limits::truncate(&redactor.scrub(&d), MAX_DESCRIPTION_BYTES).into_owned(),
             );
         let raw = |raw: &RawValue| -> Box<RawValue> {
-            match redactor.scrub(raw.get()) {
+            match redactor.scrub_json(raw.get()) {
                 std::borrow::Cow::Borrowed(_) => raw.to_owned(),
                 std::borrow::Cow::Owned(text) => {
                     RawValue::from_string(text).unwrap_or_else(|_| raw.to_owned())
