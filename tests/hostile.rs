@@ -134,6 +134,17 @@ fn cursors_asked(requests: &[Received]) -> Vec<Value> {
         .collect()
 }
 
+/// On a paused clock, Tokio jumps to the next timer whenever every task is idle — also while a
+/// loopback packet is still on its way. This heartbeat keeps a timer at most 50 ms ahead at all times,
+/// so no jump can skip past a deadline while the peers are merely between two socket reads.
+fn heartbeat() {
+    tokio::spawn(async {
+        loop {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+}
+
 /// Arrival times of `method`, in whole milliseconds after `t0`.
 fn offsets_ms(server: &Server, method: &str, t0: Instant) -> Vec<u128> {
     server
@@ -230,6 +241,7 @@ async fn empty_cursor_ends_the_listing() {
 /// start fails after the 18th page was asked for (pages asked at 0, 7, …, 119 s).
 #[tokio::test(start_paused = true)]
 async fn slow_pages_are_bounded_by_the_start_deadline() {
+    heartbeat();
     let server = serve(|req| async move {
         if let Some(reply) = standard(&req) {
             return reply;
@@ -964,6 +976,7 @@ async fn endless_resumption_is_bounded() {
 /// `retry` is honoured exactly but capped at 30 s.
 #[tokio::test(start_paused = true)]
 async fn huge_retry_is_capped_at_30_seconds() {
+    heartbeat();
     let server = serve(|req| async move {
         if req.http_method == "GET" {
             return Reply::sse(&[text_result(&json!(3), "resumed")]);
@@ -1101,6 +1114,7 @@ async fn notification_flood_during_a_call() {
 /// 1 s, then 2 s later; the third start is answered and the server becomes ready.
 #[tokio::test(start_paused = true)]
 async fn handshake_that_never_answers_hits_the_start_deadline_then_backs_off() {
+    heartbeat();
     let inits = Arc::new(AtomicUsize::new(0));
     let inits2 = Arc::clone(&inits);
     let server = serve(move |req| {
@@ -1129,6 +1143,7 @@ async fn handshake_that_never_answers_hits_the_start_deadline_then_backs_off() {
 /// connection error, the one at 7 s succeeds — without a new Host.
 #[tokio::test(start_paused = true)]
 async fn server_down_at_start_becomes_ready_after_three_failed_attempts() {
+    heartbeat();
     let port = hostile::free_port().await;
     let url = format!("http://127.0.0.1:{port}/mcp");
     let t0 = Instant::now();
@@ -1155,6 +1170,7 @@ async fn server_down_at_start_becomes_ready_after_three_failed_attempts() {
 /// never in a tight loop.
 #[tokio::test(start_paused = true)]
 async fn throttled_initialize_is_retried_with_backoff() {
+    heartbeat();
     let too_many = serve(|req| async move {
         match req.method() {
             "initialize" => Reply::raw(429, "text/plain", "").header("retry-after", "0"),
@@ -1192,6 +1208,7 @@ async fn throttled_initialize_is_retried_with_backoff() {
 /// Slow but legal: `initialize` answered after 70 s is inside the 2-minute deadline.
 #[tokio::test(start_paused = true)]
 async fn handshake_answered_after_70_seconds_succeeds() {
+    heartbeat();
     let server = serve(|req| async move {
         if req.method() == "initialize" {
             tokio::time::sleep(Duration::from_secs(70)).await;
@@ -1232,6 +1249,7 @@ async fn slow_tool_server(secs: u64) -> Server {
 /// deadline.
 #[tokio::test(start_paused = true)]
 async fn tool_taking_four_minutes_with_progress_succeeds() {
+    heartbeat();
     let server = slow_tool_server(240).await;
     let host = ready_host("slow", &server.url).await;
     let t0 = Instant::now();
@@ -1248,6 +1266,7 @@ async fn tool_taking_four_minutes_with_progress_succeeds() {
 /// server is told why.
 #[tokio::test(start_paused = true)]
 async fn tool_taking_six_minutes_hits_the_call_deadline() {
+    heartbeat();
     let server = slow_tool_server(360).await;
     let host = ready_host("slower", &server.url).await;
     let t0 = Instant::now();
@@ -1275,6 +1294,7 @@ async fn tool_taking_six_minutes_hits_the_call_deadline() {
 /// Keep-alive comments forever (never an answer) do not keep a start alive past its deadline.
 #[tokio::test(start_paused = true)]
 async fn keep_alives_forever_do_not_outlive_the_start_deadline() {
+    heartbeat();
     let server = list_server(|_req| {
         let pings = stream::unfold((), |()| async {
             tokio::time::sleep(Duration::from_secs(1)).await;
