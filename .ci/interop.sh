@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Runs the project against real MCP peers nobody here wrote (DESIGN §9, layer 4):
+#   1. installs them into .interop/ (.ci/interop-setup.sh; idempotent),
+#   2. cargo test --test interop with PLUGIN_MCP_INTEROP=1, so a missing peer FAILS instead of
+#      skipping: server-everything (Node 22) and the Python mcp SDK 1.x / 2.x servers,
+#   3. the official conformance suite's client scenarios against examples/conformance.rs.
+# Exits non-zero on the first failure. Prints the elapsed time at the end.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+started=$(date +%s)
+
+echo "interop: installing peers" >&2
+bash .ci/interop-setup.sh >/dev/null
+
+echo "interop: cargo test --test interop (PLUGIN_MCP_INTEROP=1)" >&2
+PLUGIN_MCP_INTEROP=1 cargo test --test interop
+
+echo "interop: conformance suite" >&2
+cargo build --example conformance
+.ci/conformance.sh "${CARGO_TARGET_DIR:-$ROOT/target}/debug/examples/conformance"
+
+echo "interop: passed in $(( $(date +%s) - started )) s"

@@ -1,0 +1,732 @@
+//! Real servers nobody in this project wrote, reached through the Pack exactly as a Host reaches
+//! it: `@modelcontextprotocol/server-everything` (Node 22) and the Python `mcp` SDK 1.x
+//! (`FastMCP`) and 2.x (`MCPServer`), in SSE and JSON-response modes.
+//!
+//! The peers are installed into `.interop/` by `.ci/interop-setup.sh` (`.ci/interop.sh` runs it,
+//! then these tests with `PLUGIN_MCP_INTEROP=1`). Without `.interop/` each test prints a
+//! `skipped:` line and returns, so a plain `cargo test` on a fresh clone stays green; with
+//! `PLUGIN_MCP_INTEROP=1` a missing peer fails the test.
+//!
+//! Each test starts its own peer on a free loopback port (killed when dropped) behind a
+//! recording reverse proxy (`interop_support::Proxy`), and asserts the exact mapped texts and
+//! errors the Pack gives and the exact sequence of exchanges the server saw. The servers'
+//! recorded answers are in `tests/interop/server-everything.md` and `python-servers.md`.
+
+mod interop_support;
+mod support;
+
+use std::time::{Duration, Instant};
+
+use interop_support::{Exchange, Peer, Proxy, assert_with_time, installed, root};
+use runvil_plugin::{ToolError, ToolErrorKind};
+use serde_json::{Value, json};
+use support::Host;
+
+/// Bound on a server becoming `ready` in the listing.
+const READY: Duration = Duration::from_secs(30);
+/// Bound on one tool call.
+const CALL: Duration = Duration::from_secs(30);
+
+async fn call(
+    host: &Host,
+    namespace: &str,
+    tool: &str,
+    arguments: Value,
+) -> Result<String, ToolError> {
+    let args = json!({"namespace": namespace, "toolName": tool, "arguments": arguments});
+    tokio::time::timeout(CALL, host.call("call_dynamic_tool", args))
+        .await
+        .unwrap_or_else(|_| panic!("{namespace}/{tool} did not answer within {CALL:?}"))
+}
+
+async fn ok(host: &Host, namespace: &str, tool: &str, arguments: Value) -> String {
+    call(host, namespace, tool, arguments)
+        .await
+        .unwrap_or_else(|e| panic!("{namespace}/{tool}: {e}"))
+}
+
+async fn listing_text(host: &Host, args: Value) -> String {
+    host.call("get_dynamic_tools", args).await.expect("listing")
+}
+
+fn error(kind: ToolErrorKind, message: &str) -> Result<String, ToolError> {
+    Err(ToolError::new(kind, message))
+}
+
+/// The JSON-RPC messages of a response body: one JSON value, or the `data:` of each SSE event.
+fn messages(exchange: &Exchange) -> Vec<Value> {
+    let text = exchange.response_text();
+    if let Ok(value) = serde_json::from_str::<Value>(&text) {
+        return vec![value];
+    }
+    text.lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .map(str::trim)
+        .filter(|data| !data.is_empty())
+        .map(|data| serde_json::from_str(data).expect("an SSE data line is JSON"))
+        .collect()
+}
+
+fn tools_calls(proxy: &Proxy, tool: &str) -> Vec<Exchange> {
+    proxy
+        .log()
+        .into_iter()
+        .filter(|e| e.body["method"] == "tools/call" && e.body["params"]["name"] == tool)
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// @modelcontextprotocol/server-everything
+
+const EVERYTHING: &str = "everything";
+
+/// server-everything (`streamableHttp`, bound to 127.0.0.1 by the preload) behind a proxy, and a
+/// Host whose `everything` namespace is ready.
+async fn everything(test: &str) -> Option<(Peer, Proxy, Host)> {
+    let node = installed(test, "node22/bin/node")?;
+    let server = installed(
+        test,
+        "npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+    )?;
+    let preload = root().join("tests/interop/loopback-listen.cjs");
+    let peer = Peer::start(
+        "server-everything",
+        &node,
+        &[
+            "--require",
+            preload.to_str().unwrap(),
+            server.to_str().unwrap(),
+            "streamableHttp",
+        ],
+        &[("PORT", "{port}")],
+    )
+    .await;
+    let proxy = Proxy::start(&peer.base()).await;
+    let host = Host::new(json!({EVERYTHING: {"url": proxy.url("/mcp")}}));
+    host.ready(EVERYTHING, READY).await;
+    Some((peer, proxy, host))
+}
+
+#[tokio::test]
+async fn everything_lists_its_tools_and_maps_each_kind_of_result() {
+    let Some((_peer, proxy, host)) =
+        everything("everything_lists_its_tools_and_maps_each_kind_of_result").await
+    else {
+        return;
+    };
+
+    // A client with no capabilities gets the 13 tools that need none, sorted by name.
+    assert_eq!(
+        host.listing(json!({})).await,
+        json!({"servers": [{"namespace": "everything", "status": "ready", "tools": [
+            "echo",
+            "get-annotated-message",
+            "get-env",
+            "get-resource-links",
+            "get-resource-reference",
+            "get-structured-content",
+            "get-sum",
+            "get-tiny-image",
+            "gzip-file-as-resource",
+            "simulate-research-query",
+            "toggle-simulated-logging",
+            "toggle-subscriber-updates",
+            "trigger-long-running-operation",
+        ]}]})
+    );
+    // One tool in full: schemas and annotations verbatim (key order, `$schema`), `title` and
+    // `execution` not shown.
+    assert_eq!(
+        listing_text(
+            &host,
+            json!({"namespace": EVERYTHING, "toolName": "get-structured-content"})
+        )
+        .await,
+        concat!(
+            r#"{"namespace":"everything","name":"get-structured-content","#,
+            r#""description":"Returns structured content along with an output schema for client data validation","#,
+            r#""inputSchema":{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"location":{"type":"string","enum":["New York","Chicago","Los Angeles"],"description":"Choose city"}},"required":["location"]},"#,
+            r#""outputSchema":{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"temperature":{"type":"number","description":"Temperature in celsius"},"conditions":{"type":"string","description":"Weather conditions description"},"humidity":{"type":"number","description":"Humidity percentage"}},"required":["temperature","conditions","humidity"],"additionalProperties":false},"#,
+            r#""annotations":{"readOnlyHint":true,"destructiveHint":false,"idempotentHint":true,"openWorldHint":false}}"#
+        )
+    );
+
+    assert_eq!(
+        ok(&host, EVERYTHING, "echo", json!({"message": "hi"})).await,
+        "Echo: hi"
+    );
+    assert_eq!(
+        ok(&host, EVERYTHING, "get-sum", json!({"a": 2, "b": 3})).await,
+        "The sum of 2 and 3 is 5."
+    );
+    assert_eq!(
+        ok(&host, EVERYTHING, "get-tiny-image", json!({})).await,
+        "Here's the image you requested:\n\n[image omitted: image/png]\n\nThe image above is the MCP logo."
+    );
+    assert_eq!(
+        ok(&host, EVERYTHING, "get-resource-links", json!({})).await,
+        "Here are 3 resource links to resources available in this server:\n\n\
+         [resource: demo://resource/dynamic/blob/1]\n\n\
+         [resource: demo://resource/dynamic/text/2]\n\n\
+         [resource: demo://resource/dynamic/blob/3]"
+    );
+    assert_eq!(
+        ok(&host, EVERYTHING, "get-resource-links", json!({"count": 2})).await,
+        "Here are 2 resource links to resources available in this server:\n\n\
+         [resource: demo://resource/dynamic/blob/1]\n\n\
+         [resource: demo://resource/dynamic/text/2]"
+    );
+    // An embedded text resource is its text, which carries the server's local time.
+    assert_with_time(
+        &ok(
+            &host,
+            EVERYTHING,
+            "get-resource-reference",
+            json!({"resourceType": "Text", "resourceId": 1}),
+        )
+        .await,
+        "Returning resource reference for Resource 1:\n\n\
+         Resource 1: This is a plaintext resource created at ",
+        "\n\nYou can access this resource using the URI: demo://resource/dynamic/text/1",
+    );
+    assert_eq!(
+        ok(
+            &host,
+            EVERYTHING,
+            "get-resource-reference",
+            json!({"resourceType": "Blob", "resourceId": 2})
+        )
+        .await,
+        "Returning resource reference for Resource 2:\n\n\
+         [binary resource omitted: text/plain]\n\n\
+         You can access this resource using the URI: demo://resource/dynamic/blob/2"
+    );
+    // Content and structuredContent both present: the text block is what the model reads.
+    assert_eq!(
+        ok(
+            &host,
+            EVERYTHING,
+            "get-structured-content",
+            json!({"location": "Chicago"})
+        )
+        .await,
+        r#"{"temperature":36,"conditions":"Light rain / drizzle","humidity":82}"#
+    );
+    let structured = &tools_calls(&proxy, "get-structured-content")[0];
+    assert_eq!(
+        messages(structured).last().unwrap()["result"]["structuredContent"],
+        json!({"temperature": 36, "conditions": "Light rain / drizzle", "humidity": 82})
+    );
+    // gzip of "hello", from a data: URI (no network), both output types.
+    assert_eq!(
+        ok(
+            &host,
+            EVERYTHING,
+            "gzip-file-as-resource",
+            json!({"name": "hello.txt.gz", "data": "data:text/plain;base64,aGVsbG8=", "outputType": "resourceLink"})
+        )
+        .await,
+        "[resource: demo://resource/session/hello.txt.gz]"
+    );
+    assert_eq!(
+        ok(
+            &host,
+            EVERYTHING,
+            "gzip-file-as-resource",
+            json!({"name": "hello2.txt.gz", "data": "data:text/plain;base64,aGVsbG8=", "outputType": "resource"})
+        )
+        .await,
+        "[binary resource omitted: application/gzip]"
+    );
+    let gzip = &tools_calls(&proxy, "gzip-file-as-resource")[1];
+    assert_eq!(
+        messages(gzip).last().unwrap()["result"]["content"][0]["resource"]["blob"],
+        "H4sIAAAAAAAAA8tIzcnJBwCGphA2BQAAAA=="
+    );
+
+    // Bad arguments and a tool the server refuses: the server's own text, as a backend error.
+    assert_eq!(
+        call(&host, EVERYTHING, "get-sum", json!({"a": "x"})).await,
+        error(
+            ToolErrorKind::Backend,
+            "MCP error -32602: Input validation error: Invalid arguments for tool get-sum: \
+             Invalid input: expected number, received string at a\n\
+             Invalid input: expected number, received undefined at b"
+        )
+    );
+    assert_eq!(
+        call(
+            &host,
+            EVERYTHING,
+            "simulate-research-query",
+            json!({"topic": "x"})
+        )
+        .await,
+        error(
+            ToolErrorKind::Backend,
+            "MCP error -32601: Tool simulate-research-query requires task augmentation (taskSupport: 'required')"
+        )
+    );
+    // A tool the server does not list never reaches it: the Pack answers not found.
+    assert_eq!(
+        call(&host, EVERYTHING, "no-such-tool", json!({})).await,
+        error(
+            ToolErrorKind::NotFound,
+            r#"server "everything" has no tool "no-such-tool"; list its tools with get_dynamic_tools {"namespace":"everything"}"#
+        )
+    );
+    assert!(tools_calls(&proxy, "no-such-tool").is_empty());
+
+    // What the server saw: one handshake, one listing, and a call per tool call above.
+    let mut expected = vec![
+        "POST initialize 200".to_string(),
+        "POST notifications/initialized 202".to_string(),
+        "POST tools/list 200".to_string(),
+    ];
+    expected.extend(std::iter::repeat_n("POST tools/call 200".to_string(), 12));
+    assert_eq!(proxy.summary(), expected);
+    let log = proxy.log();
+    assert_eq!(log[0].body["params"]["capabilities"], json!({}));
+    let session = log[0].response_session.clone().expect("a session id");
+    for exchange in &log[1..] {
+        assert_eq!(exchange.session.as_ref(), Some(&session));
+        assert_eq!(exchange.protocol_version.as_deref(), Some("2025-11-25"));
+    }
+}
+
+#[tokio::test]
+async fn everything_hears_notifications_cancelled_when_a_call_is_dropped() {
+    let Some((_peer, proxy, host)) =
+        everything("everything_hears_notifications_cancelled_when_a_call_is_dropped").await
+    else {
+        return;
+    };
+    let started = Instant::now();
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(500),
+        call(
+            &host,
+            EVERYTHING,
+            "trigger-long-running-operation",
+            json!({"duration": 30, "steps": 3}),
+        ),
+    )
+    .await;
+    assert!(dropped.is_err(), "a 30 s operation answered: {dropped:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+
+    let long = &tools_calls(&proxy, "trigger-long-running-operation")[0];
+    assert_eq!(long.status, 200);
+    let cancelled = proxy
+        .wait_for(Duration::from_secs(5), |e| {
+            e.body["method"] == "notifications/cancelled"
+        })
+        .await;
+    assert_eq!(
+        cancelled.body,
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+               "params": {"requestId": long.body["id"], "reason": "the client dropped the call"}})
+    );
+    assert_eq!(cancelled.method, "POST");
+    assert_eq!(
+        cancelled.status, 202,
+        "the server accepted the notification"
+    );
+    assert_eq!(cancelled.session, long.session);
+
+    // The connection is free for the next call at once, while the server's operation runs on.
+    let started = Instant::now();
+    assert_eq!(
+        ok(&host, EVERYTHING, "echo", json!({"message": "next"})).await,
+        "Echo: next"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        proxy.summary(),
+        [
+            "POST initialize 200",
+            "POST notifications/initialized 202",
+            "POST tools/list 200",
+            "POST tools/call 200",
+            "POST notifications/cancelled 202",
+            "POST tools/call 200",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn everything_session_deleted_or_lost_in_a_restart_is_renewed() {
+    let Some((mut peer, proxy, host)) =
+        everything("everything_session_deleted_or_lost_in_a_restart_is_renewed").await
+    else {
+        return;
+    };
+    assert_eq!(
+        ok(&host, EVERYTHING, "echo", json!({"message": "one"})).await,
+        "Echo: one"
+    );
+    let first = proxy.log()[0]
+        .response_session
+        .clone()
+        .expect("a session id");
+
+    // End the session behind the client's back, straight at the server.
+    let deleted = reqwest::Client::new()
+        .delete(format!("{}/mcp", peer.base()))
+        .header("mcp-session-id", &first)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 200);
+
+    // server-everything answers an unknown session with 400 "No valid session ID provided";
+    // the Pack initializes again and sends the call once more.
+    assert_eq!(
+        ok(&host, EVERYTHING, "echo", json!({"message": "two"})).await,
+        "Echo: two"
+    );
+    let log = proxy.log();
+    let tail: Vec<String> = log[4..].iter().map(Exchange::summary).collect();
+    assert_eq!(
+        tail,
+        [
+            "POST tools/call 400",
+            "POST initialize 200",
+            "POST notifications/initialized 202",
+            "POST tools/call 200",
+        ]
+    );
+    assert_eq!(
+        log[4].response_text(),
+        r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"}}"#
+    );
+    let second = log[5].response_session.clone().expect("a new session id");
+    assert_ne!(second, first);
+    assert_eq!(log[4].session.as_ref(), Some(&first));
+    assert_eq!(log[5].session, None);
+    assert_eq!(log[6].session.as_ref(), Some(&second));
+    assert_eq!(log[7].session.as_ref(), Some(&second));
+    assert_eq!(log[7].body, log[4].body, "the same request, resent");
+
+    // A restart loses every session: the same renewal.
+    proxy.restart_upstream(&mut peer).await;
+    assert_eq!(
+        ok(&host, EVERYTHING, "get-sum", json!({"a": 1, "b": 2})).await,
+        "The sum of 1 and 2 is 3."
+    );
+    let log = proxy.log();
+    let tail: Vec<String> = log[8..].iter().map(Exchange::summary).collect();
+    assert_eq!(
+        tail,
+        [
+            "POST tools/call 400",
+            "POST initialize 200",
+            "POST notifications/initialized 202",
+            "POST tools/call 200",
+        ]
+    );
+    let third = log[9].response_session.clone().expect("a new session id");
+    assert_eq!(log[8].session.as_ref(), Some(&second));
+    assert_eq!(log[11].session.as_ref(), Some(&third));
+
+    // Dropping the Pack ends the live session.
+    drop(host);
+    let goodbye = proxy
+        .wait_for(Duration::from_secs(10), |e| e.method == "DELETE")
+        .await;
+    assert_eq!(goodbye.session.as_ref(), Some(&third));
+    assert_eq!(goodbye.status, 200);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Python `mcp` SDK: 1.x FastMCP (tests/interop/py1_server.py), 2.x MCPServer (py2_server.py)
+
+#[derive(Clone, Copy, PartialEq)]
+enum Sdk {
+    V1,
+    V2,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Sse,
+    Json,
+}
+
+/// A Python SDK server behind a proxy, and a Host whose namespace `ns` is ready.
+async fn python(test: &str, sdk: Sdk, mode: Mode, ns: &str) -> Option<(Peer, Proxy, Host)> {
+    let (venv, script) = match sdk {
+        Sdk::V1 => ("py1/bin/python", "tests/interop/py1_server.py"),
+        Sdk::V2 => ("py2/bin/python", "tests/interop/py2_server.py"),
+    };
+    let python = installed(test, venv)?;
+    let script = root().join(script);
+    let mut args = vec![script.to_str().unwrap(), "--port", "{port}"];
+    if mode == Mode::Json {
+        args.push("--json-response");
+    }
+    let peer = Peer::start(ns, &python, &args, &[]).await;
+    let proxy = Proxy::start(&peer.base()).await;
+    let host = Host::new(json!({ns: {"url": proxy.url("/mcp")}}));
+    host.ready(ns, READY).await;
+    Some((peer, proxy, host))
+}
+
+/// A schema as the SDK writes it: 1.x puts `title` before `type`, 2.x after.
+fn py_schema(sdk: Sdk, properties: &str, required: &str, title: &str) -> String {
+    let required = if required.is_empty() {
+        String::new()
+    } else {
+        format!(r#""required":[{required}],"#)
+    };
+    match sdk {
+        Sdk::V1 => format!(
+            r#"{{"properties":{{{properties}}},{required}"title":"{title}","type":"object"}}"#
+        ),
+        Sdk::V2 => format!(
+            r#"{{"properties":{{{properties}}},{required}"type":"object","title":"{title}"}}"#
+        ),
+    }
+}
+
+fn py_namespace_listing(sdk: Sdk, ns: &str) -> String {
+    let tools = [
+        (
+            "add",
+            "Add two integers.",
+            r#""a":{"title":"A","type":"integer"},"b":{"title":"B","type":"integer"}"#,
+            r#""a","b""#,
+        ),
+        (
+            "ask_sampling",
+            "Send sampling/createMessage to the client and describe the error it answers.",
+            "",
+            "",
+        ),
+        (
+            "echo",
+            "Echo the text back.",
+            r#""text":{"title":"Text","type":"string"}"#,
+            r#""text""#,
+        ),
+        (
+            "ping_then_answer",
+            "Ping the client (a server->client request on this call's stream), then answer.",
+            "",
+            "",
+        ),
+        (
+            "slow",
+            "Sleep, then answer.",
+            r#""seconds":{"title":"Seconds","type":"number"}"#,
+            r#""seconds""#,
+        ),
+    ];
+    let tools: Vec<String> = tools
+        .iter()
+        .map(|(name, description, properties, required)| {
+            format!(
+                r#"{{"name":"{name}","description":"{description}","inputSchema":{}}}"#,
+                py_schema(sdk, properties, required, &format!("{name}Arguments"))
+            )
+        })
+        .collect();
+    format!(
+        r#"{{"namespace":"{ns}","status":"ready","tools":[{}]}}"#,
+        tools.join(",")
+    )
+}
+
+const PYDANTIC_ADD_ERROR: &str = "Error executing tool add: 1 validation error for addArguments\na\n  \
+    Input should be a valid integer, unable to parse string as an integer \
+    [type=int_parsing, input_value='x', input_type=str]\n    \
+    For further information visit https://errors.pydantic.dev/2.14/v/int_parsing";
+
+/// The whole Python scenario for one SDK and mode: listing (namespace and one tool, verbatim),
+/// calls, `structuredContent` next to text, a bad argument, a server ping and a sampling request
+/// inside the call, and a restart between two calls (404 → initialize → the call again).
+async fn python_scenario(test: &str, sdk: Sdk, mode: Mode) {
+    let ns = match (sdk, mode) {
+        (Sdk::V1, Mode::Sse) => "py1",
+        (Sdk::V1, Mode::Json) => "py1json",
+        (Sdk::V2, Mode::Sse) => "py2",
+        (Sdk::V2, Mode::Json) => "py2json",
+    };
+    let Some((mut peer, proxy, host)) = python(test, sdk, mode, ns).await else {
+        return;
+    };
+
+    assert_eq!(
+        host.listing(json!({})).await,
+        json!({"servers": [{"namespace": ns, "status": "ready",
+                            "tools": ["add", "ask_sampling", "echo", "ping_then_answer", "slow"]}]})
+    );
+    assert_eq!(
+        listing_text(&host, json!({"namespace": ns})).await,
+        py_namespace_listing(sdk, ns)
+    );
+    assert_eq!(
+        listing_text(&host, json!({"namespace": ns, "toolName": "add"})).await,
+        format!(
+            r#"{{"namespace":"{ns}","name":"add","description":"Add two integers.","inputSchema":{},"outputSchema":{}}}"#,
+            py_schema(
+                sdk,
+                r#""a":{"title":"A","type":"integer"},"b":{"title":"B","type":"integer"}"#,
+                r#""a","b""#,
+                "addArguments"
+            ),
+            py_schema(
+                sdk,
+                r#""result":{"title":"Result","type":"integer"}"#,
+                r#""result""#,
+                "addOutput"
+            ),
+        )
+    );
+
+    // The result carries both a text block and structuredContent; the text is what maps.
+    assert_eq!(ok(&host, ns, "add", json!({"a": 2, "b": 3})).await, "5");
+    assert_eq!(
+        messages(&tools_calls(&proxy, "add")[0]),
+        [
+            json!({"jsonrpc": "2.0", "id": tools_calls(&proxy, "add")[0].body["id"], "result": {
+                "content": [{"type": "text", "text": "5"}],
+                "structuredContent": {"result": 5},
+                "isError": false
+            }})
+        ]
+    );
+    assert_eq!(
+        ok(&host, ns, "echo", json!({"text": "grüße\n\"quoted\""})).await,
+        "grüße\n\"quoted\""
+    );
+    assert_eq!(
+        ok(&host, ns, "slow", json!({"seconds": 0.1})).await,
+        "slept 0.1"
+    );
+    assert_eq!(
+        call(&host, ns, "add", json!({"a": "x", "b": 3})).await,
+        error(ToolErrorKind::Backend, PYDANTIC_ADD_ERROR)
+    );
+
+    // Server requests inside the call: the Pack answers ping with {} and sampling with -32601.
+    // In JSON-response mode there is no stream to carry them, and the servers say so.
+    let (ping, sampling) = match mode {
+        // Sequential, so the client's answers arrive in a fixed order.
+        Mode::Sse => (
+            call(&host, ns, "ping_then_answer", json!({})).await,
+            call(&host, ns, "ask_sampling", json!({})).await,
+        ),
+        // 1.x waits out its 10 s timeouts here: run both at once.
+        Mode::Json => tokio::join!(
+            call(&host, ns, "ping_then_answer", json!({})),
+            call(&host, ns, "ask_sampling", json!({}))
+        ),
+    };
+    let (expect_ping, expect_sampling) = match (sdk, mode) {
+        (_, Mode::Sse) => (
+            "pong received".to_string(),
+            "sampling failed: -32601 Method not found".to_string(),
+        ),
+        (Sdk::V1, Mode::Json) => (
+            "ping failed: 408 Timed out while waiting for response to ServerRequest. Waited 10.0 seconds.".to_string(),
+            "sampling failed: no answer within 10 s".to_string(),
+        ),
+        (Sdk::V2, Mode::Json) => (
+            "ping failed: -32600 Cannot send 'ping': this transport context has no back-channel for server-initiated requests.".to_string(),
+            "sampling failed: -32600 Cannot send 'sampling/createMessage': this transport context has no back-channel for server-initiated requests.".to_string(),
+        ),
+    };
+    assert_eq!(ping, Ok(expect_ping));
+    assert_eq!(sampling, Ok(expect_sampling));
+    let answers: Vec<Value> = proxy
+        .log()
+        .into_iter()
+        .filter(|e| e.summary().starts_with("POST response"))
+        .map(|e| e.body)
+        .collect();
+    // Server request ids count per session: from 0 in 1.x, from 1 in 2.x.
+    let first = if sdk == Sdk::V1 { 0 } else { 1 };
+    let expected_answers = if mode == Mode::Sse {
+        vec![
+            json!({"jsonrpc": "2.0", "id": first, "result": {}}),
+            json!({"jsonrpc": "2.0", "id": first + 1, "error": {"code": -32601, "message": "Method not found"}}),
+        ]
+    } else {
+        vec![]
+    };
+    assert_eq!(answers, expected_answers);
+
+    // A restart forgets the session: 404, a new initialize, and the same call again.
+    proxy.restart_upstream(&mut peer).await;
+    assert_eq!(ok(&host, ns, "add", json!({"a": 20, "b": 22})).await, "42");
+
+    let mut expected: Vec<&str> = vec![
+        "POST initialize 200",
+        "POST notifications/initialized 202",
+        "POST tools/list 200",
+        "POST tools/call 200", // add
+        "POST tools/call 200", // echo
+        "POST tools/call 200", // slow
+        "POST tools/call 200", // add, bad argument
+    ];
+    match mode {
+        Mode::Sse => expected.extend([
+            "POST tools/call 200", // ping_then_answer
+            "POST response 202",   // {} to the ping
+            "POST tools/call 200", // ask_sampling
+            "POST response 202",   // -32601 to sampling/createMessage
+        ]),
+        Mode::Json => expected.extend(["POST tools/call 200", "POST tools/call 200"]),
+    }
+    expected.extend([
+        "POST tools/call 404",
+        "POST initialize 200",
+        "POST notifications/initialized 202",
+        "POST tools/call 200",
+    ]);
+    assert_eq!(proxy.summary(), expected);
+    let log = proxy.log();
+    let n = log.len();
+    let (lost, init, again) = (&log[n - 4], &log[n - 3], &log[n - 1]);
+    let old = log[0].response_session.clone().expect("a session id");
+    let new = init.response_session.clone().expect("a new session id");
+    assert_ne!(old, new);
+    assert_eq!(lost.session.as_ref(), Some(&old));
+    assert_eq!(init.session, None);
+    assert_eq!(again.session.as_ref(), Some(&new));
+    assert_eq!(again.body, lost.body, "the same request, resent");
+    assert_eq!(
+        serde_json::from_str::<Value>(&lost.response_text()).unwrap()["error"],
+        json!({"code": -32600, "message": "Session not found"})
+    );
+}
+
+#[tokio::test]
+async fn python_sdk1_fastmcp_sse() {
+    python_scenario("python_sdk1_fastmcp_sse", Sdk::V1, Mode::Sse).await;
+}
+
+#[tokio::test]
+async fn python_sdk1_fastmcp_json_response() {
+    python_scenario("python_sdk1_fastmcp_json_response", Sdk::V1, Mode::Json).await;
+}
+
+#[tokio::test]
+async fn python_sdk2_mcpserver_sse() {
+    python_scenario("python_sdk2_mcpserver_sse", Sdk::V2, Mode::Sse).await;
+}
+
+#[tokio::test]
+async fn python_sdk2_mcpserver_json_response() {
+    python_scenario("python_sdk2_mcpserver_json_response", Sdk::V2, Mode::Json).await;
+}
