@@ -1,14 +1,16 @@
 //! Load: many concurrent calls over many servers each get their own answer, and dropped calls
 //! are cancelled on their server while the others complete.
 
-mod support;
 #[path = "support/hostile.rs"]
 mod hostile;
+mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use hostile::{Reply, Server, rpc_error, serve, sse_event, standard, text_result, tool, tools_page};
+use hostile::{
+    Reply, Server, rpc_error, serve, sse_event, standard, text_result, tool, tools_page,
+};
 use serde_json::{Value, json};
 use support::Host;
 
@@ -86,7 +88,9 @@ async fn a_thousand_concurrent_calls_each_get_their_own_answer() {
     let mut calls = Vec::new();
     for token in 0..1000u64 {
         let server = (rng.next() % 10) as usize;
-        let call = host.pack.call("mcp/call_dynamic_tool", call_args(server, token));
+        let call = host
+            .pack
+            .call("mcp/call_dynamic_tool", call_args(server, token));
         calls.push((server, token, tokio::spawn(call)));
     }
     let mut per_server = [0usize; 10];
@@ -147,7 +151,9 @@ async fn dropping_half_of_200_in_flight_calls_cancels_exactly_those() {
     let mut calls = Vec::new();
     for token in 0..200u64 {
         let server = (token % 2) as usize;
-        let call = host.pack.call("mcp/call_dynamic_tool", call_args(server, token));
+        let call = host
+            .pack
+            .call("mcp/call_dynamic_tool", call_args(server, token));
         calls.push((server, token, tokio::spawn(call)));
     }
     for server in &servers {
@@ -192,14 +198,20 @@ async fn dropping_half_of_200_in_flight_calls_cancels_exactly_those() {
         let want = expected_cancelled[i].len();
         let requests = server
             .wait_until(Duration::from_secs(10), "the cancellations", |r| {
-                r.iter().filter(|r| r.method() == "notifications/cancelled").count() >= want
+                r.iter()
+                    .filter(|r| r.method() == "notifications/cancelled")
+                    .count()
+                    >= want
             })
             .await;
         let cancelled: BTreeSet<u64> = requests
             .iter()
             .filter(|r| r.method() == "notifications/cancelled")
             .map(|r| {
-                assert_eq!(r.rpc["params"]["reason"], "the client dropped the call", "seed {seed}");
+                assert_eq!(
+                    r.rpc["params"]["reason"], "the client dropped the call",
+                    "seed {seed}"
+                );
                 r.rpc["params"]["requestId"].as_u64().unwrap()
             })
             .collect();

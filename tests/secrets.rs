@@ -8,9 +8,9 @@
 //! one lock for their whole run, so no other thread of this binary reads the environment while
 //! it changes.
 
-mod support;
 #[path = "support/hostile.rs"]
 mod hostile;
+mod support;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex, MutexGuard, Once};
@@ -232,7 +232,10 @@ fn assert_no_secret(label: &str, text: &str, secrets: &[String]) {
         collect_strings(&value, &mut strings);
         for s in strings {
             for secret in secrets {
-                assert!(!s.contains(secret.as_str()), "{label} holds a secret in JSON: {s}");
+                assert!(
+                    !s.contains(secret.as_str()),
+                    "{label} holds a secret in JSON: {s}"
+                );
             }
         }
     }
@@ -289,19 +292,30 @@ fn no_secret_escapes(case: usize, literal: &str, token: &str, path: &str, query:
                 },
             })
         };
-        let host = Host::new(json!({"fail": configure(&failing.url), "ok": configure(&working.url)}));
+        let host =
+            Host::new(json!({"fail": configure(&failing.url), "ok": configure(&working.url)}));
         host.ready("ok", Duration::from_secs(10)).await;
         let listing = host
-            .wait_for(Duration::from_secs(10), |l| server_entry(l, "fail")["status"] == "error")
+            .wait_for(Duration::from_secs(10), |l| {
+                server_entry(l, "fail")["status"] == "error"
+            })
             .await;
         // The servers did receive every secret, and echoed them: the test is not vacuous.
         let first = &working.requests()[0];
         assert_eq!(first.target, format!("/mcp/{path}?key={query}"));
-        assert_eq!(first.header("authorization").unwrap(), format!("Bearer {token}"));
+        assert_eq!(
+            first.header("authorization").unwrap(),
+            format!("Bearer {token}")
+        );
         assert_eq!(first.header("x-api-key").unwrap(), literal);
-        let reason = server_entry(&listing, "fail")["reason"].as_str().unwrap().to_string();
+        let reason = server_entry(&listing, "fail")["reason"]
+            .as_str()
+            .unwrap()
+            .to_string();
         assert!(
-            reason.starts_with("HTTP 500 Internal Server Error: you sent: /mcp/[redacted]?key=[redacted] "),
+            reason.starts_with(
+                "HTTP 500 Internal Server Error: you sent: /mcp/[redacted]?key=[redacted] "
+            ),
             "{reason}"
         );
         // path, query, Authorization, X-Api-Key: each quoted once, each scrubbed.
@@ -311,7 +325,11 @@ fn no_secret_escapes(case: usize, literal: &str, token: &str, path: &str, query:
         for (label, text) in &seen {
             assert_no_secret(label, text, &secrets);
         }
-        let result = &seen.iter().find(|(label, _)| label == "call result").unwrap().1;
+        let result = &seen
+            .iter()
+            .find(|(label, _)| label == "call result")
+            .unwrap()
+            .1;
         assert!(
             result.starts_with("result /mcp/[redacted]?key=[redacted] "),
             "the echo came back, scrubbed: {result}"
@@ -319,7 +337,11 @@ fn no_secret_escapes(case: usize, literal: &str, token: &str, path: &str, query:
     });
     drop(runtime);
     assert_no_secret("the log", &logs.text(), &secrets);
-    assert!(logs.text().contains("start failure"), "the capture works: {}", logs.text());
+    assert!(
+        logs.text().contains("start failure"),
+        "the capture works: {}",
+        logs.text()
+    );
 }
 
 proptest! {
@@ -395,7 +417,9 @@ async fn server_text_with_a_secret_is_scrubbed_exactly() {
     }));
     host.ready("ok", Duration::from_secs(10)).await;
     let listing = host
-        .wait_for(Duration::from_secs(10), |l| server_entry(l, "fail")["status"] == "error")
+        .wait_for(Duration::from_secs(10), |l| {
+            server_entry(l, "fail")["status"] == "error"
+        })
         .await;
     const SCRUBBED: &str = "[redacted] / [redacted] / [redacted] / short77";
     assert_eq!(
@@ -403,25 +427,37 @@ async fn server_text_with_a_secret_is_scrubbed_exactly() {
         format!("HTTP 500 Internal Server Error: denied: {SCRUBBED}")
     );
     assert_eq!(
-        host.listing(json!({"namespace": "ok", "toolName": "ok"})).await["description"],
+        host.listing(json!({"namespace": "ok", "toolName": "ok"}))
+            .await["description"],
         format!("ok {SCRUBBED}")
     );
     let call = |name: &'static str| {
-        host.call("call_dynamic_tool", json!({"namespace": "ok", "toolName": name}))
+        host.call(
+            "call_dynamic_tool",
+            json!({"namespace": "ok", "toolName": name}),
+        )
     };
     assert_eq!(call("ok").await, Ok(format!("ok {SCRUBBED}")));
     assert_eq!(
         call("is_error").await,
-        Err(ToolError::new(ToolErrorKind::Backend, format!("is_error {SCRUBBED}")))
+        Err(ToolError::new(
+            ToolErrorKind::Backend,
+            format!("is_error {SCRUBBED}")
+        ))
     );
     assert_eq!(
         call("rpc_error").await,
-        Err(ToolError::new(ToolErrorKind::Backend, format!("rpc_error {SCRUBBED}")))
+        Err(ToolError::new(
+            ToolErrorKind::Backend,
+            format!("rpc_error {SCRUBBED}")
+        ))
     );
     drop(host);
     let logs = logs.text();
     assert!(
-        logs.contains(&format!("reason=HTTP 500 Internal Server Error: denied: {SCRUBBED}")),
+        logs.contains(&format!(
+            "reason=HTTP 500 Internal Server Error: denied: {SCRUBBED}"
+        )),
         "the start failure is logged, scrubbed: {logs}"
     );
     for secret in ["sk-live-0123456789", "env-secret-value-42", "eight888"] {
@@ -432,7 +468,6 @@ async fn server_text_with_a_secret_is_scrubbed_exactly() {
 /// The method name of a server notification is server text too: a server that puts a secret
 /// there must not get it into a trace log line.
 #[tokio::test]
-#[ignore = "bug: http.rs route() logs a notification's method unscrubbed at trace level"]
 async fn notification_method_with_a_secret_is_not_logged() {
     let _guard = exclusive();
     let (logs, _capture) = capture();
@@ -452,16 +487,27 @@ async fn notification_method_with_a_secret_is_not_logged() {
         }
     })
     .await;
-    let host = Host::new(json!({"n": {"url": server.url, "headers": {"X-Api-Key": "key-0123456789"}}}));
+    let host =
+        Host::new(json!({"n": {"url": server.url, "headers": {"X-Api-Key": "key-0123456789"}}}));
     host.ready("n", Duration::from_secs(10)).await;
     assert_eq!(
-        host.call("call_dynamic_tool", json!({"namespace": "n", "toolName": "t"})).await,
+        host.call(
+            "call_dynamic_tool",
+            json!({"namespace": "n", "toolName": "t"})
+        )
+        .await,
         Ok("done".to_string())
     );
     drop(host);
     let logs = logs.text();
-    assert!(logs.contains("ignored a server notification"), "captured: {logs}");
-    assert!(!logs.contains("key-0123456789"), "a log line shows the secret: {logs}");
+    assert!(
+        logs.contains("ignored a server notification"),
+        "captured: {logs}"
+    );
+    assert!(
+        !logs.contains("key-0123456789"),
+        "a log line shows the secret: {logs}"
+    );
 }
 
 /// Schemas, annotations and structured results pass through as raw JSON. A server whose JSON
@@ -469,7 +515,6 @@ async fn notification_method_with_a_secret_is_not_logged() {
 /// `ensure_ascii` does) must not slip a secret past the scrubber: decoded, the listing and the
 /// result would show it.
 #[tokio::test]
-#[ignore = "bug: server.rs read_page() and result.rs map() scrub raw JSON only in serde_json's escaping"]
 async fn secrets_in_raw_json_with_other_escapes_are_scrubbed() {
     let _guard = exclusive();
     const KEY: &str = "tok/abc+def/ghi123";
@@ -492,11 +537,16 @@ async fn secrets_in_raw_json_with_other_escapes_are_scrubbed() {
     .await;
     let host = Host::new(json!({"esc": {"url": server.url, "headers": {"X-Api-Key": KEY}}}));
     host.ready("esc", Duration::from_secs(10)).await;
-    let one = host.listing(json!({"namespace": "esc", "toolName": "t"})).await;
+    let one = host
+        .listing(json!({"namespace": "esc", "toolName": "t"}))
+        .await;
     assert_eq!(one["inputSchema"]["default"], "[redacted]");
     assert_eq!(one["annotations"]["title"], "[redacted]");
     let result = host
-        .call("call_dynamic_tool", json!({"namespace": "esc", "toolName": "t"}))
+        .call(
+            "call_dynamic_tool",
+            json!({"namespace": "esc", "toolName": "t"}),
+        )
         .await
         .unwrap();
     let result: Value = serde_json::from_str(&result).unwrap();
@@ -506,10 +556,13 @@ async fn secrets_in_raw_json_with_other_escapes_are_scrubbed() {
 /// An env value used in the URL is sent percent-encoded; a server that quotes the request
 /// target quotes that encoded form, which is the secret all the same.
 #[tokio::test]
-#[ignore = "bug: config.rs adds URL env values to the Redactor only in their raw form, not percent-encoded"]
 async fn percent_encoded_url_secrets_are_scrubbed() {
     let guard = exclusive();
-    set_env(&guard, "MCP_SECRETS_URL_QUERY", "pass word{with}\"specials\"");
+    set_env(
+        &guard,
+        "MCP_SECRETS_URL_QUERY",
+        "pass word{with}\"specials\"",
+    );
     let server = serve(|req| async move {
         match req.method() {
             "initialize" => Reply::raw(500, "text/plain", format!("bad target {}", req.target)),
@@ -517,9 +570,13 @@ async fn percent_encoded_url_secrets_are_scrubbed() {
         }
     })
     .await;
-    let host = Host::new(json!({"pct": {"url": format!("{}?key=${{env:MCP_SECRETS_URL_QUERY}}", server.url)}}));
+    let host = Host::new(
+        json!({"pct": {"url": format!("{}?key=${{env:MCP_SECRETS_URL_QUERY}}", server.url)}}),
+    );
     let listing = host
-        .wait_for(Duration::from_secs(10), |l| server_entry(l, "pct")["status"] == "error")
+        .wait_for(Duration::from_secs(10), |l| {
+            server_entry(l, "pct")["status"] == "error"
+        })
         .await;
     assert_eq!(
         server.requests()[0].target,
@@ -556,10 +613,15 @@ async fn sse_echo_during_a_call_is_scrubbed() {
         }
     })
     .await;
-    let host = Host::new(json!({"s": {"url": server.url, "headers": {"X-Api-Key": "value-0123456789"}}}));
+    let host =
+        Host::new(json!({"s": {"url": server.url, "headers": {"X-Api-Key": "value-0123456789"}}}));
     host.ready("s", Duration::from_secs(10)).await;
     assert_eq!(
-        host.call("call_dynamic_tool", json!({"namespace": "s", "toolName": "t"})).await,
+        host.call(
+            "call_dynamic_tool",
+            json!({"namespace": "s", "toolName": "t"})
+        )
+        .await,
         Ok("header was [redacted]".to_string())
     );
     drop(host);
