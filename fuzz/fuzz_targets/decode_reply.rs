@@ -10,6 +10,10 @@
 //!   4: initialize as text/event-stream    5: initialize as application/json
 //! Request ids are 1 (initialize), 2 (first tools/list page) and 3 (the call).
 //!
+//! Run (bounded), seeded from the hand-written inputs in fuzz/seeds/decode_reply:
+//!   cd fuzz && cargo +nightly fuzz run -s none decode_reply corpus/decode_reply seeds/decode_reply \
+//!       -- -max_total_time=300 -timeout=60 -rss_limit_mb=4096
+//!
 //! A finding is a panic (libFuzzer aborts on any panic, also one inside a Pack task), or a start
 //! or call that outlives the Pack's own deadlines (a hang).
 #![no_main]
