@@ -74,9 +74,8 @@ struct Session {
 /// One server's connection: one pooled HTTP client, the endpoint, the configured headers and the
 /// current session.
 pub(crate) struct Connection {
-    /// Built on first use, so that constructing the Pack does no I/O (a TLS setup may read the
-    /// system's certificate store).
-    http: std::sync::OnceLock<reqwest::Client>,
+    /// The Pack's shared HTTP clients.
+    clients: Arc<Clients>,
     url: Url,
     headers: HeaderMap,
     redactor: Redactor,
@@ -95,18 +94,58 @@ impl std::fmt::Debug for Connection {
     }
 }
 
+/// The HTTP clients a Pack's servers share, each built on first use: constructing the Pack does
+/// no I/O, and the system's certificate store is read once, and only when a server uses https.
+/// hyper pools connections per host, so each server still keeps its own warm connections.
+///
+/// Both refuse redirects, set no overall timeout (the start and call deadlines govern) and turn
+/// Nagle off.
+#[derive(Default)]
+pub(crate) struct Clients {
+    plain: std::sync::OnceLock<reqwest::Client>,
+    tls: std::sync::OnceLock<reqwest::Client>,
+}
+
+impl Clients {
+    fn get(&self, https: bool) -> Result<&reqwest::Client, Error> {
+        let cell = if https { &self.tls } else { &self.plain };
+        if let Some(client) = cell.get() {
+            return Ok(client);
+        }
+        let builder = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(limits::CONNECT_TIMEOUT)
+            .tcp_nodelay(true);
+        // A client for http:// URLs never does TLS (redirects are refused), so it skips loading
+        // the system's certificate store, which costs milliseconds.
+        let builder = if https {
+            builder
+        } else {
+            builder.tls_certs_only(std::iter::empty())
+        };
+        let client = builder.build().map_err(|e| {
+            Error::Transport(format!(
+                "the HTTP client could not be built: {}",
+                e.without_url()
+            ))
+        })?;
+        Ok(cell.get_or_init(|| client))
+    }
+}
+
 /// What decoding a response's `result` gives; `Err` is a transport error's text.
 pub(crate) type Decoded<T> = Result<T, String>;
 
 impl Connection {
-    /// A connection to `server`; does no I/O.
+    /// A connection to `server` through the Pack's `clients`; does no I/O.
     pub(crate) fn new(
         namespace: Arc<str>,
         server: RemoteServer,
+        clients: Arc<Clients>,
         runtime: tokio::runtime::Handle,
     ) -> Self {
         Self {
-            http: std::sync::OnceLock::new(),
+            clients,
             url: server.url,
             headers: server.headers,
             redactor: server.redactor,
@@ -118,24 +157,8 @@ impl Connection {
         }
     }
 
-    /// The pooled HTTP client: redirects refused, no overall timeout (the start and call
-    /// deadlines govern), Nagle off.
     fn http(&self) -> Result<&reqwest::Client, Error> {
-        if let Some(client) = self.http.get() {
-            return Ok(client);
-        }
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(limits::CONNECT_TIMEOUT)
-            .tcp_nodelay(true)
-            .build()
-            .map_err(|e| {
-                Error::Transport(format!(
-                    "the HTTP client could not be built: {}",
-                    e.without_url()
-                ))
-            })?;
-        Ok(self.http.get_or_init(|| client))
+        self.clients.get(self.url.scheme() == "https")
     }
 
     /// The entry's secrets, to scrub server text outside this module.

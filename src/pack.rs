@@ -17,7 +17,7 @@ use serde_json::{Map, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, Entry, ProcessEnvironment, json_type};
-use crate::http::{Connection, Error};
+use crate::http::{Clients, Connection, Error};
 use crate::limits::{CALL_DEADLINE, truncate};
 use crate::server::{Server, Status};
 use crate::{listing, result};
@@ -38,6 +38,7 @@ pub(crate) fn construct(
     })?;
     let entries = config::parse(config, &ProcessEnvironment).map_err(Unavailable::new)?;
     let shutdown = CancellationToken::new();
+    let clients = Arc::new(Clients::default());
     let mut servers = Vec::with_capacity(entries.len());
     for (namespace, entry) in entries {
         let namespace: Arc<str> = namespace.into();
@@ -47,6 +48,7 @@ pub(crate) fn construct(
                 let connection = Arc::new(Connection::new(
                     Arc::clone(&namespace),
                     remote,
+                    Arc::clone(&clients),
                     runtime.clone(),
                 ));
                 let server = Arc::new(Server::remote(namespace, Arc::clone(&connection)));
