@@ -117,6 +117,7 @@ fn world() -> &'static World {
 fuzz_target!(|data: &[u8]| {
     let world = world();
     *world.input.lock().unwrap() = Bytes::copy_from_slice(data);
+    world.server.clear();
     if matches!(data.first().map(|m| m % 6), Some(2 | 3)) {
         world.runtime.block_on(async {
             let call = world

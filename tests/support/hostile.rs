@@ -265,6 +265,11 @@ impl Server {
         self.log.lock().unwrap().clone()
     }
 
+    /// Forgets the requests received so far (a long-running user such as the fuzz target).
+    pub fn clear(&self) {
+        self.log.lock().unwrap().clear();
+    }
+
     /// The requests whose JSON-RPC method is `method`.
     pub fn with_method(&self, method: &str) -> Vec<Received> {
         self.requests()
