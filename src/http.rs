@@ -71,8 +71,8 @@ struct Session {
     generation: u64,
 }
 
-/// One server's connection: one pooled HTTP client, the endpoint, the configured headers and the
-/// current session.
+/// One server's connection: the endpoint, the configured headers, the entry's secrets and the
+/// current session, over the Pack's shared [`Clients`].
 pub(crate) struct Connection {
     /// The Pack's shared HTTP clients.
     clients: Arc<Clients>,
@@ -196,7 +196,7 @@ impl Connection {
             "capabilities": {},
             "clientInfo": {"name": "plugin-mcp", "version": env!("CARGO_PKG_VERSION")},
         });
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let id = self.next_id();
         let body = jsonrpc::request(id, "initialize", &params);
         let response = self.post(body.into(), None).await?;
         let session_id = match response.headers().get(&SESSION_ID) {
