@@ -566,9 +566,12 @@ async fn initialize_server(reply: fn(&Value) -> Reply) -> Server {
     .await
 }
 
+/// Builds a server's answer to a request id.
+type Answer = fn(&Value) -> Reply;
+
 #[tokio::test]
 async fn lying_initialize_answers_each_give_an_exact_reason() {
-    let cases: Vec<(&str, fn(&Value) -> Reply, &str)> = vec![
+    let cases: Vec<(&str, Answer, &str)> = vec![
         (
             "invalid-json",
             |_| Reply::raw(200, "application/json", "{\"jsonrpc\":\"2.0\",\"id\":1,"),

@@ -7,6 +7,10 @@
 //! default for the test's (current-thread) runtime. Tests that set environment variables hold
 //! one lock for their whole run, so no other thread of this binary reads the environment while
 //! it changes.
+#![allow(
+    clippy::await_holding_lock,
+    reason = "ENV_LOCK serializes whole tests, each on its own current-thread runtime: holding it across awaits is the point, and no task of another test can wait on it"
+)]
 
 #[path = "support/hostile.rs"]
 mod hostile;
