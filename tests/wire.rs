@@ -383,22 +383,22 @@ async fn http_failures_are_transport_errors_and_ready_stays_ready() {
     );
 }
 
-#[tokio::test]
-async fn an_expired_session_is_initialized_again_once() {
-    let server = MockServer::start().await;
-    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let seen = calls.clone();
+/// A server that forgets its first session (`s-0`) before the first `tools/call`, which it answers
+/// with `forgotten`; each `initialize` starts the session `s-<n>`.
+async fn forgetful_server(forgotten: ResponseTemplate) -> MockServer {
+    // Not a pooled server: a pooled one could hear the DELETE of the previous case's Pack.
+    let server = MockServer::builder().start().await;
+    let inits = std::sync::atomic::AtomicUsize::new(0);
     Mock::given(path("/mcp"))
         .respond_with(move |request: &Request| {
-            let message = body(request);
-            match message["method"].as_str().unwrap_or("") {
+            match body(request)["method"].as_str().unwrap_or("") {
                 "initialize" => {
-                    let n = seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let n = inits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     mock::initialize(request, "2025-11-25", Some(&format!("s-{n}")))
                 }
                 "tools/list" => mock::result(request, json!({"tools": [tool("t")]})),
                 "tools/call" if header(request, "mcp-session-id").as_deref() == Some("s-0") => {
-                    ResponseTemplate::new(404)
+                    forgotten.clone()
                 }
                 "tools/call" => mock::result(
                     request,
@@ -409,71 +409,87 @@ async fn an_expired_session_is_initialized_again_once() {
         })
         .mount(&server)
         .await;
-    let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
-    host.ready("s", WAIT).await;
-    let text = host
-        .call(
-            "call_dynamic_tool",
-            json!({"namespace": "s", "toolName": "t"}),
-        )
-        .await;
-    assert_eq!(text.unwrap(), "fresh");
-    let trail: Vec<(String, Option<String>)> = server
-        .received_requests()
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| {
-            (
-                body(r)["method"].as_str().unwrap_or("").to_string(),
-                header(r, "mcp-session-id"),
-            )
-        })
-        .collect();
-    let s = |m: &str, id: Option<&str>| (m.to_string(), id.map(str::to_string));
-    assert_eq!(
-        trail,
-        [
-            s("initialize", None),
-            s("notifications/initialized", Some("s-0")),
-            s("tools/list", Some("s-0")),
-            s("tools/call", Some("s-0")),
-            s("initialize", None),
-            s("notifications/initialized", Some("s-1")),
-            s("tools/call", Some("s-1")),
-        ]
-    );
+    server
 }
 
 #[tokio::test]
-async fn a_400_about_the_session_also_reinitializes() {
+async fn a_forgotten_session_is_initialized_again_once() {
+    // A 404, and server-everything's 400 that names the session.
+    let answers = [
+        ResponseTemplate::new(404),
+        ResponseTemplate::new(400).set_body_string(
+            r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}"#,
+        ),
+    ];
+    for forgotten in answers {
+        let server = forgetful_server(forgotten).await;
+        let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
+        host.ready("s", WAIT).await;
+        let text = host
+            .call(
+                "call_dynamic_tool",
+                json!({"namespace": "s", "toolName": "t"}),
+            )
+            .await;
+        assert_eq!(text.unwrap(), "fresh");
+        let trail: Vec<(String, Option<String>, Value)> = server
+            .received_requests()
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let message = body(r);
+                (
+                    message["method"].as_str().unwrap_or("").to_string(),
+                    header(r, "mcp-session-id"),
+                    message["id"].clone(),
+                )
+            })
+            .collect();
+        let s = |m: &str, session: Option<&str>, id: Value| {
+            (m.to_string(), session.map(str::to_string), id)
+        };
+        assert_eq!(
+            trail,
+            [
+                s("initialize", None, json!(1)),
+                s("notifications/initialized", Some("s-0"), Value::Null),
+                s("tools/list", Some("s-0"), json!(2)),
+                s("tools/call", Some("s-0"), json!(3)),
+                s("initialize", None, json!(4)),
+                s("notifications/initialized", Some("s-1"), Value::Null),
+                s("tools/call", Some("s-1"), json!(3)),
+            ]
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_session_forgotten_again_at_once_is_a_transport_error() {
     let server = MockServer::start().await;
-    let inits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let seen = inits.clone();
     Mock::given(path("/mcp"))
-        .respond_with(move |request: &Request| match body(request)["method"].as_str().unwrap_or("") {
-            "initialize" => {
-                let n = seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                mock::initialize(request, "2025-11-25", Some(&format!("s-{n}")))
-            }
+        .respond_with(mock::server(|request, method| match method {
             "tools/list" => mock::result(request, json!({"tools": [tool("t")]})),
-            "tools/call" if header(request, "mcp-session-id").as_deref() == Some("s-0") => ResponseTemplate::new(400)
-                .set_body_string(r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}"#),
-            "tools/call" => mock::result(request, json!({"content": [{"type": "text", "text": "again"}]})),
-            _ => ResponseTemplate::new(202),
-        })
+            _ => ResponseTemplate::new(404),
+        }))
         .mount(&server)
         .await;
     let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
     host.ready("s", WAIT).await;
-    let text = host
+    let error = host
         .call(
             "call_dynamic_tool",
             json!({"namespace": "s", "toolName": "t"}),
         )
-        .await;
-    assert_eq!(text.unwrap(), "again");
-    assert_eq!(inits.load(std::sync::atomic::Ordering::SeqCst), 2);
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (error.kind, error.message.as_str()),
+        (
+            ToolErrorKind::Transport,
+            "server \"s\": the server rejected the session again right after a new initialize"
+        )
+    );
 }
 
 #[tokio::test]
