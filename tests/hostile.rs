@@ -913,19 +913,9 @@ async fn call_stream_reset_mid_response_is_a_transport_error_at_once() {
         started.elapsed()
     );
     for s in [&server, &json_cut] {
-        let cancelled = s
-            .wait_until(Duration::from_secs(5), "notifications/cancelled", |r| {
-                r.iter().any(|r| r.method() == "notifications/cancelled")
-            })
-            .await;
-        let cancelled: Vec<&Value> = cancelled
-            .iter()
-            .filter(|r| r.method() == "notifications/cancelled")
-            .map(|r| &r.rpc["params"])
-            .collect();
         assert_eq!(
-            cancelled,
-            [&json!({"requestId": 3, "reason": "the client dropped the call"})]
+            s.cancellations().await,
+            [json!({"requestId": 3, "reason": "the client dropped the call"})]
         );
     }
 }
@@ -1278,19 +1268,9 @@ async fn tool_taking_six_minutes_hits_the_call_deadline() {
         transport("server \"slower\" did not answer the tool call within 5 minutes")
     );
     assert_eq!((Instant::now() - t0).as_secs(), 300);
-    let requests = server
-        .wait_until(Duration::from_secs(5), "notifications/cancelled", |r| {
-            r.iter().any(|r| r.method() == "notifications/cancelled")
-        })
-        .await;
-    let cancelled: Vec<&Value> = requests
-        .iter()
-        .filter(|r| r.method() == "notifications/cancelled")
-        .map(|r| &r.rpc["params"])
-        .collect();
     assert_eq!(
-        cancelled,
-        [&json!({"requestId": 3, "reason": "the client's deadline for the call passed"})]
+        server.cancellations().await,
+        [json!({"requestId": 3, "reason": "the client's deadline for the call passed"})]
     );
 }
 

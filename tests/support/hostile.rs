@@ -306,6 +306,20 @@ impl Server {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
+
+    /// Waits (at most 5 s) for a `notifications/cancelled`; returns the params of every one
+    /// received.
+    pub async fn cancellations(&self) -> Vec<Value> {
+        let cancelled = "notifications/cancelled";
+        self.wait_until(Duration::from_secs(5), cancelled, |r| {
+            r.iter().any(|r| r.method() == cancelled)
+        })
+        .await
+        .into_iter()
+        .filter(|r| r.method() == cancelled)
+        .map(|r| r.rpc["params"].clone())
+        .collect()
+    }
 }
 
 /// Starts a server on 127.0.0.1 (a free port) that answers with `handler`.
