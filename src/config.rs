@@ -33,8 +33,8 @@ pub(crate) enum Entry {
     Refused(String),
 }
 
-/// A remote server's connection settings. Holds secrets: it has no `Debug` of its own beyond
-/// [`RemoteServer::fmt`], which prints none.
+/// A remote server's connection settings. Holds secrets, so its `Debug` prints the header names
+/// only.
 pub(crate) struct RemoteServer {
     /// The endpoint after substitution. A secret when it used `${env:...}`: never printed.
     pub(crate) url: Url,
