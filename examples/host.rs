@@ -32,8 +32,14 @@ struct Args {
 fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut wait = Duration::from_secs(30);
     let mut positional = Vec::new();
+    let mut options_done = false;
     while let Some(arg) = args.next() {
+        if options_done {
+            positional.push(arg);
+            continue;
+        }
         match arg.as_str() {
+            "--" => options_done = true,
             "--wait" => {
                 let value = args.next().ok_or("--wait needs a number of seconds")?;
                 let seconds: f64 = value

@@ -11,15 +11,28 @@ use serde_json::Value;
 
 use crate::redact::Redactor;
 
-/// Header names the client sets itself; a config may not set them (compared case-insensitively).
-const CLIENT_OWNED_HEADERS: [&str; 7] = [
+/// Header names the MCP client sets itself; a config may not set them (compared
+/// case-insensitively).
+const CLIENT_OWNED_HEADERS: [&str; 5] = [
     "accept",
     "content-type",
-    "content-length",
-    "transfer-encoding",
     "mcp-session-id",
     "mcp-protocol-version",
     "last-event-id",
+];
+
+/// Header names that belong to the HTTP connection (its target and framing); a config may not
+/// set them either.
+const CONNECTION_HEADERS: [&str; 9] = [
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
 ];
 
 /// The refusal of a local (`command`) entry, word for word from seed 001.
@@ -70,9 +83,10 @@ impl Environment for ProcessEnvironment {
         std::env::var(name).ok()
     }
     fn home(&self) -> Option<String> {
-        std::env::var("HOME")
-            .ok()
-            .or_else(|| std::env::var("USERPROFILE").ok())
+        ["HOME", "USERPROFILE"]
+            .into_iter()
+            .filter_map(|name| std::env::var(name).ok())
+            .find(|home| !home.is_empty())
     }
 }
 
@@ -118,7 +132,11 @@ fn parse_remote(entry: &Value, env: &dyn Environment) -> Result<RemoteServer, St
         None | Some(Value::String(_)) => {}
         Some(other) => return Err(wrong_type("type", "a string", other)),
     }
-    if fields.get("type").and_then(Value::as_str) == Some("sse") {
+    if fields
+        .get("type")
+        .and_then(Value::as_str)
+        .is_some_and(|t| t.eq_ignore_ascii_case("sse"))
+    {
         return Err(
             "the legacy HTTP+SSE transport (type \"sse\") is not supported; \
              point \"url\" at the server's Streamable HTTP endpoint instead"
@@ -143,11 +161,17 @@ fn parse_remote(entry: &Value, env: &dyn Environment) -> Result<RemoteServer, St
             );
         }
     };
-    let headers = match fields.get("headers") {
+    let mut url = url;
+    let mut headers = match fields.get("headers") {
         None | Some(Value::Null) => HeaderMap::new(),
         Some(Value::Object(headers)) => parse_headers(headers, env, &mut redactor)?,
         Some(other) => return Err(wrong_type("headers", "an object of strings", other)),
     };
+    if let Some(basic) = take_credentials(&mut url, &mut redactor)? {
+        headers
+            .entry(reqwest::header::AUTHORIZATION)
+            .or_insert(basic);
+    }
     Ok(RemoteServer {
         url,
         headers,
@@ -188,6 +212,11 @@ fn parse_headers(
         if CLIENT_OWNED_HEADERS.contains(&header.as_str()) {
             return Err(format!(
                 "header \"{name}\" is set by the MCP client itself and may not be configured"
+            ));
+        }
+        if CONNECTION_HEADERS.contains(&header.as_str()) {
+            return Err(format!(
+                "header \"{name}\" belongs to the HTTP connection and may not be configured"
             ));
         }
         let field = format!("header \"{name}\"");
@@ -247,6 +276,44 @@ fn substitute(
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// Moves `user:password@` out of `url` into a sensitive `Authorization: Basic` value (what an
+/// HTTP client would send for it), adding the password and that value to `redactor`: a password
+/// in a URL is a secret whether or not it came from `${env:...}`. A configured `Authorization`
+/// header wins over it.
+///
+/// # Errors
+/// Credentials that are not UTF-8 once percent-decoded.
+fn take_credentials(url: &mut Url, redactor: &mut Redactor) -> Result<Option<HeaderValue>, String> {
+    use base64::Engine;
+    if url.username().is_empty() && url.password().is_none() {
+        return Ok(None);
+    }
+    let decode = |text: &str| {
+        percent_encoding::percent_decode_str(text)
+            .decode_utf8()
+            .map(|t| t.into_owned())
+            .map_err(|_| "the user or password in \"url\" is not UTF-8".to_string())
+    };
+    let user = decode(url.username())?;
+    let password = url.password().map(decode).transpose()?;
+    if let Some(encoded) = url.password() {
+        redactor.add(encoded);
+    }
+    let credentials = format!("{user}:{}", password.as_deref().unwrap_or(""));
+    if let Some(password) = &password {
+        redactor.add(password);
+    }
+    redactor.add(&credentials);
+    let token = base64::engine::general_purpose::STANDARD.encode(credentials);
+    redactor.add(&token);
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    let mut value = HeaderValue::from_str(&format!("Basic {token}"))
+        .map_err(|_| "the user or password in \"url\" cannot be sent".to_string())?;
+    value.set_sensitive(true);
+    Ok(Some(value))
 }
 
 /// Adds an env value used in a URL as a secret: as written, and in each percent-encoded form the
@@ -478,6 +545,60 @@ mod tests {
                 )
             );
         }
+    }
+
+    #[test]
+    fn connection_headers_are_refused() {
+        for name in [
+            "Host",
+            "connection",
+            "Content-Length",
+            "Transfer-Encoding",
+            "Upgrade",
+            "TE",
+        ] {
+            assert_eq!(
+                refused(json!({"url": "https://a.example", "headers": {name: "v"}})),
+                format!(
+                    "header \"{name}\" belongs to the HTTP connection and may not be configured"
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn legacy_sse_is_refused_in_any_case() {
+        assert!(
+            refused(json!({"type": "SSE", "url": "https://a.example/sse"}))
+                .starts_with("the legacy HTTP+SSE transport (type \"sse\") is not supported")
+        );
+    }
+
+    #[test]
+    fn url_credentials_become_a_sensitive_basic_header_and_secrets() {
+        let server = remote(json!({"url": "https://ada:p%40ss-${env:TOKEN}@h.example/mcp"}));
+        assert_eq!(server.url.as_str(), "https://h.example/mcp");
+        let basic = &server.headers["authorization"];
+        assert!(basic.is_sensitive());
+        // base64("ada:p@ss-s3cr3t-token-value")
+        assert_eq!(
+            basic.as_bytes(),
+            b"Basic YWRhOnBAc3MtczNjcjN0LXRva2VuLXZhbHVl"
+        );
+        assert_eq!(
+            server.redactor.scrub(
+                "Basic YWRhOnBAc3MtczNjcjN0LXRva2VuLXZhbHVl p@ss-s3cr3t-token-value p%40ss-s3cr3t-token-value"
+            ),
+            "Basic [redacted] [redacted] [redacted]"
+        );
+        let explicit = remote(
+            json!({"url": "https://ada:pw@h.example/mcp", "headers": {"Authorization": "Bearer abcdefgh"}}),
+        );
+        assert_eq!(
+            explicit.headers["authorization"].as_bytes(),
+            b"Bearer abcdefgh"
+        );
+        assert_eq!(explicit.url.as_str(), "https://h.example/mcp");
     }
 
     #[test]

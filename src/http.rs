@@ -499,7 +499,13 @@ impl Connection {
                     resumptions += 1;
                     tracing::debug!(namespace = %self.namespace, id, resumptions, retry_ms = retry.as_millis() as u64, "resuming event stream");
                     tokio::time::sleep(retry).await;
-                    events = SseStream::new(self.resume(&last_event_id, session).await?);
+                    let resumed = self.resume(&last_event_id, session).await.map_err(|e| {
+                        Error::Transport(format!(
+                            "resuming the event stream (GET with Last-Event-ID) failed: {}",
+                            e.message()
+                        ))
+                    })?;
+                    events = SseStream::new(resumed);
                     continue;
                 }
             };

@@ -176,8 +176,11 @@ impl McpPack {
 
     fn prepare_call(&self, args: &Value) -> Result<PreparedCall, ToolError> {
         let args = arguments(args, &["namespace", "toolName", "arguments"])?;
-        let namespace = string_arg(args, "namespace")?.ok_or_else(|| missing("namespace"))?;
-        let tool_name = string_arg(args, "toolName")?.ok_or_else(|| missing("toolName"))?;
+        let example = self.servers.first().map_or("docs", |s| &s.namespace);
+        let namespace =
+            string_arg(args, "namespace")?.ok_or_else(|| missing("namespace", example))?;
+        let tool_name =
+            string_arg(args, "toolName")?.ok_or_else(|| missing("toolName", example))?;
         let tool_args = match args.get("arguments") {
             None | Some(Value::Null) => Value::Object(Map::new()),
             Some(Value::Object(map)) => Value::Object(map.clone()),
@@ -413,11 +416,13 @@ fn string_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Result<Option<&'a 
     }
 }
 
-fn missing(key: &str) -> ToolError {
+/// A required argument is missing; the example names a configured namespace when there is one.
+fn missing(key: &str, namespace: &str) -> ToolError {
     ToolError::new(
         ToolErrorKind::InvalidArguments,
         format!(
-            "\"{key}\" is required, e.g. {{\"namespace\":\"docs\",\"toolName\":\"search\",\"arguments\":{{}}}}"
+            "\"{key}\" is required, e.g. {{\"namespace\":{},\"toolName\":\"search\",\"arguments\":{{}}}}",
+            quoted(namespace)
         ),
     )
 }

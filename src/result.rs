@@ -46,6 +46,9 @@ struct Resource<'a> {
     text: Option<Cow<'a, str>>,
     #[serde(rename = "mimeType", borrow, default)]
     mime_type: Option<Cow<'a, str>>,
+    /// Only whether it is there matters: the data itself is skipped, not decoded.
+    #[serde(default)]
+    blob: Option<serde::de::IgnoredAny>,
 }
 
 /// A mapped result: the text, and whether the server marked it an error.
@@ -109,18 +112,26 @@ fn push_block(out: &mut String, block: &Block<'_>) -> Result<(), String> {
                 .resource
                 .as_ref()
                 .ok_or_else(|| "the server sent a resource block without a resource".to_string())?;
-            match &resource.text {
-                Some(text) => out.push_str(text),
-                None => out.push_str(&format!(
+            match (&resource.text, resource.blob) {
+                (Some(text), _) => out.push_str(text),
+                (None, Some(_)) => out.push_str(&format!(
                     "[binary resource omitted: {}]",
                     mime(&resource.mime_type, "application/octet-stream")
                 )),
+                (None, None) => {
+                    return Err(
+                        "the server sent a resource block with neither text nor blob".to_string(),
+                    );
+                }
             }
         }
-        "resource_link" => out.push_str(&format!(
-            "[resource: {}]",
-            block.uri.as_deref().map_or(String::new(), sanitize)
-        )),
+        "resource_link" => {
+            let uri = block
+                .uri
+                .as_deref()
+                .ok_or_else(|| "the server sent a resource_link block without a uri".to_string())?;
+            out.push_str(&format!("[resource: {}]", sanitize(uri)));
+        }
         other => out.push_str(&format!("[{} content omitted]", sanitize(other))),
     }
     Ok(())

@@ -556,3 +556,47 @@ async fn a_failed_start_is_retried_until_ready() {
         started.elapsed()
     );
 }
+
+#[tokio::test]
+async fn a_refused_resumption_names_the_resumption() {
+    let server = mock_server(mock::server(|_, method| match method {
+        "tools/list" => ResponseTemplate::new(200).set_body_raw(
+            r#"{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"t","inputSchema":{}}]}}"#,
+            "application/json",
+        ),
+        "tools/call" => mock::sse("id: e-1\nretry: 10\ndata: \n\n"),
+        _ => ResponseTemplate::new(202),
+    }))
+    .await;
+    Mock::given(method("GET"))
+        .respond_with(ResponseTemplate::new(405))
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
+    host.ready("s", WAIT).await;
+    let error = host
+        .call(
+            "call_dynamic_tool",
+            json!({"namespace": "s", "toolName": "t"}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (error.kind, error.message.as_str()),
+        (
+            ToolErrorKind::Transport,
+            "server \"s\": resuming the event stream (GET with Last-Event-ID) failed: HTTP 405 Method Not Allowed"
+        )
+    );
+    let get = server
+        .received_requests()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|r| r.method.as_str() == "GET")
+        .unwrap();
+    assert_eq!(header(&get, "last-event-id").as_deref(), Some("e-1"));
+    assert_eq!(header(&get, "accept").as_deref(), Some("text/event-stream"));
+    assert_eq!(header(&get, "mcp-session-id").as_deref(), Some("s-1"));
+}
