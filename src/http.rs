@@ -342,10 +342,15 @@ impl Connection {
         });
     }
 
-    /// Ends the session with `DELETE` when there is one; best effort, bounded by
+    /// Ends the session with `DELETE` when there is one, and forgets it; best effort, bounded by
     /// [`limits::GOODBYE_TIMEOUT`]. Any answer is fine.
     pub(crate) async fn close(&self) {
-        let Some(session) = self.current_session() else {
+        let Some(session) = self
+            .session
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        else {
             return;
         };
         if session.id.is_none() {

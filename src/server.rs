@@ -93,13 +93,18 @@ impl Server {
             .with_factor(2.0)
             .without_max_times();
         let start = || async {
-            match tokio::time::timeout(START_DEADLINE, discover(&connection)).await {
+            let outcome = match tokio::time::timeout(START_DEADLINE, discover(&connection)).await {
                 Ok(result) => result,
                 Err(_) => Err(format!(
                     "the server did not finish starting (initialize and tools/list) within {} seconds",
                     START_DEADLINE.as_secs()
                 )),
+            };
+            if outcome.is_err() {
+                // A start that got as far as a session leaves none behind on the server.
+                connection.close().await;
             }
+            outcome
         };
         let started = start
             .retry(backoff)
@@ -110,11 +115,14 @@ impl Server {
                 self.set_status(Status::Error(limits::truncate(reason, 2 * limits::MAX_REASON_BYTES).into()));
             });
         tokio::select! {
-            tools = started => {
-                let tools = tools.expect("retried forever");
-                tracing::info!(namespace = %self.namespace, tools = tools.len(), "server ready");
-                self.set_status(Status::Ready(Arc::new(tools)));
-            }
+            outcome = started => match outcome {
+                Ok(tools) => {
+                    tracing::info!(namespace = %self.namespace, tools = tools.len(), "server ready");
+                    self.set_status(Status::Ready(Arc::new(tools)));
+                }
+                // The backoff has no last attempt; this arm only keeps a future change honest.
+                Err(reason) => self.set_status(Status::Error(reason.into())),
+            },
             () = shutdown.cancelled() => {}
         }
         shutdown.cancelled().await;

@@ -600,3 +600,57 @@ async fn a_refused_resumption_names_the_resumption() {
     assert_eq!(header(&get, "accept").as_deref(), Some("text/event-stream"));
     assert_eq!(header(&get, "mcp-session-id").as_deref(), Some("s-1"));
 }
+
+#[tokio::test]
+async fn a_start_that_fails_after_initialize_deletes_its_session() {
+    let server = mock_server(mock::server(|_, _| {
+        ResponseTemplate::new(500).set_body_string("listing broke")
+    }))
+    .await;
+    Mock::given(method("DELETE"))
+        .respond_with(ResponseTemplate::new(204))
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
+    let listing = host
+        .wait_for(WAIT, |l| l["servers"][0]["status"] == "error")
+        .await;
+    assert_eq!(
+        listing["servers"][0]["reason"],
+        "HTTP 500 Internal Server Error: listing broke"
+    );
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let trail = loop {
+        let trail: Vec<(String, String, Option<String>)> = server
+            .received_requests()
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r.method.to_string(),
+                    body(r)["method"].as_str().unwrap_or("").to_string(),
+                    header(r, "mcp-session-id"),
+                )
+            })
+            .take(4)
+            .collect();
+        if trail.len() == 4 || tokio::time::Instant::now() >= deadline {
+            break trail;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let t = |verb: &str, m: &str, session: Option<&str>| {
+        (verb.to_string(), m.to_string(), session.map(str::to_string))
+    };
+    assert_eq!(
+        trail,
+        [
+            t("POST", "initialize", None),
+            t("POST", "notifications/initialized", Some("s-1")),
+            t("POST", "tools/list", Some("s-1")),
+            t("DELETE", "", Some("s-1")),
+        ]
+    );
+}
