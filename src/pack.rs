@@ -197,12 +197,13 @@ impl McpPack {
         let server = self.server(namespace)?;
         let tools = ready_tools(server)?;
         find_tool(server, &tools, tool_name)?;
-        let connection = Arc::clone(
-            server
-                .connection
-                .as_ref()
-                .expect("a ready server has a connection"),
-        );
+        // Only remote entries become ready, and each has a connection.
+        let connection = server.connection.clone().ok_or_else(|| {
+            ToolError::new(
+                ToolErrorKind::Unavailable,
+                format!("server {} has no connection", quoted(&server.namespace)),
+            )
+        })?;
         Ok(PreparedCall {
             connection,
             namespace: Arc::clone(&server.namespace),
