@@ -70,7 +70,8 @@ async fn construct_needs_the_host_runtime_and_an_object_or_null() {
     );
     let mut services = Services::new();
     services.insert(&TOKIO_RUNTIME, tokio::runtime::Handle::current());
-    assert!(spec.construct("mcp", &services).is_ok());
+    let pack = spec.construct("mcp", &services).unwrap();
+    assert_eq!(pack.tools().len(), 2);
 
     for (config, found) in [
         (json!([1]), "an array"),
