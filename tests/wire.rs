@@ -29,6 +29,22 @@ async fn mock_server(
     server
 }
 
+/// A Host with the one server `s` at `server`'s `/mcp`, once it is ready.
+async fn ready_host(server: &MockServer) -> Host {
+    let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
+    host.ready("s", WAIT).await;
+    host
+}
+
+/// `call_dynamic_tool` of the tool `name` of server `s`, with no arguments.
+async fn call_s(host: &Host, name: &str) -> Result<String, runvil_plugin::ToolError> {
+    host.call(
+        "call_dynamic_tool",
+        json!({"namespace": "s", "toolName": name}),
+    )
+    .await
+}
+
 fn echo_call(request: &Request, params: &Value) -> ResponseTemplate {
     mock::result(
         request,
@@ -173,15 +189,8 @@ async fn sse_replies_with_priming_pings_and_other_ids() {
         _ => ResponseTemplate::new(202),
     }))
     .await;
-    let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
-    host.ready("s", WAIT).await;
-    let text = host
-        .call(
-            "call_dynamic_tool",
-            json!({"namespace": "s", "toolName": "a"}),
-        )
-        .await
-        .unwrap();
+    let host = ready_host(&server).await;
+    let text = call_s(&host, "a").await.unwrap();
     assert_eq!(text, "done");
     let requests = server.received_requests().await.unwrap();
     let answers: Vec<Value> = requests
@@ -219,14 +228,8 @@ async fn batch_arrays_and_charset_parameters_are_accepted() {
         _ => ResponseTemplate::new(202),
     }))
     .await;
-    let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
-    host.ready("s", WAIT).await;
-    let text = host
-        .call(
-            "call_dynamic_tool",
-            json!({"namespace": "s", "toolName": "t"}),
-        )
-        .await;
+    let host = ready_host(&server).await;
+    let text = call_s(&host, "t").await;
     assert_eq!(text.unwrap(), "multi\n\nline");
 }
 
@@ -331,26 +334,13 @@ async fn is_error_and_json_rpc_errors_are_backend_errors() {
         }
     }))
     .await;
-    let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
-    host.ready("s", WAIT).await;
-    let bad = host
-        .call(
-            "call_dynamic_tool",
-            json!({"namespace": "s", "toolName": "bad"}),
-        )
-        .await
-        .unwrap_err();
+    let host = ready_host(&server).await;
+    let bad = call_s(&host, "bad").await.unwrap_err();
     assert_eq!(
         (bad.kind, bad.message.as_str()),
         (ToolErrorKind::Backend, "quota exceeded")
     );
-    let rpc = host
-        .call(
-            "call_dynamic_tool",
-            json!({"namespace": "s", "toolName": "rpc"}),
-        )
-        .await
-        .unwrap_err();
+    let rpc = call_s(&host, "rpc").await.unwrap_err();
     assert_eq!(
         (rpc.kind, rpc.message.as_str()),
         (ToolErrorKind::Backend, "Unknown tool: rpc")
@@ -363,15 +353,8 @@ async fn http_failures_are_transport_errors_and_ready_stays_ready() {
         ResponseTemplate::new(500).set_body_string("database on fire\nline two")
     }))
     .await;
-    let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
-    host.ready("s", WAIT).await;
-    let error = host
-        .call(
-            "call_dynamic_tool",
-            json!({"namespace": "s", "toolName": "t"}),
-        )
-        .await
-        .unwrap_err();
+    let host = ready_host(&server).await;
+    let error = call_s(&host, "t").await.unwrap_err();
     assert_eq!(error.kind, ToolErrorKind::Transport);
     assert_eq!(
         error.message,
@@ -425,12 +408,7 @@ async fn a_forgotten_session_is_initialized_again_once() {
         let server = forgetful_server(forgotten).await;
         let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
         host.ready("s", WAIT).await;
-        let text = host
-            .call(
-                "call_dynamic_tool",
-                json!({"namespace": "s", "toolName": "t"}),
-            )
-            .await;
+        let text = call_s(&host, "t").await;
         assert_eq!(text.unwrap(), "fresh");
         let trail: Vec<(String, Option<String>, Value)> = server
             .received_requests()
@@ -474,15 +452,8 @@ async fn a_session_forgotten_again_at_once_is_a_transport_error() {
         }))
         .mount(&server)
         .await;
-    let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
-    host.ready("s", WAIT).await;
-    let error = host
-        .call(
-            "call_dynamic_tool",
-            json!({"namespace": "s", "toolName": "t"}),
-        )
-        .await
-        .unwrap_err();
+    let host = ready_host(&server).await;
+    let error = call_s(&host, "t").await.unwrap_err();
     assert_eq!(
         (error.kind, error.message.as_str()),
         (
@@ -573,15 +544,8 @@ async fn a_refused_resumption_names_the_resumption() {
         .with_priority(1)
         .mount(&server)
         .await;
-    let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
-    host.ready("s", WAIT).await;
-    let error = host
-        .call(
-            "call_dynamic_tool",
-            json!({"namespace": "s", "toolName": "t"}),
-        )
-        .await
-        .unwrap_err();
+    let host = ready_host(&server).await;
+    let error = call_s(&host, "t").await.unwrap_err();
     assert_eq!(
         (error.kind, error.message.as_str()),
         (
