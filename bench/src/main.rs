@@ -489,7 +489,8 @@ impl Floor {
         floor
     }
 
-    async fn post(&self, body: Bytes) -> Bytes {
+    /// A POST of `body` with the headers the Pack sends after `initialize`.
+    fn request(&self, body: Bytes) -> reqwest::RequestBuilder {
         self.http
             .post(&self.url)
             .header("content-type", "application/json")
@@ -497,6 +498,10 @@ impl Floor {
             .header("mcp-session-id", &self.session)
             .header("mcp-protocol-version", "2025-11-25")
             .body(body)
+    }
+
+    async fn post(&self, body: Bytes) -> Bytes {
+        self.request(body)
             .send()
             .await
             .unwrap()
@@ -509,17 +514,7 @@ impl Floor {
     /// body is dropped (`drain = false`: the connection is closed unless already finished) or
     /// read to its end by a spawned task (`drain = true`: the connection returns to the pool).
     async fn post_until_answer(&self, body: Bytes, drain: bool) {
-        let response = self
-            .http
-            .post(&self.url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-session-id", &self.session)
-            .header("mcp-protocol-version", "2025-11-25")
-            .body(body)
-            .send()
-            .await
-            .unwrap();
+        let response = self.request(body).send().await.unwrap();
         let mut stream = response.bytes_stream();
         let mut seen = Vec::new();
         while let Some(chunk) = stream.next().await {
