@@ -519,10 +519,10 @@ impl Floor {
         let mut seen = Vec::new();
         while let Some(chunk) = stream.next().await {
             seen.extend_from_slice(&chunk.unwrap());
-            if let Some(at) = memfind(&seen, b"\"result\"") {
-                if memfind(&seen[at..], b"\n\n").is_some() {
-                    break;
-                }
+            if let Some(at) = memfind(&seen, b"\"result\"")
+                && memfind(&seen[at..], b"\n\n").is_some()
+            {
+                break;
             }
         }
         if drain {
@@ -847,8 +847,7 @@ fn main() {
     rt.block_on(run(&plan, &addrs, &mut rows, &mut summary));
 
     println!(
-        "plugin-mcp vs rmcp {} — {} mode, {:.0} s, listing of the 50 tools: {} bytes",
-        "3.11.0",
+        "plugin-mcp vs rmcp 3.11.0 — {} mode, {:.0} s, listing of the 50 tools: {} bytes",
         if smoke { "smoke" } else { "full" },
         started.elapsed().as_secs_f64(),
         addrs.listing_bytes
