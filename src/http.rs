@@ -544,6 +544,12 @@ impl Connection {
         last_event_id: &str,
         session: Option<&Session>,
     ) -> Result<Response, Error> {
+        if last_event_id.len() > limits::MAX_EVENT_ID_BYTES {
+            return Err(Error::Transport(format!(
+                "the server's SSE event id is longer than {} bytes",
+                limits::MAX_EVENT_ID_BYTES
+            )));
+        }
         let last = HeaderValue::from_str(last_event_id).map_err(|_| {
             Error::Transport("the server's SSE event id is not a valid header value".to_string())
         })?;

@@ -60,6 +60,9 @@ pub(crate) const DEFAULT_RETRY: Duration = Duration::from_secs(1);
 /// The longest `retry` wait a server may ask for before a resumption.
 pub(crate) const MAX_RETRY: Duration = Duration::from_secs(30);
 
+/// The longest SSE event id the Pack sends back as `Last-Event-ID`, in bytes.
+pub(crate) const MAX_EVENT_ID_BYTES: usize = 1024;
+
 /// The longest session id the Pack keeps, in bytes.
 pub(crate) const MAX_SESSION_ID_BYTES: usize = 1024;
 

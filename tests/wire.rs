@@ -618,3 +618,31 @@ async fn a_start_that_fails_after_initialize_deletes_its_session() {
         ]
     );
 }
+
+#[tokio::test]
+async fn an_overlong_event_id_is_not_sent_back() {
+    let long_id = "i".repeat(1025);
+    let server = mock_server(mock::server(move |request, method| match method {
+        "tools/list" => mock::result(request, json!({"tools": [tool("t")]})),
+        "tools/call" => mock::sse(format!("id: {long_id}\ndata: \n\n")),
+        _ => ResponseTemplate::new(202),
+    }))
+    .await;
+    let host = ready_host(&server).await;
+    let error = call_s(&host, "t").await.unwrap_err();
+    assert_eq!(
+        (error.kind, error.message.as_str()),
+        (
+            ToolErrorKind::Transport,
+            "server \"s\": resuming the event stream (GET with Last-Event-ID) failed: the server's SSE event id is longer than 1024 bytes"
+        )
+    );
+    let verbs: Vec<String> = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.method.to_string())
+        .collect();
+    assert!(!verbs.contains(&"GET".to_string()), "{verbs:?}");
+}
