@@ -303,7 +303,7 @@ impl PreparedCall {
         let mut guard = CancelOnDrop {
             connection,
             id,
-            reason: "the client dropped the call",
+            reason: Some("the client dropped the call"),
         };
         tracing::debug!(namespace = %self.namespace, id, "tools/call");
         let redactor = connection.redactor();
@@ -314,7 +314,7 @@ impl PreparedCall {
         let ns = quoted(&self.namespace);
         match outcome {
             Err(_) => {
-                guard.reason = "the client's deadline for the call passed";
+                guard.reason = Some("the client's deadline for the call passed");
                 Err(ToolError::new(
                     ToolErrorKind::Transport,
                     format!(
@@ -359,20 +359,21 @@ impl PreparedCall {
 struct CancelOnDrop<'a> {
     connection: &'a Arc<Connection>,
     id: u64,
-    reason: &'static str,
+    /// The `reason` the notification gives; `None` once the server has answered.
+    reason: Option<&'static str>,
 }
 
 impl CancelOnDrop<'_> {
     fn disarm(&mut self) {
-        self.reason = "";
+        self.reason = None;
     }
 }
 
 impl Drop for CancelOnDrop<'_> {
     fn drop(&mut self) {
-        if !self.reason.is_empty() {
-            tracing::debug!(namespace = %self.connection.namespace(), id = self.id, reason = self.reason, "cancelling a call");
-            self.connection.cancel_in_background(self.id, self.reason);
+        if let Some(reason) = self.reason {
+            tracing::debug!(namespace = %self.connection.namespace(), id = self.id, reason, "cancelling a call");
+            self.connection.cancel_in_background(self.id, reason);
         }
     }
 }
