@@ -45,6 +45,9 @@ pub(crate) enum Error {
     Transport(String),
     /// The server answered with a JSON-RPC error (its message scrubbed and bounded).
     Rpc(RpcError),
+    /// The server answered, but its `result` is not of the expected shape. Unlike a transport
+    /// failure, the request is over on the server's side.
+    Malformed(String),
     /// The server does not know the session any more (404, or a 400 saying so).
     SessionExpired,
 }
@@ -53,7 +56,7 @@ impl Error {
     /// The text a status reason or a tool error shows.
     pub(crate) fn message(&self) -> String {
         match self {
-            Error::Transport(text) => text.clone(),
+            Error::Transport(text) | Error::Malformed(text) => text.clone(),
             Error::Rpc(e) => format!("the server answered with error {}: {}", e.code, e.message),
             Error::SessionExpired => "the server no longer knows this session".to_string(),
         }
@@ -133,7 +136,7 @@ impl Clients {
     }
 }
 
-/// What decoding a response's `result` gives; `Err` is a transport error's text.
+/// What decoding a response's `result` gives; `Err` is the text of an [`Error::Malformed`].
 pub(crate) type Decoded<T> = Result<T, String>;
 
 impl Connection {
@@ -248,7 +251,8 @@ impl Connection {
     /// `id` is the JSON-RPC id to use (see [`Connection::next_id`]).
     ///
     /// # Errors
-    /// [`Error::Transport`] or [`Error::Rpc`]; never [`Error::SessionExpired`].
+    /// [`Error::Transport`], [`Error::Rpc`] or [`Error::Malformed`]; never
+    /// [`Error::SessionExpired`].
     pub(crate) async fn request<T>(
         &self,
         id: u64,
@@ -579,7 +583,7 @@ impl Connection {
     ) -> Option<Result<T, Error>> {
         match message.kind() {
             Kind::Response(rid, outcome) if jsonrpc::id_matches(rid, id) => Some(match outcome {
-                Ok(result) => decode(result).map_err(Error::Transport),
+                Ok(result) => decode(result).map_err(Error::Malformed),
                 Err(error) => Err(Error::Rpc(RpcError {
                     code: error.code,
                     message: self

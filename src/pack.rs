@@ -346,6 +346,13 @@ impl PreparedCall {
                 };
                 Err(ToolError::new(ToolErrorKind::Backend, message))
             }
+            Ok(Err(error @ Error::Malformed(_))) => {
+                guard.disarm();
+                Err(ToolError::new(
+                    ToolErrorKind::Transport,
+                    format!("server {ns}: {}", error.message()),
+                ))
+            }
             Ok(Err(error)) => Err(ToolError::new(
                 ToolErrorKind::Transport,
                 format!("server {ns}: {}", error.message()),

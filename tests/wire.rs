@@ -45,6 +45,16 @@ async fn call_s(host: &Host, name: &str) -> Result<String, runvil_plugin::ToolEr
     .await
 }
 
+/// Asserts that a call failed with a transport error reading exactly `message`.
+#[track_caller]
+fn assert_transport(outcome: Result<String, runvil_plugin::ToolError>, message: &str) {
+    let error = outcome.unwrap_err();
+    assert_eq!(
+        (error.kind, error.message.as_str()),
+        (ToolErrorKind::Transport, message)
+    );
+}
+
 fn echo_call(request: &Request, params: &Value) -> ResponseTemplate {
     mock::result(
         request,
@@ -453,13 +463,9 @@ async fn a_session_forgotten_again_at_once_is_a_transport_error() {
         .mount(&server)
         .await;
     let host = ready_host(&server).await;
-    let error = call_s(&host, "t").await.unwrap_err();
-    assert_eq!(
-        (error.kind, error.message.as_str()),
-        (
-            ToolErrorKind::Transport,
-            "server \"s\": the server rejected the session again right after a new initialize"
-        )
+    assert_transport(
+        call_s(&host, "t").await,
+        "server \"s\": the server rejected the session again right after a new initialize",
     );
 }
 
@@ -545,13 +551,9 @@ async fn a_refused_resumption_names_the_resumption() {
         .mount(&server)
         .await;
     let host = ready_host(&server).await;
-    let error = call_s(&host, "t").await.unwrap_err();
-    assert_eq!(
-        (error.kind, error.message.as_str()),
-        (
-            ToolErrorKind::Transport,
-            "server \"s\": resuming the event stream (GET with Last-Event-ID) failed: HTTP 405 Method Not Allowed"
-        )
+    assert_transport(
+        call_s(&host, "t").await,
+        "server \"s\": resuming the event stream (GET with Last-Event-ID) failed: HTTP 405 Method Not Allowed",
     );
     let get = server
         .received_requests()
@@ -629,13 +631,9 @@ async fn an_overlong_event_id_is_not_sent_back() {
     }))
     .await;
     let host = ready_host(&server).await;
-    let error = call_s(&host, "t").await.unwrap_err();
-    assert_eq!(
-        (error.kind, error.message.as_str()),
-        (
-            ToolErrorKind::Transport,
-            "server \"s\": resuming the event stream (GET with Last-Event-ID) failed: the server's SSE event id is longer than 1024 bytes"
-        )
+    assert_transport(
+        call_s(&host, "t").await,
+        "server \"s\": resuming the event stream (GET with Last-Event-ID) failed: the server's SSE event id is longer than 1024 bytes",
     );
     let verbs: Vec<String> = server
         .received_requests()
@@ -645,4 +643,35 @@ async fn an_overlong_event_id_is_not_sent_back() {
         .map(|r| r.method.to_string())
         .collect();
     assert!(!verbs.contains(&"GET".to_string()), "{verbs:?}");
+}
+
+#[tokio::test]
+async fn a_malformed_result_is_an_answer_and_is_not_cancelled() {
+    let server = mock_server(mock::with_tools(json!([tool("t")]), |request, _| {
+        mock::result(request, json!({"content": [{"type": "resource_link"}]}))
+    }))
+    .await;
+    let host = ready_host(&server).await;
+    assert_transport(
+        call_s(&host, "t").await,
+        "server \"s\": the server sent a resource_link block without a uri",
+    );
+    // A cancellation would be sent at once, in the background; give it time to show up.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let methods: Vec<String> = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| body(r)["method"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "initialize",
+            "notifications/initialized",
+            "tools/list",
+            "tools/call"
+        ]
+    );
 }
