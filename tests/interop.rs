@@ -107,6 +107,20 @@ async fn everything(test: &str) -> Option<(Peer, Proxy, Host)> {
     Some((peer, proxy, host))
 }
 
+/// The exchanges of a call whose session the server no longer knows: the 400, a new
+/// `initialize`, and the same call again.
+const RENEWED: [&str; 4] = [
+    "POST tools/call 400",
+    "POST initialize 200",
+    "POST notifications/initialized 202",
+    "POST tools/call 200",
+];
+
+/// One summary line per exchange.
+fn summaries(log: &[Exchange]) -> Vec<String> {
+    log.iter().map(Exchange::summary).collect()
+}
+
 #[tokio::test]
 async fn everything_lists_its_tools_and_maps_each_kind_of_result() {
     let Some((_peer, proxy, host)) =
@@ -395,16 +409,7 @@ async fn everything_session_deleted_or_lost_in_a_restart_is_renewed() {
         "Echo: two"
     );
     let log = proxy.log();
-    let tail: Vec<String> = log[4..].iter().map(Exchange::summary).collect();
-    assert_eq!(
-        tail,
-        [
-            "POST tools/call 400",
-            "POST initialize 200",
-            "POST notifications/initialized 202",
-            "POST tools/call 200",
-        ]
-    );
+    assert_eq!(summaries(&log[4..]), RENEWED);
     assert_eq!(
         log[4].response_text(),
         r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"}}"#
@@ -424,16 +429,7 @@ async fn everything_session_deleted_or_lost_in_a_restart_is_renewed() {
         "The sum of 1 and 2 is 3."
     );
     let log = proxy.log();
-    let tail: Vec<String> = log[8..].iter().map(Exchange::summary).collect();
-    assert_eq!(
-        tail,
-        [
-            "POST tools/call 400",
-            "POST initialize 200",
-            "POST notifications/initialized 202",
-            "POST tools/call 200",
-        ]
-    );
+    assert_eq!(summaries(&log[8..]), RENEWED);
     let third = log[9].response_session.clone().expect("a new session id");
     assert_eq!(log[8].session.as_ref(), Some(&second));
     assert_eq!(log[11].session.as_ref(), Some(&third));

@@ -14,6 +14,13 @@ use support::Host;
 
 const WAIT: Duration = Duration::from_secs(10);
 
+/// A Host with the one server `demo` at `server`, once it is ready.
+async fn ready_demo(server: &demo_server::DemoServer) -> Host {
+    let host = Host::new(json!({"demo": {"url": server.url}}));
+    host.ready("demo", WAIT).await;
+    host
+}
+
 fn call(namespace: &str, tool: &str, arguments: serde_json::Value) -> serde_json::Value {
     json!({"namespace": namespace, "toolName": tool, "arguments": arguments})
 }
@@ -81,8 +88,7 @@ async fn lists_every_page_and_renders_the_three_shapes() {
 #[tokio::test]
 async fn calls_map_every_block_kind() {
     let server = demo_server::start().await.unwrap();
-    let host = Host::new(json!({"demo": {"url": server.url}}));
-    host.ready("demo", WAIT).await;
+    let host = ready_demo(&server).await;
     let sum = host
         .call(
             "call_dynamic_tool",
@@ -132,8 +138,7 @@ async fn json_response_mode_works_too() {
     config.json_response = true;
     config.legacy_session_mode = false;
     let server = demo_server::start_with(config).await.unwrap();
-    let host = Host::new(json!({"demo": {"url": server.url}}));
-    host.ready("demo", WAIT).await;
+    let host = ready_demo(&server).await;
     let echo = host
         .call(
             "call_dynamic_tool",
@@ -146,8 +151,7 @@ async fn json_response_mode_works_too() {
 #[tokio::test]
 async fn dropping_a_call_cancels_it_on_the_server() {
     let server = demo_server::start().await.unwrap();
-    let host = Host::new(json!({"demo": {"url": server.url}}));
-    host.ready("demo", WAIT).await;
+    let host = ready_demo(&server).await;
 
     let pending = host.call(
         "call_dynamic_tool",
@@ -195,8 +199,7 @@ async fn dropping_a_call_cancels_it_on_the_server() {
 #[tokio::test]
 async fn dropping_the_pack_ends_in_flight_calls() {
     let server = demo_server::start().await.unwrap();
-    let host = Host::new(json!({"demo": {"url": server.url}}));
-    host.ready("demo", WAIT).await;
+    let host = ready_demo(&server).await;
     let pending = host.pack.call(
         "mcp/call_dynamic_tool",
         call("demo", "slow", json!({"seconds": 60})),
