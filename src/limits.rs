@@ -66,6 +66,19 @@ pub(crate) const MAX_EVENT_ID_BYTES: usize = 1024;
 /// The longest session id the Pack keeps, in bytes.
 pub(crate) const MAX_SESSION_ID_BYTES: usize = 1024;
 
+/// The largest OAuth document (metadata, registration, token response) a sign-in reads, in bytes.
+pub(crate) const MAX_OAUTH_DOCUMENT_BYTES: usize = 256 * 1024;
+
+/// How long one OAuth request (a metadata fetch, a registration, a token request) may take.
+pub(crate) const OAUTH_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long the loopback listener waits for the browser's redirect after a sign-in link is
+/// shown; a new link is needed after that.
+pub(crate) const SIGN_IN_WAIT: Duration = Duration::from_secs(600);
+
+/// An access token is refreshed when it expires within this margin.
+pub(crate) const REFRESH_MARGIN: Duration = Duration::from_secs(60);
+
 /// Cuts `text` to at most `max` bytes on a char boundary, ending it in `…` when cut.
 pub(crate) fn truncate(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
     if text.len() <= max {

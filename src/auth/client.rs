@@ -1,0 +1,320 @@
+//! Who the client is to an authorization server (MCP 2025-11-25 "Client Registration
+//! Approaches"; RFC 7591).
+//!
+//! Owns the order: a pre-registered client from the entry (`oauth.clientId`, with
+//! `oauth.clientSecret` when it has one); else the entry's Client ID Metadata Document URL
+//! (`oauth.clientMetadataUrl`) when the server advertises
+//! `client_id_metadata_document_supported`; else a stored registration with this token
+//! endpoint; else dynamic client registration, which the caller stores so that the next sign-in
+//! (and the next Host) reuses it. It also owns the choice of token endpoint authentication
+//! (`none`, `client_secret_basic`, `client_secret_post`).
+
+use reqwest::Url;
+use secrecy::SecretString;
+use serde::Deserialize;
+
+use super::config::OAuthConfig;
+use super::discovery::AuthorizationServer;
+use super::net::{Net, parse_json};
+use super::{Error, Kind};
+
+/// How the client authenticates at the token endpoint (RFC 7591 §2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AuthMethod {
+    /// A public client: `client_id` in the body, no secret.
+    None,
+    /// `Authorization: Basic` with the id and secret.
+    ClientSecretBasic,
+    /// `client_id` and `client_secret` in the body.
+    ClientSecretPost,
+    /// A signed JWT assertion (RFC 7523 §2.2), for the client credentials grant.
+    PrivateKeyJwt,
+}
+
+impl AuthMethod {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            AuthMethod::None => "none",
+            AuthMethod::ClientSecretBasic => "client_secret_basic",
+            AuthMethod::ClientSecretPost => "client_secret_post",
+            AuthMethod::PrivateKeyJwt => "private_key_jwt",
+        }
+    }
+
+    pub(crate) fn parse(text: &str) -> Option<AuthMethod> {
+        match text {
+            "none" => Some(AuthMethod::None),
+            "client_secret_basic" => Some(AuthMethod::ClientSecretBasic),
+            "client_secret_post" => Some(AuthMethod::ClientSecretPost),
+            "private_key_jwt" => Some(AuthMethod::PrivateKeyJwt),
+            _ => None,
+        }
+    }
+}
+
+/// Where a client identity came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// `oauth.clientId` in the entry.
+    Configured,
+    /// `oauth.clientMetadataUrl`: the URL is the client id.
+    MetadataDocument,
+    /// Dynamic client registration, now or in an earlier run.
+    Registered,
+}
+
+/// A client identity. Its `Debug` never shows the secret.
+#[derive(Clone)]
+pub(crate) struct ClientIdentity {
+    pub(crate) client_id: String,
+    pub(crate) client_secret: Option<SecretString>,
+    pub(crate) auth_method: AuthMethod,
+    pub(crate) source: Source,
+    /// For a registered client: the token endpoint it was registered with, and its redirect URI.
+    pub(crate) token_endpoint: Option<String>,
+    pub(crate) redirect_uri: Option<String>,
+}
+
+impl std::fmt::Debug for ClientIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientIdentity")
+            .field("client_id", &self.client_id)
+            .field(
+                "client_secret",
+                &self.client_secret.as_ref().map(|_| "[redacted]"),
+            )
+            .field("auth_method", &self.auth_method)
+            .field("source", &self.source)
+            .field("redirect_uri", &self.redirect_uri)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The identity that needs no registration: the entry's client, or its metadata document URL
+/// when the server takes one; `None` when the caller must use a stored registration or
+/// register.
+pub(crate) fn without_registration(
+    config: &OAuthConfig,
+    server: &AuthorizationServer,
+) -> Option<ClientIdentity> {
+    if let Some(client_id) = &config.client_id {
+        let auth_method = if config.private_key.is_some() && config.client_secret.is_none() {
+            AuthMethod::PrivateKeyJwt
+        } else {
+            secret_method(config.client_secret.is_some(), &server.auth_methods())
+        };
+        return Some(ClientIdentity {
+            client_id: client_id.clone(),
+            client_secret: config.client_secret.clone(),
+            auth_method,
+            source: Source::Configured,
+            token_endpoint: None,
+            redirect_uri: None,
+        });
+    }
+    match &config.client_metadata_url {
+        Some(url) if server.metadata.client_id_metadata_document_supported => {
+            Some(ClientIdentity {
+                client_id: url.to_string(),
+                client_secret: None,
+                auth_method: AuthMethod::None,
+                source: Source::MetadataDocument,
+                token_endpoint: None,
+                redirect_uri: None,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Whether a stored registration may be used with `server`: it was made at the same token
+/// endpoint.
+pub(crate) fn reusable(stored: &ClientIdentity, server: &AuthorizationServer) -> bool {
+    stored.source == Source::Registered
+        && stored.token_endpoint.as_deref() == Some(server.token_endpoint.as_str())
+}
+
+/// The method for a client with or without a secret, given what the server supports: `none`
+/// without a secret; with one, `client_secret_basic` unless the server supports only
+/// `client_secret_post`.
+fn secret_method(has_secret: bool, supported: &[String]) -> AuthMethod {
+    if !has_secret {
+        return AuthMethod::None;
+    }
+    let basic = supported.iter().any(|m| m == "client_secret_basic");
+    let post = supported.iter().any(|m| m == "client_secret_post");
+    if post && !basic {
+        AuthMethod::ClientSecretPost
+    } else {
+        AuthMethod::ClientSecretBasic
+    }
+}
+
+/// The registration response fields a client uses (RFC 7591 §3.2.1).
+#[derive(Deserialize)]
+struct Registered {
+    client_id: String,
+    client_secret: Option<String>,
+    token_endpoint_auth_method: Option<String>,
+}
+
+/// Registers a client for `redirect_uri` (RFC 7591 §3). Asks for `none` when the server
+/// supports it, else for a secret by the method the server supports.
+///
+/// # Errors
+/// [`Kind::Config`] when the server has no registration endpoint (the entry needs
+/// `oauth.clientId`); [`Kind::Refused`] when the server refuses the registration or answers
+/// with something that is not a registration; as [`Net::post_json`] otherwise.
+pub(crate) async fn register(
+    net: &Net,
+    server: &AuthorizationServer,
+    redirect_uri: &str,
+) -> Result<ClientIdentity, Error> {
+    let Some(endpoint) = &server.registration_endpoint else {
+        return Err(Error::new(
+            Kind::Config,
+            "the authorization server offers no dynamic client registration; configure a \
+             pre-registered client with oauth.clientId (and oauth.clientSecret)",
+        ));
+    };
+    let supported = server.auth_methods();
+    let requested = if supported.iter().any(|m| m == "none") {
+        AuthMethod::None
+    } else {
+        secret_method(true, &supported)
+    };
+    let body = serde_json::json!({
+        "client_name": "plugin-mcp",
+        "redirect_uris": [redirect_uri],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": requested.as_str(),
+        "application_type": "native",
+    });
+    let answer = net
+        .post_json(endpoint, &body, "the registration endpoint")
+        .await?;
+    if !answer.status.is_success() {
+        let code = serde_json::from_slice::<serde_json::Value>(&answer.body)
+            .ok()
+            .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(oauth_code))
+            .map(|c| format!(" ({c})"))
+            .unwrap_or_default();
+        return Err(Error::new(
+            Kind::Refused,
+            format!(
+                "the registration endpoint refused to register a client: HTTP {}{code}",
+                answer.status.as_u16()
+            ),
+        ));
+    }
+    let registered: Registered = parse_json(&answer.body, "the registration response")?;
+    let client_secret = registered
+        .client_secret
+        .filter(|s| !s.is_empty())
+        .map(SecretString::from);
+    let auth_method = registered
+        .token_endpoint_auth_method
+        .as_deref()
+        .and_then(AuthMethod::parse)
+        .filter(|m| *m != AuthMethod::PrivateKeyJwt)
+        .unwrap_or_else(|| secret_method(client_secret.is_some(), &supported));
+    if auth_method != AuthMethod::None && client_secret.is_none() {
+        return Err(Error::new(
+            Kind::Refused,
+            "the registration response names a secret-based method but holds no client_secret",
+        ));
+    }
+    Ok(ClientIdentity {
+        client_id: registered.client_id,
+        client_secret,
+        auth_method,
+        source: Source::Registered,
+        token_endpoint: Some(server.token_endpoint.to_string()),
+        redirect_uri: Some(redirect_uri.to_string()),
+    })
+}
+
+/// An OAuth error code as a reason may quote it: the RFC 6749 §5.2 characters only, bounded.
+pub(crate) fn oauth_code(code: &str) -> String {
+    code.chars()
+        .filter(|c| (' '..='~').contains(c) && *c != '"' && *c != '\\')
+        .take(64)
+        .collect()
+}
+
+/// The port of a registered loopback redirect URI, to bind the listener on it again.
+pub(crate) fn redirect_port(identity: &ClientIdentity) -> Option<u16> {
+    let uri = Url::parse(identity.redirect_uri.as_deref()?).ok()?;
+    uri.port()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::discovery::{ServerMetadata, Source as Found};
+
+    fn server(methods: Option<&[&str]>, cimd: bool) -> AuthorizationServer {
+        AuthorizationServer {
+            issuer: Some("https://a.example.com".into()),
+            authorization_endpoint: Url::parse("https://a.example.com/authorize").unwrap(),
+            token_endpoint: Url::parse("https://a.example.com/token").unwrap(),
+            registration_endpoint: None,
+            metadata: ServerMetadata {
+                token_endpoint_auth_methods_supported: methods
+                    .map(|m| m.iter().map(|s| s.to_string()).collect()),
+                client_id_metadata_document_supported: cimd,
+                ..ServerMetadata::default()
+            },
+            source: Found::ResourceMetadata,
+        }
+    }
+
+    #[test]
+    fn configured_client_then_metadata_document_then_registration() {
+        let mut config = OAuthConfig {
+            client_id: Some("pre".into()),
+            client_secret: Some(SecretString::from("very-secret-value")),
+            client_metadata_url: Some(Url::parse("https://app.example.com/c.json").unwrap()),
+            ..OAuthConfig::default()
+        };
+        let s = server(Some(&["client_secret_post"]), true);
+        let id = without_registration(&config, &s).unwrap();
+        assert_eq!(
+            (id.client_id.as_str(), id.auth_method, id.source),
+            ("pre", AuthMethod::ClientSecretPost, Source::Configured)
+        );
+        assert_eq!(
+            format!("{id:?}"),
+            "ClientIdentity { client_id: \"pre\", client_secret: Some(\"[redacted]\"), \
+             auth_method: ClientSecretPost, source: Configured, redirect_uri: None, .. }"
+        );
+        let basic = without_registration(&config, &server(None, true)).unwrap();
+        assert_eq!(basic.auth_method, AuthMethod::ClientSecretBasic);
+
+        config.client_id = None;
+        config.client_secret = None;
+        let id = without_registration(&config, &s).unwrap();
+        assert_eq!(
+            (id.client_id.as_str(), id.auth_method, id.source),
+            (
+                "https://app.example.com/c.json",
+                AuthMethod::None,
+                Source::MetadataDocument
+            )
+        );
+        assert!(without_registration(&config, &server(None, false)).is_none());
+        config.client_metadata_url = None;
+        assert!(without_registration(&config, &s).is_none());
+    }
+
+    #[test]
+    fn error_codes_are_quoted_bounded_and_printable() {
+        assert_eq!(
+            oauth_code("invalid_client_metadata"),
+            "invalid_client_metadata"
+        );
+        assert_eq!(oauth_code("a\"b\\c\nd"), "abcd");
+        assert_eq!(oauth_code(&"x".repeat(100)).len(), 64);
+    }
+}

@@ -1,0 +1,306 @@
+//! The `oauth` object of a server entry (the key Claude Code uses).
+//!
+//! ```json
+//! "oauth": {
+//!   "clientId": "…", "clientSecret": "${env:…}",
+//!   "clientMetadataUrl": "https://…/client.json",
+//!   "callbackPort": 33418,
+//!   "scopes": "files:read files:write",
+//!   "grantType": "client_credentials", "privateKey": "${env:…}", "signingAlgorithm": "ES256"
+//! }
+//! ```
+//!
+//! Owns the shape and its rules; a refusal names the field, never its value. Unknown fields are
+//! ignored, like everywhere in an entry. String values go through the entry's substitution
+//! (`${env:NAME}`), given as a function, so the substituted values become the entry's secrets.
+
+use reqwest::Url;
+use secrecy::SecretString;
+use serde_json::Value;
+
+use super::discovery::split_scopes;
+
+/// Which grant gets the tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GrantType {
+    /// Authorization code with PKCE: a user signs in in a browser (the default).
+    AuthorizationCode,
+    /// Client credentials (OAuth 2.1 §4.2; the MCP client-credentials extension): no browser.
+    ClientCredentials,
+}
+
+/// The parsed `oauth` object. Its `Debug` shows which secrets are set, never them.
+pub(crate) struct OAuthConfig {
+    /// `clientId`: a pre-registered client.
+    pub(crate) client_id: Option<String>,
+    /// `clientSecret`: the pre-registered client's secret.
+    pub(crate) client_secret: Option<SecretString>,
+    /// `clientMetadataUrl`: an https URL used as the client id where the server supports
+    /// Client ID Metadata Documents.
+    pub(crate) client_metadata_url: Option<Url>,
+    /// `callbackPort`: the fixed port of the loopback redirect listener.
+    pub(crate) callback_port: Option<u16>,
+    /// `scopes`: space-separated text or an array of strings.
+    pub(crate) scopes: Option<Vec<String>>,
+    /// `grantType`: `authorization_code` (default) or `client_credentials`.
+    pub(crate) grant_type: GrantType,
+    /// `privateKey`: a PKCS #8 PEM key for `private_key_jwt` client assertions (RFC 7523).
+    pub(crate) private_key: Option<SecretString>,
+    /// `signingAlgorithm`: the assertion's algorithm; `ES256` (the default) is supported.
+    pub(crate) signing_algorithm: String,
+}
+
+impl Default for OAuthConfig {
+    fn default() -> Self {
+        OAuthConfig {
+            client_id: None,
+            client_secret: None,
+            client_metadata_url: None,
+            callback_port: None,
+            scopes: None,
+            grant_type: GrantType::AuthorizationCode,
+            private_key: None,
+            signing_algorithm: "ES256".to_string(),
+        }
+    }
+}
+
+impl std::fmt::Debug for OAuthConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OAuthConfig")
+            .field("client_id", &self.client_id)
+            .field(
+                "client_secret",
+                &self.client_secret.as_ref().map(|_| "[set]"),
+            )
+            .field(
+                "client_metadata_url",
+                &self.client_metadata_url.as_ref().map(Url::as_str),
+            )
+            .field("callback_port", &self.callback_port)
+            .field("scopes", &self.scopes)
+            .field("grant_type", &self.grant_type)
+            .field("private_key", &self.private_key.as_ref().map(|_| "[set]"))
+            .field("signing_algorithm", &self.signing_algorithm)
+            .finish()
+    }
+}
+
+/// Substitutes `${env:...}` in a written string; the second argument names the field for the
+/// refusal.
+pub(crate) type Substitute<'a> = dyn FnMut(&str, &str) -> Result<String, String> + 'a;
+
+/// Parses an entry's `oauth` value.
+///
+/// # Errors
+/// A refusal naming the field (`oauth.callbackPort`, …) and what was expected.
+pub(crate) fn parse(value: &Value, substitute: &mut Substitute<'_>) -> Result<OAuthConfig, String> {
+    let Value::Object(fields) = value else {
+        return Err(format!(
+            "oauth must be an object, found {}",
+            crate::config::json_type(value)
+        ));
+    };
+    let mut string = |key: &str| -> Result<Option<String>, String> {
+        match fields.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(text)) => substitute(text, &format!("oauth.{key}")).map(Some),
+            Some(other) => Err(format!(
+                "oauth.{key} must be a string, found {}",
+                crate::config::json_type(other)
+            )),
+        }
+    };
+    let mut config = OAuthConfig {
+        client_id: string("clientId")?.filter(|s| !s.is_empty()),
+        client_secret: string("clientSecret")?
+            .filter(|s| !s.is_empty())
+            .map(SecretString::from),
+        private_key: string("privateKey")?
+            .filter(|s| !s.is_empty())
+            .map(SecretString::from),
+        ..OAuthConfig::default()
+    };
+    if let Some(url) = string("clientMetadataUrl")? {
+        let url = Url::parse(&url)
+            .ok()
+            .filter(|u| u.scheme() == "https" && u.path() != "/")
+            .ok_or("oauth.clientMetadataUrl must be an https URL with a path")?;
+        config.client_metadata_url = Some(url);
+    }
+    if let Some(algorithm) = string("signingAlgorithm")? {
+        if algorithm != "ES256" {
+            return Err("oauth.signingAlgorithm must be ES256 (the one supported)".to_string());
+        }
+        config.signing_algorithm = algorithm;
+    }
+    match string("grantType")?.as_deref() {
+        None | Some("authorization_code") => {}
+        Some("client_credentials") => config.grant_type = GrantType::ClientCredentials,
+        Some(_) => {
+            return Err(
+                "oauth.grantType must be \"authorization_code\" or \"client_credentials\""
+                    .to_string(),
+            );
+        }
+    }
+    match fields.get("callbackPort") {
+        None | Some(Value::Null) => {}
+        Some(Value::Number(n)) => {
+            let port = n
+                .as_u64()
+                .and_then(|p| u16::try_from(p).ok())
+                .filter(|p| *p != 0)
+                .ok_or("oauth.callbackPort must be a port number from 1 to 65535")?;
+            config.callback_port = Some(port);
+        }
+        Some(other) => {
+            return Err(format!(
+                "oauth.callbackPort must be a number, found {}",
+                crate::config::json_type(other)
+            ));
+        }
+    }
+    match fields.get("scopes") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(text)) => config.scopes = Some(split_scopes(text)),
+        Some(Value::Array(items)) => {
+            let mut scopes = Vec::new();
+            for item in items {
+                let Value::String(scope) = item else {
+                    return Err("oauth.scopes must be a string or an array of strings".to_string());
+                };
+                scopes.extend(split_scopes(scope));
+            }
+            config.scopes = Some(split_scopes(&scopes.join(" ")));
+        }
+        Some(other) => {
+            return Err(format!(
+                "oauth.scopes must be a string or an array of strings, found {}",
+                crate::config::json_type(other)
+            ));
+        }
+    }
+    if config.grant_type == GrantType::ClientCredentials {
+        if config.client_id.is_none() {
+            return Err("oauth.grantType \"client_credentials\" needs oauth.clientId".to_string());
+        }
+        if config.client_secret.is_none() && config.private_key.is_none() {
+            return Err(
+                "oauth.grantType \"client_credentials\" needs oauth.clientSecret or oauth.privateKey"
+                    .to_string(),
+            );
+        }
+    }
+    if config.client_secret.is_some() && config.client_id.is_none() {
+        return Err("oauth.clientSecret needs oauth.clientId".to_string());
+    }
+    Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn env(written: &str, field: &str) -> Result<String, String> {
+        match written {
+            "${env:SECRET}" => Ok("s3cr3t-value-123".to_string()),
+            "${env:MISSING}" => Err(format!(
+                "environment variable \"MISSING\" (used in {field}) is not set"
+            )),
+            other => Ok(other.to_string()),
+        }
+    }
+
+    fn parsed(value: Value) -> Result<OAuthConfig, String> {
+        parse(&value, &mut env)
+    }
+
+    #[test]
+    fn full_object_parses_and_debug_hides_secrets() {
+        let config = parsed(json!({
+            "clientId": "abc",
+            "clientSecret": "${env:SECRET}",
+            "clientMetadataUrl": "https://app.example.com/client.json",
+            "callbackPort": 33418,
+            "scopes": "a b a",
+            "unknown": true
+        }))
+        .unwrap();
+        use secrecy::ExposeSecret;
+        assert_eq!(config.client_id.as_deref(), Some("abc"));
+        assert_eq!(
+            config.client_secret.as_ref().unwrap().expose_secret(),
+            "s3cr3t-value-123"
+        );
+        assert_eq!(config.callback_port, Some(33418));
+        assert_eq!(config.scopes, Some(vec!["a".to_string(), "b".to_string()]));
+        assert_eq!(config.grant_type, GrantType::AuthorizationCode);
+        assert_eq!(
+            format!("{config:?}"),
+            "OAuthConfig { client_id: Some(\"abc\"), client_secret: Some(\"[set]\"), \
+             client_metadata_url: Some(\"https://app.example.com/client.json\"), \
+             callback_port: Some(33418), scopes: Some([\"a\", \"b\"]), grant_type: \
+             AuthorizationCode, private_key: None, signing_algorithm: \"ES256\" }"
+        );
+        assert_eq!(
+            parsed(json!({"scopes": ["x y", "z"]})).unwrap().scopes,
+            Some(vec!["x".to_string(), "y".to_string(), "z".to_string()])
+        );
+    }
+
+    #[test]
+    fn refusals_name_the_field_never_the_value() {
+        let cases = [
+            (json!("x"), "oauth must be an object, found a string"),
+            (
+                json!({"clientId": 5}),
+                "oauth.clientId must be a string, found a number",
+            ),
+            (
+                json!({"clientId": "a", "clientSecret": "${env:MISSING}"}),
+                "environment variable \"MISSING\" (used in oauth.clientSecret) is not set",
+            ),
+            (
+                json!({"callbackPort": 70000}),
+                "oauth.callbackPort must be a port number from 1 to 65535",
+            ),
+            (
+                json!({"callbackPort": "80"}),
+                "oauth.callbackPort must be a number, found a string",
+            ),
+            (
+                json!({"clientMetadataUrl": "http://secret-host.example.com/c.json"}),
+                "oauth.clientMetadataUrl must be an https URL with a path",
+            ),
+            (
+                json!({"grantType": "password"}),
+                "oauth.grantType must be \"authorization_code\" or \"client_credentials\"",
+            ),
+            (
+                json!({"grantType": "client_credentials", "clientId": "a"}),
+                "oauth.grantType \"client_credentials\" needs oauth.clientSecret or oauth.privateKey",
+            ),
+            (
+                json!({"grantType": "client_credentials", "clientSecret": "x"}),
+                "oauth.grantType \"client_credentials\" needs oauth.clientId",
+            ),
+            (
+                json!({"clientSecret": "x"}),
+                "oauth.clientSecret needs oauth.clientId",
+            ),
+            (
+                json!({"signingAlgorithm": "RS256"}),
+                "oauth.signingAlgorithm must be ES256 (the one supported)",
+            ),
+            (
+                json!({"scopes": [1]}),
+                "oauth.scopes must be a string or an array of strings",
+            ),
+        ];
+        for (value, reason) in cases {
+            assert_eq!(parsed(value.clone()).unwrap_err(), reason, "{value}");
+        }
+    }
+}

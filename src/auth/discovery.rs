@@ -1,0 +1,623 @@
+//! From a `401` to the authorization server's endpoints (MCP 2025-11-25 "Authorization Server
+//! Discovery"; RFC 9728; RFC 8414; OpenID Connect Discovery 1.0; MCP 2025-03-26 fallbacks).
+//!
+//! Owns the order of every lookup:
+//! 1. the `WWW-Authenticate` challenge ([`Challenge`]): `resource_metadata`, `scope`, `error`;
+//! 2. the protected resource metadata (RFC 9728 §3): the challenge's URL, else the well-known
+//!    URL with the server's path inserted, else the well-known URL at the root;
+//! 3. its first `authorization_servers` entry's metadata: for an issuer with a path, RFC 8414
+//!    with the path inserted, OpenID discovery with the path inserted, OpenID discovery with the
+//!    path appended; for one without, RFC 8414 then OpenID discovery (MCP 2025-11-25);
+//! 4. with no protected resource metadata (a 2025-03-26 server), the authorization server is the
+//!    MCP server's origin: its RFC 8414 metadata, else `/authorize`, `/token` and `/register`
+//!    there.
+//!
+//! Every URL here comes from a server and passes the [`super::policy::UrlPolicy`].
+
+use reqwest::Url;
+use reqwest::header::{HeaderMap, WWW_AUTHENTICATE};
+use serde::Deserialize;
+
+use super::net::Net;
+use super::{Error, Kind};
+
+/// The `Bearer` challenge of a `401` or `403` (RFC 6750 §3, RFC 9728 §5.1).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Challenge {
+    /// The protected resource metadata URL, as sent.
+    pub(crate) resource_metadata: Option<String>,
+    /// The space-separated scopes the resource asks for.
+    pub(crate) scope: Option<String>,
+    /// The OAuth error code, such as `invalid_token` or `insufficient_scope`.
+    pub(crate) error: Option<String>,
+}
+
+impl Challenge {
+    /// The `Bearer` challenge among the `WWW-Authenticate` headers; an empty one when there is
+    /// none (a `401` without a challenge still starts discovery).
+    pub(crate) fn from_headers(headers: &HeaderMap) -> Challenge {
+        headers
+            .get_all(WWW_AUTHENTICATE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .find_map(Challenge::parse)
+            .unwrap_or_default()
+    }
+
+    /// Parses one `WWW-Authenticate` value (which may hold several challenges) and returns its
+    /// `Bearer` challenge, if any. Parameter names are case-insensitive; values are tokens or
+    /// quoted strings (RFC 9110 §11.2).
+    pub(crate) fn parse(value: &str) -> Option<Challenge> {
+        let mut found: Option<Challenge> = None;
+        let mut in_bearer = false;
+        let mut rest = value;
+        loop {
+            rest = rest.trim_start_matches([' ', '\t', ',']);
+            if rest.is_empty() {
+                return found;
+            }
+            let name_end = rest.find(['=', ',', ' ', '\t']).unwrap_or(rest.len());
+            let name = &rest[..name_end];
+            let after = rest[name_end..].trim_start_matches([' ', '\t']);
+            if let Some(after_eq) = after.strip_prefix('=') {
+                if after_eq.starts_with('=') {
+                    // token68 padding: skip it.
+                    rest = after_eq.trim_start_matches('=');
+                    continue;
+                }
+                let after_eq = after_eq.trim_start_matches([' ', '\t']);
+                let (param, next) = if let Some(quoted) = after_eq.strip_prefix('"') {
+                    read_quoted(quoted)
+                } else {
+                    let end = after_eq.find([',', ' ', '\t']).unwrap_or(after_eq.len());
+                    (after_eq[..end].to_string(), &after_eq[end..])
+                };
+                if in_bearer {
+                    let challenge = found.get_or_insert_with(Challenge::default);
+                    let slot = match name.to_ascii_lowercase().as_str() {
+                        "resource_metadata" => Some(&mut challenge.resource_metadata),
+                        "scope" => Some(&mut challenge.scope),
+                        "error" => Some(&mut challenge.error),
+                        _ => None,
+                    };
+                    if let Some(slot) = slot {
+                        slot.get_or_insert(param);
+                    }
+                }
+                rest = next;
+            } else {
+                // A new scheme.
+                if found.is_some() && in_bearer {
+                    return found;
+                }
+                in_bearer = name.eq_ignore_ascii_case("bearer");
+                if in_bearer {
+                    found.get_or_insert_with(Challenge::default);
+                }
+                rest = after;
+            }
+        }
+    }
+
+    /// The challenge's scopes, in order, without duplicates.
+    pub(crate) fn scopes(&self) -> Vec<String> {
+        split_scopes(self.scope.as_deref().unwrap_or(""))
+    }
+
+    /// Whether this is a `403` step-up challenge (RFC 6750 §3.1 `insufficient_scope`).
+    pub(crate) fn is_insufficient_scope(&self) -> bool {
+        self.error.as_deref() == Some("insufficient_scope")
+    }
+}
+
+/// The unescaped quoted string that starts right after its opening quote, and what follows it.
+fn read_quoted(text: &str) -> (String, &str) {
+    let mut out = String::new();
+    let mut chars = text.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '"' => return (out, &text[i + 1..]),
+            '\\' => {
+                if let Some((_, escaped)) = chars.next() {
+                    out.push(escaped);
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    (out, "")
+}
+
+/// Space-separated scopes, in order, without duplicates or empty words.
+pub(crate) fn split_scopes(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for word in text.split_ascii_whitespace() {
+        if !out.iter().any(|s| s == word) {
+            out.push(word.to_string());
+        }
+    }
+    out
+}
+
+/// Protected resource metadata (RFC 9728 §2), the fields a client uses.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+pub(crate) struct ResourceMetadata {
+    pub(crate) resource: Option<String>,
+    #[serde(default)]
+    pub(crate) authorization_servers: Vec<String>,
+    pub(crate) scopes_supported: Option<Vec<String>>,
+}
+
+/// Authorization server metadata (RFC 8414 §2; OpenID Connect Discovery 1.0 §3), the fields a
+/// client uses.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+pub(crate) struct ServerMetadata {
+    pub(crate) issuer: Option<String>,
+    pub(crate) authorization_endpoint: Option<String>,
+    pub(crate) token_endpoint: Option<String>,
+    pub(crate) registration_endpoint: Option<String>,
+    pub(crate) scopes_supported: Option<Vec<String>>,
+    pub(crate) code_challenge_methods_supported: Option<Vec<String>>,
+    pub(crate) token_endpoint_auth_methods_supported: Option<Vec<String>>,
+    pub(crate) grant_types_supported: Option<Vec<String>>,
+    /// MCP 2025-11-25 "Client ID Metadata Documents".
+    #[serde(default)]
+    pub(crate) client_id_metadata_document_supported: bool,
+    /// RFC 9207 §3.
+    #[serde(default)]
+    pub(crate) authorization_response_iss_parameter_supported: bool,
+}
+
+/// Where the authorization server's endpoints came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// Protected resource metadata, then the authorization server's metadata.
+    ResourceMetadata,
+    /// No protected resource metadata: RFC 8414 metadata at the MCP server's origin
+    /// (MCP 2025-03-26).
+    LegacyMetadata,
+    /// No metadata at all: the default endpoints at the authorization server's origin
+    /// (MCP 2025-03-26).
+    Defaults,
+}
+
+/// An authorization server, ready for a grant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AuthorizationServer {
+    /// The issuer the metadata names (for the RFC 9207 `iss` check), when it names one.
+    pub(crate) issuer: Option<String>,
+    pub(crate) authorization_endpoint: Url,
+    pub(crate) token_endpoint: Url,
+    pub(crate) registration_endpoint: Option<Url>,
+    pub(crate) metadata: ServerMetadata,
+    pub(crate) source: Source,
+}
+
+impl AuthorizationServer {
+    /// Whether the server takes PKCE with S256. Servers known only by the 2025-03-26 defaults
+    /// advertise nothing; that revision required PKCE, so they are taken to.
+    pub(crate) fn supports_s256(&self) -> bool {
+        match &self.metadata.code_challenge_methods_supported {
+            Some(methods) => methods.iter().any(|m| m == "S256"),
+            None => self.source == Source::Defaults,
+        }
+    }
+
+    /// The token endpoint authentication methods the server supports; RFC 8414 §2 makes
+    /// `client_secret_basic` the default.
+    pub(crate) fn auth_methods(&self) -> Vec<String> {
+        self.metadata
+            .token_endpoint_auth_methods_supported
+            .clone()
+            .unwrap_or_else(|| vec!["client_secret_basic".to_string()])
+    }
+}
+
+/// What discovery found for one MCP server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Discovered {
+    /// The resource indicator (RFC 8707) for the authorization and token requests.
+    pub(crate) resource: Url,
+    /// The protected resource metadata's `scopes_supported`.
+    pub(crate) resource_scopes: Option<Vec<String>>,
+    pub(crate) server: AuthorizationServer,
+}
+
+/// Runs discovery for the MCP server at `server_url` after it answered with `challenge`.
+///
+/// # Errors
+/// [`Kind::Refused`] when a document is malformed, a URL breaks the policy, the resource
+/// metadata names another resource or no authorization server, or an issuer does not match;
+/// [`Kind::Transport`] when a server cannot be reached.
+pub(crate) async fn discover(
+    net: &Net,
+    server_url: &Url,
+    challenge: &Challenge,
+) -> Result<Discovered, Error> {
+    let mut canonical = server_url.clone();
+    canonical.set_fragment(None);
+    let mut candidates = Vec::new();
+    if let Some(url) = &challenge.resource_metadata {
+        let url = Url::parse(url).map_err(|_| {
+            Error::new(
+                Kind::Refused,
+                "the resource_metadata URL of the server's WWW-Authenticate header is not a valid URL",
+            )
+        })?;
+        candidates.push(url);
+    }
+    candidates.extend(resource_metadata_urls(server_url));
+    let mut found = None;
+    for url in &candidates {
+        if let Some(document) = net
+            .get_json::<ResourceMetadata>(url, "the protected resource metadata")
+            .await?
+        {
+            found = Some(document);
+            break;
+        }
+    }
+    let Some(document) = found else {
+        let server = legacy_server(net, server_url).await?;
+        return Ok(Discovered {
+            resource: canonical,
+            resource_scopes: None,
+            server,
+        });
+    };
+    let resource = match &document.resource {
+        Some(named) => {
+            let named = Url::parse(named).map_err(|_| {
+                Error::new(
+                    Kind::Refused,
+                    "the protected resource metadata names a resource that is not a valid URL",
+                )
+            })?;
+            if !resource_covers(&named, &canonical) {
+                return Err(Error::new(
+                    Kind::Refused,
+                    "the protected resource metadata is for another resource than this server \
+                     (RFC 9728 §3.3); signing in is refused",
+                ));
+            }
+            named
+        }
+        None => canonical,
+    };
+    let Some(issuer) = document.authorization_servers.first() else {
+        return Err(Error::new(
+            Kind::Refused,
+            "the protected resource metadata lists no authorization_servers",
+        ));
+    };
+    let issuer = Url::parse(issuer).map_err(|_| {
+        Error::new(
+            Kind::Refused,
+            "the protected resource metadata's authorization server is not a valid URL",
+        )
+    })?;
+    net.policy()
+        .check(&issuer, "the authorization server")
+        .map_err(|e| Error::new(Kind::Refused, e))?;
+    let server = match find_server_metadata(net, &issuer).await? {
+        Some(metadata) => {
+            if !issuer_matches(metadata.issuer.as_deref(), &issuer) {
+                return Err(Error::new(
+                    Kind::Refused,
+                    "the authorization server's metadata names another issuer (RFC 8414 §3.3); \
+                     signing in is refused",
+                ));
+            }
+            from_metadata(net, metadata, &issuer, Source::ResourceMetadata)?
+        }
+        None => defaults(net, &issuer)?,
+    };
+    Ok(Discovered {
+        resource,
+        resource_scopes: document.scopes_supported,
+        server,
+    })
+}
+
+/// The well-known protected resource metadata URLs of `server_url`: path-inserted (when it has
+/// a path), then root (RFC 9728 §3.1).
+pub(crate) fn resource_metadata_urls(server_url: &Url) -> Vec<Url> {
+    well_known(server_url, "oauth-protected-resource")
+}
+
+/// The metadata URLs of the authorization server `issuer`, in the order MCP 2025-11-25 gives.
+pub(crate) fn server_metadata_urls(issuer: &Url) -> Vec<Url> {
+    let path = issuer.path().trim_end_matches('/');
+    let origin = origin(issuer);
+    if path.is_empty() {
+        return ["oauth-authorization-server", "openid-configuration"]
+            .iter()
+            .filter_map(|name| Url::parse(&format!("{origin}/.well-known/{name}")).ok())
+            .collect();
+    }
+    [
+        format!("{origin}/.well-known/oauth-authorization-server{path}"),
+        format!("{origin}/.well-known/openid-configuration{path}"),
+        format!("{origin}{path}/.well-known/openid-configuration"),
+    ]
+    .iter()
+    .filter_map(|u| Url::parse(u).ok())
+    .collect()
+}
+
+fn well_known(url: &Url, name: &str) -> Vec<Url> {
+    let path = url.path().trim_end_matches('/');
+    let origin = origin(url);
+    let mut out = Vec::new();
+    if !path.is_empty() {
+        out.extend(Url::parse(&format!("{origin}/.well-known/{name}{path}")).ok());
+    }
+    out.extend(Url::parse(&format!("{origin}/.well-known/{name}")).ok());
+    out
+}
+
+/// `scheme://host[:port]`, without a trailing slash.
+fn origin(url: &Url) -> String {
+    url.origin().ascii_serialization()
+}
+
+/// Whether the resource `named` by metadata covers the server's canonical URL: same origin, and
+/// its path a prefix of the server's at a segment boundary.
+fn resource_covers(named: &Url, canonical: &Url) -> bool {
+    if named.origin() != canonical.origin() {
+        return false;
+    }
+    let named_path = named.path().trim_end_matches('/');
+    let path = canonical.path();
+    path == named_path
+        || path.trim_end_matches('/') == named_path
+        || path.starts_with(&format!("{named_path}/"))
+}
+
+fn issuer_matches(named: Option<&str>, issuer: &Url) -> bool {
+    let Some(named) = named else {
+        return false;
+    };
+    named.trim_end_matches('/') == issuer.as_str().trim_end_matches('/')
+}
+
+async fn find_server_metadata(net: &Net, issuer: &Url) -> Result<Option<ServerMetadata>, Error> {
+    for url in server_metadata_urls(issuer) {
+        if let Some(metadata) = net
+            .get_json::<ServerMetadata>(&url, "the authorization server metadata")
+            .await?
+        {
+            return Ok(Some(metadata));
+        }
+    }
+    Ok(None)
+}
+
+/// A 2025-03-26 server: the authorization server is the MCP server's origin.
+async fn legacy_server(net: &Net, server_url: &Url) -> Result<AuthorizationServer, Error> {
+    let base = Url::parse(&origin(server_url))
+        .map_err(|_| Error::new(Kind::Refused, "the server URL has no origin to sign in at"))?;
+    let metadata_url = base
+        .join("/.well-known/oauth-authorization-server")
+        .map_err(|_| Error::new(Kind::Refused, "the server URL has no origin to sign in at"))?;
+    match net
+        .get_json::<ServerMetadata>(&metadata_url, "the authorization server metadata")
+        .await?
+    {
+        Some(metadata) => from_metadata(net, metadata, &base, Source::LegacyMetadata),
+        None => defaults(net, &base),
+    }
+}
+
+fn endpoint(net: &Net, text: &str, what: &str) -> Result<Url, Error> {
+    let url = Url::parse(text)
+        .map_err(|_| Error::new(Kind::Refused, format!("{what} is not a valid URL")))?;
+    net.policy()
+        .check(&url, what)
+        .map_err(|e| Error::new(Kind::Refused, e))?;
+    Ok(url)
+}
+
+fn from_metadata(
+    net: &Net,
+    metadata: ServerMetadata,
+    base: &Url,
+    source: Source,
+) -> Result<AuthorizationServer, Error> {
+    let fallback = |path: &str| base.join(path).map(|u| u.to_string()).unwrap_or_default();
+    let authorization = metadata
+        .authorization_endpoint
+        .clone()
+        .unwrap_or_else(|| fallback("/authorize"));
+    let token = metadata
+        .token_endpoint
+        .clone()
+        .unwrap_or_else(|| fallback("/token"));
+    let authorization_endpoint = endpoint(net, &authorization, "the authorization endpoint")?;
+    let token_endpoint = endpoint(net, &token, "the token endpoint")?;
+    let registration_endpoint = match &metadata.registration_endpoint {
+        Some(url) => Some(endpoint(net, url, "the registration endpoint")?),
+        None => None,
+    };
+    Ok(AuthorizationServer {
+        issuer: metadata.issuer.clone(),
+        authorization_endpoint,
+        token_endpoint,
+        registration_endpoint,
+        metadata,
+        source,
+    })
+}
+
+/// The 2025-03-26 default endpoints at `base`'s origin.
+fn defaults(net: &Net, base: &Url) -> Result<AuthorizationServer, Error> {
+    let at = |path: &str, what: &str| {
+        let url = Url::parse(&format!("{}{path}", origin(base)))
+            .map_err(|_| Error::new(Kind::Refused, format!("{what} is not a valid URL")))?;
+        net.policy()
+            .check(&url, what)
+            .map_err(|e| Error::new(Kind::Refused, e))?;
+        Ok::<_, Error>(url)
+    };
+    Ok(AuthorizationServer {
+        issuer: None,
+        authorization_endpoint: at("/authorize", "the authorization endpoint")?,
+        token_endpoint: at("/token", "the token endpoint")?,
+        registration_endpoint: Some(at("/register", "the registration endpoint")?),
+        metadata: ServerMetadata::default(),
+        source: Source::Defaults,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url(text: &str) -> Url {
+        Url::parse(text).unwrap()
+    }
+
+    fn strings(urls: Vec<Url>) -> Vec<String> {
+        urls.into_iter().map(String::from).collect()
+    }
+
+    #[test]
+    fn challenges_parse_params_quoted_strings_and_other_schemes() {
+        let c = Challenge::parse(
+            r#"Bearer realm="mcp", error="insufficient_scope", scope="files:read files:write", resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp""#,
+        )
+        .unwrap();
+        assert_eq!(
+            c,
+            Challenge {
+                resource_metadata: Some(
+                    "https://mcp.example.com/.well-known/oauth-protected-resource/mcp".into()
+                ),
+                scope: Some("files:read files:write".into()),
+                error: Some("insufficient_scope".into()),
+            }
+        );
+        assert!(c.is_insufficient_scope());
+        assert_eq!(c.scopes(), ["files:read", "files:write"]);
+
+        let two = Challenge::parse(
+            r#"Basic realm="x", Bearer Scope=a, error="bad \"q\"", DPoP algs="ES256""#,
+        )
+        .unwrap();
+        assert_eq!(two.scope.as_deref(), Some("a"));
+        assert_eq!(two.error.as_deref(), Some(r#"bad "q""#));
+        assert_eq!(two.resource_metadata, None);
+
+        assert_eq!(Challenge::parse("Bearer").unwrap(), Challenge::default());
+        assert_eq!(Challenge::parse(r#"Basic realm="x""#), None);
+        assert_eq!(Challenge::parse(""), None);
+        assert_eq!(
+            Challenge::parse("Negotiate abc==, bearer scope=\"s\"")
+                .unwrap()
+                .scope
+                .as_deref(),
+            Some("s")
+        );
+
+        let mut headers = HeaderMap::new();
+        headers.append(WWW_AUTHENTICATE, "Basic realm=\"a\"".parse().unwrap());
+        headers.append(WWW_AUTHENTICATE, "Bearer scope=\"x y x\"".parse().unwrap());
+        assert_eq!(Challenge::from_headers(&headers).scopes(), ["x", "y"]);
+        assert_eq!(
+            Challenge::from_headers(&HeaderMap::new()),
+            Challenge::default()
+        );
+    }
+
+    #[test]
+    fn well_known_urls_in_the_spec_order() {
+        assert_eq!(
+            strings(resource_metadata_urls(&url(
+                "https://mcp.example.com/public/mcp?x=1"
+            ))),
+            [
+                "https://mcp.example.com/.well-known/oauth-protected-resource/public/mcp",
+                "https://mcp.example.com/.well-known/oauth-protected-resource",
+            ]
+        );
+        assert_eq!(
+            strings(resource_metadata_urls(&url(
+                "https://mcp.example.com:8443/"
+            ))),
+            ["https://mcp.example.com:8443/.well-known/oauth-protected-resource"]
+        );
+        assert_eq!(
+            strings(server_metadata_urls(&url(
+                "https://auth.example.com/tenant1"
+            ))),
+            [
+                "https://auth.example.com/.well-known/oauth-authorization-server/tenant1",
+                "https://auth.example.com/.well-known/openid-configuration/tenant1",
+                "https://auth.example.com/tenant1/.well-known/openid-configuration",
+            ]
+        );
+        assert_eq!(
+            strings(server_metadata_urls(&url("https://auth.example.com"))),
+            [
+                "https://auth.example.com/.well-known/oauth-authorization-server",
+                "https://auth.example.com/.well-known/openid-configuration",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_resource_covers_its_own_paths_only() {
+        let server = url("https://mcp.example.com/api/mcp");
+        assert!(resource_covers(
+            &url("https://mcp.example.com/api/mcp"),
+            &server
+        ));
+        assert!(resource_covers(
+            &url("https://mcp.example.com/api"),
+            &server
+        ));
+        assert!(resource_covers(&url("https://mcp.example.com/"), &server));
+        assert!(!resource_covers(
+            &url("https://mcp.example.com/ap"),
+            &server
+        ));
+        assert!(!resource_covers(
+            &url("https://mcp.example.com/other"),
+            &server
+        ));
+        assert!(!resource_covers(
+            &url("https://evil.example.com/api/mcp"),
+            &server
+        ));
+        assert!(issuer_matches(
+            Some("https://a.example.com/t1/"),
+            &url("https://a.example.com/t1")
+        ));
+        assert!(!issuer_matches(
+            Some("https://b.example.com/t1"),
+            &url("https://a.example.com/t1")
+        ));
+        assert!(!issuer_matches(None, &url("https://a.example.com/t1")));
+    }
+
+    #[test]
+    fn s256_and_auth_method_defaults() {
+        let mut server = AuthorizationServer {
+            issuer: None,
+            authorization_endpoint: url("https://a.example.com/authorize"),
+            token_endpoint: url("https://a.example.com/token"),
+            registration_endpoint: None,
+            metadata: ServerMetadata::default(),
+            source: Source::Defaults,
+        };
+        assert!(server.supports_s256());
+        assert_eq!(server.auth_methods(), ["client_secret_basic"]);
+        server.source = Source::ResourceMetadata;
+        assert!(!server.supports_s256());
+        server.metadata.code_challenge_methods_supported = Some(vec!["plain".into()]);
+        assert!(!server.supports_s256());
+        server.metadata.code_challenge_methods_supported =
+            Some(vec!["plain".into(), "S256".into()]);
+        assert!(server.supports_s256());
+    }
+}

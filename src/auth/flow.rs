@@ -1,0 +1,749 @@
+//! The grants and the token state of one server (OAuth 2.1 §4.1 and §4.3 with RFC 7636 PKCE,
+//! RFC 8707 resource indicators and RFC 9207 `iss`; OAuth 2.1 §4.2 client credentials with
+//! RFC 7523 assertions; MCP 2025-11-25 "Scope Selection Strategy" and "Step-Up Authorization
+//! Flow").
+//!
+//! Owns: the authorization request (PKCE S256 only, a random `state`, `resource`, scopes) and
+//! the code exchange (state and `iss` checked); refresh; client credentials; the scope choice
+//! and step-up limit; and [`Tokens`], the current grant of one server, refreshed single-flight
+//! and saved before use. The grants go through the `oauth2` crate over [`Net`].
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use oauth2::basic::{BasicClient, BasicErrorResponse, BasicErrorResponseType};
+use oauth2::{
+    AuthType, AuthUrl, AuthorizationCode, ClientId, ClientSecret, CsrfToken, EndpointNotSet,
+    EndpointSet, PkceCodeChallenge, PkceCodeVerifier, RedirectUrl, RefreshToken, RequestTokenError,
+    Scope, TokenResponse, TokenUrl,
+};
+use reqwest::Url;
+use secrecy::{ExposeSecret, SecretString};
+
+use super::client::{AuthMethod, ClientIdentity, oauth_code};
+use super::config::OAuthConfig;
+use super::discovery::{AuthorizationServer, Challenge};
+use super::net::{Net, NetError};
+use super::store::{Store, StoreKey};
+use super::{Error, Kind, now_secs};
+use crate::limits::{self, REFRESH_MARGIN};
+use crate::redact::Redactor;
+
+/// How many new sign-ins in a row a `403 insufficient_scope` may ask for.
+pub(crate) const MAX_STEP_UPS: u32 = 2;
+
+/// Tokens from a token endpoint. Its `Debug` shows no token.
+#[derive(Clone)]
+pub(crate) struct Grant {
+    pub(crate) access_token: SecretString,
+    pub(crate) refresh_token: Option<SecretString>,
+    /// Seconds since the Unix epoch; `None` when the server gave no `expires_in`.
+    pub(crate) expires_at: Option<u64>,
+    /// The scopes granted (or, when the server did not say, requested).
+    pub(crate) scopes: Vec<String>,
+}
+
+impl std::fmt::Debug for Grant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Grant")
+            .field("access_token", &"[redacted]")
+            .field(
+                "refresh_token",
+                &self.refresh_token.as_ref().map(|_| "[redacted]"),
+            )
+            .field("expires_at", &self.expires_at)
+            .field("scopes", &self.scopes)
+            .finish()
+    }
+}
+
+impl Grant {
+    /// Whether the access token expires within [`REFRESH_MARGIN`] of `now` (Unix seconds).
+    pub(crate) fn expires_soon(&self, now: u64) -> bool {
+        self.expires_at
+            .is_some_and(|at| at <= now.saturating_add(REFRESH_MARGIN.as_secs()))
+    }
+}
+
+/// The scopes to ask for: the entry's `oauth.scopes`; else the challenge's `scope`; else the
+/// resource's `scopes_supported`; else none (MCP 2025-11-25 "Scope Selection Strategy").
+pub(crate) fn choose_scopes(
+    configured: Option<&[String]>,
+    challenge: &Challenge,
+    resource_scopes: Option<&[String]>,
+) -> Vec<String> {
+    if let Some(scopes) = configured {
+        return scopes.to_vec();
+    }
+    let from_challenge = challenge.scopes();
+    if !from_challenge.is_empty() {
+        return from_challenge;
+    }
+    resource_scopes.map(<[String]>::to_vec).unwrap_or_default()
+}
+
+/// Counts the new sign-ins `403 insufficient_scope` asked for in a row.
+#[derive(Debug, Default)]
+pub(crate) struct StepUp {
+    in_a_row: AtomicU32,
+}
+
+impl StepUp {
+    /// The scopes for the next sign-in after a `403` with `challenge`: the union of `held` and
+    /// the challenge's scopes.
+    ///
+    /// # Errors
+    /// [`Kind::Refused`] after [`MAX_STEP_UPS`] step-ups in a row: the server keeps refusing,
+    /// and signing in again would loop.
+    pub(crate) fn next(
+        &self,
+        held: &[String],
+        challenge: &Challenge,
+    ) -> Result<Vec<String>, Error> {
+        let count = self.in_a_row.fetch_add(1, Ordering::SeqCst) + 1;
+        if count > MAX_STEP_UPS {
+            return Err(Error::new(
+                Kind::Refused,
+                format!(
+                    "the server still answers 403 insufficient_scope after {MAX_STEP_UPS} new \
+                     sign-ins with more scopes; giving up"
+                ),
+            ));
+        }
+        let mut scopes = held.to_vec();
+        for scope in challenge.scopes() {
+            if !scopes.contains(&scope) {
+                scopes.push(scope);
+            }
+        }
+        Ok(scopes)
+    }
+
+    /// A request succeeded: the count starts again.
+    pub(crate) fn succeeded(&self) {
+        self.in_a_row.store(0, Ordering::SeqCst);
+    }
+}
+
+/// A sign-in waiting for the browser: the link, and what the code exchange needs. Its `Debug`
+/// shows neither the state nor the verifier.
+pub(crate) struct Pending {
+    /// The authorization URL to show the user.
+    pub(crate) url: Url,
+    pub(crate) state: SecretString,
+    verifier: PkceCodeVerifier,
+    pub(crate) redirect_uri: String,
+    pub(crate) scopes: Vec<String>,
+}
+
+impl std::fmt::Debug for Pending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pending")
+            .field("redirect_uri", &self.redirect_uri)
+            .field("scopes", &self.scopes)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the browser brought back to the loopback listener.
+pub(crate) struct Redirect {
+    pub(crate) code: SecretString,
+    pub(crate) iss: Option<String>,
+}
+
+impl std::fmt::Debug for Redirect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Redirect")
+            .field("code", &"[redacted]")
+            .field("iss", &self.iss)
+            .finish()
+    }
+}
+
+type TokenClient =
+    BasicClient<EndpointNotSet, EndpointNotSet, EndpointNotSet, EndpointNotSet, EndpointSet>;
+
+fn token_client(server: &AuthorizationServer, identity: &ClientIdentity) -> TokenClient {
+    let client = BasicClient::new(ClientId::new(identity.client_id.clone()))
+        .set_token_uri(TokenUrl::from_url(server.token_endpoint.clone()));
+    let client = match identity.auth_method {
+        AuthMethod::ClientSecretBasic => client.set_auth_type(AuthType::BasicAuth),
+        _ => client.set_auth_type(AuthType::RequestBody),
+    };
+    match (&identity.client_secret, identity.auth_method) {
+        (Some(secret), AuthMethod::ClientSecretBasic | AuthMethod::ClientSecretPost) => {
+            client.set_client_secret(ClientSecret::new(secret.expose_secret().to_string()))
+        }
+        _ => client,
+    }
+}
+
+/// Starts a sign-in: the authorization URL with PKCE S256, a random `state`, `resource` and
+/// `scopes` (no `scope` parameter when empty).
+///
+/// # Errors
+/// [`Kind::Refused`] when the server does not advertise S256 (MCP 2025-11-25 requires it).
+pub(crate) fn authorization_request(
+    server: &AuthorizationServer,
+    identity: &ClientIdentity,
+    resource: &Url,
+    scopes: &[String],
+    redirect_uri: &str,
+) -> Result<Pending, Error> {
+    if !server.supports_s256() {
+        return Err(Error::new(
+            Kind::Refused,
+            "the authorization server does not advertise PKCE S256 \
+             (code_challenge_methods_supported); signing in to it is refused",
+        ));
+    }
+    let redirect = RedirectUrl::new(redirect_uri.to_string())
+        .map_err(|_| Error::new(Kind::Refused, "the redirect URI is not a valid URL"))?;
+    let client = token_client(server, identity)
+        .set_auth_uri(AuthUrl::from_url(server.authorization_endpoint.clone()))
+        .set_redirect_uri(redirect);
+    let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
+    let (url, state) = client
+        .authorize_url(CsrfToken::new_random)
+        .add_scopes(scopes.iter().cloned().map(Scope::new))
+        .set_pkce_challenge(challenge)
+        .add_extra_param("resource", resource.to_string())
+        .url();
+    Ok(Pending {
+        url,
+        state: SecretString::from(state.into_secret()),
+        verifier,
+        redirect_uri: redirect_uri.to_string(),
+        scopes: scopes.to_vec(),
+    })
+}
+
+/// Exchanges the code the browser brought back (RFC 6749 §4.1.3 with the PKCE verifier and
+/// `resource`), after checking `iss` (RFC 9207 §2.4): when present it must be the server's
+/// issuer, and it must be present when the server says it sends it.
+///
+/// # Errors
+/// [`Kind::Refused`] for a wrong or missing `iss`; as [`token_error`] for the token request.
+pub(crate) async fn exchange_code(
+    net: &Net,
+    server: &AuthorizationServer,
+    identity: &ClientIdentity,
+    resource: &Url,
+    pending: Pending,
+    redirect: Redirect,
+) -> Result<Grant, Error> {
+    match (&redirect.iss, &server.issuer) {
+        (Some(iss), Some(issuer)) if iss != issuer => {
+            return Err(Error::new(
+                Kind::Refused,
+                "the authorization response names another issuer (RFC 9207); the code is refused",
+            ));
+        }
+        (None, _)
+            if server
+                .metadata
+                .authorization_response_iss_parameter_supported =>
+        {
+            return Err(Error::new(
+                Kind::Refused,
+                "the authorization response lacks the iss the server promised (RFC 9207); the \
+                 code is refused",
+            ));
+        }
+        _ => {}
+    }
+    let redirect_url = RedirectUrl::new(pending.redirect_uri.clone())
+        .map_err(|_| Error::new(Kind::Refused, "the redirect URI is not a valid URL"))?;
+    let client = token_client(server, identity).set_redirect_uri(redirect_url);
+    let secrets = [Some(&redirect.code), identity.client_secret.as_ref()];
+    let answer = client
+        .exchange_code(AuthorizationCode::new(
+            redirect.code.expose_secret().to_string(),
+        ))
+        .set_pkce_verifier(pending.verifier)
+        .add_extra_param("resource", resource.to_string())
+        .request_async(net)
+        .await
+        .map_err(|e| token_error(e, &secrets))?;
+    Ok(grant_from(&answer, None, &pending.scopes))
+}
+
+/// Refreshes `grant` (OAuth 2.1 §4.3 with `resource`). A rotated refresh token replaces the
+/// old one; the old one stays when the server sends none.
+///
+/// # Errors
+/// [`Kind::SignInRequired`] for `invalid_grant`; as [`token_error`] otherwise.
+pub(crate) async fn refresh(
+    net: &Net,
+    server: &AuthorizationServer,
+    identity: &ClientIdentity,
+    resource: &Url,
+    grant: &Grant,
+) -> Result<Grant, Error> {
+    let Some(refresh_token) = &grant.refresh_token else {
+        return Err(Error::new(
+            Kind::SignInRequired,
+            "the access token expired and the server gave no refresh token; sign in again",
+        ));
+    };
+    let secrets = [Some(refresh_token), identity.client_secret.as_ref()];
+    let answer = token_client(server, identity)
+        .exchange_refresh_token(&RefreshToken::new(
+            refresh_token.expose_secret().to_string(),
+        ))
+        .add_extra_param("resource", resource.to_string())
+        .request_async(net)
+        .await
+        .map_err(|e| token_error(e, &secrets))?;
+    Ok(grant_from(&answer, Some(refresh_token), &grant.scopes))
+}
+
+/// The client credentials grant (OAuth 2.1 §4.2), authenticated by the client's secret or, with
+/// `oauth.privateKey`, by an ES256 JWT assertion (RFC 7523 §2.2) whose `iss` and `sub` are the
+/// client id and whose `aud` is the issuer (else the token endpoint).
+///
+/// # Errors
+/// [`Kind::Config`] for a key that is not a PKCS #8 P-256 key; as [`token_error`] otherwise.
+pub(crate) async fn client_credentials(
+    net: &Net,
+    server: &AuthorizationServer,
+    identity: &ClientIdentity,
+    config: &OAuthConfig,
+    resource: &Url,
+    scopes: &[String],
+) -> Result<Grant, Error> {
+    let secrets = [identity.client_secret.as_ref(), None];
+    let client = token_client(server, identity);
+    let request = client
+        .exchange_client_credentials()
+        .add_scopes(scopes.iter().cloned().map(Scope::new))
+        .add_extra_param("resource", resource.to_string());
+    let answer = match (&config.private_key, identity.auth_method) {
+        (Some(key), AuthMethod::PrivateKeyJwt) => {
+            let audience = server
+                .issuer
+                .clone()
+                .unwrap_or_else(|| server.token_endpoint.to_string());
+            let assertion = jwt_assertion(key, &identity.client_id, &audience)?;
+            request
+                .add_extra_param(
+                    "client_assertion_type",
+                    "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+                )
+                .add_extra_param("client_assertion", assertion.expose_secret().to_string())
+                .request_async(net)
+                .await
+        }
+        _ => request.request_async(net).await,
+    }
+    .map_err(|e| token_error(e, &secrets))?;
+    Ok(grant_from(&answer, None, scopes))
+}
+
+/// An ES256 client assertion (RFC 7523 §3) valid for five minutes.
+fn jwt_assertion(
+    key: &SecretString,
+    client_id: &str,
+    audience: &str,
+) -> Result<SecretString, Error> {
+    use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
+    use base64::Engine;
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+    let bad_key = || {
+        Error::new(
+            Kind::Config,
+            "oauth.privateKey is not a PKCS #8 PEM P-256 private key (BEGIN PRIVATE KEY)",
+        )
+    };
+    let pem = key.expose_secret();
+    let body: String = pem
+        .lines()
+        .filter(|l| !l.starts_with("-----"))
+        .flat_map(|l| l.trim().chars())
+        .collect();
+    let der = STANDARD.decode(body).map_err(|_| bad_key())?;
+    let pair =
+        EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &der).map_err(|_| bad_key())?;
+    let mut jti = [0u8; 16];
+    aws_lc_rs::rand::fill(&mut jti)
+        .map_err(|_| Error::new(Kind::Config, "no randomness for the client assertion"))?;
+    let now = now_secs();
+    let header = serde_json::json!({"alg": "ES256", "typ": "JWT"});
+    let claims = serde_json::json!({
+        "iss": client_id,
+        "sub": client_id,
+        "aud": audience,
+        "iat": now,
+        "exp": now + 300,
+        "jti": URL_SAFE_NO_PAD.encode(jti),
+    });
+    let signing_input = format!(
+        "{}.{}",
+        URL_SAFE_NO_PAD.encode(header.to_string()),
+        URL_SAFE_NO_PAD.encode(claims.to_string())
+    );
+    let signature = pair
+        .sign(
+            &aws_lc_rs::rand::SystemRandom::new(),
+            signing_input.as_bytes(),
+        )
+        .map_err(|_| Error::new(Kind::Config, "the client assertion could not be signed"))?;
+    Ok(SecretString::from(format!(
+        "{signing_input}.{}",
+        URL_SAFE_NO_PAD.encode(signature.as_ref())
+    )))
+}
+
+fn grant_from(
+    answer: &oauth2::basic::BasicTokenResponse,
+    old_refresh: Option<&SecretString>,
+    requested: &[String],
+) -> Grant {
+    Grant {
+        access_token: SecretString::from(answer.access_token().secret().to_string()),
+        refresh_token: answer
+            .refresh_token()
+            .map(|t| SecretString::from(t.secret().to_string()))
+            .or_else(|| old_refresh.cloned()),
+        expires_at: answer
+            .expires_in()
+            .map(|d| now_secs().saturating_add(d.as_secs())),
+        scopes: answer
+            .scopes()
+            .map(|s| s.iter().map(|s| s.to_string()).collect())
+            .unwrap_or_else(|| requested.to_vec()),
+    }
+}
+
+/// Maps a failed token request to an [`Error`]: `invalid_grant` is
+/// [`Kind::SignInRequired`]; another OAuth error is [`Kind::Denied`] with its code and its
+/// description scrubbed of `secrets` and bounded; a body that is no token response is
+/// [`Kind::Refused`] (never quoted: it may hold a token).
+fn token_error(
+    error: RequestTokenError<NetError, BasicErrorResponse>,
+    secrets: &[Option<&SecretString>],
+) -> Error {
+    match error {
+        RequestTokenError::ServerResponse(response) => {
+            if *response.error() == BasicErrorResponseType::InvalidGrant {
+                return Error::new(
+                    Kind::SignInRequired,
+                    "the authorization server no longer accepts the grant (invalid_grant); sign \
+                     in again",
+                );
+            }
+            let mut redactor = Redactor::default();
+            for secret in secrets.iter().flatten() {
+                redactor.add(secret.expose_secret());
+            }
+            let code = oauth_code(response.error().as_ref());
+            let description = response
+                .error_description()
+                .map(|d| {
+                    let scrubbed = redactor.scrub(d);
+                    format!(
+                        ": {}",
+                        limits::truncate(&scrubbed, limits::MAX_REASON_BYTES)
+                    )
+                })
+                .unwrap_or_default();
+            Error::new(
+                Kind::Denied,
+                format!("the token endpoint refused the request ({code}){description}"),
+            )
+        }
+        RequestTokenError::Request(e) => e.0,
+        RequestTokenError::Parse(..) => Error::new(
+            Kind::Refused,
+            "the token endpoint's answer is not a valid token response",
+        ),
+        RequestTokenError::Other(_) => Error::new(
+            Kind::Refused,
+            "the token endpoint's answer is not a JSON token response",
+        ),
+    }
+}
+
+/// Called with every token the Pack learns, so the entry's redactor scrubs it from server text.
+pub(crate) type LearnSecret = dyn Fn(&SecretString) + Send + Sync;
+
+/// The grant of one server, shared by every request to it.
+///
+/// Invariants: at most one refresh runs at a time (the others wait for it and then use its
+/// result); a refreshed grant is saved to the store before any request uses it; after
+/// `invalid_grant` the stored grant is gone and every caller gets [`Kind::SignInRequired`].
+pub(crate) struct Tokens {
+    net: Net,
+    server: AuthorizationServer,
+    identity: ClientIdentity,
+    resource: Url,
+    store: Option<(Store, StoreKey)>,
+    grant: tokio::sync::Mutex<Option<Grant>>,
+    learn: Box<LearnSecret>,
+}
+
+impl std::fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokens")
+            .field("client_id", &self.identity.client_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Tokens {
+    pub(crate) fn new(
+        net: Net,
+        server: AuthorizationServer,
+        identity: ClientIdentity,
+        resource: Url,
+        store: Option<(Store, StoreKey)>,
+        grant: Option<Grant>,
+        learn: Box<LearnSecret>,
+    ) -> Arc<Tokens> {
+        if let Some(grant) = &grant {
+            learn_grant(&*learn, grant);
+        }
+        Arc::new(Tokens {
+            net,
+            server,
+            identity,
+            resource,
+            store,
+            grant: tokio::sync::Mutex::new(grant),
+            learn,
+        })
+    }
+
+    /// Saves `grant` (a new sign-in), then makes it current.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: dropped after the save, the grant is stored but not current here.
+    pub(crate) async fn install(&self, grant: Grant) {
+        learn_grant(&*self.learn, &grant);
+        let mut current = self.grant.lock().await;
+        self.save(Some(&grant));
+        *current = Some(grant);
+    }
+
+    /// The scopes of the current grant.
+    pub(crate) async fn scopes(&self) -> Vec<String> {
+        self.grant
+            .lock()
+            .await
+            .as_ref()
+            .map(|g| g.scopes.clone())
+            .unwrap_or_default()
+    }
+
+    /// An access token that does not expire within [`REFRESH_MARGIN`], refreshing first when
+    /// needed.
+    ///
+    /// # Errors
+    /// [`Kind::SignInRequired`] when there is no grant or the server refused the refresh with
+    /// `invalid_grant`; another kind when the refresh failed otherwise (the grant is kept).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a refresh runs in its own task and finishes, saved, even when this future
+    /// is dropped.
+    pub(crate) async fn access_token(self: &Arc<Self>) -> Result<SecretString, Error> {
+        {
+            let current = self.grant.lock().await;
+            match &*current {
+                Some(grant) if !grant.expires_soon(now_secs()) => {
+                    return Ok(grant.access_token.clone());
+                }
+                None => return Err(no_grant()),
+                Some(_) => {}
+            }
+        }
+        self.refresh_in_task(None).await
+    }
+
+    /// The server refused `rejected` with `401`: refreshes once, unless another request already
+    /// replaced that token, and returns the token to retry with.
+    ///
+    /// # Errors
+    /// As [`Tokens::access_token`].
+    ///
+    /// # Cancel safety
+    /// As [`Tokens::access_token`].
+    pub(crate) async fn rejected(
+        self: &Arc<Self>,
+        rejected: &SecretString,
+    ) -> Result<SecretString, Error> {
+        self.refresh_in_task(Some(rejected.expose_secret().to_string()))
+            .await
+    }
+
+    async fn refresh_in_task(
+        self: &Arc<Self>,
+        rejected: Option<String>,
+    ) -> Result<SecretString, Error> {
+        let this = Arc::clone(self);
+        let task = tokio::spawn(async move { this.refresh_locked(rejected).await });
+        task.await.unwrap_or_else(|_| {
+            Err(Error::new(
+                Kind::Transport,
+                "the token refresh stopped unexpectedly",
+            ))
+        })
+    }
+
+    async fn refresh_locked(&self, rejected: Option<String>) -> Result<SecretString, Error> {
+        let mut current = self.grant.lock().await;
+        let Some(grant) = current.clone() else {
+            return Err(no_grant());
+        };
+        let fresh = |g: &Grant| match &rejected {
+            Some(token) => g.access_token.expose_secret() != token && !g.expires_soon(now_secs()),
+            None => !g.expires_soon(now_secs()),
+        };
+        // Another request refreshed while this one waited for the lock.
+        if fresh(&grant) {
+            return Ok(grant.access_token.clone());
+        }
+        // Another Host sharing the store refreshed (and maybe rotated the refresh token).
+        let grant = match self.load_stored() {
+            Some(stored)
+                if stored.access_token.expose_secret() != grant.access_token.expose_secret() =>
+            {
+                learn_grant(&*self.learn, &stored);
+                if fresh(&stored) {
+                    let token = stored.access_token.clone();
+                    *current = Some(stored);
+                    return Ok(token);
+                }
+                stored
+            }
+            _ => grant,
+        };
+        match refresh(
+            &self.net,
+            &self.server,
+            &self.identity,
+            &self.resource,
+            &grant,
+        )
+        .await
+        {
+            Ok(new) => {
+                learn_grant(&*self.learn, &new);
+                self.save(Some(&new));
+                let token = new.access_token.clone();
+                *current = Some(new);
+                Ok(token)
+            }
+            Err(e) if e.is_sign_in_required() => {
+                tracing::info!("the stored grant was refused; a new sign-in is needed");
+                self.save(None);
+                *current = None;
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn load_stored(&self) -> Option<Grant> {
+        let (store, key) = self.store.as_ref()?;
+        store.load(key).grant
+    }
+
+    fn save(&self, grant: Option<&Grant>) {
+        let Some((store, key)) = &self.store else {
+            return;
+        };
+        let mut stored = store.load(key);
+        stored.grant = grant.cloned();
+        if stored.client.is_none() && self.identity.source == super::client::Source::Registered {
+            stored.client = Some(self.identity.clone());
+        }
+        if let Err(e) = store.save(key, &stored) {
+            tracing::warn!("the grant could not be saved: {}", e.message());
+        }
+    }
+}
+
+fn no_grant() -> Error {
+    Error::new(
+        Kind::SignInRequired,
+        "no stored sign-in for this server; sign in",
+    )
+}
+
+fn learn_grant(learn: &LearnSecret, grant: &Grant) {
+    learn(&grant.access_token);
+    if let Some(refresh) = &grant.refresh_token {
+        learn(refresh);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scope_choice_order() {
+        let challenge = Challenge {
+            scope: Some("c1 c2".into()),
+            ..Challenge::default()
+        };
+        let configured = vec!["k".to_string()];
+        let supported = vec!["s1".to_string(), "s2".to_string()];
+        assert_eq!(
+            choose_scopes(Some(&configured), &challenge, Some(&supported)),
+            ["k"]
+        );
+        assert_eq!(
+            choose_scopes(None, &challenge, Some(&supported)),
+            ["c1", "c2"]
+        );
+        assert_eq!(
+            choose_scopes(None, &Challenge::default(), Some(&supported)),
+            ["s1", "s2"]
+        );
+        assert!(choose_scopes(None, &Challenge::default(), None).is_empty());
+    }
+
+    #[test]
+    fn step_up_takes_the_union_at_most_twice_in_a_row() {
+        let step = StepUp::default();
+        let challenge = Challenge {
+            scope: Some("read write".into()),
+            error: Some("insufficient_scope".into()),
+            ..Challenge::default()
+        };
+        let held = vec!["read".to_string(), "other".to_string()];
+        assert_eq!(
+            step.next(&held, &challenge).unwrap(),
+            ["read", "other", "write"]
+        );
+        assert_eq!(
+            step.next(&held, &challenge).unwrap(),
+            ["read", "other", "write"]
+        );
+        assert_eq!(
+            step.next(&held, &challenge).unwrap_err().message(),
+            "the server still answers 403 insufficient_scope after 2 new sign-ins with more \
+             scopes; giving up"
+        );
+        step.succeeded();
+        assert!(step.next(&held, &challenge).is_ok());
+    }
+
+    #[test]
+    fn grant_debug_hides_tokens_and_expiry_uses_the_margin() {
+        let grant = Grant {
+            access_token: SecretString::from("access-token-value-1"),
+            refresh_token: Some(SecretString::from("refresh-token-value-1")),
+            expires_at: Some(1000),
+            scopes: vec!["a".into()],
+        };
+        assert_eq!(
+            format!("{grant:?}"),
+            "Grant { access_token: \"[redacted]\", refresh_token: Some(\"[redacted]\"), \
+             expires_at: Some(1000), scopes: [\"a\"] }"
+        );
+        assert!(grant.expires_soon(1000 - REFRESH_MARGIN.as_secs()));
+        assert!(!grant.expires_soon(1000 - REFRESH_MARGIN.as_secs() - 1));
+    }
+}

@@ -1,0 +1,243 @@
+//! The HTTP client of a sign-in: every OAuth request goes through it.
+//!
+//! Owns three rules: redirects are refused (an OAuth endpoint that redirects is an error, never
+//! followed; RFC 9700 §4.11); every URL and every resolved address passes the server's
+//! [`UrlPolicy`]; and every body read is capped at [`MAX_OAUTH_DOCUMENT_BYTES`]. No configured
+//! header of the MCP server is ever sent: requests carry only what the OAuth step puts on them.
+//! It also adapts `reqwest` to the `oauth2` crate's [`oauth2::AsyncHttpClient`].
+
+use std::sync::Arc;
+
+use reqwest::{StatusCode, Url};
+use serde::de::DeserializeOwned;
+
+use super::policy::{PolicyResolver, UrlPolicy};
+use super::{Error, Kind};
+use crate::limits::{self, MAX_OAUTH_DOCUMENT_BYTES, OAUTH_REQUEST_TIMEOUT};
+
+/// A failed request as the `oauth2` crate sees it: the [`Error`] it becomes again.
+#[derive(Debug)]
+pub(crate) struct NetError(pub(crate) Error);
+
+impl std::fmt::Display for NetError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.message())
+    }
+}
+
+impl std::error::Error for NetError {}
+
+/// The sign-in client of one MCP server.
+#[derive(Clone)]
+pub(crate) struct Net {
+    client: reqwest::Client,
+    policy: UrlPolicy,
+}
+
+impl std::fmt::Debug for Net {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Net").field("policy", &self.policy).finish()
+    }
+}
+
+/// A response read whole: the status and at most [`MAX_OAUTH_DOCUMENT_BYTES`] of body.
+pub(crate) struct Answer {
+    pub(crate) status: StatusCode,
+    pub(crate) headers: reqwest::header::HeaderMap,
+    pub(crate) body: Vec<u8>,
+}
+
+impl Net {
+    /// A client for the sign-in of the MCP server at `server`.
+    ///
+    /// # Errors
+    /// [`Kind::Transport`] when the HTTP client cannot be built.
+    pub(crate) fn new(server: &Url) -> Result<Net, Error> {
+        let policy = UrlPolicy::for_server(server);
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(limits::CONNECT_TIMEOUT)
+            .timeout(OAUTH_REQUEST_TIMEOUT)
+            .dns_resolver(Arc::new(PolicyResolver { policy }))
+            .build()
+            .map_err(|e| {
+                Error::new(
+                    Kind::Transport,
+                    format!(
+                        "the sign-in HTTP client could not be built: {}",
+                        e.without_url()
+                    ),
+                )
+            })?;
+        Ok(Net { client, policy })
+    }
+
+    /// The URL policy of this server.
+    pub(crate) fn policy(&self) -> UrlPolicy {
+        self.policy
+    }
+
+    /// Sends `request` (after checking its URL, named `what` in errors) and reads the answer.
+    ///
+    /// # Errors
+    /// [`Kind::Refused`] for a URL the policy refuses, a redirect, or a body over the cap;
+    /// [`Kind::Transport`] when the server cannot be reached or times out.
+    pub(crate) async fn send(
+        &self,
+        request: reqwest::Request,
+        what: &str,
+    ) -> Result<Answer, Error> {
+        self.policy
+            .check(request.url(), what)
+            .map_err(|e| Error::new(Kind::Refused, e))?;
+        let response = self.client.execute(request).await.map_err(|e| {
+            let why = if e.is_timeout() {
+                "did not answer in time"
+            } else {
+                "could not be reached"
+            };
+            Error::new(Kind::Transport, format!("{what} {why}"))
+        })?;
+        let status = response.status();
+        if status.is_redirection() {
+            return Err(Error::new(
+                Kind::Refused,
+                format!(
+                    "{what} answered with a redirect ({status}); OAuth requests do not follow redirects"
+                ),
+            ));
+        }
+        let headers = response.headers().clone();
+        let body = read_capped(response, what).await?;
+        Ok(Answer {
+            status,
+            headers,
+            body,
+        })
+    }
+
+    /// GETs the JSON document at `url`: `Ok(None)` when the server answers with a 4xx status
+    /// (the document is not there; discovery tries the next place).
+    ///
+    /// # Errors
+    /// As [`Net::send`]; [`Kind::Refused`] for a 5xx status or a body that is not the expected
+    /// JSON.
+    pub(crate) async fn get_json<T: DeserializeOwned>(
+        &self,
+        url: &Url,
+        what: &str,
+    ) -> Result<Option<T>, Error> {
+        let request = self
+            .client
+            .get(url.clone())
+            .header(reqwest::header::ACCEPT, "application/json")
+            .header("MCP-Protocol-Version", crate::http::OFFERED_VERSION)
+            .build()
+            .map_err(|e| Error::new(Kind::Refused, format!("{what}: {}", e.without_url())))?;
+        let answer = self.send(request, what).await?;
+        if answer.status.is_client_error() {
+            return Ok(None);
+        }
+        if !answer.status.is_success() {
+            return Err(Error::new(
+                Kind::Refused,
+                format!("{what} answered with HTTP {}", answer.status.as_u16()),
+            ));
+        }
+        parse_json(&answer.body, what).map(Some)
+    }
+
+    /// POSTs the JSON `body` to `url` and reads the answer, whatever its status.
+    ///
+    /// # Errors
+    /// As [`Net::send`].
+    pub(crate) async fn post_json(
+        &self,
+        url: &Url,
+        body: &serde_json::Value,
+        what: &str,
+    ) -> Result<Answer, Error> {
+        let request = self
+            .client
+            .post(url.clone())
+            .header(reqwest::header::ACCEPT, "application/json")
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.to_string())
+            .build()
+            .map_err(|e| Error::new(Kind::Refused, format!("{what}: {}", e.without_url())))?;
+        self.send(request, what).await
+    }
+
+    /// Runs one request of the `oauth2` crate (a token request); the URL is checked like any
+    /// other.
+    ///
+    /// # Errors
+    /// A [`NetError`] holding the [`Error`] of [`Net::send`].
+    pub(crate) async fn execute(
+        &self,
+        request: oauth2::HttpRequest,
+    ) -> Result<oauth2::HttpResponse, NetError> {
+        let what = "the token endpoint";
+        let request = reqwest::Request::try_from(request).map_err(|_| {
+            NetError(Error::new(
+                Kind::Refused,
+                format!("{what} URL is not valid"),
+            ))
+        })?;
+        let answer = self.send(request, what).await.map_err(NetError)?;
+        let mut response = http::Response::new(answer.body);
+        *response.status_mut() = answer.status;
+        *response.headers_mut() = answer.headers;
+        Ok(response)
+    }
+}
+
+impl<'c> oauth2::AsyncHttpClient<'c> for Net {
+    type Error = NetError;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<oauth2::HttpResponse, NetError>> + Send + 'c>,
+    >;
+
+    fn call(&'c self, request: oauth2::HttpRequest) -> Self::Future {
+        Box::pin(self.execute(request))
+    }
+}
+
+/// Parses a JSON document, naming `what` (never the document or the parser's text, which may
+/// quote it).
+pub(crate) fn parse_json<T: DeserializeOwned>(body: &[u8], what: &str) -> Result<T, Error> {
+    serde_json::from_slice(body).map_err(|e| {
+        Error::new(
+            Kind::Refused,
+            format!(
+                "{what} is not a valid document (JSON error at line {}, column {})",
+                e.line(),
+                e.column()
+            ),
+        )
+    })
+}
+
+async fn read_capped(mut response: reqwest::Response, what: &str) -> Result<Vec<u8>, Error> {
+    let mut body = Vec::new();
+    loop {
+        let chunk = response.chunk().await.map_err(|e| {
+            let why = if e.is_timeout() {
+                "did not finish its answer in time"
+            } else {
+                "broke off its answer"
+            };
+            Error::new(Kind::Transport, format!("{what} {why}"))
+        })?;
+        let Some(chunk) = chunk else {
+            return Ok(body);
+        };
+        if body.len() + chunk.len() > MAX_OAUTH_DOCUMENT_BYTES {
+            return Err(Error::new(
+                Kind::Refused,
+                format!("{what} sent more than {MAX_OAUTH_DOCUMENT_BYTES} bytes"),
+            ));
+        }
+        body.extend_from_slice(&chunk);
+    }
+}

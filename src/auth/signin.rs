@@ -1,0 +1,869 @@
+//! One sign-in from start to tokens: what the request path calls after a `401`.
+//!
+//! Owns the sequence: discovery, the client identity (reusing a stored registration, else
+//! registering and storing at once), then either the client credentials grant (no browser), the
+//! stored grant, or a new authorization request whose link waits on the loopback listener.
+
+use std::sync::Arc;
+
+use reqwest::Url;
+use secrecy::ExposeSecret;
+
+use super::Error;
+use super::callback::Listener;
+use super::client::{self, ClientIdentity};
+use super::config::{GrantType, OAuthConfig};
+use super::discovery::{self, Challenge, Discovered};
+use super::flow::{self, LearnSecret, Pending, Tokens};
+use super::net::Net;
+use super::store::{Store, StoreKey};
+use crate::limits::SIGN_IN_WAIT;
+
+/// What [`begin`] gives.
+#[derive(Debug)]
+pub(crate) enum Started {
+    /// Tokens to try now: a stored grant, or one from the client credentials grant.
+    Ready(Arc<Tokens>),
+    /// A user must open [`SignIn::url`]; [`SignIn::finish`] waits for the redirect.
+    Link(Box<SignIn>),
+}
+
+/// A sign-in waiting for the browser.
+pub(crate) struct SignIn {
+    net: Net,
+    discovered: Discovered,
+    identity: ClientIdentity,
+    store: Option<(Store, StoreKey)>,
+    listener: Listener,
+    pending: Pending,
+    learn: Box<LearnSecret>,
+}
+
+impl std::fmt::Debug for SignIn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignIn")
+            .field("identity", &self.identity)
+            .field("pending", &self.pending)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The key of the store file for `server_url` and the entry's client.
+pub(crate) fn store_key(server_url: &Url, config: &OAuthConfig) -> StoreKey {
+    let client = match (&config.client_id, &config.client_metadata_url) {
+        (Some(id), _) => id.clone(),
+        (None, Some(url)) => url.to_string(),
+        (None, None) => String::new(),
+    };
+    StoreKey::new(server_url, &client)
+}
+
+/// Starts signing in to the MCP server at `server_url` after it answered with `challenge`.
+/// With `reuse_grant`, a stored grant is returned as is (the caller tries it); without (after
+/// `invalid_grant` or for a step-up) a new authorization request starts. `scopes` overrides the
+/// scope choice (a step-up's union).
+///
+/// # Errors
+/// Any [`Error`] of discovery, registration, the listener or the client credentials grant.
+pub(crate) async fn begin(
+    server_url: &Url,
+    config: &OAuthConfig,
+    store: Option<Store>,
+    challenge: &Challenge,
+    reuse_grant: bool,
+    scopes: Option<Vec<String>>,
+    learn: Box<LearnSecret>,
+) -> Result<Started, Error> {
+    let net = Net::new(server_url)?;
+    let discovered = discovery::discover(&net, server_url, challenge).await?;
+    let store = store.map(|s| {
+        let key = store_key(server_url, config);
+        (s, key)
+    });
+    let stored = store.as_ref().map(|(s, k)| s.load(k)).unwrap_or_default();
+    let scopes = scopes.unwrap_or_else(|| {
+        flow::choose_scopes(
+            config.scopes.as_deref(),
+            challenge,
+            discovered.resource_scopes.as_deref(),
+        )
+    });
+
+    if config.grant_type == GrantType::ClientCredentials {
+        let identity = client::without_registration(config, &discovered.server)
+            .ok_or_else(|| Error::new(super::Kind::Config, "oauth.clientId is needed"))?;
+        let grant = flow::client_credentials(
+            &net,
+            &discovered.server,
+            &identity,
+            config,
+            &discovered.resource,
+            &scopes,
+        )
+        .await?;
+        let tokens = Tokens::new(
+            net,
+            discovered.server,
+            identity,
+            discovered.resource,
+            store,
+            None,
+            learn,
+        );
+        tokens.install(grant).await;
+        return Ok(Started::Ready(tokens));
+    }
+
+    let fixed = client::without_registration(config, &discovered.server);
+    let reused = stored
+        .client
+        .clone()
+        .filter(|c| fixed.is_none() && client::reusable(c, &discovered.server));
+    if reuse_grant {
+        if let (Some(grant), Some(identity)) =
+            (stored.grant.clone(), fixed.clone().or(reused.clone()))
+        {
+            let tokens = Tokens::new(
+                net,
+                discovered.server,
+                identity,
+                discovered.resource,
+                store,
+                Some(grant),
+                learn,
+            );
+            return Ok(Started::Ready(tokens));
+        }
+    }
+
+    let (identity, listener) = match (fixed, reused) {
+        (Some(identity), _) => (identity, Listener::bind(config.callback_port).await?),
+        (None, Some(identity)) => {
+            // The registered redirect URI names a port: bind it again, else register anew.
+            let port = config.callback_port.or(client::redirect_port(&identity));
+            match Listener::bind(port).await {
+                Ok(listener) if Some(listener.redirect_uri()) == identity.redirect_uri => {
+                    (identity, listener)
+                }
+                _ => register(&net, &discovered, config, store.as_ref()).await?,
+            }
+        }
+        (None, None) => register(&net, &discovered, config, store.as_ref()).await?,
+    };
+    let pending = flow::authorization_request(
+        &discovered.server,
+        &identity,
+        &discovered.resource,
+        &scopes,
+        &listener.redirect_uri(),
+    )?;
+    Ok(Started::Link(Box::new(SignIn {
+        net,
+        discovered,
+        identity,
+        store,
+        listener,
+        pending,
+        learn,
+    })))
+}
+
+/// Registers a client for a newly bound listener and stores it at once, so later sign-ins reuse
+/// it even when this one is abandoned.
+async fn register(
+    net: &Net,
+    discovered: &Discovered,
+    config: &OAuthConfig,
+    store: Option<&(Store, StoreKey)>,
+) -> Result<(ClientIdentity, Listener), Error> {
+    let listener = Listener::bind(config.callback_port).await?;
+    let identity = client::register(net, &discovered.server, &listener.redirect_uri()).await?;
+    if let Some((store, key)) = store {
+        let mut stored = store.load(key);
+        stored.client = Some(identity.clone());
+        stored.grant = None;
+        if let Err(e) = store.save(key, &stored) {
+            tracing::warn!(
+                "the client registration could not be saved: {}",
+                e.message()
+            );
+        }
+    }
+    Ok((identity, listener))
+}
+
+impl SignIn {
+    /// The link a user opens to sign in.
+    pub(crate) fn url(&self) -> &Url {
+        &self.pending.url
+    }
+
+    /// Waits (up to [`SIGN_IN_WAIT`]) for the browser's redirect, exchanges the code, saves the
+    /// grant and returns the server's tokens.
+    ///
+    /// # Errors
+    /// [`super::Kind::Callback`] when no redirect arrives in time or it carries an error; as
+    /// [`flow::exchange_code`] otherwise.
+    ///
+    /// # Cancel safety
+    /// Cancel safe until the redirect arrives (dropping it closes the listener); dropped during
+    /// the code exchange, the sign-in is lost and a new link is needed.
+    pub(crate) async fn finish(self: Box<Self>) -> Result<Arc<Tokens>, Error> {
+        let SignIn {
+            net,
+            discovered,
+            identity,
+            store,
+            listener,
+            pending,
+            learn,
+        } = *self;
+        let state = secrecy::SecretString::from(pending.state.expose_secret().to_string());
+        let redirect = listener.wait(&state, SIGN_IN_WAIT).await?;
+        let grant = flow::exchange_code(
+            &net,
+            &discovered.server,
+            &identity,
+            &discovered.resource,
+            pending,
+            redirect,
+        )
+        .await?;
+        let tokens = Tokens::new(
+            net,
+            discovered.server,
+            identity,
+            discovered.resource,
+            store,
+            None,
+            learn,
+        );
+        tokens.install(grant).await;
+        Ok(tokens)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use secrecy::SecretString;
+
+    use super::*;
+    use crate::auth::Kind;
+    use crate::auth::testing::{MetadataAt, Options, PrmAt, TestServer, play_browser};
+
+    type Learned = Arc<Mutex<Vec<String>>>;
+
+    fn learner() -> (Learned, Box<LearnSecret>) {
+        let learned: Learned = Arc::default();
+        let sink = learned.clone();
+        let learn = Box::new(move |s: &SecretString| {
+            sink.lock().unwrap().push(s.expose_secret().to_string());
+        });
+        (learned, learn)
+    }
+
+    fn temp_store(name: &str) -> Store {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "plugin-mcp-signin-{name}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        Store::at(dir)
+    }
+
+    async fn start(
+        server: &TestServer,
+        config: &OAuthConfig,
+        store: Option<Store>,
+        scopes: Option<Vec<String>>,
+    ) -> Result<Started, Error> {
+        let challenge = Challenge::parse(&server.challenge()).unwrap();
+        begin(
+            &server.mcp_url(),
+            config,
+            store,
+            &challenge,
+            false,
+            scopes,
+            learner().1,
+        )
+        .await
+    }
+
+    /// Signs in, playing the browser; returns the server's tokens.
+    async fn sign_in(
+        server: &TestServer,
+        config: &OAuthConfig,
+        store: Option<Store>,
+    ) -> Arc<Tokens> {
+        let Started::Link(sign_in) = start(server, config, store, None).await.unwrap() else {
+            panic!("a new sign-in needs a link");
+        };
+        let link = sign_in.url().clone();
+        let finish = tokio::spawn(sign_in.finish());
+        assert_eq!(play_browser(&link).await, 200);
+        finish.await.unwrap().unwrap()
+    }
+
+    async fn token(tokens: &Arc<Tokens>) -> String {
+        tokens
+            .access_token()
+            .await
+            .unwrap()
+            .expose_secret()
+            .to_string()
+    }
+
+    #[tokio::test]
+    async fn each_discovery_path_ends_in_a_working_token() {
+        let get = |p: &str| format!("GET {p}");
+        let cases = [
+            (
+                PrmAt::Header,
+                MetadataAt::OAuthRoot,
+                vec![
+                    get("/custom/metadata.json"),
+                    get("/.well-known/oauth-authorization-server"),
+                ],
+            ),
+            (
+                PrmAt::PathInserted,
+                MetadataAt::OpenIdRoot,
+                vec![
+                    get("/.well-known/oauth-protected-resource/mcp"),
+                    get("/.well-known/oauth-authorization-server"),
+                    get("/.well-known/openid-configuration"),
+                ],
+            ),
+            (
+                PrmAt::Root,
+                MetadataAt::OAuthInserted,
+                vec![
+                    get("/.well-known/oauth-protected-resource/mcp"),
+                    get("/.well-known/oauth-protected-resource"),
+                    get("/.well-known/oauth-authorization-server/tenant1"),
+                ],
+            ),
+            (
+                PrmAt::PathInserted,
+                MetadataAt::OpenIdInserted,
+                vec![
+                    get("/.well-known/oauth-protected-resource/mcp"),
+                    get("/.well-known/oauth-authorization-server/tenant1"),
+                    get("/.well-known/openid-configuration/tenant1"),
+                ],
+            ),
+            (
+                PrmAt::Header,
+                MetadataAt::OpenIdAppended,
+                vec![
+                    get("/custom/metadata.json"),
+                    get("/.well-known/oauth-authorization-server/tenant1"),
+                    get("/.well-known/openid-configuration/tenant1"),
+                    get("/tenant1/.well-known/openid-configuration"),
+                ],
+            ),
+            (
+                PrmAt::Nowhere,
+                MetadataAt::OAuthRoot,
+                vec![
+                    get("/.well-known/oauth-protected-resource/mcp"),
+                    get("/.well-known/oauth-protected-resource"),
+                    get("/.well-known/oauth-authorization-server"),
+                ],
+            ),
+            (
+                PrmAt::Nowhere,
+                MetadataAt::Nowhere,
+                vec![
+                    get("/.well-known/oauth-protected-resource/mcp"),
+                    get("/.well-known/oauth-protected-resource"),
+                    get("/.well-known/oauth-authorization-server"),
+                ],
+            ),
+        ];
+        for (prm, metadata, discovery) in cases {
+            let server = TestServer::start(Options {
+                prm,
+                metadata,
+                ..Options::default()
+            })
+            .await;
+            let tokens = sign_in(&server, &OAuthConfig::default(), None).await;
+            let access = token(&tokens).await;
+            assert!(server.accepts(&access), "{prm:?} {metadata:?}");
+            let prefix = if discovery.iter().any(|r| r.contains("tenant1"))
+                && metadata != MetadataAt::OAuthRoot
+            {
+                "/tenant1"
+            } else {
+                ""
+            };
+            let mut trail = discovery.clone();
+            trail.extend([
+                format!("POST {prefix}/register"),
+                format!("GET {prefix}/authorize"),
+                format!("POST {prefix}/token"),
+            ]);
+            assert_eq!(server.requests(), trail, "{prm:?} {metadata:?}");
+            let (authorization, token_request) = {
+                let log = server.log.lock().unwrap();
+                (log.authorizations[0].clone(), log.token_requests[0].clone())
+            };
+            assert_eq!(authorization["resource"], format!("{}mcp", server.base));
+            assert_eq!(authorization["code_challenge_method"], "S256");
+            assert_eq!(token_request["resource"], format!("{}mcp", server.base));
+            // No scope in the challenge: the resource's scopes_supported (none without one).
+            let expected_scope = if prm == PrmAt::Nowhere {
+                None
+            } else {
+                Some("mcp:read mcp:write")
+            };
+            assert_eq!(
+                authorization.get("scope").map(String::as_str),
+                expected_scope
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_registration_is_stored_and_reused_by_the_next_sign_in() {
+        let server = TestServer::start(Options::default()).await;
+        let store = temp_store("reuse");
+        let config = OAuthConfig::default();
+        let first = sign_in(&server, &config, Some(store.clone())).await;
+        let second = sign_in(&server, &config, Some(store.clone())).await;
+        assert_ne!(token(&first).await, token(&second).await);
+        {
+            let log = server.log.lock().unwrap();
+            assert_eq!(log.registrations, 1);
+            let ids: Vec<&str> = log
+                .authorizations
+                .iter()
+                .map(|a| a["client_id"].as_str())
+                .collect();
+            assert_eq!(ids, ["client-1", "client-1"]);
+        }
+        // A third start (another Host) finds the stored grant and needs no link.
+        let challenge = Challenge::parse(&server.challenge()).unwrap();
+        let started = begin(
+            &server.mcp_url(),
+            &config,
+            Some(store.clone()),
+            &challenge,
+            true,
+            None,
+            learner().1,
+        )
+        .await
+        .unwrap();
+        let Started::Ready(tokens) = started else {
+            panic!("the stored grant is reused")
+        };
+        assert_eq!(token(&tokens).await, token(&second).await);
+        let _ = std::fs::remove_dir_all(store.dir());
+    }
+
+    #[tokio::test]
+    async fn short_lived_tokens_refresh_and_rotated_refresh_tokens_are_saved() {
+        let server = TestServer::start(Options {
+            lifetime: 1,
+            ..Options::default()
+        })
+        .await;
+        let store = temp_store("rotate");
+        let config = OAuthConfig::default();
+        let tokens = sign_in(&server, &config, Some(store.clone())).await;
+        // A 1-second token is inside the refresh margin: every use refreshes it first.
+        let first = token(&tokens).await;
+        let second = token(&tokens).await;
+        assert_eq!(first, "access-token-000003");
+        assert_eq!(second, "access-token-000004");
+        assert!(server.accepts(&second));
+        let key = store_key(&server.mcp_url(), &config);
+        let saved = store.load(&key).grant.unwrap();
+        assert_eq!(saved.access_token.expose_secret(), "access-token-000004");
+        assert_eq!(
+            saved.refresh_token.unwrap().expose_secret(),
+            "refresh-token-000004"
+        );
+        {
+            let log = server.log.lock().unwrap();
+            let grants: Vec<&str> = log
+                .token_requests
+                .iter()
+                .map(|t| t["grant_type"].as_str())
+                .collect();
+            assert_eq!(
+                grants,
+                ["authorization_code", "refresh_token", "refresh_token"]
+            );
+            let used: Vec<&str> = log.token_requests[1..]
+                .iter()
+                .map(|t| t["refresh_token"].as_str())
+                .collect();
+            assert_eq!(used, ["refresh-token-000002", "refresh-token-000003"]);
+        }
+        let _ = std::fs::remove_dir_all(store.dir());
+    }
+
+    #[tokio::test]
+    async fn invalid_grant_clears_the_grant_once_and_asks_for_a_sign_in() {
+        let server = TestServer::start(Options::default()).await;
+        let store = temp_store("invalid");
+        let config = OAuthConfig::default();
+        let tokens = sign_in(&server, &config, Some(store.clone())).await;
+        let access = SecretString::from(token(&tokens).await);
+        server.revoke_refresh_tokens();
+        server.expire_access_tokens();
+        let err = tokens.rejected(&access).await.unwrap_err();
+        assert_eq!(err.kind(), Kind::SignInRequired);
+        assert_eq!(
+            err.message(),
+            "the authorization server no longer accepts the grant (invalid_grant); sign in again"
+        );
+        let again = tokens.access_token().await.unwrap_err();
+        assert_eq!(
+            again.message(),
+            "no stored sign-in for this server; sign in"
+        );
+        assert_eq!(
+            server.log.lock().unwrap().token_requests.len(),
+            2,
+            "no second refresh"
+        );
+        let stored = store.load(&store_key(&server.mcp_url(), &config));
+        assert!(stored.grant.is_none());
+        assert_eq!(
+            stored.client.unwrap().client_id,
+            "client-1",
+            "the registration stays"
+        );
+        // The way forward is a new link.
+        assert!(matches!(
+            start(&server, &config, Some(store.clone()), None).await,
+            Ok(Started::Link(_))
+        ));
+        let _ = std::fs::remove_dir_all(store.dir());
+    }
+
+    #[tokio::test]
+    async fn concurrent_rejections_share_one_refresh() {
+        let server = TestServer::start(Options {
+            refresh_delay: Duration::from_millis(200),
+            ..Options::default()
+        })
+        .await;
+        let tokens = sign_in(&server, &OAuthConfig::default(), None).await;
+        let old = SecretString::from(token(&tokens).await);
+        server.expire_access_tokens();
+        let calls: Vec<_> = (0..5)
+            .map(|_| {
+                let tokens = tokens.clone();
+                let old = old.clone();
+                tokio::spawn(async move {
+                    tokens
+                        .rejected(&old)
+                        .await
+                        .unwrap()
+                        .expose_secret()
+                        .to_string()
+                })
+            })
+            .collect();
+        let mut got = Vec::new();
+        for call in calls {
+            got.push(call.await.unwrap());
+        }
+        assert_eq!(got, vec!["access-token-000003".to_string(); 5]);
+        let log = server.log.lock().unwrap();
+        let refreshes = log
+            .token_requests
+            .iter()
+            .filter(|t| t["grant_type"] == "refresh_token")
+            .count();
+        assert_eq!(refreshes, 1);
+    }
+
+    #[tokio::test]
+    async fn two_hosts_sharing_the_store_follow_each_others_rotation() {
+        let server = TestServer::start(Options::default()).await;
+        let store = temp_store("shared");
+        let config = OAuthConfig::default();
+        let host_a = sign_in(&server, &config, Some(store.clone())).await;
+        let challenge = Challenge::parse(&server.challenge()).unwrap();
+        let Started::Ready(host_b) = begin(
+            &server.mcp_url(),
+            &config,
+            Some(store.clone()),
+            &challenge,
+            true,
+            None,
+            learner().1,
+        )
+        .await
+        .unwrap() else {
+            panic!("host B reuses the stored grant")
+        };
+        let shared = SecretString::from(token(&host_a).await);
+        server.expire_access_tokens();
+        // A refreshes (rotating the refresh token B holds); B then adopts A's saved grant.
+        let a = host_a.rejected(&shared).await.unwrap();
+        let b = host_b.rejected(&shared).await.unwrap();
+        assert_eq!(a.expose_secret(), b.expose_secret());
+        assert_eq!(server.log.lock().unwrap().token_requests.len(), 2);
+        let _ = std::fs::remove_dir_all(store.dir());
+    }
+
+    #[tokio::test]
+    async fn a_forged_redirect_is_refused_and_the_real_one_still_works() {
+        let server = TestServer::start(Options::default()).await;
+        let Started::Link(sign_in) = start(&server, &OAuthConfig::default(), None, None)
+            .await
+            .unwrap()
+        else {
+            panic!("a link");
+        };
+        let link = sign_in.url().clone();
+        let redirect_uri = server.log.lock().unwrap().authorizations.len();
+        assert_eq!(redirect_uri, 0);
+        let callback = link
+            .query_pairs()
+            .find(|(k, _)| k == "redirect_uri")
+            .map(|(_, v)| v.into_owned())
+            .unwrap();
+        let finish = tokio::spawn(sign_in.finish());
+        let forged = reqwest::get(format!("{callback}?code=code-000001&state=forged"))
+            .await
+            .unwrap();
+        assert_eq!(forged.status().as_u16(), 400);
+        assert_eq!(play_browser(&link).await, 200);
+        let tokens = finish.await.unwrap().unwrap();
+        assert!(server.accepts(&token(&tokens).await));
+    }
+
+    #[tokio::test]
+    async fn step_up_asks_for_the_union_and_a_server_without_s256_is_refused() {
+        let server = TestServer::start(Options {
+            challenge_scope: Some("mcp:read"),
+            ..Options::default()
+        })
+        .await;
+        let config = OAuthConfig::default();
+        let tokens = sign_in(&server, &config, None).await;
+        assert_eq!(tokens.scopes().await, ["mcp:read"]);
+        let step = flow::StepUp::default();
+        let challenge =
+            Challenge::parse(r#"Bearer error="insufficient_scope", scope="mcp:write""#).unwrap();
+        let union = step.next(&tokens.scopes().await, &challenge).unwrap();
+        let Started::Link(again) = start(&server, &config, None, Some(union)).await.unwrap() else {
+            panic!("a link");
+        };
+        let scope = again
+            .url()
+            .query_pairs()
+            .find(|(k, _)| k == "scope")
+            .unwrap()
+            .1
+            .into_owned();
+        assert_eq!(scope, "mcp:read mcp:write");
+
+        let no_pkce = TestServer::start(Options {
+            s256: false,
+            ..Options::default()
+        })
+        .await;
+        let err = start(&no_pkce, &config, None, None).await.unwrap_err();
+        assert_eq!(err.kind(), Kind::Refused);
+        assert_eq!(
+            err.message(),
+            "the authorization server does not advertise PKCE S256 \
+             (code_challenge_methods_supported); signing in to it is refused"
+        );
+        assert!(!no_pkce.requests().iter().any(|r| r.contains("/authorize")));
+    }
+
+    #[tokio::test]
+    async fn client_identity_and_token_endpoint_auth() {
+        // A metadata document URL is the client id; nothing is registered.
+        let cimd = TestServer::start(Options {
+            cimd: true,
+            ..Options::default()
+        })
+        .await;
+        let config = OAuthConfig {
+            client_metadata_url: Some(Url::parse("https://app.example.com/client.json").unwrap()),
+            ..OAuthConfig::default()
+        };
+        sign_in(&cimd, &config, None).await;
+        {
+            let log = cimd.log.lock().unwrap();
+            assert_eq!(log.registrations, 0);
+            assert_eq!(
+                log.authorizations[0]["client_id"],
+                "https://app.example.com/client.json"
+            );
+            assert_eq!(log.token_requests[0]["auth"], "none");
+        }
+
+        // The registered method follows what the server supports.
+        for (methods, used) in [
+            (vec!["client_secret_post"], "client_secret_post"),
+            (vec!["client_secret_basic"], "client_secret_basic"),
+            (vec!["none"], "none"),
+        ] {
+            let server = TestServer::start(Options {
+                auth_methods: methods,
+                ..Options::default()
+            })
+            .await;
+            sign_in(&server, &OAuthConfig::default(), None).await;
+            assert_eq!(server.log.lock().unwrap().token_requests[0]["auth"], used);
+        }
+
+        // A pre-registered client is used as configured.
+        let pre = TestServer::start(Options {
+            client: Some(("pre-client", "pre-secret-12345")),
+            ..Options::default()
+        })
+        .await;
+        let config = OAuthConfig {
+            client_id: Some("pre-client".into()),
+            client_secret: Some(SecretString::from("pre-secret-12345")),
+            ..OAuthConfig::default()
+        };
+        sign_in(&pre, &config, None).await;
+        let log = pre.log.lock().unwrap();
+        assert_eq!(log.registrations, 0);
+        assert_eq!(log.token_requests[0]["authenticated_client"], "pre-client");
+        assert_eq!(log.token_requests[0]["auth"], "client_secret_basic");
+    }
+
+    #[tokio::test]
+    async fn client_credentials_with_a_secret_and_with_a_signed_assertion() {
+        let server = TestServer::start(Options {
+            client: Some(("machine", "machine-secret-1")),
+            ..Options::default()
+        })
+        .await;
+        let config = OAuthConfig {
+            client_id: Some("machine".into()),
+            client_secret: Some(SecretString::from("machine-secret-1")),
+            grant_type: GrantType::ClientCredentials,
+            ..OAuthConfig::default()
+        };
+        let Started::Ready(tokens) = start(&server, &config, None, None).await.unwrap() else {
+            panic!("no browser for client credentials");
+        };
+        assert!(server.accepts(&token(&tokens).await));
+        {
+            let log = server.log.lock().unwrap();
+            assert_eq!(log.token_requests[0]["grant_type"], "client_credentials");
+            assert_eq!(log.token_requests[0]["auth"], "client_secret_basic");
+            assert_eq!(log.token_requests[0]["scope"], "mcp:read mcp:write");
+        }
+
+        use aws_lc_rs::signature::{
+            ECDSA_P256_SHA256_FIXED, ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair,
+            UnparsedPublicKey,
+        };
+        use base64::Engine;
+        let rng = aws_lc_rs::rand::SystemRandom::new();
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
+        let pair =
+            EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref()).unwrap();
+        let pem = format!(
+            "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
+            base64::engine::general_purpose::STANDARD.encode(pkcs8.as_ref())
+        );
+        let jwt = TestServer::start(Options::default()).await;
+        let config = OAuthConfig {
+            client_id: Some("jwt-client".into()),
+            private_key: Some(SecretString::from(pem)),
+            grant_type: GrantType::ClientCredentials,
+            ..OAuthConfig::default()
+        };
+        let Started::Ready(tokens) = start(&jwt, &config, None, None).await.unwrap() else {
+            panic!("no browser for client credentials");
+        };
+        assert!(jwt.accepts(&token(&tokens).await));
+        let log = jwt.log.lock().unwrap();
+        let request = &log.token_requests[0];
+        assert_eq!(request["auth"], "private_key_jwt");
+        assert_eq!(
+            request["client_assertion_type"],
+            "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+        );
+        let assertion = &request["client_assertion"];
+        let (input, signature) = assertion.rsplit_once('.').unwrap();
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        UnparsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, pair.public_key().as_ref())
+            .verify(input.as_bytes(), &b64.decode(signature).unwrap())
+            .expect("the assertion is signed with the configured key");
+        let claims: serde_json::Value =
+            serde_json::from_slice(&b64.decode(input.split('.').nth(1).unwrap()).unwrap()).unwrap();
+        assert_eq!(claims["iss"], "jwt-client");
+        assert_eq!(claims["sub"], "jwt-client");
+        assert_eq!(claims["aud"], jwt.base.as_str().trim_end_matches('/'));
+        assert_eq!(
+            claims["exp"].as_u64().unwrap() - claims["iat"].as_u64().unwrap(),
+            300
+        );
+    }
+
+    #[tokio::test]
+    async fn no_secret_in_debug_errors_or_the_learned_list_misses_one() {
+        let server = TestServer::start(Options {
+            lifetime: 1,
+            ..Options::default()
+        })
+        .await;
+        let (learned, learn) = learner();
+        let challenge = Challenge::parse(&server.challenge()).unwrap();
+        let Started::Link(sign_in) = begin(
+            &server.mcp_url(),
+            &OAuthConfig::default(),
+            None,
+            &challenge,
+            false,
+            None,
+            learn,
+        )
+        .await
+        .unwrap() else {
+            panic!("a link")
+        };
+        let debug = format!("{sign_in:?}");
+        let link = sign_in.url().clone();
+        let state = link
+            .query_pairs()
+            .find(|(k, _)| k == "state")
+            .unwrap()
+            .1
+            .into_owned();
+        assert!(!debug.contains(&state), "{debug}");
+        assert!(!debug.contains("client-secret"), "{debug}");
+        let finish = tokio::spawn(sign_in.finish());
+        play_browser(&link).await;
+        let tokens = finish.await.unwrap().unwrap();
+        let refreshed = token(&tokens).await;
+        let debug = format!("{tokens:?}");
+        assert_eq!(debug, "Tokens { client_id: \"client-1\", .. }");
+        assert_eq!(
+            *learned.lock().unwrap(),
+            [
+                "access-token-000002",
+                "refresh-token-000002",
+                "access-token-000003",
+                "refresh-token-000003"
+            ]
+        );
+        assert_eq!(refreshed, "access-token-000003");
+    }
+}

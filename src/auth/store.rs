@@ -1,0 +1,402 @@
+//! Registrations and grants on disk, so a sign-in survives Host restarts.
+//!
+//! Owns the files: one JSON file per server and client (named by a SHA-256 of the server URL
+//! and the client key) under `$PLUGIN_MCP_OAUTH_DIR`, else `<data dir>/plugin-mcp/oauth` (the
+//! user's data directory: `$XDG_DATA_HOME` or `~/.local/share` on Linux). The directory is
+//! created `0700` and each file `0600`; a file is written to a temporary file in the same
+//! directory and renamed over the old one, so a reader (another Host sharing the directory)
+//! sees the old or the new file whole, never a mix. A file that is not valid, or that belongs to
+//! another server or client, is ignored with a warning.
+//!
+//! The files hold tokens and secrets in plain text, protected by their modes, like the
+//! credential files of other OAuth clients. The I/O is synchronous: files are a few hundred
+//! bytes, written once per sign-in or refresh.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use reqwest::Url;
+use secrecy::{ExposeSecret, SecretString};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::client::{AuthMethod, ClientIdentity, Source};
+use super::flow::Grant;
+use super::{Error, Kind};
+
+/// The environment variable that moves the store.
+pub(crate) const DIR_VARIABLE: &str = "PLUGIN_MCP_OAUTH_DIR";
+
+/// The `format` of a store file.
+const FORMAT: &str = "plugin-mcp-oauth/1";
+
+/// Where the files are.
+#[derive(Debug, Clone)]
+pub(crate) struct Store {
+    dir: PathBuf,
+}
+
+/// The file of one server and client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StoreKey {
+    server: String,
+    client: String,
+    file: String,
+}
+
+impl StoreKey {
+    /// The key of the server at `server` (its URL as configured; a secret URL never reaches the
+    /// file name, only its hash) and the client `client` (the configured client id or metadata
+    /// URL; empty for a registered client).
+    pub(crate) fn new(server: &Url, client: &str) -> StoreKey {
+        let mut hash = Sha256::new();
+        hash.update(server.as_str().as_bytes());
+        hash.update([0]);
+        hash.update(client.as_bytes());
+        let digest = hash.finalize();
+        let file = digest[..16]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+            + ".json";
+        StoreKey {
+            server: server.to_string(),
+            client: client.to_string(),
+            file,
+        }
+    }
+}
+
+/// What is stored for one server and client.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Stored {
+    /// A dynamically registered client, reused by later sign-ins.
+    pub(crate) client: Option<ClientIdentity>,
+    pub(crate) grant: Option<Grant>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct File {
+    format: String,
+    server: String,
+    client_key: String,
+    #[serde(default)]
+    client: Option<ClientRecord>,
+    #[serde(default)]
+    grant: Option<GrantRecord>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct ClientRecord {
+    client_id: String,
+    client_secret: Option<String>,
+    token_endpoint_auth_method: String,
+    token_endpoint: Option<String>,
+    redirect_uri: Option<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct GrantRecord {
+    access_token: String,
+    refresh_token: Option<String>,
+    expires_at: Option<u64>,
+    #[serde(default)]
+    scopes: Vec<String>,
+}
+
+impl Store {
+    /// The store at `dir`.
+    pub(crate) fn at(dir: impl Into<PathBuf>) -> Store {
+        Store { dir: dir.into() }
+    }
+
+    /// The store at `$PLUGIN_MCP_OAUTH_DIR`, else under the user's data directory.
+    ///
+    /// # Errors
+    /// [`Kind::Storage`] when neither is known.
+    pub(crate) fn from_env() -> Result<Store, Error> {
+        if let Some(dir) = std::env::var_os(DIR_VARIABLE).filter(|d| !d.is_empty()) {
+            return Ok(Store::at(dir));
+        }
+        dirs::data_dir()
+            .map(|d| Store::at(d.join("plugin-mcp").join("oauth")))
+            .ok_or_else(|| {
+                Error::new(
+                    Kind::Storage,
+                    format!("no data directory is known to store sign-ins in; set {DIR_VARIABLE}"),
+                )
+            })
+    }
+
+    /// The directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path(&self, key: &StoreKey) -> PathBuf {
+        self.dir.join(&key.file)
+    }
+
+    /// What is stored for `key`; empty when there is no file, and (with a warning) when the
+    /// file cannot be read, is not valid, or belongs to another server or client.
+    pub(crate) fn load(&self, key: &StoreKey) -> Stored {
+        let path = self.path(key);
+        let text = match std::fs::read(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Stored::default(),
+            Err(e) => {
+                tracing::warn!(file = %path.display(), "a stored sign-in could not be read: {}", e.kind());
+                return Stored::default();
+            }
+        };
+        let file: File = match serde_json::from_slice(&text) {
+            Ok(file) => file,
+            Err(_) => {
+                tracing::warn!(file = %path.display(), "a stored sign-in is not valid and is ignored");
+                return Stored::default();
+            }
+        };
+        if file.format != FORMAT || file.server != key.server || file.client_key != key.client {
+            tracing::warn!(file = %path.display(), "a stored sign-in belongs to another server or client and is ignored");
+            return Stored::default();
+        }
+        Stored {
+            client: file.client.and_then(|c| {
+                Some(ClientIdentity {
+                    client_id: c.client_id,
+                    client_secret: c.client_secret.map(SecretString::from),
+                    auth_method: AuthMethod::parse(&c.token_endpoint_auth_method)?,
+                    source: Source::Registered,
+                    token_endpoint: c.token_endpoint,
+                    redirect_uri: c.redirect_uri,
+                })
+            }),
+            grant: file.grant.map(|g| Grant {
+                access_token: SecretString::from(g.access_token),
+                refresh_token: g.refresh_token.map(SecretString::from),
+                expires_at: g.expires_at,
+                scopes: g.scopes,
+            }),
+        }
+    }
+
+    /// Replaces what is stored for `key` (atomically; the file `0600` in a `0700` directory).
+    ///
+    /// # Errors
+    /// [`Kind::Storage`] naming the step that failed (never a token).
+    pub(crate) fn save(&self, key: &StoreKey, stored: &Stored) -> Result<(), Error> {
+        let file = File {
+            format: FORMAT.to_string(),
+            server: key.server.clone(),
+            client_key: key.client.clone(),
+            client: stored.client.as_ref().map(|c| ClientRecord {
+                client_id: c.client_id.clone(),
+                client_secret: c
+                    .client_secret
+                    .as_ref()
+                    .map(|s| s.expose_secret().to_string()),
+                token_endpoint_auth_method: c.auth_method.as_str().to_string(),
+                token_endpoint: c.token_endpoint.clone(),
+                redirect_uri: c.redirect_uri.clone(),
+            }),
+            grant: stored.grant.as_ref().map(|g| GrantRecord {
+                access_token: g.access_token.expose_secret().to_string(),
+                refresh_token: g
+                    .refresh_token
+                    .as_ref()
+                    .map(|t| t.expose_secret().to_string()),
+                expires_at: g.expires_at,
+                scopes: g.scopes.clone(),
+            }),
+        };
+        let text = serde_json::to_vec_pretty(&file)
+            .map_err(|_| Error::new(Kind::Storage, "a sign-in could not be encoded"))?;
+        self.create_dir()?;
+        let path = self.path(key);
+        let temp = self.dir.join(format!(
+            ".{}.{}.{}.tmp",
+            key.file,
+            std::process::id(),
+            unique()
+        ));
+        let written = write_private(&temp, &text).and_then(|()| std::fs::rename(&temp, &path));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&temp);
+            return Err(Error::new(
+                Kind::Storage,
+                format!(
+                    "a sign-in could not be saved in {}: {}",
+                    self.dir.display(),
+                    e.kind()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Deletes what is stored for `key`; nothing stored is not an error.
+    ///
+    /// # Errors
+    /// [`Kind::Storage`] when the file exists and cannot be deleted.
+    pub(crate) fn delete(&self, key: &StoreKey) -> Result<(), Error> {
+        match std::fs::remove_file(self.path(key)) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::new(
+                Kind::Storage,
+                format!("a stored sign-in could not be deleted: {}", e.kind()),
+            )),
+        }
+    }
+
+    fn create_dir(&self) -> Result<(), Error> {
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            builder.mode(0o700);
+        }
+        builder.create(&self.dir).map_err(|e| {
+            Error::new(
+                Kind::Storage,
+                format!(
+                    "the sign-in directory {} could not be created: {}",
+                    self.dir.display(),
+                    e.kind()
+                ),
+            )
+        })
+    }
+}
+
+/// A number no other temporary file of this process uses.
+fn unique() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Writes `bytes` to the new file `path`, created `0600`, and syncs it.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grant(access: &str) -> Grant {
+        Grant {
+            access_token: SecretString::from(access.to_string()),
+            refresh_token: Some(SecretString::from("refresh-token-stored-1")),
+            expires_at: Some(1234),
+            scopes: vec!["a".into(), "b".into()],
+        }
+    }
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "plugin-mcp-store-{name}-{}-{}",
+            std::process::id(),
+            unique()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn round_trip_with_private_modes() {
+        let dir = temp_dir("modes").join("nested");
+        let store = Store::at(&dir);
+        let key = StoreKey::new(&Url::parse("https://mcp.example.com/mcp").unwrap(), "");
+        assert!(store.load(&key).grant.is_none());
+        let stored = Stored {
+            client: Some(ClientIdentity {
+                client_id: "registered-1".into(),
+                client_secret: Some(SecretString::from("client-secret-1")),
+                auth_method: AuthMethod::ClientSecretPost,
+                source: Source::Registered,
+                token_endpoint: Some("https://a.example.com/token".into()),
+                redirect_uri: Some("http://127.0.0.1:4444/callback".into()),
+            }),
+            grant: Some(grant("access-token-stored-1")),
+        };
+        store.save(&key, &stored).unwrap();
+        store.save(&key, &stored).unwrap();
+        let back = store.load(&key);
+        let client = back.client.unwrap();
+        assert_eq!(client.client_id, "registered-1");
+        assert_eq!(
+            client.client_secret.unwrap().expose_secret(),
+            "client-secret-1"
+        );
+        assert_eq!(client.auth_method, AuthMethod::ClientSecretPost);
+        assert_eq!(
+            client.redirect_uri.as_deref(),
+            Some("http://127.0.0.1:4444/callback")
+        );
+        let g = back.grant.unwrap();
+        assert_eq!(g.access_token.expose_secret(), "access-token-stored-1");
+        assert_eq!(g.expires_at, Some(1234));
+        assert_eq!(g.scopes, ["a", "b"]);
+        let names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            std::slice::from_ref(&key.file),
+            "no temporary file is left"
+        );
+        assert_eq!(key.file.len(), 32 + ".json".len());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode(&dir), 0o700);
+            assert_eq!(mode(&dir.join(&key.file)), 0o600);
+        }
+        store.delete(&key).unwrap();
+        store.delete(&key).unwrap();
+        assert!(store.load(&key).grant.is_none());
+        let _ = std::fs::remove_dir_all(dir.parent().unwrap());
+    }
+
+    #[test]
+    fn corrupt_and_foreign_files_are_ignored() {
+        let dir = temp_dir("foreign");
+        let store = Store::at(&dir);
+        let url = Url::parse("https://mcp.example.com/mcp").unwrap();
+        let key = StoreKey::new(&url, "");
+        let other = StoreKey::new(&url, "client-x");
+        assert_ne!(key.file, other.file);
+        store
+            .save(
+                &other,
+                &Stored {
+                    client: None,
+                    grant: Some(grant("access-token-other")),
+                },
+            )
+            .unwrap();
+        // A file copied over another server's name belongs to another client: ignored.
+        std::fs::copy(dir.join(&other.file), dir.join(&key.file)).unwrap();
+        assert!(store.load(&key).grant.is_none());
+        std::fs::write(dir.join(&key.file), b"{not json").unwrap();
+        assert!(store.load(&key).grant.is_none());
+        std::fs::write(dir.join(&key.file), br#"{"format":"other/9"}"#).unwrap();
+        assert!(store.load(&key).grant.is_none());
+        assert!(store.load(&other).grant.is_some());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
