@@ -746,4 +746,35 @@ mod tests {
         assert!(grant.expires_soon(1000 - REFRESH_MARGIN.as_secs()));
         assert!(!grant.expires_soon(1000 - REFRESH_MARGIN.as_secs() - 1));
     }
+
+    #[test]
+    fn token_errors_scrub_what_was_sent_and_never_quote_a_body() {
+        let refresh = SecretString::from("refresh-token-echoed-1");
+        let secret = SecretString::from("client-secret-echoed-1");
+        let echo = BasicErrorResponse::new(
+            BasicErrorResponseType::InvalidClient,
+            Some("bad client-secret-echoed-1 for refresh-token-echoed-1".to_string()),
+            None,
+        );
+        let err = token_error(
+            RequestTokenError::ServerResponse(echo),
+            &[Some(&refresh), Some(&secret)],
+        );
+        assert_eq!(err.kind(), Kind::Denied);
+        assert_eq!(
+            err.message(),
+            "the token endpoint refused the request (invalid_client): bad [redacted] for [redacted]"
+        );
+        let grant = BasicErrorResponse::new(BasicErrorResponseType::InvalidGrant, None, None);
+        let err = token_error(RequestTokenError::ServerResponse(grant), &[]);
+        assert!(err.is_sign_in_required());
+        let err = token_error(
+            RequestTokenError::Other("unexpected body access-token-leaked-1".to_string()),
+            &[],
+        );
+        assert_eq!(
+            format!("{err:?}"),
+            "auth::Error(Refused: the token endpoint's answer is not a JSON token response)"
+        );
+    }
 }

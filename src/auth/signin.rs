@@ -866,4 +866,54 @@ mod tests {
         );
         assert_eq!(refreshed, "access-token-000003");
     }
+
+    #[tokio::test]
+    async fn a_wrong_iss_is_refused_and_the_sign_in_client_refuses_redirects_and_huge_bodies() {
+        let server = TestServer::start(Options {
+            wrong_iss: Some("https://evil.example.com"),
+            ..Options::default()
+        })
+        .await;
+        let Started::Link(sign_in) = start(&server, &OAuthConfig::default(), None, None)
+            .await
+            .unwrap()
+        else {
+            panic!("a link");
+        };
+        let link = sign_in.url().clone();
+        let finish = tokio::spawn(sign_in.finish());
+        play_browser(&link).await;
+        let err = finish.await.unwrap().unwrap_err();
+        assert_eq!(
+            err.message(),
+            "the authorization response names another issuer (RFC 9207); the code is refused"
+        );
+        assert!(
+            !server.requests().iter().any(|r| r.ends_with("/token")),
+            "no exchange"
+        );
+
+        let net = Net::new(&server.mcp_url()).unwrap();
+        let moved = net
+            .get_json::<serde_json::Value>(&server.base.join("/moved").unwrap(), "the metadata")
+            .await
+            .unwrap_err();
+        assert_eq!(
+            moved.message(),
+            "the metadata answered with a redirect (302 Found); OAuth requests do not follow redirects"
+        );
+        let huge = net
+            .get_json::<serde_json::Value>(&server.base.join("/huge").unwrap(), "the metadata")
+            .await
+            .unwrap_err();
+        assert_eq!(huge.message(), "the metadata sent more than 262144 bytes");
+        assert_eq!(
+            server
+                .requests()
+                .iter()
+                .filter(|r| r.contains("/.well-known/x"))
+                .count(),
+            0
+        );
+    }
 }

@@ -70,6 +70,8 @@ pub(crate) struct Options {
     pub(crate) refresh_delay: Duration,
     /// A pre-registered client: id and secret.
     pub(crate) client: Option<(&'static str, &'static str)>,
+    /// Send this `iss` with the authorization response instead of the issuer.
+    pub(crate) wrong_iss: Option<&'static str>,
 }
 
 impl Default for Options {
@@ -86,6 +88,7 @@ impl Default for Options {
             scopes_supported: Some(vec!["mcp:read", "mcp:write"]),
             refresh_delay: Duration::ZERO,
             client: None,
+            wrong_iss: None,
         }
     }
 }
@@ -323,6 +326,15 @@ async fn handle(
         (Method::GET, "/authorize") => authorize(&shared, query, &issuer),
         (Method::POST, "/register") => register(&shared, &body),
         (Method::POST, "/token") => token(&shared, &headers, &body).await,
+        (Method::GET, "/moved") => (
+            StatusCode::FOUND,
+            [("location", format!("{origin}/.well-known/x"))],
+        )
+            .into_response(),
+        (Method::GET, "/huge") => json_response(
+            StatusCode::OK,
+            json!({"pad": "x".repeat(crate::limits::MAX_OAUTH_DOCUMENT_BYTES)}),
+        ),
         _ => (StatusCode::NOT_FOUND, "not found").into_response(),
     }
 }
@@ -387,7 +399,9 @@ fn authorize(shared: &Shared, query: HashMap<String, String>, issuer: &str) -> R
         .query_pairs_mut()
         .append_pair("code", &code)
         .append_pair("state", &get("state"));
-    if shared.options.iss {
+    if let Some(wrong) = shared.options.wrong_iss {
+        location.query_pairs_mut().append_pair("iss", wrong);
+    } else if shared.options.iss {
         location.query_pairs_mut().append_pair("iss", issuer);
     }
     (StatusCode::FOUND, [("location", location.to_string())]).into_response()
