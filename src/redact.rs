@@ -7,6 +7,8 @@
 
 use std::borrow::Cow;
 
+use std::sync::{Arc, RwLock};
+
 use secrecy::{ExposeSecret, SecretString};
 
 /// Secrets shorter than this are not scrubbed: replacing every `1` or `on` in a text would
@@ -17,11 +19,14 @@ pub(crate) const MIN_SECRET_BYTES: usize = 8;
 pub(crate) const REDACTED: &str = "[redacted]";
 
 /// The secrets of one server entry: its header values, the words of each header value (so the
-/// token of `Bearer <token>` is caught alone), and every substituted env value.
+/// token of `Bearer <token>` is caught alone), and every substituted env value; plus the tokens
+/// a sign-in learns while the Pack runs ([`Redactor::learner`]).
 #[derive(Default)]
 pub(crate) struct Redactor {
     /// Longest first, so a secret that contains another is replaced whole.
     secrets: Vec<SecretString>,
+    /// Access and refresh tokens learned at run time, longest first; shared with the learner.
+    learned: Arc<RwLock<Vec<SecretString>>>,
 }
 
 impl std::fmt::Debug for Redactor {
@@ -29,6 +34,11 @@ impl std::fmt::Debug for Redactor {
         write!(f, "Redactor({} secrets)", self.secrets.len())
     }
 }
+
+/// Keeps at most this many learned tokens per server (the newest): a long-running Pack refreshes
+/// its tokens for days, and a token older than these is long expired.
+#[allow(dead_code)]
+const MAX_LEARNED: usize = 64;
 
 impl Redactor {
     /// Adds `value`, and each whitespace-separated word of it, when long enough; also the form
@@ -54,10 +64,35 @@ impl Redactor {
             .sort_by_key(|s| std::cmp::Reverse(s.expose_secret().len()));
     }
 
+    /// A function that adds a token learned at run time (a sign-in's access or refresh token)
+    /// to this redactor, from any thread; tokens shorter than [`MIN_SECRET_BYTES`] are skipped.
+    // Called once sign-in is wired into the request path.
+    #[allow(dead_code)]
+    pub(crate) fn learner(&self) -> impl Fn(&SecretString) + Send + Sync + 'static {
+        let learned = Arc::clone(&self.learned);
+        move |token: &SecretString| {
+            if token.expose_secret().len() < MIN_SECRET_BYTES {
+                return;
+            }
+            let mut learned = learned.write().unwrap_or_else(|e| e.into_inner());
+            if learned
+                .iter()
+                .any(|s| s.expose_secret() == token.expose_secret())
+            {
+                return;
+            }
+            if learned.len() >= MAX_LEARNED {
+                learned.remove(0);
+            }
+            learned.push(token.clone());
+        }
+    }
+
     /// `text` with every known secret replaced by [`REDACTED`]; borrowed when nothing matched.
     pub(crate) fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let mut out = Cow::Borrowed(text);
-        for secret in &self.secrets {
+        let learned = self.learned.read().unwrap_or_else(|e| e.into_inner());
+        for secret in learned.iter().chain(&self.secrets) {
             let secret = secret.expose_secret();
             if out.contains(secret) {
                 out = Cow::Owned(out.replace(secret, REDACTED));
@@ -71,7 +106,12 @@ impl Redactor {
     /// is decoded, its strings and keys scrubbed, and encoded again. Text that is not JSON is
     /// scrubbed as plain text.
     pub(crate) fn scrub_json<'a>(&self, json: &'a str) -> Cow<'a, str> {
-        if self.secrets.is_empty() {
+        let nothing_learned = self
+            .learned
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty();
+        if self.secrets.is_empty() && nothing_learned {
             return Cow::Borrowed(json);
         }
         if !json.contains('\\') {
@@ -170,6 +210,34 @@ mod tests {
             r.scrub_json("not json tok/abc+def/ghi123 \\"),
             "not json [redacted] \\"
         );
+    }
+
+    #[test]
+    fn tokens_learned_at_run_time_are_scrubbed() {
+        let mut r = Redactor::default();
+        r.add("configured-secret-1");
+        let learn = r.learner();
+        learn(&SecretString::from("access-token-000042"));
+        learn(&SecretString::from("access-token-000042"));
+        learn(&SecretString::from("short"));
+        assert_eq!(
+            r.scrub("Bearer access-token-000042 and configured-secret-1, short"),
+            "Bearer [redacted] and [redacted], short"
+        );
+        assert_eq!(
+            r.scrub_json(r#"{"t":"access-token-000042"}"#),
+            r#"{"t":"[redacted]"}"#
+        );
+        for n in 0..MAX_LEARNED {
+            learn(&SecretString::from(format!("rotated-token-{n:04}")));
+        }
+        assert_eq!(
+            r.scrub("access-token-000042"),
+            "access-token-000042",
+            "the oldest goes"
+        );
+        assert_eq!(r.scrub("rotated-token-0063"), "[redacted]");
+        assert_eq!(format!("{r:?}"), "Redactor(1 secrets)");
     }
 
     #[test]
