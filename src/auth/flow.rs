@@ -21,7 +21,6 @@ use reqwest::Url;
 use secrecy::{ExposeSecret, SecretString};
 
 use super::client::{AuthMethod, ClientIdentity, oauth_code};
-use super::config::OAuthConfig;
 use super::discovery::{AuthorizationServer, Challenge};
 use super::net::{Net, NetError};
 use super::store::{Store, StoreKey};
@@ -299,7 +298,7 @@ pub(crate) async fn refresh(
 }
 
 /// The client credentials grant (OAuth 2.1 §4.2), authenticated by the client's secret or, with
-/// `oauth.privateKey`, by an ES256 JWT assertion (RFC 7523 §2.2) whose `iss` and `sub` are the
+/// `private_key` (`oauth.privateKey`), by an ES256 JWT assertion (RFC 7523 §2.2) whose `iss` and `sub` are the
 /// client id and whose `aud` is the issuer (else the token endpoint).
 ///
 /// # Errors
@@ -308,7 +307,7 @@ pub(crate) async fn client_credentials(
     net: &Net,
     server: &AuthorizationServer,
     identity: &ClientIdentity,
-    config: &OAuthConfig,
+    private_key: Option<&SecretString>,
     resource: &Url,
     scopes: &[String],
 ) -> Result<Grant, Error> {
@@ -318,7 +317,7 @@ pub(crate) async fn client_credentials(
         .exchange_client_credentials()
         .add_scopes(scopes.iter().cloned().map(Scope::new))
         .add_extra_param("resource", resource.to_string());
-    let answer = match (&config.private_key, identity.auth_method) {
+    let answer = match (private_key, identity.auth_method) {
         (Some(key), AuthMethod::PrivateKeyJwt) => {
             let audience = server
                 .issuer
@@ -471,7 +470,8 @@ pub(crate) type LearnSecret = dyn Fn(&SecretString) + Send + Sync;
 ///
 /// Invariants: at most one refresh runs at a time (the others wait for it and then use its
 /// result); a refreshed grant is saved to the store before any request uses it; after
-/// `invalid_grant` the stored grant is gone and every caller gets [`Kind::SignInRequired`].
+/// `invalid_grant` the stored grant is gone and every caller gets [`Kind::SignInRequired`]. A
+/// client credentials grant has no refresh token: it is renewed by the same grant.
 pub(crate) struct Tokens {
     net: Net,
     server: AuthorizationServer,
@@ -480,6 +480,15 @@ pub(crate) struct Tokens {
     store: Option<(Store, StoreKey)>,
     grant: tokio::sync::Mutex<Option<Grant>>,
     learn: Box<LearnSecret>,
+    /// For the client credentials grant: the key and scopes to get a new grant with when the
+    /// current one expires (no refresh token is involved).
+    renewal: Option<Renewal>,
+}
+
+/// How a client credentials grant is renewed.
+struct Renewal {
+    private_key: Option<SecretString>,
+    scopes: Vec<String>,
 }
 
 impl std::fmt::Debug for Tokens {
@@ -499,11 +508,11 @@ impl Tokens {
         store: Option<(Store, StoreKey)>,
         grant: Option<Grant>,
         learn: Box<LearnSecret>,
-    ) -> Arc<Tokens> {
+    ) -> Tokens {
         if let Some(grant) = &grant {
             learn_grant(&*learn, grant);
         }
-        Arc::new(Tokens {
+        Tokens {
             net,
             server,
             identity,
@@ -511,7 +520,22 @@ impl Tokens {
             store,
             grant: tokio::sync::Mutex::new(grant),
             learn,
-        })
+            renewal: None,
+        }
+    }
+
+    /// Renews an expired grant with the client credentials grant (with `private_key` when set,
+    /// asking for `scopes`) instead of a refresh token.
+    pub(crate) fn renewing_by_client_credentials(
+        mut self,
+        private_key: Option<SecretString>,
+        scopes: Vec<String>,
+    ) -> Tokens {
+        self.renewal = Some(Renewal {
+            private_key,
+            scopes,
+        });
+        self
     }
 
     /// Saves `grant` (a new sign-in), then makes it current.
@@ -617,15 +641,30 @@ impl Tokens {
             }
             _ => grant,
         };
-        match refresh(
-            &self.net,
-            &self.server,
-            &self.identity,
-            &self.resource,
-            &grant,
-        )
-        .await
-        {
+        let renewed = match &self.renewal {
+            Some(renewal) if grant.refresh_token.is_none() => {
+                client_credentials(
+                    &self.net,
+                    &self.server,
+                    &self.identity,
+                    renewal.private_key.as_ref(),
+                    &self.resource,
+                    &renewal.scopes,
+                )
+                .await
+            }
+            _ => {
+                refresh(
+                    &self.net,
+                    &self.server,
+                    &self.identity,
+                    &self.resource,
+                    &grant,
+                )
+                .await
+            }
+        };
+        match renewed {
             Ok(new) => {
                 learn_grant(&*self.learn, &new);
                 self.save(Some(&new));

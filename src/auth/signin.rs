@@ -96,19 +96,22 @@ pub(crate) async fn begin(
             &net,
             &discovered.server,
             &identity,
-            config,
+            config.private_key.as_ref(),
             &discovered.resource,
             &scopes,
         )
         .await?;
-        let tokens = Tokens::new(
-            net,
-            discovered.server,
-            identity,
-            discovered.resource,
-            store,
-            None,
-            learn,
+        let tokens = Arc::new(
+            Tokens::new(
+                net,
+                discovered.server,
+                identity,
+                discovered.resource,
+                store,
+                None,
+                learn,
+            )
+            .renewing_by_client_credentials(config.private_key.clone(), scopes),
         );
         tokens.install(grant).await;
         return Ok(Started::Ready(tokens));
@@ -123,7 +126,7 @@ pub(crate) async fn begin(
         if let (Some(grant), Some(identity)) =
             (stored.grant.clone(), fixed.clone().or(reused.clone()))
         {
-            let tokens = Tokens::new(
+            let tokens = Arc::new(Tokens::new(
                 net,
                 discovered.server,
                 identity,
@@ -131,7 +134,7 @@ pub(crate) async fn begin(
                 store,
                 Some(grant),
                 learn,
-            );
+            ));
             return Ok(Started::Ready(tokens));
         }
     }
@@ -229,7 +232,7 @@ impl SignIn {
             redirect,
         )
         .await?;
-        let tokens = Tokens::new(
+        let tokens = Arc::new(Tokens::new(
             net,
             discovered.server,
             identity,
@@ -237,7 +240,7 @@ impl SignIn {
             store,
             None,
             learn,
-        );
+        ));
         tokens.install(grant).await;
         Ok(tokens)
     }
@@ -761,12 +764,22 @@ mod tests {
         let Started::Ready(tokens) = start(&server, &config, None, None).await.unwrap() else {
             panic!("no browser for client credentials");
         };
-        assert!(server.accepts(&token(&tokens).await));
+        let first = SecretString::from(token(&tokens).await);
+        assert!(server.accepts(first.expose_secret()));
+        // Expired, it is renewed by the same grant: there is no refresh token and no browser.
+        server.expire_access_tokens();
+        let renewed = tokens.rejected(&first).await.unwrap();
+        assert!(server.accepts(renewed.expose_secret()));
         {
             let log = server.log.lock().unwrap();
-            assert_eq!(log.token_requests[0]["grant_type"], "client_credentials");
-            assert_eq!(log.token_requests[0]["auth"], "client_secret_basic");
-            assert_eq!(log.token_requests[0]["scope"], "mcp:read mcp:write");
+            let grants: Vec<&str> = log
+                .token_requests
+                .iter()
+                .map(|t| t["grant_type"].as_str())
+                .collect();
+            assert_eq!(grants, ["client_credentials", "client_credentials"]);
+            assert_eq!(log.token_requests[1]["auth"], "client_secret_basic");
+            assert_eq!(log.token_requests[1]["scope"], "mcp:read mcp:write");
         }
 
         use aws_lc_rs::signature::{

@@ -516,17 +516,18 @@ async fn token(shared: &Shared, headers: &HeaderMap, body: &[u8]) -> Response {
     let refresh = format!("refresh-token-{n:06}");
     let expiry = super::now_secs() + shared.options.lifetime;
     log.access.insert(access.clone(), expiry);
-    log.refresh.insert(refresh.clone(), scope.clone());
-    json_response(
-        StatusCode::OK,
-        json!({
-            "access_token": access,
-            "token_type": "Bearer",
-            "expires_in": shared.options.lifetime,
-            "refresh_token": refresh,
-            "scope": scope,
-        }),
-    )
+    let mut answer = json!({
+        "access_token": access,
+        "token_type": "Bearer",
+        "expires_in": shared.options.lifetime,
+        "scope": scope,
+    });
+    // No refresh token for client credentials (OAuth 2.1 §4.2.3).
+    if form.get("grant_type").map(String::as_str) != Some("client_credentials") {
+        log.refresh.insert(refresh.clone(), scope);
+        answer["refresh_token"] = json!(refresh);
+    }
+    json_response(StatusCode::OK, answer)
 }
 
 /// Plays the browser: opens `link` without following redirects and delivers the redirect to
