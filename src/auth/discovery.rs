@@ -246,7 +246,11 @@ pub(crate) async fn discover(
         })?;
         candidates.push(url);
     }
-    candidates.extend(resource_metadata_urls(server_url));
+    for url in resource_metadata_urls(server_url) {
+        if !candidates.contains(&url) {
+            candidates.push(url);
+        }
+    }
     let mut found = None;
     for url in &candidates {
         if let Some(document) = net

@@ -65,6 +65,10 @@ pub(crate) fn store_key(server_url: &Url, config: &OAuthConfig) -> StoreKey {
 ///
 /// # Errors
 /// Any [`Error`] of discovery, registration, the listener or the client credentials grant.
+///
+/// # Cancel safety
+/// Cancel safe in effect: dropped midway, it may leave a new registration stored (which the
+/// next sign-in reuses) and nothing else.
 pub(crate) async fn begin(
     server_url: &Url,
     config: &OAuthConfig,
