@@ -254,7 +254,12 @@ pub(crate) async fn exchange_code(
     let redirect_url = RedirectUrl::new(pending.redirect_uri.clone())
         .map_err(|_| Error::new(Kind::Refused, "the redirect URI is not a valid URL"))?;
     let client = token_client(server, identity).set_redirect_uri(redirect_url);
-    let secrets = [Some(&redirect.code), identity.client_secret.as_ref()];
+    let verifier = SecretString::from(pending.verifier.secret().to_string());
+    let secrets = [
+        Some(&redirect.code),
+        Some(&verifier),
+        identity.client_secret.as_ref(),
+    ];
     let answer = client
         .exchange_code(AuthorizationCode::new(
             redirect.code.expose_secret().to_string(),
