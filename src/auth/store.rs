@@ -36,12 +36,19 @@ pub(crate) struct Store {
     dir: PathBuf,
 }
 
-/// The file of one server and client.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The file of one server and client. Its `Debug` shows the file name only: a server URL may
+/// hold a secret.
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) struct StoreKey {
     server: String,
     client: String,
     file: String,
+}
+
+impl std::fmt::Debug for StoreKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StoreKey({})", self.file)
+    }
 }
 
 impl StoreKey {
@@ -359,6 +366,7 @@ mod tests {
             "no temporary file is left"
         );
         assert_eq!(key.file.len(), 32 + ".json".len());
+        assert_eq!(format!("{key:?}"), format!("StoreKey({})", key.file));
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
