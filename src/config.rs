@@ -55,6 +55,9 @@ pub(crate) struct RemoteServer {
     pub(crate) headers: HeaderMap,
     /// Scrubs this entry's header and env values out of server text.
     pub(crate) redactor: Redactor,
+    /// `scheme://host:port` of `url`, for connect errors; `None` when that part of the written
+    /// url used `${env:...}` or holds a configured secret.
+    pub(crate) origin: Option<String>,
 }
 
 impl std::fmt::Debug for RemoteServer {
@@ -144,14 +147,14 @@ fn parse_remote(entry: &Value, env: &dyn Environment) -> Result<RemoteServer, St
         );
     }
     let mut redactor = Redactor::default();
-    let url = match fields.get("url") {
+    let (url, origin_is_public) = match fields.get("url") {
         Some(Value::String(written)) => {
             let mut used = Vec::new();
             let url = substitute(written, "url", env, &mut used)?;
             for value in &used {
                 add_url_secret(&mut redactor, value);
             }
-            parse_url(&url)?
+            (parse_url(&url)?, !authority(written).contains("${"))
         }
         Some(other) => return Err(wrong_type("url", "a string", other)),
         None => {
@@ -172,11 +175,29 @@ fn parse_remote(entry: &Value, env: &dyn Environment) -> Result<RemoteServer, St
             .entry(reqwest::header::AUTHORIZATION)
             .or_insert(basic);
     }
+    let origin = origin_is_public
+        .then(|| origin_of(&url))
+        .flatten()
+        .filter(|o| matches!(redactor.scrub(o), std::borrow::Cow::Borrowed(_)));
     Ok(RemoteServer {
         url,
         headers,
         redactor,
+        origin,
     })
+}
+
+/// The `user@host:port` part of a written url: after `://`, up to the path, query or fragment.
+fn authority(written: &str) -> &str {
+    let rest = written.split_once("://").map_or(written, |(_, rest)| rest);
+    rest.split(['/', '?', '#']).next().unwrap_or(rest)
+}
+
+/// `scheme://host:port`, the port explicit even when it is the scheme's default.
+fn origin_of(url: &Url) -> Option<String> {
+    let host = url.host_str()?;
+    let port = url.port_or_known_default()?;
+    Some(format!("{}://{host}:{port}", url.scheme()))
 }
 
 fn parse_url(url: &str) -> Result<Url, String> {
