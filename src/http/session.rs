@@ -187,7 +187,9 @@ impl Connection {
         let attempts = (|| self.handshake())
             .retry(backoff)
             .sleep(tokio::time::sleep)
-            .when(|e: &Error| e.status() == Some(StatusCode::NOT_FOUND) || e.is_refused());
+            .when(|e: &Error| {
+                (e.status() == Some(StatusCode::NOT_FOUND) || e.is_refused()) && !self.is_closed()
+            });
         match tokio::time::timeout(limits::START_DEADLINE, attempts).await {
             Ok(outcome) => outcome,
             Err(_) => Err(Error::protocol(format!(
@@ -202,6 +204,9 @@ impl Connection {
     /// it. Server requests on the `initialize` stream, and its resumption, carry the id (the
     /// version only once negotiated).
     async fn handshake(&self) -> Result<Arc<Session>, Error> {
+        if self.is_closed() {
+            return Err(Error::closed());
+        }
         let params = serde_json::json!({
             "protocolVersion": OFFERED_VERSION,
             "capabilities": {},
@@ -266,6 +271,10 @@ impl Connection {
         Ok(())
     }
 
+    fn is_closed(&self) -> bool {
+        lock(&self.sessions).closed
+    }
+
     /// Adds a session to the owned set; `false` once the connection is closed.
     fn own(&self, session: &Arc<Session>) -> bool {
         let mut state = lock(&self.sessions);
@@ -322,9 +331,17 @@ impl Connection {
             }
             state.renewal.take()
         };
-        if let Some(renewal) = renewal {
-            renewal.task.abort();
-            let _ = renewal.task.await;
+        if let Some(mut renewal) = renewal {
+            // Let a handshake in progress finish (bounded), so the session the server is making
+            // right now is learnt and deleted rather than left behind; once closed, the task
+            // neither retries nor installs, and deletes a session it gets at once.
+            if tokio::time::timeout(limits::GOODBYE_TIMEOUT, &mut renewal.task)
+                .await
+                .is_err()
+            {
+                renewal.task.abort();
+                let _ = renewal.task.await;
+            }
         }
         let (sessions, idless) = {
             let mut state = lock(&self.sessions);

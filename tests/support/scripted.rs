@@ -12,7 +12,8 @@
 //! headers, and the status answered.
 #![allow(dead_code)]
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -38,6 +39,8 @@ pub struct Step {
     pub session: Option<String>,
     pub version: Option<String>,
     pub status: u16,
+    /// The `tag` argument of a `tools/call` (how a test names its calls).
+    pub tag: Option<u64>,
 }
 
 impl Step {
@@ -79,23 +82,73 @@ struct State {
     /// `notifications/initialized` is answered with this status (default 202).
     initialized_status: Option<u16>,
     init_style: Option<InitStyle>,
+    /// `initialize` is answered this long after it arrived.
+    init_delay: Option<Duration>,
+    /// Armed by [`Scripted::restart_refusing_at_next_404`].
+    outage: Option<Duration>,
     /// The `initialize` request awaiting its answer on a resumption: (request id, session).
     pending_init: Option<(Value, String)>,
+}
+
+/// What the server and its connections share.
+struct Shared {
+    state: Mutex<State>,
+    port: u16,
+    /// The accept loop (it owns the listener): aborted, connections are refused.
+    accept: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Each open connection, by a number of its own.
+    connections: Mutex<HashMap<u64, tokio::task::AbortHandle>>,
+    next_connection: AtomicU64,
+}
+
+impl Shared {
+    /// Stops listening and drops every connection but `keep` (which closes after its answer).
+    fn go_down(&self, keep: Option<u64>) {
+        if let Some(task) = self.accept.lock().unwrap().take() {
+            task.abort();
+        }
+        for (id, connection) in self.connections.lock().unwrap().drain() {
+            if Some(id) != keep {
+                connection.abort();
+            }
+        }
+        self.state.lock().unwrap().live.clear();
+    }
+
+    /// Listens again on the same port after `down`.
+    fn come_back(
+        self: Arc<Self>,
+        down: Duration,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        Box::pin(async move {
+            tokio::time::sleep(down).await;
+            let listener = TcpListener::bind(("127.0.0.1", self.port)).await.unwrap();
+            let task = tokio::spawn(accept_loop(listener, Arc::clone(&self)));
+            *self.accept.lock().unwrap() = Some(task);
+        })
+    }
 }
 
 /// The running server; stops when dropped.
 pub struct Scripted {
     pub url: String,
     pub port: u16,
-    state: Arc<Mutex<State>>,
-    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    shared: Arc<Shared>,
+    state: Arc<StateRef>,
+}
+
+/// Access to the state through the shared struct.
+struct StateRef(Arc<Shared>);
+
+impl StateRef {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.0.state.lock().unwrap()
+    }
 }
 
 impl Drop for Scripted {
     fn drop(&mut self) {
-        if let Some(task) = self.task.lock().unwrap().take() {
-            task.abort();
-        }
+        self.shared.go_down(None);
     }
 }
 
@@ -104,19 +157,26 @@ impl Scripted {
     pub async fn start() -> Scripted {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        let state: Arc<Mutex<State>> = Arc::default();
-        let task = tokio::spawn(accept_loop(listener, Arc::clone(&state)));
+        let shared = Arc::new(Shared {
+            state: Mutex::default(),
+            port,
+            accept: Mutex::new(None),
+            connections: Mutex::default(),
+            next_connection: AtomicU64::new(0),
+        });
+        let task = tokio::spawn(accept_loop(listener, Arc::clone(&shared)));
+        *shared.accept.lock().unwrap() = Some(task);
         Scripted {
             url: format!("http://127.0.0.1:{port}/mcp"),
             port,
-            state,
-            task: Mutex::new(Some(task)),
+            state: Arc::new(StateRef(Arc::clone(&shared))),
+            shared,
         }
     }
 
     /// The trail so far.
     pub fn trail(&self) -> Vec<Step> {
-        self.state.lock().unwrap().trail.clone()
+        self.state.lock().trail.clone()
     }
 
     /// The trail as lines (see [`Step::line`]).
@@ -126,54 +186,59 @@ impl Scripted {
 
     /// Every session id issued so far.
     pub fn issued(&self) -> Vec<String> {
-        self.state.lock().unwrap().issued.clone()
+        self.state.lock().issued.clone()
     }
 
     /// The sessions the server still knows.
     pub fn live(&self) -> Vec<String> {
-        let mut live: Vec<String> = self.state.lock().unwrap().live.iter().cloned().collect();
+        let mut live: Vec<String> = self.state.lock().live.iter().cloned().collect();
         live.sort();
         live
     }
 
     /// Forgets `session`: later requests carrying it get 404 (held calls on it go on).
     pub fn expire(&self, session: &str) {
-        self.state.lock().unwrap().live.remove(session);
+        self.state.lock().live.remove(session);
     }
 
     /// Forgets every session and answers 404 to everything for `down`.
     pub fn restart_with_404(&self, down: Duration) {
-        let mut state = self.state.lock().unwrap();
+        let mut state = self.state.lock();
         state.live.clear();
         state.down_until = Some(tokio::time::Instant::now() + down);
     }
 
     /// Forgets every session, drops every connection, and refuses connections for `down`.
     pub async fn restart_refusing(&self, down: Duration) {
-        if let Some(task) = self.task.lock().unwrap().take() {
-            task.abort();
-            let _ = task.await;
-        }
-        self.state.lock().unwrap().live.clear();
-        tokio::time::sleep(down).await;
-        let listener = TcpListener::bind(("127.0.0.1", self.port)).await.unwrap();
-        let task = tokio::spawn(accept_loop(listener, Arc::clone(&self.state)));
-        *self.task.lock().unwrap() = Some(task);
+        self.shared.go_down(None);
+        Arc::clone(&self.shared).come_back(down).await;
+    }
+
+    /// Like [`Scripted::restart_refusing`], at the moment the server answers a request with 404
+    /// because it does not know its session: that answer still goes out, then nothing listens
+    /// for `down`.
+    pub fn restart_refusing_at_next_404(&self, down: Duration) {
+        self.state.lock().outage = Some(down);
     }
 
     /// `initialize` answers with `version`.
     pub fn set_version(&self, version: &str) {
-        self.state.lock().unwrap().version = Some(version.to_string());
+        self.state.lock().version = Some(version.to_string());
     }
 
     /// `notifications/initialized` is answered with `status`.
     pub fn set_initialized_status(&self, status: u16) {
-        self.state.lock().unwrap().initialized_status = Some(status);
+        self.state.lock().initialized_status = Some(status);
     }
 
     /// How `initialize` is answered.
     pub fn set_init_style(&self, style: InitStyle) {
-        self.state.lock().unwrap().init_style = Some(style);
+        self.state.lock().init_style = Some(style);
+    }
+
+    /// `initialize` is answered `delay` after it arrived.
+    pub fn set_init_delay(&self, delay: Duration) {
+        self.state.lock().init_delay = Some(delay);
     }
 
     /// Waits (at most `limit`) until `done(trail)`; panics with the trail otherwise.
@@ -216,24 +281,28 @@ impl Scripted {
 
 type Body = http_body_util::combinators::UnsyncBoxBody<Bytes, std::io::Error>;
 
-async fn accept_loop(listener: TcpListener, state: Arc<Mutex<State>>) {
-    let mut connections = tokio::task::JoinSet::new();
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let state = Arc::clone(&state);
+        let number = shared.next_connection.fetch_add(1, Ordering::SeqCst);
+        let for_service = Arc::clone(&shared);
         let service = service_fn(move |request: hyper::Request<Incoming>| {
-            let state = Arc::clone(&state);
-            async move { Ok::<_, Infallible>(answer(request, state).await) }
+            let shared = Arc::clone(&for_service);
+            async move { Ok::<_, Infallible>(answer(request, shared, number).await) }
         });
-        connections.spawn(async move {
+        let task = tokio::spawn(async move {
             let _ = http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
         });
-        while connections.try_join_next().is_some() {}
+        shared
+            .connections
+            .lock()
+            .unwrap()
+            .insert(number, task.abort_handle());
     }
 }
 
@@ -267,7 +336,12 @@ fn event(message: &Value) -> String {
     format!("event: message\ndata: {message}\n\n")
 }
 
-async fn answer(request: hyper::Request<Incoming>, state: Arc<Mutex<State>>) -> hyper::Response<Body> {
+async fn answer(
+    request: hyper::Request<Incoming>,
+    shared: Arc<Shared>,
+    connection: u64,
+) -> hyper::Response<Body> {
+    let state = &shared.state;
     let (parts, body) = request.into_parts();
     let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
     let rpc: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
@@ -293,12 +367,14 @@ async fn answer(request: hyper::Request<Incoming>, state: Arc<Mutex<State>>) -> 
         session: session.clone(),
         version: version.clone(),
         status: 0,
+        tag: rpc["params"]["arguments"]["tag"].as_u64(),
     };
     // Decide under the lock; hold (sleep) outside it.
     enum Then {
         Now(hyper::Response<Body>),
         Hold(Duration, hyper::Response<Body>),
     }
+    let mut outage = None;
     let then = {
         let mut st = state.lock().unwrap();
         let down = st
@@ -329,7 +405,7 @@ async fn answer(request: hyper::Request<Incoming>, state: Arc<Mutex<State>>) -> 
                 InitStyle::SseWithPingAndResume => {
                     st.pending_init = Some((id.clone(), sid.clone()));
                     sse_reply(format!(
-                        "id: init-1\ndata:\n\n{}",
+                        "id: init-1\nretry: 10\ndata:\n\n{}",
                         event(&json!({"jsonrpc": "2.0", "id": "ping-1", "method": "ping"}))
                     ))
                 }
@@ -337,15 +413,27 @@ async fn answer(request: hyper::Request<Incoming>, state: Arc<Mutex<State>>) -> 
             response
                 .headers_mut()
                 .insert("mcp-session-id", sid.parse().unwrap());
-            Then::Now(response)
+            match st.init_delay {
+                Some(delay) => Then::Hold(delay, response),
+                None => Then::Now(response),
+            }
         } else if !known {
-            Then::Now(full(
+            let mut response = full(
                 if session.is_some() { 404 } else { 400 },
                 Some("application/json"),
                 json!({"jsonrpc": "2.0", "id": null,
                        "error": {"code": -32000, "message": "Bad Request: no valid session"}})
                 .to_string(),
-            ))
+            );
+            if session.is_some() {
+                if let Some(down) = st.outage.take() {
+                    response
+                        .headers_mut()
+                        .insert("connection", "close".parse().unwrap());
+                    outage = Some(down);
+                }
+            }
+            Then::Now(response)
         } else if verb == "GET" {
             match (header("last-event-id").as_deref(), st.pending_init.take()) {
                 (Some("init-1"), Some((init_id, sid))) if session.as_deref() == Some(&sid) => {
@@ -401,6 +489,10 @@ async fn answer(request: hyper::Request<Incoming>, state: Arc<Mutex<State>>) -> 
         }
         then
     };
+    if let Some(down) = outage {
+        shared.go_down(Some(connection));
+        tokio::spawn(Arc::clone(&shared).come_back(down));
+    }
     match then {
         Then::Now(response) => response,
         Then::Hold(wait, response) => {
