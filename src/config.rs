@@ -41,7 +41,7 @@ pub(crate) const LOCAL_REFUSED: &str = "local MCP servers (command) are not supp
 /// One `mcpServers` entry after parsing.
 pub(crate) enum Entry {
     /// A remote server the Pack connects to.
-    Remote(RemoteServer),
+    Remote(Box<RemoteServer>),
     /// An entry the Pack will not connect to; the reason is shown as its `error` status.
     Refused(String),
 }
@@ -116,7 +116,7 @@ pub(crate) fn parse(config: &Value, env: &dyn Environment) -> Result<Vec<(String
 
 fn parse_entry(entry: &Value, env: &dyn Environment) -> Entry {
     match parse_remote(entry, env) {
-        Ok(server) => Entry::Remote(server),
+        Ok(server) => Entry::Remote(Box::new(server)),
         Err(reason) => Entry::Refused(reason),
     }
 }
@@ -417,7 +417,7 @@ mod tests {
 
     fn remote(entry: Value) -> RemoteServer {
         match one(entry) {
-            Entry::Remote(server) => server,
+            Entry::Remote(server) => *server,
             Entry::Refused(reason) => panic!("refused: {reason}"),
         }
     }
@@ -492,6 +492,16 @@ mod tests {
             debug,
             r#"RemoteServer { header_names: ["authorization", "x-plain"], .. }"#
         );
+    }
+
+    #[test]
+    fn origin_is_named_only_when_it_holds_no_secret() {
+        let plain = remote(json!({"url": "https://user:pw-secret-1@a.example/mcp/${env:TOKEN}"}));
+        assert_eq!(plain.origin.as_deref(), Some("https://a.example:443"));
+        let local = remote(json!({"url": "http://127.0.0.1:8931/mcp"}));
+        assert_eq!(local.origin.as_deref(), Some("http://127.0.0.1:8931"));
+        let hidden = remote(json!({"url": "https://${env:HOST}/mcp"}));
+        assert_eq!(hidden.origin, None);
     }
 
     #[test]

@@ -47,7 +47,7 @@ pub(crate) fn construct(
             Entry::Remote(remote) => {
                 let connection = Arc::new(Connection::new(
                     Arc::clone(&namespace),
-                    remote,
+                    *remote,
                     Arc::clone(&clients),
                     runtime.clone(),
                 ));

@@ -1159,6 +1159,24 @@ async fn server_down_at_start_becomes_ready_after_three_failed_attempts() {
     assert_eq!(offsets_ms(&server, "initialize", t0), [7_000]);
 }
 
+/// An https URL pointed at a plain-HTTP port: a plain sentence naming where, not the TLS
+/// library's text ("received corrupt message of type InvalidContentType").
+#[tokio::test]
+async fn https_url_on_a_plain_http_port_is_a_tls_failure() {
+    let server = serve(|req| async move {
+        standard(&req).unwrap_or_else(|| Reply::json(&tools_page(&req.id(), vec![], None)))
+    })
+    .await;
+    let host = Host::new(json!({"tls": entry(&format!("https://127.0.0.1:{}/mcp", server.port))}));
+    assert_eq!(
+        error_reason(&host, "tls", Duration::from_secs(10)).await,
+        format!(
+            "the TLS handshake with https://127.0.0.1:{} failed (is it an https URL for a plain-HTTP port?)",
+            server.port
+        )
+    );
+}
+
 /// 429 and 503 on `initialize` (one with `Retry-After: 0`) are retried 1, 2, 4, 8 s apart,
 /// never in a tight loop.
 #[tokio::test(start_paused = true)]

@@ -67,7 +67,10 @@ fn trail_of(lines: &[&str]) -> Vec<String> {
 }
 
 fn transport(message: &str) -> Result<String, ToolError> {
-    Err(ToolError::new(runvil_plugin::ToolErrorKind::Transport, message))
+    Err(ToolError::new(
+        runvil_plugin::ToolErrorKind::Transport,
+        message,
+    ))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -201,11 +204,7 @@ async fn a_failed_start_deletes_the_session_it_was_given() {
     for (bad, expected, version) in [
         (
             "version",
-            [
-                "POST initialize 1 - 200",
-                "DELETE - - s-1 200",
-            ]
-            .as_slice(),
+            ["POST initialize 1 - 200", "DELETE - - s-1 200"].as_slice(),
             None,
         ),
         (
@@ -483,7 +482,11 @@ async fn run_schedule(ops: Vec<Op>, wait_before_drop: u64) {
     let trail = server.settle(Duration::from_millis(300), WAIT).await;
     // No task outlives the Pack: nothing more arrives once the trail settled.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(server.trail().len(), trail.len(), "a request after the Pack's drop settled");
+    assert_eq!(
+        server.trail().len(),
+        trail.len(),
+        "a request after the Pack's drop settled"
+    );
     check(&trail, &ended, &server);
 }
 
@@ -519,7 +522,10 @@ fn check(trail: &[Step], ended: &HashMap<u64, Ended>, server: &Scripted) {
         let end = tag.and_then(|t| ended.get(&t));
         match sent {
             Some(sent) => {
-                assert_eq!(sent.session, step.session, "cancel at {i} on another session: {lines:#?}");
+                assert_eq!(
+                    sent.session, step.session,
+                    "cancel at {i} on another session: {lines:#?}"
+                );
                 if let Some(Ended::Resolved(outcome)) = end {
                     // A call that resolved knew its answer or refusal: no cancel after either.
                     assert!(

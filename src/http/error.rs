@@ -47,7 +47,10 @@ enum Kind {
     Builder,
     /// No connection was made, so nothing was sent. `origin` is `scheme://host:port` when that
     /// part of the URL holds no secret.
-    Connect { why: Connect, origin: Option<String> },
+    Connect {
+        why: Connect,
+        origin: Option<String>,
+    },
     /// The connection broke after the request went out and before a status came back.
     Send,
     /// A non-2xx, non-redirect status: the server refused the request.
@@ -333,7 +336,14 @@ fn classify_connect(error: &(dyn std::error::Error + 'static), timed_out: bool) 
         if current.to_string() == "dns error" {
             dns = true;
         }
-        cause = current.source();
+        // An io::Error's source() skips the error it wraps; get_ref() is that error.
+        cause = match current.downcast_ref::<std::io::Error>() {
+            Some(io) => match io.get_ref() {
+                Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+                None => current.source(),
+            },
+            None => current.source(),
+        };
     }
     if dns { Connect::Dns } else { Connect::Other }
 }
@@ -395,9 +405,9 @@ impl fmt::Display for Error {
                 status.as_u16()
             ),
             Kind::SessionExpired => f.write_str("the server no longer knows this session"),
-            Kind::ExpiredAgain => f.write_str(
-                "the server rejected the session again right after a new initialize",
-            ),
+            Kind::ExpiredAgain => {
+                f.write_str("the server rejected the session again right after a new initialize")
+            }
             Kind::Rpc(e) => write!(
                 f,
                 "the server answered with error {}: {}",
@@ -504,6 +514,16 @@ mod tests {
             Some(Io::new(ErrorKind::InvalidData, "corrupt message")),
         );
         assert_eq!(classify_connect(&tls, false), Connect::Tls);
+        // As tokio-rustls reports it: an io::Error wrapping an io::Error of kind InvalidData.
+        let nested = chain(
+            "client error (Connect)",
+            "connect",
+            Some(Io::other(Io::new(
+                ErrorKind::InvalidData,
+                "corrupt message",
+            ))),
+        );
+        assert_eq!(classify_connect(&nested, false), Connect::Tls);
         assert_eq!(classify_connect(&refused, true), Connect::Timeout);
         let other = chain("client error (Connect)", "tcp connect error", None);
         assert_eq!(classify_connect(&other, false), Connect::Other);
@@ -554,7 +574,10 @@ mod tests {
             code: -32602,
             message: "bad".into(),
         });
-        assert_eq!(rpc.to_string(), "the server answered with error -32602: bad");
+        assert_eq!(
+            rpc.to_string(),
+            "the server answered with error -32602: bad"
+        );
         assert!(rpc.is_rpc() && !rpc.may_be_running());
         assert_eq!(format!("{rpc:?}"), r#"Error { kind: "rpc", code: -32602 }"#);
 
@@ -567,7 +590,10 @@ mod tests {
             status.to_string(),
             "HTTP 503 Service Unavailable: secret-free preview"
         );
-        assert_eq!(format!("{status:?}"), r#"Error { kind: "status", status: 503 }"#);
+        assert_eq!(
+            format!("{status:?}"),
+            r#"Error { kind: "status", status: 503 }"#
+        );
         assert!(status.is_status() && !status.may_be_running());
         assert_eq!(status.retry_after(), Some(Duration::from_secs(3)));
 
@@ -579,7 +605,11 @@ mod tests {
             r#"Error { kind: "redirect", status: 307 }"#
         );
 
-        let inner = Arc::new(Error::http_status(StatusCode::NOT_FOUND, None, String::new()));
+        let inner = Arc::new(Error::http_status(
+            StatusCode::NOT_FOUND,
+            None,
+            String::new(),
+        ));
         let reinit = Error::reinitialize(inner);
         assert_eq!(
             reinit.to_string(),
@@ -590,10 +620,23 @@ mod tests {
             Some("HTTP 404 Not Found".to_string())
         );
 
-        let broken = Error::stream("the server closed the event stream before the response to request 3", None);
+        let broken = Error::stream(
+            "the server closed the event stream before the response to request 3",
+            None,
+        );
         assert!(broken.may_be_running());
         assert!(Error::body().may_be_running());
         assert!(!Error::malformed("x".into()).may_be_running());
+        assert!(Error::malformed("x".into()).is_malformed());
+        let timeout = Error::new(
+            Kind::Connect {
+                why: Connect::Timeout,
+                origin: None,
+            },
+            None,
+        );
+        assert!(timeout.is_timeout() && timeout.is_connect() && !timeout.is_refused());
+        assert!(!timeout.may_be_running());
         assert!(Error::session_expired().is_session_expired());
         assert!(Error::closed().is_closed());
         assert!(!Error::protocol("x").may_be_running());

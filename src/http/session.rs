@@ -125,7 +125,11 @@ impl Connection {
                 return Err(Error::closed());
             }
             if let Some(stale) = stale {
-                if state.current.as_ref().is_some_and(|c| Arc::ptr_eq(c, stale)) {
+                if state
+                    .current
+                    .as_ref()
+                    .is_some_and(|c| Arc::ptr_eq(c, stale))
+                {
                     state.current = None;
                 }
                 // The server forgot it: there is nothing left to delete.
@@ -247,9 +251,8 @@ impl Connection {
             protocol_version: std::borrow::Cow<'a, str>,
         }
         let decode = |result: &serde_json::value::RawValue| -> Decoded<String> {
-            let result: InitializeResult<'_> = serde_json::from_str(result.get()).map_err(|_| {
-                "the server's initialize result has no protocolVersion".to_string()
-            })?;
+            let result: InitializeResult<'_> = serde_json::from_str(result.get())
+                .map_err(|_| "the server's initialize result has no protocolVersion".to_string())?;
             Ok(result.protocol_version.into_owned())
         };
         let chosen = self.read_response(response, id, session, &decode).await?;

@@ -13,8 +13,8 @@
 #![allow(dead_code)]
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -53,7 +53,11 @@ impl Step {
         format!(
             "{} {} {id} {} {}",
             self.verb,
-            if self.method.is_empty() { "-" } else { &self.method },
+            if self.method.is_empty() {
+                "-"
+            } else {
+                &self.method
+            },
             self.session.as_deref().unwrap_or("-"),
             self.status
         )
@@ -255,7 +259,10 @@ impl Scripted {
                 return trail;
             }
             if tokio::time::Instant::now() >= deadline {
-                panic!("gave up after {limit:?} waiting for {what}; trail: {:#?}", self.lines());
+                panic!(
+                    "gave up after {limit:?} waiting for {what}; trail: {:#?}",
+                    self.lines()
+                );
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -343,7 +350,11 @@ async fn answer(
 ) -> hyper::Response<Body> {
     let state = &shared.state;
     let (parts, body) = request.into_parts();
-    let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    let body = body
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
     let rpc: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let header = |name: &str| {
         parts
@@ -446,9 +457,13 @@ async fn answer(
                 }
                 _ => Then::Now(full(405, None, "")),
             }
-        } else if version.is_none() && method != "" && rpc.get("id").is_some() {
+        } else if version.is_none() && !method.is_empty() && rpc.get("id").is_some() {
             // A request without the version header (a response to a ping may lack it).
-            Then::Now(full(400, Some("text/plain"), "missing MCP-Protocol-Version"))
+            Then::Now(full(
+                400,
+                Some("text/plain"),
+                "missing MCP-Protocol-Version",
+            ))
         } else if rpc.get("id").is_none() || rpc.get("method").is_none() {
             let status = if method == "notifications/initialized" {
                 st.initialized_status.unwrap_or(202)
