@@ -257,6 +257,32 @@ async fn slow_pages_are_bounded_by_the_start_deadline() {
         "the server did not finish starting (initialize and tools/list) within 120 seconds"
     );
     assert_eq!(cursors_asked(&first_start(&server)).len(), 18);
+    // The page in flight at the deadline is cancelled, then the session is deleted.
+    let start = first_start(&server);
+    let tail: Vec<(&str, &str, Value, Option<String>)> = start[start.len() - 2..]
+        .iter()
+        .map(|r| {
+            (
+                r.http_method.as_str(),
+                r.method(),
+                r.rpc["params"].clone(),
+                r.header("mcp-session-id"),
+            )
+        })
+        .collect();
+    let session = Some(SESSION.to_string());
+    assert_eq!(
+        tail,
+        [
+            (
+                "POST",
+                "notifications/cancelled",
+                json!({"requestId": 19, "reason": "the client abandoned the start of the session"}),
+                session.clone()
+            ),
+            ("DELETE", "", Value::Null, session),
+        ]
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

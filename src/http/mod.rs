@@ -167,6 +167,8 @@ impl Connection {
         outcome
     }
 
+    /// Sends and reads, resending once after an expired session; see [`Connection::request`]
+    /// (same cancel safety).
     async fn exchange<T>(
         self: &Arc<Self>,
         id: u64,

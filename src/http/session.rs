@@ -182,7 +182,12 @@ impl Connection {
 
     /// The handshake, tried again after a 404 or a refused connection (a server that is
     /// restarting) 100 ms, 200 ms … later ([`limits::REINIT_RETRY_FIRST`],
-    /// [`limits::REINIT_RETRIES`] times), all within [`limits::START_DEADLINE`].
+    /// [`limits::REINIT_RETRIES`] times), all within [`limits::START_DEADLINE`]. No retry once
+    /// the connection is closed.
+    ///
+    /// # Cancel safety
+    /// As [`Connection::handshake`]: it runs only inside the renewal task, which
+    /// [`Connection::close`] lets finish before it deletes the owned sessions.
     async fn renew(&self) -> Result<Arc<Session>, Error> {
         let backoff = ExponentialBuilder::new()
             .with_min_delay(limits::REINIT_RETRY_FIRST)
@@ -207,6 +212,10 @@ impl Connection {
     /// current. A session id is owned from the header that gave it; every later failure deletes
     /// it. Server requests on the `initialize` stream, and its resumption, carry the id (the
     /// version only once negotiated).
+    ///
+    /// # Cancel safety
+    /// Dropping it leaves a session id already received in the owned set (deleted by whoever
+    /// ends the sessions); an id not yet received is lost with the dropped response.
     async fn handshake(&self) -> Result<Arc<Session>, Error> {
         if self.is_closed() {
             return Err(Error::closed());
@@ -326,6 +335,10 @@ impl Connection {
         self.end_sessions(true, "the client was shut down").await;
     }
 
+    /// The work of [`Connection::abandon`] and [`Connection::close`].
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: the owned sessions are taken out before their `DELETE`s.
     async fn end_sessions(&self, close: bool, reason: &'static str) {
         let renewal = {
             let mut state = lock(&self.sessions);
@@ -376,6 +389,10 @@ impl Connection {
 
     /// `DELETE` of one session, best effort, bounded by [`limits::GOODBYE_TIMEOUT`]; any answer
     /// is fine.
+    ///
+    /// # Cancel safety
+    /// The session is marked deleted before the request goes out: dropping this leaves it
+    /// undeleted on the server and no later cancel is sent to it.
     async fn delete(&self, session: &Session) {
         if session.id.is_none() || session.deleted.swap(true, Ordering::AcqRel) {
             return;
