@@ -504,6 +504,16 @@ fn check(trail: &[Step], ended: &HashMap<u64, Ended>, server: &Scripted) {
         if step.verb == "DELETE" {
             assert!(step.session.is_some(), "{lines:#?}");
         }
+        // Nothing goes to a session after its DELETE (cancels included: they go first).
+        if step.session.is_some() && step.method != "initialize" {
+            let deleted_before = trail[..i]
+                .iter()
+                .any(|s| s.verb == "DELETE" && s.session == step.session);
+            assert!(
+                !deleted_before,
+                "a request at {i} after its session's DELETE: {lines:#?}"
+            );
+        }
         if step.method != "notifications/cancelled" {
             continue;
         }
