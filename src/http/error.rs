@@ -84,8 +84,8 @@ enum Kind {
     Stream(String),
     /// The connection was cut while a reply was being read.
     Body,
-    /// A new `initialize` after an expired session failed; the source says why.
-    Reinitialize,
+    /// A new `initialize` after an expired session failed, and why (also the `source()`).
+    Reinitialize(Arc<Error>),
     /// The connection was shut down (the Pack was dropped) or its start abandoned.
     Closed,
 }
@@ -280,7 +280,7 @@ impl Error {
     }
 
     pub(crate) fn reinitialize(cause: Arc<Error>) -> Self {
-        Self::new(Kind::Reinitialize, Some(Box::new(cause)))
+        Self::new(Kind::Reinitialize(cause), None)
     }
 
     pub(crate) fn closed() -> Self {
@@ -307,7 +307,7 @@ impl Error {
             Kind::Protocol(_) => "protocol",
             Kind::Stream(_) => "stream",
             Kind::Body => "body",
-            Kind::Reinitialize => "reinitialize",
+            Kind::Reinitialize(_) => "reinitialize",
             Kind::Closed => "closed",
         }
     }
@@ -421,13 +421,10 @@ impl fmt::Display for Error {
             Kind::Body => {
                 f.write_str("the connection was cut while the server's reply was being read")
             }
-            Kind::Reinitialize => match &self.inner.source {
-                Some(cause) => write!(
-                    f,
-                    "the server forgot the session and initializing again failed: {cause}"
-                ),
-                None => f.write_str("the server forgot the session and initializing again failed"),
-            },
+            Kind::Reinitialize(cause) => write!(
+                f,
+                "the server forgot the session and initializing again failed: {cause}"
+            ),
             Kind::Closed => f.write_str("the connection to the server was shut down"),
         }
     }
@@ -450,6 +447,9 @@ impl fmt::Debug for Error {
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        if let Kind::Reinitialize(cause) = &self.inner.kind {
+            return Some(&**cause);
+        }
         self.inner
             .source
             .as_ref()

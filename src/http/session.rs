@@ -147,12 +147,14 @@ impl Connection {
             .wait_for(Option::is_some)
             .await
             .map_err(|_| Error::closed())?;
-        match &*done {
-            Some(Ok(session)) => Ok(Arc::clone(session)),
-            Some(Err(cause)) if cause.is_closed() => Err(Error::closed()),
-            Some(Err(cause)) => Err(Error::reinitialize(Arc::clone(cause))),
-            None => Err(Error::closed()),
-        }
+        let outcome = done.clone().ok_or_else(Error::closed)?;
+        outcome.map_err(|cause| {
+            if cause.is_closed() {
+                Error::closed()
+            } else {
+                Error::reinitialize(cause)
+            }
+        })
     }
 
     /// Spawns the renewal task on the Host's runtime; called with the state locked.
