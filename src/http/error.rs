@@ -529,6 +529,42 @@ mod tests {
         assert_eq!(classify_connect(&other, false), Connect::Other);
     }
 
+    /// A refused connect to a URL holding a key: neither the sentence, nor `Debug`, nor any
+    /// error of the source chain shows the URL.
+    #[tokio::test]
+    async fn a_refused_connect_shows_no_url() {
+        let port = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.local_addr().unwrap().port()
+        };
+        let failed = reqwest::Client::builder()
+            .tls_certs_only(std::iter::empty())
+            .build()
+            .unwrap()
+            .get(format!("http://127.0.0.1:{port}/mcp?key=sekret-value-1"))
+            .send()
+            .await
+            .unwrap_err();
+        let error = Error::from_reqwest(failed, None);
+        assert_eq!(
+            error.to_string(),
+            "connection refused (no server is listening at the configured URL)"
+        );
+        assert_eq!(
+            format!("{error:?}"),
+            r#"Error { kind: "connect (refused)" }"#
+        );
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+        while let Some(current) = cause {
+            let shown = format!("{current} {current:?}");
+            assert!(
+                !shown.contains("sekret") && !shown.contains("/mcp"),
+                "{shown}"
+            );
+            cause = current.source();
+        }
+    }
+
     #[test]
     fn connect_sentences_name_the_origin_only_when_given() {
         let with = |why| {
