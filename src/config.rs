@@ -41,7 +41,7 @@ pub(crate) const LOCAL_REFUSED: &str = "local MCP servers (command) are not supp
 /// One `mcpServers` entry after parsing.
 pub(crate) enum Entry {
     /// A remote server the Pack connects to.
-    Remote(RemoteServer),
+    Remote(Box<RemoteServer>),
     /// An entry the Pack will not connect to; the reason is shown as its `error` status.
     Refused(String),
 }
@@ -55,6 +55,9 @@ pub(crate) struct RemoteServer {
     pub(crate) headers: HeaderMap,
     /// Scrubs this entry's header and env values out of server text.
     pub(crate) redactor: Redactor,
+    /// `scheme://host:port` of `url`, for connect errors; `None` when that part of the written
+    /// url used `${env:...}` or holds a configured secret.
+    pub(crate) origin: Option<String>,
 }
 
 impl std::fmt::Debug for RemoteServer {
@@ -113,7 +116,7 @@ pub(crate) fn parse(config: &Value, env: &dyn Environment) -> Result<Vec<(String
 
 fn parse_entry(entry: &Value, env: &dyn Environment) -> Entry {
     match parse_remote(entry, env) {
-        Ok(server) => Entry::Remote(server),
+        Ok(server) => Entry::Remote(Box::new(server)),
         Err(reason) => Entry::Refused(reason),
     }
 }
@@ -144,14 +147,14 @@ fn parse_remote(entry: &Value, env: &dyn Environment) -> Result<RemoteServer, St
         );
     }
     let mut redactor = Redactor::default();
-    let url = match fields.get("url") {
+    let (url, origin_is_public) = match fields.get("url") {
         Some(Value::String(written)) => {
             let mut used = Vec::new();
             let url = substitute(written, "url", env, &mut used)?;
             for value in &used {
                 add_url_secret(&mut redactor, value);
             }
-            parse_url(&url)?
+            (parse_url(&url)?, !authority(written).contains("${"))
         }
         Some(other) => return Err(wrong_type("url", "a string", other)),
         None => {
@@ -172,11 +175,29 @@ fn parse_remote(entry: &Value, env: &dyn Environment) -> Result<RemoteServer, St
             .entry(reqwest::header::AUTHORIZATION)
             .or_insert(basic);
     }
+    let origin = origin_is_public
+        .then(|| origin_of(&url))
+        .flatten()
+        .filter(|o| matches!(redactor.scrub(o), std::borrow::Cow::Borrowed(_)));
     Ok(RemoteServer {
         url,
         headers,
         redactor,
+        origin,
     })
+}
+
+/// The `user@host:port` part of a written url: after `://`, up to the path, query or fragment.
+fn authority(written: &str) -> &str {
+    let rest = written.split_once("://").map_or(written, |(_, rest)| rest);
+    rest.split(['/', '?', '#']).next().unwrap_or(rest)
+}
+
+/// `scheme://host:port`, the port explicit even when it is the scheme's default.
+fn origin_of(url: &Url) -> Option<String> {
+    let host = url.host_str()?;
+    let port = url.port_or_known_default()?;
+    Some(format!("{}://{host}:{port}", url.scheme()))
 }
 
 fn parse_url(url: &str) -> Result<Url, String> {
@@ -396,7 +417,7 @@ mod tests {
 
     fn remote(entry: Value) -> RemoteServer {
         match one(entry) {
-            Entry::Remote(server) => server,
+            Entry::Remote(server) => *server,
             Entry::Refused(reason) => panic!("refused: {reason}"),
         }
     }
@@ -471,6 +492,16 @@ mod tests {
             debug,
             r#"RemoteServer { header_names: ["authorization", "x-plain"], .. }"#
         );
+    }
+
+    #[test]
+    fn origin_is_named_only_when_it_holds_no_secret() {
+        let plain = remote(json!({"url": "https://user:pw-secret-1@a.example/mcp/${env:TOKEN}"}));
+        assert_eq!(plain.origin.as_deref(), Some("https://a.example:443"));
+        let local = remote(json!({"url": "http://127.0.0.1:8931/mcp"}));
+        assert_eq!(local.origin.as_deref(), Some("http://127.0.0.1:8931"));
+        let hidden = remote(json!({"url": "https://${env:HOST}/mcp"}));
+        assert_eq!(hidden.origin, None);
     }
 
     #[test]

@@ -19,6 +19,14 @@ pub(crate) const RETRY_FIRST: Duration = Duration::from_secs(1);
 /// The longest wait between two starts (DESIGN §4).
 pub(crate) const RETRY_MAX: Duration = Duration::from_secs(60);
 
+/// The first wait before a new `initialize` is tried again after a 404 or a refused connection
+/// (a server that is restarting); each later wait doubles.
+pub(crate) const REINIT_RETRY_FIRST: Duration = Duration::from_millis(100);
+
+/// How often a new `initialize` is tried again after a 404 or a refused connection: 5 waits of
+/// 100 ms doubling, 3.1 s in all.
+pub(crate) const REINIT_RETRIES: usize = 5;
+
 /// How long a best-effort `DELETE` of a session, or a `notifications/cancelled`, may take.
 pub(crate) const GOODBYE_TIMEOUT: Duration = Duration::from_secs(5);
 

@@ -1,10 +1,11 @@
-//! One configured server: its status, its tools, and the background task that starts it
-//! (DESIGN §4, seed 001).
+//! One configured server: its status, its tools, and the background task that starts it.
 //!
 //! A start is connect + `initialize` + `notifications/initialized` + every `tools/list` page,
 //! inside [`START_DEADLINE`]. A failed start sets the status to `error` with the reason and is
-//! tried again after 1 s, 2 s, 4 s … up to 60 s (`backon`), until it succeeds. `ready` is final.
-//! When the Pack is dropped the task ends the session with a best-effort `DELETE`.
+//! tried again after 1 s, 2 s, 4 s … up to 60 s (`backon`), until it succeeds; a failed start
+//! first ends every session it opened ([`Connection::abandon`]). `ready` is final. When the Pack
+//! is dropped the task closes the connection ([`Connection::close`]): cancels of requests in
+//! flight first, then the `DELETE` of each session.
 
 use std::collections::HashSet;
 use std::sync::{Arc, RwLock};
@@ -102,7 +103,7 @@ impl Server {
             };
             if outcome.is_err() {
                 // A start that got as far as a session leaves none behind on the server.
-                connection.close().await;
+                connection.abandon().await;
             }
             outcome
         };
@@ -132,8 +133,8 @@ impl Server {
 
 /// One start: the handshake and every `tools/list` page, bounded by the page, tool, schema and
 /// cursor rules of [`crate::limits`]. Returns the tools sorted by name.
-async fn discover(connection: &Connection) -> Result<Vec<Tool>, String> {
-    connection.initialize().await.map_err(|e| e.message())?;
+async fn discover(connection: &Arc<Connection>) -> Result<Vec<Tool>, String> {
+    connection.initialize().await.map_err(|e| e.to_string())?;
     let mut tools: Vec<Tool> = Vec::new();
     let mut cursors: HashSet<String> = HashSet::new();
     let mut cursor: Option<String> = None;
@@ -148,7 +149,7 @@ async fn discover(connection: &Connection) -> Result<Vec<Tool>, String> {
                 read_page(connection, result, page)
             })
             .await;
-        let (page_tools, next) = next.map_err(|e: Error| e.message())?;
+        let (page_tools, next) = next.map_err(|e: Error| e.to_string())?;
         tools.extend(page_tools);
         if tools.len() > MAX_TOOLS {
             return Err(format!(

@@ -257,6 +257,32 @@ async fn slow_pages_are_bounded_by_the_start_deadline() {
         "the server did not finish starting (initialize and tools/list) within 120 seconds"
     );
     assert_eq!(cursors_asked(&first_start(&server)).len(), 18);
+    // The page in flight at the deadline is cancelled, then the session is deleted.
+    let start = first_start(&server);
+    let tail: Vec<(&str, &str, Value, Option<String>)> = start[start.len() - 2..]
+        .iter()
+        .map(|r| {
+            (
+                r.http_method.as_str(),
+                r.method(),
+                r.rpc["params"].clone(),
+                r.header("mcp-session-id"),
+            )
+        })
+        .collect();
+    let session = Some(SESSION.to_string());
+    assert_eq!(
+        tail,
+        [
+            (
+                "POST",
+                "notifications/cancelled",
+                json!({"requestId": 19, "reason": "the client abandoned the start of the session"}),
+                session.clone()
+            ),
+            ("DELETE", "", Value::Null, session),
+        ]
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -898,13 +924,13 @@ async fn call_stream_reset_mid_response_is_a_transport_error_at_once() {
     assert_eq!(
         call_t(&host, "reset", Duration::from_secs(10)).await,
         transport(
-            "server \"reset\": the server's event stream broke before the response to request 3: error decoding response body: error reading a body from connection: unexpected EOF during chunk size line"
+            "server \"reset\": the server's event stream broke before the response to request 3: the connection was cut"
         )
     );
     assert_eq!(
         call_t(&host, "jsoncut", Duration::from_secs(10)).await,
         transport(
-            "server \"jsoncut\": error decoding response body: error reading a body from connection: unexpected EOF during chunk size line"
+            "server \"jsoncut\": the connection was cut while the server's reply was being read"
         )
     );
     assert!(
@@ -1144,7 +1170,7 @@ async fn server_down_at_start_becomes_ready_after_three_failed_attempts() {
     let reason = error_reason(&host, "late", Duration::from_secs(1)).await;
     assert_eq!(
         reason,
-        "error sending request: client error (Connect): tcp connect error: Connection refused (os error 111)"
+        format!("connection refused by http://127.0.0.1:{port} (no server is listening there)")
     );
     tokio::time::sleep_until(t0 + Duration::from_secs(5)).await;
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
@@ -1157,6 +1183,24 @@ async fn server_down_at_start_becomes_ready_after_three_failed_attempts() {
     let listing = host.ready("late", Duration::from_secs(30)).await;
     assert_eq!(server_entry(&listing, "late")["tools"], json!(["t"]));
     assert_eq!(offsets_ms(&server, "initialize", t0), [7_000]);
+}
+
+/// An https URL pointed at a plain-HTTP port: a plain sentence naming where, not the TLS
+/// library's text ("received corrupt message of type InvalidContentType").
+#[tokio::test]
+async fn https_url_on_a_plain_http_port_is_a_tls_failure() {
+    let server = serve(|req| async move {
+        standard(&req).unwrap_or_else(|| Reply::json(&tools_page(&req.id(), vec![], None)))
+    })
+    .await;
+    let host = Host::new(json!({"tls": entry(&format!("https://127.0.0.1:{}/mcp", server.port))}));
+    assert_eq!(
+        error_reason(&host, "tls", Duration::from_secs(10)).await,
+        format!(
+            "the TLS handshake with https://127.0.0.1:{} failed (is it an https URL for a plain-HTTP port?)",
+            server.port
+        )
+    );
 }
 
 /// 429 and 503 on `initialize` (one with `Retry-After: 0`) are retried 1, 2, 4, 8 s apart,
