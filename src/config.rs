@@ -58,6 +58,9 @@ pub(crate) struct RemoteServer {
     /// `scheme://host:port` of `url`, for connect errors; `None` when that part of the written
     /// url used `${env:...}` or holds a configured secret.
     pub(crate) origin: Option<String>,
+    /// The entry's `oauth` object (default when absent): how to sign in when the server
+    /// answers `401` and the entry configures no `Authorization` header.
+    pub(crate) oauth: crate::auth::config::OAuthConfig,
 }
 
 impl std::fmt::Debug for RemoteServer {
@@ -175,6 +178,23 @@ fn parse_remote(entry: &Value, env: &dyn Environment) -> Result<RemoteServer, St
             .entry(reqwest::header::AUTHORIZATION)
             .or_insert(basic);
     }
+    let oauth = match fields.get("oauth") {
+        None | Some(Value::Null) => crate::auth::config::OAuthConfig::default(),
+        Some(value) => crate::auth::config::parse(value, &mut |written, field| {
+            let mut used = Vec::new();
+            let value = substitute(written, field, env, &mut used)?;
+            for secret in &used {
+                redactor.add(secret);
+            }
+            Ok(value)
+        })?,
+    };
+    for secret in [&oauth.client_secret, &oauth.private_key]
+        .into_iter()
+        .flatten()
+    {
+        redactor.add(secrecy::ExposeSecret::expose_secret(secret));
+    }
     let origin = origin_is_public
         .then(|| origin_of(&url))
         .flatten()
@@ -184,6 +204,7 @@ fn parse_remote(entry: &Value, env: &dyn Environment) -> Result<RemoteServer, St
         headers,
         redactor,
         origin,
+        oauth,
     })
 }
 

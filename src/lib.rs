@@ -8,8 +8,6 @@
 //! See `README.md` for the config, the JSON shapes and the limits, and `ARCHITECTURE.md` for
 //! how the modules fit together.
 
-// Sign-in is built and tested on its own first; the request path does not call it yet.
-#[allow(dead_code)]
 mod auth;
 mod config;
 mod http;

@@ -1,8 +1,9 @@
-//! The JSON text `get_dynamic_tools` answers, in its three shapes (DESIGN §6).
+//! The JSON text `get_dynamic_tools` answers, in its three shapes (README, "What the model sees").
 //!
-//! - no arguments: `{"servers":[{"namespace","status","reason"?,"tools":[names]}]}`, servers
-//!   sorted by namespace and tool names sorted, both in byte order;
-//! - `namespace`: `{"namespace","status","reason"?,"tools":[{"name","description","inputSchema"}]}`;
+//! - no arguments: `{"servers":[{"namespace","status","reason"?,"signInUrl"?,"tools":[names]}]}`,
+//!   servers sorted by namespace and tool names sorted, both in byte order;
+//! - `namespace`: `{"namespace","status","reason"?,"signInUrl"?,"tools":[{"name","description",
+//!   "inputSchema"}]}`;
 //! - `namespace` + `toolName`: `{"namespace","name","description","inputSchema","outputSchema"?,
 //!   "annotations"?}`.
 //!
@@ -19,6 +20,8 @@ struct Summary<'a> {
     status: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<&'a str>,
+    #[serde(rename = "signInUrl", skip_serializing_if = "Option::is_none")]
+    sign_in_url: Option<&'a str>,
     tools: Vec<&'a str>,
 }
 
@@ -28,6 +31,8 @@ struct Detail<'a> {
     status: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<&'a str>,
+    #[serde(rename = "signInUrl", skip_serializing_if = "Option::is_none")]
+    sign_in_url: Option<&'a str>,
     tools: Vec<ToolEntry<'a>>,
 }
 
@@ -52,11 +57,13 @@ struct OneTool<'a> {
     annotations: Option<&'a RawValue>,
 }
 
-fn status_fields(status: &Status) -> (&'static str, Option<&str>) {
+/// The status name, the reason and the sign-in link.
+fn status_fields(status: &Status) -> (&'static str, Option<&str>, Option<&str>) {
     match status {
-        Status::Loading => ("loading", None),
-        Status::Ready(_) => ("ready", None),
-        Status::Error(reason) => ("error", Some(reason)),
+        Status::Loading => ("loading", None, None),
+        Status::Ready(_) => ("ready", None, None),
+        Status::Error(reason) => ("error", Some(reason), None),
+        Status::SignIn(reason, link) => ("error", Some(reason), Some(link)),
     }
 }
 
@@ -71,7 +78,7 @@ pub(crate) fn all(servers: &[std::sync::Arc<Server>]) -> String {
         .iter()
         .zip(&statuses)
         .map(|(server, status)| {
-            let (status_name, reason) = status_fields(status);
+            let (status_name, reason, sign_in_url) = status_fields(status);
             let tools = match status {
                 Status::Ready(tools) => tools.iter().map(|t| t.name.as_str()).collect(),
                 _ => Vec::new(),
@@ -80,6 +87,7 @@ pub(crate) fn all(servers: &[std::sync::Arc<Server>]) -> String {
                 namespace: &server.namespace,
                 status: status_name,
                 reason,
+                sign_in_url,
                 tools,
             }
         })
@@ -93,7 +101,7 @@ pub(crate) fn all(servers: &[std::sync::Arc<Server>]) -> String {
 
 /// One server's tools with their input schemas.
 pub(crate) fn one_server(server: &Server, status: &Status) -> String {
-    let (status_name, reason) = status_fields(status);
+    let (status_name, reason, sign_in_url) = status_fields(status);
     let tools = match status {
         Status::Ready(tools) => tools
             .iter()
@@ -109,6 +117,7 @@ pub(crate) fn one_server(server: &Server, status: &Status) -> String {
         namespace: &server.namespace,
         status: status_name,
         reason,
+        sign_in_url,
         tools,
     })
 }

@@ -250,7 +250,7 @@ fn ready_tools(server: &Server) -> Result<Arc<Vec<crate::server::Tool>>, ToolErr
                 quoted(&server.namespace)
             ),
         )),
-        Status::Error(reason) => Err(ToolError::new(
+        Status::Error(reason) | Status::SignIn(reason, _) => Err(ToolError::new(
             ToolErrorKind::Unavailable,
             format!(
                 "server {} is unavailable: {reason}",
@@ -358,6 +358,12 @@ impl PreparedCall {
 
 /// The model-facing error of a failed `tools/call`.
 fn call_error(ns: &str, error: &Error) -> ToolError {
+    if error.sign_in_url().is_some() {
+        return ToolError::new(
+            ToolErrorKind::Unavailable,
+            format!("server {ns} is unavailable: {error}"),
+        );
+    }
     match error.rpc() {
         Some(rpc) => {
             let message = if rpc.message.is_empty() {

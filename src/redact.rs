@@ -66,8 +66,6 @@ impl Redactor {
 
     /// A function that adds a token learned at run time (a sign-in's access or refresh token)
     /// to this redactor, from any thread; tokens shorter than [`MIN_SECRET_BYTES`] are skipped.
-    // Called once sign-in is wired into the request path.
-    #[allow(dead_code)]
     pub(crate) fn learner(&self) -> impl Fn(&SecretString) + Send + Sync + 'static {
         let learned = Arc::clone(&self.learned);
         move |token: &SecretString| {

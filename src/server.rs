@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
-use crate::http::{Connection, Error};
+use crate::http::{Connection, Error, SIGN_IN_REQUIRED};
 use crate::limits::{
     self, MAX_DESCRIPTION_BYTES, MAX_PAGES, MAX_SCHEMA_BYTES, MAX_TOOL_NAME_BYTES, MAX_TOOLS,
     START_DEADLINE,
@@ -30,6 +30,9 @@ pub(crate) enum Status {
     Ready(Arc<Vec<Tool>>),
     /// Its config was refused, or its last start failed (and another is on the way).
     Error(Arc<str>),
+    /// Its last start needs a user to sign in: the reason (starting `sign-in required`, with
+    /// the link) and the link.
+    SignIn(Arc<str>, Arc<str>),
 }
 
 /// A tool as the listing shows it; all text scrubbed and bounded.
@@ -107,13 +110,30 @@ impl Server {
             }
             outcome
         };
+        let sleeping = Arc::clone(&connection);
         let started = start
             .retry(backoff)
-            .sleep(tokio::time::sleep)
+            // A sign-in that ends (tokens, or a link that expired) starts again at once.
+            .sleep(move |wait| {
+                let connection = Arc::clone(&sleeping);
+                async move {
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => {}
+                        () = connection.sign_in_ended() => {}
+                    }
+                }
+            })
             .notify(|reason: &String, wait| {
                 tracing::warn!(namespace = %self.namespace, retry_in_ms = wait.as_millis() as u64, "server failed to start");
                 tracing::debug!(namespace = %self.namespace, reason = %reason, "start failure");
-                self.set_status(Status::Error(limits::truncate(reason, 2 * limits::MAX_REASON_BYTES).into()));
+                let link = connection
+                    .sign_in_url()
+                    .filter(|_| reason.starts_with(SIGN_IN_REQUIRED));
+                self.set_status(match link {
+                    // The link is whole in the reason: a cut link could not be opened.
+                    Some(link) => Status::SignIn(reason.as_str().into(), link),
+                    None => Status::Error(limits::truncate(reason, 2 * limits::MAX_REASON_BYTES).into()),
+                });
             });
         tokio::select! {
             outcome = started => match outcome {

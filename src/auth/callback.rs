@@ -69,6 +69,7 @@ impl Listener {
         Ok(Listener { listener, port })
     }
 
+    #[cfg(test)]
     /// The port bound.
     pub(crate) fn port(&self) -> u16 {
         self.port

@@ -67,6 +67,7 @@ impl Error {
         }
     }
 
+    #[cfg(test)]
     pub(crate) fn kind(&self) -> Kind {
         self.kind
     }

@@ -135,6 +135,7 @@ impl Store {
             })
     }
 
+    #[cfg(test)]
     /// The directory.
     pub(crate) fn dir(&self) -> &Path {
         &self.dir
@@ -241,6 +242,7 @@ impl Store {
         Ok(())
     }
 
+    #[cfg(test)]
     /// Deletes what is stored for `key`; nothing stored is not an error.
     ///
     /// # Errors

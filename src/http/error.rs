@@ -15,6 +15,9 @@ use reqwest::StatusCode;
 use crate::jsonrpc::RpcError;
 use crate::limits;
 
+/// How every reason of a server waiting for a sign-in starts.
+pub(crate) const SIGN_IN_REQUIRED: &str = "sign-in required";
+
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Why an exchange with a server failed.
@@ -88,6 +91,11 @@ enum Kind {
     Reinitialize(Arc<Error>),
     /// The connection was shut down (the Pack was dropped) or its start abandoned.
     Closed,
+    /// The server wants a signed-in user (MCP 2025-11-25 "Authorization") and a sign-in waits
+    /// for the browser at this link.
+    SignIn(Arc<str>),
+    /// Signing in failed; the text says which step and why (scrubbed, no secret).
+    Auth(String),
 }
 
 impl Error {
@@ -287,6 +295,22 @@ impl Error {
         Self::new(Kind::Closed, None)
     }
 
+    pub(crate) fn sign_in(url: Arc<str>) -> Self {
+        Self::new(Kind::SignIn(url), None)
+    }
+
+    pub(crate) fn auth(text: impl Into<String>) -> Self {
+        Self::new(Kind::Auth(text.into()), None)
+    }
+
+    /// The link a user must open when the server needs a sign-in.
+    pub(crate) fn sign_in_url(&self) -> Option<&Arc<str>> {
+        match &self.inner.kind {
+            Kind::SignIn(url) => Some(url),
+            _ => None,
+        }
+    }
+
     fn kind_name(&self) -> &'static str {
         match &self.inner.kind {
             Kind::Builder => "builder",
@@ -309,6 +333,8 @@ impl Error {
             Kind::Body => "body",
             Kind::Reinitialize(_) => "reinitialize",
             Kind::Closed => "closed",
+            Kind::SignIn(_) => "sign-in required",
+            Kind::Auth(_) => "sign-in failed",
         }
     }
 }
@@ -426,6 +452,11 @@ impl fmt::Display for Error {
                 "the server forgot the session and initializing again failed: {cause}"
             ),
             Kind::Closed => f.write_str("the connection to the server was shut down"),
+            Kind::SignIn(url) => write!(
+                f,
+                "{SIGN_IN_REQUIRED}: open {url} in a browser and sign in; the server starts once the sign-in completes"
+            ),
+            Kind::Auth(text) => write!(f, "signing in failed: {text}"),
         }
     }
 }

@@ -12,6 +12,7 @@
 //! - `reply`: reading a reply (status, JSON, SSE), routing messages, resumption;
 //! - `events`: the seam between a body and SSE framing.
 
+mod auth;
 mod client;
 mod error;
 mod events;
@@ -29,7 +30,7 @@ use serde_json::value::RawValue;
 use tokio_util::task::TaskTracker;
 
 pub(crate) use client::Clients;
-pub(crate) use error::Error;
+pub(crate) use error::{Error, SIGN_IN_REQUIRED};
 #[allow(unused_imports)] // Named by tests and docs; the version list is the crate's contract.
 pub(crate) use session::{OFFERED_VERSION, SUPPORTED_VERSIONS};
 
@@ -68,6 +69,11 @@ pub(crate) struct Connection {
     flights: Mutex<InFlight>,
     /// The `notifications/cancelled` of dropped calls on their way; awaited before a `DELETE`.
     cancels: TaskTracker,
+    /// The sign-in state; `None` when the entry configures an `Authorization` header.
+    auth: Option<Arc<auth::Auth>>,
+    /// The access token the last request went out with, for the requests that do not ask for
+    /// one themselves (`GET` streams, `DELETE`).
+    bearer: Mutex<Option<secrecy::SecretString>>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -91,7 +97,10 @@ impl Connection {
         clients: Arc<Clients>,
         runtime: tokio::runtime::Handle,
     ) -> Self {
+        let auth = auth::Auth::for_entry(&server.headers, server.oauth, &server.redactor);
         Self {
+            auth,
+            bearer: Mutex::default(),
             clients,
             url: server.url,
             origin: server.origin,
@@ -113,6 +122,22 @@ impl Connection {
     /// The entry's secrets, to scrub server text outside this module.
     pub(crate) fn redactor(&self) -> &Redactor {
         &self.redactor
+    }
+
+    /// The link of the sign-in waiting for the browser, if one waits.
+    pub(crate) fn sign_in_url(&self) -> Option<Arc<str>> {
+        self.auth.as_ref().and_then(|a| a.link())
+    }
+
+    /// Resolves when a sign-in that waited for the browser ends; never without sign-in.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub(crate) async fn sign_in_ended(&self) {
+        match &self.auth {
+            Some(auth) => auth.ended().await,
+            None => std::future::pending().await,
+        }
     }
 
     /// The namespace, for logs.
@@ -256,6 +281,9 @@ impl Connection {
         session: Option<&Session>,
     ) -> reqwest::RequestBuilder {
         let mut request = request.headers(self.headers.clone());
+        if let Some(token) = lock(&self.bearer).as_ref() {
+            request = request.bearer_auth(secrecy::ExposeSecret::expose_secret(token));
+        }
         if let Some(session) = session {
             if let Some(id) = &session.id {
                 request = request.header(SESSION_ID, id.clone());
@@ -268,15 +296,62 @@ impl Connection {
     }
 
     /// POSTs one JSON-RPC body and checks the status. Returns the 2xx response.
+    ///
+    /// With sign-in state, the request carries the current access token; a `401` (or a `403
+    /// insufficient_scope`) gets a token by refresh, stored grant or sign-in and the request is
+    /// sent again, at most [`auth::MAX_AUTH_RETRIES`] times.
     async fn post(&self, body: Bytes, session: Option<&Session>) -> Result<Response, Error> {
-        let request = self
-            .with_session(self.http()?.post(self.url.clone()), session)
+        let Some(auth) = &self.auth else {
+            let response = self.send_post(body, session).await?;
+            return self
+                .check_status(response, session.is_some_and(|s| s.id.is_some()))
+                .await;
+        };
+        let mut sent = auth.token().await?;
+        *lock(&self.bearer) = sent.clone();
+        let mut retries = 0;
+        loop {
+            let response = self.send_post(body.clone(), session).await?;
+            let status = response.status();
+            let challenge = auth_challenge(&response);
+            let refused = match (status, challenge) {
+                (reqwest::StatusCode::UNAUTHORIZED, Some(c)) => Some((false, c)),
+                (reqwest::StatusCode::FORBIDDEN, Some(c)) if c.is_insufficient_scope() => {
+                    Some((true, c))
+                }
+                _ => None,
+            };
+            let Some((forbidden, challenge)) = refused.filter(|_| retries < auth::MAX_AUTH_RETRIES)
+            else {
+                if status.is_success() {
+                    auth.succeeded();
+                }
+                return self
+                    .check_status(response, session.is_some_and(|s| s.id.is_some()))
+                    .await;
+            };
+            drop(response);
+            retries += 1;
+            let token = if forbidden {
+                auth.insufficient_scope(&self.url, &self.runtime, &challenge)
+                    .await?
+            } else {
+                auth.unauthorized(&self.url, &self.runtime, &challenge, sent.as_ref())
+                    .await?
+            };
+            *lock(&self.bearer) = Some(token.clone());
+            sent = Some(token);
+        }
+    }
+
+    async fn send_post(&self, body: Bytes, session: Option<&Session>) -> Result<Response, Error> {
+        self.with_session(self.http()?.post(self.url.clone()), session)
             .header(ACCEPT, ACCEPT_BOTH)
             .header(CONTENT_TYPE, JSON)
-            .body(body);
-        let response = request.send().await.map_err(|e| self.http_error(e))?;
-        self.check_status(response, session.is_some_and(|s| s.id.is_some()))
+            .body(body)
+            .send()
             .await
+            .map_err(|e| self.http_error(e))
     }
 
     /// Server text fit for a reason: scrubbed of secrets, single-line, bounded.
@@ -300,4 +375,15 @@ impl Connection {
     fn http_error(&self, error: reqwest::Error) -> Error {
         Error::from_reqwest(error, self.origin.as_deref())
     }
+}
+
+/// The `WWW-Authenticate` challenge of a `401` or `403` (RFC 6750 §3), if the response is one.
+fn auth_challenge(response: &Response) -> Option<crate::auth::discovery::Challenge> {
+    let status = response.status();
+    if status != reqwest::StatusCode::UNAUTHORIZED && status != reqwest::StatusCode::FORBIDDEN {
+        return None;
+    }
+    Some(crate::auth::discovery::Challenge::from_headers(
+        response.headers(),
+    ))
 }

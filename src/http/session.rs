@@ -334,6 +334,9 @@ impl Connection {
     /// Not cancel safe: dropping it part-way may leave sessions undeleted. The Pack runs it to
     /// completion in the server's task.
     pub(crate) async fn close(&self) {
+        if let Some(auth) = &self.auth {
+            auth.stop();
+        }
         self.end_sessions(true, "the client was shut down").await;
     }
 

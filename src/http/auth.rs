@@ -1,0 +1,271 @@
+//! The sign-in state of one connection: which access token goes out as
+//! `Authorization: Bearer`, what a `401` or a `403 insufficient_scope` does, and the sign-in
+//! link while one waits for the browser (MCP 2025-11-25 "Authorization"; RFC 6750 §3).
+//!
+//! Invariants:
+//! - only an entry that configures no `Authorization` header has this state, so a configured
+//!   header is never replaced and its `401` stays a plain error;
+//! - the token is added per request and never stored in the configured header map;
+//! - at most one sign-in starts at a time per server, and at most one link waits;
+//! - a request is sent at most [`MAX_AUTH_RETRIES`] more times after a `401`/`403`, so a server
+//!   that keeps refusing ends in an error, never a loop;
+//! - every token learned is given to the entry's redactor before any request carries it.
+
+use std::sync::{Arc, Mutex};
+
+use reqwest::Url;
+use reqwest::header::HeaderMap;
+use secrecy::SecretString;
+use tokio::sync::Notify;
+
+use super::{Error, lock};
+use crate::auth::config::OAuthConfig;
+use crate::auth::discovery::Challenge;
+use crate::auth::flow::{StepUp, Tokens};
+use crate::auth::signin::{self, Started};
+use crate::auth::store::Store;
+use crate::redact::Redactor;
+
+/// How many times one request is sent again after the server refused its token.
+pub(super) const MAX_AUTH_RETRIES: u32 = 2;
+
+/// One connection's sign-in state.
+pub(crate) struct Auth {
+    config: OAuthConfig,
+    store: Option<Store>,
+    /// Gives every token learned to the entry's redactor.
+    learn: Arc<dyn Fn(&SecretString) + Send + Sync>,
+    tokens: Mutex<Option<Arc<Tokens>>>,
+    /// The link of the sign-in waiting for the browser.
+    link: Mutex<Option<Arc<str>>>,
+    /// The task waiting for the browser's redirect; aborted when the connection closes.
+    waiting: Mutex<Option<tokio::task::AbortHandle>>,
+    /// Serializes sign-in starts (single-flight).
+    starting: tokio::sync::Mutex<()>,
+    /// Notified when a waiting sign-in ends (tokens, or a failure that needs a new link).
+    ended: Notify,
+    step_up: StepUp,
+}
+
+impl Auth {
+    /// The sign-in state for an entry, or `None` when its `headers` configure `Authorization`
+    /// (that entry never starts OAuth).
+    pub(super) fn for_entry(
+        headers: &HeaderMap,
+        config: OAuthConfig,
+        redactor: &Redactor,
+    ) -> Option<Arc<Auth>> {
+        if headers.contains_key(reqwest::header::AUTHORIZATION) {
+            return None;
+        }
+        let store = match Store::from_env() {
+            Ok(store) => Some(store),
+            Err(e) => {
+                tracing::warn!(
+                    "sign-in credentials will not be kept across restarts: {}",
+                    e.message()
+                );
+                None
+            }
+        };
+        Some(Arc::new(Auth {
+            config,
+            store,
+            learn: Arc::new(redactor.learner()),
+            tokens: Mutex::default(),
+            link: Mutex::default(),
+            waiting: Mutex::default(),
+            starting: tokio::sync::Mutex::new(()),
+            ended: Notify::new(),
+            step_up: StepUp::default(),
+        }))
+    }
+
+    /// The link of the sign-in waiting for the browser, if one waits.
+    pub(super) fn link(&self) -> Option<Arc<str>> {
+        lock(&self.link).clone()
+    }
+
+    /// Resolves when a waiting sign-in ends (at once if one ended since the last call).
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub(super) async fn ended(&self) {
+        self.ended.notified().await;
+    }
+
+    /// Stops a sign-in waiting for the browser (the connection is closing).
+    pub(super) fn stop(&self) {
+        if let Some(task) = lock(&self.waiting).take() {
+            task.abort();
+        }
+        *lock(&self.link) = None;
+    }
+
+    /// The access token to send now, refreshed first when it expires soon; `None` before any
+    /// sign-in, or after the grant was refused (the server's `401` then starts a sign-in).
+    ///
+    /// # Errors
+    /// [`Error::auth`] when a refresh failed for another reason than `invalid_grant`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (a refresh finishes in its own task).
+    pub(super) async fn token(&self) -> Result<Option<SecretString>, Error> {
+        let tokens = lock(&self.tokens).clone();
+        let Some(tokens) = tokens else {
+            return Ok(None);
+        };
+        match tokens.access_token().await {
+            Ok(token) => Ok(Some(token)),
+            Err(e) if e.is_sign_in_required() => {
+                self.forget(&tokens);
+                Ok(None)
+            }
+            Err(e) => Err(Error::auth(e.message())),
+        }
+    }
+
+    /// The server refused `sent` (or no token) with `401` and `challenge`: the token to send
+    /// the request again with, after a refresh, a stored grant or a client credentials grant.
+    ///
+    /// # Errors
+    /// [`Error::sign_in`] with the link when a user must sign in; [`Error::auth`] when a step
+    /// failed.
+    ///
+    /// # Cancel safety
+    /// Cancel safe in effect: a refresh finishes in its own task; a dropped start leaves at
+    /// most a stored registration.
+    pub(super) async fn unauthorized(
+        self: &Arc<Self>,
+        server_url: &Url,
+        runtime: &tokio::runtime::Handle,
+        challenge: &Challenge,
+        sent: Option<&SecretString>,
+    ) -> Result<SecretString, Error> {
+        let tokens = lock(&self.tokens).clone();
+        if let (Some(tokens), Some(sent)) = (tokens, sent) {
+            match tokens.rejected(sent).await {
+                Ok(token) => return Ok(token),
+                Err(e) if e.is_sign_in_required() => self.forget(&tokens),
+                Err(e) => return Err(Error::auth(e.message())),
+            }
+            return self
+                .start(server_url, runtime, challenge, false, None)
+                .await;
+        }
+        self.start(server_url, runtime, challenge, true, None).await
+    }
+
+    /// The server answered `403 insufficient_scope` with `challenge`: a new sign-in asking for
+    /// the union of the held and the challenged scopes, at most
+    /// [`crate::auth::flow::MAX_STEP_UPS`] times in a row.
+    ///
+    /// # Errors
+    /// As [`Auth::unauthorized`]; [`Error::auth`] once the step-ups in a row are used up.
+    ///
+    /// # Cancel safety
+    /// As [`Auth::unauthorized`].
+    pub(super) async fn insufficient_scope(
+        self: &Arc<Self>,
+        server_url: &Url,
+        runtime: &tokio::runtime::Handle,
+        challenge: &Challenge,
+    ) -> Result<SecretString, Error> {
+        let tokens = lock(&self.tokens).clone();
+        let held = match &tokens {
+            Some(tokens) => tokens.scopes().await,
+            None => Vec::new(),
+        };
+        let scopes = self
+            .step_up
+            .next(&held, challenge)
+            .map_err(|e| Error::auth(e.message()))?;
+        if let Some(tokens) = &tokens {
+            self.forget(tokens);
+        }
+        self.start(server_url, runtime, challenge, false, Some(scopes))
+            .await
+    }
+
+    /// A request went through: the step-up count starts again.
+    pub(super) fn succeeded(&self) {
+        self.step_up.succeeded();
+    }
+
+    /// Drops `tokens` as the current grant, unless another start already replaced it.
+    fn forget(&self, tokens: &Arc<Tokens>) {
+        let mut current = lock(&self.tokens);
+        if current.as_ref().is_some_and(|t| Arc::ptr_eq(t, tokens)) {
+            *current = None;
+        }
+    }
+
+    /// Starts a sign-in (single-flight): a grant ready now gives its token; a sign-in needing
+    /// the browser leaves its link and a task waiting for the redirect, and gives
+    /// [`Error::sign_in`].
+    async fn start(
+        self: &Arc<Self>,
+        server_url: &Url,
+        runtime: &tokio::runtime::Handle,
+        challenge: &Challenge,
+        reuse_grant: bool,
+        scopes: Option<Vec<String>>,
+    ) -> Result<SecretString, Error> {
+        let _one = self.starting.lock().await;
+        if scopes.is_none() {
+            let current = lock(&self.tokens).clone();
+            if let Some(tokens) = current {
+                // Another request signed in while this one waited.
+                return tokens
+                    .access_token()
+                    .await
+                    .map_err(|e| Error::auth(e.message()));
+            }
+        }
+        if let Some(link) = self.link() {
+            return Err(Error::sign_in(link));
+        }
+        let learner = Arc::clone(&self.learn);
+        let learn = Box::new(move |token: &SecretString| learner(token));
+        let started = signin::begin(
+            server_url,
+            &self.config,
+            self.store.clone(),
+            challenge,
+            reuse_grant,
+            scopes,
+            learn,
+        )
+        .await
+        .map_err(|e| Error::auth(e.message()))?;
+        match started {
+            Started::Ready(tokens) => {
+                *lock(&self.tokens) = Some(Arc::clone(&tokens));
+                tokens
+                    .access_token()
+                    .await
+                    .map_err(|e| Error::auth(e.message()))
+            }
+            Started::Link(sign_in) => {
+                let link: Arc<str> = sign_in.url().as_str().into();
+                *lock(&self.link) = Some(Arc::clone(&link));
+                tracing::info!("the server needs a sign-in; its link waits in the listing");
+                let this = Arc::clone(self);
+                let task = runtime.spawn(async move {
+                    match sign_in.finish().await {
+                        Ok(tokens) => {
+                            tracing::info!("signed in");
+                            *lock(&this.tokens) = Some(tokens);
+                        }
+                        Err(e) => tracing::warn!("the sign-in did not complete: {}", e.message()),
+                    }
+                    *lock(&this.link) = None;
+                    *lock(&this.waiting) = None;
+                    this.ended.notify_one();
+                });
+                *lock(&self.waiting) = Some(task.abort_handle());
+                Err(Error::sign_in(link))
+            }
+        }
+    }
+}
