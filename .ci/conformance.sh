@@ -10,7 +10,19 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-SCENARIOS=(initialize tools_call sse-retry)
+SCENARIOS=(initialize tools_call sse-retry
+  # Client authorization (MCP 2025-11-25 "Authorization"): every auth scenario of the suite
+  # but the draft and cross-app-access ones.
+  auth/metadata-default auth/metadata-var1 auth/metadata-var2 auth/metadata-var3
+  auth/basic-cimd
+  auth/scope-from-www-authenticate auth/scope-from-scopes-supported
+  auth/scope-omitted-when-undefined auth/scope-step-up auth/scope-retry-limit
+  auth/token-endpoint-auth-basic auth/token-endpoint-auth-post auth/token-endpoint-auth-none
+  auth/pre-registration
+  auth/2025-03-26-oauth-metadata-backcompat auth/2025-03-26-oauth-endpoint-fallback
+  auth/client-credentials-jwt auth/client-credentials-basic)
+# Only these scenarios run when CONFORMANCE_ONLY names some (space-separated).
+if [ -n "${CONFORMANCE_ONLY:-}" ]; then read -r -a SCENARIOS <<<"$CONFORMANCE_ONLY"; fi
 
 if [ $# -lt 1 ]; then
   echo "usage: $0 CLIENT_BINARY [ARG...]" >&2
@@ -36,10 +48,12 @@ conformance="$ROOT/.interop/npm/node_modules/@modelcontextprotocol/conformance/d
 logdir="$(mktemp -d "${TMPDIR:-/tmp}/conformance.XXXXXX")"
 failed=()
 for scenario in "${SCENARIOS[@]}"; do
-  log="$logdir/$scenario.log"
+  log="$logdir/${scenario//\//_}.log"
   echo "conformance: scenario $scenario" >&2
   rc=0
-  timeout 180 unshare -rn env PATH="$node_bin:$PATH" bash -c '
+  # Each scenario signs in afresh: its own store for registrations and grants.
+  oauth_dir="$logdir/oauth-${scenario//\//_}"
+  timeout 180 unshare -rn env PATH="$node_bin:$PATH" PLUGIN_MCP_OAUTH_DIR="$oauth_dir" bash -c '
       set -e
       ip link set lo up
       exec node "$0" client --command "$1" --scenario "$2" --timeout 60000

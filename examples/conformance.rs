@@ -7,6 +7,11 @@
 //! Installs the plugin through the Host contract with one server (namespace `conformance`),
 //! waits until it is ready, calls `add_numbers {"a":2,"b":3}` or `test_reconnection {}` when the
 //! server lists them, drops the Pack and exits 0; any failure exits 1 with the reason on stderr.
+//!
+//! For the auth scenarios it plays the browser: whenever the listing shows a `signInUrl` (or a
+//! call is refused with a sign-in link) it fetches the link without following redirects and
+//! delivers the redirect to the Pack's loopback listener. `MCP_CONFORMANCE_CONTEXT` (the
+//! scenario's pre-registered client) becomes the entry's `oauth` object.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -28,7 +33,14 @@ async fn main() -> ExitCode {
     };
     let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
     eprintln!("conformance client: scenario {scenario:?}");
-    match run(&url).await {
+    let oauth = match oauth_for(&scenario) {
+        Ok(oauth) => oauth,
+        Err(message) => {
+            eprintln!("conformance client: {message}");
+            return ExitCode::from(1);
+        }
+    };
+    match run(&url, oauth).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("conformance client: {message}");
@@ -37,9 +49,88 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run(url: &str) -> Result<(), String> {
+/// The entry's `oauth` object for `scenario`, from `MCP_CONFORMANCE_CONTEXT` when set.
+fn oauth_for(scenario: &str) -> Result<Option<Value>, String> {
+    let mut oauth = serde_json::Map::new();
+    if let Ok(text) = std::env::var("MCP_CONFORMANCE_CONTEXT") {
+        let context: Value = serde_json::from_str(&text)
+            .map_err(|e| format!("MCP_CONFORMANCE_CONTEXT is not JSON: {e}"))?;
+        for (from, to) in [
+            ("client_id", "clientId"),
+            ("client_secret", "clientSecret"),
+            ("private_key_pem", "privateKey"),
+            ("signing_algorithm", "signingAlgorithm"),
+        ] {
+            if let Some(value) = context.get(from).and_then(Value::as_str) {
+                oauth.insert(to.into(), value.into());
+            }
+        }
+    }
+    if scenario.contains("client-credentials") {
+        oauth.insert("grantType".into(), "client_credentials".into());
+    }
+    if scenario == "auth/basic-cimd" {
+        oauth.insert(
+            "clientMetadataUrl".into(),
+            "https://conformance-test.local/client-metadata.json".into(),
+        );
+    }
+    Ok((!oauth.is_empty()).then_some(Value::Object(oauth)))
+}
+
+/// Plays the browser of a signed-in user: opens `link` (the authorization request), does not
+/// follow its redirect, and delivers that redirect to the client's loopback listener.
+async fn play_browser(link: &str) -> Result<(), String> {
+    let browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| e.to_string())?;
+    let answer = browser
+        .get(link)
+        .send()
+        .await
+        .map_err(|e| format!("opening the sign-in link failed: {e}"))?;
+    let location = answer
+        .headers()
+        .get(reqwest::header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(|| {
+            format!(
+                "the sign-in link answered HTTP {} without a redirect",
+                answer.status().as_u16()
+            )
+        })?
+        .to_string();
+    let delivered = browser
+        .get(&location)
+        .send()
+        .await
+        .map_err(|e| format!("delivering the redirect failed: {e}"))?;
+    eprintln!(
+        "conformance client: delivered the sign-in redirect (HTTP {})",
+        delivered.status().as_u16()
+    );
+    Ok(())
+}
+
+/// Whether the scenario is one of the suite's client auth scenarios.
+fn scenario_is_auth() -> bool {
+    std::env::var("MCP_CONFORMANCE_SCENARIO").is_ok_and(|s| s.starts_with("auth/"))
+}
+
+/// The sign-in link in a refusal's text (`... open LINK in a browser ...`).
+fn link_in(text: &str) -> Option<&str> {
+    let start = text.find("sign-in required: open ")? + "sign-in required: open ".len();
+    text[start..].split_whitespace().next()
+}
+
+async fn run(url: &str, oauth: Option<Value>) -> Result<(), String> {
+    let mut entry = json!({"url": url});
+    if let Some(oauth) = oauth {
+        entry["oauth"] = oauth;
+    }
     let mut packs = Packs::new();
-    plugin_mcp::install(&mut packs, &json!({"mcp": {NAMESPACE: {"url": url}}}));
+    plugin_mcp::install(&mut packs, &json!({"mcp": {NAMESPACE: entry}}));
     let mut services = Services::new();
     services.insert(&TOKIO_RUNTIME, tokio::runtime::Handle::current());
     let spec = packs.get("runvil/mcp").ok_or("no runvil/mcp Pack")?;
@@ -47,7 +138,8 @@ async fn run(url: &str) -> Result<(), String> {
         .construct("mcp", &services)
         .map_err(|e| e.to_string())?;
 
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
+    let mut played: Vec<String> = Vec::new();
     let tools = loop {
         let text = pack
             .call("mcp/get_dynamic_tools", json!({"namespace": NAMESPACE}))
@@ -56,7 +148,16 @@ async fn run(url: &str) -> Result<(), String> {
         let listing: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
         match listing["status"].as_str() {
             Some("ready") => break listing["tools"].as_array().cloned().unwrap_or_default(),
-            Some("error") => return Err(format!("server failed to start: {}", listing["reason"])),
+            Some("error") => match listing["signInUrl"].as_str() {
+                Some(link) if !played.iter().any(|p| p == link) => {
+                    played.push(link.to_string());
+                    play_browser(link).await?;
+                }
+                Some(_) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                _ => return Err(format!("server failed to start: {}", listing["reason"])),
+            },
             _ if tokio::time::Instant::now() >= deadline => {
                 return Err("server still loading after 20 s".into());
             }
@@ -64,16 +165,38 @@ async fn run(url: &str) -> Result<(), String> {
         }
     };
     let listed = |name: &str| tools.iter().any(|t| t["name"] == name);
-    for (tool, arguments) in [
+    let mut calls = vec![
         ("add_numbers", json!({"a": 2, "b": 3})),
         ("test_reconnection", json!({})),
-    ] {
+    ];
+    // The auth scenarios list one tool of their own (a step-up asks for more scope to call it).
+    let first = tools.first().and_then(|t| t["name"].as_str()).unwrap_or("");
+    if scenario_is_auth() && !calls.iter().any(|(name, _)| listed(name)) && !first.is_empty() {
+        calls.push((first, json!({})));
+    }
+    for (tool, arguments) in calls {
         if listed(tool) {
             let args = json!({"namespace": NAMESPACE, "toolName": tool, "arguments": arguments});
-            let text = pack
-                .call("mcp/call_dynamic_tool", args)
-                .await
-                .map_err(|e| format!("{tool}: {e}"))?;
+            let mut attempts = 0;
+            let text = loop {
+                match pack.call("mcp/call_dynamic_tool", args.clone()).await {
+                    Ok(text) => break text,
+                    Err(e) => {
+                        let message = e.to_string();
+                        attempts += 1;
+                        match link_in(&message) {
+                            Some(link) if attempts < 20 => {
+                                if !played.iter().any(|p| p == link) {
+                                    played.push(link.to_string());
+                                    play_browser(link).await?;
+                                }
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                            }
+                            _ => return Err(format!("{tool}: {message}")),
+                        }
+                    }
+                }
+            };
             eprintln!("conformance client: {tool} -> {text}");
         }
     }

@@ -208,7 +208,7 @@ impl Connection {
                 // Cancelled (or shut down) while waiting for a session.
                 return Err(Error::closed());
             }
-            let response = match self.post(body.clone(), Some(&session)).await {
+            let response = match self.post_with(body.clone(), Some(&session), true).await {
                 Ok(response) => response,
                 Err(e) if e.is_session_expired() => {
                     lock(&self.flights).waiting(id);
@@ -301,6 +301,17 @@ impl Connection {
     /// insufficient_scope`) gets a token by refresh, stored grant or sign-in and the request is
     /// sent again, at most [`auth::MAX_AUTH_RETRIES`] times.
     async fn post(&self, body: Bytes, session: Option<&Session>) -> Result<Response, Error> {
+        self.post_with(body, session, false).await
+    }
+
+    /// [`Connection::post`]; a 2xx to a request that `counts` (a request of the session, not
+    /// the handshake or a notification) ends a row of step-ups.
+    async fn post_with(
+        &self,
+        body: Bytes,
+        session: Option<&Session>,
+        counts: bool,
+    ) -> Result<Response, Error> {
         let Some(auth) = &self.auth else {
             let response = self.send_post(body, session).await?;
             return self
@@ -323,7 +334,7 @@ impl Connection {
             };
             let Some((forbidden, challenge)) = refused.filter(|_| retries < auth::MAX_AUTH_RETRIES)
             else {
-                if status.is_success() {
+                if counts && status.is_success() {
                     auth.succeeded();
                 }
                 return self

@@ -1,0 +1,583 @@
+//! A local authorization server and protected resource for the sign-in tests through the Host
+//! contract, on 127.0.0.1.
+//!
+//! One axum server plays both roles on one port: the MCP endpoint `/mcp` (answering `401` with a
+//! challenge, or, for a valid token, a stateless MCP server with one tool `whoami`), the protected resource metadata, the authorization
+//! server metadata at a chosen well-known place, `/authorize` (which redirects at once, like a
+//! browser session that is already signed in), `/token` and `/register`. It checks what a real
+//! server checks (PKCE S256, the redirect URI, `resource`, client authentication, rotated
+//! refresh tokens) and logs every request so tests can assert the trail.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use reqwest::Url;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+/// Where the protected resource metadata is served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrmAt {
+    /// Only at a custom path named in the challenge's `resource_metadata`.
+    Header,
+    /// At `/.well-known/oauth-protected-resource/mcp`.
+    PathInserted,
+    /// At `/.well-known/oauth-protected-resource`.
+    Root,
+    /// Nowhere (a 2025-03-26 server).
+    Nowhere,
+}
+
+/// Where the authorization server metadata is served; the issuer is `<base>/tenant1` for the
+/// path forms and `<base>` for the root forms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetadataAt {
+    /// `/.well-known/oauth-authorization-server` (issuer `<base>`).
+    OAuthRoot,
+    /// `/.well-known/openid-configuration` (issuer `<base>`).
+    OpenIdRoot,
+    /// `/.well-known/oauth-authorization-server/tenant1`.
+    OAuthInserted,
+    /// `/.well-known/openid-configuration/tenant1`.
+    OpenIdInserted,
+    /// `/tenant1/.well-known/openid-configuration`.
+    OpenIdAppended,
+    /// Nowhere: the 2025-03-26 default endpoints `/authorize`, `/token`, `/register`.
+    Nowhere,
+}
+
+/// How the test server behaves.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub prm: PrmAt,
+    pub metadata: MetadataAt,
+    /// `expires_in` of every access token, in seconds.
+    pub lifetime: u64,
+    pub s256: bool,
+    pub auth_methods: Vec<&'static str>,
+    pub cimd: bool,
+    /// Send `iss` with the authorization response (and advertise it).
+    pub iss: bool,
+    /// The `scope` of the `401` challenge.
+    pub challenge_scope: Option<&'static str>,
+    pub scopes_supported: Option<Vec<&'static str>>,
+    /// How long a refresh takes (to make concurrent refreshes overlap).
+    pub refresh_delay: Duration,
+    /// A pre-registered client: id and secret.
+    pub client: Option<(&'static str, &'static str)>,
+    /// Send this `iss` with the authorization response instead of the issuer.
+    pub wrong_iss: Option<&'static str>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            prm: PrmAt::PathInserted,
+            metadata: MetadataAt::OAuthRoot,
+            lifetime: 3600,
+            s256: true,
+            auth_methods: vec!["none", "client_secret_basic", "client_secret_post"],
+            cimd: false,
+            iss: true,
+            challenge_scope: None,
+            scopes_supported: Some(vec!["mcp:read", "mcp:write"]),
+            refresh_delay: Duration::ZERO,
+            client: None,
+            wrong_iss: None,
+        }
+    }
+}
+
+/// What the server saw and issued.
+#[derive(Debug, Default)]
+pub struct Log {
+    /// `METHOD /path` of every request, in order.
+    pub requests: Vec<String>,
+    /// `METHOD TOKEN` of every MCP request (`no token`, or the token and ` (refused)`).
+    pub mcp: Vec<String>,
+    pub registrations: u32,
+    /// The query of every authorization request.
+    pub authorizations: Vec<HashMap<String, String>>,
+    /// The form of every token request, plus `client_id`/`auth` as the server authenticated it.
+    pub token_requests: Vec<HashMap<String, String>>,
+    /// Registered clients: id → (secret, method, redirect URI).
+    clients: HashMap<String, (Option<String>, String, String)>,
+    /// Codes: code → (challenge, redirect URI, client id, scope).
+    codes: HashMap<String, (String, String, String, String)>,
+    /// Valid access tokens → expiry (Unix seconds).
+    access: HashMap<String, u64>,
+    /// Valid refresh tokens → scope.
+    refresh: HashMap<String, String>,
+    next: u64,
+}
+
+/// A running test server.
+pub struct TestServer {
+    pub base: Url,
+    pub log: Arc<Mutex<Log>>,
+    options: Arc<Options>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[derive(Clone)]
+struct Shared {
+    base: Url,
+    options: Arc<Options>,
+    log: Arc<Mutex<Log>>,
+}
+
+impl TestServer {
+    /// Starts a server with `options` on 127.0.0.1.
+    pub async fn start(options: Options) -> TestServer {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = Url::parse(&format!("http://{}", listener.local_addr().unwrap())).unwrap();
+        let options = Arc::new(options);
+        let log = Arc::new(Mutex::new(Log::default()));
+        if let Some((id, secret)) = options.client {
+            log.lock().unwrap().clients.insert(
+                id.to_string(),
+                (
+                    Some(secret.to_string()),
+                    "client_secret_basic".into(),
+                    String::new(),
+                ),
+            );
+        }
+        let shared = Shared {
+            base: base.clone(),
+            options: options.clone(),
+            log: log.clone(),
+        };
+        let app = axum::Router::new().fallback(handle).with_state(shared);
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        TestServer {
+            base,
+            log,
+            options,
+            task,
+        }
+    }
+
+    /// The MCP endpoint.
+    pub fn mcp_url(&self) -> Url {
+        self.base.join("/mcp").unwrap()
+    }
+
+    /// The `WWW-Authenticate` value of the endpoint's `401`.
+    pub fn challenge(&self) -> String {
+        challenge(&self.base, &self.options, None)
+    }
+
+    /// The request trail.
+    pub fn requests(&self) -> Vec<String> {
+        self.log.lock().unwrap().requests.clone()
+    }
+
+    /// Makes every issued access token expired, as if its lifetime passed.
+    pub fn expire_access_tokens(&self) {
+        for expiry in self.log.lock().unwrap().access.values_mut() {
+            *expiry = 0;
+        }
+    }
+
+    /// Forgets every refresh token, as if the user revoked the grant.
+    pub fn revoke_refresh_tokens(&self) {
+        self.log.lock().unwrap().refresh.clear();
+    }
+
+    /// Whether `token` is a valid access token now.
+    pub fn accepts(&self, token: &str) -> bool {
+        let log = self.log.lock().unwrap();
+        log.access
+            .get(token)
+            .is_some_and(|expiry| *expiry > now_secs())
+    }
+}
+
+fn challenge(base: &Url, options: &Options, error: Option<&str>) -> String {
+    let mut parts = Vec::new();
+    if let Some(error) = error {
+        parts.push(format!("error=\"{error}\""));
+    }
+    if let Some(scope) = options.challenge_scope {
+        parts.push(format!("scope=\"{scope}\""));
+    }
+    if options.prm == PrmAt::Header {
+        parts.push(format!(
+            "resource_metadata=\"{}\"",
+            base.join("/custom/metadata.json").unwrap()
+        ));
+    }
+    if parts.is_empty() {
+        "Bearer".to_string()
+    } else {
+        format!("Bearer {}", parts.join(", "))
+    }
+}
+
+fn issuer(base: &Url, options: &Options) -> String {
+    let origin = base.as_str().trim_end_matches('/').to_string();
+    match options.metadata {
+        MetadataAt::OAuthRoot | MetadataAt::OpenIdRoot | MetadataAt::Nowhere => origin,
+        _ => format!("{origin}/tenant1"),
+    }
+}
+
+fn json_response(status: StatusCode, value: Value) -> Response {
+    (
+        status,
+        [("content-type", "application/json")],
+        value.to_string(),
+    )
+        .into_response()
+}
+
+fn oauth_error(status: StatusCode, code: &str) -> Response {
+    json_response(
+        status,
+        json!({"error": code, "error_description": format!("test server: {code}")}),
+    )
+}
+
+async fn handle(
+    State(shared): State<Shared>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = uri.path().to_string();
+    let query: HashMap<String, String> =
+        url::form_urlencoded::parse(uri.query().unwrap_or("").as_bytes())
+            .into_owned()
+            .collect();
+    let options = &shared.options;
+    let base = &shared.base;
+    let origin = base.as_str().trim_end_matches('/').to_string();
+    shared
+        .log
+        .lock()
+        .unwrap()
+        .requests
+        .push(format!("{method} {path}"));
+
+    let prm_path = match options.prm {
+        PrmAt::Header => Some("/custom/metadata.json"),
+        PrmAt::PathInserted => Some("/.well-known/oauth-protected-resource/mcp"),
+        PrmAt::Root => Some("/.well-known/oauth-protected-resource"),
+        PrmAt::Nowhere => None,
+    };
+    let metadata_path = match options.metadata {
+        MetadataAt::OAuthRoot => Some("/.well-known/oauth-authorization-server"),
+        MetadataAt::OpenIdRoot => Some("/.well-known/openid-configuration"),
+        MetadataAt::OAuthInserted => Some("/.well-known/oauth-authorization-server/tenant1"),
+        MetadataAt::OpenIdInserted => Some("/.well-known/openid-configuration/tenant1"),
+        MetadataAt::OpenIdAppended => Some("/tenant1/.well-known/openid-configuration"),
+        MetadataAt::Nowhere => None,
+    };
+    let issuer = issuer(base, options);
+    let prefix = if issuer.ends_with("/tenant1") {
+        "/tenant1"
+    } else {
+        ""
+    };
+
+    if method == Method::GET && Some(path.as_str()) == prm_path {
+        let mut prm = json!({
+            "resource": format!("{origin}/mcp"),
+            "authorization_servers": [issuer],
+        });
+        if let Some(scopes) = &options.scopes_supported {
+            prm["scopes_supported"] = json!(scopes);
+        }
+        return json_response(StatusCode::OK, prm);
+    }
+    if method == Method::GET && Some(path.as_str()) == metadata_path {
+        let mut metadata = json!({
+            "issuer": issuer,
+            "authorization_endpoint": format!("{origin}{prefix}/authorize"),
+            "token_endpoint": format!("{origin}{prefix}/token"),
+            "registration_endpoint": format!("{origin}{prefix}/register"),
+            "response_types_supported": ["code"],
+            "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials"],
+            "token_endpoint_auth_methods_supported": options.auth_methods,
+            "client_id_metadata_document_supported": options.cimd,
+            "authorization_response_iss_parameter_supported": options.iss,
+        });
+        if options.s256 {
+            metadata["code_challenge_methods_supported"] = json!(["S256"]);
+        }
+        return json_response(StatusCode::OK, metadata);
+    }
+    let endpoint = path.strip_prefix(prefix).unwrap_or(&path);
+    match (method.clone(), endpoint) {
+        (Method::POST, "/mcp") => mcp(&shared, &headers, &body),
+        (Method::GET, "/authorize") => authorize(&shared, query, &issuer),
+        (Method::POST, "/register") => register(&shared, &body),
+        (Method::POST, "/token") => token(&shared, &headers, &body).await,
+        (Method::GET, "/moved") => (
+            StatusCode::FOUND,
+            [("location", format!("{origin}/.well-known/x"))],
+        )
+            .into_response(),
+        (Method::GET, "/huge") => json_response(
+            StatusCode::OK,
+            json!({"pad": "x".repeat(256 * 1024)}),
+        ),
+        _ => (StatusCode::NOT_FOUND, "not found").into_response(),
+    }
+}
+
+fn mcp(shared: &Shared, headers: &HeaderMap, body: &[u8]) -> Response {
+    let token = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let message: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let method = message["method"].as_str().unwrap_or("").to_string();
+    let valid = token.is_some_and(|t| {
+        shared
+            .log
+            .lock()
+            .unwrap()
+            .access
+            .get(t)
+            .is_some_and(|e| *e > now_secs())
+    });
+    shared.log.lock().unwrap().mcp.push(format!(
+        "{method} {}",
+        match (token, valid) {
+            (None, _) => "no token".to_string(),
+            (Some(t), true) => t.to_string(),
+            (Some(t), false) => format!("{t} (refused)"),
+        }
+    ));
+    if !valid {
+        let error = token.map(|_| "invalid_token");
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(
+                "www-authenticate",
+                challenge(&shared.base, &shared.options, error),
+            )],
+        )
+            .into_response();
+    }
+    let id = message["id"].clone();
+    let result = match method.as_str() {
+        "initialize" => json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "signed-in", "version": "1"}
+        }),
+        "tools/list" => json!({"tools": [{"name": "whoami", "inputSchema": {"type": "object"}}]}),
+        "tools/call" => json!({"content": [{"type": "text", "text": "signed in"}]}),
+        _ => return StatusCode::ACCEPTED.into_response(),
+    };
+    json_response(
+        StatusCode::OK,
+        json!({"jsonrpc": "2.0", "id": id, "result": result}),
+    )
+}
+
+/// Seconds since the Unix epoch.
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn authorize(shared: &Shared, query: HashMap<String, String>, issuer: &str) -> Response {
+    let mut log = shared.log.lock().unwrap();
+    log.authorizations.push(query.clone());
+    let get = |k: &str| query.get(k).cloned().unwrap_or_default();
+    if get("response_type") != "code" || get("code_challenge_method") != "S256" {
+        return oauth_error(StatusCode::BAD_REQUEST, "invalid_request");
+    }
+    let client_id = get("client_id");
+    let redirect_uri = get("redirect_uri");
+    let known = match log.clients.get(&client_id) {
+        Some((_, _, registered)) => registered.is_empty() || *registered == redirect_uri,
+        None => client_id.starts_with("https://"),
+    };
+    if !known {
+        return oauth_error(StatusCode::BAD_REQUEST, "invalid_client");
+    }
+    log.next += 1;
+    let code = format!("code-{:06}", log.next);
+    log.codes.insert(
+        code.clone(),
+        (
+            get("code_challenge"),
+            redirect_uri.clone(),
+            client_id,
+            get("scope"),
+        ),
+    );
+    let mut location = Url::parse(&redirect_uri).unwrap();
+    location
+        .query_pairs_mut()
+        .append_pair("code", &code)
+        .append_pair("state", &get("state"));
+    if let Some(wrong) = shared.options.wrong_iss {
+        location.query_pairs_mut().append_pair("iss", wrong);
+    } else if shared.options.iss {
+        location.query_pairs_mut().append_pair("iss", issuer);
+    }
+    (StatusCode::FOUND, [("location", location.to_string())]).into_response()
+}
+
+fn register(shared: &Shared, body: &[u8]) -> Response {
+    let request: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let method = request["token_endpoint_auth_method"]
+        .as_str()
+        .unwrap_or("client_secret_basic")
+        .to_string();
+    let redirect = request["redirect_uris"][0]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    let mut log = shared.log.lock().unwrap();
+    log.registrations += 1;
+    let id = format!("client-{}", log.registrations);
+    let secret = (method != "none").then(|| format!("client-secret-{:06}", log.registrations));
+    log.clients
+        .insert(id.clone(), (secret.clone(), method.clone(), redirect));
+    let mut answer = json!({"client_id": id, "token_endpoint_auth_method": method});
+    if let Some(secret) = secret {
+        answer["client_secret"] = json!(secret);
+    }
+    json_response(StatusCode::CREATED, answer)
+}
+
+async fn token(shared: &Shared, headers: &HeaderMap, body: &[u8]) -> Response {
+    let mut form: HashMap<String, String> =
+        url::form_urlencoded::parse(body).into_owned().collect();
+    // Client authentication.
+    let basic = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Basic "))
+        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+        .and_then(|b| String::from_utf8(b).ok());
+    let (client_id, secret, auth) = match basic {
+        Some(pair) => {
+            let (id, secret) = pair.split_once(':').unwrap_or((&pair, ""));
+            let decode = |s: &str| {
+                url::form_urlencoded::parse(format!("x={s}").as_bytes())
+                    .next()
+                    .map(|(_, v)| v.into_owned())
+                    .unwrap_or_default()
+            };
+            (decode(id), Some(decode(secret)), "client_secret_basic")
+        }
+        None => {
+            let id = form.get("client_id").cloned().unwrap_or_default();
+            match form.get("client_secret") {
+                Some(s) => (id, Some(s.clone()), "client_secret_post"),
+                None if form.contains_key("client_assertion") => (id, None, "private_key_jwt"),
+                None => (id, None, "none"),
+            }
+        }
+    };
+    form.insert("auth".into(), auth.into());
+    form.insert("authenticated_client".into(), client_id.clone());
+    if form.get("grant_type").map(String::as_str) == Some("refresh_token") {
+        tokio::time::sleep(shared.options.refresh_delay).await;
+    }
+    let mut log = shared.log.lock().unwrap();
+    log.token_requests.push(form.clone());
+    if auth != "private_key_jwt" {
+        let expected = log.clients.get(&client_id).map(|c| c.0.clone());
+        let ok = match (expected, &secret) {
+            (Some(expected), got) => expected == *got,
+            // Metadata-document clients are public.
+            (None, None) => client_id.starts_with("https://"),
+            (None, Some(_)) => false,
+        };
+        if !ok {
+            return oauth_error(StatusCode::UNAUTHORIZED, "invalid_client");
+        }
+    }
+    if !form.contains_key("resource") {
+        return oauth_error(StatusCode::BAD_REQUEST, "invalid_target");
+    }
+    let scope = match form.get("grant_type").map(String::as_str) {
+        Some("authorization_code") => {
+            let code = form.get("code").cloned().unwrap_or_default();
+            let Some((challenge, redirect, owner, scope)) = log.codes.remove(&code) else {
+                return oauth_error(StatusCode::BAD_REQUEST, "invalid_grant");
+            };
+            let verifier = form.get("code_verifier").cloned().unwrap_or_default();
+            let computed = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .encode(Sha256::digest(verifier.as_bytes()));
+            if computed != challenge
+                || form.get("redirect_uri") != Some(&redirect)
+                || owner != client_id
+            {
+                return oauth_error(StatusCode::BAD_REQUEST, "invalid_grant");
+            }
+            scope
+        }
+        Some("refresh_token") => {
+            let old = form.get("refresh_token").cloned().unwrap_or_default();
+            // Rotation: a refresh token works once.
+            let Some(scope) = log.refresh.remove(&old) else {
+                return oauth_error(StatusCode::BAD_REQUEST, "invalid_grant");
+            };
+            scope
+        }
+        Some("client_credentials") => form.get("scope").cloned().unwrap_or_default(),
+        _ => return oauth_error(StatusCode::BAD_REQUEST, "unsupported_grant_type"),
+    };
+    log.next += 1;
+    let n = log.next;
+    let access = format!("access-token-{n:06}");
+    let refresh = format!("refresh-token-{n:06}");
+    let expiry = now_secs() + shared.options.lifetime;
+    log.access.insert(access.clone(), expiry);
+    let mut answer = json!({
+        "access_token": access,
+        "token_type": "Bearer",
+        "expires_in": shared.options.lifetime,
+        "scope": scope,
+    });
+    // No refresh token for client credentials (OAuth 2.1 §4.2.3).
+    if form.get("grant_type").map(String::as_str) != Some("client_credentials") {
+        log.refresh.insert(refresh.clone(), scope);
+        answer["refresh_token"] = json!(refresh);
+    }
+    json_response(StatusCode::OK, answer)
+}
+
+/// Plays the browser: opens `link` without following redirects and delivers the redirect to
+/// the loopback listener; returns the listener's status code.
+pub async fn play_browser(link: &Url) -> u16 {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let answer = client.get(link.clone()).send().await.unwrap();
+    assert_eq!(
+        answer.status(),
+        StatusCode::FOUND,
+        "the authorization endpoint redirects"
+    );
+    let location = answer.headers()["location"].to_str().unwrap().to_string();
+    client.get(location).send().await.unwrap().status().as_u16()
+}
