@@ -334,10 +334,9 @@ async fn handle(
             [("location", format!("{origin}/.well-known/x"))],
         )
             .into_response(),
-        (Method::GET, "/huge") => json_response(
-            StatusCode::OK,
-            json!({"pad": "x".repeat(256 * 1024)}),
-        ),
+        (Method::GET, "/huge") => {
+            json_response(StatusCode::OK, json!({"pad": "x".repeat(256 * 1024)}))
+        }
         _ => (StatusCode::NOT_FOUND, "not found").into_response(),
     }
 }

@@ -1,0 +1,277 @@
+//! Signing in to a server that answers `401` (MCP 2025-11-25 "Authorization"), end to end
+//! through the Host contract, against the local authorization server of tests/support/oauth.rs
+//! (127.0.0.1 only): the link in the listing, the browser played, the stored grant reused by a
+//! second Pack, one refresh for concurrent calls, `invalid_grant`, and a configured
+//! `Authorization` header that never starts OAuth.
+
+#[path = "support/oauth.rs"]
+#[allow(dead_code)] // Shared with other binaries; each uses a part.
+mod oauth;
+mod support;
+
+use std::sync::Once;
+use std::time::Duration;
+
+use oauth::{Options, TestServer, play_browser};
+use reqwest::Url;
+use runvil_plugin::ToolErrorKind;
+use serde_json::{Value, json};
+use support::Host;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Points the credential store of every Pack of this binary at one fresh directory. Each test
+/// has its own server (its own port), so its own store file.
+fn store_dir() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let dir = std::env::temp_dir().join(format!("plugin-mcp-signin-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        // SAFETY: every test of this binary calls this first, before it starts anything; the
+        // Once makes the others wait until the variable is set, and nothing sets it again, so
+        // no thread reads the environment while it is written.
+        unsafe { std::env::set_var("PLUGIN_MCP_OAUTH_DIR", dir) };
+    });
+}
+
+fn entry(server: &TestServer) -> Value {
+    json!({"docs": {"url": server.mcp_url().as_str()}})
+}
+
+fn reason_for(link: &str) -> String {
+    format!(
+        "sign-in required: open {link} in a browser and sign in; the server starts once the sign-in completes"
+    )
+}
+
+/// Waits for the listing to show a sign-in link for `docs` and returns it.
+async fn link_in_listing(host: &Host) -> String {
+    let listing = host
+        .wait_for(WAIT, |l| !l["servers"][0]["signInUrl"].is_null())
+        .await;
+    listing["servers"][0]["signInUrl"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+async fn call_whoami(host: &Host) -> Result<String, runvil_plugin::ToolError> {
+    host.call(
+        "call_dynamic_tool",
+        json!({"namespace": "docs", "toolName": "whoami"}),
+    )
+    .await
+}
+
+/// Signs in through the listing's link; returns the link.
+async fn sign_in(host: &Host) -> String {
+    let link = link_in_listing(host).await;
+    assert_eq!(play_browser(&Url::parse(&link).unwrap()).await, 200);
+    host.ready("docs", WAIT).await;
+    link
+}
+
+fn trail(server: &TestServer) -> Vec<String> {
+    server.log.lock().unwrap().mcp.clone()
+}
+
+#[tokio::test]
+async fn a_401_shows_the_link_in_both_listings_and_the_browser_makes_the_server_ready() {
+    store_dir();
+    let server = TestServer::start(Options::default()).await;
+    let host = Host::new(entry(&server));
+
+    let link = link_in_listing(&host).await;
+    let prefix = format!("{}authorize?", server.base);
+    assert!(link.starts_with(&prefix), "{link}");
+    let all = host.listing(json!({})).await;
+    assert_eq!(
+        all,
+        json!({"servers": [{"namespace": "docs", "status": "error", "reason": reason_for(&link),
+            "signInUrl": link, "tools": []}]})
+    );
+    let one = host.listing(json!({"namespace": "docs"})).await;
+    assert_eq!(
+        one,
+        json!({"namespace": "docs", "status": "error", "reason": reason_for(&link),
+            "signInUrl": link, "tools": []})
+    );
+    let refused = call_whoami(&host).await.unwrap_err();
+    assert_eq!(refused.kind, ToolErrorKind::Unavailable);
+    assert_eq!(
+        refused.message,
+        format!("server \"docs\" is unavailable: {}", reason_for(&link))
+    );
+
+    // The start continues as soon as the code arrives (the backoff is at 1 s or more by now;
+    // the wait below does not depend on it).
+    assert_eq!(play_browser(&Url::parse(&link).unwrap()).await, 200);
+    host.ready("docs", WAIT).await;
+    assert_eq!(call_whoami(&host).await.unwrap(), "signed in");
+    let trail = trail(&server);
+    let signed_in_at = trail
+        .iter()
+        .position(|t| t == "initialize access-token-000002")
+        .unwrap();
+    assert!(
+        trail[..signed_in_at]
+            .iter()
+            .all(|t| t == "initialize no token")
+    );
+    assert_eq!(
+        trail[signed_in_at..],
+        [
+            "initialize access-token-000002",
+            "notifications/initialized access-token-000002",
+            "tools/list access-token-000002",
+            "tools/call access-token-000002",
+        ]
+    );
+    assert_eq!(server.log.lock().unwrap().registrations, 1);
+}
+
+#[tokio::test]
+async fn a_second_pack_reuses_the_stored_grant_without_registering_or_signing_in() {
+    store_dir();
+    let server = TestServer::start(Options::default()).await;
+    let first = Host::new(entry(&server));
+    sign_in(&first).await;
+    drop(first);
+    let before = trail(&server).len();
+
+    let second = Host::new(entry(&server));
+    second.ready("docs", WAIT).await;
+    assert_eq!(call_whoami(&second).await.unwrap(), "signed in");
+    let log = server.log.lock().unwrap();
+    assert_eq!(log.registrations, 1);
+    assert_eq!(log.authorizations.len(), 1);
+    assert_eq!(log.token_requests.len(), 1);
+    assert_eq!(
+        log.mcp[before..],
+        [
+            "initialize no token",
+            "initialize access-token-000002",
+            "notifications/initialized access-token-000002",
+            "tools/list access-token-000002",
+            "tools/call access-token-000002",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn concurrent_calls_refused_with_401_wait_for_one_refresh_and_retry_once() {
+    store_dir();
+    let server = TestServer::start(Options {
+        refresh_delay: Duration::from_millis(300),
+        ..Options::default()
+    })
+    .await;
+    let host = Host::new(entry(&server));
+    sign_in(&host).await;
+    server.expire_access_tokens();
+    let before = trail(&server).len();
+
+    let calls = futures_util::future::join_all((0..4).map(|_| call_whoami(&host))).await;
+    for result in calls {
+        assert_eq!(result.unwrap(), "signed in");
+    }
+    let log = server.log.lock().unwrap();
+    let grants: Vec<&str> = log
+        .token_requests
+        .iter()
+        .map(|form| form["grant_type"].as_str())
+        .collect();
+    assert_eq!(grants, ["authorization_code", "refresh_token"]);
+    let mut calls = log.mcp[before..].to_vec();
+    calls.sort();
+    assert_eq!(
+        calls,
+        [
+            "tools/call access-token-000002 (refused)",
+            "tools/call access-token-000002 (refused)",
+            "tools/call access-token-000002 (refused)",
+            "tools/call access-token-000002 (refused)",
+            "tools/call access-token-000003",
+            "tools/call access-token-000003",
+            "tools/call access-token-000003",
+            "tools/call access-token-000003",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn invalid_grant_asks_for_a_new_sign_in_once() {
+    store_dir();
+    let server = TestServer::start(Options::default()).await;
+    let host = Host::new(entry(&server));
+    let first_link = sign_in(&host).await;
+    server.expire_access_tokens();
+    server.revoke_refresh_tokens();
+
+    let refused = call_whoami(&host).await.unwrap_err();
+    assert_eq!(refused.kind, ToolErrorKind::Unavailable);
+    let prefix = "server \"docs\" is unavailable: sign-in required: open ";
+    assert!(refused.message.starts_with(prefix), "{}", refused.message);
+    let link = refused.message[prefix.len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string();
+    assert_ne!(link, first_link);
+    assert_eq!(
+        refused.message,
+        format!("server \"docs\" is unavailable: {}", reason_for(&link))
+    );
+    // The same link while it waits: no second sign-in, no loop.
+    let again = call_whoami(&host).await.unwrap_err();
+    assert_eq!(again.message, refused.message);
+
+    assert_eq!(play_browser(&Url::parse(&link).unwrap()).await, 200);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let answer = loop {
+        match call_whoami(&host).await {
+            Ok(text) => break text,
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                assert_eq!(e.message, refused.message);
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err(e) => panic!("still refused: {}", e.message),
+        }
+    };
+    assert_eq!(answer, "signed in");
+    let log = server.log.lock().unwrap();
+    let grants: Vec<&str> = log
+        .token_requests
+        .iter()
+        .map(|form| form["grant_type"].as_str())
+        .collect();
+    assert_eq!(
+        grants,
+        ["authorization_code", "refresh_token", "authorization_code"]
+    );
+    assert_eq!(log.registrations, 1);
+}
+
+#[tokio::test]
+async fn a_configured_authorization_header_never_starts_oauth() {
+    store_dir();
+    let server = TestServer::start(Options::default()).await;
+    let host = Host::new(json!({"docs": {
+        "url": server.mcp_url().as_str(),
+        "headers": {"Authorization": "Bearer configured-token-1"}
+    }}));
+    let listing = host.settled(WAIT).await;
+    assert_eq!(
+        listing,
+        json!({"servers": [{"namespace": "docs", "status": "error",
+            "reason": "HTTP 401 Unauthorized", "tools": []}]})
+    );
+    let requests = server.requests();
+    assert!(!requests.is_empty());
+    assert!(requests.iter().all(|r| r == "POST /mcp"), "{requests:?}");
+    assert!(
+        trail(&server)
+            .iter()
+            .all(|t| t == "initialize configured-token-1 (refused)")
+    );
+}
