@@ -34,6 +34,22 @@ fn store_dir() {
     });
 }
 
+/// The store file of `url` and `client`: the first 16 bytes of SHA-256 over the URL, a NUL and
+/// the client, in hex, plus `.json`.
+fn store_file(url: &Url, client: &str) -> std::path::PathBuf {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    hash.update(url.as_str().as_bytes());
+    hash.update([0]);
+    hash.update(client.as_bytes());
+    let name: String = hash.finalize()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    std::path::PathBuf::from(std::env::var_os("PLUGIN_MCP_OAUTH_DIR").unwrap())
+        .join(format!("{name}.json"))
+}
+
 fn entry(server: &TestServer) -> Value {
     json!({"docs": {"url": server.mcp_url().as_str()}})
 }
@@ -138,6 +154,20 @@ async fn a_second_pack_reuses_the_stored_grant_without_registering_or_signing_in
     sign_in(&first).await;
     drop(first);
     let before = trail(&server).len();
+    // One file per server and client, named as README "Signing in" documents (what
+    // `host logout` deletes), 0600 in a 0700 directory.
+    let file = store_file(&server.mcp_url(), "");
+    let stored: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(stored["server"], server.mcp_url().as_str());
+    assert_eq!(stored["client"]["client_id"], "client-1");
+    assert_eq!(stored["grant"]["access_token"], "access-token-000002");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&file), 0o600);
+        assert_eq!(mode(file.parent().unwrap()), 0o700);
+    }
 
     let second = Host::new(entry(&server));
     second.ready("docs", WAIT).await;
