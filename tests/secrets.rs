@@ -1,4 +1,4 @@
-//! Secrets: header values and `${env:...}` values must never appear in a listing, a reason, an
+//! Secrets: header values, `${env:...}` values and the tokens a sign-in learns must never appear in a listing, a reason, an
 //! error, a `Debug` output or a log line, even when a server echoes them back; server text that
 //! holds one shows `[redacted]` instead.
 //!
@@ -14,6 +14,9 @@
 
 #[path = "support/hostile.rs"]
 mod hostile;
+#[path = "support/oauth.rs"]
+#[allow(dead_code)] // Shared with other binaries; each uses a part.
+mod oauth;
 mod support;
 
 use std::io::Write;
@@ -630,4 +633,104 @@ async fn sse_echo_during_a_call_is_scrubbed() {
     );
     drop(host);
     assert!(!logs.text().contains("value-0123456789"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// tokens learned by signing in
+
+/// The access and refresh tokens a sign-in learns, and the client secret of the entry, are
+/// secrets like configured header values: a server echoing the token shows `[redacted]`, and no
+/// listing, reason, error, `Debug` output or trace-level log line holds any of them — through
+/// the sign-in, a refresh after a `401` (a new token learned at run time), and the calls.
+#[tokio::test]
+async fn tokens_learned_by_signing_in_never_escape() {
+    let guard = exclusive();
+    let dir = std::env::temp_dir().join(format!("plugin-mcp-secrets-oauth-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    set_env(&guard, "PLUGIN_MCP_OAUTH_DIR", dir.to_str().unwrap());
+    let (logs, _capture) = capture();
+    let server = oauth::TestServer::start(oauth::Options {
+        echo: true,
+        ..oauth::Options::default()
+    })
+    .await;
+    let host = Host::new(json!({"ok": {"url": server.mcp_url().as_str()}}));
+    let listing = host
+        .wait_for(Duration::from_secs(10), |l| {
+            !server_entry(l, "ok")["signInUrl"].is_null()
+        })
+        .await;
+    let link = server_entry(&listing, "ok")["signInUrl"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        oauth::play_browser(&reqwest::Url::parse(&link).unwrap()).await,
+        200
+    );
+    host.ready("ok", Duration::from_secs(10)).await;
+
+    let call = |tool: &'static str| {
+        host.call(
+            "call_dynamic_tool",
+            json!({"namespace": "ok", "toolName": tool}),
+        )
+    };
+    let mut seen: Vec<(String, String)> = Vec::new();
+    let mut record = |label: &str, outcome: Result<String, ToolError>| {
+        seen.push((format!("{label} (Debug)"), format!("{outcome:?}")));
+        match outcome {
+            Ok(text) => seen.push((label.to_string(), text)),
+            Err(e) => seen.push((label.to_string(), e.message)),
+        }
+    };
+    let first = call("whoami").await;
+    assert_eq!(first.as_deref().unwrap(), "you sent [redacted]");
+    record("call whoami", first);
+    record("call fails", call("fails").await);
+    // The token expires on the server: the 401 brings a refresh and a token learned now.
+    server.expire_access_tokens();
+    let second = call("whoami").await;
+    assert_eq!(second.as_deref().unwrap(), "you sent [redacted]");
+    record("call whoami after refresh", second);
+    record("call fails after refresh", call("fails").await);
+    record(
+        "listing",
+        host.call("get_dynamic_tools", json!({"namespace": "ok"}))
+            .await,
+    );
+    record(
+        "tool",
+        host.call(
+            "get_dynamic_tools",
+            json!({"namespace": "ok", "toolName": "whoami"}),
+        )
+        .await,
+    );
+    drop(host);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+
+    let (tokens, grants) = {
+        let log = server.log.lock().unwrap();
+        let tokens: Vec<String> = log
+            .mcp
+            .iter()
+            .filter_map(|t| t.split(' ').nth(1))
+            .filter(|t| t.starts_with("access-token-"))
+            .map(str::to_string)
+            .collect();
+        (tokens, log.token_requests.len())
+    };
+    assert_eq!(grants, 2, "a code exchange and a refresh");
+    let mut secrets: Vec<String> = tokens.clone();
+    secrets.sort();
+    secrets.dedup();
+    assert_eq!(secrets, ["access-token-000002", "access-token-000003"]);
+    secrets.extend(["refresh-token-000002".into(), "refresh-token-000003".into()]);
+    for (label, text) in &seen {
+        assert_no_secret(label, text, &secrets);
+    }
+    let logs = logs.text();
+    assert_no_secret("the log", &logs, &secrets);
+    assert!(logs.contains("signed in"), "the capture works: {logs}");
 }

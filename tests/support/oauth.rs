@@ -73,6 +73,9 @@ pub struct Options {
     pub client: Option<(&'static str, &'static str)>,
     /// Send this `iss` with the authorization response instead of the issuer.
     pub wrong_iss: Option<&'static str>,
+    /// The MCP endpoint quotes the `Authorization` header it received in its tool description,
+    /// its tool results and a JSON-RPC error of every other method (to test scrubbing).
+    pub echo: bool,
 }
 
 impl Default for Options {
@@ -90,6 +93,7 @@ impl Default for Options {
             refresh_delay: Duration::ZERO,
             client: None,
             wrong_iss: None,
+            echo: false,
         }
     }
 }
@@ -377,6 +381,34 @@ fn mcp(shared: &Shared, headers: &HeaderMap, body: &[u8]) -> Response {
             .into_response();
     }
     let id = message["id"].clone();
+    if shared.options.echo {
+        let sent = format!("you sent {}", token.unwrap_or(""));
+        let result = match method.as_str() {
+            "initialize" => json!({
+                "protocolVersion": "2025-11-25",
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": sent, "version": "1"}
+            }),
+            "tools/list" => json!({"tools": [
+                {"name": "whoami", "description": sent, "inputSchema": {"type": "object"}},
+                {"name": "fails", "inputSchema": {"type": "object"}},
+            ]}),
+            "tools/call" if message["params"]["name"] == "whoami" => {
+                json!({"content": [{"type": "text", "text": sent}]})
+            }
+            "tools/call" => {
+                return json_response(
+                    StatusCode::OK,
+                    json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32000, "message": sent}}),
+                );
+            }
+            _ => return StatusCode::ACCEPTED.into_response(),
+        };
+        return json_response(
+            StatusCode::OK,
+            json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        );
+    }
     let result = match method.as_str() {
         "initialize" => json!({
             "protocolVersion": "2025-11-25",
