@@ -556,6 +556,30 @@ mod tests {
     }
 
     #[test]
+    fn the_oauth_object_is_parsed_and_its_secrets_are_scrubbed() {
+        let server = remote(json!({"url": "https://a.example/mcp", "oauth": {
+            "clientId": "app-1", "clientSecret": "${env:TOKEN}", "callbackPort": 33418,
+            "scopes": "files:read files:write"
+        }}));
+        assert_eq!(server.oauth.client_id.as_deref(), Some("app-1"));
+        assert_eq!(server.oauth.callback_port, Some(33418));
+        assert_eq!(
+            server.oauth.scopes,
+            Some(vec!["files:read".to_string(), "files:write".to_string()])
+        );
+        assert_eq!(
+            server.redactor.scrub("echo s3cr3t-token-value"),
+            "echo [redacted]"
+        );
+        let plain = remote(json!({"url": "https://a.example/mcp"}));
+        assert_eq!(plain.oauth.client_id, None);
+        assert_eq!(
+            plain.oauth.grant_type,
+            crate::auth::config::GrantType::AuthorizationCode
+        );
+    }
+
+    #[test]
     fn refusals_name_the_field_never_the_value() {
         let cases = [
             (json!({"command": "npx", "args": ["x"], "env": {"K": "V"}, "cwd": "/"}), LOCAL_REFUSED.to_string()),
@@ -575,6 +599,9 @@ mod tests {
             (json!({"url": "https://a.example", "headers": {"X-A": "line\nbreak-s3cr3t"}}), "the value of header \"X-A\" is not a valid HTTP header value".to_string()),
             (json!({"url": "https://${env:MISSING}/x"}), "environment variable \"MISSING\" (used in url) is not set".to_string()),
             (json!({"url": "https://a.example", "headers": {"Authorization": "${env:NOPE}"}}), "environment variable \"NOPE\" (used in header \"Authorization\") is not set".to_string()),
+            (json!({"url": "https://a.example", "oauth": 5}), "oauth must be an object, found a number".to_string()),
+            (json!({"url": "https://a.example", "oauth": {"callbackPort": "x"}}), "oauth.callbackPort must be a number, found a string".to_string()),
+            (json!({"url": "https://a.example", "oauth": {"clientSecret": "${env:NOPE}"}}), "environment variable \"NOPE\" (used in oauth.clientSecret) is not set".to_string()),
         ];
         for (entry, expected) in cases {
             assert_eq!(refused(entry.clone()), expected, "entry {entry}");
