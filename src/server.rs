@@ -72,12 +72,21 @@ impl Server {
         }
     }
 
-    /// The current status.
+    /// The current status. A ready server whose grant was lost (`invalid_grant`, a step-up)
+    /// shows the waiting sign-in instead, until it completes.
     pub(crate) fn status(&self) -> Status {
-        self.status
+        let status = self
+            .status
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .clone()
+            .clone();
+        if let (Status::Ready(_), Some(connection)) = (&status, &self.connection) {
+            if let Some(link) = connection.sign_in_url() {
+                let reason = Error::sign_in(Arc::clone(&link)).to_string();
+                return Status::SignIn(reason.into(), link);
+            }
+        }
+        status
     }
 
     fn set_status(&self, status: Status) {

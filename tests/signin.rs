@@ -252,9 +252,14 @@ async fn invalid_grant_asks_for_a_new_sign_in_once() {
         refused.message,
         format!("server \"docs\" is unavailable: {}", reason_for(&link))
     );
-    // The same link while it waits: no second sign-in, no loop.
+    // The same link while it waits: no second sign-in, no loop; the listing shows it too.
     let again = call_whoami(&host).await.unwrap_err();
     assert_eq!(again.message, refused.message);
+    assert_eq!(
+        host.listing(json!({})).await,
+        json!({"servers": [{"namespace": "docs", "status": "error", "reason": reason_for(&link),
+            "signInUrl": link, "tools": []}]})
+    );
 
     assert_eq!(play_browser(&Url::parse(&link).unwrap()).await, 200);
     let deadline = tokio::time::Instant::now() + WAIT;
@@ -269,6 +274,10 @@ async fn invalid_grant_asks_for_a_new_sign_in_once() {
         }
     };
     assert_eq!(answer, "signed in");
+    assert_eq!(
+        host.listing(json!({})).await,
+        json!({"servers": [{"namespace": "docs", "status": "ready", "tools": ["whoami"]}]})
+    );
     let log = server.log.lock().unwrap();
     let grants: Vec<&str> = log
         .token_requests
