@@ -37,7 +37,6 @@ impl std::fmt::Debug for Redactor {
 
 /// Keeps at most this many learned tokens per server (the newest): a long-running Pack refreshes
 /// its tokens for days, and a token older than these is long expired.
-#[allow(dead_code)]
 const MAX_LEARNED: usize = 64;
 
 impl Redactor {

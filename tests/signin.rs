@@ -192,7 +192,7 @@ async fn a_second_pack_reuses_the_stored_grant_without_registering_or_signing_in
 async fn concurrent_calls_refused_with_401_wait_for_one_refresh_and_retry_once() {
     store_dir();
     let server = TestServer::start(Options {
-        refresh_delay: Duration::from_millis(300),
+        refresh_delay: Duration::from_millis(800),
         ..Options::default()
     })
     .await;
