@@ -15,11 +15,12 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use eventsource_stream2::{Event, EventStream};
 use futures_util::{Stream, StreamExt};
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, LOCATION};
 use reqwest::{Response, StatusCode, Url};
 use serde::Deserialize;
 
 use crate::config::RemoteServer;
+use crate::http_status;
 use crate::jsonrpc::{self, Kind, RpcError};
 use crate::limits::{self, MAX_MESSAGE_BYTES};
 use crate::redact::Redactor;
@@ -27,8 +28,12 @@ use crate::redact::Redactor;
 /// The protocol version the client offers in `initialize`.
 pub(crate) const OFFERED_VERSION: &str = "2025-11-25";
 
-/// The protocol versions the client accepts in a server's `initialize` answer.
-pub(crate) const SUPPORTED_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+/// The protocol versions the client accepts in a server's `initialize` answer. A server on
+/// `2024-11-05` that speaks Streamable HTTP is spoken to like one on `2025-03-26` (as the
+/// official TypeScript and Python clients do); its version is still the one the
+/// `MCP-Protocol-Version` header carries.
+pub(crate) const SUPPORTED_VERSIONS: [&str; 4] =
+    ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
 const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
@@ -87,6 +92,10 @@ pub(crate) struct Connection {
     next_id: AtomicU64,
     session: Mutex<Option<Arc<Session>>>,
     reinit: tokio::sync::Mutex<()>,
+    /// Added to the reason of a 401/403 (see [`RemoteServer::auth_hint`]).
+    auth_hint: Option<String>,
+    /// The last `Retry-After` of a 429/503, until [`Connection::take_retry_after`].
+    retry_after: Mutex<Option<std::time::Duration>>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -157,7 +166,18 @@ impl Connection {
             next_id: AtomicU64::new(1),
             session: Mutex::new(None),
             reinit: tokio::sync::Mutex::new(()),
+            auth_hint: server.auth_hint,
+            retry_after: Mutex::new(None),
         }
+    }
+
+    /// The wait the last `429`/`503` answer asked for with `Retry-After`, if any since the
+    /// previous call; forgets it.
+    pub(crate) fn take_retry_after(&self) -> Option<std::time::Duration> {
+        self.retry_after
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
     }
 
     fn http(&self) -> Result<&reqwest::Client, Error> {
@@ -183,16 +203,19 @@ impl Connection {
 
     /// Runs the handshake: `initialize` (offering [`OFFERED_VERSION`], no capabilities), checks
     /// the version the server chose, keeps its session id, then sends
-    /// `notifications/initialized`. Replaces any earlier session.
+    /// `notifications/initialized`. Replaces any earlier session. Returns what the server
+    /// declared that the Pack uses.
     ///
     /// # Errors
     /// Any transport failure, a JSON-RPC error, an unsupported version, or a session id that is
     /// not visible ASCII.
-    pub(crate) async fn initialize(&self) -> Result<(), Error> {
+    pub(crate) async fn initialize(&self) -> Result<Initialized, Error> {
         #[derive(Deserialize)]
         struct InitializeResult<'a> {
             #[serde(rename = "protocolVersion", borrow)]
             protocol_version: std::borrow::Cow<'a, str>,
+            #[serde(borrow, default)]
+            capabilities: Option<&'a serde_json::value::RawValue>,
         }
         let params = serde_json::json!({
             "protocolVersion": OFFERED_VERSION,
@@ -211,15 +234,17 @@ impl Connection {
                 response,
                 id,
                 None,
-                &|result: &serde_json::value::RawValue| -> Decoded<String> {
+                &|result: &serde_json::value::RawValue| -> Decoded<(String, Initialized)> {
                     let result: InitializeResult<'_> =
                         serde_json::from_str(result.get()).map_err(|_| {
                             "the server's initialize result has no protocolVersion".to_string()
                         })?;
-                    Ok(result.protocol_version.into_owned())
+                    let initialized = Initialized::read(result.capabilities);
+                    Ok((result.protocol_version.into_owned(), initialized))
                 },
             )
             .await?;
+        let (version, initialized) = version;
         let Some(version) = SUPPORTED_VERSIONS.iter().find(|v| **v == version.as_str()) else {
             let shown = self.server_text(&version, 64);
             return Err(Error::Transport(format!(
@@ -240,8 +265,8 @@ impl Connection {
         )
         .await?;
         *self.session.lock().unwrap_or_else(|e| e.into_inner()) = Some(session);
-        tracing::debug!(namespace = %self.namespace, version, "initialized");
-        Ok(())
+        tracing::debug!(namespace = %self.namespace, version, tools = initialized.tools, "initialized");
+        Ok(initialized)
     }
 
     /// Sends the request `method` with `params` and decodes its `result` with `decode` while the
@@ -300,7 +325,7 @@ impl Connection {
         if already_renewed {
             return Ok(());
         }
-        self.initialize().await.map_err(|e| {
+        self.initialize().await.map(drop).map_err(|e| {
             Error::Transport(format!(
                 "the server forgot the session and initializing again failed: {}",
                 e.message()
@@ -403,10 +428,18 @@ impl Connection {
             return Ok(response);
         }
         tracing::debug!(namespace = %self.namespace, status = status.as_u16(), "HTTP error status");
+        if let Some(wait) = http_status::retry_after(status, response.headers()) {
+            *self.retry_after.lock().unwrap_or_else(|e| e.into_inner()) = Some(wait);
+        }
         if status.is_redirection() {
-            return Err(Error::Transport(format!(
-                "the server answered with a redirect (HTTP {}), which this client refuses to follow so that the configured headers reach no other server",
-                status.as_u16()
+            let target = response.headers().get(LOCATION).map(|location| {
+                let target = http_status::redirect_target(location, &self.url);
+                self.server_text(&target, http_status::MAX_LOCATION_BYTES)
+                    .into_owned()
+            });
+            return Err(Error::Transport(http_status::redirect_reason(
+                status,
+                target.as_deref(),
             )));
         }
         if had_session && status == StatusCode::NOT_FOUND {
@@ -418,11 +451,16 @@ impl Connection {
         }
         let preview = self.server_text(&preview, limits::MAX_REASON_BYTES);
         let reason = status.canonical_reason().unwrap_or("");
-        Err(Error::Transport(if preview.is_empty() {
+        let message = if preview.is_empty() {
             format!("HTTP {} {reason}", status.as_u16())
         } else {
             format!("HTTP {} {reason}: {preview}", status.as_u16())
-        }))
+        };
+        Err(Error::Transport(http_status::with_auth_hint(
+            status,
+            message,
+            self.auth_hint.as_deref(),
+        )))
     }
 
     /// Reads the answer to request `id` from a 2xx response: a JSON body, or an SSE stream that
@@ -584,13 +622,11 @@ impl Connection {
         match message.kind() {
             Kind::Response(rid, outcome) if jsonrpc::id_matches(rid, id) => Some(match outcome {
                 Ok(result) => decode(result).map_err(Error::Malformed),
-                Err(error) => Err(Error::Rpc(RpcError {
-                    code: error.code,
-                    message: self
-                        .server_text(&error.message, limits::MAX_REASON_BYTES)
-                        .into_owned(),
-                })),
+                Err(error) => Err(self.rpc_error(error)),
             }),
+            // Every POST carries one request, so an error the server could not tie to an id
+            // (it could not read the request) answers that request.
+            Kind::ErrorWithoutId(error) => Some(Err(self.rpc_error(error))),
             Kind::Response(..) => {
                 tracing::trace!(namespace = %self.namespace, id, "ignored a response to another request");
                 None
@@ -612,6 +648,16 @@ impl Connection {
                 None
             }
         }
+    }
+
+    /// A server's JSON-RPC error with its message scrubbed and bounded.
+    fn rpc_error(&self, error: &RpcError) -> Error {
+        Error::Rpc(RpcError {
+            code: error.code,
+            message: self
+                .server_text(&error.message, limits::MAX_REASON_BYTES)
+                .into_owned(),
+        })
     }
 
     /// Server text fit for a reason: scrubbed of secrets, single-line, bounded.
@@ -656,6 +702,28 @@ impl Connection {
             )),
             BodyError::Utf8 => Error::Transport("the server's reply is not UTF-8".to_string()),
         }
+    }
+}
+
+/// What a server's `initialize` result declared that the Pack uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Initialized {
+    /// Whether `capabilities` has `tools`: without it the server offers no tools and is not
+    /// asked for `tools/list` (MCP spec, "Tools": capabilities).
+    pub(crate) tools: bool,
+}
+
+impl Initialized {
+    fn read(capabilities: Option<&serde_json::value::RawValue>) -> Self {
+        #[derive(Deserialize)]
+        struct ServerCapabilities {
+            #[serde(default)]
+            tools: Option<serde::de::IgnoredAny>,
+        }
+        let tools = capabilities
+            .and_then(|raw| serde_json::from_str::<ServerCapabilities>(raw.get()).ok())
+            .is_some_and(|c| c.tools.is_some());
+        Self { tools }
     }
 }
 

@@ -10,6 +10,7 @@
 
 mod config;
 mod http;
+mod http_status;
 mod jsonrpc;
 mod limits;
 mod listing;

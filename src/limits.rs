@@ -13,10 +13,11 @@ pub(crate) const START_DEADLINE: Duration = Duration::from_secs(120);
 /// A `tools/call` waits at most this long for its result (seed 001: "waits up to five minutes").
 pub(crate) const CALL_DEADLINE: Duration = Duration::from_secs(300);
 
-/// The first wait after a failed start; each later wait doubles (DESIGN §4).
+/// The first wait after a failed start; each later wait doubles, up to half of [`RETRY_MAX`],
+/// and each gets a random jitter of up to as much again (README "Lifecycle and limits").
 pub(crate) const RETRY_FIRST: Duration = Duration::from_secs(1);
 
-/// The longest wait between two starts (DESIGN §4).
+/// The longest wait between two starts, jitter and `Retry-After` included (README "Lifecycle and limits").
 pub(crate) const RETRY_MAX: Duration = Duration::from_secs(60);
 
 /// How long a best-effort `DELETE` of a session, or a `notifications/cancelled`, may take.

@@ -3,10 +3,17 @@
 //! A server may echo a header back (an error page quoting the request, an `isError` text quoting
 //! a token). Every piece of server text that reaches a status reason, a tool error, a tool result
 //! or the listing goes through [`Redactor::scrub`] first, so a configured secret of at least
-//! [`MIN_SECRET_BYTES`] bytes shows as `[redacted]` (DESIGN §8, issue 4).
+//! [`MIN_SECRET_BYTES`] bytes shows as `[redacted]`.
+//!
+//! A secret is registered in the forms a server may quote it in: as written, JSON-escaped, and
+//! percent-encoded the ways HTTP stacks encode text (a URL's path, query and user info, a form,
+//! JavaScript's `encodeURIComponent`, Python's `quote`, every non-alphanumeric byte). Scrubbing
+//! comes before any cut: a bound on server text applies to text already scrubbed, so a secret
+//! that straddles a cut never leaves its prefix behind.
 
 use std::borrow::Cow;
 
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use secrecy::{ExposeSecret, SecretString};
 
 /// Secrets shorter than this are not scrubbed: replacing every `1` or `on` in a text would
@@ -52,6 +59,20 @@ impl Redactor {
         }
         self.secrets
             .sort_by_key(|s| std::cmp::Reverse(s.expose_secret().len()));
+    }
+
+    /// [`Redactor::add`] for `value` and for each percent-encoded form of it and of its words
+    /// (see the module docs): how a secret reads when a server echoes a request back as a URL
+    /// or a form.
+    pub(crate) fn add_secret(&mut self, value: &str) {
+        self.add(value);
+        for word in std::iter::once(value).chain(value.split_whitespace()) {
+            for form in percent_encoded_forms(word) {
+                if form != word {
+                    self.add(&form);
+                }
+            }
+        }
     }
 
     /// `text` with every known secret replaced by [`REDACTED`]; borrowed when nothing matched.
@@ -129,6 +150,56 @@ impl Redactor {
     }
 }
 
+/// JavaScript's `encodeURIComponent` leaves these alone: letters, digits and `-_.!~*'()`.
+const URI_COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'!')
+    .remove(b'~')
+    .remove(b'*')
+    .remove(b'\'')
+    .remove(b'(')
+    .remove(b')');
+
+/// Python's `urllib.parse.quote` leaves these alone: letters, digits, `_.-~` and `/`.
+const PYTHON_QUOTE: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'-')
+    .remove(b'~')
+    .remove(b'/');
+
+/// The percent-encoded forms of `text`, deduplicated (the text itself may be among them).
+fn percent_encoded_forms(text: &str) -> Vec<String> {
+    let mut forms: Vec<String> = Vec::new();
+    let mut push = |form: String| {
+        if !forms.contains(&form) {
+            forms.push(form);
+        }
+    };
+    for set in [NON_ALPHANUMERIC, URI_COMPONENT, PYTHON_QUOTE] {
+        push(utf8_percent_encode(text, set).to_string());
+    }
+    // A form (application/x-www-form-urlencoded) turns spaces into `+`.
+    push(
+        utf8_percent_encode(text, URI_COMPONENT)
+            .to_string()
+            .replace("%20", "+"),
+    );
+    // What the URL parser makes of it in a path, a query and a password.
+    if let Ok(mut url) = reqwest::Url::parse("http://h/") {
+        url.set_path(text);
+        push(url.path().trim_start_matches('/').to_string());
+        url.set_query(Some(text));
+        push(url.query().unwrap_or_default().to_string());
+        if url.set_password(Some(text)).is_ok() {
+            push(url.password().unwrap_or_default().to_string());
+        }
+    }
+    forms
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,6 +240,29 @@ mod tests {
         assert_eq!(
             r.scrub_json("not json tok/abc+def/ghi123 \\"),
             "not json [redacted] \\"
+        );
+    }
+
+    #[test]
+    fn secrets_are_scrubbed_in_every_percent_encoded_form() {
+        let mut r = Redactor::default();
+        r.add_secret("Bearer tok/a b+c'(x)~");
+        // encodeURIComponent, quote(), form encoding, every non-alphanumeric byte, and the URL
+        // parser's query form; of the whole value and of each word.
+        assert_eq!(
+            r.scrub(
+                "js Bearer%20tok%2Fa%20b%2Bc'(x)~ py Bearer%20tok/a%20b%2Bc%27%28x%29~ \
+                 form Bearer+tok%2Fa+b%2Bc'(x)~ all Bearer%20tok%2Fa%20b%2Bc%27%28x%29%7E \
+                 query Bearer%20tok/a%20b+c'(x)~ word tok%2Fa raw Bearer tok/a b+c'(x)~"
+            ),
+            "js [redacted] py [redacted] form [redacted] all [redacted] query [redacted] \
+             word tok%2Fa raw [redacted]"
+        );
+        let mut words = Redactor::default();
+        words.add_secret("Bearer tok/abcdefgh");
+        assert_eq!(
+            words.scrub("tok%2Fabcdefgh tok/abcdefgh"),
+            "[redacted] [redacted]"
         );
     }
 

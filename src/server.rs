@@ -1,17 +1,24 @@
 //! One configured server: its status, its tools, and the background task that starts it
-//! (DESIGN §4, seed 001).
+//! (README "Lifecycle and limits").
 //!
 //! A start is connect + `initialize` + `notifications/initialized` + every `tools/list` page,
-//! inside [`START_DEADLINE`]. A failed start sets the status to `error` with the reason and is
-//! tried again after 1 s, 2 s, 4 s … up to 60 s (`backon`), until it succeeds. `ready` is final.
-//! When the Pack is dropped the task ends the session with a best-effort `DELETE`.
+//! inside [`START_DEADLINE`]. A server that declares no `tools` capability, or answers
+//! `tools/list` with `-32601 Method not found`, is ready with no tools. A tool that is malformed
+//! or over a per-tool bound is left out (and shown as omitted) while the rest are listed; the
+//! page, tool-count and cursor bounds still fail the start. A failed start sets the status to
+//! `error` with the reason and is tried again after [`backoff`]'s wait (1 s, 2 s, 4 s … plus
+//! jitter, never more than 60 s), or after what a `429`/`503` asked for in `Retry-After`
+//! (at least 1 s, at most 60 s), until it succeeds. `ready` is final. When the Pack is dropped
+//! the task ends the session with a best-effort `DELETE`.
 
 use std::collections::HashSet;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
 use serde::Deserialize;
 use serde_json::value::RawValue;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::http::{Connection, Error};
@@ -20,25 +27,93 @@ use crate::limits::{
     START_DEADLINE,
 };
 
+/// JSON-RPC's `Method not found`: a `tools/list` answered with it means "no tools".
+const METHOD_NOT_FOUND: i64 = -32601;
+
 /// A server's status as the listing shows it.
 #[derive(Clone)]
 pub(crate) enum Status {
     /// Its first start has not finished yet.
     Loading,
-    /// Started; its tools, sorted by name.
-    Ready(Arc<Vec<Tool>>),
-    /// Its config was refused, or its last start failed (and another is on the way).
-    Error(Arc<str>),
+    /// Started; its tools, sorted by name, and the ones left out.
+    Ready(Arc<ToolList>),
+    /// Its config was refused (`retry_at` is `None`: nothing will change), or its last start
+    /// failed and another starts at `retry_at`.
+    Error {
+        reason: Arc<str>,
+        retry_at: Option<Instant>,
+    },
+}
+
+impl Status {
+    /// The status of a refused config entry.
+    fn refused(reason: String) -> Self {
+        Status::Error {
+            reason: reason.into(),
+            retry_at: None,
+        }
+    }
+}
+
+/// What a start found.
+#[derive(Default)]
+pub(crate) struct ToolList {
+    /// Sorted by name, names unique.
+    pub(crate) tools: Vec<Tool>,
+    /// Tools left out, in the order the server listed them.
+    pub(crate) omitted: Vec<Omitted>,
+}
+
+/// A tool left out of the listing, and why.
+pub(crate) struct Omitted {
+    /// Its name (scrubbed), or its position (`tool 3 of tools/list page 1`) when it has no
+    /// readable name.
+    pub(crate) name: String,
+    pub(crate) reason: String,
 }
 
 /// A tool as the listing shows it; all text scrubbed and bounded.
 pub(crate) struct Tool {
     pub(crate) name: String,
-    /// The description, else the title, else the name (seed 001).
+    /// The description, else the title, else the name.
     pub(crate) description: String,
     pub(crate) input_schema: Box<RawValue>,
     pub(crate) output_schema: Option<Box<RawValue>>,
     pub(crate) annotations: Option<Box<RawValue>>,
+}
+
+/// Why a start failed: the reason (scrubbed) and the wait the server asked for, if any.
+struct StartFailure {
+    reason: String,
+    retry_after: Option<Duration>,
+}
+
+/// The waits between starts: 1 s, 2 s, 4 s, 8 s, 16 s, then 30 s for good, each plus a random
+/// jitter of up to as much again (so never more than [`limits::RETRY_MAX`]), so that Hosts
+/// that lost the same server do not all come back in the same second.
+pub(crate) fn backoff() -> ExponentialBuilder {
+    ExponentialBuilder::new()
+        .with_min_delay(limits::RETRY_FIRST)
+        .with_max_delay(limits::RETRY_MAX / 2)
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times()
+}
+
+/// The wait before the next start: what the server asked for in `Retry-After`, kept within
+/// [`limits::RETRY_FIRST`] and [`limits::RETRY_MAX`], instead of the backoff's `step`.
+fn next_wait(step: Duration, retry_after: Option<Duration>) -> Duration {
+    retry_after.map_or(step, |asked| {
+        asked.clamp(limits::RETRY_FIRST, limits::RETRY_MAX)
+    })
+}
+
+/// Whole seconds until `retry_at`, rounded up; `None` when no start is planned.
+pub(crate) fn retry_in_seconds(retry_at: Option<Instant>) -> Option<u64> {
+    retry_at.map(|at| {
+        let left = at.saturating_duration_since(Instant::now());
+        left.as_secs() + u64::from(left.subsec_nanos() > 0)
+    })
 }
 
 /// One namespace of the Pack.
@@ -54,7 +129,7 @@ impl Server {
     pub(crate) fn refused(namespace: Arc<str>, reason: String) -> Self {
         Self {
             namespace,
-            status: RwLock::new(Status::Error(reason.into())),
+            status: RwLock::new(Status::refused(reason)),
             connection: None,
         }
     }
@@ -82,17 +157,19 @@ impl Server {
 
     /// The background task of a remote server: start until ready (or the Pack is dropped), then
     /// wait for the Pack to be dropped and end the session.
+    ///
+    /// # Cancel safety
+    /// Not meant to be dropped: it is spawned, and ends on its own once `shutdown` is cancelled.
+    /// Dropped mid-start (the runtime shutting down), the status stays as it was and a session
+    /// that start opened stays on the server.
     pub(crate) async fn run(
         self: Arc<Self>,
         connection: Arc<Connection>,
         shutdown: CancellationToken,
     ) {
-        let backoff = ExponentialBuilder::new()
-            .with_min_delay(limits::RETRY_FIRST)
-            .with_max_delay(limits::RETRY_MAX)
-            .with_factor(2.0)
-            .without_max_times();
         let start = || async {
+            // A Retry-After seen outside this start (by a call) is not this start's to obey.
+            connection.take_retry_after();
             let outcome = match tokio::time::timeout(START_DEADLINE, discover(&connection)).await {
                 Ok(result) => result,
                 Err(_) => Err(format!(
@@ -104,24 +181,43 @@ impl Server {
                 // A start that got as far as a session leaves none behind on the server.
                 connection.close().await;
             }
-            outcome
+            outcome.map_err(|reason| StartFailure {
+                reason,
+                retry_after: connection.take_retry_after(),
+            })
         };
         let started = start
-            .retry(backoff)
+            .retry(backoff())
             .sleep(tokio::time::sleep)
-            .notify(|reason: &String, wait| {
-                tracing::warn!(namespace = %self.namespace, retry_in_ms = wait.as_millis() as u64, "server failed to start");
-                tracing::debug!(namespace = %self.namespace, reason = %reason, "start failure");
-                self.set_status(Status::Error(limits::truncate(reason, 2 * limits::MAX_REASON_BYTES).into()));
+            .adjust(|failure: &StartFailure, step| {
+                step.map(|step| next_wait(step, failure.retry_after))
+            })
+            .notify(|failure: &StartFailure, wait| {
+                let reason = limits::truncate(&failure.reason, 2 * limits::MAX_REASON_BYTES);
+                tracing::warn!(
+                    namespace = %self.namespace,
+                    retry_in_ms = wait.as_millis() as u64,
+                    reason = %reason,
+                    "server failed to start"
+                );
+                self.set_status(Status::Error {
+                    reason: reason.into(),
+                    retry_at: Some(Instant::now() + wait),
+                });
             });
         tokio::select! {
             outcome = started => match outcome {
-                Ok(tools) => {
-                    tracing::info!(namespace = %self.namespace, tools = tools.len(), "server ready");
-                    self.set_status(Status::Ready(Arc::new(tools)));
+                Ok(list) => {
+                    tracing::info!(
+                        namespace = %self.namespace,
+                        tools = list.tools.len(),
+                        omitted = list.omitted.len(),
+                        "server ready"
+                    );
+                    self.set_status(Status::Ready(Arc::new(list)));
                 }
                 // The backoff has no last attempt; this arm only keeps a future change honest.
-                Err(reason) => self.set_status(Status::Error(reason.into())),
+                Err(failure) => self.set_status(Status::refused(failure.reason)),
             },
             () = shutdown.cancelled() => {}
         }
@@ -130,11 +226,16 @@ impl Server {
     }
 }
 
-/// One start: the handshake and every `tools/list` page, bounded by the page, tool, schema and
-/// cursor rules of [`crate::limits`]. Returns the tools sorted by name.
-async fn discover(connection: &Connection) -> Result<Vec<Tool>, String> {
-    connection.initialize().await.map_err(|e| e.message())?;
+/// One start: the handshake and every `tools/list` page, bounded by the page, tool-count and
+/// cursor rules of [`crate::limits`]. Returns the tools sorted by name and the ones left out.
+async fn discover(connection: &Connection) -> Result<ToolList, String> {
+    let initialized = connection.initialize().await.map_err(|e| e.message())?;
+    if !initialized.tools {
+        tracing::debug!(namespace = %connection.namespace(), "no tools capability; ready with no tools");
+        return Ok(ToolList::default());
+    }
     let mut tools: Vec<Tool> = Vec::new();
+    let mut omitted: Vec<Omitted> = Vec::new();
     let mut cursors: HashSet<String> = HashSet::new();
     let mut cursor: Option<String> = None;
     for page in 1..=MAX_PAGES {
@@ -148,16 +249,24 @@ async fn discover(connection: &Connection) -> Result<Vec<Tool>, String> {
                 read_page(connection, result, page)
             })
             .await;
-        let (page_tools, next) = next.map_err(|e: Error| e.message())?;
+        let (page_tools, page_omitted, next) = match next {
+            Ok(read) => read,
+            Err(Error::Rpc(error)) if page == 1 && error.code == METHOD_NOT_FOUND => {
+                tracing::debug!(namespace = %connection.namespace(), "tools/list not found; ready with no tools");
+                return Ok(ToolList::default());
+            }
+            Err(error) => return Err(error.message()),
+        };
         tools.extend(page_tools);
-        if tools.len() > MAX_TOOLS {
+        omitted.extend(page_omitted);
+        let listed = tools.len() + omitted.len();
+        if listed > MAX_TOOLS {
             return Err(format!(
-                "the server listed more than {MAX_TOOLS} tools (at least {} by page {page})",
-                tools.len()
+                "the server listed more than {MAX_TOOLS} tools (at least {listed} by page {page})"
             ));
         }
         let Some(next) = next.filter(|c| !c.is_empty()) else {
-            return Ok(finish(connection, tools));
+            return Ok(finish(tools, omitted));
         };
         if cursor.as_deref() == Some(next.as_str()) {
             return Err(format!(
@@ -176,33 +285,45 @@ async fn discover(connection: &Connection) -> Result<Vec<Tool>, String> {
     ))
 }
 
-/// Sorts by name and keeps the first of any duplicate name (a later one is dropped, logged).
-fn finish(connection: &Connection, mut tools: Vec<Tool>) -> Vec<Tool> {
+/// Sorts by name and keeps the first of any duplicate name; a later one is omitted.
+fn finish(mut tools: Vec<Tool>, mut omitted: Vec<Omitted>) -> ToolList {
+    // A stable sort: of two tools of one name, the one listed first stays first.
     tools.sort_by(|a, b| a.name.cmp(&b.name));
-    let before = tools.len();
-    tools.dedup_by(|later, earlier| later.name == earlier.name);
-    if tools.len() != before {
-        tracing::debug!(namespace = %connection.namespace(), dropped = before - tools.len(), "dropped tools with duplicate names");
+    let mut unique: Vec<Tool> = Vec::with_capacity(tools.len());
+    for tool in tools {
+        if unique.last().is_some_and(|kept| kept.name == tool.name) {
+            omitted.push(Omitted {
+                name: tool.name,
+                reason: "another tool of the same name was listed first".to_string(),
+            });
+        } else {
+            unique.push(tool);
+        }
     }
-    tools
+    ToolList {
+        tools: unique,
+        omitted,
+    }
 }
 
 #[derive(Deserialize)]
 struct ListToolsResult<'a> {
+    /// Each tool is read on its own, so one malformed tool leaves the others listed.
     #[serde(borrow)]
-    tools: Vec<WireTool<'a>>,
+    tools: Vec<&'a RawValue>,
     #[serde(rename = "nextCursor", default)]
     next_cursor: Option<String>,
 }
 
+/// A tool's fields, each still raw JSON, so a field of the wrong type is named, not fatal.
 #[derive(Deserialize)]
 struct WireTool<'a> {
-    #[serde(borrow)]
-    name: std::borrow::Cow<'a, str>,
     #[serde(borrow, default)]
-    title: Option<std::borrow::Cow<'a, str>>,
+    name: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    description: Option<std::borrow::Cow<'a, str>>,
+    title: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    description: Option<&'a RawValue>,
     #[serde(rename = "inputSchema", borrow, default)]
     input_schema: Option<&'a RawValue>,
     #[serde(rename = "outputSchema", borrow, default)]
@@ -211,9 +332,9 @@ struct WireTool<'a> {
     annotations: Option<&'a RawValue>,
 }
 
-type Page = (Vec<Tool>, Option<String>);
+type Page = (Vec<Tool>, Vec<Omitted>, Option<String>);
 
-/// Decodes one `tools/list` result into tools fit for the listing.
+/// Decodes one `tools/list` result into tools fit for the listing and the ones left out.
 fn read_page(connection: &Connection, result: &RawValue, page: usize) -> Result<Page, String> {
     let malformed = || format!("tools/list page {page} is not a valid ListToolsResult");
     if !result.get().starts_with('{') {
@@ -222,49 +343,171 @@ fn read_page(connection: &Connection, result: &RawValue, page: usize) -> Result<
     let list: ListToolsResult<'_> = serde_json::from_str(result.get()).map_err(|_| malformed())?;
     let redactor = connection.redactor();
     let mut tools = Vec::with_capacity(list.tools.len());
-    for (i, wire) in list.tools.into_iter().enumerate() {
-        if wire.name.is_empty() || wire.name.len() > MAX_TOOL_NAME_BYTES {
-            return Err(format!(
-                "tool {} of tools/list page {page} has a name of {} bytes (allowed: 1 to {MAX_TOOL_NAME_BYTES})",
-                i + 1,
-                wire.name.len()
-            ));
-        }
-        let schema_bytes = wire.input_schema.map_or(0, |s| s.get().len())
-            + wire.output_schema.map_or(0, |s| s.get().len());
-        if schema_bytes > MAX_SCHEMA_BYTES {
-            return Err(format!(
-                "tool {} of tools/list page {page} has schemas of {schema_bytes} bytes (limit {MAX_SCHEMA_BYTES})",
-                i + 1
-            ));
-        }
-        let name = redactor.scrub_owned(wire.name.into_owned());
-        let description = wire
-            .description
-            .filter(|d| !d.is_empty())
-            .or(wire.title.filter(|t| !t.is_empty()))
-            .map_or_else(
-                || name.clone(),
-                |d| limits::truncate(&redactor.scrub(&d), MAX_DESCRIPTION_BYTES).into_owned(),
-            );
-        let raw = |raw: &RawValue| -> Box<RawValue> {
-            match redactor.scrub_json(raw.get()) {
-                std::borrow::Cow::Borrowed(_) => raw.to_owned(),
-                std::borrow::Cow::Owned(text) => {
-                    RawValue::from_string(text).unwrap_or_else(|_| raw.to_owned())
-                }
+    let mut omitted = Vec::new();
+    for (i, raw) in list.tools.into_iter().enumerate() {
+        match read_tool(raw, redactor) {
+            Ok(tool) => tools.push(tool),
+            Err((name, reason)) => {
+                let name =
+                    name.unwrap_or_else(|| format!("tool {} of tools/list page {page}", i + 1));
+                tracing::debug!(namespace = %connection.namespace(), page, position = i + 1, "left a tool out");
+                omitted.push(Omitted { name, reason });
             }
-        };
-        tools.push(Tool {
-            name,
-            description,
-            input_schema: wire.input_schema.map_or_else(
-                || RawValue::from_string(r#"{"type":"object"}"#.into()).expect("valid JSON"),
-                raw,
-            ),
-            output_schema: wire.output_schema.map(raw),
-            annotations: wire.annotations.map(raw),
-        });
+        }
     }
-    Ok((tools, list.next_cursor))
+    Ok((tools, omitted, list.next_cursor))
+}
+
+/// Why a tool is left out: its name when it has a readable one, and the reason.
+type LeftOut = (Option<String>, String);
+
+/// Reads one tool, or says why it is left out.
+fn read_tool(raw: &RawValue, redactor: &crate::redact::Redactor) -> Result<Tool, LeftOut> {
+    if !raw.get().starts_with('{') {
+        return Err((None, format!("it is {}, not a tool object", raw_type(raw))));
+    }
+    let wire: WireTool<'_> = serde_json::from_str(raw.get())
+        .map_err(|_| (None, "it is not a valid tool object".to_string()))?;
+    let name: String = match wire.name {
+        None => return Err((None, "it has no \"name\"".to_string())),
+        Some(raw) => serde_json::from_str(raw.get()).map_err(|_| {
+            (
+                None,
+                format!("\"name\" must be a string, found {}", raw_type(raw)),
+            )
+        })?,
+    };
+    if name.is_empty() || name.len() > MAX_TOOL_NAME_BYTES {
+        return Err((
+            None,
+            format!(
+                "its name is {} bytes (allowed: 1 to {MAX_TOOL_NAME_BYTES})",
+                name.len()
+            ),
+        ));
+    }
+    let name = redactor.scrub_owned(name);
+    let fail = |reason: String| (Some(name.clone()), reason);
+    let text = |field: &str, raw: Option<&RawValue>| -> Result<Option<String>, LeftOut> {
+        match raw {
+            None => Ok(None),
+            Some(raw) if raw.get() == "null" => Ok(None),
+            Some(raw) => serde_json::from_str::<String>(raw.get())
+                .map(Some)
+                .map_err(|_| {
+                    fail(format!(
+                        "\"{field}\" must be a string, found {}",
+                        raw_type(raw)
+                    ))
+                }),
+        }
+    };
+    let object = |field: &str, raw: Option<&RawValue>| -> Result<Option<Box<RawValue>>, LeftOut> {
+        match raw {
+            None => Ok(None),
+            Some(raw) if raw.get() == "null" => Ok(None),
+            Some(raw) if raw.get().starts_with('{') => Ok(Some(scrubbed_json(raw, redactor))),
+            Some(raw) => Err(fail(format!(
+                "\"{field}\" must be an object, found {}",
+                raw_type(raw)
+            ))),
+        }
+    };
+    let title = text("title", wire.title)?;
+    let description = text("description", wire.description)?;
+    let schema_bytes = wire.input_schema.map_or(0, |s| s.get().len())
+        + wire.output_schema.map_or(0, |s| s.get().len());
+    if schema_bytes > MAX_SCHEMA_BYTES {
+        return Err(fail(format!(
+            "its schemas are {schema_bytes} bytes (limit {MAX_SCHEMA_BYTES})"
+        )));
+    }
+    let input_schema = object("inputSchema", wire.input_schema)?;
+    let output_schema = object("outputSchema", wire.output_schema)?;
+    let annotations = object("annotations", wire.annotations)?;
+    let description = description
+        .filter(|d| !d.is_empty())
+        .or(title.filter(|t| !t.is_empty()))
+        .map_or_else(
+            || name.clone(),
+            |d| limits::truncate(&redactor.scrub(&d), MAX_DESCRIPTION_BYTES).into_owned(),
+        );
+    Ok(Tool {
+        input_schema: input_schema.unwrap_or_else(|| {
+            RawValue::from_string(r#"{"type":"object"}"#.into()).expect("valid JSON")
+        }),
+        name,
+        description,
+        output_schema,
+        annotations,
+    })
+}
+
+/// `raw` with the entry's secrets scrubbed out.
+fn scrubbed_json(raw: &RawValue, redactor: &crate::redact::Redactor) -> Box<RawValue> {
+    match redactor.scrub_json(raw.get()) {
+        std::borrow::Cow::Borrowed(_) => raw.to_owned(),
+        std::borrow::Cow::Owned(text) => {
+            RawValue::from_string(text).unwrap_or_else(|_| raw.to_owned())
+        }
+    }
+}
+
+/// The JSON type of a raw value, as a reason names it (from its first byte: the value is valid
+/// JSON).
+fn raw_type(raw: &RawValue) -> &'static str {
+    match raw.get().as_bytes().first() {
+        Some(b'{') => "an object",
+        Some(b'[') => "an array",
+        Some(b'"') => "a string",
+        Some(b't' | b'f') => "a boolean",
+        Some(b'n') => "null",
+        _ => "a number",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use backon::BackoffBuilder;
+
+    #[test]
+    fn backoff_doubles_from_1_second_with_jitter_and_never_passes_60_seconds() {
+        let bases = [1, 2, 4, 8, 16, 30, 30, 30, 30, 30];
+        for seed in [1, 2, 3, 42] {
+            let waits: Vec<Duration> = backoff().with_jitter_seed(seed).build().take(10).collect();
+            for (wait, base) in waits.iter().zip(bases) {
+                let base = Duration::from_secs(base);
+                assert!(
+                    *wait >= base && *wait < 2 * base && *wait <= limits::RETRY_MAX,
+                    "seed {seed}: {waits:?}"
+                );
+            }
+            assert!(
+                waits
+                    .iter()
+                    .zip(bases)
+                    .any(|(w, b)| *w != Duration::from_secs(b)),
+                "seed {seed}: no jitter in {waits:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn retry_after_replaces_the_step_within_1_and_60_seconds() {
+        let step = Duration::from_millis(4_700);
+        assert_eq!(next_wait(step, None), step);
+        assert_eq!(
+            next_wait(step, Some(Duration::from_secs(8))),
+            Duration::from_secs(8)
+        );
+        assert_eq!(
+            next_wait(step, Some(Duration::ZERO)),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            next_wait(step, Some(Duration::from_secs(3600))),
+            Duration::from_secs(60)
+        );
+    }
 }

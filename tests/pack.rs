@@ -99,9 +99,18 @@ async fn offers_exactly_two_tools_with_strict_schemas() {
     assert_eq!(
         tools[0].parameters,
         json!({"type": "object", "properties": {
-            "namespace": {"type": "string", "description": "A server's namespace, exactly as listed."},
-            "toolName": {"type": "string", "description": "A tool's name, exactly as its server lists it; needs namespace."}},
+            "namespace": {"type": "string", "description": "A server's namespace, exactly as listed, e.g. \"github\"."},
+            "toolName": {"type": "string", "description": "A tool's name, exactly as its server lists it, e.g. \"search_issues\"; needs namespace."}},
             "additionalProperties": false})
+    );
+    // Each description names the other tool by its full name under this id.
+    assert_eq!(
+        tools[0].description,
+        "Lists the MCP servers behind this Pack and their tools, as JSON text. With no arguments: every server's namespace, its status (ready, loading, or error with a reason, and retryInSeconds when it will be tried again) and its tool names. With namespace, e.g. {\"namespace\":\"github\"}: that server's tools with their descriptions and input schemas, and under omitted the tools it listed that were left out. With namespace and toolName, e.g. {\"namespace\":\"github\",\"toolName\":\"search_issues\"}: one tool in full. Call a tool with mcp/call_dynamic_tool."
+    );
+    assert_eq!(
+        tools[1].description,
+        "Calls one tool of one MCP server and returns its result as text. Look the tool and its input schema up with mcp/get_dynamic_tools first, then call it, e.g. {\"namespace\":\"github\",\"toolName\":\"search_issues\",\"arguments\":{\"query\":\"is:open label:bug\"}}."
     );
     assert_eq!(
         tools[1].parameters["required"],
@@ -124,7 +133,22 @@ async fn offers_exactly_two_tools_with_strict_schemas() {
         .unwrap()
         .construct("tools", &services)
         .unwrap();
-    let names: Vec<String> = other.tools().into_iter().map(|t| t.name).collect();
+    let other_tools = other.tools();
+    assert!(
+        other_tools[1]
+            .description
+            .contains(" with tools/get_dynamic_tools first"),
+        "{}",
+        other_tools[1].description
+    );
+    assert!(
+        other_tools[0]
+            .description
+            .ends_with(" with tools/call_dynamic_tool."),
+        "{}",
+        other_tools[0].description
+    );
+    let names: Vec<String> = other_tools.into_iter().map(|t| t.name).collect();
     assert_eq!(
         names,
         ["tools/get_dynamic_tools", "tools/call_dynamic_tool"]

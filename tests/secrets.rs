@@ -342,7 +342,7 @@ fn no_secret_escapes(case: usize, literal: &str, token: &str, path: &str, query:
     drop(runtime);
     assert_no_secret("the log", &logs.text(), &secrets);
     assert!(
-        logs.text().contains("start failure"),
+        logs.text().contains("server failed to start"),
         "the capture works: {}",
         logs.text()
     );
@@ -458,12 +458,20 @@ async fn server_text_with_a_secret_is_scrubbed_exactly() {
     );
     drop(host);
     let logs = logs.text();
-    assert!(
-        logs.contains(&format!(
-            "reason=HTTP 500 Internal Server Error: denied: {SCRUBBED}"
-        )),
-        "the start failure is logged, scrubbed: {logs}"
-    );
+    let warned: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains(" WARN ") && l.contains("server failed to start"))
+        .collect();
+    assert!(!warned.is_empty(), "no warning of the failed start: {logs}");
+    for line in &warned {
+        assert!(
+            line.contains("namespace=fail")
+                && line.ends_with(&format!(
+                    "reason=HTTP 500 Internal Server Error: denied: {SCRUBBED}"
+                )),
+            "the warning carries the scrubbed reason: {line}"
+        );
+    }
     for secret in ["sk-live-0123456789", "env-secret-value-42", "eight888"] {
         assert!(!logs.contains(secret), "a log line shows {secret}: {logs}");
     }
@@ -630,4 +638,120 @@ async fn sse_echo_during_a_call_is_scrubbed() {
     );
     drop(host);
     assert!(!logs.text().contains("value-0123456789"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// secrets in other forms, and the hints a 401/403 earns
+
+/// A server that echoes a header percent-encoded (as a URL or a form would carry it), and one
+/// configured with a token as the URL's user name: both are scrubbed exactly.
+#[tokio::test]
+async fn percent_encoded_header_echoes_and_url_user_names_are_scrubbed() {
+    let _guard = exclusive();
+    let (logs, _capture) = capture();
+    let server = serve(|req| async move {
+        match req.method() {
+            "initialize" => {
+                let key = req.header("x-api-key").unwrap_or_default();
+                let auth = req.header("authorization").unwrap_or_default();
+                let encoded: String = url_encode(&key) + " / " + &url_encode(&auth) + " / " + &auth;
+                Reply::raw(401, "text/plain", format!("rejected {encoded}"))
+            }
+            _ => standard(&req).unwrap(),
+        }
+    })
+    .await;
+    let user_url = server
+        .url
+        .replacen("http://", "http://ghp_4f9a8b7c6d5e%2Fq@", 1);
+    let host = Host::new(json!({
+        "header": {"url": server.url, "headers": {"X-Api-Key": "k3y/with spaces+plus"}},
+        "user": {"url": user_url},
+    }));
+    let listing = host.settled(Duration::from_secs(10)).await;
+    assert_eq!(
+        server_entry(&listing, "header")["reason"],
+        "HTTP 401 Unauthorized: rejected [redacted] /  / "
+    );
+    // base64("ghp_4f9a8b7c6d5e/q:") is the Basic token; the user name alone and encoded too.
+    let sent = server
+        .requests()
+        .into_iter()
+        .find(|r| r.header("authorization").is_some())
+        .unwrap();
+    assert_eq!(
+        sent.header("authorization").unwrap(),
+        "Basic Z2hwXzRmOWE4YjdjNmQ1ZS9xOg=="
+    );
+    assert_eq!(
+        server_entry(&listing, "user")["reason"],
+        "HTTP 401 Unauthorized: rejected  / [redacted] / [redacted]"
+    );
+    drop(host);
+    let logs = logs.text();
+    for secret in [
+        "k3y%2Fwith",
+        "ghp_4f9a8b7c6d5e",
+        "Z2hwXzRmOWE4YjdjNmQ1ZS9xOg",
+    ] {
+        assert!(!logs.contains(secret), "a log line shows {secret}: {logs}");
+    }
+}
+
+/// `encodeURIComponent`: every byte but letters, digits and `-_.!~*'()` percent-encoded.
+fn url_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.!~*'()".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// A 401 or 403 whose config sent a `${NAME}` as written, or an `${env:NAME}` that is set but
+/// empty, says so, naming NAME and never a value; a 500 does not.
+#[tokio::test]
+async fn refused_requests_hint_at_unexpanded_and_empty_variables() {
+    let guard = exclusive();
+    set_env(&guard, "MCP_SECRETS_EMPTY_KEY", "");
+    let server = serve(|req| async move {
+        match (req.method(), req.target.as_str()) {
+            ("initialize", "/unexpanded") => Reply::raw(401, "text/plain", "bad token"),
+            ("initialize", "/empty") => Reply::raw(403, "text/plain", ""),
+            ("initialize", _) => Reply::raw(500, "text/plain", ""),
+            _ => standard(&req).unwrap(),
+        }
+    })
+    .await;
+    let base = format!("http://127.0.0.1:{}", server.port);
+    let host = Host::new(json!({
+        "cc": {"url": format!("{base}/unexpanded"), "headers": {"Authorization": "Bearer ${API_KEY}"}},
+        "empty": {"url": format!("{base}/empty"), "headers": {"X-Key": "${env:MCP_SECRETS_EMPTY_KEY}"}},
+        "other": {"url": format!("{base}/other"), "headers": {"Authorization": "Bearer ${API_KEY}"}},
+    }));
+    let listing = host.settled(Duration::from_secs(10)).await;
+    assert_eq!(
+        server_entry(&listing, "cc")["reason"],
+        "HTTP 401 Unauthorized: bad token; header \"Authorization\" holds ${API_KEY}, which was sent as written (this Pack expands only ${env:NAME} and ${userHome}); to use the environment variable, write ${env:API_KEY}"
+    );
+    assert_eq!(
+        server_entry(&listing, "empty")["reason"],
+        "HTTP 403 Forbidden; the environment variable \"MCP_SECRETS_EMPTY_KEY\" used in header \"X-Key\" is set but empty"
+    );
+    assert_eq!(
+        server_entry(&listing, "other")["reason"],
+        "HTTP 500 Internal Server Error"
+    );
+    let sent = server
+        .requests()
+        .into_iter()
+        .find(|r| r.target == "/unexpanded")
+        .unwrap();
+    assert_eq!(
+        sent.header("authorization").as_deref(),
+        Some("Bearer ${API_KEY}")
+    );
 }
