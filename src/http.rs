@@ -449,6 +449,12 @@ impl Connection {
         if had_session && status == StatusCode::BAD_REQUEST && mentions_session(&preview) {
             return Err(Error::SessionExpired);
         }
+        // A preview cut at its bound may end inside a secret: redact that piece too.
+        let preview = if preview.len() + 3 >= limits::ERROR_PREVIEW_BYTES {
+            self.redactor.scrub_cut(&preview)
+        } else {
+            preview.as_str().into()
+        };
         let preview = self.server_text(&preview, limits::MAX_REASON_BYTES);
         let reason = status.canonical_reason().unwrap_or("");
         let message = if preview.is_empty() {

@@ -258,13 +258,21 @@ fn ready_tools(server: &Server) -> Result<Arc<crate::server::ToolList>, ToolErro
                 quoted(&server.namespace)
             ),
         )),
-        Status::Error { reason, .. } => Err(ToolError::new(
-            ToolErrorKind::Unavailable,
-            format!(
-                "server {} is unavailable: {reason}",
-                quoted(&server.namespace)
-            ),
-        )),
+        Status::Error { reason, retry_at } => {
+            let retry = match crate::server::retry_in_seconds(retry_at) {
+                None => String::new(),
+                Some(0) => "; it is being started again now".to_string(),
+                Some(1) => "; it will be started again in 1 second".to_string(),
+                Some(n) => format!("; it will be started again in {n} seconds"),
+            };
+            Err(ToolError::new(
+                ToolErrorKind::Unavailable,
+                format!(
+                    "server {} is unavailable: {reason}{retry}",
+                    quoted(&server.namespace)
+                ),
+            ))
+        }
     }
 }
 

@@ -87,6 +87,31 @@ impl Redactor {
         out
     }
 
+    /// [`Redactor::scrub`] for text that was cut from a longer one (an error body's preview):
+    /// a tail that is the start of a secret, which the cut split, is replaced by [`REDACTED`]
+    /// too, so no prefix of a secret survives the cut.
+    pub(crate) fn scrub_cut<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let scrubbed = self.scrub(text);
+        let tail = self
+            .secrets
+            .iter()
+            .filter_map(|secret| {
+                let secret = secret.expose_secret();
+                (1..secret.len())
+                    .rev()
+                    .filter(|&k| secret.is_char_boundary(k))
+                    .find(|&k| scrubbed.ends_with(&secret[..k]))
+            })
+            .max();
+        match tail {
+            None => scrubbed,
+            Some(len) => {
+                let kept = &scrubbed[..scrubbed.len() - len];
+                Cow::Owned(format!("{kept}{REDACTED}"))
+            }
+        }
+    }
+
     /// Scrubs the JSON text `json` (a schema, annotations, `structuredContent`), also where a
     /// secret hides behind JSON escapes other than serde_json's own (`\/`, `\u0041`): such text
     /// is decoded, its strings and keys scrubbed, and encoded again. Text that is not JSON is
@@ -264,6 +289,21 @@ mod tests {
             words.scrub("tok%2Fabcdefgh tok/abcdefgh"),
             "[redacted] [redacted]"
         );
+    }
+
+    #[test]
+    fn a_secret_split_by_a_cut_is_scrubbed_whole_and_partly() {
+        let mut r = Redactor::default();
+        r.add("sk-live-4f9a8b7c6d5e");
+        r.add("other-secret-value");
+        assert_eq!(
+            r.scrub_cut("a sk-live-4f9a8b7c6d5e b sk-live-4f9a"),
+            "a [redacted] b [redacted]"
+        );
+        assert_eq!(r.scrub_cut("ends in o"), "ends in [redacted]");
+        assert_eq!(r.scrub_cut("nothing"), "nothing");
+        assert!(matches!(r.scrub_cut("nothing"), Cow::Borrowed(_)));
+        assert_eq!(r.scrub("b sk-live-4f9a"), "b sk-live-4f9a");
     }
 
     #[test]

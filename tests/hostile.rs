@@ -1499,6 +1499,34 @@ async fn throttled_starts_wait_what_retry_after_says() {
         shown("date"),
         (json!("HTTP 503 Service Unavailable"), json!(1))
     );
+    let eight_detail = host.listing(json!({"namespace": "eight"})).await;
+    assert_eq!(
+        eight_detail,
+        json!({"namespace": "eight", "status": "error", "reason": "HTTP 503 Service Unavailable",
+            "retryInSeconds": 8, "tools": []})
+    );
+    assert_eq!(
+        host.call(
+            "call_dynamic_tool",
+            json!({"namespace": "eight", "toolName": "t"}),
+        )
+        .await,
+        Err(ToolError::new(
+            ToolErrorKind::Unavailable,
+            "server \"eight\" is unavailable: HTTP 503 Service Unavailable; it will be started again in 8 seconds"
+        ))
+    );
+    assert_eq!(
+        host.call(
+            "call_dynamic_tool",
+            json!({"namespace": "zero", "toolName": "t"})
+        )
+        .await,
+        Err(ToolError::new(
+            ToolErrorKind::Unavailable,
+            "server \"zero\" is unavailable: HTTP 429 Too Many Requests; it will be started again in 1 second"
+        ))
+    );
     let plain_retry = shown("plain").1.as_u64().unwrap();
     assert!((1..=2).contains(&plain_retry), "{plain_retry}");
     tokio::time::sleep_until(t0 + Duration::from_millis(30_500)).await;

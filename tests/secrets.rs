@@ -755,3 +755,36 @@ async fn refused_requests_hint_at_unexpanded_and_empty_variables() {
         Some("Bearer ${API_KEY}")
     );
 }
+
+/// An error body is read to 8 KiB and its reason shows 1 KiB of it after scrubbing. A server
+/// that echoes a long token many times shrinks to well under 1 KiB once scrubbed, so the copy
+/// the 8 KiB cut splits would show its start: that piece is redacted too.
+#[tokio::test]
+async fn a_secret_split_by_the_preview_cut_leaves_no_prefix() {
+    let _guard = exclusive();
+    let token = format!("tok-{}", "a1b2c3d4".repeat(25)); // 204 bytes
+    let body = format!("{token} ").repeat(60); // 12,300 bytes; the cut is inside copy 40
+    let server = serve(move |req| {
+        let body = body.clone();
+        async move {
+            match req.method() {
+                "initialize" => Reply::raw(401, "text/plain", body),
+                _ => standard(&req).unwrap(),
+            }
+        }
+    })
+    .await;
+    let host = Host::new(json!({
+        "long": {"url": server.url, "headers": {"Authorization": format!("Bearer {token}")}}
+    }));
+    let listing = host.settled(Duration::from_secs(10)).await;
+    // 40 copies of 205 bytes would be 8200: the 8192-byte cut keeps 39 whole copies, then 197
+    // bytes of the 40th, which end inside its token.
+    assert_eq!(
+        server_entry(&listing, "long")["reason"],
+        format!(
+            "HTTP 401 Unauthorized: {}[redacted]",
+            "[redacted] ".repeat(39)
+        )
+    );
+}
