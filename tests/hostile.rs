@@ -1650,3 +1650,49 @@ async fn keep_alives_forever_do_not_outlive_the_start_deadline() {
     );
     assert_eq!((Instant::now() - t0).as_secs(), 120);
 }
+
+// ---------------------------------------------------------------------------------------------
+// break-10 findings: reasons a model can act on
+
+/// The issue asks that a refused connection read as a plain sentence naming `scheme://host:port`
+/// (this url holds no secret), not reqwest's chain of library text.
+#[tokio::test]
+#[ignore = "finding 1: a refused connection's reason is still raw library text, with no scheme://host:port"]
+async fn connection_refused_reason_is_a_plain_sentence_naming_the_address() {
+    let port = hostile::free_port().await;
+    let host = Host::new(json!({"down": entry(&format!("http://127.0.0.1:{port}/mcp"))}));
+    let reason = error_reason(&host, "down", Duration::from_secs(5)).await;
+    assert_eq!(
+        (
+            reason.contains("error sending request"),
+            reason.contains("os error"),
+            reason.contains("tcp connect error"),
+            reason.to_lowercase().contains("connection refused"),
+            reason.contains(&format!("http://127.0.0.1:{port}")),
+        ),
+        (false, false, false, true, true),
+        "reason: {reason}"
+    );
+}
+
+/// The issue's own example: an https URL pointed at a plain-HTTP port is a TLS failure, said as
+/// such (naming `https://host:port`), not "received corrupt message of type InvalidContentType".
+#[tokio::test]
+#[ignore = "finding 2: an https URL at a plain-HTTP port gives raw rustls text, not a TLS sentence"]
+async fn tls_to_a_plain_http_port_is_a_plain_sentence_naming_the_address() {
+    let server = serve(|req| async move { standard(&req).unwrap_or_else(Reply::accepted) }).await;
+    let url = format!("https://127.0.0.1:{}/mcp", server.port);
+    let host = Host::new(json!({"tls": entry(&url)}));
+    let reason = error_reason(&host, "tls", Duration::from_secs(10)).await;
+    assert_eq!(
+        (
+            reason.contains("error sending request"),
+            reason.contains("InvalidContentType"),
+            reason.contains("corrupt message"),
+            reason.contains("TLS"),
+            reason.contains(&format!("https://127.0.0.1:{}", server.port)),
+        ),
+        (false, false, false, true, true),
+        "reason: {reason}"
+    );
+}

@@ -788,3 +788,65 @@ async fn a_secret_split_by_the_preview_cut_leaves_no_prefix() {
         )
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// break-10 findings
+
+/// A server that echoes a configured header value verbatim into its redirect's `Location` host
+/// (`https://<key>.login.example/`): the reason quotes the target after the URL parser has
+/// lower-cased the host, so the scrubber no longer recognises the secret and its (lower-cased)
+/// text reaches the reason. README: redirect targets that repeat a secret show `[redacted]`.
+#[tokio::test]
+#[ignore = "finding 3: a secret echoed in a redirect Location's host is lower-cased by the URL parser before scrubbing, so it leaks"]
+async fn a_secret_echoed_in_a_redirect_host_is_scrubbed() {
+    let _guard = exclusive();
+    let (logs, _capture) = capture();
+    let server = serve(|req| async move {
+        let key = req.header("x-api-key").unwrap_or_default();
+        Reply::raw(307, "text/plain", "")
+            .header("location", &format!("https://{key}.login.example/cb"))
+    })
+    .await;
+    let host = Host::new(json!({
+        "echo": {"url": server.url, "headers": {"X-Api-Key": "Sk-Live-4F9A8B7C6D5E"}},
+    }));
+    let listing = host.settled(Duration::from_secs(10)).await;
+    assert_eq!(
+        server_entry(&listing, "echo")["reason"],
+        "the server answered with a redirect (HTTP 307) to \"https://[redacted].login.example/cb\", which this client does not follow so that the configured headers reach no other server; if that is the server's address, put that URL in the config's \"url\""
+    );
+    drop(host);
+    assert!(
+        !logs.text().to_lowercase().contains("sk-live-4f9a8b7c6d5e"),
+        "{}",
+        logs.text()
+    );
+}
+
+/// An env value used as the url's host (`http://${env:HOST}:port/mcp`) is a secret (README:
+/// env values). A FastMCP-style relative redirect (`/mcp` → `/mcp/`) is resolved against the
+/// parsed url, whose host the URL parser lower-cased, so the env value (in lower case) reaches
+/// the reason unscrubbed. `LocalHost` resolves to loopback, so this stays on 127.0.0.1/::1.
+#[tokio::test]
+#[ignore = "finding 3b: an env value used as the url host reaches a redirect reason lower-cased and unscrubbed"]
+async fn an_env_host_in_a_resolved_redirect_target_is_scrubbed() {
+    let guard = exclusive();
+    set_env(&guard, "MCP_BREAK10_HOST", "LocalHost");
+    let server = serve(|req| async move {
+        match req.target.as_str() {
+            "/mcp" => Reply::raw(307, "text/plain", "").header("location", "/mcp/"),
+            _ => standard(&req).unwrap_or_else(|| Reply::raw(404, "text/plain", "")),
+        }
+    })
+    .await;
+    let url = format!("http://${{env:MCP_BREAK10_HOST}}:{}/mcp", server.port);
+    let host = Host::new(json!({"envhost": {"url": url}}));
+    let listing = host.settled(Duration::from_secs(10)).await;
+    assert_eq!(
+        server_entry(&listing, "envhost")["reason"],
+        format!(
+            "the server answered with a redirect (HTTP 307) to \"http://[redacted]:{}/mcp/\", which this client does not follow so that the configured headers reach no other server; if that is the server's address, put that URL in the config's \"url\"",
+            server.port
+        )
+    );
+}
