@@ -850,3 +850,53 @@ async fn an_env_host_in_a_resolved_redirect_target_is_scrubbed() {
         )
     );
 }
+
+/// An HTTP error body is quoted in the reason after a plain-text scrub only. A server that
+/// echoes a secret inside a JSON error body with JSON's other escapes — PHP's `json_encode`
+/// writes `/` as `\/`, Python's `json.dumps` (ensure_ascii, its default) writes `ä` as
+/// `\u00e4` — gets it past the scrubber, although README promises JSON-escaped echoes are
+/// scrubbed (and the crate sees through those very escapes in schemas and structuredContent).
+#[tokio::test]
+#[ignore = "finding 4: a secret JSON-escaped with \\/ or \\u00XX (PHP/Python defaults) in an HTTP error body leaks into the reason"]
+async fn a_secret_json_escaped_in_an_error_body_is_scrubbed() {
+    let guard = exclusive();
+    let (logs, _capture) = capture();
+    set_env(&guard, "MCP_BREAK10_PW", "pässwort-geheim");
+    let server = serve(|req| async move {
+        match (req.method(), req.target.as_str()) {
+            ("initialize", "/php") => Reply::raw(
+                401,
+                "application/json",
+                r#"{"error":"invalid key k3y\/abcdef+ghi"}"#,
+            ),
+            ("initialize", _) => Reply::raw(
+                401,
+                "application/json",
+                r#"{"detail":"bad key p\u00e4sswort-geheim"}"#,
+            ),
+            _ => standard(&req).unwrap(),
+        }
+    })
+    .await;
+    let base = format!("http://127.0.0.1:{}", server.port);
+    let host = Host::new(json!({
+        "php": {"url": format!("{base}/php"), "headers": {"X-Api-Key": "k3y/abcdef+ghi"}},
+        "py": {"url": format!("{base}/py?key=${{env:MCP_BREAK10_PW}}")},
+    }));
+    let listing = host.settled(Duration::from_secs(10)).await;
+    assert_eq!(
+        (
+            server_entry(&listing, "php")["reason"].clone(),
+            server_entry(&listing, "py")["reason"].clone()
+        ),
+        (
+            json!(r#"HTTP 401 Unauthorized: {"error":"invalid key [redacted]"}"#),
+            json!(r#"HTTP 401 Unauthorized: {"detail":"bad key [redacted]"}"#)
+        )
+    );
+    drop(host);
+    let logs = logs.text();
+    for leaked in [r"k3y\/abcdef", r"p\u00e4sswort"] {
+        assert!(!logs.contains(leaked), "a log line shows {leaked}: {logs}");
+    }
+}
