@@ -862,4 +862,51 @@ mod tests {
         assert!(matches!(&parsed[0].1,
             Entry::Refused(r) if r == "url uses ${userHome} but the home directory is unknown"));
     }
+
+    /// An `${env:NAME}` that is set but empty and stands for the url's host turns
+    /// `https://${env:HOST}/mcp` into `https:///mcp`, which the URL parser reads as the host
+    /// `mcp`: the entry is accepted and its headers (tokens) go to whatever `mcp` resolves to.
+    /// An unset NAME refuses the entry; an empty one used as the host should too (naming NAME).
+    #[test]
+    #[ignore = "finding 5: an empty ${env:NAME} as the url host silently becomes host \"mcp\" and the entry (with its headers) is accepted"]
+    fn an_empty_env_value_as_the_url_host_is_refused() {
+        let env = FakeEnv(HashMap::from([("MCP_HOST", "")]), Some("/home/ada"));
+        let parsed = parse(
+            &json!({"x": {"url": "https://${env:MCP_HOST}/mcp", "headers": {"Authorization": "Bearer s3cr3t-token-value"}}}),
+            &env,
+        )
+        .unwrap();
+        match &parsed[0].1 {
+            Entry::Remote(server) => panic!(
+                "accepted: the request (with its Authorization header) would go to {}",
+                server.url
+            ),
+            Entry::Refused(reason) => assert_eq!(
+                reason,
+                "environment variable \"MCP_HOST\" (used in url) is set but empty"
+            ),
+        }
+    }
+
+    /// Claude Code's default-value form `${NAME:-fallback}` is sent as written like `${NAME}`,
+    /// but a 401/403 gets no hint for it (README: a `${NAME}` sent as written, Claude Code's
+    /// form, earns a hint). The hint must name NAME only, never the fallback (often a pasted key).
+    #[test]
+    #[ignore = "finding 6: Claude Code's ${NAME:-fallback} is sent as written but earns no 401/403 hint"]
+    fn claude_code_default_form_earns_a_hint_without_its_fallback() {
+        let server = remote(json!({
+            "url": "https://a.example/mcp",
+            "headers": {"Authorization": "Bearer ${API_KEY:-sk-live-4f9a8b7c6d5e}"}
+        }));
+        let hint = server.auth_hint.unwrap_or_default();
+        assert_eq!(
+            (
+                hint.contains("${env:API_KEY}"),
+                hint.contains("sk-live-4f9a8b7c6d5e"),
+                hint.contains("4f9a8b7c6d5e")
+            ),
+            (true, false, false),
+            "hint: {hint:?}"
+        );
+    }
 }
