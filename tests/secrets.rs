@@ -900,3 +900,34 @@ async fn a_secret_json_escaped_in_an_error_body_is_scrubbed() {
         assert!(!logs.contains(leaked), "a log line shows {leaked}: {logs}");
     }
 }
+
+/// Tools very often answer a JSON document as their text block. One written by PHP's
+/// `json_encode` (which escapes `/` as `\/`) that quotes a configured header value reaches the
+/// model unscrubbed: result text gets a plain-text scrub only.
+#[tokio::test]
+#[ignore = "finding 4b: a secret JSON-escaped with \\/ inside a text result (a JSON document as text) reaches the model"]
+async fn a_secret_json_escaped_in_a_text_result_is_scrubbed() {
+    let _guard = exclusive();
+    let server = serve(|req| async move {
+        if let Some(reply) = standard(&req) {
+            return reply;
+        }
+        let id = req.id();
+        match req.method() {
+            "tools/list" => Reply::json(&tools_page(&id, vec![tool("t", "t")], None)),
+            _ => Reply::json(&text_result(&id, r#"{"key":"k3y\/abcdef+ghi","ok":true}"#)),
+        }
+    })
+    .await;
+    let host = Host::new(json!({
+        "php": {"url": server.url, "headers": {"X-Api-Key": "k3y/abcdef+ghi"}},
+    }));
+    host.ready("php", Duration::from_secs(10)).await;
+    let text = host
+        .call(
+            "call_dynamic_tool",
+            json!({"namespace": "php", "toolName": "t"}),
+        )
+        .await;
+    assert_eq!(text, Ok(r#"{"key":"[redacted]","ok":true}"#.to_string()));
+}
