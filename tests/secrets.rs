@@ -931,3 +931,30 @@ async fn a_secret_json_escaped_in_a_text_result_is_scrubbed() {
         .await;
     assert_eq!(text, Ok(r#"{"key":"[redacted]","ok":true}"#.to_string()));
 }
+
+/// An env value used as the url's host is a secret (README; config's unit test scrubs "the
+/// host's too"), but reqwest logs every new connection's host at `debug`
+/// (`starting new connection 'Some("localhost")'`), and the `log` bridge carries it into the
+/// Host's logs. `localhost` keeps this on loopback.
+#[tokio::test]
+#[ignore = "finding 9: an env value used as the url host reaches a debug log line (reqwest's \"starting new connection\")"]
+async fn an_env_host_reaches_no_log_line() {
+    let guard = exclusive();
+    let (logs, _capture) = capture();
+    set_env(&guard, "MCP_BREAK10_LHOST", "localhost");
+    let server = serve(|req| async move {
+        standard(&req).unwrap_or_else(|| Reply::json(&tools_page(&req.id(), vec![], None)))
+    })
+    .await;
+    let url = format!("http://${{env:MCP_BREAK10_LHOST}}:{}/mcp", server.port);
+    let host = Host::new(json!({"envhost": {"url": url}}));
+    host.ready("envhost", Duration::from_secs(10)).await;
+    drop(host);
+    let lines: Vec<String> = logs
+        .text()
+        .lines()
+        .filter(|l| l.contains("localhost"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(lines, Vec::<String>::new());
+}
