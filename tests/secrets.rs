@@ -958,3 +958,41 @@ async fn an_env_host_reaches_no_log_line() {
         .collect();
     assert_eq!(lines, Vec::<String>::new());
 }
+
+/// Hosted MCP servers often take their key in the url's query (`...?api_key=...`), written
+/// literally in the config. Starlette (FastMCP) answers `/mcp` with a 307 to `/mcp/` keeping
+/// the query, and the new redirect reason quotes that target, so the key reaches the model and
+/// the `warn` log. README counts only header values, env values and URL user/password as
+/// secrets, so this is a gap in the contract rather than in the scrubber; the brief counts any
+/// token.
+#[tokio::test]
+#[ignore = "finding 10: a literal api key in the url query reaches the redirect reason and the warn log (FastMCP's /mcp -> /mcp/ keeps the query)"]
+async fn a_literal_query_key_reaches_no_redirect_reason() {
+    let _guard = exclusive();
+    let (logs, _capture) = capture();
+    let server = serve(|req| async move {
+        let query = req
+            .target
+            .split_once('?')
+            .map_or("", |(_, q)| q)
+            .to_string();
+        Reply::raw(307, "text/plain", "").header("location", &format!("/mcp/?{query}"))
+    })
+    .await;
+    let url = format!("{}?api_key=sk-live-4f9a8b7c6d5e", server.url);
+    let host = Host::new(json!({"hosted": {"url": url}}));
+    let listing = host.settled(Duration::from_secs(10)).await;
+    let reason = server_entry(&listing, "hosted")["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    drop(host);
+    assert_eq!(
+        (
+            reason.contains("sk-live-4f9a8b7c6d5e"),
+            logs.text().contains("sk-live-4f9a8b7c6d5e")
+        ),
+        (false, false),
+        "reason: {reason}"
+    );
+}
