@@ -5,9 +5,11 @@
 //! or the listing goes through [`Redactor::scrub`] first, so a configured secret of at least
 //! [`MIN_SECRET_BYTES`] bytes shows as `[redacted]`.
 //!
-//! A secret is registered in the forms a server may quote it in: as written, JSON-escaped, and
+//! A secret is registered in the forms a server may quote it in: as written, JSON-escaped the
+//! ways common encoders write it (`\"`, PHP's `\/`, Python's and PHP's `\u00e4`), and
 //! percent-encoded the ways HTTP stacks encode text (a URL's path, query and user info, a form,
-//! JavaScript's `encodeURIComponent`, Python's `quote`, every non-alphanumeric byte). Scrubbing
+//! JavaScript's `encodeURIComponent`, Python's `quote` and `quote_plus`, every non-alphanumeric
+//! byte). So every path that scrubs plain text also catches those echoes. Scrubbing
 //! comes before any cut: a bound on server text applies to text already scrubbed, so a secret
 //! that straddles a cut never leaves its prefix behind.
 
@@ -38,18 +40,16 @@ impl std::fmt::Debug for Redactor {
 }
 
 impl Redactor {
-    /// Adds `value`, and each whitespace-separated word of it, when long enough; also the form
-    /// the value takes inside a JSON string, when that differs.
+    /// Adds `value`, and each whitespace-separated word of it, when long enough; also the forms
+    /// the value takes inside a JSON string, when they differ (see [`json_escaped_forms`]).
     pub(crate) fn add(&mut self, value: &str) {
         let words = value.split_whitespace();
         for candidate in std::iter::once(value).chain(words) {
             if candidate.len() < MIN_SECRET_BYTES {
                 continue;
             }
-            // A JSON string of a &str always serializes, quotes included.
-            let quoted = serde_json::to_string(candidate).unwrap_or_default();
-            let escaped = quoted.get(1..quoted.len().saturating_sub(1)).unwrap_or("");
-            for form in [candidate, escaped] {
+            for form in std::iter::once(candidate.to_string()).chain(json_escaped_forms(candidate))
+            {
                 if form.len() >= MIN_SECRET_BYTES
                     && !self.secrets.iter().any(|s| s.expose_secret() == form)
                 {
@@ -187,13 +187,58 @@ const URI_COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'(')
     .remove(b')');
 
-/// Python's `urllib.parse.quote` leaves these alone: letters, digits, `_.-~` and `/`.
-const PYTHON_QUOTE: &AsciiSet = &NON_ALPHANUMERIC
+/// Python's `urllib.parse.quote_plus` (and `urlencode`, a form) leaves these alone: letters,
+/// digits and `_.-~`; it writes a space as `+`.
+const PYTHON_QUOTE_PLUS: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'_')
     .remove(b'.')
     .remove(b'-')
-    .remove(b'~')
-    .remove(b'/');
+    .remove(b'~');
+
+/// Python's `urllib.parse.quote` leaves these alone: letters, digits, `_.-~` and `/`.
+const PYTHON_QUOTE: &AsciiSet = &PYTHON_QUOTE_PLUS.remove(b'/');
+
+/// The forms `text` takes inside a JSON string (RFC 8259 §7) as common encoders write it, when
+/// they differ from `text`: serde_json's and JavaScript's (only `"`, `\` and control
+/// characters escaped), PHP's `json_encode` (`/` as `\/`, non-ASCII as `\u00e4`), Python's
+/// `json.dumps` (non-ASCII as `\u00e4`, surrogate pairs beyond the BMP) and the remaining mix
+/// (`/` as `\/` alone). Hex digits are lower case, as those encoders write them.
+fn json_escaped_forms(text: &str) -> Vec<String> {
+    // A JSON string of a &str always serializes, quotes included.
+    let quoted = serde_json::to_string(text).unwrap_or_default();
+    let minimal = quoted
+        .get(1..quoted.len().saturating_sub(1))
+        .unwrap_or("")
+        .to_string();
+    let slash = minimal.replace('/', "\\/");
+    let ascii = |form: &str| {
+        let mut out = String::with_capacity(form.len());
+        for c in form.chars() {
+            if c.is_ascii() {
+                out.push(c);
+            } else {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    out.push_str(&format!("\\u{unit:04x}"));
+                }
+            }
+        }
+        out
+    };
+    let mut forms: Vec<String> = Vec::with_capacity(4);
+    let non_ascii = !text.is_ascii();
+    for (form, needed) in [
+        (ascii(&minimal), non_ascii),
+        (ascii(&slash), non_ascii),
+        (slash, true),
+        (minimal, true),
+    ] {
+        if needed && form != text && !forms.contains(&form) {
+            forms.push(form);
+        }
+    }
+    forms
+}
 
 /// The percent-encoded forms of `text`, deduplicated (the text itself may be among them).
 fn percent_encoded_forms(text: &str) -> Vec<String> {
@@ -206,12 +251,11 @@ fn percent_encoded_forms(text: &str) -> Vec<String> {
     for set in [NON_ALPHANUMERIC, URI_COMPONENT, PYTHON_QUOTE] {
         push(utf8_percent_encode(text, set).to_string());
     }
-    // A form (application/x-www-form-urlencoded) turns spaces into `+`.
-    push(
-        utf8_percent_encode(text, URI_COMPONENT)
-            .to_string()
-            .replace("%20", "+"),
-    );
+    // A form (application/x-www-form-urlencoded) turns spaces into `+`: as JavaScript's
+    // URLSearchParams-style encoders and Python's `quote_plus` write it.
+    for set in [URI_COMPONENT, PYTHON_QUOTE_PLUS] {
+        push(utf8_percent_encode(text, set).to_string().replace("%20", "+"));
+    }
     // What the URL parser makes of it in a path, a query and a password.
     if let Ok(mut url) = reqwest::Url::parse("http://h/") {
         url.set_path(text);
@@ -292,6 +336,26 @@ mod tests {
     }
 
     #[test]
+    fn secrets_are_scrubbed_in_every_json_escaped_form() {
+        let mut r = Redactor::default();
+        r.add("k3y/pässwort-\u{1F511}\"x");
+        // serde_json/JavaScript, PHP (`\/` and `\u`), Python (`\u` with a surrogate pair), and
+        // `\/` alone.
+        assert_eq!(
+            r.scrub(concat!(
+                r#"js k3y/pässwort-🔑\"x "#,
+                r#"php k3y\/p\u00e4sswort-\ud83d\udd11\"x "#,
+                r#"py k3y/p\u00e4sswort-\ud83d\udd11\"x "#,
+                r#"slash k3y\/pässwort-🔑\"x"#
+            )),
+            "js [redacted] php [redacted] py [redacted] slash [redacted]"
+        );
+        let mut ascii = Redactor::default();
+        ascii.add("plain-ascii-token");
+        assert_eq!(format!("{ascii:?}"), "Redactor(1 secrets)");
+    }
+
+    #[test]
     fn a_secret_split_by_a_cut_is_scrubbed_whole_and_partly() {
         let mut r = Redactor::default();
         r.add("sk-live-4f9a8b7c6d5e");
@@ -318,7 +382,6 @@ mod tests {
     /// forms and Python encode text. A passphrase whose words are each under 8 bytes is caught
     /// by no word, so only the whole-value form could scrub it.
     #[test]
-    #[ignore = "finding 7: Python's form encoding (quote_plus) of a secret is not among the registered forms"]
     fn python_form_encoding_is_scrubbed() {
         let mut r = Redactor::default();
         r.add_secret("correct horse staple!");
