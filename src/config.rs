@@ -61,6 +61,9 @@ pub(crate) struct RemoteServer {
     /// What to add to the reason of a 401 or 403 answer: a `${NAME}` sent as written, or a
     /// `${env:NAME}` that is set but empty (names only, never a value).
     pub(crate) auth_hint: Option<String>,
+    /// Whether the url's host or port came from an env value: text about the url then shows
+    /// `[redacted]` in place of its host.
+    pub(crate) host_secret: bool,
 }
 
 impl std::fmt::Debug for RemoteServer {
@@ -152,6 +155,7 @@ fn parse_remote(entry: &Value, env: &dyn Environment) -> Result<RemoteServer, St
     }
     let mut redactor = Redactor::default();
     let mut notes = Notes::default();
+    let host_secret;
     let url = match fields.get("url") {
         Some(Value::String(written)) => {
             let mut used = Vec::new();
@@ -159,7 +163,16 @@ fn parse_remote(entry: &Value, env: &dyn Environment) -> Result<RemoteServer, St
             for value in &used {
                 redactor.add_secret(value);
             }
-            parse_url(&url)?
+            let url = parse_url(&url)?;
+            host_secret = authority_uses_env(written);
+            if host_secret {
+                // The parser lower-cases (and IDNA-encodes) a host, and the request's Host
+                // header carries it that way: a secret in that form too.
+                if let Some(host) = url.host_str() {
+                    redactor.add_secret(host);
+                }
+            }
+            url
         }
         Some(other) => return Err(wrong_type("url", "a string", other)),
         None => return Err(no_url(fields)),
@@ -180,7 +193,24 @@ fn parse_remote(entry: &Value, env: &dyn Environment) -> Result<RemoteServer, St
         headers,
         redactor,
         auth_hint: notes.auth_hint(),
+        host_secret,
     })
+}
+
+/// Whether the url's authority (its host and port) may hold an env value: a `${env:...}` comes
+/// before the end of the authority as written (the first `/`, `?` or `#` after `://`), or the
+/// url has no `://` before it.
+fn authority_uses_env(written: &str) -> bool {
+    let Some(first) = written.find("${env:") else {
+        return false;
+    };
+    let authority_end = written.find("://").map(|start| {
+        let start = start + 3;
+        written[start..]
+            .find(['/', '?', '#'])
+            .map_or(written.len(), |end| start + end)
+    });
+    authority_end.is_none_or(|end| first < end)
 }
 
 /// Refuses an entry that other clients' configs switch off: `"disabled": true` (Cline, Roo,
@@ -222,10 +252,19 @@ fn no_url(fields: &serde_json::Map<String, Value>) -> String {
 /// What substitution noticed that could explain a 401 or 403 later.
 #[derive(Default)]
 struct Notes {
-    /// `${NAME}` (a valid variable name) left as written, with the field it is in.
-    unexpanded: Vec<(String, String)>,
+    /// `${NAME}` or `${NAME:-fallback}` (a valid variable name) left as written.
+    unexpanded: Vec<Unexpanded>,
     /// `${env:NAME}` whose value is empty, with the field it is in.
     empty: Vec<(String, String)>,
+}
+
+/// A `${NAME}` or `${NAME:-fallback}` left as written.
+struct Unexpanded {
+    name: String,
+    /// The field it is in (`url`, `header "X"`).
+    field: String,
+    /// Whether it had a `:-fallback`, which a hint never quotes.
+    fallback: bool,
 }
 
 impl Notes {
@@ -234,10 +273,17 @@ impl Notes {
 
     /// The hints, at most [`Notes::MAX_HINTS`], joined with `; `.
     fn auth_hint(&self) -> Option<String> {
-        let unexpanded = self.unexpanded.iter().map(|(name, field)| {
-            format!(
-                "{field} holds ${{{name}}}, which was sent as written (this Pack expands only ${{env:NAME}} and ${{userHome}}); to use the environment variable, write ${{env:{name}}}"
-            )
+        let unexpanded = self.unexpanded.iter().map(|u| {
+            let (name, field) = (&u.name, &u.field);
+            if u.fallback {
+                format!(
+                    "{field} holds ${{{name}:-…}}, which was sent as written (this Pack expands only ${{env:NAME}} and ${{userHome}}, without fallback values); to use the environment variable, write ${{env:{name}}}"
+                )
+            } else {
+                format!(
+                    "{field} holds ${{{name}}}, which was sent as written (this Pack expands only ${{env:NAME}} and ${{userHome}}); to use the environment variable, write ${{env:{name}}}"
+                )
+            }
         });
         let empty = self.empty.iter().map(|(name, field)| {
             format!("the environment variable \"{name}\" used in {field} is set but empty")
@@ -339,6 +385,13 @@ fn substitute(
                 )
             })?;
             if value.is_empty() {
+                if field == "url" {
+                    // `https://${env:HOST}/mcp` would become `https:///mcp`, a URL to the host
+                    // `mcp`: refused rather than sent anywhere.
+                    return Err(format!(
+                        "environment variable \"{name}\" (used in {field}) is set but empty"
+                    ));
+                }
                 notes.empty.push((name.to_string(), field.to_string()));
             }
             out.push_str(&value);
@@ -350,9 +403,22 @@ fn substitute(
             out.push_str(&home);
         } else {
             if is_variable_name(token) {
-                notes
-                    .unexpanded
-                    .push((token.to_string(), field.to_string()));
+                notes.unexpanded.push(Unexpanded {
+                    name: token.to_string(),
+                    field: field.to_string(),
+                    fallback: false,
+                });
+            } else if let Some((name, fallback)) = token.split_once(":-") {
+                // Claude Code's `${NAME:-fallback}`: the fallback is often a pasted key, so it
+                // is a secret and no hint quotes it.
+                if is_variable_name(name) {
+                    notes.unexpanded.push(Unexpanded {
+                        name: name.to_string(),
+                        field: field.to_string(),
+                        fallback: true,
+                    });
+                    used.push(fallback.to_string());
+                }
             }
             out.push_str(&rest[start..start + 2 + end + 1]);
         }
@@ -852,6 +918,52 @@ mod tests {
     }
 
     #[test]
+    fn the_host_is_a_secret_when_the_authority_uses_an_env_value() {
+        let cases = [
+            ("https://${env:HOST}/mcp", true),
+            ("http://${env:HOST}:8000/mcp", true),
+            ("http://127.0.0.1:${env:PORT}", true),
+            ("${env:BASE}/mcp", true),
+            ("https://a.example/${env:TOKEN}", false),
+            ("https://a.example?k=${env:TOKEN}", false),
+            ("https://a.example#${env:TOKEN}", false),
+            ("https://a.example/mcp", false),
+        ];
+        for (written, expected) in cases {
+            assert_eq!(authority_uses_env(written), expected, "{written}");
+        }
+        let env = FakeEnv(HashMap::from([("H", "MCP.Example")]), None);
+        let parsed = parse(&json!({"x": {"url": "https://${env:H}/mcp"}}), &env).unwrap();
+        let Entry::Remote(server) = &parsed[0].1 else {
+            panic!("refused")
+        };
+        assert!(server.host_secret);
+        assert_eq!(
+            server.redactor.scrub("MCP.Example mcp.example"),
+            "[redacted] [redacted]"
+        );
+        assert!(!remote(json!({"url": "https://a.example/${env:TOKEN}"})).host_secret);
+    }
+
+    #[test]
+    fn a_default_form_fallback_is_a_secret() {
+        let server = remote(json!({
+            "url": "https://a.example/mcp",
+            "headers": {"Authorization": "Bearer ${API_KEY:-sk-live-4f9a8b7c6d5e}"}
+        }));
+        assert_eq!(
+            server.redactor.scrub("fallback sk-live-4f9a8b7c6d5e"),
+            "fallback [redacted]"
+        );
+        assert_eq!(
+            server.auth_hint.as_deref(),
+            Some(
+                "header \"Authorization\" holds ${API_KEY:-…}, which was sent as written (this Pack expands only ${env:NAME} and ${userHome}, without fallback values); to use the environment variable, write ${env:API_KEY}"
+            )
+        );
+    }
+
+    #[test]
     fn user_home_unknown_is_refused() {
         let env = FakeEnv(HashMap::new(), None);
         let parsed = parse(
@@ -868,7 +980,6 @@ mod tests {
     /// `mcp`: the entry is accepted and its headers (tokens) go to whatever `mcp` resolves to.
     /// An unset NAME refuses the entry; an empty one used as the host should too (naming NAME).
     #[test]
-    #[ignore = "finding 5: an empty ${env:NAME} as the url host silently becomes host \"mcp\" and the entry (with its headers) is accepted"]
     fn an_empty_env_value_as_the_url_host_is_refused() {
         let env = FakeEnv(HashMap::from([("MCP_HOST", "")]), Some("/home/ada"));
         let parsed = parse(
@@ -892,7 +1003,6 @@ mod tests {
     /// but a 401/403 gets no hint for it (README: a `${NAME}` sent as written, Claude Code's
     /// form, earns a hint). The hint must name NAME only, never the fallback (often a pasted key).
     #[test]
-    #[ignore = "finding 6: Claude Code's ${NAME:-fallback} is sent as written but earns no 401/403 hint"]
     fn claude_code_default_form_earns_a_hint_without_its_fallback() {
         let server = remote(json!({
             "url": "https://a.example/mcp",

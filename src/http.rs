@@ -94,6 +94,8 @@ pub(crate) struct Connection {
     reinit: tokio::sync::Mutex<()>,
     /// Added to the reason of a 401/403 (see [`RemoteServer::auth_hint`]).
     auth_hint: Option<String>,
+    /// Whether the url's host came from an env value (see [`RemoteServer::host_secret`]).
+    host_secret: bool,
     /// The last `Retry-After` of a 429/503, until [`Connection::take_retry_after`].
     retry_after: Mutex<Option<std::time::Duration>>,
 }
@@ -167,6 +169,7 @@ impl Connection {
             session: Mutex::new(None),
             reinit: tokio::sync::Mutex::new(()),
             auth_hint: server.auth_hint,
+            host_secret: server.host_secret,
             retry_after: Mutex::new(None),
         }
     }
@@ -433,13 +436,20 @@ impl Connection {
         }
         if status.is_redirection() {
             let target = response.headers().get(LOCATION).map(|location| {
-                let target = http_status::redirect_target(location, &self.url);
-                self.server_text(&target, http_status::MAX_LOCATION_BYTES)
-                    .into_owned()
+                let mut target = http_status::redirect_target(
+                    location,
+                    &self.url,
+                    &self.redactor,
+                    self.host_secret,
+                );
+                target.url = self
+                    .server_text(&target.url, http_status::MAX_LOCATION_BYTES)
+                    .into_owned();
+                target
             });
             return Err(Error::Transport(http_status::redirect_reason(
                 status,
-                target.as_deref(),
+                target.as_ref(),
             )));
         }
         if had_session && status == StatusCode::NOT_FOUND {

@@ -3,35 +3,104 @@
 //! hint a `401`/`403` earns.
 //!
 //! Pure functions over a status and its headers, so the transport calls each in one line and
-//! none of them does I/O. Every piece of server text they return still goes through the
-//! transport's scrub-then-cut before it reaches a reason.
+//! none of them does I/O. Every piece of server text they return is scrubbed, and still goes
+//! through the transport's scrub-then-cut before it reaches a reason.
 
 use std::time::{Duration, SystemTime};
 
 use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};
 use reqwest::{StatusCode, Url};
 
+use crate::redact::{REDACTED, Redactor};
+
 /// The longest redirect target a reason quotes, in bytes (after scrubbing).
 pub(crate) const MAX_LOCATION_BYTES: usize = 512;
 
-/// The URL a redirect's `Location` names, resolved against the request URL when it is relative
-/// (RFC 9110 §10.2.2), as text. Not yet scrubbed or bounded.
-pub(crate) fn redirect_target(location: &HeaderValue, base: &Url) -> String {
-    let written = String::from_utf8_lossy(location.as_bytes());
-    match base.join(written.trim()) {
-        Ok(resolved) => resolved.to_string(),
-        Err(_) => written.into_owned(),
-    }
+/// A refused redirect's target as a reason shows it.
+#[derive(Debug, PartialEq)]
+pub(crate) struct RedirectTarget {
+    /// Scheme, host, port and path; scrubbed, not yet bounded.
+    pub(crate) url: String,
+    /// Whether the `Location` had a query or a fragment, which is not shown.
+    pub(crate) query_omitted: bool,
 }
 
-/// The reason for a refused redirect. `target` is the scrubbed, bounded `Location`, when the
-/// server sent one.
-pub(crate) fn redirect_reason(status: StatusCode, target: Option<&str>) -> String {
+/// The URL a redirect's `Location` names, for a reason. The raw value is scrubbed by `redactor`
+/// **before** anything parses it (the URL parser lower-cases and decodes a host, which would
+/// hide an echoed secret from the scrubber). Its query and fragment are dropped: they often
+/// hold a key, and scheme, host, port and path are what a config fix needs. A relative
+/// reference is resolved against the request URL `base` (RFC 9110 §10.2.2); when `host_secret`
+/// (the url's host came from an env value) and the target stays on that host, the host shows as
+/// `[redacted]`. Not yet bounded.
+pub(crate) fn redirect_target(
+    location: &HeaderValue,
+    base: &Url,
+    redactor: &Redactor,
+    host_secret: bool,
+) -> RedirectTarget {
+    let written = String::from_utf8_lossy(location.as_bytes());
+    let scrubbed = redactor.scrub(written.trim());
+    let (reference, query_omitted) = match scrubbed.find(['?', '#']) {
+        Some(end) => (&scrubbed[..end], true),
+        None => (&scrubbed[..], false),
+    };
+    let url = if has_scheme(reference) {
+        // Absolute: shown as the server wrote it (scrubbed), never re-serialized.
+        reference.to_string()
+    } else {
+        match base.join(reference) {
+            Ok(resolved) => {
+                let same_host = resolved.host() == base.host() && resolved.port() == base.port();
+                let text = if host_secret && same_host {
+                    let port = resolved
+                        .port()
+                        .map(|port| format!(":{port}"))
+                        .unwrap_or_default();
+                    format!(
+                        "{}://{REDACTED}{port}{}",
+                        resolved.scheme(),
+                        resolved.path()
+                    )
+                } else {
+                    let mut shown = resolved;
+                    shown.set_query(None);
+                    shown.set_fragment(None);
+                    shown.to_string()
+                };
+                redactor.scrub_owned(text)
+            }
+            Err(_) => reference.to_string(),
+        }
+    };
+    RedirectTarget { url, query_omitted }
+}
+
+/// Whether `reference` starts with a URI scheme and `:` (RFC 3986 §3.1), i.e. is absolute.
+fn has_scheme(reference: &str) -> bool {
+    let Some((scheme, _)) = reference.split_once(':') else {
+        return false;
+    };
+    let mut bytes = scheme.bytes();
+    bytes.next().is_some_and(|b| b.is_ascii_alphabetic())
+        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
+}
+
+/// The reason for a refused redirect. `target` is the scrubbed, bounded target, when the server
+/// sent a `Location`.
+pub(crate) fn redirect_reason(status: StatusCode, target: Option<&RedirectTarget>) -> String {
     let status = status.as_u16();
     match target {
-        Some(target) if !target.is_empty() => format!(
-            "the server answered with a redirect (HTTP {status}) to \"{target}\", which this client does not follow so that the configured headers reach no other server; if that is the server's address, put that URL in the config's \"url\""
-        ),
+        Some(target) if !target.url.is_empty() => {
+            let omitted = if target.query_omitted {
+                " (query omitted)"
+            } else {
+                ""
+            };
+            format!(
+                "the server answered with a redirect (HTTP {status}) to \"{}\"{omitted}, which this client does not follow so that the configured headers reach no other server; if that is the server's address, put that URL in the config's \"url\"",
+                target.url
+            )
+        }
         _ => format!(
             "the server answered with a redirect (HTTP {status}), which this client refuses to follow so that the configured headers reach no other server"
         ),
@@ -114,22 +183,90 @@ mod tests {
     #[test]
     fn redirect_targets_resolve_against_the_request_url() {
         let base = Url::parse("http://127.0.0.1:8000/mcp").unwrap();
-        let target =
-            |location: &str| redirect_target(&HeaderValue::from_str(location).unwrap(), &base);
-        assert_eq!(target("/mcp/"), "http://127.0.0.1:8000/mcp/");
-        assert_eq!(target("https://other.example/x"), "https://other.example/x");
-        assert_eq!(target("http://[::1"), "http://[::1");
+        let mut redactor = Redactor::default();
+        redactor.add_secret("Sk-Live-4F9A8B7C6D5E");
+        let target = |location: &str| {
+            let t = redirect_target(
+                &HeaderValue::from_str(location).unwrap(),
+                &base,
+                &redactor,
+                false,
+            );
+            (t.url, t.query_omitted)
+        };
+        assert_eq!(
+            target("/mcp/"),
+            ("http://127.0.0.1:8000/mcp/".into(), false)
+        );
+        assert_eq!(
+            target("/mcp/?api_key=sk-1234567890#frag"),
+            ("http://127.0.0.1:8000/mcp/".into(), true)
+        );
+        assert_eq!(
+            target("https://other.example/x"),
+            ("https://other.example/x".into(), false)
+        );
+        assert_eq!(
+            target("https://Sk-Live-4F9A8B7C6D5E.Login.example/cb?x=1"),
+            ("https://[redacted].Login.example/cb".into(), true)
+        );
+        assert_eq!(
+            target("//other.example/x"),
+            ("http://other.example/x".into(), false)
+        );
+        assert_eq!(target("http://[::1"), ("http://[::1".into(), false));
         assert_eq!(
             redirect_reason(
                 StatusCode::TEMPORARY_REDIRECT,
-                Some("http://127.0.0.1:8000/mcp/")
+                Some(&RedirectTarget {
+                    url: "http://127.0.0.1:8000/mcp/".into(),
+                    query_omitted: false
+                })
             ),
             "the server answered with a redirect (HTTP 307) to \"http://127.0.0.1:8000/mcp/\", which this client does not follow so that the configured headers reach no other server; if that is the server's address, put that URL in the config's \"url\""
+        );
+        assert_eq!(
+            redirect_reason(
+                StatusCode::PERMANENT_REDIRECT,
+                Some(&RedirectTarget {
+                    url: "http://127.0.0.1:8000/mcp/".into(),
+                    query_omitted: true
+                })
+            ),
+            "the server answered with a redirect (HTTP 308) to \"http://127.0.0.1:8000/mcp/\" (query omitted), which this client does not follow so that the configured headers reach no other server; if that is the server's address, put that URL in the config's \"url\""
         );
         assert_eq!(
             redirect_reason(StatusCode::FOUND, None),
             "the server answered with a redirect (HTTP 302), which this client refuses to follow so that the configured headers reach no other server"
         );
+    }
+
+    #[test]
+    fn a_secret_host_is_never_shown_in_a_redirect_target() {
+        let base = Url::parse("http://localhost:8000/a/mcp?k=v").unwrap();
+        let mut redactor = Redactor::default();
+        redactor.add_secret("LocalHost");
+        redactor.add_secret("localhost");
+        let target = |location: &str| {
+            redirect_target(
+                &HeaderValue::from_str(location).unwrap(),
+                &base,
+                &redactor,
+                true,
+            )
+            .url
+        };
+        assert_eq!(target("/mcp/"), "http://[redacted]:8000/mcp/");
+        assert_eq!(target("mcp/"), "http://[redacted]:8000/a/mcp/");
+        assert_eq!(
+            target("http://LocalHost:8000/x"),
+            "http://[redacted]:8000/x"
+        );
+        assert_eq!(
+            target("http://localhost:8000/x"),
+            "http://[redacted]:8000/x"
+        );
+        assert_eq!(target("//other.example/x"), "http://other.example/x");
     }
 
     #[test]

@@ -254,7 +254,11 @@ fn percent_encoded_forms(text: &str) -> Vec<String> {
     // A form (application/x-www-form-urlencoded) turns spaces into `+`: as JavaScript's
     // URLSearchParams-style encoders and Python's `quote_plus` write it.
     for set in [URI_COMPONENT, PYTHON_QUOTE_PLUS] {
-        push(utf8_percent_encode(text, set).to_string().replace("%20", "+"));
+        push(
+            utf8_percent_encode(text, set)
+                .to_string()
+                .replace("%20", "+"),
+        );
     }
     // What the URL parser makes of it in a path, a query and a password.
     if let Ok(mut url) = reqwest::Url::parse("http://h/") {

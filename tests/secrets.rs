@@ -797,7 +797,6 @@ async fn a_secret_split_by_the_preview_cut_leaves_no_prefix() {
 /// lower-cased the host, so the scrubber no longer recognises the secret and its (lower-cased)
 /// text reaches the reason. README: redirect targets that repeat a secret show `[redacted]`.
 #[tokio::test]
-#[ignore = "finding 3: a secret echoed in a redirect Location's host is lower-cased by the URL parser before scrubbing, so it leaks"]
 async fn a_secret_echoed_in_a_redirect_host_is_scrubbed() {
     let _guard = exclusive();
     let (logs, _capture) = capture();
@@ -828,7 +827,6 @@ async fn a_secret_echoed_in_a_redirect_host_is_scrubbed() {
 /// parsed url, whose host the URL parser lower-cased, so the env value (in lower case) reaches
 /// the reason unscrubbed. `LocalHost` resolves to loopback, so this stays on 127.0.0.1/::1.
 #[tokio::test]
-#[ignore = "finding 3b: an env value used as the url host reaches a redirect reason lower-cased and unscrubbed"]
 async fn an_env_host_in_a_resolved_redirect_target_is_scrubbed() {
     let guard = exclusive();
     set_env(&guard, "MCP_BREAK10_HOST", "LocalHost");
@@ -857,7 +855,6 @@ async fn an_env_host_in_a_resolved_redirect_target_is_scrubbed() {
 /// `\u00e4` — gets it past the scrubber, although README promises JSON-escaped echoes are
 /// scrubbed (and the crate sees through those very escapes in schemas and structuredContent).
 #[tokio::test]
-#[ignore = "finding 4: a secret JSON-escaped with \\/ or \\u00XX (PHP/Python defaults) in an HTTP error body leaks into the reason"]
 async fn a_secret_json_escaped_in_an_error_body_is_scrubbed() {
     let guard = exclusive();
     let (logs, _capture) = capture();
@@ -905,7 +902,6 @@ async fn a_secret_json_escaped_in_an_error_body_is_scrubbed() {
 /// `json_encode` (which escapes `/` as `\/`) that quotes a configured header value reaches the
 /// model unscrubbed: result text gets a plain-text scrub only.
 #[tokio::test]
-#[ignore = "finding 4b: a secret JSON-escaped with \\/ inside a text result (a JSON document as text) reaches the model"]
 async fn a_secret_json_escaped_in_a_text_result_is_scrubbed() {
     let _guard = exclusive();
     let server = serve(|req| async move {
@@ -966,7 +962,6 @@ async fn an_env_host_reaches_no_log_line() {
 /// secrets, so this is a gap in the contract rather than in the scrubber; the brief counts any
 /// token.
 #[tokio::test]
-#[ignore = "finding 10: a literal api key in the url query reaches the redirect reason and the warn log (FastMCP's /mcp -> /mcp/ keeps the query)"]
 async fn a_literal_query_key_reaches_no_redirect_reason() {
     let _guard = exclusive();
     let (logs, _capture) = capture();
