@@ -724,8 +724,8 @@ impl Connection {
 /// What a server's `initialize` result declared that the Pack uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Initialized {
-    /// Whether `capabilities` has `tools`: without it the server offers no tools and is not
-    /// asked for `tools/list` (MCP spec, "Tools": capabilities).
+    /// Whether `capabilities` has `tools` (MCP spec, "Tools": capabilities). Without it the
+    /// server is still asked for `tools/list` once, and a JSON-RPC error means it has no tools.
     pub(crate) tools: bool,
 }
 

@@ -176,7 +176,12 @@ impl McpPack {
             (Some(namespace), Some(tool_name)) => {
                 let server = self.server(namespace)?;
                 let list = ready_tools(server)?;
-                let tool = find_tool(server, &list.tools, tool_name)?;
+                let tool = find_tool(
+                    &format!("{}/{GET}", self.id),
+                    server,
+                    &list.tools,
+                    tool_name,
+                )?;
                 Ok(listing::one_tool(&server.namespace, tool))
             }
         }
@@ -204,7 +209,12 @@ impl McpPack {
         };
         let server = self.server(namespace)?;
         let list = ready_tools(server)?;
-        find_tool(server, &list.tools, tool_name)?;
+        find_tool(
+            &format!("{}/{GET}", self.id),
+            server,
+            &list.tools,
+            tool_name,
+        )?;
         // Only remote entries become ready, and each has a connection.
         let connection = server.connection.clone().ok_or_else(|| {
             ToolError::new(
@@ -276,7 +286,10 @@ fn ready_tools(server: &Server) -> Result<Arc<crate::server::ToolList>, ToolErro
     }
 }
 
+/// The tool `name` of `server`; a `NotFound` error naming `get`, the full name of this Pack's
+/// `get_dynamic_tools` (e.g. `mcp/get_dynamic_tools`), otherwise.
 fn find_tool<'t>(
+    get: &str,
     server: &Server,
     tools: &'t [crate::server::Tool],
     name: &str,
@@ -286,7 +299,7 @@ fn find_tool<'t>(
         Err(_) => Err(ToolError::new(
             ToolErrorKind::NotFound,
             format!(
-                "server {ns} has no tool {}; list its tools with get_dynamic_tools {{\"namespace\":{ns}}}",
+                "server {ns} has no tool {}; list its tools with {get} {{\"namespace\":{ns}}}",
                 quoted(name),
                 ns = quoted(&server.namespace)
             ),

@@ -2,8 +2,10 @@
 //! (README "Lifecycle and limits").
 //!
 //! A start is connect + `initialize` + `notifications/initialized` + every `tools/list` page,
-//! inside [`START_DEADLINE`]. A server that declares no `tools` capability, or answers
-//! `tools/list` with `-32601 Method not found`, is ready with no tools. A tool that is malformed
+//! inside [`START_DEADLINE`]. A server that declares no `tools` capability is still asked for
+//! `tools/list` once: it lists its tools if it answers, and is ready with no tools if it answers
+//! with any JSON-RPC error. One that declares `tools` and answers `-32601 Method not found` is
+//! ready with no tools too; any other error fails its start. A tool that is malformed
 //! or over a per-tool bound is left out (and shown as omitted) while the rest are listed; the
 //! page, tool-count and cursor bounds still fail the start. A failed start sets the status to
 //! `error` with the reason and is tried again after [`backoff`]'s wait (1 s, 2 s, 4 s … plus
@@ -27,7 +29,7 @@ use crate::limits::{
     START_DEADLINE,
 };
 
-/// JSON-RPC's `Method not found`: a `tools/list` answered with it means "no tools".
+/// JSON-RPC's `Method not found`: a first `tools/list` page answered with it means "no tools".
 const METHOD_NOT_FOUND: i64 = -32601;
 
 /// A server's status as the listing shows it.
@@ -230,12 +232,10 @@ impl Server {
 /// cursor rules of [`crate::limits`]. Returns the tools sorted by name and the ones left out.
 async fn discover(connection: &Connection) -> Result<ToolList, String> {
     let initialized = connection.initialize().await.map_err(|e| e.message())?;
-    if !initialized.tools {
-        tracing::debug!(namespace = %connection.namespace(), "no tools capability; ready with no tools");
-        return Ok(ToolList::default());
-    }
     let mut tools: Vec<Tool> = Vec::new();
     let mut omitted: Vec<Omitted> = Vec::new();
+    // Names of the tools kept so far: a later tool of one of these names is a duplicate.
+    let mut names: HashSet<String> = HashSet::new();
     let mut cursors: HashSet<String> = HashSet::new();
     let mut cursor: Option<String> = None;
     for page in 1..=MAX_PAGES {
@@ -249,16 +249,31 @@ async fn discover(connection: &Connection) -> Result<ToolList, String> {
                 read_page(connection, result, page)
             })
             .await;
-        let (page_tools, page_omitted, next) = match next {
+        let (listed_tools, next) = match next {
             Ok(read) => read,
-            Err(Error::Rpc(error)) if page == 1 && error.code == METHOD_NOT_FOUND => {
-                tracing::debug!(namespace = %connection.namespace(), "tools/list not found; ready with no tools");
+            // A server that declared no `tools` capability is asked once anyway (some offer
+            // tools without declaring them); any JSON-RPC error then means it has none.
+            Err(Error::Rpc(error))
+                if page == 1 && (!initialized.tools || error.code == METHOD_NOT_FOUND) =>
+            {
+                tracing::debug!(namespace = %connection.namespace(), code = error.code, declared = initialized.tools, "tools/list refused; ready with no tools");
                 return Ok(ToolList::default());
             }
             Err(error) => return Err(error.message()),
         };
-        tools.extend(page_tools);
-        omitted.extend(page_omitted);
+        for listed in listed_tools {
+            match listed {
+                Ok(tool) if names.contains(&tool.name) => omitted.push(Omitted {
+                    name: tool.name,
+                    reason: "another tool of the same name was listed first".to_string(),
+                }),
+                Ok(tool) => {
+                    names.insert(tool.name.clone());
+                    tools.push(tool);
+                }
+                Err(left_out) => omitted.push(left_out),
+            }
+        }
         let listed = tools.len() + omitted.len();
         if listed > MAX_TOOLS {
             return Err(format!(
@@ -285,25 +300,10 @@ async fn discover(connection: &Connection) -> Result<ToolList, String> {
     ))
 }
 
-/// Sorts by name and keeps the first of any duplicate name; a later one is omitted.
-fn finish(mut tools: Vec<Tool>, mut omitted: Vec<Omitted>) -> ToolList {
-    // A stable sort: of two tools of one name, the one listed first stays first.
+/// Sorts the tools by name (their names are unique); the omitted ones keep the listing order.
+fn finish(mut tools: Vec<Tool>, omitted: Vec<Omitted>) -> ToolList {
     tools.sort_by(|a, b| a.name.cmp(&b.name));
-    let mut unique: Vec<Tool> = Vec::with_capacity(tools.len());
-    for tool in tools {
-        if unique.last().is_some_and(|kept| kept.name == tool.name) {
-            omitted.push(Omitted {
-                name: tool.name,
-                reason: "another tool of the same name was listed first".to_string(),
-            });
-        } else {
-            unique.push(tool);
-        }
-    }
-    ToolList {
-        tools: unique,
-        omitted,
-    }
+    ToolList { tools, omitted }
 }
 
 #[derive(Deserialize)]
@@ -332,9 +332,12 @@ struct WireTool<'a> {
     annotations: Option<&'a RawValue>,
 }
 
-type Page = (Vec<Tool>, Vec<Omitted>, Option<String>);
+/// One page's tools in the order the server listed them (each fit for the listing, or left
+/// out), and its `nextCursor`.
+type Page = (Vec<Result<Tool, Omitted>>, Option<String>);
 
-/// Decodes one `tools/list` result into tools fit for the listing and the ones left out.
+/// Decodes one `tools/list` result into tools fit for the listing and the ones left out, in
+/// listing order.
 fn read_page(connection: &Connection, result: &RawValue, page: usize) -> Result<Page, String> {
     let malformed = || format!("tools/list page {page} is not a valid ListToolsResult");
     if !result.get().starts_with('{') {
@@ -343,19 +346,14 @@ fn read_page(connection: &Connection, result: &RawValue, page: usize) -> Result<
     let list: ListToolsResult<'_> = serde_json::from_str(result.get()).map_err(|_| malformed())?;
     let redactor = connection.redactor();
     let mut tools = Vec::with_capacity(list.tools.len());
-    let mut omitted = Vec::new();
     for (i, raw) in list.tools.into_iter().enumerate() {
-        match read_tool(raw, redactor) {
-            Ok(tool) => tools.push(tool),
-            Err((name, reason)) => {
-                let name =
-                    name.unwrap_or_else(|| format!("tool {} of tools/list page {page}", i + 1));
-                tracing::debug!(namespace = %connection.namespace(), page, position = i + 1, "left a tool out");
-                omitted.push(Omitted { name, reason });
-            }
-        }
+        tools.push(read_tool(raw, redactor).map_err(|(name, reason)| {
+            let name = name.unwrap_or_else(|| format!("tool {} of tools/list page {page}", i + 1));
+            tracing::debug!(namespace = %connection.namespace(), page, position = i + 1, "left a tool out");
+            Omitted { name, reason }
+        }));
     }
-    Ok((tools, omitted, list.next_cursor))
+    Ok((tools, list.next_cursor))
 }
 
 /// Why a tool is left out: its name when it has a readable one, and the reason.

@@ -747,8 +747,8 @@ async fn malformed_tools_are_omitted_and_the_rest_stay_ready() {
             {"name": "schema_text", "reason": "\"inputSchema\" must be an object, found a string"},
             {"name": "output_list", "reason": "\"outputSchema\" must be an object, found an array"},
             {"name": "notes", "reason": "\"annotations\" must be an object, found a number"},
-            {"name": "huge", "reason": "its schemas are 307234 bytes (limit 262144)"},
             {"name": "search", "reason": "another tool of the same name was listed first"},
+            {"name": "huge", "reason": "its schemas are 307234 bytes (limit 262144)"},
         ])
     );
     assert_eq!(detail["tools"][0]["description"], "nulls");
@@ -935,16 +935,18 @@ async fn redirects_are_refused_and_the_target_receives_nothing() {
 }
 
 /// FastMCP's `/mcp` → `/mcp/` answer: a relative `Location` is named as the full URL to put in
-/// the config; one that quotes a configured secret is scrubbed, one without a `Location` says
-/// only that it was refused, and a long one is cut.
+/// the config; one that quotes a configured secret is scrubbed and shown without its query, one
+/// without a `Location` says only that it was refused, and a long one is cut.
 #[tokio::test]
 async fn a_redirect_names_its_target_scrubbed_and_bounded() {
     let server = serve(|req| async move {
         let key = req.header("x-api-key").unwrap_or_default();
         match req.target.as_str() {
             "/mcp" => Reply::raw(307, "text/plain", "").header("location", "/mcp/"),
-            "/echo" => Reply::raw(308, "text/plain", "")
-                .header("location", &format!("https://login.example/?key={key}")),
+            "/echo" => Reply::raw(308, "text/plain", "").header(
+                "location",
+                &format!("https://login.example/{key}/cb?key={key}"),
+            ),
             "/long" => Reply::raw(301, "text/plain", "")
                 .header("location", &format!("/{}", "l".repeat(600))),
             _ => Reply::raw(302, "text/plain", ""),
@@ -967,7 +969,7 @@ async fn a_redirect_names_its_target_scrubbed_and_bounded() {
     assert_eq!(
         server_entry(&listing, "echo")["reason"],
         format!(
-            "the server answered with a redirect (HTTP 308) to \"https://login.example/?key=[redacted]\", {advice}"
+            "the server answered with a redirect (HTTP 308) to \"https://login.example/[redacted]/cb\" (query omitted), {advice}"
         )
     );
     // The target is cut to 512 bytes: the base, "/" and as many l as fit before "…".
@@ -1039,42 +1041,82 @@ async fn an_error_with_a_null_id_answers_the_request() {
     );
 }
 
-/// A server that declares no `tools` capability is ready with no tools and is never asked for
-/// `tools/list`; one that answers `tools/list` with -32601 is ready with no tools too. Neither
-/// is initialized again.
-#[tokio::test]
-async fn servers_without_tools_are_ready_with_none() {
-    let prompts_only = serve(|req| async move {
-        match req.method() {
+/// A server whose `initialize` declares only prompts and resources, with `tools/list` answered
+/// by `list`.
+async fn undeclared_server<F>(list: F) -> Server
+where
+    F: Fn(&Received) -> Reply + Send + Sync + 'static,
+{
+    serve(move |req| {
+        let reply = match req.method() {
             "initialize" => Reply::json(&result(
                 &req.id(),
                 json!({"protocolVersion": "2025-06-18", "capabilities": {"prompts": {}, "resources": {}},
                     "serverInfo": {"name": "p", "version": "1"}}),
             )),
+            "tools/list" => list(&req),
             _ => standard(&req)
                 .unwrap_or_else(|| Reply::json(&rpc_error(&req.id(), -32601, "Method not found"))),
-        }
+        };
+        async move { reply }
+    })
+    .await
+}
+
+/// A server that declares no `tools` capability is still asked for `tools/list` once: a
+/// JSON-RPC error of any code means it is ready with no tools, and an answer lists its tools. A
+/// server that declared `tools` and answers -32601 is ready with no tools too. None is asked
+/// again or initialized again.
+#[tokio::test]
+async fn servers_without_tools_are_ready_with_none() {
+    let prompts_only =
+        undeclared_server(|req| Reply::json(&rpc_error(&req.id(), -32601, "Method not found")))
+            .await;
+    let internal =
+        undeclared_server(|req| Reply::json(&rpc_error(&req.id(), -32603, "no tools here"))).await;
+    let undeclared_tools = undeclared_server(|req| {
+        Reply::json(&tools_page(
+            &req.id(),
+            vec![tool("search", "Searches.")],
+            None,
+        ))
     })
     .await;
     let not_found =
         list_server(|req| Reply::json(&rpc_error(&req.id(), -32601, "Method not found"))).await;
-    let host = Host::new(json!({"prompts": entry(&prompts_only.url), "nf": entry(&not_found.url)}));
+    let host = Host::new(json!({
+        "prompts": entry(&prompts_only.url),
+        "internal": entry(&internal.url),
+        "tools": entry(&undeclared_tools.url),
+        "nf": entry(&not_found.url)
+    }));
     let listing = host.settled(Duration::from_secs(10)).await;
     assert_eq!(
         listing,
         json!({"servers": [
+            {"namespace": "internal", "status": "ready", "tools": []},
             {"namespace": "nf", "status": "ready", "tools": []},
-            {"namespace": "prompts", "status": "ready", "tools": []}]})
+            {"namespace": "prompts", "status": "ready", "tools": []},
+            {"namespace": "tools", "status": "ready", "tools": ["search"]}]})
     );
-    assert_eq!(prompts_only.count("tools/list"), 0);
-    assert_eq!(not_found.count("tools/list"), 1);
     tokio::time::sleep(Duration::from_millis(1500)).await;
+    let servers = [&prompts_only, &internal, &undeclared_tools, &not_found];
     assert_eq!(
-        (
-            prompts_only.count("initialize"),
-            not_found.count("initialize")
-        ),
-        (1, 1)
+        servers.map(|s| (s.count("initialize"), s.count("tools/list"))),
+        [(1, 1); 4]
+    );
+}
+
+/// A server that declared `tools` and answers `tools/list` with an error other than -32601
+/// fails its start, with the server's error as the reason.
+#[tokio::test]
+async fn a_declared_tools_server_whose_tools_list_fails_is_an_error() {
+    let server =
+        list_server(|req| Reply::json(&rpc_error(&req.id(), -32603, "database down"))).await;
+    let host = Host::new(json!({"strict": entry(&server.url)}));
+    assert_eq!(
+        error_reason(&host, "strict", Duration::from_secs(10)).await,
+        "the server answered with error -32603: database down"
     );
 }
 
@@ -1657,7 +1699,7 @@ async fn keep_alives_forever_do_not_outlive_the_start_deadline() {
 /// The issue asks that a refused connection read as a plain sentence naming `scheme://host:port`
 /// (this url holds no secret), not reqwest's chain of library text.
 #[tokio::test]
-#[ignore = "finding 1: a refused connection's reason is still raw library text, with no scheme://host:port"]
+#[ignore = "plain-sentence reasons come with the typed error"]
 async fn connection_refused_reason_is_a_plain_sentence_naming_the_address() {
     let port = hostile::free_port().await;
     let host = Host::new(json!({"down": entry(&format!("http://127.0.0.1:{port}/mcp"))}));
@@ -1678,7 +1720,7 @@ async fn connection_refused_reason_is_a_plain_sentence_naming_the_address() {
 /// The issue's own example: an https URL pointed at a plain-HTTP port is a TLS failure, said as
 /// such (naming `https://host:port`), not "received corrupt message of type InvalidContentType".
 #[tokio::test]
-#[ignore = "finding 2: an https URL at a plain-HTTP port gives raw rustls text, not a TLS sentence"]
+#[ignore = "plain-sentence reasons come with the typed error"]
 async fn tls_to_a_plain_http_port_is_a_plain_sentence_naming_the_address() {
     let server = serve(|req| async move { standard(&req).unwrap_or_else(Reply::accepted) }).await;
     let url = format!("https://127.0.0.1:{}/mcp", server.port);
@@ -1701,7 +1743,6 @@ async fn tls_to_a_plain_http_port_is_a_plain_sentence_naming_the_address() {
 /// but duplicates are appended after every other omitted tool, in name order: a duplicate
 /// listed first shows last.
 #[tokio::test]
-#[ignore = "finding 8: omitted duplicates come after every other omitted tool, in name order, not in listing order"]
 async fn omitted_tools_keep_the_order_the_server_listed_them() {
     let server = list_server(|req| {
         Reply::json(&tools_page(

@@ -240,7 +240,7 @@ async fn errors_a_model_can_act_on() {
             "get_dynamic_tools",
             json!({"namespace": "docs", "toolName": "serach"}),
             ToolErrorKind::NotFound,
-            "server \"docs\" has no tool \"serach\"; list its tools with get_dynamic_tools {\"namespace\":\"docs\"}",
+            "server \"docs\" has no tool \"serach\"; list its tools with mcp/get_dynamic_tools {\"namespace\":\"docs\"}",
         ),
         (
             "get_dynamic_tools",
@@ -288,7 +288,7 @@ async fn errors_a_model_can_act_on() {
             "call_dynamic_tool",
             json!({"namespace": "docs", "toolName": "nope"}),
             ToolErrorKind::NotFound,
-            "server \"docs\" has no tool \"nope\"; list its tools with get_dynamic_tools {\"namespace\":\"docs\"}",
+            "server \"docs\" has no tool \"nope\"; list its tools with mcp/get_dynamic_tools {\"namespace\":\"docs\"}",
         ),
         (
             "call_dynamic_tool",
