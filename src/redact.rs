@@ -6,12 +6,12 @@
 //! [`MIN_SECRET_BYTES`] bytes shows as `[redacted]`.
 //!
 //! A secret is registered in the forms a server may quote it in: as written, JSON-escaped the
-//! ways common encoders write it (`\"`, PHP's `\/`, Python's and PHP's `\u00e4`), and
-//! percent-encoded the ways HTTP stacks encode text (a URL's path, query and user info, a form,
-//! JavaScript's `encodeURIComponent`, Python's `quote` and `quote_plus`, every non-alphanumeric
-//! byte). So every path that scrubs plain text also catches those echoes. Scrubbing
-//! comes before any cut: a bound on server text applies to text already scrubbed, so a secret
-//! that straddles a cut never leaves its prefix behind.
+//! ways common encoders write it (`\"`, PHP's `\/`, Python's and PHP's `\u00e4`, Go's
+//! `\u003c`), and percent-encoded the ways HTTP stacks encode text (a URL's path, query and
+//! user info, a form, JavaScript's `encodeURIComponent`, Python's `quote` and `quote_plus`, every
+//! non-alphanumeric byte), so every path that scrubs plain text also catches those echoes.
+//! Scrubbing comes before any cut: a bound on server text applies to text already scrubbed, so
+//! a secret that straddles a cut never leaves its prefix behind.
 
 use std::borrow::Cow;
 
@@ -198,24 +198,45 @@ const PYTHON_QUOTE_PLUS: &AsciiSet = &NON_ALPHANUMERIC
 /// Python's `urllib.parse.quote` leaves these alone: letters, digits, `_.-~` and `/`.
 const PYTHON_QUOTE: &AsciiSet = &PYTHON_QUOTE_PLUS.remove(b'/');
 
-/// The forms `text` takes inside a JSON string (RFC 8259 §7) as common encoders write it, when
-/// they differ from `text`: serde_json's and JavaScript's (only `"`, `\` and control
-/// characters escaped), PHP's `json_encode` (`/` as `\/`, non-ASCII as `\u00e4`), Python's
-/// `json.dumps` (non-ASCII as `\u00e4`, surrogate pairs beyond the BMP) and the remaining mix
-/// (`/` as `\/` alone). Hex digits are lower case, as those encoders write them.
-fn json_escaped_forms(text: &str) -> Vec<String> {
-    // A JSON string of a &str always serializes, quotes included.
-    let quoted = serde_json::to_string(text).unwrap_or_default();
-    let minimal = quoted
-        .get(1..quoted.len().saturating_sub(1))
-        .unwrap_or("")
-        .to_string();
-    let slash = minimal.replace('/', "\\/");
-    let ascii = |form: &str| {
-        let mut out = String::with_capacity(form.len());
-        for c in form.chars() {
-            if c.is_ascii() {
+/// How a JSON encoder escapes beyond `"`, `\\` and control characters (which all escape).
+#[derive(Clone, Copy)]
+struct JsonEscapes {
+    /// `/` as `\/` (PHP's `json_encode`).
+    slash: bool,
+    /// Non-ASCII as `\u00e4`, beyond the BMP as a surrogate pair (Python's `json.dumps`, PHP).
+    ascii: bool,
+    /// `<`, `>`, `&`, U+2028 and U+2029 as `\u003c` … (Go's `encoding/json`).
+    html: bool,
+}
+
+impl JsonEscapes {
+    /// serde_json and JavaScript, PHP, PHP with `JSON_UNESCAPED_UNICODE`, Python, Go.
+    const ENCODERS: [JsonEscapes; 5] = [
+        JsonEscapes::new(false, false, false),
+        JsonEscapes::new(true, true, false),
+        JsonEscapes::new(true, false, false),
+        JsonEscapes::new(false, true, false),
+        JsonEscapes::new(false, false, true),
+    ];
+
+    const fn new(slash: bool, ascii: bool, html: bool) -> Self {
+        Self { slash, ascii, html }
+    }
+
+    /// `minimal` (a JSON string's content as serde_json writes it) with these escapes added.
+    /// None of the characters they escape is part of one of serde_json's escapes.
+    fn apply(self, minimal: &str) -> String {
+        let mut out = String::with_capacity(minimal.len());
+        for c in minimal.chars() {
+            let escaped = match c {
+                '/' => self.slash,
+                '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => self.html,
+                _ => self.ascii && !c.is_ascii(),
+            };
+            if !escaped {
                 out.push(c);
+            } else if c == '/' {
+                out.push_str("\\/");
             } else {
                 let mut units = [0u16; 2];
                 for unit in c.encode_utf16(&mut units) {
@@ -224,16 +245,20 @@ fn json_escaped_forms(text: &str) -> Vec<String> {
             }
         }
         out
-    };
-    let mut forms: Vec<String> = Vec::with_capacity(4);
-    let non_ascii = !text.is_ascii();
-    for (form, needed) in [
-        (ascii(&minimal), non_ascii),
-        (ascii(&slash), non_ascii),
-        (slash, true),
-        (minimal, true),
-    ] {
-        if needed && form != text && !forms.contains(&form) {
+    }
+}
+
+/// The forms `text` takes inside a JSON string (RFC 8259 §7) as common encoders write it (see
+/// [`JsonEscapes::ENCODERS`]), when they differ from `text`. Hex digits are lower case, as those
+/// encoders write them. Linear in `text`; at most five forms.
+fn json_escaped_forms(text: &str) -> Vec<String> {
+    // A JSON string of a &str always serializes, quotes included.
+    let quoted = serde_json::to_string(text).unwrap_or_default();
+    let minimal = quoted.get(1..quoted.len().saturating_sub(1)).unwrap_or("");
+    let mut forms: Vec<String> = Vec::new();
+    for encoder in JsonEscapes::ENCODERS {
+        let form = encoder.apply(minimal);
+        if form != text && !forms.contains(&form) {
             forms.push(form);
         }
     }
@@ -344,7 +369,7 @@ mod tests {
         let mut r = Redactor::default();
         r.add("k3y/pässwort-\u{1F511}\"x");
         // serde_json/JavaScript, PHP (`\/` and `\u`), Python (`\u` with a surrogate pair), and
-        // `\/` alone.
+        // `\/` alone (PHP with JSON_UNESCAPED_UNICODE).
         assert_eq!(
             r.scrub(concat!(
                 r#"js k3y/pässwort-🔑\"x "#,
@@ -353,6 +378,12 @@ mod tests {
                 r#"slash k3y\/pässwort-🔑\"x"#
             )),
             "js [redacted] php [redacted] py [redacted] slash [redacted]"
+        );
+        let mut go = Redactor::default();
+        go.add("tok<a>&b-1234");
+        assert_eq!(
+            go.scrub(r#"go tok\u003ca\u003e\u0026b-1234 raw tok<a>&b-1234"#),
+            "go [redacted] raw [redacted]"
         );
         let mut ascii = Redactor::default();
         ascii.add("plain-ascii-token");
