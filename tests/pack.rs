@@ -361,3 +361,48 @@ async fn call_arguments_default_to_an_empty_object() {
         r#"args {"q":"rust","n":[1,2]}"#
     );
 }
+
+/// A `not_found` for an unknown tool names the listing tool by the full name it has under the
+/// id the Pack is mounted at.
+#[tokio::test]
+async fn not_found_names_the_listing_tool_under_the_packs_id() {
+    let ready = ready_server().await;
+    let mut packs = Packs::new();
+    plugin_mcp::install(
+        &mut packs,
+        &json!({"mcp": {"docs": {"url": format!("{}/mcp", ready.uri())}}}),
+    );
+    let mut services = Services::new();
+    services.insert(&TOKIO_RUNTIME, tokio::runtime::Handle::current());
+    let pack = packs
+        .get("runvil/mcp")
+        .unwrap()
+        .construct("tools", &services)
+        .unwrap();
+    let until = tokio::time::Instant::now() + WAIT;
+    loop {
+        let listing = pack
+            .call("tools/get_dynamic_tools", json!({"namespace": "docs"}))
+            .await
+            .unwrap();
+        if listing.contains("\"status\":\"ready\"") {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < until, "{listing}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let error = pack
+        .call(
+            "tools/call_dynamic_tool",
+            json!({"namespace": "docs", "toolName": "nope"}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (error.kind, error.message.as_str()),
+        (
+            ToolErrorKind::NotFound,
+            "server \"docs\" has no tool \"nope\"; list its tools with tools/get_dynamic_tools {\"namespace\":\"docs\"}"
+        )
+    );
+}
