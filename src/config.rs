@@ -61,9 +61,10 @@ pub(crate) struct RemoteServer {
     /// What to add to the reason of a 401 or 403 answer: a `${NAME}` sent as written, or a
     /// `${env:NAME}` that is set but empty (names only, never a value).
     pub(crate) auth_hint: Option<String>,
-    /// Whether the url's host or port came from an env value: text about the url then shows
-    /// `[redacted]` in place of its host.
-    pub(crate) host_secret: bool,
+    /// `scheme://host:port` of `url`, for connect errors; `None` when that part of the written
+    /// url used a `${...}` or holds a configured secret: text about the url (a redirect's
+    /// target on the same host) then shows `[redacted]` in place of its host.
+    pub(crate) origin: Option<String>,
 }
 
 impl std::fmt::Debug for RemoteServer {
@@ -155,8 +156,7 @@ fn parse_remote(entry: &Value, env: &dyn Environment) -> Result<RemoteServer, St
     }
     let mut redactor = Redactor::default();
     let mut notes = Notes::default();
-    let host_secret;
-    let url = match fields.get("url") {
+    let (url, origin_is_public) = match fields.get("url") {
         Some(Value::String(written)) => {
             let mut used = Vec::new();
             let url = substitute(written, "url", env, &mut used, &mut notes)?;
@@ -164,15 +164,15 @@ fn parse_remote(entry: &Value, env: &dyn Environment) -> Result<RemoteServer, St
                 redactor.add_secret(value);
             }
             let url = parse_url(&url)?;
-            host_secret = authority_uses_env(written);
-            if host_secret {
+            let authority = authority(written);
+            if authority.contains("${env:") {
                 // The parser lower-cases (and IDNA-encodes) a host, and the request's Host
                 // header carries it that way: a secret in that form too.
                 if let Some(host) = url.host_str() {
                     redactor.add_secret(host);
                 }
             }
-            url
+            (url, !authority.contains("${"))
         }
         Some(other) => return Err(wrong_type("url", "a string", other)),
         None => return Err(no_url(fields)),
@@ -188,29 +188,34 @@ fn parse_remote(entry: &Value, env: &dyn Environment) -> Result<RemoteServer, St
             .entry(reqwest::header::AUTHORIZATION)
             .or_insert(basic);
     }
+    let origin = origin_is_public
+        .then(|| origin_of(&url))
+        .flatten()
+        .filter(|o| matches!(redactor.scrub(o), std::borrow::Cow::Borrowed(_)));
     Ok(RemoteServer {
         url,
         headers,
         redactor,
         auth_hint: notes.auth_hint(),
-        host_secret,
+        origin,
     })
 }
 
-/// Whether the url's authority (its host and port) may hold an env value: a `${env:...}` comes
-/// before the end of the authority as written (the first `/`, `?` or `#` after `://`), or the
-/// url has no `://` before it.
-fn authority_uses_env(written: &str) -> bool {
-    let Some(first) = written.find("${env:") else {
-        return false;
-    };
-    let authority_end = written.find("://").map(|start| {
-        let start = start + 3;
-        written[start..]
-            .find(['/', '?', '#'])
-            .map_or(written.len(), |end| start + end)
-    });
-    authority_end.is_none_or(|end| first < end)
+/// The scheme and authority of a written url (`scheme://user@host:port`): up to the path,
+/// query or fragment after `://`, or up to the first `/`, `?` or `#` when it has no `://`.
+fn authority(written: &str) -> &str {
+    let start = written.find("://").map_or(0, |at| at + 3);
+    let end = written[start..]
+        .find(['/', '?', '#'])
+        .map_or(written.len(), |end| start + end);
+    &written[..end]
+}
+
+/// `scheme://host:port`, the port explicit even when it is the scheme's default.
+fn origin_of(url: &Url) -> Option<String> {
+    let host = url.host_str()?;
+    let port = url.port_or_known_default()?;
+    Some(format!("{}://{host}:{port}", url.scheme()))
 }
 
 /// Refuses an entry that other clients' configs switch off: `"disabled": true` (Cline, Roo,
@@ -637,6 +642,16 @@ mod tests {
     }
 
     #[test]
+    fn origin_is_named_only_when_it_holds_no_secret() {
+        let plain = remote(json!({"url": "https://user:pw-secret-1@a.example/mcp/${env:TOKEN}"}));
+        assert_eq!(plain.origin.as_deref(), Some("https://a.example:443"));
+        let local = remote(json!({"url": "http://127.0.0.1:8931/mcp"}));
+        assert_eq!(local.origin.as_deref(), Some("http://127.0.0.1:8931"));
+        let hidden = remote(json!({"url": "https://${env:HOST}/mcp"}));
+        assert_eq!(hidden.origin, None);
+    }
+
+    #[test]
     fn url_env_values_are_scrubbed_in_encoded_forms_too() {
         let env = FakeEnv(HashMap::from([("Q", "pass word\"x\"{y}")]), None);
         let parsed = parse(
@@ -930,19 +945,26 @@ mod tests {
             ("https://a.example/mcp", false),
         ];
         for (written, expected) in cases {
-            assert_eq!(authority_uses_env(written), expected, "{written}");
+            assert_eq!(authority(written).contains("${env:"), expected, "{written}");
         }
+        assert_eq!(
+            authority("${env:SCHEME}://a.example/x"),
+            "${env:SCHEME}://a.example"
+        );
         let env = FakeEnv(HashMap::from([("H", "MCP.Example")]), None);
         let parsed = parse(&json!({"x": {"url": "https://${env:H}/mcp"}}), &env).unwrap();
         let Entry::Remote(server) = &parsed[0].1 else {
             panic!("refused")
         };
-        assert!(server.host_secret);
+        assert_eq!(server.origin, None);
         assert_eq!(
             server.redactor.scrub("MCP.Example mcp.example"),
             "[redacted] [redacted]"
         );
-        assert!(!remote(json!({"url": "https://a.example/${env:TOKEN}"})).host_secret);
+        assert_eq!(
+            remote(json!({"url": "https://a.example/${env:TOKEN}"})).origin,
+            Some("https://a.example:443".to_string())
+        );
     }
 
     #[test]

@@ -7,11 +7,13 @@
 //! with any JSON-RPC error. One that declares `tools` and answers `-32601 Method not found` is
 //! ready with no tools too; any other error fails its start. A tool that is malformed
 //! or over a per-tool bound is left out (and shown as omitted) while the rest are listed; the
-//! page, tool-count and cursor bounds still fail the start. A failed start sets the status to
-//! `error` with the reason and is tried again after [`backoff`]'s wait (1 s, 2 s, 4 s … plus
-//! jitter, never more than 60 s), or after what a `429`/`503` asked for in `Retry-After`
-//! (at least 1 s, at most 60 s), until it succeeds. `ready` is final. When the Pack is dropped
-//! the task ends the session with a best-effort `DELETE`.
+//! page, tool-count and cursor bounds still fail the start. A failed start first ends every
+//! session it opened ([`Connection::abandon`]), sets the status to `error` with the reason, and
+//! is tried again after [`backoff`]'s wait (1 s, 2 s, 4 s … plus jitter, never more than 60 s),
+//! or after what a `429`/`503` asked for in `Retry-After` ([`Error::retry_after`]; at least 1 s,
+//! at most 60 s), until it succeeds. `ready` is final. When the Pack is dropped the task closes
+//! the connection ([`Connection::close`]): cancels of requests in flight first, then the
+//! `DELETE` of each session.
 
 use std::collections::HashSet;
 use std::sync::{Arc, RwLock};
@@ -87,7 +89,27 @@ pub(crate) struct Tool {
 /// Why a start failed: the reason (scrubbed) and the wait the server asked for, if any.
 struct StartFailure {
     reason: String,
+    /// The `Retry-After` of the `429`/`503` that failed the start ([`Error::retry_after`]).
     retry_after: Option<Duration>,
+}
+
+impl From<Error> for StartFailure {
+    fn from(error: Error) -> Self {
+        Self {
+            reason: error.to_string(),
+            retry_after: error.retry_after(),
+        }
+    }
+}
+
+/// A failure of the start's own rules (bounds, pagination, deadline): no wait is asked for.
+impl From<String> for StartFailure {
+    fn from(reason: String) -> Self {
+        Self {
+            reason,
+            retry_after: None,
+        }
+    }
 }
 
 /// The waits between starts: 1 s, 2 s, 4 s, 8 s, 16 s, then 30 s for good, each plus a random
@@ -170,23 +192,18 @@ impl Server {
         shutdown: CancellationToken,
     ) {
         let start = || async {
-            // A Retry-After seen outside this start (by a call) is not this start's to obey.
-            connection.take_retry_after();
             let outcome = match tokio::time::timeout(START_DEADLINE, discover(&connection)).await {
                 Ok(result) => result,
-                Err(_) => Err(format!(
+                Err(_) => Err(StartFailure::from(format!(
                     "the server did not finish starting (initialize and tools/list) within {} seconds",
                     START_DEADLINE.as_secs()
-                )),
+                ))),
             };
             if outcome.is_err() {
                 // A start that got as far as a session leaves none behind on the server.
-                connection.close().await;
+                connection.abandon().await;
             }
-            outcome.map_err(|reason| StartFailure {
-                reason,
-                retry_after: connection.take_retry_after(),
-            })
+            outcome
         };
         let started = start
             .retry(backoff())
@@ -230,8 +247,8 @@ impl Server {
 
 /// One start: the handshake and every `tools/list` page, bounded by the page, tool-count and
 /// cursor rules of [`crate::limits`]. Returns the tools sorted by name and the ones left out.
-async fn discover(connection: &Connection) -> Result<ToolList, String> {
-    let initialized = connection.initialize().await.map_err(|e| e.message())?;
+async fn discover(connection: &Arc<Connection>) -> Result<ToolList, StartFailure> {
+    let initialized = connection.initialize().await?;
     let mut tools: Vec<Tool> = Vec::new();
     let mut omitted: Vec<Omitted> = Vec::new();
     // Names of the tools kept so far: a later tool of one of these names is a duplicate.
@@ -253,13 +270,16 @@ async fn discover(connection: &Connection) -> Result<ToolList, String> {
             Ok(read) => read,
             // A server that declared no `tools` capability is asked once anyway (some offer
             // tools without declaring them); any JSON-RPC error then means it has none.
-            Err(Error::Rpc(error))
-                if page == 1 && (!initialized.tools || error.code == METHOD_NOT_FOUND) =>
+            Err(error)
+                if page == 1
+                    && error
+                        .rpc()
+                        .is_some_and(|e| !initialized.tools || e.code == METHOD_NOT_FOUND) =>
             {
-                tracing::debug!(namespace = %connection.namespace(), code = error.code, declared = initialized.tools, "tools/list refused; ready with no tools");
+                tracing::debug!(namespace = %connection.namespace(), code = ?error.rpc().map(|e| e.code), declared = initialized.tools, "tools/list refused; ready with no tools");
                 return Ok(ToolList::default());
             }
-            Err(error) => return Err(error.message()),
+            Err(error) => return Err(error.into()),
         };
         for listed in listed_tools {
             match listed {
@@ -276,28 +296,28 @@ async fn discover(connection: &Connection) -> Result<ToolList, String> {
         }
         let listed = tools.len() + omitted.len();
         if listed > MAX_TOOLS {
-            return Err(format!(
+            return Err(StartFailure::from(format!(
                 "the server listed more than {MAX_TOOLS} tools (at least {listed} by page {page})"
-            ));
+            )));
         }
         let Some(next) = next.filter(|c| !c.is_empty()) else {
             return Ok(finish(tools, omitted));
         };
         if cursor.as_deref() == Some(next.as_str()) {
-            return Err(format!(
+            return Err(StartFailure::from(format!(
                 "tools/list page {page} returned the cursor it was asked with, so pagination would never end"
-            ));
+            )));
         }
         if !cursors.insert(next.clone()) {
-            return Err(format!(
+            return Err(StartFailure::from(format!(
                 "tools/list page {page} returned a cursor already used by an earlier page, so pagination would loop"
-            ));
+            )));
         }
         cursor = Some(next);
     }
-    Err(format!(
+    Err(StartFailure::from(format!(
         "the server had more than {MAX_PAGES} pages of tools (tools/list still returned a nextCursor)"
-    ))
+    )))
 }
 
 /// Sorts the tools by name (their names are unique); the omitted ones keep the listing order.

@@ -790,7 +790,7 @@ async fn a_secret_split_by_the_preview_cut_leaves_no_prefix() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// break-10 findings
+// Secrets echoed in forms the scrubber must still catch (re-cased, JSON-escaped)
 
 /// A server that echoes a configured header value verbatim into its redirect's `Location` host
 /// (`https://<key>.login.example/`): the reason quotes the target after the URL parser has

@@ -687,3 +687,34 @@ async fn a_malformed_result_is_an_answer_and_is_not_cancelled() {
         ]
     );
 }
+
+#[tokio::test]
+async fn a_400_that_only_mentions_the_session_is_not_an_expiry() {
+    let server = mock_server(mock::with_tools(json!([tool("t")]), |_, _| {
+        ResponseTemplate::new(400).set_body_string(
+            r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32602,"message":"bad arguments","data":{"session":"fine"}}}"#,
+        )
+    }))
+    .await;
+    let host = ready_host(&server).await;
+    assert_transport(
+        call_s(&host, "t").await,
+        r#"server "s": HTTP 400 Bad Request: {"jsonrpc":"2.0","id":3,"error":{"code":-32602,"message":"bad arguments","data":{"session":"fine"}}}"#,
+    );
+    let methods: Vec<String> = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| body(r)["method"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "initialize",
+            "notifications/initialized",
+            "tools/list",
+            "tools/call"
+        ]
+    );
+}
