@@ -2,9 +2,11 @@
 //! and as a sentence a model can act on.
 //!
 //! One struct over a boxed private inner (the shape of `reqwest::Error`): callers ask predicates
-//! (`is_status`, `is_refused`, `is_session_expired`, …) and never match on text. `Display` is the
-//! model-facing sentence: it holds no URL beyond a `scheme://host:port` that carries no secret,
-//! no header value and no unscrubbed server text. `Debug` names the kind only.
+//! (`is_status`, `is_refused`, `is_session_expired`, `retry_after`, …) and never match on text.
+//! `Display` is the model-facing sentence: it holds no URL beyond a `scheme://host:port` that
+//! carries no secret and a refused redirect's scrubbed target (without query or fragment), no
+//! header value and no unscrubbed server text; a 401/403 carries the entry's config hint (names
+//! only). `Debug` names the kind only.
 
 use std::fmt;
 use std::sync::Arc;

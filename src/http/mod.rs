@@ -31,7 +31,7 @@ use tokio_util::task::TaskTracker;
 pub(crate) use client::Clients;
 pub(crate) use error::Error;
 #[allow(unused_imports)] // Named by tests and docs; the version list is the crate's contract.
-pub(crate) use session::{Initialized, OFFERED_VERSION, SUPPORTED_VERSIONS};
+pub(crate) use session::{OFFERED_VERSION, SUPPORTED_VERSIONS};
 
 use crate::config::RemoteServer;
 use crate::jsonrpc;

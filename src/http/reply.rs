@@ -1,4 +1,5 @@
-//! Reading a reply: the status check, a JSON body or an SSE stream, routing each incoming message
+//! Reading a reply: the status check (with what an error status carries: a redirect's
+//! `Location`, `Retry-After`), a JSON body or an SSE stream, routing each incoming message
 //! ([`Connection::route`]), answering server requests, and resuming a stream with `GET` +
 //! `Last-Event-ID` (MCP 2025-11-25, transports: Streamable HTTP).
 //!
@@ -32,7 +33,9 @@ pub(super) enum BodyError {
 
 impl Connection {
     /// Turns a non-2xx status into its [`Error`]; returns a 2xx response unchanged.
-    /// `carried_session` says whether the request carried an `Mcp-Session-Id`.
+    /// `carried_session` says whether the request carried an `Mcp-Session-Id`. A redirect keeps
+    /// its target ([`redirect_target`], bounded to 512 bytes); a 429/503 its `Retry-After`; a
+    /// 401/403 the entry's config hint; any other status a scrubbed, bounded body preview.
     pub(super) async fn check_status(
         &self,
         response: Response,
