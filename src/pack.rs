@@ -1,4 +1,5 @@
-//! The Pack: construction, the two model-facing tools, their argument rules and errors.
+//! The Pack: construction, the two model-facing tools, their argument rules and errors
+//! (README "What the tools answer").
 //!
 //! `construct` parses the config, reads the Host runtime and spawns one task per remote entry;
 //! it does no I/O. `get_dynamic_tools` renders the registry ([`crate::listing`]);
@@ -82,33 +83,41 @@ impl Drop for McpPack {
 
 impl Pack for McpPack {
     fn tools(&self) -> Vec<ToolSpec> {
+        let get = format!("{}/{GET}", self.id);
+        let call = format!("{}/{CALL}", self.id);
         vec![
             ToolSpec {
-                name: format!("{}/{GET}", self.id),
-                description: "Lists the MCP servers behind this Pack and their tools, as JSON text. \
-                    With no arguments: every server's namespace, status (ready, loading, or error with a reason) \
-                    and tool names. With namespace: that server's tools with descriptions and input schemas. \
-                    With namespace and toolName: one tool in full."
-                    .to_string(),
+                description: format!(
+                    "Lists the MCP servers behind this Pack and their tools, as JSON text. \
+                     With no arguments: every server's namespace, its status (ready, loading, or error \
+                     with a reason, and retryInSeconds when it will be tried again) and its tool names. \
+                     With namespace, e.g. {{\"namespace\":\"github\"}}: that server's tools with their \
+                     descriptions and input schemas, and under omitted the tools it listed that were left out. \
+                     With namespace and toolName, e.g. {{\"namespace\":\"github\",\"toolName\":\"search_issues\"}}: \
+                     one tool in full. Call a tool with {call}."
+                ),
+                name: get.clone(),
                 parameters: json!({
                     "type": "object",
                     "properties": {
-                        "namespace": {"type": "string", "description": "A server's namespace, exactly as listed."},
-                        "toolName": {"type": "string", "description": "A tool's name, exactly as its server lists it; needs namespace."}
+                        "namespace": {"type": "string", "description": "A server's namespace, exactly as listed, e.g. \"github\"."},
+                        "toolName": {"type": "string", "description": "A tool's name, exactly as its server lists it, e.g. \"search_issues\"; needs namespace."}
                     },
                     "additionalProperties": false
                 }),
             },
             ToolSpec {
-                name: format!("{}/{CALL}", self.id),
-                description: "Calls one tool of one MCP server and returns its result as text. \
-                    Look the tool and its input schema up with get_dynamic_tools first."
-                    .to_string(),
+                description: format!(
+                    "Calls one tool of one MCP server and returns its result as text. \
+                     Look the tool and its input schema up with {get} first, then call it, e.g. \
+                     {{\"namespace\":\"github\",\"toolName\":\"search_issues\",\"arguments\":{{\"query\":\"is:open label:bug\"}}}}."
+                ),
+                name: call,
                 parameters: json!({
                     "type": "object",
                     "properties": {
-                        "namespace": {"type": "string", "description": "The server's namespace, exactly as listed."},
-                        "toolName": {"type": "string", "description": "The tool's name, exactly as its server lists it."},
+                        "namespace": {"type": "string", "description": "The server's namespace, exactly as listed, e.g. \"github\"."},
+                        "toolName": {"type": "string", "description": "The tool's name, exactly as its server lists it, e.g. \"search_issues\"."},
                         "arguments": {"type": "object", "description": "The tool's arguments, matching its input schema. Defaults to {}."}
                     },
                     "required": ["namespace", "toolName"],
@@ -167,8 +176,13 @@ impl McpPack {
             }
             (Some(namespace), Some(tool_name)) => {
                 let server = self.server(namespace)?;
-                let tools = ready_tools(server)?;
-                let tool = find_tool(server, &tools, tool_name)?;
+                let list = ready_tools(server)?;
+                let tool = find_tool(
+                    &format!("{}/{GET}", self.id),
+                    server,
+                    &list.tools,
+                    tool_name,
+                )?;
                 Ok(listing::one_tool(&server.namespace, tool))
             }
         }
@@ -195,8 +209,13 @@ impl McpPack {
             }
         };
         let server = self.server(namespace)?;
-        let tools = ready_tools(server)?;
-        find_tool(server, &tools, tool_name)?;
+        let list = ready_tools(server)?;
+        find_tool(
+            &format!("{}/{GET}", self.id),
+            server,
+            &list.tools,
+            tool_name,
+        )?;
         // Only remote entries become ready, and each has a connection.
         let connection = server.connection.clone().ok_or_else(|| {
             ToolError::new(
@@ -240,7 +259,7 @@ impl McpPack {
     }
 }
 
-fn ready_tools(server: &Server) -> Result<Arc<Vec<crate::server::Tool>>, ToolError> {
+fn ready_tools(server: &Server) -> Result<Arc<crate::server::ToolList>, ToolError> {
     match server.status() {
         Status::Ready(tools) => Ok(tools),
         Status::Loading => Err(ToolError::new(
@@ -250,7 +269,22 @@ fn ready_tools(server: &Server) -> Result<Arc<Vec<crate::server::Tool>>, ToolErr
                 quoted(&server.namespace)
             ),
         )),
-        Status::Error(reason) | Status::SignIn(reason, _) => Err(ToolError::new(
+        Status::Error { reason, retry_at } => {
+            let retry = match crate::server::retry_in_seconds(retry_at) {
+                None => String::new(),
+                Some(0) => "; it is being started again now".to_string(),
+                Some(1) => "; it will be started again in 1 second".to_string(),
+                Some(n) => format!("; it will be started again in {n} seconds"),
+            };
+            Err(ToolError::new(
+                ToolErrorKind::Unavailable,
+                format!(
+                    "server {} is unavailable: {reason}{retry}",
+                    quoted(&server.namespace)
+                ),
+            ))
+        }
+        Status::SignIn(reason, _) => Err(ToolError::new(
             ToolErrorKind::Unavailable,
             format!(
                 "server {} is unavailable: {reason}",
@@ -260,7 +294,10 @@ fn ready_tools(server: &Server) -> Result<Arc<Vec<crate::server::Tool>>, ToolErr
     }
 }
 
+/// The tool `name` of `server`; a `NotFound` error naming `get`, the full name of this Pack's
+/// `get_dynamic_tools` (e.g. `mcp/get_dynamic_tools`), otherwise.
 fn find_tool<'t>(
+    get: &str,
     server: &Server,
     tools: &'t [crate::server::Tool],
     name: &str,
@@ -270,7 +307,7 @@ fn find_tool<'t>(
         Err(_) => Err(ToolError::new(
             ToolErrorKind::NotFound,
             format!(
-                "server {ns} has no tool {}; list its tools with get_dynamic_tools {{\"namespace\":{ns}}}",
+                "server {ns} has no tool {}; list its tools with {get} {{\"namespace\":{ns}}}",
                 quoted(name),
                 ns = quoted(&server.namespace)
             ),

@@ -2,9 +2,11 @@
 //! and as a sentence a model can act on.
 //!
 //! One struct over a boxed private inner (the shape of `reqwest::Error`): callers ask predicates
-//! (`is_status`, `is_refused`, `is_session_expired`, …) and never match on text. `Display` is the
-//! model-facing sentence: it holds no URL beyond a `scheme://host:port` that carries no secret,
-//! no header value and no unscrubbed server text. `Debug` names the kind only.
+//! (`is_status`, `is_refused`, `is_session_expired`, `retry_after`, …) and never match on text.
+//! `Display` is the model-facing sentence: it holds no URL beyond a `scheme://host:port` that
+//! carries no secret and a refused redirect's scrubbed target (without query or fragment), no
+//! header value and no unscrubbed server text; a 401/403 carries the entry's config hint (names
+//! only). `Debug` names the kind only.
 
 use std::fmt;
 use std::sync::Arc;
@@ -59,16 +61,21 @@ enum Kind {
     /// A non-2xx, non-redirect status: the server refused the request.
     Status {
         status: StatusCode,
-        /// `Retry-After` in seconds, when a 429 or 503 gave one.
+        /// The wait a 429 or 503 asked for with `Retry-After` (seconds or an HTTP date).
         retry_after: Option<Duration>,
         /// The start of the body, scrubbed, single-line and bounded.
         preview: String,
+        /// The entry's config hint, on a 401 or 403 only ([`Error::with_auth_hint`]).
+        hint: Option<String>,
     },
     /// A 3xx: refused, never followed.
     Redirect {
         status: StatusCode,
-        /// The `Location`, scrubbed and bounded, when there was one.
+        /// Where the `Location` pointed (scheme, host, port and path), scrubbed and bounded,
+        /// when there was one.
         location: Option<String>,
+        /// Whether the `Location` had a query or fragment, which is not shown.
+        query_omitted: bool,
     },
     /// A 404 to a request that carried a session id, or a 400 whose JSON-RPC error speaks of
     /// the session: the server does not know the session (it did not process the request).
@@ -119,11 +126,12 @@ impl Error {
         }
     }
 
-    /// The `Retry-After` of a refusal that gave one in seconds.
-    #[allow(dead_code)] // Read by the start's retry once it honours Retry-After.
+    /// The wait a `429`/`503` refusal asked for with `Retry-After` (RFC 9110 §10.2.3), also
+    /// when it refused the new `initialize` after an expired session.
     pub(crate) fn retry_after(&self) -> Option<Duration> {
         match &self.inner.kind {
             Kind::Status { retry_after, .. } => *retry_after,
+            Kind::Reinitialize(cause) => cause.retry_after(),
             _ => None,
         }
     }
@@ -163,8 +171,8 @@ impl Error {
         matches!(self.inner.kind, Kind::Redirect { .. })
     }
 
-    /// The scrubbed `Location` of a redirect.
-    #[allow(dead_code)] // Read once the redirect reason names the location.
+    /// Where a redirect pointed: its `Location` scrubbed, without query or fragment, bounded.
+    #[cfg_attr(not(test), allow(dead_code))] // Part of the predicate set.
     pub(crate) fn redirect_location(&self) -> Option<&str> {
         match &self.inner.kind {
             Kind::Redirect { location, .. } => location.as_deref(),
@@ -246,13 +254,40 @@ impl Error {
                 status,
                 retry_after,
                 preview,
+                hint: None,
             },
             None,
         )
     }
 
-    pub(crate) fn redirect(status: StatusCode, location: Option<String>) -> Self {
-        Self::new(Kind::Redirect { status, location }, None)
+    /// Adds the entry's config `hint` (a `${NAME}` sent as written, an empty `${env:NAME}`) to
+    /// a `401 Unauthorized` or `403 Forbidden`; any other error is returned unchanged.
+    pub(crate) fn with_auth_hint(mut self, hint: Option<&str>) -> Self {
+        if let Kind::Status {
+            status, hint: slot, ..
+        } = &mut self.inner.kind
+        {
+            if matches!(*status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
+                *slot = hint.map(str::to_string);
+            }
+        }
+        self
+    }
+
+    /// A refused redirect; `location` is its target as [`Error::redirect_location`] gives it.
+    pub(crate) fn redirect(
+        status: StatusCode,
+        location: Option<String>,
+        query_omitted: bool,
+    ) -> Self {
+        Self::new(
+            Kind::Redirect {
+                status,
+                location,
+                query_omitted,
+            },
+            None,
+        )
     }
 
     pub(crate) fn session_expired() -> Self {
@@ -416,20 +451,43 @@ impl fmt::Display for Error {
             }
             Kind::Send => f.write_str("the connection closed before the server answered"),
             Kind::Status {
-                status, preview, ..
+                status,
+                preview,
+                hint,
+                ..
             } => {
                 let reason = status.canonical_reason().unwrap_or("");
-                if preview.is_empty() {
-                    write!(f, "HTTP {} {reason}", status.as_u16())
-                } else {
-                    write!(f, "HTTP {} {reason}: {preview}", status.as_u16())
+                write!(f, "HTTP {} {reason}", status.as_u16())?;
+                if !preview.is_empty() {
+                    write!(f, ": {preview}")?;
+                }
+                match hint {
+                    Some(hint) => write!(f, "; {hint}"),
+                    None => Ok(()),
                 }
             }
-            Kind::Redirect { status, .. } => write!(
-                f,
-                "the server answered with a redirect (HTTP {}), which this client refuses to follow so that the configured headers reach no other server",
-                status.as_u16()
-            ),
+            Kind::Redirect {
+                status,
+                location,
+                query_omitted,
+            } => {
+                let status = status.as_u16();
+                match location.as_deref().filter(|l| !l.is_empty()) {
+                    Some(location) => write!(
+                        f,
+                        "the server answered with a redirect (HTTP {status}) to \"{location}\"{}, which this client does not follow so that the configured headers reach no other server; if that is the server's address, put that URL in the config's \"url\"",
+                        if *query_omitted {
+                            " (query omitted)"
+                        } else {
+                            ""
+                        }
+                    ),
+                    None => write!(
+                        f,
+                        "the server answered with a redirect (HTTP {status}), which this client refuses to follow so that the configured headers reach no other server"
+                    ),
+                }
+            }
             Kind::SessionExpired => f.write_str("the server no longer knows this session"),
             Kind::ExpiredAgain => {
                 f.write_str("the server rejected the session again right after a new initialize")
@@ -636,6 +694,57 @@ mod tests {
     }
 
     #[test]
+    fn redirect_sentences_name_the_target_and_what_to_do() {
+        let target = Some("http://127.0.0.1:8000/mcp/".to_string());
+        assert_eq!(
+            Error::redirect(StatusCode::TEMPORARY_REDIRECT, target.clone(), false).to_string(),
+            "the server answered with a redirect (HTTP 307) to \"http://127.0.0.1:8000/mcp/\", which this client does not follow so that the configured headers reach no other server; if that is the server's address, put that URL in the config's \"url\""
+        );
+        assert_eq!(
+            Error::redirect(StatusCode::PERMANENT_REDIRECT, target, true).to_string(),
+            "the server answered with a redirect (HTTP 308) to \"http://127.0.0.1:8000/mcp/\" (query omitted), which this client does not follow so that the configured headers reach no other server; if that is the server's address, put that URL in the config's \"url\""
+        );
+        for none in [None, Some(String::new())] {
+            assert_eq!(
+                Error::redirect(StatusCode::FOUND, none, false).to_string(),
+                "the server answered with a redirect (HTTP 302), which this client refuses to follow so that the configured headers reach no other server"
+            );
+        }
+    }
+
+    #[test]
+    fn auth_hints_go_on_401_and_403_only() {
+        let hint = Some("the environment variable \"K\" used in header \"X\" is set but empty");
+        let status = |code: u16, preview: &str| {
+            Error::http_status(
+                StatusCode::from_u16(code).unwrap(),
+                None,
+                preview.to_string(),
+            )
+        };
+        assert_eq!(
+            status(401, "").with_auth_hint(hint).to_string(),
+            "HTTP 401 Unauthorized; the environment variable \"K\" used in header \"X\" is set but empty"
+        );
+        assert_eq!(
+            status(403, "no").with_auth_hint(hint).to_string(),
+            "HTTP 403 Forbidden: no; the environment variable \"K\" used in header \"X\" is set but empty"
+        );
+        assert_eq!(
+            status(404, "").with_auth_hint(hint).to_string(),
+            "HTTP 404 Not Found"
+        );
+        assert_eq!(
+            status(401, "").with_auth_hint(None).to_string(),
+            "HTTP 401 Unauthorized"
+        );
+        assert_eq!(
+            Error::session_expired().with_auth_hint(hint).to_string(),
+            "the server no longer knows this session"
+        );
+    }
+
+    #[test]
     fn display_debug_and_predicates() {
         let rpc = Error::rpc_error(RpcError {
             code: -32602,
@@ -664,9 +773,16 @@ mod tests {
         assert!(status.is_status() && !status.may_be_running());
         assert_eq!(status.retry_after(), Some(Duration::from_secs(3)));
 
-        let redirect = Error::redirect(StatusCode::TEMPORARY_REDIRECT, Some("/mcp/".into()));
+        let redirect = Error::redirect(
+            StatusCode::TEMPORARY_REDIRECT,
+            Some("http://127.0.0.1:8000/mcp/".into()),
+            false,
+        );
         assert!(redirect.is_redirect() && !redirect.is_status());
-        assert_eq!(redirect.redirect_location(), Some("/mcp/"));
+        assert_eq!(
+            redirect.redirect_location(),
+            Some("http://127.0.0.1:8000/mcp/")
+        );
         assert_eq!(
             format!("{redirect:?}"),
             r#"Error { kind: "redirect", status: 307 }"#
@@ -686,6 +802,13 @@ mod tests {
             std::error::Error::source(&reinit).map(ToString::to_string),
             Some("HTTP 404 Not Found".to_string())
         );
+        assert_eq!(reinit.retry_after(), None);
+        let throttled = Error::reinitialize(Arc::new(Error::http_status(
+            StatusCode::TOO_MANY_REQUESTS,
+            Some(Duration::from_secs(8)),
+            String::new(),
+        )));
+        assert_eq!(throttled.retry_after(), Some(Duration::from_secs(8)));
 
         let broken = Error::stream(
             "the server closed the event stream before the response to request 3",

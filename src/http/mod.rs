@@ -58,8 +58,11 @@ pub(crate) struct Connection {
     /// The Pack's shared HTTP clients.
     clients: Arc<Clients>,
     url: Url,
-    /// `scheme://host:port` of `url` when that part holds no secret, for connect errors.
+    /// `scheme://host:port` of `url` when that part holds no secret, for connect errors; when
+    /// `None`, a redirect target on the same host shows `[redacted]` for it.
     origin: Option<String>,
+    /// Added to the reason of a 401/403 (see [`RemoteServer::auth_hint`]).
+    auth_hint: Option<String>,
     headers: HeaderMap,
     redactor: Redactor,
     namespace: Arc<str>,
@@ -104,6 +107,7 @@ impl Connection {
             clients,
             url: server.url,
             origin: server.origin,
+            auth_hint: server.auth_hint,
             headers: server.headers,
             redactor: server.redactor,
             namespace,
@@ -325,6 +329,7 @@ impl Connection {
             let response = self.send_post(body.clone(), session).await?;
             let status = response.status();
             let challenge = auth_challenge(&response);
+            let bearer = offers_bearer(&response);
             let refused = match (status, challenge) {
                 (reqwest::StatusCode::UNAUTHORIZED, Some(c)) => Some((false, c)),
                 (reqwest::StatusCode::FORBIDDEN, Some(c)) if c.is_insufficient_scope() => {
@@ -341,14 +346,30 @@ impl Connection {
                     .check_status(response, session.is_some_and(|s| s.id.is_some()))
                     .await;
             };
-            drop(response);
+            // Without a Bearer challenge the server may not speak OAuth at all: when signing in
+            // fails, its own refusal is the better reason.
+            let plain = match bearer {
+                true => None,
+                false => self
+                    .check_status(response, session.is_some_and(|s| s.id.is_some()))
+                    .await
+                    .err(),
+            };
             retries += 1;
             let token = if forbidden {
                 auth.insufficient_scope(&self.url, &self.runtime, &challenge)
-                    .await?
+                    .await
             } else {
                 auth.unauthorized(&self.url, &self.runtime, &challenge, sent.as_ref())
-                    .await?
+                    .await
+            };
+            let token = match (token, plain) {
+                (Ok(token), _) => token,
+                (Err(e), Some(plain)) if e.sign_in_url().is_none() => {
+                    tracing::debug!(namespace = %self.namespace, reason = %e, "no sign-in for a 401 without a Bearer challenge");
+                    return Err(plain);
+                }
+                (Err(e), _) => return Err(e),
             };
             *lock(&self.bearer) = Some(token.clone());
             sent = Some(token);
@@ -397,4 +418,14 @@ fn auth_challenge(response: &Response) -> Option<crate::auth::discovery::Challen
     Some(crate::auth::discovery::Challenge::from_headers(
         response.headers(),
     ))
+}
+
+/// Whether a `WWW-Authenticate` header of `response` offers the `Bearer` scheme.
+fn offers_bearer(response: &Response) -> bool {
+    response
+        .headers()
+        .get_all(reqwest::header::WWW_AUTHENTICATE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.to_ascii_lowercase().contains("bearer"))
 }

@@ -1,16 +1,17 @@
-//! Reading a reply: the status check, a JSON body or an SSE stream, routing each incoming message
+//! Reading a reply: the status check (with what an error status carries: a redirect's
+//! `Location`, `Retry-After`), a JSON body or an SSE stream, routing each incoming message
 //! ([`Connection::route`]), answering server requests, and resuming a stream with `GET` +
 //! `Last-Event-ID` (MCP 2025-11-25, transports: Streamable HTTP).
 //!
 //! Every byte read is bounded ([`crate::limits`]); every piece of server text that reaches an
 //! [`Error`] is scrubbed of the entry's secrets and cut to a bounded length.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue, LOCATION, RETRY_AFTER};
-use reqwest::{Response, StatusCode};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue, LOCATION, RETRY_AFTER};
+use reqwest::{Response, StatusCode, Url};
 use serde_json::value::RawValue;
 
 use super::events::SseStream;
@@ -18,6 +19,10 @@ use super::session::Session;
 use super::{ACCEPT_SSE, Connection, Decoded, Error, LAST_EVENT_ID};
 use crate::jsonrpc::{self, Kind, RpcError};
 use crate::limits::{self, MAX_MESSAGE_BYTES};
+use crate::redact::{REDACTED, Redactor};
+
+/// The longest redirect target a reason quotes, in bytes (after scrubbing).
+const MAX_LOCATION_BYTES: usize = 512;
 
 /// Why reading a body failed.
 pub(super) enum BodyError {
@@ -28,7 +33,9 @@ pub(super) enum BodyError {
 
 impl Connection {
     /// Turns a non-2xx status into its [`Error`]; returns a 2xx response unchanged.
-    /// `carried_session` says whether the request carried an `Mcp-Session-Id`.
+    /// `carried_session` says whether the request carried an `Mcp-Session-Id`. A redirect keeps
+    /// its target ([`redirect_target`], bounded to 512 bytes); a 429/503 its `Retry-After`; a
+    /// 401/403 the entry's config hint; any other status a scrubbed, bounded body preview.
     pub(super) async fn check_status(
         &self,
         response: Response,
@@ -40,32 +47,42 @@ impl Connection {
         }
         tracing::debug!(namespace = %self.namespace, status = status.as_u16(), "HTTP error status");
         if status.is_redirection() {
-            let location = response.headers().get(LOCATION).map(|v| {
-                self.server_text(&String::from_utf8_lossy(v.as_bytes()), 512)
-                    .into_owned()
-            });
-            return Err(Error::redirect(status, location));
+            let (location, query_omitted) = match response.headers().get(LOCATION) {
+                Some(location) => {
+                    let (target, query_omitted) =
+                        redirect_target(location, &self.url, &self.redactor, self.origin.is_none());
+                    let target = self.server_text(&target, MAX_LOCATION_BYTES).into_owned();
+                    (Some(target), query_omitted)
+                }
+                None => (None, false),
+            };
+            return Err(Error::redirect(status, location, query_omitted));
         }
         if carried_session && status == StatusCode::NOT_FOUND {
             return Err(Error::session_expired());
         }
         let retry_after = match status {
-            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => response
-                .headers()
-                .get(RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .map(Duration::from_secs),
+            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => {
+                retry_after(response.headers())
+            }
             _ => None,
         };
         let preview = read_preview(response).await;
         if carried_session && status == StatusCode::BAD_REQUEST && speaks_of_session(&preview) {
             return Err(Error::session_expired());
         }
+        // A preview cut at its bound (less up to 3 bytes of a split character) may end inside
+        // a secret: redact that piece too.
+        let preview = if preview.len() + 3 >= limits::ERROR_PREVIEW_BYTES {
+            self.redactor.scrub_cut(&preview)
+        } else {
+            preview.as_str().into()
+        };
         let preview = self
             .server_text(&preview, limits::MAX_REASON_BYTES)
             .into_owned();
-        Err(Error::http_status(status, retry_after, preview))
+        Err(Error::http_status(status, retry_after, preview)
+            .with_auth_hint(self.auth_hint.as_deref()))
     }
 
     /// Reads the answer to request `id` from a 2xx response: a JSON body, or an SSE stream that
@@ -216,7 +233,8 @@ impl Connection {
     }
 
     /// Handles one incoming message, from any stream or JSON body: returns the answer when it is
-    /// the response to `id`; answers a server request on `session` (`ping` with `{}`, anything
+    /// the response to `id`, or an error response whose `id` is `null` (the server could not
+    /// read the request; every POST carries one request, so it answers `id`); answers a server request on `session` (`ping` with `{}`, anything
     /// else with `-32601`); logs and drops notifications and responses to other ids. The one
     /// place where incoming messages are dispatched.
     async fn route<T>(
@@ -229,13 +247,9 @@ impl Connection {
         match message.kind() {
             Kind::Response(rid, outcome) if jsonrpc::id_matches(rid, id) => Some(match outcome {
                 Ok(result) => decode(result).map_err(Error::malformed),
-                Err(error) => Err(Error::rpc_error(RpcError {
-                    code: error.code,
-                    message: self
-                        .server_text(&error.message, limits::MAX_REASON_BYTES)
-                        .into_owned(),
-                })),
+                Err(error) => Err(self.rpc_error(error)),
             }),
+            Kind::ErrorWithoutId(error) => Some(Err(self.rpc_error(error))),
             Kind::Response(..) => {
                 tracing::trace!(namespace = %self.namespace, id, "ignored a response to another request");
                 None
@@ -259,6 +273,16 @@ impl Connection {
         }
     }
 
+    /// A server's JSON-RPC error with its message scrubbed and bounded.
+    fn rpc_error(&self, error: &RpcError) -> Error {
+        Error::rpc_error(RpcError {
+            code: error.code,
+            message: self
+                .server_text(&error.message, limits::MAX_REASON_BYTES)
+                .into_owned(),
+        })
+    }
+
     fn body_error(&self, error: BodyError) -> Error {
         match error {
             BodyError::Http(e) => self.http_error(e),
@@ -272,6 +296,81 @@ impl Connection {
             BodyError::Utf8 => Error::protocol("the server's reply is not UTF-8"),
         }
     }
+}
+
+/// The wait a `Retry-After` asks for (RFC 9110 §10.2.3: delay-seconds or an HTTP-date, a date
+/// in the past meaning zero); `None` when missing or unreadable.
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        // More digits than a u64 holds is still "a very long time".
+        return Some(Duration::from_secs(value.parse().unwrap_or(u64::MAX)));
+    }
+    let date = httpdate::parse_http_date(value).ok()?;
+    Some(
+        date.duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+/// Where a redirect's `Location` points, for a reason, and whether it had a query or fragment.
+/// The raw value is scrubbed by `redactor` **before** anything parses it (the URL parser
+/// lower-cases and decodes a host, which would hide an echoed secret from the scrubber). Its
+/// query and fragment are dropped: they often hold a key, and scheme, host, port and path are
+/// what a config fix needs. A relative reference is resolved against the request URL `base`
+/// (RFC 9110 §10.2.2); when `hide_host` (the url's origin is a secret) and the target stays on
+/// that host, the host shows as `[redacted]`. Not yet bounded.
+fn redirect_target(
+    location: &HeaderValue,
+    base: &Url,
+    redactor: &Redactor,
+    hide_host: bool,
+) -> (String, bool) {
+    let written = String::from_utf8_lossy(location.as_bytes());
+    let scrubbed = redactor.scrub(written.trim());
+    let (reference, query_omitted) = match scrubbed.find(['?', '#']) {
+        Some(end) => (&scrubbed[..end], true),
+        None => (&scrubbed[..], false),
+    };
+    let url = if has_scheme(reference) {
+        // Absolute: shown as the server wrote it (scrubbed), never re-serialized.
+        reference.to_string()
+    } else {
+        match base.join(reference) {
+            Ok(resolved) => {
+                let same_host = resolved.host() == base.host() && resolved.port() == base.port();
+                let text = if hide_host && same_host {
+                    let port = resolved
+                        .port()
+                        .map(|port| format!(":{port}"))
+                        .unwrap_or_default();
+                    format!(
+                        "{}://{REDACTED}{port}{}",
+                        resolved.scheme(),
+                        resolved.path()
+                    )
+                } else {
+                    let mut shown = resolved;
+                    shown.set_query(None);
+                    shown.set_fragment(None);
+                    shown.to_string()
+                };
+                redactor.scrub_owned(text)
+            }
+            Err(_) => reference.to_string(),
+        }
+    };
+    (url, query_omitted)
+}
+
+/// Whether `reference` starts with a URI scheme and `:` (RFC 3986 §3.1), i.e. is absolute.
+fn has_scheme(reference: &str) -> bool {
+    let Some((scheme, _)) = reference.split_once(':') else {
+        return false;
+    };
+    let mut bytes = scheme.bytes();
+    bytes.next().is_some_and(|b| b.is_ascii_alphabetic())
+        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
 }
 
 /// Whether an error body is a JSON-RPC error whose `message` speaks of the session (what
@@ -350,6 +449,97 @@ async fn read_preview(response: Response) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retry_after_reads_seconds_and_dates() {
+        let wait = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(RETRY_AFTER, HeaderValue::from_str(value).unwrap());
+            retry_after(&headers)
+        };
+        assert_eq!(wait("8"), Some(Duration::from_secs(8)));
+        assert_eq!(wait(" 120 "), Some(Duration::from_secs(120)));
+        assert_eq!(wait("0"), Some(Duration::ZERO));
+        assert_eq!(
+            wait("99999999999999999999999"),
+            Some(Duration::from_secs(u64::MAX))
+        );
+        assert_eq!(wait("Sun, 06 Nov 1994 08:49:37 GMT"), Some(Duration::ZERO));
+        let later = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(3600));
+        let until = wait(&later).unwrap();
+        assert!(
+            until > Duration::from_secs(3500) && until <= Duration::from_secs(3600),
+            "{until:?}"
+        );
+        for bad in ["-1", "1.5", "soon", ""] {
+            assert_eq!(wait(bad), None, "{bad:?}");
+        }
+        assert_eq!(retry_after(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn redirect_targets_resolve_against_the_request_url() {
+        let base = Url::parse("http://127.0.0.1:8000/mcp").unwrap();
+        let mut redactor = Redactor::default();
+        redactor.add_secret("Sk-Live-4F9A8B7C6D5E");
+        let target = |location: &str| {
+            redirect_target(
+                &HeaderValue::from_str(location).unwrap(),
+                &base,
+                &redactor,
+                false,
+            )
+        };
+        assert_eq!(
+            target("/mcp/"),
+            ("http://127.0.0.1:8000/mcp/".into(), false)
+        );
+        assert_eq!(
+            target("/mcp/?api_key=sk-1234567890#frag"),
+            ("http://127.0.0.1:8000/mcp/".into(), true)
+        );
+        assert_eq!(
+            target("https://other.example/x"),
+            ("https://other.example/x".into(), false)
+        );
+        assert_eq!(
+            target("https://Sk-Live-4F9A8B7C6D5E.Login.example/cb?x=1"),
+            ("https://[redacted].Login.example/cb".into(), true)
+        );
+        assert_eq!(
+            target("//other.example/x"),
+            ("http://other.example/x".into(), false)
+        );
+        assert_eq!(target("http://[::1"), ("http://[::1".into(), false));
+    }
+
+    #[test]
+    fn a_secret_host_is_never_shown_in_a_redirect_target() {
+        let base = Url::parse("http://localhost:8000/a/mcp?k=v").unwrap();
+        let mut redactor = Redactor::default();
+        redactor.add_secret("LocalHost");
+        redactor.add_secret("localhost");
+        let target = |location: &str| {
+            redirect_target(
+                &HeaderValue::from_str(location).unwrap(),
+                &base,
+                &redactor,
+                true,
+            )
+            .0
+        };
+        assert_eq!(target("/mcp/"), "http://[redacted]:8000/mcp/");
+        assert_eq!(target("mcp/"), "http://[redacted]:8000/a/mcp/");
+        assert_eq!(
+            target("http://LocalHost:8000/x"),
+            "http://[redacted]:8000/x"
+        );
+        assert_eq!(
+            target("http://localhost:8000/x"),
+            "http://[redacted]:8000/x"
+        );
+        assert_eq!(target("//other.example/x"), "http://other.example/x");
+    }
 
     #[test]
     fn only_a_json_rpc_error_about_the_session_is_an_expiry() {

@@ -31,8 +31,34 @@ use crate::limits;
 /// The protocol version the client offers in `initialize`.
 pub(crate) const OFFERED_VERSION: &str = "2025-11-25";
 
-/// The protocol versions the client accepts in a server's `initialize` answer.
-pub(crate) const SUPPORTED_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+/// The protocol versions the client accepts in a server's `initialize` answer. A server on
+/// `2024-11-05` that speaks Streamable HTTP is spoken to like one on `2025-03-26` (as the
+/// official TypeScript and Python clients do); its version is still the one the
+/// `MCP-Protocol-Version` header carries.
+pub(crate) const SUPPORTED_VERSIONS: [&str; 4] =
+    ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// What a server's `initialize` result declared that the Pack uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Initialized {
+    /// Whether `capabilities` has `tools` (MCP spec, "Tools": capabilities). Without it the
+    /// server is still asked for `tools/list` once, and a JSON-RPC error means it has no tools.
+    pub(crate) tools: bool,
+}
+
+impl Initialized {
+    fn read(capabilities: Option<&serde_json::value::RawValue>) -> Self {
+        #[derive(Deserialize)]
+        struct ServerCapabilities {
+            #[serde(default)]
+            tools: Option<serde::de::IgnoredAny>,
+        }
+        let tools = capabilities
+            .and_then(|raw| serde_json::from_str::<ServerCapabilities>(raw.get()).ok())
+            .is_some_and(|c| c.tools.is_some());
+        Self { tools }
+    }
+}
 
 /// One session: what every request after `initialize` carries.
 pub(crate) struct Session {
@@ -87,7 +113,7 @@ pub(super) struct Sessions {
 impl Connection {
     /// Runs the handshake and makes its session the current one: `initialize` (offering
     /// [`OFFERED_VERSION`], no capabilities), the version check, then
-    /// `notifications/initialized`.
+    /// `notifications/initialized`. Returns what the server declared that the Pack uses.
     ///
     /// # Errors
     /// Any transport failure, a JSON-RPC error, an unsupported version, a session id that is
@@ -96,14 +122,14 @@ impl Connection {
     /// # Cancel safety
     /// Dropping it may leave a session id the server gave in the owned set; the caller ends it
     /// with [`Connection::abandon`] or [`Connection::close`], which delete it.
-    pub(crate) async fn initialize(&self) -> Result<(), Error> {
-        let session = self.handshake().await?;
+    pub(crate) async fn initialize(&self) -> Result<Initialized, Error> {
+        let (session, initialized) = self.handshake().await?;
         let mut state = lock(&self.sessions);
         if state.closed {
             return Err(Error::closed());
         }
         state.current = Some(session);
-        Ok(())
+        Ok(initialized)
     }
 
     /// The session a request goes out on: the current one, or the outcome of the renewal task
@@ -195,7 +221,7 @@ impl Connection {
             .with_min_delay(limits::REINIT_RETRY_FIRST)
             .with_factor(2.0)
             .with_max_times(limits::REINIT_RETRIES);
-        let attempts = (|| self.handshake())
+        let attempts = (|| async { self.handshake().await.map(|(session, _)| session) })
             .retry(backoff)
             .sleep(tokio::time::sleep)
             .when(|e: &Error| {
@@ -211,14 +237,14 @@ impl Connection {
     }
 
     /// `initialize` and `notifications/initialized`; returns the new session without making it
-    /// current. A session id is owned from the header that gave it; every later failure deletes
+    /// current, and what the server declared. A session id is owned from the header that gave it; every later failure deletes
     /// it. Server requests on the `initialize` stream, and its resumption, carry the id (the
     /// version only once negotiated).
     ///
     /// # Cancel safety
     /// Dropping it leaves a session id already received in the owned set (deleted by whoever
     /// ends the sessions); an id not yet received is lost with the dropped response.
-    async fn handshake(&self) -> Result<Arc<Session>, Error> {
+    async fn handshake(&self) -> Result<(Arc<Session>, Initialized), Error> {
         if self.is_closed() {
             return Err(Error::closed());
         }
@@ -241,7 +267,7 @@ impl Connection {
             return Err(Error::closed());
         }
         match self.negotiate(response, id, &session).await {
-            Ok(()) => Ok(session),
+            Ok(initialized) => Ok((session, initialized)),
             Err(e) => {
                 self.discard(&session).await;
                 Err(e)
@@ -255,18 +281,21 @@ impl Connection {
         response: reqwest::Response,
         id: u64,
         session: &Arc<Session>,
-    ) -> Result<(), Error> {
+    ) -> Result<Initialized, Error> {
         #[derive(Deserialize)]
         struct InitializeResult<'a> {
             #[serde(rename = "protocolVersion", borrow)]
             protocol_version: std::borrow::Cow<'a, str>,
+            #[serde(borrow, default)]
+            capabilities: Option<&'a serde_json::value::RawValue>,
         }
-        let decode = |result: &serde_json::value::RawValue| -> Decoded<String> {
+        let decode = |result: &serde_json::value::RawValue| -> Decoded<(String, Initialized)> {
             let result: InitializeResult<'_> = serde_json::from_str(result.get())
                 .map_err(|_| "the server's initialize result has no protocolVersion".to_string())?;
-            Ok(result.protocol_version.into_owned())
+            let initialized = Initialized::read(result.capabilities);
+            Ok((result.protocol_version.into_owned(), initialized))
         };
-        let chosen = self.read_response(response, id, session, &decode).await?;
+        let (chosen, initialized) = self.read_response(response, id, session, &decode).await?;
         let Some(version) = SUPPORTED_VERSIONS.iter().find(|v| **v == chosen.as_str()) else {
             let shown = self.server_text(&chosen, 64);
             return Err(Error::protocol(format!(
@@ -281,8 +310,8 @@ impl Connection {
             Some(session),
         )
         .await?;
-        tracing::debug!(namespace = %self.namespace, version, "initialized");
-        Ok(())
+        tracing::debug!(namespace = %self.namespace, version, tools = initialized.tools, "initialized");
+        Ok(initialized)
     }
 
     fn is_closed(&self) -> bool {
