@@ -7,6 +7,8 @@
 # listen on all interfaces, so each scenario runs inside its own loopback-only
 # network namespace (unshare -rn). Fails unless every scenario prints
 # "OVERALL: PASSED" (and exits 0). Needs Node 22: installed by .ci/interop-setup.sh.
+# The auth scenarios also pass MCP_CONFORMANCE_CONTEXT (a pre-registered client); each scenario
+# gets its own empty PLUGIN_MCP_OAUTH_DIR. CONFORMANCE_ONLY="a b" runs only those scenarios.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
