@@ -588,3 +588,111 @@ fn generated_schedules_keep_the_session_invariants() {
 fn generated_schedules_keep_the_session_invariants_long() {
     run_cases(200);
 }
+
+// ---------------------------------------------------------------------------------------------
+// findings of the break-8 review (ignored until fixed)
+
+/// Drops the Host and waits until the trail has been quiet for `quiet`; returns the lines.
+async fn drop_and_settle_for(server: &Scripted, host: Host, quiet: Duration) -> Vec<String> {
+    drop(host);
+    server
+        .settle(quiet, WAIT)
+        .await
+        .iter()
+        .map(Step::line)
+        .collect()
+}
+
+/// The Pack is dropped while the first `initialize` is on its way (the server already issued
+/// s-1 and answers 400 ms later). The session is owned from the answer's header, so it must be
+/// deleted, as a re-initialize caught by the drop is (allowed to finish, then deleted).
+#[tokio::test]
+#[ignore = "finding 1: a Pack dropped during the first initialize never deletes the session the server issued"]
+async fn pack_drop_during_the_first_initialize_deletes_its_session() {
+    let server = Scripted::start().await;
+    server.set_init_delay(Duration::from_millis(400));
+    let host = Host::new(json!({"s": {"url": server.url}}));
+    saw(&server, "POST initialize 1 - 200").await;
+    assert_eq!(
+        drop_and_settle_for(&server, host, Duration::from_millis(1500)).await,
+        ["POST initialize 1 - 200", "DELETE - - s-1 200"]
+    );
+    assert_eq!(server.issued(), ["s-1"]);
+    assert_eq!(server.live(), Vec::<String>::new());
+}
+
+/// A call made while the server restarts (refusing connections for 300 ms; it forgets s-1)
+/// is served once it is back: a refused connect means the server never got the request, so
+/// it is as safe to retry as the re-initialize the client already retries after a refusal.
+#[tokio::test]
+#[ignore = "finding 2: a call made during a refusing restart window fails at once instead of being served"]
+async fn a_call_during_a_refusing_restart_is_served_after_it() {
+    let server = Scripted::start().await;
+    let host = ready_host(&server).await;
+    let (_, outcome) = tokio::join!(server.restart_refusing(Duration::from_millis(300)), async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        call(&host, json!({})).await
+    });
+    assert_eq!(outcome, Ok("done 3".into()));
+    assert_eq!(
+        drop_and_settle(&server, host).await,
+        trail_of(&[
+            "POST tools/call 3 s-1 404",
+            "POST initialize 4 - 200",
+            "POST notifications/initialized - s-2 202",
+            "POST tools/call 3 s-2 200",
+            "DELETE - - s-2 200",
+        ])
+    );
+}
+
+/// A tool's own argument error on a 400 (`Invalid params: sessionId is required`, code -32602)
+/// is not an expiry: the session is fine, so no new `initialize`, no resend, and the model sees
+/// the server's refusal rather than "rejected the session again".
+#[tokio::test]
+#[ignore = "finding 3: a 400 whose error names a 'sessionId' argument is taken for an expired session"]
+async fn a_400_about_a_session_argument_is_not_an_expiry() {
+    let server = Scripted::start().await;
+    let host = ready_host(&server).await;
+    let outcome = call(
+        &host,
+        json!({"status": 400, "rpc": "Invalid params: sessionId is required"}),
+    )
+    .await;
+    assert_eq!(
+        outcome,
+        transport(
+            "server \"s\": HTTP 400 Bad Request: {\"error\":{\"code\":-32602,\"message\":\"Invalid params: sessionId is required\"},\"id\":3,\"jsonrpc\":\"2.0\"}"
+        )
+    );
+    assert_eq!(
+        drop_and_settle(&server, host).await,
+        trail_of(&["POST tools/call 3 s-1 400", "DELETE - - s-1 200"])
+    );
+}
+
+/// A reply stream that ends before the answer (no event id, so no resumption): the request may
+/// still run, so it is cancelled — but the caller did not drop the call, and the reason the
+/// server reads must not say it did.
+#[tokio::test]
+#[ignore = "finding 4: the cancel after a broken reply stream says 'the client dropped the call'"]
+async fn a_broken_stream_is_cancelled_with_its_own_reason() {
+    let server = Scripted::start().await;
+    let host = ready_host(&server).await;
+    let outcome = call(&host, json!({"cut": true})).await;
+    assert!(outcome.is_err(), "{outcome:?}");
+    saw(&server, "POST notifications/cancelled 3 s-1 202").await;
+    let reasons: Vec<Option<String>> = server
+        .trail()
+        .into_iter()
+        .filter(|s| s.method == "notifications/cancelled")
+        .map(|s| s.reason)
+        .collect();
+    assert_eq!(reasons.len(), 1);
+    assert_ne!(
+        reasons[0].as_deref(),
+        Some("the client dropped the call"),
+        "the call was not dropped; its reply stream broke"
+    );
+    drop(host);
+}

@@ -41,6 +41,8 @@ pub struct Step {
     pub status: u16,
     /// The `tag` argument of a `tools/call` (how a test names its calls).
     pub tag: Option<u64>,
+    /// The `reason` of a `notifications/cancelled`.
+    pub reason: Option<String>,
 }
 
 impl Step {
@@ -379,6 +381,7 @@ async fn answer(
         version: version.clone(),
         status: 0,
         tag: rpc["params"]["arguments"]["tag"].as_u64(),
+        reason: rpc["params"]["reason"].as_str().map(str::to_string),
     };
     // Decide under the lock; hold (sleep) outside it.
     enum Then {
@@ -480,7 +483,19 @@ async fn answer(
             let args = &rpc["params"]["arguments"];
             let text = json!({"content": [{"type": "text", "text": format!("done {id}")}]});
             match args["status"].as_u64() {
+                // `{"status": 400, "rpc": "text"}`: a JSON-RPC error (Invalid params) on a 400.
+                Some(status) if args["rpc"].is_string() => Then::Now(full(
+                    status as u16,
+                    Some("application/json"),
+                    json!({"jsonrpc": "2.0", "id": id,
+                           "error": {"code": -32602, "message": args["rpc"]}})
+                    .to_string(),
+                )),
                 Some(status) => Then::Now(full(status as u16, Some("text/plain"), "refused")),
+                // `{"cut": true}`: an event stream that ends before the answer, with no event id.
+                None if args["cut"].as_bool() == Some(true) => {
+                    Then::Now(sse_reply(": working\n\n".to_string()))
+                }
                 None => {
                     let answer = result(&id, text);
                     let reply = if args["sse"].as_bool() == Some(true) {
