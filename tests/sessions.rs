@@ -828,3 +828,36 @@ async fn no_cancel_for_a_refused_call_dropped_while_its_body_is_read() {
         trail_of(&["POST tools/call 3 s-1 500", "DELETE - - s-1 200"])
     );
 }
+
+/// Calls dropped right after they were made (never polled, polled once, or after a moment), 300
+/// times on a two-thread runtime: every `tools/call` that reaches the server is cancelled, and
+/// every cancel names a `tools/call` the server received (a cancel for a request that never
+/// went out is noise that the invariants forbid). Racy by nature, so many rounds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "finding 8: a call dropped just after it was made is cancelled although its POST never went out"]
+async fn calls_dropped_at_once_cancel_exactly_what_was_sent() {
+    let server = Scripted::start().await;
+    let host = ready_host(&server).await;
+    for i in 0..300u64 {
+        let dropped = call(&host, json!({"ms": 20_000, "tag": i}));
+        match i % 3 {
+            1 => tokio::task::yield_now().await,
+            2 => std::thread::sleep(Duration::from_micros(50)),
+            _ => {}
+        }
+        drop(dropped);
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let trail = server.trail();
+    let ids = |method: &str| {
+        let mut ids: Vec<u64> = trail
+            .iter()
+            .filter(|s| s.method == method)
+            .filter_map(|s| s.id.as_u64())
+            .collect();
+        ids.sort_unstable();
+        ids
+    };
+    assert_eq!(ids("notifications/cancelled"), ids("tools/call"));
+    drop(host);
+}
