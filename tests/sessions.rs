@@ -413,6 +413,11 @@ enum Op {
     SlowInit(u64),
     /// Later `initialize`s are answered as an event stream with a ping and a resumption.
     SseInit,
+    /// A call whose reply stream ends before the answer (so it is cancelled), dropped after
+    /// `drop_after` ms when given.
+    CutCall {
+        drop_after: Option<u64>,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -426,6 +431,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (50u64..400).prop_map(Op::RestartRefusing),
         1 => (20u64..200).prop_map(Op::SlowInit),
         1 => Just(Op::SseInit),
+        1 => prop_oneof![Just(None), (0u64..50).prop_map(Some)]
+            .prop_map(|drop_after| Op::CutCall { drop_after }),
     ]
 }
 
@@ -453,6 +460,20 @@ async fn run_schedule(ops: Vec<Op>, wait_before_drop: u64) {
                     args["status"] = json!(status);
                 }
                 let future = call(&host, args);
+                calls.push(tokio::spawn(async move {
+                    match drop_after {
+                        Some(after) => {
+                            tokio::select! {
+                                outcome = future => (tag, Ended::Resolved(outcome)),
+                                () = tokio::time::sleep(Duration::from_millis(after)) => (tag, Ended::Dropped),
+                            }
+                        }
+                        None => (tag, Ended::Resolved(future.await)),
+                    }
+                }));
+            }
+            Op::CutCall { drop_after } => {
+                let future = call(&host, json!({"tag": tag, "cut": true}));
                 calls.push(tokio::spawn(async move {
                     match drop_after {
                         Some(after) => {
