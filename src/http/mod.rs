@@ -182,13 +182,24 @@ impl Connection {
     ) -> Result<T, Error> {
         let mut session = self.session(None).await?;
         let mut resent = false;
+        let mut refused = 0;
         loop {
             if !lock(&self.flights).sent(id, &session) {
                 // Cancelled (or shut down) while waiting for a session.
                 return Err(Error::closed());
             }
-            let response = match self.post(body.clone(), Some(&session)).await {
+            let response = match self.post_request(id, body.clone(), &session).await {
                 Ok(response) => response,
+                Err(e) if e.is_refused() && refused < limits::REINIT_RETRIES => {
+                    // Nothing was sent (a server restarting): try again after the same short
+                    // backoff as a re-initialize, within the caller's deadline.
+                    lock(&self.flights).waiting(id);
+                    let delay = limits::REINIT_RETRY_FIRST * 2u32.pow(refused as u32);
+                    refused += 1;
+                    tracing::debug!(namespace = %self.namespace, method, id, ?delay, "connection refused; sending again");
+                    tokio::time::sleep(delay).await;
+                    continue;
+                }
                 Err(e) if e.is_session_expired() => {
                     lock(&self.flights).waiting(id);
                     if resent {
@@ -273,14 +284,35 @@ impl Connection {
 
     /// POSTs one JSON-RPC body and checks the status. Returns the 2xx response.
     async fn post(&self, body: Bytes, session: Option<&Session>) -> Result<Response, Error> {
+        let response = self.send_post(body, session).await?;
+        self.check_status(response, session.is_some_and(|s| s.id.is_some()))
+            .await
+    }
+
+    /// [`Connection::post`] of request `id` on `session`: as soon as the status says the
+    /// server did not accept the request (anything but 2xx), the in-flight table stops holding
+    /// it as sent, before the error body is read — a drop while that body comes sends no cancel.
+    async fn post_request(
+        &self,
+        id: u64,
+        body: Bytes,
+        session: &Session,
+    ) -> Result<Response, Error> {
+        let response = self.send_post(body, Some(session)).await?;
+        if !response.status().is_success() {
+            lock(&self.flights).waiting(id);
+        }
+        self.check_status(response, session.id.is_some()).await
+    }
+
+    /// Sends one POST with the session's headers; the status is not checked.
+    async fn send_post(&self, body: Bytes, session: Option<&Session>) -> Result<Response, Error> {
         let request = self
             .with_session(self.http()?.post(self.url.clone()), session)
             .header(ACCEPT, ACCEPT_BOTH)
             .header(CONTENT_TYPE, JSON)
             .body(body);
-        let response = request.send().await.map_err(|e| self.http_error(e))?;
-        self.check_status(response, session.is_some_and(|s| s.id.is_some()))
-            .await
+        request.send().await.map_err(|e| self.http_error(e))
     }
 
     /// Server text fit for a reason: scrubbed of secrets, single-line, bounded.
