@@ -26,6 +26,7 @@ use bytes::Bytes;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Response, Url};
 use serde_json::value::RawValue;
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub(crate) use client::Clients;
@@ -71,6 +72,15 @@ pub(crate) struct Connection {
     flights: Mutex<InFlight>,
     /// The `notifications/cancelled` of dropped calls on their way; awaited before a `DELETE`.
     cancels: TaskTracker,
+    /// The `initialize` POSTs on their way, each in its own task that owns the session id the
+    /// answer's header gives; awaited before the owned sessions are deleted.
+    handshakes: TaskTracker,
+    /// The cleanups of failed starts ([`Connection::abandon`]); [`Connection::close`] awaits
+    /// them before it ends the sessions.
+    cleanups: TaskTracker,
+    /// Cancelled when the connection closes: a handshake POST still unanswered
+    /// [`limits::GOODBYE_TIMEOUT`] later is given up.
+    closing: CancellationToken,
 }
 
 impl std::fmt::Debug for Connection {
@@ -107,6 +117,9 @@ impl Connection {
             sessions: Mutex::default(),
             flights: Mutex::default(),
             cancels: TaskTracker::new(),
+            handshakes: TaskTracker::new(),
+            cleanups: TaskTracker::new(),
+            closing: CancellationToken::new(),
         }
     }
 
