@@ -652,6 +652,38 @@ async fn pack_drop_during_the_first_initialize_deletes_its_session() {
     assert_eq!(server.live(), Vec::<String>::new());
 }
 
+/// The 2-minute start deadline passes while `initialize` is unanswered (the server issued s-1
+/// and answers 5 s later). The POST finishes in its own task: s-1 is deleted as soon as its
+/// header arrives, the next start's s-2 is the session used, and it is deleted at the drop.
+#[tokio::test(start_paused = true)]
+async fn an_initialize_answered_after_the_start_deadline_is_deleted() {
+    let server = Scripted::start().await;
+    server.set_init_delay(Duration::from_secs(125));
+    let host = Host::new(json!({"s": {"url": server.url}}));
+    saw(&server, "POST initialize 1 - 200").await;
+    server.set_init_delay(Duration::ZERO);
+    host.ready("s", Duration::from_secs(200)).await;
+    server
+        .wait_until(Duration::from_secs(200), "DELETE of s-1", |t| {
+            t.iter().any(|s| s.line() == "DELETE - - s-1 200")
+        })
+        .await;
+    let trail = drop_and_settle(&server, host).await;
+    assert_eq!(
+        trail,
+        [
+            "POST initialize 1 - 200",
+            "POST initialize 2 - 200",
+            "POST notifications/initialized - s-2 202",
+            "POST tools/list 3 s-2 200",
+            "DELETE - - s-1 200",
+            "DELETE - - s-2 200",
+        ]
+    );
+    assert_eq!(server.issued(), ["s-1", "s-2"]);
+    assert_eq!(server.live(), Vec::<String>::new());
+}
+
 /// A call made while the server restarts (refusing connections for 300 ms; it forgets s-1)
 /// is served once it is back: a refused connect means the server never got the request, so
 /// it is as safe to retry as the re-initialize the client already retries after a refusal.
