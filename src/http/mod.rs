@@ -153,7 +153,9 @@ impl Connection {
     ///
     /// The request is in the in-flight table from before it is sent until it is over: answered,
     /// refused, or never sent. When the server forgot the session it went out on, the request
-    /// waits for the shared re-initialize and is sent once more on the new session.
+    /// waits for the shared re-initialize and is sent once more on the new session; when its
+    /// connect is refused (nothing was sent), it is sent again after 100 ms, 200 ms, … (the
+    /// re-initialize's backoff, [`limits::REINIT_RETRIES`] times).
     ///
     /// # Errors
     /// Any [`Error`]; an expired session only as "rejected again" after a resend.
