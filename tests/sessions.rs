@@ -879,6 +879,26 @@ async fn no_cancel_for_a_refused_call_dropped_while_its_body_is_read() {
     );
 }
 
+/// As above, but the Pack is dropped while the refusal's body is on its way: the shutdown has
+/// nothing to cancel, and the session is deleted.
+#[tokio::test]
+async fn no_cancel_at_pack_drop_for_a_call_whose_refusal_body_is_read() {
+    let server = Scripted::start().await;
+    let host = ready_host(&server).await;
+    let refused = call(&host, json!({"status": 500, "slow_body_ms": 1000}));
+    let refused = tokio::spawn(refused);
+    saw(&server, "POST tools/call 3 s-1 500").await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        drop_and_settle(&server, host).await,
+        trail_of(&["POST tools/call 3 s-1 500", "DELETE - - s-1 200"])
+    );
+    assert_eq!(
+        refused.await.unwrap(),
+        transport("the call to server \"s\" was stopped because the mcp Pack was shut down")
+    );
+}
+
 /// Calls dropped right after they were made (never polled, polled once, or after a moment), 300
 /// times on a two-thread runtime: every `tools/call` that reaches the server is cancelled, once,
 /// on its session. A cancel may also name a call whose POST was handed to the connection but
