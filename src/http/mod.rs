@@ -26,6 +26,7 @@ use bytes::Bytes;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Response, Url};
 use serde_json::value::RawValue;
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub(crate) use client::Clients;
@@ -71,6 +72,15 @@ pub(crate) struct Connection {
     flights: Mutex<InFlight>,
     /// The `notifications/cancelled` of dropped calls on their way; awaited before a `DELETE`.
     cancels: TaskTracker,
+    /// The `initialize` POSTs on their way, each in its own task that owns the session id the
+    /// answer's header gives; awaited before the owned sessions are deleted.
+    handshakes: TaskTracker,
+    /// The cleanups of failed starts ([`Connection::abandon`]); [`Connection::close`] awaits
+    /// them before it ends the sessions.
+    cleanups: TaskTracker,
+    /// Cancelled when the connection closes: a handshake POST still unanswered
+    /// [`limits::GOODBYE_TIMEOUT`] later is given up.
+    closing: CancellationToken,
 }
 
 impl std::fmt::Debug for Connection {
@@ -107,6 +117,9 @@ impl Connection {
             sessions: Mutex::default(),
             flights: Mutex::default(),
             cancels: TaskTracker::new(),
+            handshakes: TaskTracker::new(),
+            cleanups: TaskTracker::new(),
+            closing: CancellationToken::new(),
         }
     }
 
@@ -140,7 +153,9 @@ impl Connection {
     ///
     /// The request is in the in-flight table from before it is sent until it is over: answered,
     /// refused, or never sent. When the server forgot the session it went out on, the request
-    /// waits for the shared re-initialize and is sent once more on the new session.
+    /// waits for the shared re-initialize and is sent once more on the new session; when its
+    /// connect is refused (nothing was sent), it is sent again after 100 ms, 200 ms, … (the
+    /// re-initialize's backoff, [`limits::REINIT_RETRIES`] times).
     ///
     /// # Errors
     /// Any [`Error`]; an expired session only as "rejected again" after a resend.
@@ -182,13 +197,24 @@ impl Connection {
     ) -> Result<T, Error> {
         let mut session = self.session(None).await?;
         let mut resent = false;
+        let mut refused = 0;
         loop {
             if !lock(&self.flights).sent(id, &session) {
                 // Cancelled (or shut down) while waiting for a session.
                 return Err(Error::closed());
             }
-            let response = match self.post(body.clone(), Some(&session)).await {
+            let response = match self.post_request(id, body.clone(), &session).await {
                 Ok(response) => response,
+                Err(e) if e.is_refused() && refused < limits::REINIT_RETRIES => {
+                    // Nothing was sent (a server restarting): try again after the same short
+                    // backoff as a re-initialize, within the caller's deadline.
+                    lock(&self.flights).waiting(id);
+                    let delay = limits::REINIT_RETRY_FIRST * 2u32.pow(refused as u32);
+                    refused += 1;
+                    tracing::debug!(namespace = %self.namespace, method, id, ?delay, "connection refused; sending again");
+                    tokio::time::sleep(delay).await;
+                    continue;
+                }
                 Err(e) if e.is_session_expired() => {
                     lock(&self.flights).waiting(id);
                     if resent {
@@ -273,14 +299,35 @@ impl Connection {
 
     /// POSTs one JSON-RPC body and checks the status. Returns the 2xx response.
     async fn post(&self, body: Bytes, session: Option<&Session>) -> Result<Response, Error> {
+        let response = self.send_post(body, session).await?;
+        self.check_status(response, session.is_some_and(|s| s.id.is_some()))
+            .await
+    }
+
+    /// [`Connection::post`] of request `id` on `session`: as soon as the status says the
+    /// server did not accept the request (anything but 2xx), the in-flight table stops holding
+    /// it as sent, before the error body is read — a drop while that body comes sends no cancel.
+    async fn post_request(
+        &self,
+        id: u64,
+        body: Bytes,
+        session: &Session,
+    ) -> Result<Response, Error> {
+        let response = self.send_post(body, Some(session)).await?;
+        if !response.status().is_success() {
+            lock(&self.flights).waiting(id);
+        }
+        self.check_status(response, session.id.is_some()).await
+    }
+
+    /// Sends one POST with the session's headers; the status is not checked.
+    async fn send_post(&self, body: Bytes, session: Option<&Session>) -> Result<Response, Error> {
         let request = self
             .with_session(self.http()?.post(self.url.clone()), session)
             .header(ACCEPT, ACCEPT_BOTH)
             .header(CONTENT_TYPE, JSON)
             .body(body);
-        let response = request.send().await.map_err(|e| self.http_error(e))?;
-        self.check_status(response, session.is_some_and(|s| s.id.is_some()))
-            .await
+        request.send().await.map_err(|e| self.http_error(e))
     }
 
     /// Server text fit for a reason: scrubbed of secrets, single-line, bounded.
