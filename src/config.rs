@@ -168,14 +168,17 @@ fn parse_remote(entry: &Value, env: &dyn Environment) -> Result<RemoteServer, St
             }
             let url = parse_url(&url)?;
             let authority = authority(written);
-            if authority.contains("${env:") {
+            // Decided on the parsed url too: a parser forgives `http:/host`, `http:\t//host`
+            // and the like, so the text before the first `/` is not always the authority.
+            let env_in_origin = authority.contains("${env:") || origin_holds(&url, &used);
+            if env_in_origin {
                 // The parser lower-cases (and IDNA-encodes) a host, and the request's Host
                 // header carries it that way: a secret in that form too.
                 if let Some(host) = url.host_str() {
                     redactor.add_secret(host);
                 }
             }
-            (url, !authority.contains("${"))
+            (url, !env_in_origin && !authority.contains("${"))
         }
         Some(other) => return Err(wrong_type("url", "a string", other)),
         None => return Err(no_url(fields)),
@@ -231,6 +234,18 @@ fn authority(written: &str) -> &str {
         .find(['/', '?', '#'])
         .map_or(written.len(), |end| start + end);
     &written[..end]
+}
+
+/// Whether the parsed url's scheme, host or port contains one of the env values substituted
+/// into it (compared without case, as the parser lower-cases a host), however short: such an
+/// origin is never shown.
+fn origin_holds(url: &Url, used: &[String]) -> bool {
+    let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
+    let port = url.port().map(|p| p.to_string()).unwrap_or_default();
+    used.iter().filter(|v| !v.is_empty()).any(|value| {
+        let value = value.to_ascii_lowercase();
+        host.contains(&value) || port.contains(&value) || url.scheme().contains(&value)
+    })
 }
 
 /// `scheme://host:port`, the port explicit even when it is the scheme's default.
@@ -671,6 +686,32 @@ mod tests {
         assert_eq!(local.origin.as_deref(), Some("http://127.0.0.1:8931"));
         let hidden = remote(json!({"url": "https://${env:HOST}/mcp"}));
         assert_eq!(hidden.origin, None);
+    }
+
+    #[test]
+    fn an_env_value_in_the_parsed_origin_hides_it_however_the_url_is_written() {
+        let env = FakeEnv(HashMap::from([("P", "8931"), ("H", "Mcp.Example")]), None);
+        let origin = |url: &str| {
+            let parsed = parse(&json!({"x": {"url": url}}), &env).unwrap();
+            let Entry::Remote(server) = &parsed[0].1 else {
+                panic!("refused: {url}")
+            };
+            server.origin.clone()
+        };
+        assert_eq!(origin("http://127.0.0.1:${env:P}/mcp"), None);
+        assert_eq!(origin("http:/127.0.0.1:${env:P}/mcp"), None);
+        assert_eq!(origin("http:\t//127.0.0.1:${env:P}/mcp"), None);
+        assert_eq!(origin("http:${env:H}/mcp"), None);
+        assert_eq!(origin("https:/${env:H}/mcp"), None);
+        // An env value only in the path leaves the origin shown, one slash or two.
+        assert_eq!(
+            origin("http:/127.0.0.1:8000/${env:P}"),
+            Some("http://127.0.0.1:8000".to_string())
+        );
+        assert_eq!(
+            origin("http://127.0.0.1:8000/${env:P}"),
+            Some("http://127.0.0.1:8000".to_string())
+        );
     }
 
     #[test]

@@ -322,8 +322,10 @@ struct PreparedCall {
     params: Value,
 }
 
-/// The `reason` of a cancel for a call whose future was dropped (or whose reply broke off).
+/// The `reason` of a cancel for a call whose future was dropped.
 const DROPPED: &str = "the client dropped the call";
+/// The `reason` of a cancel for a call whose reply broke off before its answer.
+const LOST: &str = "the client lost the reply stream";
 /// The `reason` of a cancel for a call whose deadline passed.
 const DEADLINE: &str = "the client's deadline for the call passed";
 
@@ -372,8 +374,9 @@ impl PreparedCall {
             }
             Ok(outcome) => outcome,
         };
-        // A no-op unless the request may still be running (the in-flight table decides).
-        connection.cancel(id, DROPPED);
+        // A no-op unless the request may still be running (the in-flight table decides): its
+        // reply broke off before the answer.
+        connection.cancel(id, LOST);
         match outcome {
             Ok(mapped) => {
                 let text = mapped.text;

@@ -1256,7 +1256,7 @@ async fn call_stream_reset_mid_response_is_a_transport_error_at_once() {
     for s in [&server, &json_cut] {
         assert_eq!(
             s.cancellations().await,
-            [json!({"requestId": 3, "reason": "the client dropped the call"})]
+            [json!({"requestId": 3, "reason": "the client lost the reply stream"})]
         );
     }
 }
@@ -1780,5 +1780,61 @@ async fn omitted_tools_keep_the_order_the_server_listed_them() {
             {"name": "x", "reason": "\"description\" must be a string, found an object"},
             {"name": "a", "reason": dup},
         ])
+    );
+}
+
+/// A start fails because its `tools/list` reply breaks mid-body (so the page may still run);
+/// ending that start cancels the page, and the server takes 3 s to accept the cancel. The Pack
+/// is dropped meanwhile: the session is still the client's, so its `DELETE` must go out.
+#[tokio::test(start_paused = true)]
+async fn pack_drop_while_a_failed_start_cancels_still_deletes_the_session() {
+    let server = serve(|req: Received| async move {
+        match req.method() {
+            "tools/list" => Reply::stream(
+                200,
+                "text/event-stream",
+                stream::iter([
+                    Ok(Bytes::from_static(b": working\n\n")),
+                    Err(std::io::Error::other("cut")),
+                ]),
+            ),
+            "notifications/cancelled" => {
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                Reply::accepted()
+            }
+            _ => standard(&req).unwrap(),
+        }
+    })
+    .await;
+    let host = Host::new(json!({"s": entry(&server.url)}));
+    server
+        .wait_until(Duration::from_secs(10), "the cancel", |r| {
+            r.iter().any(|r| r.method() == "notifications/cancelled")
+        })
+        .await;
+    drop(host);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let seen: Vec<String> = server
+        .requests()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} {:?}",
+                r.http_method,
+                r.method(),
+                r.header("mcp-session-id")
+            )
+        })
+        .collect();
+    let session = format!("{:?}", Some(SESSION));
+    assert_eq!(
+        seen,
+        [
+            "POST initialize None".to_string(),
+            format!("POST notifications/initialized {session}"),
+            format!("POST tools/list {session}"),
+            format!("POST notifications/cancelled {session}"),
+            format!("DELETE  {session}"),
+        ]
     );
 }

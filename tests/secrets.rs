@@ -1001,6 +1001,29 @@ async fn a_literal_query_key_reaches_no_redirect_reason() {
     );
 }
 
+/// A port given by `${env:...}` never shows in a connect failure, also when the url is written
+/// with one slash after the scheme (`http:/host:port/...`, which a WHATWG parser reads as
+/// `http://host:port/...`): the env value is short, so only the origin rule can hide it.
+#[tokio::test]
+async fn an_env_port_in_a_one_slash_url_is_not_shown() {
+    let guard = exclusive();
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    set_env(&guard, "MCP_SECRETS_PORT", &port.to_string());
+    let host = Host::new(json!({"p": {"url": "http:/127.0.0.1:${env:MCP_SECRETS_PORT}/mcp"}}));
+    let listing = host
+        .wait_for(Duration::from_secs(10), |l| {
+            server_entry(l, "p")["status"] == "error"
+        })
+        .await;
+    assert_eq!(
+        server_entry(&listing, "p")["reason"],
+        "connection refused (no server is listening at the configured URL)"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // tokens learned by signing in
 

@@ -1,7 +1,7 @@
 //! The runvil Host contract: what a Plugin crate is built against.
 //!
 //! The real runvil Host is not public, so this crate carries the small, stable part of it that a
-//! Plugin needs (DESIGN §2):
+//! Plugin needs:
 //!
 //! - a [`Plugin`] is a function the Host calls once with its [`Packs`] registry and the Host's
 //!   plugin config (a JSON object; a Plugin reads its own key, `Null` when absent);

@@ -7,6 +7,11 @@
 //! session's headers. Taking an entry out is the one way to decide to cancel, so a request is
 //! cancelled at most once, however many parties (the dropped call, its deadline, the Pack's
 //! shutdown) want it cancelled.
+//!
+//! "On the wire" starts when the POST is handed to the HTTP client and ends as soon as an error
+//! status arrives (before its body is read). A request dropped just after it was handed over may
+//! be cancelled although its bytes never left: the client cannot tell, and MCP 2025-11-25
+//! (cancellation) lets a receiver ignore a cancel for a request it does not know.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -51,7 +56,8 @@ impl InFlight {
         }
     }
 
-    /// Records that `id` is off the wire again (refused as expired; a new session is coming).
+    /// Records that `id` is off the wire again: refused (an error status, an expired session;
+    /// a new session may be coming) or its connect refused (it is sent again).
     pub(super) fn waiting(&mut self, id: u64) {
         if let Some(flight) = self.entries.get_mut(&id) {
             *flight = Flight::Waiting;

@@ -27,6 +27,7 @@ use bytes::Bytes;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Response, Url};
 use serde_json::value::RawValue;
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub(crate) use client::Clients;
@@ -72,6 +73,15 @@ pub(crate) struct Connection {
     flights: Mutex<InFlight>,
     /// The `notifications/cancelled` of dropped calls on their way; awaited before a `DELETE`.
     cancels: TaskTracker,
+    /// The `initialize` POSTs on their way, each in its own task that owns the session id the
+    /// answer's header gives; awaited before the owned sessions are deleted.
+    handshakes: TaskTracker,
+    /// The cleanups of failed starts ([`Connection::abandon`]); [`Connection::close`] awaits
+    /// them before it ends the sessions.
+    cleanups: TaskTracker,
+    /// Cancelled when the connection closes: a handshake POST still unanswered
+    /// [`limits::GOODBYE_TIMEOUT`] later is given up.
+    closing: CancellationToken,
     /// The sign-in state; `None` when the entry configures an `Authorization` header.
     auth: Option<Arc<auth::Auth>>,
     /// The access token the last request went out with, for the requests that do not ask for
@@ -116,6 +126,9 @@ impl Connection {
             sessions: Mutex::default(),
             flights: Mutex::default(),
             cancels: TaskTracker::new(),
+            handshakes: TaskTracker::new(),
+            cleanups: TaskTracker::new(),
+            closing: CancellationToken::new(),
         }
     }
 
@@ -165,7 +178,9 @@ impl Connection {
     ///
     /// The request is in the in-flight table from before it is sent until it is over: answered,
     /// refused, or never sent. When the server forgot the session it went out on, the request
-    /// waits for the shared re-initialize and is sent once more on the new session.
+    /// waits for the shared re-initialize and is sent once more on the new session; when its
+    /// connect is refused (nothing was sent), it is sent again after 100 ms, 200 ms, … (the
+    /// re-initialize's backoff, [`limits::REINIT_RETRIES`] times).
     ///
     /// # Errors
     /// Any [`Error`]; an expired session only as "rejected again" after a resend.
@@ -207,13 +222,24 @@ impl Connection {
     ) -> Result<T, Error> {
         let mut session = self.session(None).await?;
         let mut resent = false;
+        let mut refused = 0;
         loop {
             if !lock(&self.flights).sent(id, &session) {
                 // Cancelled (or shut down) while waiting for a session.
                 return Err(Error::closed());
             }
-            let response = match self.post_with(body.clone(), Some(&session), true).await {
+            let response = match self.post_request(id, body.clone(), &session).await {
                 Ok(response) => response,
+                Err(e) if e.is_refused() && refused < limits::REINIT_RETRIES => {
+                    // Nothing was sent (a server restarting): try again after the same short
+                    // backoff as a re-initialize, within the caller's deadline.
+                    lock(&self.flights).waiting(id);
+                    let delay = limits::REINIT_RETRY_FIRST * 2u32.pow(refused as u32);
+                    refused += 1;
+                    tracing::debug!(namespace = %self.namespace, method, id, ?delay, "connection refused; sending again");
+                    tokio::time::sleep(delay).await;
+                    continue;
+                }
                 Err(e) if e.is_session_expired() => {
                     lock(&self.flights).waiting(id);
                     if resent {
@@ -305,32 +331,49 @@ impl Connection {
     /// insufficient_scope`) gets a token by refresh, stored grant or sign-in and the request is
     /// sent again, at most [`auth::MAX_AUTH_RETRIES`] times.
     async fn post(&self, body: Bytes, session: Option<&Session>) -> Result<Response, Error> {
-        self.post_with(body, session, false).await
+        let response = self.send_post(body, session, false).await?;
+        self.check_status(response, session.is_some_and(|s| s.id.is_some()))
+            .await
     }
 
-    /// [`Connection::post`]; a 2xx to a request that `counts` (a request of the session, not
-    /// the handshake or a notification) ends a row of step-ups.
-    async fn post_with(
+    /// [`Connection::post`] of request `id` on `session`: as soon as the status says the
+    /// server did not accept the request (anything but 2xx), the in-flight table stops holding
+    /// it as sent, before the error body is read — a drop while that body comes sends no cancel.
+    async fn post_request(
+        &self,
+        id: u64,
+        body: Bytes,
+        session: &Session,
+    ) -> Result<Response, Error> {
+        let response = self.send_post(body, Some(session), true).await?;
+        if !response.status().is_success() {
+            lock(&self.flights).waiting(id);
+        }
+        self.check_status(response, session.id.is_some()).await
+    }
+
+    /// Sends one POST with the session's headers; the status is not checked.
+    ///
+    /// With sign-in state, the POST carries the current access token, and a `401` (or a `403
+    /// insufficient_scope`) gets a token by refresh, stored grant or sign-in and the POST is
+    /// sent again, at most [`auth::MAX_AUTH_RETRIES`] times. A 2xx to a request that `counts`
+    /// (a request of the session, not the handshake or a notification) ends a row of step-ups.
+    async fn send_post(
         &self,
         body: Bytes,
         session: Option<&Session>,
         counts: bool,
     ) -> Result<Response, Error> {
         let Some(auth) = &self.auth else {
-            let response = self.send_post(body, session).await?;
-            return self
-                .check_status(response, session.is_some_and(|s| s.id.is_some()))
-                .await;
+            return self.send_once(body, session).await;
         };
         let mut sent = auth.token().await?;
         *lock(&self.bearer) = sent.clone();
         let mut retries = 0;
         loop {
-            let response = self.send_post(body.clone(), session).await?;
+            let response = self.send_once(body.clone(), session).await?;
             let status = response.status();
-            let challenge = auth_challenge(&response);
-            let bearer = offers_bearer(&response);
-            let refused = match (status, challenge) {
+            let refused = match (status, auth_challenge(&response)) {
                 (reqwest::StatusCode::UNAUTHORIZED, Some(c)) => Some((false, c)),
                 (reqwest::StatusCode::FORBIDDEN, Some(c)) if c.is_insufficient_scope() => {
                     Some((true, c))
@@ -342,18 +385,7 @@ impl Connection {
                 if counts && status.is_success() {
                     auth.succeeded();
                 }
-                return self
-                    .check_status(response, session.is_some_and(|s| s.id.is_some()))
-                    .await;
-            };
-            // Without a Bearer challenge the server may not speak OAuth at all: when signing in
-            // fails, its own refusal is the better reason.
-            let plain = match bearer {
-                true => None,
-                false => self
-                    .check_status(response, session.is_some_and(|s| s.id.is_some()))
-                    .await
-                    .err(),
+                return Ok(response);
             };
             retries += 1;
             let token = if forbidden {
@@ -363,27 +395,30 @@ impl Connection {
                 auth.unauthorized(&self.url, &self.runtime, &challenge, sent.as_ref())
                     .await
             };
-            let token = match (token, plain) {
-                (Ok(token), _) => token,
-                (Err(e), Some(plain)) if e.sign_in_url().is_none() => {
+            let token = match token {
+                Ok(token) => token,
+                // Without a Bearer challenge the server may not speak OAuth at all: when
+                // signing in fails, its own refusal is the better reason.
+                Err(e) if !offers_bearer(&response) && e.sign_in_url().is_none() => {
                     tracing::debug!(namespace = %self.namespace, reason = %e, "no sign-in for a 401 without a Bearer challenge");
-                    return Err(plain);
+                    return Ok(response);
                 }
-                (Err(e), _) => return Err(e),
+                Err(e) => return Err(e),
             };
+            drop(response);
             *lock(&self.bearer) = Some(token.clone());
             sent = Some(token);
         }
     }
 
-    async fn send_post(&self, body: Bytes, session: Option<&Session>) -> Result<Response, Error> {
-        self.with_session(self.http()?.post(self.url.clone()), session)
+    /// One POST with the session's headers and the current access token, if any.
+    async fn send_once(&self, body: Bytes, session: Option<&Session>) -> Result<Response, Error> {
+        let request = self
+            .with_session(self.http()?.post(self.url.clone()), session)
             .header(ACCEPT, ACCEPT_BOTH)
             .header(CONTENT_TYPE, JSON)
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| self.http_error(e))
+            .body(body);
+        request.send().await.map_err(|e| self.http_error(e))
     }
 
     /// Server text fit for a reason: scrubbed of secrets, single-line, bounded.

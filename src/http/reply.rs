@@ -373,16 +373,33 @@ fn has_scheme(reference: &str) -> bool {
         && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
 }
 
-/// Whether an error body is a JSON-RPC error whose `message` speaks of the session (what
-/// server-everything and the TypeScript SDK answer for an unknown session).
+/// Whether an error body is a JSON-RPC error that says the session is gone: its `message` names
+/// the session and says it is missing, unknown, invalid, expired, terminated or not found (as
+/// server-everything and the TypeScript and Python SDKs answer: "Bad Request: No valid session
+/// ID provided", "Session not found"), and its code is not -32602 (invalid params) or -32601
+/// (method not found), which are about the request itself — a tool's own `sessionId` argument,
+/// say. Anything else is an ordinary 400.
 fn speaks_of_session(preview: &str) -> bool {
+    const GONE: [&str; 7] = [
+        "missing",
+        "unknown",
+        "invalid",
+        "no valid",
+        "expired",
+        "terminated",
+        "not found",
+    ];
     let Ok(messages) = jsonrpc::decode(preview) else {
         return false;
     };
     messages.iter().any(|m| {
-        m.error
-            .as_ref()
-            .is_some_and(|e| e.message.to_ascii_lowercase().contains("session"))
+        m.error.as_ref().is_some_and(|e| {
+            let message = e.message.to_ascii_lowercase();
+            e.code != -32602
+                && e.code != -32601
+                && message.contains("session")
+                && GONE.iter().any(|word| message.contains(word))
+        })
     })
 }
 
@@ -548,6 +565,27 @@ mod tests {
         ));
         assert!(!speaks_of_session(
             r#"{"jsonrpc":"2.0","error":{"code":-32602,"message":"bad params"},"id":null,"data":"session"}"#
+        ));
+        assert!(speaks_of_session(
+            r#"{"jsonrpc":"2.0","error":{"code":-32001,"message":"Session not found"},"id":null}"#
+        ));
+        assert!(speaks_of_session(
+            r#"{"jsonrpc":"2.0","error":{"code":-32600,"message":"Bad Request: No valid session ID provided"},"id":null}"#
+        ));
+        // A tool's own argument error names a `sessionId` but is about the request.
+        assert!(!speaks_of_session(
+            r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32602,"message":"Invalid params: sessionId is required"}}"#
+        ));
+        // The right words under an invalid-params or method-not-found code are not an expiry.
+        assert!(!speaks_of_session(
+            r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32602,"message":"Invalid session id"}}"#
+        ));
+        assert!(!speaks_of_session(
+            r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32601,"message":"Session not found"}}"#
+        ));
+        // Naming the session without saying it is gone is not an expiry.
+        assert!(!speaks_of_session(
+            r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32000,"message":"session busy, try later"}}"#
         ));
         assert!(!speaks_of_session("Bad Request: no session"));
         assert!(!speaks_of_session(r#"{"hint":"session"}"#));

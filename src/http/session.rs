@@ -108,6 +108,9 @@ pub(super) struct Sessions {
     renewal: Option<Renewal>,
     /// Set at shutdown: no session is made or handed out any more.
     closed: bool,
+    /// Counts the abandoned starts: an `initialize` sent before the latest abandon gives a
+    /// session that is deleted as soon as its header arrives.
+    generation: u64,
 }
 
 impl Connection {
@@ -122,7 +125,7 @@ impl Connection {
     /// # Cancel safety
     /// Dropping it may leave a session id the server gave in the owned set; the caller ends it
     /// with [`Connection::abandon`] or [`Connection::close`], which delete it.
-    pub(crate) async fn initialize(&self) -> Result<Initialized, Error> {
+    pub(crate) async fn initialize(self: &Arc<Self>) -> Result<Initialized, Error> {
         let (session, initialized) = self.handshake().await?;
         let mut state = lock(&self.sessions);
         if state.closed {
@@ -216,7 +219,7 @@ impl Connection {
     /// # Cancel safety
     /// As [`Connection::handshake`]: it runs only inside the renewal task, which
     /// [`Connection::close`] lets finish before it deletes the owned sessions.
-    async fn renew(&self) -> Result<Arc<Session>, Error> {
+    async fn renew(self: &Arc<Self>) -> Result<Arc<Session>, Error> {
         let backoff = ExponentialBuilder::new()
             .with_min_delay(limits::REINIT_RETRY_FIRST)
             .with_factor(2.0)
@@ -242,9 +245,11 @@ impl Connection {
     /// version only once negotiated).
     ///
     /// # Cancel safety
-    /// Dropping it leaves a session id already received in the owned set (deleted by whoever
-    /// ends the sessions); an id not yet received is lost with the dropped response.
-    async fn handshake(&self) -> Result<(Arc<Session>, Initialized), Error> {
+    /// Cancel safe as to sessions: the `initialize` POST runs in its own task (see
+    /// [`Connection::post_initialize`]), so dropping this never loses a session id the server
+    /// gives; a session already received stays in the owned set, deleted by whoever ends the
+    /// sessions.
+    async fn handshake(self: &Arc<Self>) -> Result<(Arc<Session>, Initialized), Error> {
         if self.is_closed() {
             return Err(Error::closed());
         }
@@ -255,17 +260,7 @@ impl Connection {
         });
         let id = self.next_id();
         let body = jsonrpc::request(id, "initialize", &params);
-        let response = self.post(Bytes::from(body), None).await?;
-        let session_id = match response.headers().get(&SESSION_ID) {
-            Some(value) => Some(valid_session_id(value)?),
-            None => None,
-        };
-        let session = Arc::new(Session::new(session_id));
-        if session.id.is_some() && !self.own(&session) {
-            // Shut down while the answer was on its way: end the session at once.
-            self.delete(&session).await;
-            return Err(Error::closed());
-        }
+        let (response, session) = self.post_initialize(Bytes::from(body)).await?;
         match self.negotiate(response, id, &session).await {
             Ok(initialized) => Ok((session, initialized)),
             Err(e) => {
@@ -273,6 +268,57 @@ impl Connection {
                 Err(e)
             }
         }
+    }
+
+    /// POSTs `initialize` in a task on the Host's runtime (tracked, so ending the sessions
+    /// waits for it) that reads the answer's status and header and owns the session id it
+    /// gives, or deletes it at once when the connection closed meanwhile. The caller only
+    /// awaits the task: dropping the caller (the Pack's drop, the start deadline) lets the POST
+    /// finish, so the session the server made is learnt and deleted. Once the connection
+    /// closes, a POST still unanswered [`limits::GOODBYE_TIMEOUT`] later is given up. A session
+    /// whose header arrives after the start was abandoned (its deadline passed) is deleted at
+    /// once.
+    ///
+    /// # Errors
+    /// As [`Connection::post`]; a session id that is not visible ASCII; closed.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the work runs in its own task.
+    async fn post_initialize(
+        self: &Arc<Self>,
+        body: Bytes,
+    ) -> Result<(reqwest::Response, Arc<Session>), Error> {
+        let this = Arc::clone(self);
+        let generation = lock(&self.sessions).generation;
+        let work = async move {
+            let response = this.post(body, None).await?;
+            let session_id = match response.headers().get(&SESSION_ID) {
+                Some(value) => Some(valid_session_id(value)?),
+                None => None,
+            };
+            let session = Arc::new(Session::new(session_id));
+            if session.id.is_some() && !this.own(&session, generation) {
+                // Shut down (or the start abandoned) while the answer was on its way: end the
+                // session at once.
+                this.delete(&session).await;
+                return Err(Error::closed());
+            }
+            Ok((response, session))
+        };
+        let closing = self.closing.clone();
+        let task = self.handshakes.spawn_on(
+            async move {
+                tokio::select! {
+                    outcome = work => outcome,
+                    () = async {
+                        closing.cancelled().await;
+                        tokio::time::sleep(limits::GOODBYE_TIMEOUT).await;
+                    } => Err(Error::closed()),
+                }
+            },
+            &self.runtime,
+        );
+        task.await.unwrap_or_else(|_| Err(Error::closed()))
     }
 
     /// Reads the `initialize` answer, checks the version, sends `notifications/initialized`.
@@ -318,10 +364,11 @@ impl Connection {
         lock(&self.sessions).closed
     }
 
-    /// Adds a session to the owned set; `false` once the connection is closed.
-    fn own(&self, session: &Arc<Session>) -> bool {
+    /// Adds a session to the owned set; `false` once the connection is closed or the start
+    /// whose `initialize` (sent in `generation`) gave it was abandoned.
+    fn own(&self, session: &Arc<Session>, generation: u64) -> bool {
         let mut state = lock(&self.sessions);
-        if state.closed {
+        if state.closed || state.generation != generation {
             return false;
         }
         state.owned.push(Arc::clone(session));
@@ -345,12 +392,21 @@ impl Connection {
     /// sessions it owns, then deletes those sessions. The connection stays usable: the next
     /// start makes a new session.
     ///
+    /// The work runs in a task on the Host's runtime that [`Connection::close`] awaits before
+    /// it ends the sessions, so no session is lost when the caller is dropped part-way.
+    ///
     /// # Cancel safety
-    /// Not cancel safe: dropping it part-way may leave a session undeleted until
-    /// [`Connection::close`].
-    pub(crate) async fn abandon(&self) {
-        self.end_sessions(false, "the client abandoned the start of the session")
-            .await;
+    /// Cancel safe: dropping it leaves the cleanup running to completion.
+    pub(crate) async fn abandon(self: &Arc<Self>) {
+        let this = Arc::clone(self);
+        let cleanup = self.cleanups.spawn_on(
+            async move {
+                this.end_sessions(false, "the client abandoned the start of the session")
+                    .await;
+            },
+            &self.runtime,
+        );
+        let _ = cleanup.await;
     }
 
     /// Ends the connection for good (the Pack was dropped): no request or session is made any
@@ -359,6 +415,9 @@ impl Connection {
     /// already on their way are awaited — all bounded by [`limits::GOODBYE_TIMEOUT`] — and only
     /// then is each owned session deleted (`DELETE`, bounded by the same timeout).
     ///
+    /// Cleanups of failed starts still running ([`Connection::abandon`]) finish first; each
+    /// of their steps is bounded by the same timeout.
+    ///
     /// # Cancel safety
     /// Not cancel safe: dropping it part-way may leave sessions undeleted. The Pack runs it to
     /// completion in the server's task.
@@ -366,6 +425,10 @@ impl Connection {
         if let Some(auth) = &self.auth {
             auth.stop();
         }
+        lock(&self.sessions).closed = true;
+        self.closing.cancel();
+        self.cleanups.close();
+        self.cleanups.wait().await;
         self.end_sessions(true, "the client was shut down").await;
     }
 
@@ -378,6 +441,8 @@ impl Connection {
             let mut state = lock(&self.sessions);
             if close {
                 state.closed = true;
+            } else {
+                state.generation += 1;
             }
             state.renewal.take()
         };
@@ -392,6 +457,12 @@ impl Connection {
                 renewal.task.abort();
                 let _ = renewal.task.await;
             }
+        }
+        // An `initialize` POST still on its way deletes the session its answer gives at once
+        // (closed, or its start abandoned); at shutdown, wait for those (bounded).
+        if close {
+            self.handshakes.close();
+            let _ = tokio::time::timeout(limits::GOODBYE_TIMEOUT, self.handshakes.wait()).await;
         }
         let (sessions, idless) = {
             let mut state = lock(&self.sessions);

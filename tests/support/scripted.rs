@@ -41,6 +41,8 @@ pub struct Step {
     pub status: u16,
     /// The `tag` argument of a `tools/call` (how a test names its calls).
     pub tag: Option<u64>,
+    /// The `reason` of a `notifications/cancelled`.
+    pub reason: Option<String>,
 }
 
 impl Step {
@@ -327,6 +329,19 @@ fn full(status: u16, content_type: Option<&str>, body: impl Into<Bytes>) -> hype
         .unwrap()
 }
 
+/// A `status` response whose body `refused` follows `after` its headers.
+fn slow_body(status: u16, after: Duration) -> hyper::Response<Body> {
+    let body = futures_util::stream::once(async move {
+        tokio::time::sleep(after).await;
+        Ok::<_, std::io::Error>(hyper::body::Frame::data(Bytes::from_static(b"refused")))
+    });
+    hyper::Response::builder()
+        .status(status)
+        .header("content-type", "text/plain")
+        .body(http_body_util::StreamBody::new(body).boxed_unsync())
+        .unwrap()
+}
+
 fn json_reply(value: &Value) -> hyper::Response<Body> {
     full(200, Some("application/json"), value.to_string())
 }
@@ -379,6 +394,7 @@ async fn answer(
         version: version.clone(),
         status: 0,
         tag: rpc["params"]["arguments"]["tag"].as_u64(),
+        reason: rpc["params"]["reason"].as_str().map(str::to_string),
     };
     // Decide under the lock; hold (sleep) outside it.
     enum Then {
@@ -480,7 +496,25 @@ async fn answer(
             let args = &rpc["params"]["arguments"];
             let text = json!({"content": [{"type": "text", "text": format!("done {id}")}]});
             match args["status"].as_u64() {
+                // `{"status": 400, "rpc": "text"}`: a JSON-RPC error (Invalid params) on a 400.
+                Some(status) if args["rpc"].is_string() => Then::Now(full(
+                    status as u16,
+                    Some("application/json"),
+                    json!({"jsonrpc": "2.0", "id": id,
+                           "error": {"code": -32602, "message": args["rpc"]}})
+                    .to_string(),
+                )),
+                // `{"status": 500, "slow_body_ms": 2000}`: the status and headers at once, the
+                // body (`refused`) that much later.
+                Some(status) if args["slow_body_ms"].is_u64() => Then::Now(slow_body(
+                    status as u16,
+                    Duration::from_millis(args["slow_body_ms"].as_u64().unwrap_or(0)),
+                )),
                 Some(status) => Then::Now(full(status as u16, Some("text/plain"), "refused")),
+                // `{"cut": true}`: an event stream that ends before the answer, with no event id.
+                None if args["cut"].as_bool() == Some(true) => {
+                    Then::Now(sse_reply(": working\n\n".to_string()))
+                }
                 None => {
                     let answer = result(&id, text);
                     let reply = if args["sse"].as_bool() == Some(true) {
