@@ -10,7 +10,9 @@
 //! - `session`: the session, the handshake, the single-flight re-initialize task, `DELETE`;
 //! - `inflight`: which requests may be running on the server, and on which session;
 //! - `reply`: reading a reply (status, JSON, SSE), routing messages, resumption;
-//! - `events`: the seam between a body and SSE framing.
+//! - `events`: the seam between a body and SSE framing;
+//! - `auth`: the sign-in state (the Bearer token of each POST, what a `401` or a `403
+//!   insufficient_scope` does, the waiting link), over the sign-in core in `crate::auth`.
 
 mod auth;
 mod client;
