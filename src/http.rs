@@ -3,8 +3,10 @@
 //! Owns the wire: POSTing JSON-RPC, reading `application/json` and `text/event-stream` replies
 //! (SSE framing by `eventsource-stream2`), the session (`Mcp-Session-Id`,
 //! `MCP-Protocol-Version`), answering server requests that arrive inside a stream, resuming a
-//! stream with `GET` + `Last-Event-ID`, initializing again when the server forgot the session,
-//! `notifications/cancelled` when a call is dropped, and the `DELETE` at shutdown.
+//! stream with `GET` + `Last-Event-ID`, the standalone `GET` stream ([`Connection::listen`]),
+//! initializing again when the server forgot the session, handing notifications to
+//! [`crate::notices`], `notifications/cancelled` when a call is dropped, and the `DELETE` at
+//! shutdown.
 //!
 //! Every byte read is bounded ([`crate::limits`]), and every piece of server text that reaches an
 //! [`Error`] is scrubbed of the entry's secrets and cut to a bounded length.
@@ -22,6 +24,7 @@ use serde::Deserialize;
 use crate::config::RemoteServer;
 use crate::jsonrpc::{self, Kind, RpcError};
 use crate::limits::{self, MAX_MESSAGE_BYTES};
+use crate::notices::{self, Signals};
 use crate::redact::Redactor;
 
 /// The protocol version the client offers in `initialize`.
@@ -72,6 +75,31 @@ struct Session {
     /// Counts initializations, so concurrent requests that all saw the session expire
     /// initialize again only once.
     generation: u64,
+    /// The server's `instructions`, scrubbed and cut to [`limits::MAX_INSTRUCTIONS_BYTES`].
+    instructions: Option<Arc<str>>,
+    /// Whether the server declared `capabilities.tools.listChanged: true`.
+    tools_list_changed: bool,
+}
+
+/// What the server's task needs to know of the current session.
+pub(crate) struct SessionInfo {
+    /// Counts initializations; a new value is a new session.
+    pub(crate) generation: u64,
+    /// The server's `instructions`, scrubbed and bounded.
+    pub(crate) instructions: Option<Arc<str>>,
+    /// Whether the server declared `capabilities.tools.listChanged: true`.
+    pub(crate) tools_list_changed: bool,
+}
+
+/// How a standalone `GET` stream ended without an error.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Listened {
+    /// The server answered 405: it offers no standalone stream for this session.
+    NotOffered,
+    /// There is no session (none yet, or it was just forgotten).
+    NoSession,
+    /// The server ended the stream.
+    Ended,
 }
 
 /// One server's connection: the endpoint, the configured headers, the entry's secrets and the
@@ -87,6 +115,8 @@ pub(crate) struct Connection {
     next_id: AtomicU64,
     session: Mutex<Option<Arc<Session>>>,
     reinit: tokio::sync::Mutex<()>,
+    /// What notifications and re-initializations tell the server's task.
+    signals: Signals,
 }
 
 impl std::fmt::Debug for Connection {
@@ -157,6 +187,7 @@ impl Connection {
             next_id: AtomicU64::new(1),
             session: Mutex::new(None),
             reinit: tokio::sync::Mutex::new(()),
+            signals: Signals::default(),
         }
     }
 
@@ -172,6 +203,21 @@ impl Connection {
     /// The namespace, for logs.
     pub(crate) fn namespace(&self) -> &str {
         &self.namespace
+    }
+
+    /// The signals notifications and re-initializations raise for the server's task.
+    pub(crate) fn signals(&self) -> &Signals {
+        &self.signals
+    }
+
+    /// The current session's generation, instructions and `listChanged`; `None` before the
+    /// first `initialize` and after [`Connection::close`].
+    pub(crate) fn session_info(&self) -> Option<SessionInfo> {
+        self.current_session().map(|s| SessionInfo {
+            generation: s.generation,
+            instructions: s.instructions.clone(),
+            tools_list_changed: s.tools_list_changed,
+        })
     }
 
     fn current_session(&self) -> Option<Arc<Session>> {
@@ -193,6 +239,20 @@ impl Connection {
         struct InitializeResult<'a> {
             #[serde(rename = "protocolVersion", borrow)]
             protocol_version: std::borrow::Cow<'a, str>,
+            #[serde(borrow, default)]
+            instructions: Option<std::borrow::Cow<'a, str>>,
+            #[serde(default)]
+            capabilities: Option<Capabilities>,
+        }
+        #[derive(Deserialize)]
+        struct Capabilities {
+            #[serde(default)]
+            tools: Option<ToolsCapability>,
+        }
+        #[derive(Deserialize)]
+        struct ToolsCapability {
+            #[serde(rename = "listChanged", default)]
+            list_changed: Option<bool>,
         }
         let params = serde_json::json!({
             "protocolVersion": OFFERED_VERSION,
@@ -206,17 +266,29 @@ impl Connection {
             Some(value) => Some(valid_session_id(value)?),
             None => None,
         };
-        let version = self
+        let (version, instructions, tools_list_changed) = self
             .read_response(
                 response,
                 id,
                 None,
-                &|result: &serde_json::value::RawValue| -> Decoded<String> {
+                &|result: &serde_json::value::RawValue| -> Decoded<(String, Option<Arc<str>>, bool)> {
                     let result: InitializeResult<'_> =
                         serde_json::from_str(result.get()).map_err(|_| {
                             "the server's initialize result has no protocolVersion".to_string()
                         })?;
-                    Ok(result.protocol_version.into_owned())
+                    let instructions = result
+                        .instructions
+                        .filter(|text| !text.trim().is_empty())
+                        .map(|text| {
+                            let scrubbed = self.redactor.scrub(&text);
+                            Arc::from(limits::truncate(&scrubbed, limits::MAX_INSTRUCTIONS_BYTES).as_ref())
+                        });
+                    let list_changed = result
+                        .capabilities
+                        .and_then(|c| c.tools)
+                        .and_then(|t| t.list_changed)
+                        .unwrap_or(false);
+                    Ok((result.protocol_version.into_owned(), instructions, list_changed))
                 },
             )
             .await?;
@@ -232,6 +304,8 @@ impl Connection {
             id: session_id,
             version: HeaderValue::from_static(version),
             generation,
+            instructions,
+            tools_list_changed,
         });
         self.notify(
             "notifications/initialized",
@@ -305,7 +379,9 @@ impl Connection {
                 "the server forgot the session and initializing again failed: {}",
                 e.message()
             ))
-        })
+        })?;
+        self.signals.session_renewed();
+        Ok(())
     }
 
     async fn send_request<T>(
@@ -573,6 +649,69 @@ impl Connection {
         }
     }
 
+    /// Opens the standalone `GET` stream of the current session (MCP 2025-11-25, transports,
+    /// "Listening for Messages from the Server": `Accept: text/event-stream`, the session
+    /// headers, and `Last-Event-ID` when `last_event_id` is not empty) and reads it until it
+    /// ends. Server requests on it are answered and notifications handled like on any stream;
+    /// each event is bounded by [`MAX_MESSAGE_BYTES`]; responses are ignored. `last_event_id`
+    /// is updated with each event id the server sends (ids over
+    /// [`limits::MAX_EVENT_ID_BYTES`] are not kept).
+    ///
+    /// # Errors
+    /// A transport failure, an HTTP error status (404 on a session: [`Error::SessionExpired`]),
+    /// or a 2xx answer that is not an event stream.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future closes the stream; `last_event_id` holds the last id
+    /// received.
+    pub(crate) async fn listen(&self, last_event_id: &mut String) -> Result<Listened, Error> {
+        let Some(session) = self.current_session() else {
+            return Ok(Listened::NoSession);
+        };
+        let mut request = self
+            .with_session(self.http()?.get(self.url.clone()), Some(&session))
+            .header(ACCEPT, ACCEPT_SSE);
+        if !last_event_id.is_empty() {
+            if let Ok(last) = HeaderValue::from_str(last_event_id) {
+                request = request.header(LAST_EVENT_ID, last);
+            }
+        }
+        let response = request.send().await.map_err(|e| self.http_error(e))?;
+        if response.status() == StatusCode::METHOD_NOT_ALLOWED {
+            return Ok(Listened::NotOffered);
+        }
+        let response = self.check_status(response, session.id.is_some()).await?;
+        if !matches!(media_type(&response), Some(MediaType::EventStream)) {
+            return Err(Error::Transport(
+                "the server answered the standalone GET without an event stream".to_string(),
+            ));
+        }
+        tracing::debug!(namespace = %self.namespace, "standalone stream open");
+        let mut events = SseStream::new(response);
+        // Request ids start at 1: a response to id 0 is one nobody waits for.
+        let ignore = |_: &serde_json::value::RawValue| -> Decoded<()> { Ok(()) };
+        loop {
+            let event = match events.next().await {
+                None => return Ok(Listened::Ended),
+                Some(Ok(event)) => event,
+                Some(Err(error)) => return Err(self.body_error(error)),
+            };
+            if !event.id.is_empty() && event.id.len() <= limits::MAX_EVENT_ID_BYTES {
+                last_event_id.clone_from(&event.id);
+            }
+            if event.data.is_empty() || event.event != "message" {
+                continue;
+            }
+            let Ok(messages) = jsonrpc::decode(&event.data) else {
+                tracing::debug!(namespace = %self.namespace, "skipped an event that is not JSON-RPC");
+                continue;
+            };
+            for message in &messages {
+                let _ = self.route(message, 0, Some(&session), &ignore).await;
+            }
+        }
+    }
+
     /// Handles one incoming message. Returns the answer when it is the response to `id`.
     async fn route<T>(
         &self,
@@ -604,7 +743,7 @@ impl Connection {
                 None
             }
             Kind::Notification(method) => {
-                tracing::trace!(namespace = %self.namespace, id, notification = %self.server_text(method, 64), "ignored a server notification");
+                notices::handle(self, method, message.params);
                 None
             }
             Kind::Invalid => {

@@ -14,6 +14,9 @@ pub(crate) struct Incoming<'a> {
     pub(crate) id: Option<&'a RawValue>,
     #[serde(borrow, default)]
     pub(crate) method: Option<std::borrow::Cow<'a, str>>,
+    /// A request's or notification's `params`, undecoded.
+    #[serde(borrow, default)]
+    pub(crate) params: Option<&'a RawValue>,
     #[serde(borrow, default)]
     pub(crate) result: Option<&'a RawValue>,
     #[serde(default)]

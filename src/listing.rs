@@ -2,7 +2,8 @@
 //!
 //! - no arguments: `{"servers":[{"namespace","status","reason"?,"tools":[names]}]}`, servers
 //!   sorted by namespace and tool names sorted, both in byte order;
-//! - `namespace`: `{"namespace","status","reason"?,"tools":[{"name","description","inputSchema"}]}`;
+//! - `namespace`: `{"namespace","status","reason"?,"instructions"?,"tools":[{"name","description",
+//!   "inputSchema"}]}`;
 //! - `namespace` + `toolName`: `{"namespace","name","description","inputSchema","outputSchema"?,
 //!   "annotations"?}`.
 //!
@@ -28,6 +29,8 @@ struct Detail<'a> {
     status: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    instructions: Option<&'a str>,
     tools: Vec<ToolEntry<'a>>,
 }
 
@@ -91,9 +94,13 @@ pub(crate) fn all(servers: &[std::sync::Arc<Server>]) -> String {
     to_json(&All { servers: summaries })
 }
 
-/// One server's tools with their input schemas.
+/// One server's tools with their input schemas, and its `instructions` while it is ready.
 pub(crate) fn one_server(server: &Server, status: &Status) -> String {
     let (status_name, reason) = status_fields(status);
+    let instructions = match status {
+        Status::Ready(_) => server.instructions(),
+        _ => None,
+    };
     let tools = match status {
         Status::Ready(tools) => tools
             .iter()
@@ -109,6 +116,7 @@ pub(crate) fn one_server(server: &Server, status: &Status) -> String {
         namespace: &server.namespace,
         status: status_name,
         reason,
+        instructions: instructions.as_deref(),
         tools,
     })
 }

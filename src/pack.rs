@@ -126,15 +126,16 @@ impl Pack for McpPack {
         let short = tool
             .strip_prefix(self.id.as_str())
             .and_then(|rest| rest.strip_prefix('/'));
+        let servers = Arc::clone(&self.servers);
+        let shutdown = self.shutdown.clone();
         match short {
             Some(GET) => {
-                let answer = self.get_dynamic_tools(&args);
-                Box::pin(async move { answer })
+                Box::pin(async move { get_dynamic_tools(&servers, &args, &shutdown).await })
             }
-            Some(CALL) => match self.prepare_call(&args) {
-                Ok(call) => Box::pin(call.run(self.shutdown.clone())),
-                Err(e) => Box::pin(async move { Err(e) }),
-            },
+            Some(CALL) => Box::pin(async move {
+                let call = prepare_call(&servers, &args, &shutdown).await?;
+                call.run(shutdown).await
+            }),
             _ => {
                 let message = format!(
                     "unknown tool {}; this Pack offers {id}/{GET} and {id}/{CALL}",
@@ -147,95 +148,92 @@ impl Pack for McpPack {
     }
 }
 
-impl McpPack {
-    fn get_dynamic_tools(&self, args: &Value) -> Result<String, ToolError> {
-        let args = arguments(args, &["namespace", "toolName"])?;
-        let namespace = string_arg(args, "namespace")?;
-        let tool_name = string_arg(args, "toolName")?;
-        match (namespace, tool_name) {
-            (None, None) => Ok(listing::all(&self.servers)),
-            (None, Some(_)) => Err(ToolError::new(
-                ToolErrorKind::InvalidArguments,
-                format!(
-                    "toolName needs a namespace, e.g. {{\"namespace\":{},\"toolName\":\"search\"}}",
-                    quoted(self.servers.first().map_or("docs", |s| &s.namespace))
-                ),
-            )),
-            (Some(namespace), None) => {
-                let server = self.server(namespace)?;
-                Ok(listing::one_server(server, &server.status()))
-            }
-            (Some(namespace), Some(tool_name)) => {
-                let server = self.server(namespace)?;
-                let tools = ready_tools(server)?;
-                let tool = find_tool(server, &tools, tool_name)?;
-                Ok(listing::one_tool(&server.namespace, tool))
-            }
+/// `get_dynamic_tools`. Without a miss it answers without awaiting anything.
+async fn get_dynamic_tools(
+    servers: &[Arc<Server>],
+    args: &Value,
+    shutdown: &CancellationToken,
+) -> Result<String, ToolError> {
+    let args = arguments(args, &["namespace", "toolName"])?;
+    let namespace = string_arg(args, "namespace")?;
+    let tool_name = string_arg(args, "toolName")?;
+    match (namespace, tool_name) {
+        (None, None) => Ok(listing::all(servers)),
+        (None, Some(_)) => Err(ToolError::new(
+            ToolErrorKind::InvalidArguments,
+            format!(
+                "toolName needs a namespace, e.g. {{\"namespace\":{},\"toolName\":\"search\"}}",
+                quoted(servers.first().map_or("docs", |s| &s.namespace))
+            ),
+        )),
+        (Some(namespace), None) => {
+            let server = server(servers, namespace)?;
+            Ok(listing::one_server(server, &server.status()))
+        }
+        (Some(namespace), Some(tool_name)) => {
+            let server = server(servers, namespace)?;
+            let (tools, i) = lookup(server, tool_name, shutdown).await?;
+            Ok(listing::one_tool(&server.namespace, &tools[i]))
         }
     }
+}
 
-    fn prepare_call(&self, args: &Value) -> Result<PreparedCall, ToolError> {
-        let args = arguments(args, &["namespace", "toolName", "arguments"])?;
-        let example = self.servers.first().map_or("docs", |s| &s.namespace);
-        let namespace =
-            string_arg(args, "namespace")?.ok_or_else(|| missing("namespace", example))?;
-        let tool_name =
-            string_arg(args, "toolName")?.ok_or_else(|| missing("toolName", example))?;
-        let tool_args = match args.get("arguments") {
-            None | Some(Value::Null) => Value::Object(Map::new()),
-            Some(Value::Object(map)) => Value::Object(map.clone()),
-            Some(other) => {
-                return Err(ToolError::new(
-                    ToolErrorKind::InvalidArguments,
-                    format!(
-                        "\"arguments\" must be an object, found {}",
-                        json_type(other)
-                    ),
-                ));
-            }
-        };
-        let server = self.server(namespace)?;
-        let tools = ready_tools(server)?;
-        find_tool(server, &tools, tool_name)?;
-        // Only remote entries become ready, and each has a connection.
-        let connection = server.connection.clone().ok_or_else(|| {
-            ToolError::new(
-                ToolErrorKind::Unavailable,
-                format!("server {} has no connection", quoted(&server.namespace)),
-            )
-        })?;
-        Ok(PreparedCall {
-            connection,
-            namespace: Arc::clone(&server.namespace),
-            params: json!({"name": tool_name, "arguments": tool_args}),
-        })
-    }
+/// Checks a `call_dynamic_tool`'s arguments and finds its server and tool.
+async fn prepare_call(
+    servers: &[Arc<Server>],
+    args: &Value,
+    shutdown: &CancellationToken,
+) -> Result<PreparedCall, ToolError> {
+    let args = arguments(args, &["namespace", "toolName", "arguments"])?;
+    let example = servers.first().map_or("docs", |s| &s.namespace);
+    let namespace = string_arg(args, "namespace")?.ok_or_else(|| missing("namespace", example))?;
+    let tool_name = string_arg(args, "toolName")?.ok_or_else(|| missing("toolName", example))?;
+    let tool_args = match args.get("arguments") {
+        None | Some(Value::Null) => Value::Object(Map::new()),
+        Some(Value::Object(map)) => Value::Object(map.clone()),
+        Some(other) => {
+            return Err(ToolError::new(
+                ToolErrorKind::InvalidArguments,
+                format!(
+                    "\"arguments\" must be an object, found {}",
+                    json_type(other)
+                ),
+            ));
+        }
+    };
+    let server = server(servers, namespace)?;
+    lookup(server, tool_name, shutdown).await?;
+    // Only remote entries become ready, and each has a connection.
+    let connection = server.connection.clone().ok_or_else(|| {
+        ToolError::new(
+            ToolErrorKind::Unavailable,
+            format!("server {} has no connection", quoted(&server.namespace)),
+        )
+    })?;
+    Ok(PreparedCall {
+        connection,
+        namespace: Arc::clone(&server.namespace),
+        params: json!({"name": tool_name, "arguments": tool_args}),
+    })
+}
 
-    fn server(&self, namespace: &str) -> Result<&Server, ToolError> {
-        match self
-            .servers
-            .binary_search_by(|s| s.namespace.as_ref().cmp(namespace))
-        {
-            Ok(i) => Ok(&self.servers[i]),
-            Err(_) => {
-                let known: Vec<String> = self
-                    .servers
-                    .iter()
-                    .map(|s| s.namespace.to_string())
-                    .collect();
-                let known = if known.is_empty() {
-                    "none (no servers are configured)".to_string()
-                } else {
-                    known.join(", ")
-                };
-                Err(ToolError::new(
-                    ToolErrorKind::NotFound,
-                    format!(
-                        "unknown namespace {}; known namespaces: {known}",
-                        quoted(namespace)
-                    ),
-                ))
-            }
+fn server<'s>(servers: &'s [Arc<Server>], namespace: &str) -> Result<&'s Server, ToolError> {
+    match servers.binary_search_by(|s| s.namespace.as_ref().cmp(namespace)) {
+        Ok(i) => Ok(&servers[i]),
+        Err(_) => {
+            let known: Vec<String> = servers.iter().map(|s| s.namespace.to_string()).collect();
+            let known = if known.is_empty() {
+                "none (no servers are configured)".to_string()
+            } else {
+                known.join(", ")
+            };
+            Err(ToolError::new(
+                ToolErrorKind::NotFound,
+                format!(
+                    "unknown namespace {}; known namespaces: {known}",
+                    quoted(namespace)
+                ),
+            ))
         }
     }
 }
@@ -260,22 +258,40 @@ fn ready_tools(server: &Server) -> Result<Arc<Vec<crate::server::Tool>>, ToolErr
     }
 }
 
-fn find_tool<'t>(
+/// The ready server's tools and the index of `name` among them. A name the listing lacks
+/// re-lists the server once (at most once per server per [`crate::limits::MISS_INTERVAL`])
+/// before the answer is `not_found`.
+async fn lookup(
     server: &Server,
-    tools: &'t [crate::server::Tool],
     name: &str,
-) -> Result<&'t crate::server::Tool, ToolError> {
-    match tools.binary_search_by(|t| t.name.as_str().cmp(name)) {
-        Ok(i) => Ok(&tools[i]),
-        Err(_) => Err(ToolError::new(
-            ToolErrorKind::NotFound,
-            format!(
-                "server {ns} has no tool {}; list its tools with get_dynamic_tools {{\"namespace\":{ns}}}",
-                quoted(name),
-                ns = quoted(&server.namespace)
-            ),
-        )),
+    shutdown: &CancellationToken,
+) -> Result<(Arc<Vec<crate::server::Tool>>, usize), ToolError> {
+    let tools = ready_tools(server)?;
+    if let Ok(i) = tools.binary_search_by(|t| t.name.as_str().cmp(name)) {
+        return Ok((tools, i));
     }
+    let relisted = tokio::select! {
+        relisted = server.relist_after_miss() => relisted,
+        () = shutdown.cancelled() => false,
+    };
+    if relisted {
+        let tools = ready_tools(server)?;
+        if let Ok(i) = tools.binary_search_by(|t| t.name.as_str().cmp(name)) {
+            return Ok((tools, i));
+        }
+    }
+    Err(not_found(server, name))
+}
+
+fn not_found(server: &Server, name: &str) -> ToolError {
+    ToolError::new(
+        ToolErrorKind::NotFound,
+        format!(
+            "server {ns} has no tool {}; list its tools with get_dynamic_tools {{\"namespace\":{ns}}}",
+            quoted(name),
+            ns = quoted(&server.namespace)
+        ),
+    )
 }
 
 /// A checked `call_dynamic_tool`, ready to send.

@@ -5,16 +5,21 @@
 //! inside [`START_DEADLINE`]. A failed start sets the status to `error` with the reason and is
 //! tried again after 1 s, 2 s, 4 s … up to 60 s (`backon`), until it succeeds. `ready` is final.
 //! When the Pack is dropped the task ends the session with a best-effort `DELETE`.
+//!
+//! Once ready, the task keeps the listing live (README "Lifecycle"; ARCHITECTURE "The listing's
+//! life"): it re-lists when the server says its tools changed, when the session was initialized
+//! again, or when a call names a tool the listing lacks ([`Server::relist_after_miss`]), and it
+//! holds the standalone `GET` stream open for a server that declared `listChanged`.
 
 use std::collections::HashSet;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
-use backon::{ExponentialBuilder, Retryable};
+use backon::{BackoffBuilder, ExponentialBuilder, Retryable};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
-use crate::http::{Connection, Error};
+use crate::http::{Connection, Error, Listened};
 use crate::limits::{
     self, MAX_DESCRIPTION_BYTES, MAX_PAGES, MAX_SCHEMA_BYTES, MAX_TOOL_NAME_BYTES, MAX_TOOLS,
     START_DEADLINE,
@@ -47,6 +52,8 @@ pub(crate) struct Server {
     status: RwLock<Status>,
     /// `None` for a refused entry.
     pub(crate) connection: Option<Arc<Connection>>,
+    /// When a miss last re-listed this server.
+    last_miss: Mutex<Option<tokio::time::Instant>>,
 }
 
 impl Server {
@@ -56,6 +63,7 @@ impl Server {
             namespace,
             status: RwLock::new(Status::Error(reason.into())),
             connection: None,
+            last_miss: Mutex::new(None),
         }
     }
 
@@ -65,6 +73,7 @@ impl Server {
             namespace,
             status: RwLock::new(Status::Loading),
             connection: Some(connection),
+            last_miss: Mutex::new(None),
         }
     }
 
@@ -125,6 +134,13 @@ impl Server {
             },
             () = shutdown.cancelled() => {}
         }
+        if matches!(self.status(), Status::Ready(_)) {
+            // Dropping the live future closes the standalone stream before the DELETE.
+            tokio::select! {
+                () = shutdown.cancelled() => {}
+                () = self.live(&connection) => {}
+            }
+        }
         shutdown.cancelled().await;
         connection.close().await;
     }
@@ -134,6 +150,11 @@ impl Server {
 /// cursor rules of [`crate::limits`]. Returns the tools sorted by name.
 async fn discover(connection: &Connection) -> Result<Vec<Tool>, String> {
     connection.initialize().await.map_err(|e| e.message())?;
+    list_tools(connection).await
+}
+
+/// Every `tools/list` page, bounded like a start's. Returns the tools sorted by name.
+async fn list_tools(connection: &Connection) -> Result<Vec<Tool>, String> {
     let mut tools: Vec<Tool> = Vec::new();
     let mut cursors: HashSet<String> = HashSet::new();
     let mut cursor: Option<String> = None;
@@ -267,4 +288,141 @@ fn read_page(connection: &Connection, result: &RawValue, page: usize) -> Result<
         });
     }
     Ok((tools, list.next_cursor))
+}
+
+// The listing's life once ready: re-listings (coalesced, one at a time), the miss throttle, and
+// the standalone GET stream.
+
+impl Server {
+    /// What a ready server's task does until the Pack is dropped: runs the re-list worker and
+    /// the standalone stream's loop. Never returns.
+    async fn live(&self, connection: &Connection) {
+        let relists = async {
+            loop {
+                let covered = connection.signals().relist_wanted().await;
+                self.relist(connection).await;
+                connection.signals().relisted(covered);
+            }
+        };
+        tokio::join!(relists, listen(connection));
+    }
+
+    /// One re-listing: every page within [`limits::RELIST_DEADLINE`]. Success replaces the tools
+    /// at once; failure keeps them (and `ready`) and logs a warning with the reason.
+    async fn relist(&self, connection: &Connection) {
+        let outcome =
+            match tokio::time::timeout(limits::RELIST_DEADLINE, list_tools(connection)).await {
+                Ok(outcome) => outcome,
+                Err(_) => Err(format!(
+                    "tools/list did not finish within {} seconds",
+                    limits::RELIST_DEADLINE.as_secs()
+                )),
+            };
+        match outcome {
+            Ok(tools) => {
+                tracing::info!(namespace = %self.namespace, tools = tools.len(), "tools re-listed");
+                self.set_status(Status::Ready(Arc::new(tools)));
+            }
+            Err(reason) => {
+                tracing::warn!(namespace = %self.namespace, reason = %reason, "re-listing the tools failed; keeping the previous list");
+            }
+        }
+    }
+
+    /// A call or lookup named a tool this ready server does not list: re-lists once and waits
+    /// for it, unless a miss already re-listed within [`limits::MISS_INTERVAL`]. Returns whether
+    /// it re-listed (the caller looks again).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the re-listing runs in the server's task; dropping this only stops waiting.
+    pub(crate) async fn relist_after_miss(&self) -> bool {
+        let Some(connection) = &self.connection else {
+            return false;
+        };
+        {
+            let mut last = self.last_miss.lock().unwrap_or_else(|e| e.into_inner());
+            let now = tokio::time::Instant::now();
+            if last.is_some_and(|at| now.duration_since(at) < limits::MISS_INTERVAL) {
+                return false;
+            }
+            *last = Some(now);
+        }
+        tracing::debug!(namespace = %self.namespace, "a call named an unlisted tool; re-listing");
+        let signals = connection.signals();
+        let number = signals.request_relist();
+        signals.wait_relisted(number).await;
+        true
+    }
+
+    /// The server's `instructions` while it is ready, scrubbed and bounded.
+    pub(crate) fn instructions(&self) -> Option<Arc<str>> {
+        self.connection
+            .as_ref()
+            .and_then(|c| c.session_info())
+            .and_then(|s| s.instructions)
+    }
+}
+
+/// Holds the standalone `GET` stream open while the session's server declared
+/// `capabilities.tools.listChanged`: reopens it with `Last-Event-ID` after 1 s, doubling to
+/// 60 s (a stream that stayed open a minute resets the wait); after a 405, never asks again in
+/// that session. A new session (see [`crate::notices::Signals::session_renewed`]) starts over.
+/// Never returns.
+async fn listen(connection: &Connection) {
+    let signals = connection.signals();
+    let backoff = || {
+        ExponentialBuilder::new()
+            .with_min_delay(limits::LISTEN_RETRY_FIRST)
+            .with_max_delay(limits::RETRY_MAX)
+            .with_factor(2.0)
+            .without_max_times()
+            .build()
+    };
+    let mut waits = backoff();
+    let mut last_event_id = String::new();
+    let mut generation = None;
+    let mut not_offered = None;
+    loop {
+        let Some(session) = connection.session_info() else {
+            signals.renewed().await;
+            continue;
+        };
+        if generation != Some(session.generation) {
+            generation = Some(session.generation);
+            last_event_id.clear();
+            waits = backoff();
+        }
+        if !session.tools_list_changed || not_offered == generation {
+            signals.renewed().await;
+            continue;
+        }
+        let opened = tokio::time::Instant::now();
+        match connection.listen(&mut last_event_id).await {
+            Ok(Listened::NotOffered) => {
+                tracing::debug!(namespace = %connection.namespace(), "the server offers no standalone stream (405)");
+                not_offered = generation;
+                continue;
+            }
+            Ok(Listened::NoSession) => continue,
+            Ok(Listened::Ended) => {
+                tracing::debug!(namespace = %connection.namespace(), "the standalone stream ended");
+            }
+            Err(Error::SessionExpired) => {
+                // The re-listing's request initializes a new session; then the stream reopens.
+                tracing::debug!(namespace = %connection.namespace(), "the standalone stream's session expired");
+                signals.request_relist();
+            }
+            Err(error) => {
+                tracing::debug!(namespace = %connection.namespace(), reason = %error.message(), "the standalone stream failed");
+            }
+        }
+        if opened.elapsed() >= limits::LISTEN_STABLE {
+            waits = backoff();
+        }
+        let wait = waits.next().unwrap_or(limits::RETRY_MAX);
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = signals.renewed() => {}
+        }
+    }
 }
