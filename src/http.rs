@@ -342,7 +342,8 @@ impl Connection {
         {
             Err(Error::SessionExpired) => {
                 tracing::debug!(namespace = %self.namespace, method, id, "session expired; initializing again");
-                self.reinitialize(session.as_deref()).await?;
+                self.reinitialize(session.as_deref().map(|s| s.generation))
+                    .await?;
                 let session = self.current_session();
                 match self
                     .send_request(body, id, session.as_deref(), &decode)
@@ -364,11 +365,24 @@ impl Connection {
         self.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    async fn reinitialize(&self, stale: Option<&Session>) -> Result<(), Error> {
+    /// Initializes a new session because the server forgot the one of generation `stale`
+    /// (the standalone stream's 404), unless another request already did.
+    ///
+    /// # Errors
+    /// [`Error::Transport`] when the new `initialize` fails.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: dropped midway, the session may be left half-replaced until the next
+    /// request initializes again.
+    pub(crate) async fn renew(&self, stale: u64) -> Result<(), Error> {
+        self.reinitialize(Some(stale)).await
+    }
+
+    async fn reinitialize(&self, stale: Option<u64>) -> Result<(), Error> {
         let _serialized = self.reinit.lock().await;
         let current = self.current_session();
         let already_renewed = match (stale, current.as_deref()) {
-            (Some(stale), Some(current)) => current.generation != stale.generation,
+            (Some(stale), Some(current)) => current.generation != stale,
             _ => false,
         };
         if already_renewed {

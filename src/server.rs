@@ -366,8 +366,10 @@ impl Server {
 /// Holds the standalone `GET` stream open while the session's server declared
 /// `capabilities.tools.listChanged`: reopens it with `Last-Event-ID` after 1 s, doubling to
 /// 60 s (a stream that stayed open a minute resets the wait); after a 405, never asks again in
-/// that session. A new session (see [`crate::notices::Signals::session_renewed`]) starts over.
-/// Never returns.
+/// that session. A 404 (the server forgot the session) initializes a new one, which re-lists.
+/// A new session (see [`crate::notices::Signals::session_renewed`]) is looked at as soon as it
+/// exists, except after this loop's own renewal, which waits out the backoff so that a server
+/// answering every `GET` with 404 is not asked in a tight loop. Never returns.
 async fn listen(connection: &Connection) {
     let signals = connection.signals();
     let backoff = || {
@@ -390,13 +392,13 @@ async fn listen(connection: &Connection) {
         if generation != Some(session.generation) {
             generation = Some(session.generation);
             last_event_id.clear();
-            waits = backoff();
         }
         if !session.tools_list_changed || not_offered == generation {
             signals.renewed().await;
             continue;
         }
         let opened = tokio::time::Instant::now();
+        let mut wake_on_renewal = true;
         match connection.listen(&mut last_event_id).await {
             Ok(Listened::NotOffered) => {
                 tracing::debug!(namespace = %connection.namespace(), "the server offers no standalone stream (405)");
@@ -408,9 +410,11 @@ async fn listen(connection: &Connection) {
                 tracing::debug!(namespace = %connection.namespace(), "the standalone stream ended");
             }
             Err(Error::SessionExpired) => {
-                // The re-listing's request initializes a new session; then the stream reopens.
-                tracing::debug!(namespace = %connection.namespace(), "the standalone stream's session expired");
-                signals.request_relist();
+                tracing::debug!(namespace = %connection.namespace(), "the standalone stream's session expired; initializing again");
+                if let Err(error) = connection.renew(session.generation).await {
+                    tracing::debug!(namespace = %connection.namespace(), reason = %error.message(), "initializing again failed");
+                }
+                wake_on_renewal = false;
             }
             Err(error) => {
                 tracing::debug!(namespace = %connection.namespace(), reason = %error.message(), "the standalone stream failed");
@@ -420,9 +424,13 @@ async fn listen(connection: &Connection) {
             waits = backoff();
         }
         let wait = waits.next().unwrap_or(limits::RETRY_MAX);
-        tokio::select! {
-            () = tokio::time::sleep(wait) => {}
-            () = signals.renewed() => {}
+        if wake_on_renewal {
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = signals.renewed() => {}
+            }
+        } else {
+            tokio::time::sleep(wait).await;
         }
     }
 }

@@ -107,18 +107,71 @@ async fn everything(test: &str) -> Option<(Peer, Proxy, Host)> {
     Some((peer, proxy, host))
 }
 
-/// The exchanges of a call whose session the server no longer knows: the 400, a new
-/// `initialize`, and the same call again.
-const RENEWED: [&str; 4] = [
-    "POST tools/call 400",
-    "POST initialize 200",
-    "POST notifications/initialized 202",
-    "POST tools/call 200",
-];
-
 /// One summary line per exchange.
 fn summaries(log: &[Exchange]) -> Vec<String> {
     log.iter().map(Exchange::summary).collect()
+}
+
+/// The exchanges without the standalone `GET` streams, which the Pack opens (and reopens) beside
+/// the calls for a server that declared `tools.listChanged`, as server-everything does.
+fn without_gets(log: &[Exchange]) -> Vec<Exchange> {
+    log.iter().filter(|e| e.method != "GET").cloned().collect()
+}
+
+/// server-everything's answer to a request on a session it does not know.
+const NO_SESSION: &str = r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"}}"#;
+
+/// Checks the exchanges after server-everything lost session `old` (standalone GETs left out):
+/// requests on `old` answered 400 (the call, or a re-listing when the standalone stream's loop
+/// noticed first), exactly one new `initialize`, and on the new session
+/// `notifications/initialized`, the call (`params`) answered 200 and exactly one re-listing, the
+/// last two in either order. Returns the new session id.
+fn assert_renewed(after: &[Exchange], old: &str, params: &Value) -> String {
+    let shown = summaries(after);
+    let inits: Vec<&Exchange> = after
+        .iter()
+        .filter(|e| e.body["method"] == "initialize")
+        .collect();
+    assert_eq!(inits.len(), 1, "{shown:?}");
+    assert_eq!(inits[0].session, None);
+    let new = inits[0].response_session.clone().expect("a new session id");
+    assert_ne!(new, old);
+    let lost: Vec<&Exchange> = after
+        .iter()
+        .filter(|e| e.session.as_deref() == Some(old))
+        .collect();
+    assert!(!lost.is_empty(), "{shown:?}");
+    for exchange in &lost {
+        assert_eq!(exchange.status, 400, "{shown:?}");
+        let method = exchange.body["method"].as_str().unwrap_or("");
+        assert!(
+            method == "tools/call" || method == "tools/list",
+            "{shown:?}"
+        );
+        assert_eq!(exchange.response_text(), NO_SESSION);
+    }
+    let renewed: Vec<&Exchange> = after
+        .iter()
+        .filter(|e| e.session.as_deref() == Some(new.as_str()))
+        .collect();
+    let mut got: Vec<String> = renewed.iter().map(|e| e.summary()).collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "POST notifications/initialized 202",
+            "POST tools/call 200",
+            "POST tools/list 200"
+        ],
+        "{shown:?}"
+    );
+    assert_eq!(lost.len() + 1 + renewed.len(), after.len(), "{shown:?}");
+    let call = renewed
+        .iter()
+        .find(|e| e.body["method"] == "tools/call")
+        .unwrap();
+    assert_eq!(&call.body["params"], params);
+    new
 }
 
 #[tokio::test]
@@ -128,6 +181,15 @@ async fn everything_lists_its_tools_and_maps_each_kind_of_result() {
     else {
         return;
     };
+
+    // The server's instructions reach the namespace form, whole (they are under 8 KiB).
+    let one = host.listing(json!({"namespace": EVERYTHING})).await;
+    let instructions = one["instructions"].as_str().unwrap_or_default();
+    assert!(
+        instructions.starts_with("# Everything Server – Server Instructions\n\nAudience: ")
+            && instructions.ends_with("MCP's instructions feature in action.\"\n"),
+        "{one}"
+    );
 
     // A client with no capabilities gets the 13 tools that need none, sorted by name.
     assert_eq!(
@@ -298,14 +360,27 @@ async fn everything_lists_its_tools_and_maps_each_kind_of_result() {
         "POST tools/list 200".to_string(),
     ];
     expected.extend(std::iter::repeat_n("POST tools/call 200".to_string(), 12));
-    assert_eq!(proxy.summary(), expected);
-    let log = proxy.log();
+    // The call naming no-such-tool re-listed the server once before its not_found.
+    expected.push("POST tools/list 200".to_string());
+    let log = without_gets(&proxy.log());
+    assert_eq!(summaries(&log), expected);
     assert_eq!(log[0].body["params"]["capabilities"], json!({}));
     let session = log[0].response_session.clone().expect("a session id");
     for exchange in &log[1..] {
         assert_eq!(exchange.session.as_ref(), Some(&session));
         assert_eq!(exchange.protocol_version.as_deref(), Some("2025-11-25"));
     }
+    // server-everything declared tools.listChanged: one standalone stream, held open.
+    let stream = proxy.wait_for(READY, |e| e.method == "GET").await;
+    assert_eq!(
+        (
+            stream.status,
+            stream.session.as_ref(),
+            stream.last_event_id.as_deref()
+        ),
+        (200, Some(&session), None)
+    );
+    assert_eq!(proxy.log().iter().filter(|e| e.method == "GET").count(), 1);
 }
 
 #[tokio::test]
@@ -364,7 +439,7 @@ async fn everything_hears_notifications_cancelled_when_a_call_is_dropped() {
         started.elapsed()
     );
     assert_eq!(
-        proxy.summary(),
+        summaries(&without_gets(&proxy.log())),
         [
             "POST initialize 200",
             "POST notifications/initialized 202",
@@ -403,36 +478,47 @@ async fn everything_session_deleted_or_lost_in_a_restart_is_renewed() {
     assert_eq!(deleted.status(), 200);
 
     // server-everything answers an unknown session with 400 "No valid session ID provided";
-    // the Pack initializes again and sends the call once more.
+    // the Pack initializes again, sends the call once more, and lists the new session's tools.
     assert_eq!(
         ok(&host, EVERYTHING, "echo", json!({"message": "two"})).await,
         "Echo: two"
     );
-    let log = proxy.log();
-    assert_eq!(summaries(&log[4..]), RENEWED);
+    let relisted = |known: Vec<String>| {
+        move |e: &Exchange| {
+            e.body["method"] == "tools/list"
+                && e.session.as_ref().is_some_and(|s| !known.contains(s))
+        }
+    };
+    proxy.wait_for(READY, relisted(vec![first.clone()])).await;
+    let log = without_gets(&proxy.log());
     assert_eq!(
-        log[4].response_text(),
-        r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"}}"#
+        log[4].summary(),
+        "POST tools/call 400",
+        "the call noticed first"
     );
-    let second = log[5].response_session.clone().expect("a new session id");
-    assert_ne!(second, first);
-    assert_eq!(log[4].session.as_ref(), Some(&first));
-    assert_eq!(log[5].session, None);
-    assert_eq!(log[6].session.as_ref(), Some(&second));
-    assert_eq!(log[7].session.as_ref(), Some(&second));
-    assert_eq!(log[7].body, log[4].body, "the same request, resent");
+    let second = assert_renewed(
+        &log[4..],
+        &first,
+        &json!({"name": "echo", "arguments": {"message": "two"}}),
+    );
+    let renewed = log.len();
 
-    // A restart loses every session: the same renewal.
+    // A restart loses every session: the same renewal (the standalone stream's loop may notice
+    // the loss first and renew before the call).
     proxy.restart_upstream(&mut peer).await;
     assert_eq!(
         ok(&host, EVERYTHING, "get-sum", json!({"a": 1, "b": 2})).await,
         "The sum of 1 and 2 is 3."
     );
-    let log = proxy.log();
-    assert_eq!(summaries(&log[8..]), RENEWED);
-    let third = log[9].response_session.clone().expect("a new session id");
-    assert_eq!(log[8].session.as_ref(), Some(&second));
-    assert_eq!(log[11].session.as_ref(), Some(&third));
+    proxy
+        .wait_for(READY, relisted(vec![first.clone(), second.clone()]))
+        .await;
+    let log = without_gets(&proxy.log());
+    let third = assert_renewed(
+        &log[renewed..],
+        &second,
+        &json!({"name": "get-sum", "arguments": {"a": 1, "b": 2}}),
+    );
 
     // Dropping the Pack ends the live session.
     drop(host);
@@ -690,8 +776,20 @@ async fn python_scenario(test: &str, sdk: Sdk, mode: Mode) {
         "POST notifications/initialized 202",
         "POST tools/call 200",
     ]);
-    assert_eq!(proxy.summary(), expected);
-    let log = proxy.log();
+    // The new session is listed again, beside the resent call (in either order).
+    let first_session = proxy.log()[0].response_session.clone();
+    let relisting = proxy
+        .wait_for(READY, |e| {
+            e.body["method"] == "tools/list" && e.session.is_some() && e.session != first_session
+        })
+        .await;
+    assert_eq!(relisting.status, 200);
+    let log: Vec<Exchange> = proxy
+        .log()
+        .into_iter()
+        .filter(|e| !(e.body["method"] == "tools/list" && e.session != first_session))
+        .collect();
+    assert_eq!(summaries(&log), expected);
     let n = log.len();
     let (lost, init, again) = (&log[n - 4], &log[n - 3], &log[n - 1]);
     let old = log[0].response_session.clone().expect("a session id");

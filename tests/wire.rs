@@ -1189,3 +1189,63 @@ async fn server_log_messages_become_tracing_events() {
         " INFO plugin_mcp::server_log: hello namespace=\"s\" logger=db"
     );
 }
+
+#[tokio::test]
+async fn a_get_answered_404_renews_the_session_which_is_listed_again() {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let server = MockServer::builder().start().await;
+    let inits = AtomicUsize::new(0);
+    Mock::given(path("/mcp"))
+        .respond_with(move |request: &Request| {
+            let first = header(request, "mcp-session-id").as_deref() == Some("s-0");
+            if request.method.as_str() == "GET" {
+                return ResponseTemplate::new(if first { 404 } else { 405 });
+            }
+            match body(request)["method"].as_str().unwrap_or("") {
+                "initialize" => {
+                    let n = inits.fetch_add(1, SeqCst);
+                    mock::result(
+                        request,
+                        json!({"protocolVersion": "2025-11-25",
+                               "capabilities": {"tools": {"listChanged": true}},
+                               "serverInfo": {"name": "m", "version": "1"}}),
+                    )
+                    .insert_header("mcp-session-id", format!("s-{n}").as_str())
+                }
+                "tools/list" if first => mock::result(request, tools(&["a"])),
+                "tools/list" => mock::result(request, tools(&["a", "b"])),
+                _ => ResponseTemplate::new(202),
+            }
+        })
+        .mount(&server)
+        .await;
+    let host = ready_host(&server).await;
+    wait_tools(&host, &["a", "b"]).await;
+    // The new session's stream is asked for after the first wait (1 s): 405, asked no more.
+    wait_count(&server, "GET", 2).await;
+    settles_at(&server, "GET", 2).await;
+    let trail: Vec<String> = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let what = body(r)["method"].as_str().unwrap_or("").to_string();
+            let session = header(r, "mcp-session-id").unwrap_or_default();
+            format!("{} {what} {session}", r.method).trim().to_string()
+        })
+        .collect();
+    assert_eq!(
+        trail,
+        [
+            "POST initialize",
+            "POST notifications/initialized s-0",
+            "POST tools/list s-0",
+            "GET  s-0",
+            "POST initialize",
+            "POST notifications/initialized s-1",
+            "POST tools/list s-1",
+            "GET  s-1",
+        ]
+    );
+}
