@@ -546,6 +546,17 @@ enum Mode {
 
 /// A Python SDK server behind a proxy, and a Host whose namespace `ns` is ready.
 async fn python(test: &str, sdk: Sdk, mode: Mode, ns: &str) -> Option<(Peer, Proxy, Host)> {
+    python_with(test, sdk, mode, ns, &[]).await
+}
+
+/// Like [`python`], with more arguments for the server script.
+async fn python_with(
+    test: &str,
+    sdk: Sdk,
+    mode: Mode,
+    ns: &str,
+    more: &[&str],
+) -> Option<(Peer, Proxy, Host)> {
     let (venv, script) = match sdk {
         Sdk::V1 => ("py1/bin/python", "tests/interop/py1_server.py"),
         Sdk::V2 => ("py2/bin/python", "tests/interop/py2_server.py"),
@@ -556,6 +567,7 @@ async fn python(test: &str, sdk: Sdk, mode: Mode, ns: &str) -> Option<(Peer, Pro
     if mode == Mode::Json {
         args.push("--json-response");
     }
+    args.extend(more);
     let peer = Peer::start(ns, &python, &args, &[]).await;
     let proxy = Proxy::start(&peer.base()).await;
     let host = Host::new(json!({ns: {"url": proxy.url("/mcp")}}));
@@ -823,4 +835,73 @@ async fn python_sdk2_mcpserver_sse() {
 #[tokio::test]
 async fn python_sdk2_mcpserver_json_response() {
     python_scenario("python_sdk2_mcpserver_json_response", Sdk::V2, Mode::Json).await;
+}
+
+/// FastMCP registers a tool at run time. With SSE responses it says so on the call's own stream
+/// and the Pack lists again at once; with JSON responses the notification has no stream to ride
+/// on, and the first call naming the new tool re-lists (a miss) and finds it.
+async fn python_tool_added_at_run_time(test: &str, mode: Mode) {
+    let ns = if mode == Mode::Sse {
+        "grow"
+    } else {
+        "growjson"
+    };
+    let Some((_peer, proxy, host)) = python_with(test, Sdk::V1, mode, ns, &["--growing"]).await
+    else {
+        return;
+    };
+    let tools = |listing: &Value| listing["servers"][0]["tools"].clone();
+    assert_eq!(
+        tools(&host.listing(json!({})).await),
+        json!([
+            "add",
+            "ask_sampling",
+            "echo",
+            "grow",
+            "ping_then_answer",
+            "slow"
+        ])
+    );
+    assert_eq!(ok(&host, ns, "grow", json!({})).await, "grown");
+    let with_extra = json!([
+        "add",
+        "ask_sampling",
+        "echo",
+        "extra",
+        "grow",
+        "ping_then_answer",
+        "slow"
+    ]);
+    if mode == Mode::Sse {
+        let call = &tools_calls(&proxy, "grow")[0];
+        assert_eq!(
+            messages(call)[0],
+            json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        );
+        host.wait_for(READY, |listing| tools(listing) == with_extra)
+            .await;
+    }
+    assert_eq!(ok(&host, ns, "extra", json!({})).await, "extra works");
+    assert_eq!(tools(&host.listing(json!({})).await), with_extra);
+    let lists: Vec<String> = proxy
+        .log()
+        .iter()
+        .filter(|e| e.body["method"] == "tools/list")
+        .map(Exchange::summary)
+        .collect();
+    assert_eq!(lists, ["POST tools/list 200", "POST tools/list 200"]);
+}
+
+#[tokio::test]
+async fn python_sdk1_tool_added_at_run_time_sse() {
+    python_tool_added_at_run_time("python_sdk1_tool_added_at_run_time_sse", Mode::Sse).await;
+}
+
+#[tokio::test]
+async fn python_sdk1_tool_added_at_run_time_json_response() {
+    python_tool_added_at_run_time(
+        "python_sdk1_tool_added_at_run_time_json_response",
+        Mode::Json,
+    )
+    .await;
 }

@@ -2,9 +2,11 @@
 
 Run with .interop/py1/bin/python (mcp<2, pinned by .ci/interop-setup.sh):
 
-    .interop/py1/bin/python tests/interop/py1_server.py --port 18080 [--json-response]
+    .interop/py1/bin/python tests/interop/py1_server.py --port 18080 [--json-response] [--growing]
 
 Default: responses to POSTs are SSE streams; --json-response: plain application/json.
+--growing adds the tool grow, which registers the tool extra at run time and sends
+notifications/tools/list_changed on its own call's stream (none in --json-response mode).
 Nothing is printed when ready (log level WARNING): poll the port. See python-servers.md.
 
 In --json-response mode a server->client request has no stream to ride on, so
@@ -23,6 +25,7 @@ from mcp.shared.message import ServerMessageMetadata
 parser = argparse.ArgumentParser()
 parser.add_argument("--port", type=int, required=True)
 parser.add_argument("--json-response", action="store_true")
+parser.add_argument("--growing", action="store_true")
 opts = parser.parse_args()
 
 mcp = FastMCP(
@@ -86,6 +89,27 @@ async def slow(seconds: float) -> str:
     """Sleep, then answer."""
     await asyncio.sleep(seconds)
     return f"slept {seconds}"
+
+
+def extra() -> str:
+    """A tool added at run time."""
+    return "extra works"
+
+
+async def grow(ctx: Context) -> str:
+    """Add the tool extra, and say so on this call's stream."""
+    mcp.add_tool(extra)
+    await ctx.session.send_notification(
+        types.ServerNotification(
+            types.ToolListChangedNotification(method="notifications/tools/list_changed")
+        ),
+        related_request_id=ctx.request_id,
+    )
+    return "grown"
+
+
+if opts.growing:
+    mcp.add_tool(grow)
 
 
 if __name__ == "__main__":
