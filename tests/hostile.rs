@@ -1294,3 +1294,75 @@ async fn keep_alives_forever_do_not_outlive_the_start_deadline() {
     );
     assert_eq!((Instant::now() - t0).as_secs(), 120);
 }
+
+// ---------------------------------------------------------------------------------------------
+// the standalone GET stream
+
+/// The standalone stream is bounded like every stream: an endless event is cut at 16 MiB and the
+/// stream dropped, then asked for again after 1 s; the second answer (405) ends the asking.
+#[tokio::test]
+async fn an_endless_event_on_the_standalone_stream_is_cut_and_the_stream_reopened() {
+    let sent = Arc::new(AtomicUsize::new(0));
+    let gets = Arc::new(AtomicUsize::new(0));
+    let (sent2, gets2) = (Arc::clone(&sent), Arc::clone(&gets));
+    let server = serve(move |req| {
+        let (sent, gets) = (Arc::clone(&sent2), Arc::clone(&gets2));
+        async move {
+            if req.http_method == "GET" {
+                if gets.fetch_add(1, Ordering::SeqCst) == 0 {
+                    return Reply::endless(
+                        200,
+                        "text/event-stream",
+                        "data: ",
+                        Bytes::from(vec![b'x'; 64 * 1024]),
+                        Duration::from_millis(1),
+                        sent,
+                    );
+                }
+                return Reply::raw(405, "text/plain", "");
+            }
+            if req.method() == "initialize" {
+                return Reply::json(&result(
+                    &req.id(),
+                    json!({"protocolVersion": "2025-06-18",
+                           "capabilities": {"tools": {"listChanged": true}},
+                           "serverInfo": {"name": "hostile", "version": "0"}}),
+                ))
+                .header("mcp-session-id", SESSION);
+            }
+            if let Some(reply) = standard(&req) {
+                return reply;
+            }
+            match req.method() {
+                "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)),
+                _ => Reply::raw(400, "text/plain", ""),
+            }
+        }
+    })
+    .await;
+    let host = ready_host("flood", &server.url).await;
+    server
+        .wait_until(Duration::from_secs(30), "a second GET", |requests| {
+            requests.iter().filter(|r| r.http_method == "GET").count() == 2
+        })
+        .await;
+    let at_reopen = sent.load(Ordering::SeqCst);
+    assert!(
+        at_reopen >= 16 * MIB - 64 * 1024,
+        "the Pack read up to the cap: {at_reopen}"
+    );
+    assert!(
+        at_reopen < 40 * MIB,
+        "the Pack stopped reading near the cap: {at_reopen}"
+    );
+    let listing = host.listing(json!({})).await;
+    assert_eq!(
+        server_entry(&listing, "flood"),
+        &json!({"namespace": "flood", "status": "ready", "tools": ["t"]})
+    );
+    assert_eq!(
+        server.count("tools/list"),
+        1,
+        "a broken stream is no change"
+    );
+}

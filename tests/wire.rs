@@ -904,13 +904,17 @@ async fn a_failed_relisting_keeps_the_tools_and_ready_and_warns() {
         None,
         Box::new(|r, n| match n {
             1 => mock::result(r, tools(&["a"])),
-            _ => ResponseTemplate::new(500).set_body_string("listing broke"),
+            _ => ResponseTemplate::new(500).set_body_string("listing broke for sekrit-value-123"),
         }),
         Box::new(|r, _| sse_then(r, &[list_changed()], text_result("changed"))),
         Box::new(|_, _| ResponseTemplate::new(405)),
     )
     .await;
-    let host = ready_host(&server).await;
+    let host = Host::new(json!({"s": {
+        "url": format!("{}/mcp", server.uri()),
+        "headers": {"X-Key": "sekrit-value-123"}
+    }}));
+    host.ready("s", WAIT).await;
     assert_eq!(call_s(&host, "a").await.unwrap(), "changed");
     wait_count(&server, "tools/list", 2).await;
     let deadline = tokio::time::Instant::now() + WAIT;
@@ -921,9 +925,10 @@ async fn a_failed_relisting_keeps_the_tools_and_ready_and_warns() {
     assert_eq!(
         logs.lines_with("re-listing"),
         [
-            r#" WARN plugin_mcp::server: re-listing the tools failed; keeping the previous list namespace=s reason=HTTP 500 Internal Server Error: listing broke"#
+            r#" WARN plugin_mcp::server: re-listing the tools failed; keeping the previous list namespace=s reason=HTTP 500 Internal Server Error: listing broke for [redacted]"#
         ]
     );
+    assert!(!logs.text().contains("sekrit"));
     assert_eq!(
         host.listing(json!({})).await,
         json!({"servers": [{"namespace": "s", "status": "ready", "tools": ["a"]}]})
@@ -1174,6 +1179,7 @@ async fn server_log_messages_become_tracing_events() {
     assert_eq!(call_s(&host, "a").await.unwrap(), "logged");
     let lines = logs.lines_with("server_log");
     assert_eq!(lines.len(), 4, "{lines:?}");
+    assert!(!logs.text().contains("sekrit"));
     assert_eq!(
         lines[0],
         " WARN plugin_mcp::server_log: disk at 91% second line namespace=\"s\" logger=db"
