@@ -1366,3 +1366,61 @@ async fn an_endless_event_on_the_standalone_stream_is_cut_and_the_stream_reopene
         "a broken stream is no change"
     );
 }
+
+/// Reopening waits 1 s, then doubles; a stream that stayed open a minute (proxies close idle
+/// streams) starts the waits over.
+#[tokio::test(start_paused = true)]
+async fn the_standalone_stream_reopen_wait_doubles_and_a_long_stream_resets_it() {
+    heartbeat();
+    let gets = Arc::new(AtomicUsize::new(0));
+    let gets2 = Arc::clone(&gets);
+    let server = serve(move |req| {
+        let gets = Arc::clone(&gets2);
+        async move {
+            if req.http_method == "GET" {
+                return match gets.fetch_add(1, Ordering::SeqCst) + 1 {
+                    1 | 2 => Reply::raw(200, "text/event-stream", ": short\n\n"),
+                    3 => Reply::stream(
+                        200,
+                        "text/event-stream",
+                        stream::once(async { Ok(Bytes::from_static(b": long\n\n")) }).chain(
+                            stream::once(async {
+                                tokio::time::sleep(Duration::from_secs(61)).await;
+                                Ok(Bytes::from_static(b": bye\n\n"))
+                            }),
+                        ),
+                    ),
+                    _ => Reply::raw(405, "text/plain", ""),
+                };
+            }
+            if req.method() == "initialize" {
+                return Reply::json(&result(
+                    &req.id(),
+                    json!({"protocolVersion": "2025-06-18",
+                           "capabilities": {"tools": {"listChanged": true}},
+                           "serverInfo": {"name": "hostile", "version": "0"}}),
+                ))
+                .header("mcp-session-id", SESSION);
+            }
+            if let Some(reply) = standard(&req) {
+                return reply;
+            }
+            Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None))
+        }
+    })
+    .await;
+    let _host = ready_host("long", &server.url).await;
+    let requests = server
+        .wait_until(Duration::from_secs(200), "four GETs", |requests| {
+            requests.iter().filter(|r| r.http_method == "GET").count() == 4
+        })
+        .await;
+    let at: Vec<Instant> = requests
+        .iter()
+        .filter(|r| r.http_method == "GET")
+        .map(|r| r.at)
+        .collect();
+    let gaps: Vec<u128> = at.windows(2).map(|w| (w[1] - w[0]).as_millis()).collect();
+    // 1 s, 2 s, then the 61 s stream and 1 s again (not 4 s).
+    assert_eq!(gaps, [1000, 2000, 62_000]);
+}
