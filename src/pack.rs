@@ -5,7 +5,8 @@
 //! it does no I/O. `get_dynamic_tools` renders the registry ([`crate::listing`]);
 //! `call_dynamic_tool` sends `tools/call` with a five-minute deadline and maps the result
 //! ([`crate::result`]). Dropping a call's future sends `notifications/cancelled`; dropping the
-//! Pack stops every task and call.
+//! Pack stops every task and call. A tool name that a ready server does not list re-lists that
+//! server once before the answer is `not_found` ([`crate::server::Server::relist_after_miss`]).
 
 use std::sync::Arc;
 
