@@ -837,9 +837,10 @@ async fn python_sdk2_mcpserver_json_response() {
     python_scenario("python_sdk2_mcpserver_json_response", Sdk::V2, Mode::Json).await;
 }
 
-/// FastMCP registers a tool at run time. With SSE responses it says so on the call's own stream
-/// and the Pack lists again at once; with JSON responses the notification has no stream to ride
-/// on, and the first call naming the new tool re-lists (a miss) and finds it.
+/// FastMCP (declaring `tools.listChanged`) registers a tool at run time. With SSE responses it
+/// says so on the call's own stream and the Pack lists again at once; with JSON responses the
+/// notification has no stream to ride on, and the first call naming the new tool re-lists (a
+/// miss) and finds it. With SSE responses a second tool is announced on the standalone stream.
 async fn python_tool_added_at_run_time(test: &str, mode: Mode) {
     let ns = if mode == Mode::Sse {
         "grow"
@@ -851,45 +852,62 @@ async fn python_tool_added_at_run_time(test: &str, mode: Mode) {
         return;
     };
     let tools = |listing: &Value| listing["servers"][0]["tools"].clone();
-    assert_eq!(
-        tools(&host.listing(json!({})).await),
-        json!([
-            "add",
-            "ask_sampling",
-            "echo",
-            "grow",
-            "ping_then_answer",
-            "slow"
-        ])
-    );
-    assert_eq!(ok(&host, ns, "grow", json!({})).await, "grown");
-    let with_extra = json!([
+    let base = [
         "add",
         "ask_sampling",
         "echo",
-        "extra",
         "grow",
+        "grow_more",
         "ping_then_answer",
-        "slow"
-    ]);
+        "slow",
+    ];
+    let with = |added: &[&str]| {
+        let mut names: Vec<&str> = base.iter().chain(added).copied().collect();
+        names.sort_unstable();
+        json!(names)
+    };
+    assert_eq!(tools(&host.listing(json!({})).await), with(&[]));
+    assert_eq!(ok(&host, ns, "grow", json!({})).await, "grown");
     if mode == Mode::Sse {
         let call = &tools_calls(&proxy, "grow")[0];
         assert_eq!(
             messages(call)[0],
             json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
         );
-        host.wait_for(READY, |listing| tools(listing) == with_extra)
+        host.wait_for(READY, |listing| tools(listing) == with(&["extra"]))
             .await;
     }
     assert_eq!(ok(&host, ns, "extra", json!({})).await, "extra works");
-    assert_eq!(tools(&host.listing(json!({})).await), with_extra);
-    let lists: Vec<String> = proxy
-        .log()
-        .iter()
-        .filter(|e| e.body["method"] == "tools/list")
-        .map(Exchange::summary)
-        .collect();
-    assert_eq!(lists, ["POST tools/list 200", "POST tools/list 200"]);
+    assert_eq!(tools(&host.listing(json!({})).await), with(&["extra"]));
+    let lists = || -> Vec<String> {
+        proxy
+            .log()
+            .iter()
+            .filter(|e| e.body["method"] == "tools/list")
+            .map(Exchange::summary)
+            .collect()
+    };
+    assert_eq!(lists(), ["POST tools/list 200", "POST tools/list 200"]);
+    if mode == Mode::Json {
+        return;
+    }
+
+    // The standalone stream, open since the server became ready, carries the next change.
+    let stream = proxy.wait_for(READY, |e| e.method == "GET").await;
+    assert_eq!((stream.status, stream.last_event_id.clone()), (200, None));
+    assert_eq!(ok(&host, ns, "grow_more", json!({})).await, "grown more");
+    host.wait_for(READY, |listing| tools(listing) == with(&["extra", "more"]))
+        .await;
+    assert!(
+        stream
+            .response_text()
+            .contains(r#""method":"notifications/tools/list_changed""#),
+        "{}",
+        stream.response_text()
+    );
+    assert_eq!(ok(&host, ns, "more", json!({})).await, "more works");
+    assert_eq!(lists().len(), 3);
+    assert_eq!(proxy.log().iter().filter(|e| e.method == "GET").count(), 1);
 }
 
 #[tokio::test]
