@@ -78,8 +78,12 @@ ok
 ok
 
 # Script mode: one JSON line per TOOL line, in order; exit 1 when any call failed.
-rc=0; out=$($host fixtures/local-only.json --script fixtures/script.txt 2>/dev/null) || rc=$?
+# A namespace refused by its config is not waited for: --wait 100 costs nothing here.
+started=$SECONDS
+rc=0; out=$($host --wait 100 fixtures/local-only.json --script fixtures/script.txt 2>/dev/null) || rc=$?
 [ "$rc" = 1 ] || fail "a script with a failed call should exit 1, got $rc"
+ok
+[ $((SECONDS - started)) -lt 50 ] || fail "the host waited for a refused namespace"
 ok
 expected='{"ok":true,"text":"{\"namespace\":\"files\",\"status\":\"error\",\"reason\":\"local MCP servers (command) are not supported yet\",\"tools\":[]}"}
 {"ok":false,"kind":"unavailable","message":"server \"files\" is unavailable: local MCP servers (command) are not supported yet"}
