@@ -841,14 +841,13 @@ async fn python_sdk2_mcpserver_json_response() {
 /// says so on the call's own stream and the Pack lists again at once; with JSON responses the
 /// notification has no stream to ride on, and the first call naming the new tool re-lists (a
 /// miss) and finds it. With SSE responses a second tool is announced on the standalone stream.
-async fn python_tool_added_at_run_time(test: &str, mode: Mode) {
+async fn python_tool_added_at_run_time(test: &str, sdk: Sdk, mode: Mode) {
     let ns = if mode == Mode::Sse {
         "grow"
     } else {
         "growjson"
     };
-    let Some((_peer, proxy, host)) = python_with(test, Sdk::V1, mode, ns, &["--growing"]).await
-    else {
+    let Some((_peer, proxy, host)) = python_with(test, sdk, mode, ns, &["--growing"]).await else {
         return;
     };
     let tools = |listing: &Value| listing["servers"][0]["tools"].clone();
@@ -912,13 +911,31 @@ async fn python_tool_added_at_run_time(test: &str, mode: Mode) {
 
 #[tokio::test]
 async fn python_sdk1_tool_added_at_run_time_sse() {
-    python_tool_added_at_run_time("python_sdk1_tool_added_at_run_time_sse", Mode::Sse).await;
+    python_tool_added_at_run_time("python_sdk1_tool_added_at_run_time_sse", Sdk::V1, Mode::Sse)
+        .await;
 }
 
 #[tokio::test]
 async fn python_sdk1_tool_added_at_run_time_json_response() {
     python_tool_added_at_run_time(
         "python_sdk1_tool_added_at_run_time_json_response",
+        Sdk::V1,
+        Mode::Json,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn python_sdk2_tool_added_at_run_time_sse() {
+    python_tool_added_at_run_time("python_sdk2_tool_added_at_run_time_sse", Sdk::V2, Mode::Sse)
+        .await;
+}
+
+#[tokio::test]
+async fn python_sdk2_tool_added_at_run_time_json_response() {
+    python_tool_added_at_run_time(
+        "python_sdk2_tool_added_at_run_time_json_response",
+        Sdk::V2,
         Mode::Json,
     )
     .await;
