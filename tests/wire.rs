@@ -1255,3 +1255,36 @@ async fn a_get_answered_404_renews_the_session_which_is_listed_again() {
         ]
     );
 }
+
+#[tokio::test]
+async fn a_call_in_flight_outlives_the_replacement_of_its_tool() {
+    // `slow` is dropped from the listing while a call to it is under way.
+    let server = live_server(
+        json!({"tools": {}}),
+        None,
+        Box::new(|r, n| mock::result(r, tools(if n == 1 { &["a", "slow"] } else { &["a"] }))),
+        Box::new(|r, _| match body(r)["params"]["name"].as_str() {
+            Some("slow") => {
+                mock::result(r, text_result("slow done")).set_delay(Duration::from_millis(500))
+            }
+            _ => sse_then(r, &[list_changed()], text_result("changed")),
+        }),
+        Box::new(|_, _| ResponseTemplate::new(405)),
+    )
+    .await;
+    let host = ready_host(&server).await;
+    let (slow, changed) = tokio::join!(call_s(&host, "slow"), async {
+        wait_count(&server, "tools/call", 1).await;
+        let changed = call_s(&host, "a").await;
+        wait_tools(&host, &["a"]).await;
+        changed
+    });
+    assert_eq!(changed.unwrap(), "changed");
+    assert_eq!(slow.unwrap(), "slow done");
+    // Now it is gone: a miss re-lists once, then not_found.
+    assert_eq!(
+        call_s(&host, "slow").await.unwrap_err().kind,
+        ToolErrorKind::NotFound
+    );
+    assert_eq!(count(&server, "tools/list").await, 3);
+}
