@@ -1424,3 +1424,143 @@ async fn the_standalone_stream_reopen_wait_doubles_and_a_long_stream_resets_it()
     // 1 s, 2 s, then the 61 s stream and 1 s again (not 4 s).
     assert_eq!(gaps, [1000, 2000, 62_000]);
 }
+
+// ---------------------------------------------------------------------------------------------
+// break-11: re-listing interleavings
+
+/// A server that forgets every session at once on `tools/list` after the start (a load balancer
+/// without sticky sessions does this): the re-listing's 404 initializes again, and that renewal
+/// must not ask for yet another re-listing forever. After one `list_changed`, the Pack should
+/// initialize again once (the re-listing's own renewal) and then stop; it should not flood the
+/// server with `initialize` + `tools/list` in a tight loop.
+#[tokio::test]
+#[ignore = "finding 1: a re-listing whose tools/list gets 404 re-initializes, and each renewal re-lists again, forever, with no backoff"]
+async fn a_relisting_that_keeps_meeting_404_does_not_loop() {
+    let lists = Arc::new(AtomicUsize::new(0));
+    let lists2 = Arc::clone(&lists);
+    let server = serve(move |req| {
+        let lists = Arc::clone(&lists2);
+        async move {
+            if let Some(reply) = standard(&req) {
+                return reply;
+            }
+            match req.method() {
+                "tools/list" => {
+                    if lists.fetch_add(1, Ordering::SeqCst) == 0 {
+                        Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None))
+                    } else {
+                        Reply::raw(404, "text/plain", "no such session")
+                    }
+                }
+                "tools/call" => Reply::sse(&[
+                    json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
+                    text_result(&req.id(), "done"),
+                ]),
+                _ => Reply::raw(400, "text/plain", ""),
+            }
+        }
+    })
+    .await;
+    let host = ready_host("lb", &server.url).await;
+    assert_eq!(
+        call_t(&host, "lb", Duration::from_secs(10)).await,
+        Ok("done".to_string())
+    );
+    // Let the re-listing (and whatever it sets off) run.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The start's initialize, and the one the re-listing's 404 caused.
+    assert_eq!(server.count("initialize"), 2);
+    let listing = host.listing(json!({"namespace": "lb"})).await;
+    assert_eq!(listing["status"], "ready");
+    assert_eq!(listing["tools"][0]["name"], "t");
+}
+
+/// Two lookups of a tool the server added silently, the second made while the first one's
+/// re-listing is still running: the second should see the tool that re-listing brings (it
+/// causes no extra re-listing by waiting for the running one), not `not_found`.
+#[tokio::test]
+#[ignore = "finding 2: a miss made while another miss's re-listing runs answers not_found at once, though that re-listing brings the tool"]
+async fn a_miss_racing_a_miss_relisting_sees_the_new_tool() {
+    let lists = Arc::new(AtomicUsize::new(0));
+    let lists2 = Arc::clone(&lists);
+    let server = serve(move |req| {
+        let lists = Arc::clone(&lists2);
+        async move {
+            if let Some(reply) = standard(&req) {
+                return reply;
+            }
+            match req.method() {
+                "tools/list" => {
+                    if lists.fetch_add(1, Ordering::SeqCst) == 0 {
+                        Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None))
+                    } else {
+                        // The re-listing is slow: the second lookup lands while it runs.
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                        Reply::json(&tools_page(
+                            &req.id(),
+                            vec![tool("t", "t"), tool("u", "u")],
+                            None,
+                        ))
+                    }
+                }
+                _ => Reply::raw(400, "text/plain", ""),
+            }
+        }
+    })
+    .await;
+    let host = ready_host("slow", &server.url).await;
+    let ask = || {
+        host.call(
+            "get_dynamic_tools",
+            json!({"namespace": "slow", "toolName": "u"}),
+        )
+    };
+    let first = ask();
+    let second = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        ask().await
+    };
+    let (first, second) = tokio::join!(first, second);
+    let expected = json!({"namespace": "slow", "name": "u", "description": "u",
+                          "inputSchema": {"type": "object"}})
+    .to_string();
+    assert_eq!(first.as_deref(), Ok(expected.as_str()));
+    assert_eq!(second.as_deref(), Ok(expected.as_str()));
+    assert_eq!(server.count("tools/list"), 2);
+}
+
+/// `instructions` and `capabilities.tools.listChanged` are optional extras of the initialize
+/// result: a server that sends one in a shape this client does not expect (here `instructions`
+/// as an array and `tools` as `true`) still starts, as it did before the client read them, just
+/// without instructions and without the standalone stream. The start must not fail, least of all
+/// with a reason saying the result has no `protocolVersion` when it has one.
+#[tokio::test]
+#[ignore = "finding 3: an initialize result with an oddly typed instructions or capabilities.tools fails the start as \"has no protocolVersion\""]
+async fn odd_optional_initialize_fields_do_not_fail_the_start() {
+    let server = serve(|req| async move {
+        if req.method() == "initialize" {
+            return Reply::json(&result(
+                &req.id(),
+                json!({"protocolVersion": "2025-06-18",
+                       "capabilities": {"tools": true},
+                       "instructions": ["use search first"],
+                       "serverInfo": {"name": "hostile", "version": "0"}}),
+            ))
+            .header("mcp-session-id", SESSION);
+        }
+        if let Some(reply) = standard(&req) {
+            return reply;
+        }
+        match req.method() {
+            "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)),
+            _ => Reply::raw(400, "text/plain", ""),
+        }
+    })
+    .await;
+    let host = Host::new(json!({ "odd": entry(&server.url) }));
+    let listing = host.settled(Duration::from_secs(10)).await;
+    assert_eq!(
+        server_entry(&listing, "odd"),
+        &json!({"namespace": "odd", "status": "ready", "tools": ["t"]})
+    );
+}
