@@ -1564,3 +1564,70 @@ async fn odd_optional_initialize_fields_do_not_fail_the_start() {
         &json!({"namespace": "odd", "status": "ready", "tools": ["t"]})
     );
 }
+
+/// A tool the server adds between the start's listing and the opening of the standalone stream
+/// has no stream to be announced on (a server does not keep notifications for a stream that is
+/// not open). A change racing the listing must not be lost: once the stream is open, one
+/// re-listing closes the gap, and the listing shows the tool without any call having to miss.
+#[tokio::test]
+#[ignore = "finding 4: a tool added between the start's listing and the opening of the GET stream is never listed"]
+async fn a_change_before_the_get_stream_opens_is_not_lost() {
+    let lists = Arc::new(AtomicUsize::new(0));
+    let lists2 = Arc::clone(&lists);
+    let server = serve(move |req| {
+        let lists = Arc::clone(&lists2);
+        async move {
+            if req.http_method == "GET" {
+                // Held open, with nothing to say: the change happened before it opened.
+                return Reply::endless(
+                    200,
+                    "text/event-stream",
+                    ": open\n\n",
+                    Bytes::from_static(b": idle\n\n"),
+                    Duration::from_millis(500),
+                    Arc::new(AtomicUsize::new(0)),
+                );
+            }
+            if req.method() == "initialize" {
+                return Reply::json(&result(
+                    &req.id(),
+                    json!({"protocolVersion": "2025-06-18",
+                           "capabilities": {"tools": {"listChanged": true}},
+                           "serverInfo": {"name": "hostile", "version": "0"}}),
+                ))
+                .header("mcp-session-id", SESSION);
+            }
+            if let Some(reply) = standard(&req) {
+                return reply;
+            }
+            match req.method() {
+                // The first answer is the start's; the tool `u` is added right after it.
+                "tools/list" => {
+                    let tools = if lists.fetch_add(1, Ordering::SeqCst) == 0 {
+                        vec![tool("t", "t")]
+                    } else {
+                        vec![tool("t", "t"), tool("u", "u")]
+                    };
+                    Reply::json(&tools_page(&req.id(), tools, None))
+                }
+                _ => Reply::raw(400, "text/plain", ""),
+            }
+        }
+    })
+    .await;
+    let host = ready_host("gap", &server.url).await;
+    server
+        .wait_until(Duration::from_secs(10), "the standalone GET", |requests| {
+            requests.iter().any(|r| r.http_method == "GET")
+        })
+        .await;
+    let listing = host
+        .wait_for(Duration::from_secs(5), |l| {
+            server_entry(l, "gap")["tools"] == json!(["t", "u"])
+        })
+        .await;
+    assert_eq!(
+        server_entry(&listing, "gap"),
+        &json!({"namespace": "gap", "status": "ready", "tools": ["t", "u"]})
+    );
+}
