@@ -235,24 +235,26 @@ impl Connection {
     /// Any transport failure, a JSON-RPC error, an unsupported version, or a session id that is
     /// not visible ASCII.
     pub(crate) async fn initialize(&self) -> Result<(), Error> {
+        // Only protocolVersion is required; the optional fields are read one by one, and one
+        // of an unexpected type counts as absent.
         #[derive(Deserialize)]
         struct InitializeResult<'a> {
             #[serde(rename = "protocolVersion", borrow)]
             protocol_version: std::borrow::Cow<'a, str>,
             #[serde(borrow, default)]
-            instructions: Option<std::borrow::Cow<'a, str>>,
-            #[serde(default)]
-            capabilities: Option<Capabilities>,
+            instructions: Option<&'a serde_json::value::RawValue>,
+            #[serde(borrow, default)]
+            capabilities: Option<&'a serde_json::value::RawValue>,
         }
         #[derive(Deserialize)]
-        struct Capabilities {
-            #[serde(default)]
-            tools: Option<ToolsCapability>,
+        struct Capabilities<'a> {
+            #[serde(borrow, default)]
+            tools: Option<&'a serde_json::value::RawValue>,
         }
         #[derive(Deserialize)]
-        struct ToolsCapability {
-            #[serde(rename = "listChanged", default)]
-            list_changed: Option<bool>,
+        struct ToolsCapability<'a> {
+            #[serde(rename = "listChanged", borrow, default)]
+            list_changed: Option<&'a serde_json::value::RawValue>,
         }
         let params = serde_json::json!({
             "protocolVersion": OFFERED_VERSION,
@@ -276,18 +278,24 @@ impl Connection {
                         serde_json::from_str(result.get()).map_err(|_| {
                             "the server's initialize result has no protocolVersion".to_string()
                         })?;
-                    let instructions = result
-                        .instructions
+                    let instructions: Option<std::borrow::Cow<'_, str>> =
+                        jsonrpc::optional(&self.namespace, "instructions", result.instructions);
+                    let instructions = instructions
                         .filter(|text| !text.trim().is_empty())
                         .map(|text| {
                             let scrubbed = self.redactor.scrub(&text);
                             Arc::from(limits::truncate(&scrubbed, limits::MAX_INSTRUCTIONS_BYTES).as_ref())
                         });
-                    let list_changed = result
-                        .capabilities
-                        .and_then(|c| c.tools)
-                        .and_then(|t| t.list_changed)
-                        .unwrap_or(false);
+                    let capabilities: Option<Capabilities<'_>> =
+                        jsonrpc::optional(&self.namespace, "capabilities", result.capabilities);
+                    let tools: Option<ToolsCapability<'_>> =
+                        jsonrpc::optional(&self.namespace, "capabilities.tools", capabilities.and_then(|c| c.tools));
+                    let list_changed: Option<bool> = jsonrpc::optional(
+                        &self.namespace,
+                        "capabilities.tools.listChanged",
+                        tools.and_then(|t| t.list_changed),
+                    );
+                    let list_changed = list_changed.unwrap_or(false);
                     Ok((result.protocol_version.into_owned(), instructions, list_changed))
                 },
             )
@@ -342,7 +350,9 @@ impl Connection {
         {
             Err(Error::SessionExpired) => {
                 tracing::debug!(namespace = %self.namespace, method, id, "session expired; initializing again");
-                self.reinitialize(session.as_deref().map(|s| s.generation))
+                // A listing goes on in the new session: its renewal asks for no re-listing.
+                let by_listing = method == "tools/list";
+                self.reinitialize(session.as_deref().map(|s| s.generation), by_listing)
                     .await?;
                 let session = self.current_session();
                 match self
@@ -375,10 +385,12 @@ impl Connection {
     /// Not cancel safe: dropped midway, the session may be left half-replaced until the next
     /// request initializes again.
     pub(crate) async fn renew(&self, stale: u64) -> Result<(), Error> {
-        self.reinitialize(Some(stale)).await
+        self.reinitialize(Some(stale), false).await
     }
 
-    async fn reinitialize(&self, stale: Option<u64>) -> Result<(), Error> {
+    /// `by_listing`: a `tools/list` request met the forgotten session (see
+    /// [`Signals::session_renewed`]).
+    async fn reinitialize(&self, stale: Option<u64>, by_listing: bool) -> Result<(), Error> {
         let _serialized = self.reinit.lock().await;
         let current = self.current_session();
         let already_renewed = match (stale, current.as_deref()) {
@@ -394,7 +406,7 @@ impl Connection {
                 e.message()
             ))
         })?;
-        self.signals.session_renewed();
+        self.signals.session_renewed(by_listing);
         Ok(())
     }
 
@@ -667,7 +679,8 @@ impl Connection {
     /// "Listening for Messages from the Server": `Accept: text/event-stream`, the session
     /// headers, and `Last-Event-ID` when `last_event_id` is not empty) and reads it until it
     /// ends. Server requests on it are answered and notifications handled like on any stream;
-    /// each event is bounded by [`MAX_MESSAGE_BYTES`]; responses are ignored. `last_event_id`
+    /// each event is bounded by [`MAX_MESSAGE_BYTES`]; responses are ignored. Once the stream is
+    /// open it asks for one re-listing ([`Signals::stream_opened`]). `last_event_id`
     /// is updated with each event id the server sends (ids over
     /// [`limits::MAX_EVENT_ID_BYTES`] are not kept).
     ///
@@ -701,6 +714,7 @@ impl Connection {
             ));
         }
         tracing::debug!(namespace = %self.namespace, "standalone stream open");
+        self.signals.stream_opened();
         let mut events = SseStream::new(response);
         // Request ids start at 1: a response to id 0 is one nobody waits for.
         let ignore = |_: &serde_json::value::RawValue| -> Decoded<()> { Ok(()) };

@@ -137,6 +137,28 @@ pub(crate) fn answer_server_request(id: &RawValue, method: &str) -> Vec<u8> {
     }
 }
 
+/// An optional field of a result, read leniently: `None` when `raw` is absent, `null`, or not of
+/// the shape `T` (logged at debug level with `field`, for `namespace`). For extras a server may
+/// shape oddly (`capabilities.tools: true`) without that failing what does not need them.
+pub(crate) fn optional<'a, T: Deserialize<'a>>(
+    namespace: &str,
+    field: &'static str,
+    raw: Option<&'a RawValue>,
+) -> Option<T> {
+    let raw = raw?;
+    match serde_json::from_str::<Option<T>>(raw.get()) {
+        Ok(read) => read,
+        Err(_) => {
+            tracing::debug!(
+                namespace,
+                field,
+                "ignored a result field of an unexpected type"
+            );
+            None
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

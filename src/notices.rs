@@ -36,8 +36,12 @@ pub(crate) struct Signals {
     relist: Notify,
     /// The highest request number a finished re-listing covered.
     listed: watch::Sender<u64>,
-    /// Wakes the standalone stream's loop when the session was initialized again.
+    /// Wakes the standalone stream's loop when a request other than a listing initialized the
+    /// session again.
     renewed: Notify,
+    /// Wakes the standalone stream's loop when a listing's own request initialized the session
+    /// again.
+    renewed_by_listing: Notify,
 }
 
 impl Default for Signals {
@@ -47,6 +51,7 @@ impl Default for Signals {
             relist: Notify::new(),
             listed: watch::Sender::new(0),
             renewed: Notify::new(),
+            renewed_by_listing: Notify::new(),
         }
     }
 }
@@ -90,19 +95,46 @@ impl Signals {
         let _ = listed.wait_for(|listed| *listed >= number).await;
     }
 
-    /// The session was initialized again: re-list (a restarted server may offer other tools),
-    /// and let the standalone stream's loop look at the new session.
-    pub(crate) fn session_renewed(&self) {
-        self.renewed.notify_one();
+    /// The session was initialized again. When a call or the standalone stream caused it
+    /// (`by_listing` false), asks for a re-listing (a restarted server may offer other tools)
+    /// and wakes the standalone stream's loop at once ([`Signals::renewed`]). When a listing's
+    /// own `tools/list` caused it, that listing goes on in the new session, so it asks for none:
+    /// otherwise a server that forgets every session on `tools/list` (a load balancer without
+    /// sticky sessions) would be initialized and listed again in a loop. It then only wakes a
+    /// loop that waits for a session ([`Signals::any_renewal`]), without cutting its backoff
+    /// short.
+    pub(crate) fn session_renewed(&self, by_listing: bool) {
+        if by_listing {
+            self.renewed_by_listing.notify_one();
+        } else {
+            self.renewed.notify_one();
+            self.request_relist();
+        }
+    }
+
+    /// The standalone stream opened: asks for one re-listing, since a change made before the
+    /// stream was open was announced nowhere.
+    pub(crate) fn stream_opened(&self) {
         self.request_relist();
     }
 
-    /// Waits until the session is initialized again.
+    /// Waits until a call or the standalone stream initializes the session again.
     ///
     /// # Cancel safety
     /// Cancel safe: a wake-up not yet taken stays stored.
     pub(crate) async fn renewed(&self) {
         self.renewed.notified().await;
+    }
+
+    /// Waits until the session is initialized again, by anyone.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a wake-up not yet taken stays stored.
+    pub(crate) async fn any_renewal(&self) {
+        tokio::select! {
+            () = self.renewed.notified() => {}
+            () = self.renewed_by_listing.notified() => {}
+        }
     }
 }
 

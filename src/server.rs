@@ -52,8 +52,8 @@ pub(crate) struct Server {
     status: RwLock<Status>,
     /// `None` for a refused entry.
     pub(crate) connection: Option<Arc<Connection>>,
-    /// When a miss last re-listed this server.
-    last_miss: Mutex<Option<tokio::time::Instant>>,
+    /// When a miss last asked this server for a re-listing, and that request's number.
+    last_miss: Mutex<Option<(tokio::time::Instant, u64)>>,
 }
 
 impl Server {
@@ -330,8 +330,9 @@ impl Server {
     }
 
     /// A call or lookup named a tool this ready server does not list: re-lists once and waits
-    /// for it, unless a miss already re-listed within [`limits::MISS_INTERVAL`]. Returns whether
-    /// it re-listed (the caller looks again).
+    /// for it. Within [`limits::MISS_INTERVAL`] of the last miss that re-listed, asks for no
+    /// other re-listing but waits for that one to end (at once when it has). Returns whether the
+    /// caller should look again (false for a refused entry).
     ///
     /// # Cancel safety
     /// Cancel safe: the re-listing runs in the server's task; dropping this only stops waiting.
@@ -339,17 +340,20 @@ impl Server {
         let Some(connection) = &self.connection else {
             return false;
         };
-        {
+        let signals = connection.signals();
+        let number = {
             let mut last = self.last_miss.lock().unwrap_or_else(|e| e.into_inner());
             let now = tokio::time::Instant::now();
-            if last.is_some_and(|at| now.duration_since(at) < limits::MISS_INTERVAL) {
-                return false;
+            match *last {
+                Some((at, number)) if now.duration_since(at) < limits::MISS_INTERVAL => number,
+                _ => {
+                    tracing::debug!(namespace = %self.namespace, "a call named an unlisted tool; re-listing");
+                    let number = signals.request_relist();
+                    *last = Some((now, number));
+                    number
+                }
             }
-            *last = Some(now);
-        }
-        tracing::debug!(namespace = %self.namespace, "a call named an unlisted tool; re-listing");
-        let signals = connection.signals();
-        let number = signals.request_relist();
+        };
         signals.wait_relisted(number).await;
         true
     }
@@ -367,9 +371,12 @@ impl Server {
 /// `capabilities.tools.listChanged`: reopens it with `Last-Event-ID` after 1 s, doubling to
 /// 60 s (a stream that stayed open a minute resets the wait); after a 405, never asks again in
 /// that session. A 404 (the server forgot the session) initializes a new one, which re-lists.
-/// A new session (see [`crate::notices::Signals::session_renewed`]) is looked at as soon as it
-/// exists, except after this loop's own renewal, which waits out the backoff so that a server
-/// answering every `GET` with 404 is not asked in a tight loop. Never returns.
+/// Each stream that opens asks for one re-listing (in `Connection::listen`), so a change made
+/// while no stream was open is not lost. A session a call renewed (see
+/// [`crate::notices::Signals::session_renewed`]) is looked at as soon as it exists; after this
+/// loop's own renewal, or one a listing caused, the backoff is waited out, so that a server
+/// answering every `GET` (or every `tools/list` after the stream opens) with 404 is not asked in a
+/// tight loop. Never returns.
 async fn listen(connection: &Connection) {
     let signals = connection.signals();
     let backoff = || {
@@ -386,7 +393,7 @@ async fn listen(connection: &Connection) {
     let mut not_offered = None;
     loop {
         let Some(session) = connection.session_info() else {
-            signals.renewed().await;
+            signals.any_renewal().await;
             continue;
         };
         if generation != Some(session.generation) {
@@ -394,7 +401,7 @@ async fn listen(connection: &Connection) {
             last_event_id.clear();
         }
         if !session.tools_list_changed || not_offered == generation {
-            signals.renewed().await;
+            signals.any_renewal().await;
             continue;
         }
         let opened = tokio::time::Instant::now();
