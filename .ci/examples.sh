@@ -36,9 +36,16 @@ printf '{"mcpServers": {}, "servers": {}}' > "$tmp/both.json"
 printf '{"mcpServers": 5}' > "$tmp/not-object.json"
 printf '[1, 2]' > "$tmp/array.json"
 printf 'mcp/get_dynamic_tools\nmcp/get_dynamic_tools {oops\n' > "$tmp/bad-script.txt"
+# JSONC is JSON plus comments and trailing commas, nothing looser, and no key named twice.
+printf "{'servers': {}}" > "$tmp/single-quotes.json"
+printf '{"servers": {} "inputs": []}' > "$tmp/missing-comma.json"
+printf '{"servers": {"files": {"command": "npx"}}, "servers": {}}' > "$tmp/dup.json"
+printf '{"servers": {"files": {"command": "npx", "command": "uvx"}}}' > "$tmp/dup-entry.json"
 for args in "fixtures/not-mcp.json mcp/get_dynamic_tools" "fixtures/missing.json mcp/get_dynamic_tools" \
             "$tmp/both.json mcp/get_dynamic_tools" "$tmp/not-object.json mcp/get_dynamic_tools" \
             "$tmp/array.json mcp/get_dynamic_tools" \
+            "$tmp/single-quotes.json mcp/get_dynamic_tools" "$tmp/missing-comma.json mcp/get_dynamic_tools" \
+            "$tmp/dup.json mcp/get_dynamic_tools" "$tmp/dup-entry.json mcp/get_dynamic_tools" \
             "fixtures/local-only.json" "--wait x fixtures/local-only.json mcp/get_dynamic_tools" \
             "--bogus fixtures/local-only.json mcp/get_dynamic_tools" \
             "fixtures/local-only.json mcp/get_dynamic_tools {not-json}" \
@@ -58,6 +65,18 @@ rc=0; err=$($host "$tmp/not-object.json" mcp/get_dynamic_tools 2>&1) || rc=$?
 [ "$err" = "host: $tmp/not-object.json: the mcp config must be an object of servers (the mcpServers of an mcp.json), found a number" ] \
   || fail "not an object: $err"
 ok
+rc=0; err=$($host "$tmp/missing-comma.json" mcp/get_dynamic_tools 2>&1) || rc=$?
+[ "$err" = "host: $tmp/missing-comma.json is not JSON (comments and trailing commas are allowed): expected \`,\` or \`}\` at line 1 column 16" ] \
+  || fail "missing comma: $err"
+ok
+rc=0; err=$($host "$tmp/dup.json" mcp/get_dynamic_tools 2>&1) || rc=$?
+[ "$err" = "host: $tmp/dup.json names the key \"servers\" twice in one object; keep one at line 1 column 52" ] \
+  || fail "repeated key: $err"
+ok
+rc=0; err=$($host "$tmp/dup-entry.json" mcp/get_dynamic_tools 2>&1) || rc=$?
+[ "$err" = "host: $tmp/dup-entry.json names the key \"command\" twice in one object; keep one at line 1 column 50" ] \
+  || fail "repeated key in an entry: $err"
+ok
 
 # --help: the usage on stdout, exit 0.
 help=$($host --help) || fail "--help should exit 0"
@@ -67,6 +86,34 @@ ok
 # JSONC and VS Code's "servers" key.
 [ "$($host fixtures/vscode.jsonc mcp/get_dynamic_tools)" = '{"servers":[{"namespace":"files","status":"error","reason":"local MCP servers (command) are not supported yet","tools":[]}]}' ] \
   || fail "the JSONC config with \"servers\" was not read"
+ok
+
+# A UTF-8 byte order mark before a config or a script file is skipped.
+printf '\357\273\277{"servers": {"files": {"command": "npx"}}}' > "$tmp/bom.json"
+printf '\357\273\277mcp/get_dynamic_tools {"namespace":"files"}\n' > "$tmp/bom.txt"
+rc=0; out=$($host "$tmp/bom.json" --script "$tmp/bom.txt") || rc=$?
+[ "$rc" = 0 ] || fail "a config and a script with a BOM should exit 0, got $rc"
+ok
+[ "$out" = '{"ok":true,"text":"{\"namespace\":\"files\",\"status\":\"error\",\"reason\":\"local MCP servers (command) are not supported yet\",\"tools\":[]}"}' ] \
+  || fail "BOM: $out"
+ok
+
+# A reader that closes stdout early stops the host quietly: exit 1, no panic.
+printf 'mcp/get_dynamic_tools\nmcp/get_dynamic_tools\n' > "$tmp/two.txt"
+closed_stdout() { # runs "$@" with a stdout pipe whose reader is already gone; prints the exit code
+  python3 -c 'import os, subprocess, sys
+r, w = os.pipe(); os.close(r)
+print(subprocess.run(sys.argv[1:], stdout=w).returncode)' "$@"
+}
+rc=$(RUST_BACKTRACE=0 closed_stdout $host fixtures/local-only.json --script "$tmp/two.txt" 2>"$tmp/epipe-err")
+[ "$rc" = 1 ] || fail "a closed stdout should exit 1, got $rc"
+ok
+[ ! -s "$tmp/epipe-err" ] || fail "a closed stdout printed on stderr: $(cat "$tmp/epipe-err")"
+ok
+rc=$(closed_stdout $host fixtures/local-only.json mcp/get_dynamic_tools 2>"$tmp/epipe-err")
+[ "$rc" = 1 ] || fail "a single call with a closed stdout should exit 1, got $rc"
+ok
+[ ! -s "$tmp/epipe-err" ] || fail "a single call with a closed stdout printed on stderr: $(cat "$tmp/epipe-err")"
 ok
 
 # --json: one JSON line on stdout, exit 1 for a failed call.

@@ -6,7 +6,8 @@
 //! ```
 //!
 //! CONFIG is an `mcp.json`: `{"mcpServers": {...}}`, or VS Code's `{"servers": {...}}`; comments
-//! and trailing commas are allowed (JSONC). TOOL is a tool's full name, e.g.
+//! and trailing commas are allowed (JSONC), nothing looser, and no key twice in one object; a
+//! leading byte order mark is skipped. TOOL is a tool's full name, e.g.
 //! `mcp/get_dynamic_tools`; ARGUMENTS is its JSON argument object (default `{}`).
 //!
 //! Before a call the host waits for what the call needs, at most `--wait` seconds (default 30)
@@ -20,7 +21,8 @@
 //! stdin, read as it arrives) on one Pack: `TOOL [ARGUMENTS]` prints one such JSON line,
 //! `sleep SECONDS` waits; blank lines and lines starting with `#` are skipped. The Pack is dropped
 //! after the last line; the exit code is 0 when every call was ok, 1 when any failed. Bad usage,
-//! a bad script line and every config problem exit 2. Logs go to stderr under `RUST_LOG`, in
+//! a bad script line and every config problem exit 2; a closed stdout stops the host with exit 1
+//! and no message. Logs go to stderr under `RUST_LOG`, in
 //! colour only on a terminal.
 
 use std::collections::HashSet;
@@ -188,14 +190,7 @@ fn parse_line(line: &str) -> Result<Option<Step>, String> {
 /// The servers object of an `mcp.json` (JSONC allowed): its `mcpServers`, or VS Code's `servers`.
 fn read_config(path: &str) -> Result<Value, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
-    let options = jsonc_parser::ParseOptions {
-        allow_comments: true,
-        allow_trailing_commas: true,
-        allow_loose_object_property_names: false,
-    };
-    let file = jsonc_parser::parse_to_serde_value(&text, &options)
-        .map_err(|e| format!("{path} is not JSON (comments and trailing commas are allowed): {e}"))?
-        .ok_or_else(|| format!("{path} is empty"))?;
+    let file = parse_jsonc(without_bom(&text)).map_err(|e| format!("{path} {e}"))?;
     let Value::Object(file) = file else {
         return Err(format!("{path} is not a JSON object"));
     };
@@ -210,12 +205,137 @@ fn read_config(path: &str) -> Result<Value, String> {
     }
 }
 
+/// JSONC as VS Code writes it: JSON plus comments and trailing commas, nothing looser (no
+/// single quotes, no missing commas), and no object naming a key twice. The comments and trailing
+/// commas are found by `jsonc-parser` and blanked out in place, then `serde_json` reads the rest
+/// strictly, so an error's line and column are the file's. The error reads after the file name.
+fn parse_jsonc(text: &str) -> Result<Value, String> {
+    use jsonc_parser::tokens::Token;
+    let not_json = |e: &dyn std::fmt::Display| {
+        format!("is not JSON (comments and trailing commas are allowed): {e}")
+    };
+    let options = jsonc_parser::ParseOptions {
+        allow_comments: true,
+        allow_trailing_commas: true,
+        allow_loose_object_property_names: false,
+    };
+    let collect = jsonc_parser::CollectOptions {
+        comments: jsonc_parser::CommentCollectionStrategy::AsTokens,
+        tokens: true,
+    };
+    let parsed = jsonc_parser::parse_to_ast(text, &collect, &options).map_err(|e| not_json(&e))?;
+    let tokens = parsed.tokens.unwrap_or_default();
+    let mut strict = text.as_bytes().to_vec();
+    let mut blank = |range: &jsonc_parser::common::Range| {
+        for byte in &mut strict[range.start..range.end] {
+            if *byte != b'\n' {
+                *byte = b' ';
+            }
+        }
+    };
+    let mut meaningful = tokens
+        .iter()
+        .filter(|t| !matches!(t.token, Token::CommentLine(_) | Token::CommentBlock(_)))
+        .peekable();
+    while let Some(token) = meaningful.next() {
+        let trailing = matches!(token.token, Token::Comma)
+            && meaningful
+                .peek()
+                .is_some_and(|next| matches!(next.token, Token::CloseBrace | Token::CloseBracket));
+        if trailing {
+            blank(&token.range);
+        }
+    }
+    for comment in tokens
+        .iter()
+        .filter(|t| matches!(t.token, Token::CommentLine(_) | Token::CommentBlock(_)))
+    {
+        blank(&comment.range);
+    }
+    // Every byte replaced was a whole token's, and by ASCII: still UTF-8.
+    let strict = String::from_utf8(strict).map_err(|e| not_json(&e))?;
+    if strict.trim().is_empty() {
+        return Err("is empty".to_string());
+    }
+    match serde_json::from_str::<Unique>(&strict) {
+        Ok(Unique(value)) => Ok(value),
+        Err(e) if e.classify() == serde_json::error::Category::Data => Err(format!("{e}")),
+        Err(e) => Err(not_json(&e)),
+    }
+}
+
+/// A JSON value whose objects name each key once; a repeated key is an error naming it.
+struct Unique(Value);
+
+impl<'de> serde::Deserialize<'de> for Unique {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(UniqueVisitor).map(Unique)
+    }
+}
+
+struct UniqueVisitor;
+
+impl<'de> serde::de::Visitor<'de> for UniqueVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(Unique(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if object.contains_key(&key) {
+                return Err(serde::de::Error::custom(format_args!(
+                    "names the key {} twice in one object; keep one",
+                    Value::String(key)
+                )));
+            }
+            let Unique(value) = map.next_value()?;
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
+    }
+}
+
+/// `text` without a leading UTF-8 byte order mark (Windows editors write one).
+fn without_bom(text: &str) -> &str {
+    text.strip_prefix('\u{feff}').unwrap_or(text)
+}
+
 /// Every step of a script file, or what is wrong with its first bad line.
 fn read_script(path: &str) -> Result<Vec<Step>, String> {
     let text =
         std::fs::read_to_string(path).map_err(|e| format!("cannot read script {path}: {e}"))?;
     let mut steps = Vec::new();
-    for (i, line) in text.lines().enumerate() {
+    for (i, line) in without_bom(&text).lines().enumerate() {
         match parse_line(line) {
             Ok(Some(step)) => steps.push(step),
             Ok(None) => {}
@@ -234,8 +354,7 @@ fn main() -> ExitCode {
     let args = match parse_args(std::env::args().skip(1)) {
         Ok(args) => args,
         Err(Usage::Help) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
+            return exit_code(emit(USAGE).is_ok());
         }
         Err(Usage::Bad(message)) => {
             eprintln!("host: {message}\n{USAGE}");
@@ -303,14 +422,8 @@ async fn run(args: Args, servers: Value, script: Option<Vec<Step>>) -> ExitCode 
             waiter.wait(&*pack, &tool, &arguments).await;
             let outcome = pack.call(&tool, arguments).await;
             match (json, outcome) {
-                (true, outcome) => {
-                    println!("{}", json_line(&outcome));
-                    exit_code(outcome.is_ok())
-                }
-                (false, Ok(text)) => {
-                    println!("{text}");
-                    ExitCode::SUCCESS
-                }
+                (true, outcome) => exit_code(emit(&json_line(&outcome)).is_ok() && outcome.is_ok()),
+                (false, Ok(text)) => exit_code(emit(&text).is_ok()),
                 (false, Err(error)) => {
                     eprintln!("{}: {}", error.kind, error.message);
                     ExitCode::from(1)
@@ -321,11 +434,17 @@ async fn run(args: Args, servers: Value, script: Option<Vec<Step>>) -> ExitCode 
             Some(steps) => {
                 let mut all_ok = true;
                 for step in steps {
-                    all_ok &= run_step(&*pack, &mut waiter, step).await;
+                    match run_step(&*pack, &mut waiter, step).await {
+                        Ok(ok) => all_ok &= ok,
+                        Err(Closed) => return stop(pack).await,
+                    }
                 }
                 exit_code(all_ok)
             }
-            None => run_stdin(&*pack, &mut waiter).await,
+            None => match run_stdin(&*pack, &mut waiter).await {
+                Ok(code) => code,
+                Err(Closed) => return stop(pack).await,
+            },
         },
     };
     drop(pack);
@@ -334,8 +453,27 @@ async fn run(args: Args, servers: Value, script: Option<Vec<Step>>) -> ExitCode 
     code
 }
 
+/// Stdout was closed (`host ... | head -n 1`): drops the Pack and exits 1 without another word.
+async fn stop(pack: Box<dyn Pack>) -> ExitCode {
+    drop(pack);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    ExitCode::from(1)
+}
+
+/// The reader of stdout went away.
+struct Closed;
+
+/// Writes `line` and a newline to stdout; `Err` when stdout is closed or failing.
+fn emit(line: &str) -> Result<(), Closed> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")
+        .and_then(|()| out.flush())
+        .map_err(|_| Closed)
+}
+
 /// Runs the lines of stdin as they arrive; a bad line stops the script with exit 2.
-async fn run_stdin(pack: &dyn Pack, waiter: &mut Waiter) -> ExitCode {
+async fn run_stdin(pack: &dyn Pack, waiter: &mut Waiter) -> Result<ExitCode, Closed> {
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let mut all_ok = true;
     let mut number = 0;
@@ -343,35 +481,40 @@ async fn run_stdin(pack: &dyn Pack, waiter: &mut Waiter) -> ExitCode {
         number += 1;
         let line = match lines.next_line().await {
             Ok(Some(line)) => line,
-            Ok(None) => return exit_code(all_ok),
+            Ok(None) => return Ok(exit_code(all_ok)),
             Err(e) => {
                 eprintln!("host: cannot read the script from stdin: {e}");
-                return ExitCode::from(2);
+                return Ok(ExitCode::from(2));
             }
         };
-        match parse_line(&line) {
-            Ok(Some(step)) => all_ok &= run_step(pack, waiter, step).await,
+        let line = if number == 1 {
+            without_bom(&line)
+        } else {
+            &line
+        };
+        match parse_line(line) {
+            Ok(Some(step)) => all_ok &= run_step(pack, waiter, step).await?,
             Ok(None) => {}
             Err(e) => {
                 eprintln!("host: stdin line {number}: {e}");
-                return ExitCode::from(2);
+                return Ok(ExitCode::from(2));
             }
         }
     }
 }
 
-/// Runs one step; `false` when it was a call that failed.
-async fn run_step(pack: &dyn Pack, waiter: &mut Waiter, step: Step) -> bool {
+/// Runs one step; `Ok(false)` when it was a call that failed, `Err` when stdout is closed.
+async fn run_step(pack: &dyn Pack, waiter: &mut Waiter, step: Step) -> Result<bool, Closed> {
     match step {
         Step::Sleep(duration) => {
             tokio::time::sleep(duration).await;
-            true
+            Ok(true)
         }
         Step::Call { tool, arguments } => {
             waiter.wait(pack, &tool, &arguments).await;
             let outcome = pack.call(&tool, arguments).await;
-            println!("{}", json_line(&outcome));
-            outcome.is_ok()
+            emit(&json_line(&outcome))?;
+            Ok(outcome.is_ok())
         }
     }
 }
