@@ -164,6 +164,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn optional_fields_of_another_type_count_as_absent() {
+        let raw = |text: &str| RawValue::from_string(text.to_string()).unwrap();
+        let text = raw(r#""use search first""#);
+        assert_eq!(
+            optional::<String>("s", "instructions", Some(&text)),
+            Some("use search first".to_string())
+        );
+        for odd in [r#"["use search first"]"#, "true", "null", "{}"] {
+            let odd = raw(odd);
+            assert_eq!(optional::<String>("s", "instructions", Some(&odd)), None);
+        }
+        assert_eq!(optional::<bool>("s", "listChanged", None), None);
+    }
+
+    #[test]
     fn classifies_every_kind() {
         let msgs = decode(
             r#"[{"jsonrpc":"2.0","id":1,"result":{"a":1}},

@@ -1624,3 +1624,64 @@ async fn a_change_before_the_get_stream_opens_is_not_lost() {
         &json!({"namespace": "gap", "status": "ready", "tools": ["t", "u"]})
     );
 }
+
+/// A server that opens every standalone stream (and ends it at once) but forgets the session on
+/// every `tools/list` after the start: each open asks for a re-listing, whose 404 initializes
+/// again. That renewal must not cut the stream's backoff short, or the GET, the re-listing and
+/// the `initialize` would repeat in a tight loop: the streams open at 0 s, 1 s and 3 s.
+#[tokio::test(start_paused = true)]
+async fn a_stream_whose_relisting_meets_404_is_reopened_with_backoff() {
+    heartbeat();
+    let lists = Arc::new(AtomicUsize::new(0));
+    let lists2 = Arc::clone(&lists);
+    let server = serve(move |req| {
+        let lists = Arc::clone(&lists2);
+        async move {
+            if req.http_method == "GET" {
+                return Reply::raw(200, "text/event-stream", ": short\n\n");
+            }
+            if req.method() == "initialize" {
+                return Reply::json(&result(
+                    &req.id(),
+                    json!({"protocolVersion": "2025-06-18",
+                           "capabilities": {"tools": {"listChanged": true}},
+                           "serverInfo": {"name": "hostile", "version": "0"}}),
+                ))
+                .header("mcp-session-id", SESSION);
+            }
+            if let Some(reply) = standard(&req) {
+                return reply;
+            }
+            match req.method() {
+                "tools/list" if lists.fetch_add(1, Ordering::SeqCst) == 0 => {
+                    Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None))
+                }
+                "tools/list" => Reply::raw(404, "text/plain", "no such session"),
+                _ => Reply::raw(400, "text/plain", ""),
+            }
+        }
+    })
+    .await;
+    let host = ready_host("lb", &server.url).await;
+    let requests = server
+        .wait_until(Duration::from_secs(10), "three GETs", |requests| {
+            requests.iter().filter(|r| r.http_method == "GET").count() == 3
+        })
+        .await;
+    let gets: Vec<Instant> = requests
+        .iter()
+        .filter(|r| r.http_method == "GET")
+        .map(|r| r.at)
+        .collect();
+    let gaps: Vec<u128> = gets.windows(2).map(|w| (w[1] - w[0]).as_millis()).collect();
+    assert_eq!(gaps, [1000, 2000]);
+    // Long enough for the third stream's re-listing, well before a fourth stream (at 7 s).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The start's initialize, and one per opened stream's re-listing.
+    assert_eq!(server.count("initialize"), 4);
+    assert_eq!(server.count("tools/list"), 7);
+    assert_eq!(
+        server_entry(&host.listing(json!({})).await, "lb"),
+        &json!({"namespace": "lb", "status": "ready", "tools": ["t"]})
+    );
+}
