@@ -95,10 +95,12 @@ impl Signals {
         let _ = listed.wait_for(|listed| *listed >= number).await;
     }
 
-    /// The session was initialized again. When a call or the standalone stream caused it
-    /// (`by_listing` false), asks for a re-listing (a restarted server may offer other tools)
-    /// and wakes the standalone stream's loop at once ([`Signals::renewed`]). When a listing's
-    /// own `tools/list` caused it, that listing goes on in the new session, so it asks for none:
+    /// The session was initialized again (the connection's renewal task calls it once per
+    /// renewal, when it installs the new session). When a call or the standalone stream waited
+    /// for the renewal too (`by_listing` false), asks for a re-listing (a restarted server may
+    /// offer other tools) and wakes the standalone stream's loop at once ([`Signals::renewed`]).
+    /// When only listings' own `tools/list` requests waited for it, the listing goes on in the
+    /// new session, so it asks for none:
     /// otherwise a server that forgets every session on `tools/list` (a load balancer without
     /// sticky sessions) would be initialized and listed again in a loop. It then only wakes a
     /// loop that waits for a session ([`Signals::any_renewal`]), without cutting its backoff

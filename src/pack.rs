@@ -1,12 +1,14 @@
 //! The Pack: construction, the two model-facing tools, their argument rules and errors
-//! (DESIGN §2, §6; seed 001).
+//! (README "What the tools answer").
 //!
 //! `construct` parses the config, reads the Host runtime and spawns one task per remote entry;
 //! it does no I/O. `get_dynamic_tools` renders the registry ([`crate::listing`]);
 //! `call_dynamic_tool` sends `tools/call` with a five-minute deadline and maps the result
-//! ([`crate::result`]). Dropping a call's future sends `notifications/cancelled`; dropping the
-//! Pack stops every task and call. A tool name that a ready server does not list re-lists that
-//! server once before the answer is `not_found` ([`crate::server::Server::relist_after_miss`]).
+//! ([`crate::result`]). A call runs in a task on the Host's runtime; the future the Host polls
+//! only awaits it. Dropping a call's future aborts the task and cancels the request while it may
+//! be running; dropping the Pack stops every task and call (README "Sessions and cancellation").
+//! A tool name that a ready server does not list re-lists that server once before the answer is
+//! `not_found` ([`crate::server::Server::relist_after_miss`]).
 
 use std::sync::Arc;
 
@@ -20,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{self, Entry, ProcessEnvironment, json_type};
 use crate::http::{Clients, Connection, Error};
 use crate::limits::{CALL_DEADLINE, truncate};
-use crate::server::{Server, Status};
+use crate::server::{Server, Status, ToolList};
 use crate::{listing, result};
 
 const GET: &str = "get_dynamic_tools";
@@ -48,7 +50,7 @@ pub(crate) fn construct(
             Entry::Remote(remote) => {
                 let connection = Arc::new(Connection::new(
                     Arc::clone(&namespace),
-                    remote,
+                    *remote,
                     Arc::clone(&clients),
                     runtime.clone(),
                 ));
@@ -83,33 +85,41 @@ impl Drop for McpPack {
 
 impl Pack for McpPack {
     fn tools(&self) -> Vec<ToolSpec> {
+        let get = format!("{}/{GET}", self.id);
+        let call = format!("{}/{CALL}", self.id);
         vec![
             ToolSpec {
-                name: format!("{}/{GET}", self.id),
-                description: "Lists the MCP servers behind this Pack and their tools, as JSON text. \
-                    With no arguments: every server's namespace, status (ready, loading, or error with a reason) \
-                    and tool names. With namespace: that server's tools with descriptions and input schemas. \
-                    With namespace and toolName: one tool in full."
-                    .to_string(),
+                description: format!(
+                    "Lists the MCP servers behind this Pack and their tools, as JSON text. \
+                     With no arguments: every server's namespace, its status (ready, loading, or error \
+                     with a reason, and retryInSeconds when it will be tried again) and its tool names. \
+                     With namespace, e.g. {{\"namespace\":\"github\"}}: that server's tools with their \
+                     descriptions and input schemas, and under omitted the tools it listed that were left out. \
+                     With namespace and toolName, e.g. {{\"namespace\":\"github\",\"toolName\":\"search_issues\"}}: \
+                     one tool in full. Call a tool with {call}."
+                ),
+                name: get.clone(),
                 parameters: json!({
                     "type": "object",
                     "properties": {
-                        "namespace": {"type": "string", "description": "A server's namespace, exactly as listed."},
-                        "toolName": {"type": "string", "description": "A tool's name, exactly as its server lists it; needs namespace."}
+                        "namespace": {"type": "string", "description": "A server's namespace, exactly as listed, e.g. \"github\"."},
+                        "toolName": {"type": "string", "description": "A tool's name, exactly as its server lists it, e.g. \"search_issues\"; needs namespace."}
                     },
                     "additionalProperties": false
                 }),
             },
             ToolSpec {
-                name: format!("{}/{CALL}", self.id),
-                description: "Calls one tool of one MCP server and returns its result as text. \
-                    Look the tool and its input schema up with get_dynamic_tools first."
-                    .to_string(),
+                description: format!(
+                    "Calls one tool of one MCP server and returns its result as text. \
+                     Look the tool and its input schema up with {get} first, then call it, e.g. \
+                     {{\"namespace\":\"github\",\"toolName\":\"search_issues\",\"arguments\":{{\"query\":\"is:open label:bug\"}}}}."
+                ),
+                name: call,
                 parameters: json!({
                     "type": "object",
                     "properties": {
-                        "namespace": {"type": "string", "description": "The server's namespace, exactly as listed."},
-                        "toolName": {"type": "string", "description": "The tool's name, exactly as its server lists it."},
+                        "namespace": {"type": "string", "description": "The server's namespace, exactly as listed, e.g. \"github\"."},
+                        "toolName": {"type": "string", "description": "The tool's name, exactly as its server lists it, e.g. \"search_issues\"."},
                         "arguments": {"type": "object", "description": "The tool's arguments, matching its input schema. Defaults to {}."}
                     },
                     "required": ["namespace", "toolName"],
@@ -131,12 +141,13 @@ impl Pack for McpPack {
         let shutdown = self.shutdown.clone();
         match short {
             Some(GET) => {
-                Box::pin(async move { get_dynamic_tools(&servers, &args, &shutdown).await })
+                let id = self.id.clone();
+                Box::pin(async move { get_dynamic_tools(&id, &servers, &args, &shutdown).await })
             }
-            Some(CALL) => Box::pin(async move {
-                let call = prepare_call(&servers, &args, &shutdown).await?;
-                call.run(shutdown).await
-            }),
+            Some(CALL) => match prepare_call(&servers, &args) {
+                Ok(call) => Box::pin(call.spawn(self.id.clone(), shutdown)),
+                Err(e) => Box::pin(async move { Err(e) }),
+            },
             _ => {
                 let message = format!(
                     "unknown tool {}; this Pack offers {id}/{GET} and {id}/{CALL}",
@@ -149,8 +160,10 @@ impl Pack for McpPack {
     }
 }
 
-/// `get_dynamic_tools`. Without a miss it answers without awaiting anything.
+/// `get_dynamic_tools` of the Pack `id`. Without a miss it answers without awaiting anything; a
+/// miss awaits only the server task's re-listing (no I/O of its own), so any executor can poll it.
 async fn get_dynamic_tools(
+    id: &str,
     servers: &[Arc<Server>],
     args: &Value,
     shutdown: &CancellationToken,
@@ -173,18 +186,15 @@ async fn get_dynamic_tools(
         }
         (Some(namespace), Some(tool_name)) => {
             let server = server(servers, namespace)?;
-            let (tools, i) = lookup(server, tool_name, shutdown).await?;
-            Ok(listing::one_tool(&server.namespace, &tools[i]))
+            let (list, i) = lookup(id, server, tool_name, shutdown).await?;
+            Ok(listing::one_tool(&server.namespace, &list.tools[i]))
         }
     }
 }
 
-/// Checks a `call_dynamic_tool`'s arguments and finds its server and tool.
-async fn prepare_call(
-    servers: &[Arc<Server>],
-    args: &Value,
-    shutdown: &CancellationToken,
-) -> Result<PreparedCall, ToolError> {
+/// Checks a `call_dynamic_tool`'s arguments and finds its server; the tool is looked up in the
+/// call's task ([`PreparedCall::run`]), where a miss may wait for a re-listing.
+fn prepare_call(servers: &[Arc<Server>], args: &Value) -> Result<PreparedCall, ToolError> {
     let args = arguments(args, &["namespace", "toolName", "arguments"])?;
     let example = servers.first().map_or("docs", |s| &s.namespace);
     let namespace = string_arg(args, "namespace")?.ok_or_else(|| missing("namespace", example))?;
@@ -203,22 +213,25 @@ async fn prepare_call(
         }
     };
     let server = server(servers, namespace)?;
-    lookup(server, tool_name, shutdown).await?;
-    // Only remote entries become ready, and each has a connection.
-    let connection = server.connection.clone().ok_or_else(|| {
-        ToolError::new(
-            ToolErrorKind::Unavailable,
-            format!("server {} has no connection", quoted(&server.namespace)),
-        )
-    })?;
+    // Refused entries have no connection; their status error is the answer.
+    let Some(connection) = server.connection.clone() else {
+        return Err(ready_tools(server).err().unwrap_or_else(|| {
+            ToolError::new(
+                ToolErrorKind::Unavailable,
+                format!("server {} has no connection", quoted(&server.namespace)),
+            )
+        }));
+    };
     Ok(PreparedCall {
+        server: Arc::clone(server),
         connection,
         namespace: Arc::clone(&server.namespace),
+        tool_name: tool_name.to_string(),
         params: json!({"name": tool_name, "arguments": tool_args}),
     })
 }
 
-fn server<'s>(servers: &'s [Arc<Server>], namespace: &str) -> Result<&'s Server, ToolError> {
+fn server<'s>(servers: &'s [Arc<Server>], namespace: &str) -> Result<&'s Arc<Server>, ToolError> {
     match servers.binary_search_by(|s| s.namespace.as_ref().cmp(namespace)) {
         Ok(i) => Ok(&servers[i]),
         Err(_) => {
@@ -239,7 +252,7 @@ fn server<'s>(servers: &'s [Arc<Server>], namespace: &str) -> Result<&'s Server,
     }
 }
 
-fn ready_tools(server: &Server) -> Result<Arc<Vec<crate::server::Tool>>, ToolError> {
+fn ready_tools(server: &Server) -> Result<Arc<ToolList>, ToolError> {
     match server.status() {
         Status::Ready(tools) => Ok(tools),
         Status::Loading => Err(ToolError::new(
@@ -249,46 +262,61 @@ fn ready_tools(server: &Server) -> Result<Arc<Vec<crate::server::Tool>>, ToolErr
                 quoted(&server.namespace)
             ),
         )),
-        Status::Error(reason) => Err(ToolError::new(
-            ToolErrorKind::Unavailable,
-            format!(
-                "server {} is unavailable: {reason}",
-                quoted(&server.namespace)
-            ),
-        )),
+        Status::Error { reason, retry_at } => {
+            let retry = match crate::server::retry_in_seconds(retry_at) {
+                None => String::new(),
+                Some(0) => "; it is being started again now".to_string(),
+                Some(1) => "; it will be started again in 1 second".to_string(),
+                Some(n) => format!("; it will be started again in {n} seconds"),
+            };
+            Err(ToolError::new(
+                ToolErrorKind::Unavailable,
+                format!(
+                    "server {} is unavailable: {reason}{retry}",
+                    quoted(&server.namespace)
+                ),
+            ))
+        }
     }
 }
 
 /// The ready server's tools and the index of `name` among them. A name the listing lacks
 /// re-lists the server once (at most once per server per [`crate::limits::MISS_INTERVAL`])
-/// before the answer is `not_found`.
+/// before the answer is `not_found`, which names `id`'s `get_dynamic_tools` (e.g.
+/// `mcp/get_dynamic_tools`).
+///
+/// # Cancel safety
+/// Cancel safe: it only reads the status and waits for the server task's re-listing.
 async fn lookup(
+    id: &str,
     server: &Server,
     name: &str,
     shutdown: &CancellationToken,
-) -> Result<(Arc<Vec<crate::server::Tool>>, usize), ToolError> {
-    let tools = ready_tools(server)?;
-    if let Ok(i) = tools.binary_search_by(|t| t.name.as_str().cmp(name)) {
-        return Ok((tools, i));
+) -> Result<(Arc<ToolList>, usize), ToolError> {
+    let list = ready_tools(server)?;
+    if let Ok(i) = list.tools.binary_search_by(|t| t.name.as_str().cmp(name)) {
+        return Ok((list, i));
     }
     let relisted = tokio::select! {
         relisted = server.relist_after_miss() => relisted,
         () = shutdown.cancelled() => false,
     };
     if relisted {
-        let tools = ready_tools(server)?;
-        if let Ok(i) = tools.binary_search_by(|t| t.name.as_str().cmp(name)) {
-            return Ok((tools, i));
+        let list = ready_tools(server)?;
+        if let Ok(i) = list.tools.binary_search_by(|t| t.name.as_str().cmp(name)) {
+            return Ok((list, i));
         }
     }
-    Err(not_found(server, name))
+    Err(not_found(id, server, name))
 }
 
-fn not_found(server: &Server, name: &str) -> ToolError {
+/// The `NotFound` error for a tool `server` does not list, naming the Pack `id`'s
+/// `get_dynamic_tools`.
+fn not_found(id: &str, server: &Server, name: &str) -> ToolError {
     ToolError::new(
         ToolErrorKind::NotFound,
         format!(
-            "server {ns} has no tool {}; list its tools with get_dynamic_tools {{\"namespace\":{ns}}}",
+            "server {ns} has no tool {}; list its tools with {id}/{GET} {{\"namespace\":{ns}}}",
             quoted(name),
             ns = quoted(&server.namespace)
         ),
@@ -297,51 +325,74 @@ fn not_found(server: &Server, name: &str) -> ToolError {
 
 /// A checked `call_dynamic_tool`, ready to send.
 struct PreparedCall {
+    server: Arc<Server>,
     connection: Arc<Connection>,
     namespace: Arc<str>,
+    tool_name: String,
     params: Value,
 }
 
+/// The `reason` of a cancel for a call whose future was dropped (or whose reply broke off).
+const DROPPED: &str = "the client dropped the call";
+/// The `reason` of a cancel for a call whose deadline passed.
+const DEADLINE: &str = "the client's deadline for the call passed";
+
 impl PreparedCall {
-    async fn run(self, shutdown: CancellationToken) -> Result<String, ToolError> {
-        let namespace = quoted(&self.namespace);
-        tokio::select! {
-            outcome = self.call() => outcome,
-            () = shutdown.cancelled() => Err(ToolError::new(
-                ToolErrorKind::Transport,
-                format!("the call to server {namespace} was stopped because the mcp Pack was shut down"),
-            )),
+    /// Spawns the call on the Host's runtime and returns the future the Host polls, which only
+    /// awaits the spawned task (so any executor can poll it).
+    fn spawn(self, pack_id: String, shutdown: CancellationToken) -> CallFuture {
+        let connection = Arc::clone(&self.connection);
+        let id = connection.next_id();
+        let task = connection.runtime().spawn(self.run(pack_id, id, shutdown));
+        CallFuture {
+            task,
+            armed: Some((connection, id)),
         }
     }
 
-    async fn call(&self) -> Result<String, ToolError> {
+    /// The call task: the tool's lookup (a miss may wait for a re-listing), then `tools/call`
+    /// under [`CALL_DEADLINE`], racing the Pack's shutdown. A
+    /// request that may still be running when the call ends without an answer (deadline, a
+    /// reply that broke off) is cancelled through the connection's in-flight table; at shutdown
+    /// the connection's close cancels it (before the session's `DELETE`).
+    async fn run(
+        self,
+        pack_id: String,
+        id: u64,
+        shutdown: CancellationToken,
+    ) -> Result<String, ToolError> {
+        lookup(&pack_id, &self.server, &self.tool_name, &shutdown).await?;
+        let ns = quoted(&self.namespace);
         let connection = &self.connection;
-        let id = connection.next_id();
-        let mut guard = CancelOnDrop {
-            connection,
-            id,
-            reason: Some("the client dropped the call"),
-        };
         tracing::debug!(namespace = %self.namespace, id, "tools/call");
         let redactor = connection.redactor();
         let request = connection.request(id, "tools/call", &self.params, |raw| {
             result::map(raw, redactor)
         });
-        let outcome = tokio::time::timeout(CALL_DEADLINE, request).await;
-        let ns = quoted(&self.namespace);
-        match outcome {
+        let outcome = tokio::select! {
+            outcome = tokio::time::timeout(CALL_DEADLINE, request) => outcome,
+            () = shutdown.cancelled() => return Err(ToolError::new(
+                ToolErrorKind::Transport,
+                format!("the call to server {ns} was stopped because the mcp Pack was shut down"),
+            )),
+        };
+        let outcome = match outcome {
             Err(_) => {
-                guard.reason = Some("the client's deadline for the call passed");
-                Err(ToolError::new(
+                connection.cancel(id, DEADLINE);
+                return Err(ToolError::new(
                     ToolErrorKind::Transport,
                     format!(
                         "server {ns} did not answer the tool call within {} minutes",
                         CALL_DEADLINE.as_secs() / 60
                     ),
-                ))
+                ));
             }
-            Ok(Ok(mapped)) => {
-                guard.disarm();
+            Ok(outcome) => outcome,
+        };
+        // A no-op unless the request may still be running (the in-flight table decides).
+        connection.cancel(id, DROPPED);
+        match outcome {
+            Ok(mapped) => {
                 let text = mapped.text;
                 if mapped.is_error {
                     let text = if text.is_empty() {
@@ -354,50 +405,63 @@ impl PreparedCall {
                     Ok(text)
                 }
             }
-            Ok(Err(Error::Rpc(error))) => {
-                guard.disarm();
-                let message = if error.message.is_empty() {
-                    format!("server {ns} answered with JSON-RPC error {}", error.code)
-                } else {
-                    error.message
-                };
-                Err(ToolError::new(ToolErrorKind::Backend, message))
-            }
-            Ok(Err(error @ Error::Malformed(_))) => {
-                guard.disarm();
-                Err(ToolError::new(
-                    ToolErrorKind::Transport,
-                    format!("server {ns}: {}", error.message()),
-                ))
-            }
-            Ok(Err(error)) => Err(ToolError::new(
-                ToolErrorKind::Transport,
-                format!("server {ns}: {}", error.message()),
-            )),
+            Err(error) => Err(call_error(&ns, &error)),
         }
     }
 }
 
-/// Sends `notifications/cancelled` for its request when dropped armed: when the call's future
-/// is dropped, its deadline passes, or its stream fails before an answer.
-struct CancelOnDrop<'a> {
-    connection: &'a Arc<Connection>,
-    id: u64,
-    /// The `reason` the notification gives; `None` once the server has answered.
-    reason: Option<&'static str>,
-}
-
-impl CancelOnDrop<'_> {
-    fn disarm(&mut self) {
-        self.reason = None;
+/// The model-facing error of a failed `tools/call`.
+fn call_error(ns: &str, error: &Error) -> ToolError {
+    match error.rpc() {
+        Some(rpc) => {
+            let message = if rpc.message.is_empty() {
+                format!("server {ns} answered with JSON-RPC error {}", rpc.code)
+            } else {
+                rpc.message.clone()
+            };
+            ToolError::new(ToolErrorKind::Backend, message)
+        }
+        None => ToolError::new(ToolErrorKind::Transport, format!("server {ns}: {error}")),
     }
 }
 
-impl Drop for CancelOnDrop<'_> {
+/// The future `call_dynamic_tool` returns: it only awaits the call's task on the Host's
+/// runtime. Dropped before the task finished, it aborts the task and cancels the request
+/// (which the in-flight table turns into a `notifications/cancelled` only while the request may
+/// be running, and at most once).
+struct CallFuture {
+    task: tokio::task::JoinHandle<Result<String, ToolError>>,
+    /// The connection and request id to cancel when dropped early; `None` once finished.
+    armed: Option<(Arc<Connection>, u64)>,
+}
+
+impl std::future::Future for CallFuture {
+    type Output = Result<String, ToolError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let joined = std::task::ready!(std::pin::Pin::new(&mut self.task).poll(cx));
+        self.armed = None;
+        std::task::Poll::Ready(joined.unwrap_or_else(|e| {
+            Err(ToolError::new(
+                ToolErrorKind::Transport,
+                if e.is_cancelled() {
+                    "the call was stopped"
+                } else {
+                    "the call failed inside the mcp Pack"
+                },
+            ))
+        }))
+    }
+}
+
+impl Drop for CallFuture {
     fn drop(&mut self) {
-        if let Some(reason) = self.reason {
-            tracing::debug!(namespace = %self.connection.namespace(), id = self.id, reason, "cancelling a call");
-            self.connection.cancel_in_background(self.id, reason);
+        if let Some((connection, id)) = self.armed.take() {
+            self.task.abort();
+            connection.cancel(id, DROPPED);
         }
     }
 }
