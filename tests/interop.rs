@@ -888,6 +888,24 @@ async fn python_tool_added_at_run_time(test: &str, sdk: Sdk, mode: Mode) {
         json!(names)
     };
     assert_eq!(tools(&host.listing(json!({})).await), with(&[]));
+    // The re-listing the opened standalone stream asks for goes first, so the change below is
+    // news to the Pack (a re-listing that ran after it would already see the new tool, and
+    // neither the notification nor the miss would have anything left to do).
+    let deadline = tokio::time::Instant::now() + READY;
+    while proxy
+        .log()
+        .iter()
+        .filter(|e| e.status != 0 && e.body["method"] == "tools/list")
+        .count()
+        < 2
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{:?}",
+            proxy.summary()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert_eq!(ok(&host, ns, "grow", json!({})).await, "grown");
     if mode == Mode::Sse {
         let call = &tools_calls(&proxy, "grow")[0];

@@ -1117,6 +1117,80 @@ async fn a_renewed_session_is_listed_again() {
     assert_eq!(lists, [Some("s-0".to_string()), Some("s-1".to_string())]);
 }
 
+/// One re-initialize shared by a re-listing's `tools/list` and a call: since the call waited for
+/// it too, the new session is listed once more after the re-listing's resend (a renewal only
+/// listings wait for asks for none).
+#[tokio::test]
+async fn a_renewal_shared_by_a_relisting_and_a_call_lists_the_new_session() {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let server = MockServer::builder().start().await;
+    let (inits, lists, calls) = (
+        AtomicUsize::new(0),
+        AtomicUsize::new(0),
+        AtomicUsize::new(0),
+    );
+    Mock::given(path("/mcp"))
+        .respond_with(move |request: &Request| {
+            let on_first = header(request, "mcp-session-id").as_deref() == Some("s-0");
+            match body(request)["method"].as_str().unwrap_or("") {
+                "initialize" => {
+                    let n = inits.fetch_add(1, SeqCst);
+                    let reply = mock::initialize(request, "2025-11-25", Some(&format!("s-{n}")));
+                    // The renewal is slow, so the call's 404 lands while it runs.
+                    if n == 0 {
+                        reply
+                    } else {
+                        reply.set_delay(Duration::from_millis(500))
+                    }
+                }
+                "tools/list" if on_first => match lists.fetch_add(1, SeqCst) {
+                    0 => mock::result(request, tools(&["t"])),
+                    _ => ResponseTemplate::new(404),
+                },
+                "tools/list" => mock::result(request, tools(&["t", "u"])),
+                "tools/call" if on_first => match calls.fetch_add(1, SeqCst) {
+                    0 => sse_then(request, &[list_changed()], text_result("changed")),
+                    _ => ResponseTemplate::new(404),
+                },
+                "tools/call" => mock::result(request, text_result("fresh")),
+                _ => ResponseTemplate::new(202),
+            }
+        })
+        .mount(&server)
+        .await;
+    let host = ready_host(&server).await;
+    assert_eq!(call_s(&host, "t").await.unwrap(), "changed");
+    // The re-listing met 404 and its re-initialize runs: the call joins it.
+    wait_count(&server, "initialize", 2).await;
+    assert_eq!(call_s(&host, "t").await.unwrap(), "fresh");
+    wait_tools(&host, &["t", "u"]).await;
+    settles_at(&server, "tools/list", 4).await;
+    let trail: Vec<String> = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let what = body(r)["method"].as_str().unwrap_or("").to_string();
+            let session = header(r, "mcp-session-id").unwrap_or_default();
+            format!("{what} {session}").trim().to_string()
+        })
+        .filter(|line| line.starts_with("tools/list") || line.starts_with("initialize"))
+        .collect();
+    assert_eq!(
+        trail,
+        [
+            "initialize",
+            "tools/list s-0",
+            "tools/list s-0",
+            "initialize",
+            "tools/list s-1",
+            "tools/list s-1",
+        ]
+    );
+    assert_eq!(count(&server, "initialize").await, 2);
+}
+
 #[tokio::test]
 async fn instructions_reach_the_namespace_form_scrubbed_and_bounded() {
     let long = format!(
