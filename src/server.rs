@@ -497,7 +497,8 @@ impl Server {
 /// Holds the standalone `GET` stream open while the session's server declared
 /// `capabilities.tools.listChanged`: reopens it with `Last-Event-ID` after 1 s, doubling to
 /// 60 s (a stream that stayed open a minute resets the wait); after a 405, never asks again in
-/// that session. A 404 (the server forgot the session) initializes a new one, which re-lists.
+/// that session. A 404 (the server forgot the session) joins or starts the connection's renewal
+/// ([`Connection::renew_after`]), which re-lists.
 /// Each stream that opens asks for one re-listing (in `Connection::listen`), so a change made
 /// while no stream was open is not lost. A session a call renewed (see
 /// [`crate::notices::Signals::session_renewed`]) is looked at as soon as it exists; after this

@@ -466,8 +466,11 @@ enum Ended {
     Dropped,
 }
 
-async fn run_schedule(ops: Vec<Op>, wait_before_drop: u64) {
+/// Runs one schedule; with `list_changed` the server declares `tools.listChanged`, so the
+/// standalone `GET` stream and the re-listings its notifications cause are in play too.
+async fn run_schedule(ops: Vec<Op>, wait_before_drop: u64, list_changed: bool) {
     let server = Scripted::start().await;
+    server.set_list_changed(list_changed);
     let host = ready_host(&server).await;
     let mut calls = Vec::new();
     for (tag, op) in ops.iter().enumerate() {
@@ -533,8 +536,9 @@ fn check(trail: &[Step], ended: &HashMap<u64, Ended>, server: &Scripted) {
     assert_eq!(server.live(), Vec::<String>::new(), "{lines:#?}");
     let mut cancelled: HashMap<String, usize> = HashMap::new();
     for (i, step) in trail.iter().enumerate() {
-        // No request after initialize lacks the session or the version.
-        if step.verb == "POST" && step.method != "initialize" {
+        // No request after initialize lacks the session or the version (the standalone GET
+        // stream included).
+        if (step.verb == "POST" && step.method != "initialize") || step.verb == "GET" {
             assert!(step.session.is_some(), "no session at {i}: {lines:#?}");
             assert!(step.version.is_some(), "no version at {i}: {lines:#?}");
         }
@@ -557,11 +561,12 @@ fn check(trail: &[Step], ended: &HashMap<u64, Ended>, server: &Scripted) {
         let count = cancelled.entry(step.id.to_string()).or_default();
         *count += 1;
         assert_eq!(*count, 1, "a second cancel at {i}: {lines:#?}");
-        // It names a tools/call; the last send before it went out on the same session.
+        // It names a request (a call, or a re-listing's page); the last send before it went out
+        // on the same session.
         let sent = trail[..i]
             .iter()
             .rev()
-            .find(|s| s.method == "tools/call" && s.id == step.id);
+            .find(|s| s.verb == "POST" && s.method != "notifications/cancelled" && s.id == step.id);
         let tag = trail
             .iter()
             .find(|s| s.method == "tools/call" && s.id == step.id)
@@ -594,8 +599,8 @@ fn check(trail: &[Step], ended: &HashMap<u64, Ended>, server: &Scripted) {
     }
 }
 
-fn schedules() -> impl Strategy<Value = (Vec<Op>, u64)> {
-    (prop::collection::vec(op(), 1..7), 0u64..300)
+fn schedules() -> impl Strategy<Value = (Vec<Op>, u64, bool)> {
+    (prop::collection::vec(op(), 1..7), 0u64..300, any::<bool>())
 }
 
 fn run_cases(cases: u32) {
@@ -604,13 +609,13 @@ fn run_cases(cases: u32) {
         failure_persistence: None,
         ..ProptestConfig::default()
     };
-    proptest!(config, |((ops, wait) in schedules())| {
+    proptest!(config, |((ops, wait, list_changed) in schedules())| {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .unwrap();
-        runtime.block_on(run_schedule(ops, wait));
+        runtime.block_on(run_schedule(ops, wait, list_changed));
     });
 }
 

@@ -12,7 +12,11 @@
 //! - `renewal` is the one running (re-)initialize task, spawned on the Host's runtime. Every
 //!   request that finds no current session awaits the same task, so concurrent requests that saw
 //!   the same expiry cause one `initialize`; a caller that gives up leaves the task running to
-//!   completion, and the session it makes is owned like any other.
+//!   completion, and the session it makes is owned like any other. Once it installed its session
+//!   it tells the server's task ([`crate::notices::Signals::session_renewed`]), with whether only
+//!   `tools/list` requests waited for it (then the listing goes on and asks for no re-listing).
+//! - Each session keeps what its `initialize` declared ([`Initialized`]: `tools`,
+//!   `tools.listChanged`, `instructions`), which the server's task reads for the current one.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
