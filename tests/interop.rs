@@ -146,8 +146,38 @@ const NO_SESSION: &str = r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"B
 /// Checks the exchanges after server-everything lost session `old` (see [`without_streams`]):
 /// requests on `old` answered 400 (the call, or a re-listing when the standalone stream's loop
 /// noticed first), exactly one new `initialize`, and on the new session
-/// `notifications/initialized`, the call (`params`) answered 200 and exactly one re-listing, the
-/// last two in either order. Returns the new session id.
+/// `notifications/initialized`, the call (`params`) answered 200 and at most one re-listing
+/// answered 200, the last two in either order (the renewal's re-listing and the one the reopened
+/// standalone stream asks for may be one; [`wait_relisted`] saw at least one). Returns the new
+/// session id.
+/// Waits until the Pack re-listed on a session not in `known` and every `tools/list` there was
+/// answered, the log quiet for 300 ms (a second re-listing may follow the first).
+async fn wait_relisted(proxy: &Proxy, known: &[String]) {
+    let deadline = Instant::now() + READY;
+    let lists = || -> Option<usize> {
+        let log = proxy.log();
+        let on_new: Vec<&Exchange> = log
+            .iter()
+            .filter(|e| {
+                e.body["method"] == "tools/list"
+                    && e.session.as_ref().is_some_and(|s| !known.contains(s))
+            })
+            .collect();
+        let done = !on_new.is_empty() && on_new.iter().all(|e| e.status == 200);
+        done.then_some(on_new.len())
+    };
+    loop {
+        if let Some(seen) = lists() {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            if lists() == Some(seen) {
+                return;
+            }
+        }
+        assert!(Instant::now() < deadline, "{:?}", proxy.summary());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 fn assert_renewed(after: &[Exchange], old: &str, params: &Value) -> String {
     let shown = summaries(after);
     let inits: Vec<&Exchange> = after
@@ -178,15 +208,20 @@ fn assert_renewed(after: &[Exchange], old: &str, params: &Value) -> String {
         .collect();
     let mut got: Vec<String> = renewed.iter().map(|e| e.summary()).collect();
     got.sort();
-    assert_eq!(
-        got,
-        [
+    got.dedup();
+    assert!(
+        got == [
             "POST notifications/initialized 202",
             "POST tools/call 200",
             "POST tools/list 200"
-        ],
+        ] || got == ["POST notifications/initialized 202", "POST tools/call 200"],
         "{shown:?}"
     );
+    let lists = renewed
+        .iter()
+        .filter(|e| e.body["method"] == "tools/list")
+        .count();
+    assert!(lists <= 1, "{shown:?}");
     assert_eq!(lost.len() + 1 + renewed.len(), after.len(), "{shown:?}");
     let call = renewed
         .iter()
@@ -505,13 +540,7 @@ async fn everything_session_deleted_or_lost_in_a_restart_is_renewed() {
         ok(&host, EVERYTHING, "echo", json!({"message": "two"})).await,
         "Echo: two"
     );
-    let relisted = |known: Vec<String>| {
-        move |e: &Exchange| {
-            e.body["method"] == "tools/list"
-                && e.session.as_ref().is_some_and(|s| !known.contains(s))
-        }
-    };
-    proxy.wait_for(READY, relisted(vec![first.clone()])).await;
+    wait_relisted(&proxy, std::slice::from_ref(&first)).await;
     let log = without_streams(&proxy.log());
     assert_eq!(
         log[4].summary(),
@@ -532,9 +561,7 @@ async fn everything_session_deleted_or_lost_in_a_restart_is_renewed() {
         ok(&host, EVERYTHING, "get-sum", json!({"a": 1, "b": 2})).await,
         "The sum of 1 and 2 is 3."
     );
-    proxy
-        .wait_for(READY, relisted(vec![first.clone(), second.clone()]))
-        .await;
+    wait_relisted(&proxy, &[first.clone(), second.clone()]).await;
     let log = without_streams(&proxy.log());
     let third = assert_renewed(
         &log[renewed..],
