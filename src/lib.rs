@@ -13,6 +13,7 @@ mod http;
 mod jsonrpc;
 mod limits;
 mod listing;
+mod notices;
 mod pack;
 mod redact;
 mod result;
