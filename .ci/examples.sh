@@ -26,11 +26,156 @@ ok
 [ "$err" = 'unavailable: server "files" is unavailable: local MCP servers (command) are not supported yet' ] || fail "tool error text: $err"
 ok
 
+tmp=$(mktemp -d)
+pids=()
+cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; rm -rf "$tmp"; }
+trap cleanup EXIT
+
+# Every usage and config problem exits 2.
+printf '{"mcpServers": {}, "servers": {}}' > "$tmp/both.json"
+printf '{"mcpServers": 5}' > "$tmp/not-object.json"
+printf '[1, 2]' > "$tmp/array.json"
+printf 'mcp/get_dynamic_tools\nmcp/get_dynamic_tools {oops\n' > "$tmp/bad-script.txt"
+# JSONC is JSON plus comments and trailing commas, nothing looser, and no key named twice.
+printf "{'servers': {}}" > "$tmp/single-quotes.json"
+printf '{"servers": {} "inputs": []}' > "$tmp/missing-comma.json"
+printf '{"servers": {"files": {"command": "npx"}}, "servers": {}}' > "$tmp/dup.json"
+printf '{"servers": {"files": {"command": "npx", "command": "uvx"}}}' > "$tmp/dup-entry.json"
 for args in "fixtures/not-mcp.json mcp/get_dynamic_tools" "fixtures/missing.json mcp/get_dynamic_tools" \
+            "$tmp/both.json mcp/get_dynamic_tools" "$tmp/not-object.json mcp/get_dynamic_tools" \
+            "$tmp/array.json mcp/get_dynamic_tools" \
+            "$tmp/single-quotes.json mcp/get_dynamic_tools" "$tmp/missing-comma.json mcp/get_dynamic_tools" \
+            "$tmp/dup.json mcp/get_dynamic_tools" "$tmp/dup-entry.json mcp/get_dynamic_tools" \
             "fixtures/local-only.json" "--wait x fixtures/local-only.json mcp/get_dynamic_tools" \
-            "fixtures/local-only.json mcp/get_dynamic_tools {not-json}"; do
-  rc=0; $host $args >/dev/null 2>&1 || rc=$?
+            "--bogus fixtures/local-only.json mcp/get_dynamic_tools" \
+            "fixtures/local-only.json mcp/get_dynamic_tools {not-json}" \
+            "fixtures/local-only.json --script $tmp/bad-script.txt" \
+            "fixtures/local-only.json --script $tmp/missing.txt" \
+            "fixtures/local-only.json mcp/get_dynamic_tools --script fixtures/script.txt"; do
+  rc=0; out=$($host $args 2>/dev/null) || rc=$?
   [ "$rc" = 2 ] || fail "host $args should exit 2, got $rc"
   ok
+  [ -z "$out" ] || fail "host $args printed on stdout: $out"
+  ok
 done
+rc=0; err=$($host "$tmp/both.json" mcp/get_dynamic_tools 2>&1) || rc=$?
+[ "$err" = "host: $tmp/both.json has both \"mcpServers\" and \"servers\"; keep one" ] || fail "both keys: $err"
+ok
+rc=0; err=$($host "$tmp/not-object.json" mcp/get_dynamic_tools 2>&1) || rc=$?
+[ "$err" = "host: $tmp/not-object.json: the mcp config must be an object of servers (the mcpServers of an mcp.json), found a number" ] \
+  || fail "not an object: $err"
+ok
+rc=0; err=$($host "$tmp/missing-comma.json" mcp/get_dynamic_tools 2>&1) || rc=$?
+[ "$err" = "host: $tmp/missing-comma.json is not JSON (comments and trailing commas are allowed): expected \`,\` or \`}\` at line 1 column 16" ] \
+  || fail "missing comma: $err"
+ok
+rc=0; err=$($host "$tmp/dup.json" mcp/get_dynamic_tools 2>&1) || rc=$?
+[ "$err" = "host: $tmp/dup.json names the key \"servers\" twice in one object; keep one at line 1 column 52" ] \
+  || fail "repeated key: $err"
+ok
+rc=0; err=$($host "$tmp/dup-entry.json" mcp/get_dynamic_tools 2>&1) || rc=$?
+[ "$err" = "host: $tmp/dup-entry.json names the key \"command\" twice in one object; keep one at line 1 column 50" ] \
+  || fail "repeated key in an entry: $err"
+ok
+
+# --help: the usage on stdout, exit 0.
+help=$($host --help) || fail "--help should exit 0"
+[ "$(printf '%s\n' "$help" | head -n 1)" = "usage: host [--wait SECONDS] [--json] CONFIG TOOL [ARGUMENTS]" ] || fail "--help: $help"
+ok
+
+# JSONC and VS Code's "servers" key.
+[ "$($host fixtures/vscode.jsonc mcp/get_dynamic_tools)" = '{"servers":[{"namespace":"files","status":"error","reason":"local MCP servers (command) are not supported yet","tools":[]}]}' ] \
+  || fail "the JSONC config with \"servers\" was not read"
+ok
+
+# A UTF-8 byte order mark before a config or a script file is skipped.
+printf '\357\273\277{"servers": {"files": {"command": "npx"}}}' > "$tmp/bom.json"
+printf '\357\273\277mcp/get_dynamic_tools {"namespace":"files"}\n' > "$tmp/bom.txt"
+rc=0; out=$($host "$tmp/bom.json" --script "$tmp/bom.txt") || rc=$?
+[ "$rc" = 0 ] || fail "a config and a script with a BOM should exit 0, got $rc"
+ok
+[ "$out" = '{"ok":true,"text":"{\"namespace\":\"files\",\"status\":\"error\",\"reason\":\"local MCP servers (command) are not supported yet\",\"tools\":[]}"}' ] \
+  || fail "BOM: $out"
+ok
+
+# A reader that closes stdout early stops the host quietly: exit 1, no panic.
+printf 'mcp/get_dynamic_tools\nmcp/get_dynamic_tools\n' > "$tmp/two.txt"
+closed_stdout() { # runs "$@" with a stdout pipe whose reader is already gone; prints the exit code
+  python3 -c 'import os, subprocess, sys
+r, w = os.pipe(); os.close(r)
+print(subprocess.run(sys.argv[1:], stdout=w).returncode)' "$@"
+}
+rc=$(RUST_BACKTRACE=0 closed_stdout $host fixtures/local-only.json --script "$tmp/two.txt" 2>"$tmp/epipe-err")
+[ "$rc" = 1 ] || fail "a closed stdout should exit 1, got $rc"
+ok
+[ ! -s "$tmp/epipe-err" ] || fail "a closed stdout printed on stderr: $(cat "$tmp/epipe-err")"
+ok
+rc=$(closed_stdout $host fixtures/local-only.json mcp/get_dynamic_tools 2>"$tmp/epipe-err")
+[ "$rc" = 1 ] || fail "a single call with a closed stdout should exit 1, got $rc"
+ok
+[ ! -s "$tmp/epipe-err" ] || fail "a single call with a closed stdout printed on stderr: $(cat "$tmp/epipe-err")"
+ok
+
+# --json: one JSON line on stdout, exit 1 for a failed call.
+rc=0; out=$($host --json fixtures/local-only.json mcp/call_dynamic_tool '{"namespace":"files","toolName":"read"}' 2>/dev/null) || rc=$?
+[ "$rc" = 1 ] || fail "--json: a tool error should exit 1, got $rc"
+ok
+[ "$out" = '{"ok":false,"kind":"unavailable","message":"server \"files\" is unavailable: local MCP servers (command) are not supported yet"}' ] \
+  || fail "--json line: $out"
+ok
+
+# Script mode: one JSON line per TOOL line, in order; exit 1 when any call failed.
+# A namespace refused by its config is not waited for: --wait 100 costs nothing here.
+started=$SECONDS
+rc=0; out=$($host --wait 100 fixtures/local-only.json --script fixtures/script.txt 2>/dev/null) || rc=$?
+[ "$rc" = 1 ] || fail "a script with a failed call should exit 1, got $rc"
+ok
+[ $((SECONDS - started)) -lt 50 ] || fail "the host waited for a refused namespace"
+ok
+expected='{"ok":true,"text":"{\"namespace\":\"files\",\"status\":\"error\",\"reason\":\"local MCP servers (command) are not supported yet\",\"tools\":[]}"}
+{"ok":false,"kind":"unavailable","message":"server \"files\" is unavailable: local MCP servers (command) are not supported yet"}
+{"ok":false,"kind":"not_found","message":"unknown namespace \"nowhere\"; known namespaces: files, legacy"}'
+[ "$out" = "$expected" ] || fail "script output differs: $out"
+ok
+rc=0; out=$(printf '# from stdin\nmcp/get_dynamic_tools {"namespace":"legacy"}\n' | $host fixtures/local-only.json --script -) || rc=$?
+[ "$rc" = 0 ] || fail "an all-ok script should exit 0, got $rc"
+ok
+[ "$out" = '{"ok":true,"text":"{\"namespace\":\"legacy\",\"status\":\"error\",\"reason\":\"the legacy HTTP+SSE transport (type \\\"sse\\\") is not supported; point \\\"url\\\" at the server'"'"'s Streamable HTTP endpoint instead\",\"tools\":[]}"}' ] \
+  || fail "stdin script: $out"
+ok
+rc=0; err=$(printf 'sleep forever\n' | $host fixtures/local-only.json --script - 2>&1 >/dev/null) || rc=$?
+[ "$rc" = 2 ] || fail "a bad stdin line should exit 2, got $rc"
+ok
+[ "$err" = 'host: stdin line 1: sleep takes seconds from 0 to 86400, not "forever"' ] || fail "bad stdin line: $err"
+ok
+
+# A live demo server (loopback) beside a hung one: calls to the demo wait for the demo only.
+target/debug/examples/quickstart --serve > "$tmp/demo-url" &
+pids+=($!)
+python3 -c 'import socket, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(64)
+print(s.getsockname()[1], flush=True); time.sleep(600)' > "$tmp/hung-port" &
+pids+=($!)
+for _ in $(seq 100); do [ -s "$tmp/demo-url" ] && [ -s "$tmp/hung-port" ] && break; sleep 0.1; done
+printf '{"mcpServers": {"demo": {"url": "%s"}, "hung": {"url": "http://127.0.0.1:%s/mcp"}}}' \
+  "$(head -n 1 "$tmp/demo-url")" "$(head -n 1 "$tmp/hung-port")" > "$tmp/live.json"
+printf '%s\n' 'mcp/call_dynamic_tool {"namespace":"demo","toolName":"add","arguments":{"a":2,"b":3}}' \
+  'sleep 0.05' 'mcp/call_dynamic_tool {"namespace":"demo","toolName":"fail"}' > "$tmp/live.txt"
+started=$SECONDS
+rc=0; out=$($host --wait 100 "$tmp/live.json" --script "$tmp/live.txt" 2>/dev/null) || rc=$?
+[ "$rc" = 1 ] || fail "the live script should exit 1 (one failed call), got $rc"
+ok
+[ "$out" = '{"ok":true,"text":"5"}
+{"ok":false,"kind":"backend","message":"the demo tool failed on purpose"}' ] || fail "live script output: $out"
+ok
+[ $((SECONDS - started)) -lt 60 ] || fail "the calls to demo waited for the hung server"
+ok
+rc=0; out=$($host --wait 1 "$tmp/live.json" mcp/get_dynamic_tools 2>"$tmp/err") || rc=$?
+[ "$rc" = 0 ] || fail "the listing should exit 0, got $rc"
+ok
+[ "$out" = '{"servers":[{"namespace":"demo","status":"ready","tools":["add","echo","fail","media","slow","weather"]},{"namespace":"hung","status":"loading","tools":[]}]}' ] \
+  || fail "listing after the wait: $out"
+ok
+[ "$(cat "$tmp/err")" = 'host: the wait ran out; not ready: hung (loading)' ] || fail "wait message: $(cat "$tmp/err")"
+ok
 echo "examples: $checks passed, 0 failed"

@@ -1,12 +1,29 @@
 //! A minimal runvil Host for scripts and for trying real `mcp.json` files.
 //!
 //! ```text
-//! cargo run --example host -- [--wait SECONDS] CONFIG TOOL [ARGUMENTS]
+//! cargo run --example host -- [--wait SECONDS] [--json] CONFIG TOOL [ARGUMENTS]
+//! cargo run --example host -- [--wait SECONDS] CONFIG --script FILE
 //! ```
 //!
-//! CONFIG is a file holding `{"mcpServers": {...}}`; TOOL is a tool's full name, e.g.
-//! `mcp/get_dynamic_tools`; ARGUMENTS is its JSON argument object (default `{}`). The host waits
-//! until no server is `loading` (at most `--wait` seconds, default 30), then calls the tool once.
+//! CONFIG is an `mcp.json`: `{"mcpServers": {...}}`, or VS Code's `{"servers": {...}}`; comments
+//! and trailing commas are allowed (JSONC), nothing looser, and no key twice in one object; a
+//! leading byte order mark is skipped. TOOL is a tool's full name, e.g.
+//! `mcp/get_dynamic_tools`; ARGUMENTS is its JSON argument object (default `{}`).
+//!
+//! Before a call the host waits for what the call needs, at most `--wait` seconds (default 30)
+//! after the Pack was built: for a call naming a namespace, until that server is `ready`; for the
+//! whole listing, until no server is `loading`. A namespace whose config entry was refused is
+//! never waited for. When the wait runs out, stderr names the servers still not ready.
+//!
+//! One call prints the tool's text on stdout (exit 0) or `kind: message` on stderr (exit 1);
+//! with `--json` it prints one JSON line on stdout instead: `{"ok":true,"text":"..."}` or
+//! `{"ok":false,"kind":"...","message":"..."}`. `--script` runs every line of FILE (`-` for
+//! stdin, read as it arrives) on one Pack: `TOOL [ARGUMENTS]` prints one such JSON line,
+//! `sleep SECONDS` waits; blank lines and lines starting with `#` are skipped. The Pack is dropped
+//! after the last line; the exit code is 0 when every call was ok, 1 when any failed. Bad usage,
+//! a bad script line and every config problem exit 2; a closed stdout stops the host with exit 1
+//! and no message. Logs go to stderr under `RUST_LOG`, in
+//! colour only on a terminal.
 //!
 //! ```text
 //! cargo run --example host -- login [--wait SECONDS] CONFIG NAMESPACE
@@ -17,30 +34,82 @@
 //! line on stdout, then waits (default 600 s) for the browser's redirect: exit 0 once the server
 //! is `ready` (also at once when stored credentials work), 1 on failure or timeout. `logout`
 //! deletes that server's stored credentials (README, "Signing in").
-//!
-//! Exit codes: 0 with the tool's text on stdout; 1 with the tool error (kind and message) on
-//! stderr; 2 for bad usage or an unreadable config. Logs go to stderr under `RUST_LOG`.
 
+use std::collections::HashSet;
+use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use runvil_plugin::{Packs, Services, TOKIO_RUNTIME};
+use runvil_plugin::{Pack, Packs, Services, TOKIO_RUNTIME, ToolError};
 use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt;
+use tokio::time::Instant;
 
-const USAGE: &str = "usage: host [--wait SECONDS] CONFIG TOOL [ARGUMENTS]\n\
-    CONFIG     a file holding {\"mcpServers\": {...}}\n\
-    TOOL       a tool's full name, e.g. mcp/get_dynamic_tools\n\
-    ARGUMENTS  the tool's JSON argument object (default {})";
+const USAGE: &str = "usage: host [--wait SECONDS] [--json] CONFIG TOOL [ARGUMENTS]
+       host [--wait SECONDS] CONFIG --script FILE
+  CONFIG          an mcp.json: {\"mcpServers\": {...}} or {\"servers\": {...}} (comments and
+                  trailing commas allowed)
+  TOOL            a tool's full name, e.g. mcp/get_dynamic_tools
+  ARGUMENTS       the tool's JSON argument object (default {})
+  --wait SECONDS  how long after start a call may wait for the servers it needs (default 30)
+  --json          print the outcome as one JSON line on stdout
+  --script FILE   run each line of FILE (- for stdin) on one Pack: `TOOL [ARGUMENTS]` prints
+                  one JSON line, `sleep SECONDS` waits; blank and # lines are skipped
+exit: 0 every call ok, 1 a call failed, 2 bad usage, a bad script line or a config problem";
+
+/// The longest `--wait` or `sleep`, in seconds.
+const MAX_SECONDS: f64 = 86_400.0;
+
+/// How often the listing is polled while waiting.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Why the command line was not accepted.
+enum Usage {
+    /// `--help`: print the usage on stdout and exit 0.
+    Help,
+    /// Anything else wrong: the message, then the usage, on stderr; exit 2.
+    Bad(String),
+}
+
+/// What to run.
+enum Mode {
+    /// One call.
+    Single {
+        tool: String,
+        arguments: Value,
+        json: bool,
+    },
+    /// The lines of a file, or of stdin when `-`.
+    Script(String),
+}
 
 struct Args {
     wait: Duration,
     config: String,
-    tool: String,
-    arguments: Value,
+    mode: Mode,
 }
 
-fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
+/// One script line that does something.
+#[derive(Debug, PartialEq)]
+enum Step {
+    Call { tool: String, arguments: Value },
+    Sleep(Duration),
+}
+
+fn seconds(what: &str, value: &str) -> Result<Duration, String> {
+    value
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && (0.0..=MAX_SECONDS).contains(s))
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| format!("{what} takes seconds from 0 to 86400, not {value:?}"))
+}
+
+fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, Usage> {
+    let bad = |m: String| Usage::Bad(m);
     let mut wait = Duration::from_secs(30);
+    let mut json = false;
+    let mut script = None;
     let mut positional = Vec::new();
     let mut options_done = false;
     while let Some(arg) = args.next() {
@@ -51,55 +120,245 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         match arg.as_str() {
             "--" => options_done = true,
             "--wait" => {
-                let value = args.next().ok_or("--wait needs a number of seconds")?;
-                let seconds: f64 = value
-                    .parse()
-                    .ok()
-                    .filter(|s: &f64| s.is_finite() && *s >= 0.0 && *s <= 86_400.0)
-                    .ok_or_else(|| {
-                        format!("--wait takes seconds from 0 to 86400, not {value:?}")
-                    })?;
-                wait = Duration::from_secs_f64(seconds);
+                let value = args
+                    .next()
+                    .ok_or_else(|| bad("--wait needs a number of seconds".into()))?;
+                wait = seconds("--wait", &value).map_err(bad)?;
             }
-            "-h" | "--help" => return Err(String::new()),
-            flag if flag.starts_with("--") => return Err(format!("unknown option {flag}")),
+            "--json" => json = true,
+            "--script" => {
+                let file = args
+                    .next()
+                    .ok_or_else(|| bad("--script needs a FILE (- for stdin)".into()))?;
+                if script.replace(file).is_some() {
+                    return Err(bad("--script may be given once".into()));
+                }
+            }
+            "-h" | "--help" => return Err(Usage::Help),
+            flag if flag.starts_with("--") => return Err(bad(format!("unknown option {flag}"))),
             _ => positional.push(arg),
         }
     }
     let mut positional = positional.into_iter();
-    let (Some(config), Some(tool)) = (positional.next(), positional.next()) else {
-        return Err("CONFIG and TOOL are required".into());
+    let Some(config) = positional.next() else {
+        return Err(bad("CONFIG is required".into()));
     };
-    let arguments = match positional.next() {
-        None => json!({}),
-        Some(text) => {
-            serde_json::from_str(&text).map_err(|e| format!("ARGUMENTS is not JSON: {e}"))?
+    let mode = match script {
+        Some(file) => {
+            if let Some(extra) = positional.next() {
+                return Err(bad(format!(
+                    "unexpected argument {extra:?}: with --script the calls come from FILE"
+                )));
+            }
+            Mode::Script(file)
+        }
+        None => {
+            let Some(tool) = positional.next() else {
+                return Err(bad("TOOL is required (or --script FILE)".into()));
+            };
+            let arguments = match positional.next() {
+                None => json!({}),
+                Some(text) => serde_json::from_str(&text)
+                    .map_err(|e| bad(format!("ARGUMENTS is not JSON: {e}")))?,
+            };
+            if let Some(extra) = positional.next() {
+                return Err(bad(format!("unexpected argument {extra:?}")));
+            }
+            Mode::Single {
+                tool,
+                arguments,
+                json,
+            }
         }
     };
-    if let Some(extra) = positional.next() {
-        return Err(format!("unexpected argument {extra:?}"));
-    }
-    Ok(Args {
-        wait,
-        config,
-        tool,
-        arguments,
-    })
+    Ok(Args { wait, config, mode })
 }
 
+/// One script line: `None` for a blank or `#` line.
+fn parse_line(line: &str) -> Result<Option<Step>, String> {
+    let line = line.trim();
+    if line.is_empty() || line.starts_with('#') {
+        return Ok(None);
+    }
+    let (word, rest) = line
+        .split_once(char::is_whitespace)
+        .map_or((line, ""), |(w, r)| (w, r.trim()));
+    if word == "sleep" {
+        return seconds("sleep", rest).map(|d| Some(Step::Sleep(d)));
+    }
+    let arguments = if rest.is_empty() {
+        json!({})
+    } else {
+        serde_json::from_str(rest).map_err(|e| format!("ARGUMENTS is not JSON: {e}"))?
+    };
+    Ok(Some(Step::Call {
+        tool: word.to_string(),
+        arguments,
+    }))
+}
+
+/// The servers object of an `mcp.json` (JSONC allowed): its `mcpServers`, or VS Code's `servers`.
 fn read_config(path: &str) -> Result<Value, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
-    let file: Value =
-        serde_json::from_str(&text).map_err(|e| format!("{path} is not JSON: {e}"))?;
-    match file.get("mcpServers") {
-        Some(servers) => Ok(servers.clone()),
-        None => Err(format!("{path} has no \"mcpServers\" key")),
+    let file = parse_jsonc(without_bom(&text)).map_err(|e| format!("{path} {e}"))?;
+    let Value::Object(file) = file else {
+        return Err(format!("{path} is not a JSON object"));
+    };
+    match (file.get("mcpServers"), file.get("servers")) {
+        (Some(_), Some(_)) => Err(format!(
+            "{path} has both \"mcpServers\" and \"servers\"; keep one"
+        )),
+        (Some(servers), None) | (None, Some(servers)) => Ok(servers.clone()),
+        (None, None) => Err(format!(
+            "{path} has neither an \"mcpServers\" nor a \"servers\" key"
+        )),
     }
+}
+
+/// JSONC as VS Code writes it: JSON plus comments and trailing commas, nothing looser (no
+/// single quotes, no missing commas), and no object naming a key twice. The comments and trailing
+/// commas are found by `jsonc-parser` and blanked out in place, then `serde_json` reads the rest
+/// strictly, so an error's line and column are the file's. The error reads after the file name.
+fn parse_jsonc(text: &str) -> Result<Value, String> {
+    use jsonc_parser::tokens::Token;
+    let not_json = |e: &dyn std::fmt::Display| {
+        format!("is not JSON (comments and trailing commas are allowed): {e}")
+    };
+    let options = jsonc_parser::ParseOptions {
+        allow_comments: true,
+        allow_trailing_commas: true,
+        allow_loose_object_property_names: false,
+    };
+    let collect = jsonc_parser::CollectOptions {
+        comments: jsonc_parser::CommentCollectionStrategy::AsTokens,
+        tokens: true,
+    };
+    let parsed = jsonc_parser::parse_to_ast(text, &collect, &options).map_err(|e| not_json(&e))?;
+    let tokens = parsed.tokens.unwrap_or_default();
+    let mut strict = text.as_bytes().to_vec();
+    let mut blank = |range: &jsonc_parser::common::Range| {
+        for byte in &mut strict[range.start..range.end] {
+            if *byte != b'\n' {
+                *byte = b' ';
+            }
+        }
+    };
+    let mut meaningful = tokens
+        .iter()
+        .filter(|t| !matches!(t.token, Token::CommentLine(_) | Token::CommentBlock(_)))
+        .peekable();
+    while let Some(token) = meaningful.next() {
+        let trailing = matches!(token.token, Token::Comma)
+            && meaningful
+                .peek()
+                .is_some_and(|next| matches!(next.token, Token::CloseBrace | Token::CloseBracket));
+        if trailing {
+            blank(&token.range);
+        }
+    }
+    for comment in tokens
+        .iter()
+        .filter(|t| matches!(t.token, Token::CommentLine(_) | Token::CommentBlock(_)))
+    {
+        blank(&comment.range);
+    }
+    // Every byte replaced was a whole token's, and by ASCII: still UTF-8.
+    let strict = String::from_utf8(strict).map_err(|e| not_json(&e))?;
+    if strict.trim().is_empty() {
+        return Err("is empty".to_string());
+    }
+    match serde_json::from_str::<Unique>(&strict) {
+        Ok(Unique(value)) => Ok(value),
+        Err(e) if e.classify() == serde_json::error::Category::Data => Err(format!("{e}")),
+        Err(e) => Err(not_json(&e)),
+    }
+}
+
+/// A JSON value whose objects name each key once; a repeated key is an error naming it.
+struct Unique(Value);
+
+impl<'de> serde::Deserialize<'de> for Unique {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(UniqueVisitor).map(Unique)
+    }
+}
+
+struct UniqueVisitor;
+
+impl<'de> serde::de::Visitor<'de> for UniqueVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(Unique(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if object.contains_key(&key) {
+                return Err(serde::de::Error::custom(format_args!(
+                    "names the key {} twice in one object; keep one",
+                    Value::String(key)
+                )));
+            }
+            let Unique(value) = map.next_value()?;
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
+    }
+}
+
+/// `text` without a leading UTF-8 byte order mark (Windows editors write one).
+fn without_bom(text: &str) -> &str {
+    text.strip_prefix('\u{feff}').unwrap_or(text)
+}
+
+/// Every step of a script file, or what is wrong with its first bad line.
+fn read_script(path: &str) -> Result<Vec<Step>, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("cannot read script {path}: {e}"))?;
+    let mut steps = Vec::new();
+    for (i, line) in without_bom(&text).lines().enumerate() {
+        match parse_line(line) {
+            Ok(Some(step)) => steps.push(step),
+            Ok(None) => {}
+            Err(e) => return Err(format!("{path} line {}: {e}", i + 1)),
+        }
+    }
+    Ok(steps)
 }
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("RUST_LOG"))
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
     let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -110,11 +369,11 @@ fn main() -> ExitCode {
     }
     let args = match parse_args(std::env::args().skip(1)) {
         Ok(args) => args,
-        Err(message) => {
-            if !message.is_empty() {
-                eprintln!("host: {message}");
-            }
-            eprintln!("{USAGE}");
+        Err(Usage::Help) => {
+            return exit_code(emit(USAGE).is_ok());
+        }
+        Err(Usage::Bad(message)) => {
+            eprintln!("host: {message}\n{USAGE}");
             return ExitCode::from(2);
         }
     };
@@ -125,17 +384,33 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Runtime::new() {
+    // A script file is read whole first: a bad line stops the run before any call.
+    let script = match &args.mode {
+        Mode::Script(path) if path != "-" => match read_script(path) {
+            Ok(steps) => Some(steps),
+            Err(message) => {
+                eprintln!("host: {message}");
+                return ExitCode::from(2);
+            }
+        },
+        _ => None,
+    };
+    // One thread: the server tasks run whenever the host waits, and the first listing (taken
+    // right after construction) shows every entry refused by its config before any I/O ran.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("host: cannot start a Tokio runtime: {e}");
             return ExitCode::from(2);
         }
     };
-    runtime.block_on(run(args, servers))
+    runtime.block_on(run(args, servers, script))
 }
 
-async fn run(args: Args, servers: Value) -> ExitCode {
+async fn run(args: Args, servers: Value, script: Option<Vec<Step>>) -> ExitCode {
     let mut packs = Packs::new();
     plugin_mcp::install(&mut packs, &json!({ "mcp": servers }));
     let mut services = Services::new();
@@ -147,44 +422,247 @@ async fn run(args: Args, servers: Value) -> ExitCode {
     let pack = match spec.construct(&spec.default_id, &services) {
         Ok(pack) => pack,
         Err(unavailable) => {
-            eprintln!("unavailable: the mcp Pack could not be built: {unavailable}");
-            return ExitCode::from(1);
+            eprintln!("host: {}: {unavailable}", args.config);
+            return ExitCode::from(2);
         }
     };
+    let mut waiter = Waiter::new(&*pack, &spec.default_id, args.wait).await;
     pack.ready().await;
 
-    // Wait until no server is loading, or the wait is over.
-    let deadline = tokio::time::Instant::now() + args.wait;
-    loop {
-        let loading = match pack.call("mcp/get_dynamic_tools", json!({})).await {
-            Ok(text) => serde_json::from_str::<Value>(&text)
-                .ok()
-                .and_then(|l| {
-                    l["servers"]
-                        .as_array()
-                        .map(|s| s.iter().any(|s| s["status"] == "loading"))
-                })
-                .unwrap_or(false),
-            Err(_) => false,
-        };
-        if !loading || tokio::time::Instant::now() >= deadline {
-            break;
+    let code = match args.mode {
+        Mode::Single {
+            tool,
+            arguments,
+            json,
+        } => {
+            waiter.wait(&*pack, &tool, &arguments).await;
+            let outcome = pack.call(&tool, arguments).await;
+            match (json, outcome) {
+                (true, outcome) => exit_code(emit(&json_line(&outcome)).is_ok() && outcome.is_ok()),
+                (false, Ok(text)) => exit_code(emit(&text).is_ok()),
+                (false, Err(error)) => {
+                    eprintln!("{}: {}", error.kind, error.message);
+                    ExitCode::from(1)
+                }
+            }
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-
-    let outcome = pack.call(&args.tool, args.arguments).await;
+        Mode::Script(_) => match script {
+            Some(steps) => {
+                let mut all_ok = true;
+                for step in steps {
+                    match run_step(&*pack, &mut waiter, step).await {
+                        Ok(ok) => all_ok &= ok,
+                        Err(Closed) => return stop(pack).await,
+                    }
+                }
+                exit_code(all_ok)
+            }
+            None => match run_stdin(&*pack, &mut waiter).await {
+                Ok(code) => code,
+                Err(Closed) => return stop(pack).await,
+            },
+        },
+    };
     drop(pack);
     // Give the best-effort DELETE of each session a moment to go out.
     tokio::time::sleep(Duration::from_millis(100)).await;
-    match outcome {
-        Ok(text) => {
-            println!("{text}");
-            ExitCode::SUCCESS
+    code
+}
+
+/// Stdout was closed (`host ... | head -n 1`): drops the Pack and exits 1 without another word.
+async fn stop(pack: Box<dyn Pack>) -> ExitCode {
+    drop(pack);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    ExitCode::from(1)
+}
+
+/// The reader of stdout went away.
+struct Closed;
+
+/// Writes `line` and a newline to stdout; `Err` when stdout is closed or failing.
+fn emit(line: &str) -> Result<(), Closed> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")
+        .and_then(|()| out.flush())
+        .map_err(|_| Closed)
+}
+
+/// Runs the lines of stdin as they arrive; a bad line stops the script with exit 2.
+async fn run_stdin(pack: &dyn Pack, waiter: &mut Waiter) -> Result<ExitCode, Closed> {
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut all_ok = true;
+    let mut number = 0;
+    loop {
+        number += 1;
+        let line = match lines.next_line().await {
+            Ok(Some(line)) => line,
+            Ok(None) => return Ok(exit_code(all_ok)),
+            Err(e) => {
+                eprintln!("host: cannot read the script from stdin: {e}");
+                return Ok(ExitCode::from(2));
+            }
+        };
+        let line = if number == 1 {
+            without_bom(&line)
+        } else {
+            &line
+        };
+        match parse_line(line) {
+            Ok(Some(step)) => all_ok &= run_step(pack, waiter, step).await?,
+            Ok(None) => {}
+            Err(e) => {
+                eprintln!("host: stdin line {number}: {e}");
+                return Ok(ExitCode::from(2));
+            }
         }
-        Err(error) => {
-            eprintln!("{}: {}", error.kind, error.message);
-            ExitCode::from(1)
+    }
+}
+
+/// Runs one step; `Ok(false)` when it was a call that failed, `Err` when stdout is closed.
+async fn run_step(pack: &dyn Pack, waiter: &mut Waiter, step: Step) -> Result<bool, Closed> {
+    match step {
+        Step::Sleep(duration) => {
+            tokio::time::sleep(duration).await;
+            Ok(true)
+        }
+        Step::Call { tool, arguments } => {
+            waiter.wait(pack, &tool, &arguments).await;
+            let outcome = pack.call(&tool, arguments).await;
+            emit(&json_line(&outcome))?;
+            Ok(outcome.is_ok())
+        }
+    }
+}
+
+fn exit_code(ok: bool) -> ExitCode {
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// `{"ok":true,"text":...}` or `{"ok":false,"kind":...,"message":...}`.
+fn json_line(outcome: &Result<String, ToolError>) -> String {
+    match outcome {
+        Ok(text) => json!({"ok": true, "text": text}),
+        Err(error) => json!({"ok": false, "kind": error.kind.as_str(), "message": error.message}),
+    }
+    .to_string()
+}
+
+/// Waits, before each call, for what that call needs, until one shared deadline.
+struct Waiter {
+    /// `<id>/get_dynamic_tools`.
+    listing_tool: String,
+    /// `<id>/`, the prefix of the Pack's tools.
+    prefix: String,
+    deadline: Instant,
+    /// The namespaces whose config entry was refused: `error` before any I/O, and for good.
+    refused: HashSet<String>,
+}
+
+/// What a call needs before it is sent.
+enum Need {
+    Nothing,
+    /// No server is `loading`.
+    Settled,
+    /// This namespace is `ready`.
+    Ready(String),
+}
+
+impl Waiter {
+    async fn new(pack: &dyn Pack, id: &str, wait: Duration) -> Waiter {
+        let mut waiter = Waiter {
+            listing_tool: format!("{id}/get_dynamic_tools"),
+            prefix: format!("{id}/"),
+            deadline: Instant::now() + wait,
+            refused: HashSet::new(),
+        };
+        waiter.refused = waiter
+            .servers(pack)
+            .await
+            .into_iter()
+            .filter(|s| s.status == "error")
+            .map(|s| s.namespace)
+            .collect();
+        waiter
+    }
+
+    fn need(&self, tool: &str, arguments: &Value) -> Need {
+        let namespace = arguments.get("namespace").and_then(Value::as_str);
+        match (tool.strip_prefix(&self.prefix), namespace) {
+            (Some("get_dynamic_tools" | "call_dynamic_tool"), Some(namespace)) => {
+                Need::Ready(namespace.to_string())
+            }
+            (Some("get_dynamic_tools"), None) => Need::Settled,
+            _ => Need::Nothing,
+        }
+    }
+
+    /// Every server's namespace, status and reason, from the listing.
+    async fn servers(&self, pack: &dyn Pack) -> Vec<ServerState> {
+        let Ok(text) = pack.call(&self.listing_tool, json!({})).await else {
+            return Vec::new();
+        };
+        let listing: Value = serde_json::from_str(&text).unwrap_or_default();
+        let servers = listing["servers"].as_array().cloned().unwrap_or_default();
+        servers
+            .iter()
+            .map(|s| ServerState {
+                namespace: s["namespace"].as_str().unwrap_or_default().to_string(),
+                status: s["status"].as_str().unwrap_or_default().to_string(),
+                reason: s["reason"].as_str().map(str::to_string),
+            })
+            .collect()
+    }
+
+    async fn wait(&mut self, pack: &dyn Pack, tool: &str, arguments: &Value) {
+        let need = self.need(tool, arguments);
+        if matches!(need, Need::Nothing) {
+            return;
+        }
+        loop {
+            let pending: Vec<ServerState> = self
+                .servers(pack)
+                .await
+                .into_iter()
+                .filter(|s| match &need {
+                    Need::Nothing => false,
+                    Need::Settled => s.status == "loading",
+                    Need::Ready(namespace) => {
+                        s.namespace == *namespace
+                            && s.status != "ready"
+                            && !self.refused.contains(namespace)
+                    }
+                })
+                .collect();
+            if pending.is_empty() {
+                return;
+            }
+            if Instant::now() >= self.deadline {
+                let names: Vec<String> = pending.iter().map(ServerState::describe).collect();
+                eprintln!("host: the wait ran out; not ready: {}", names.join(", "));
+                return;
+            }
+            tokio::time::sleep(POLL.min(self.deadline - Instant::now())).await;
+        }
+    }
+}
+
+struct ServerState {
+    namespace: String,
+    status: String,
+    reason: Option<String>,
+}
+
+impl ServerState {
+    /// `docs (loading)` or `docs (error: <reason>)`.
+    fn describe(&self) -> String {
+        match &self.reason {
+            Some(reason) => format!("{} ({}: {reason})", self.namespace, self.status),
+            None => format!("{} ({})", self.namespace, self.status),
         }
     }
 }

@@ -4,6 +4,10 @@
 //! plugin like a runvil Host would with a config naming that server plus one local (`command`)
 //! entry, and prints what a model would see: the listing while the server loads (when it is
 //! caught loading), the listing once ready, one tool's schema, and one call's result.
+//!
+//! `cargo run --example quickstart -- --serve` only starts the demo server, prints its URL on
+//! stdout and serves until killed: a loopback server for trying the host CLI (and for
+//! `.ci/examples.sh`).
 
 #[path = "common/demo_server.rs"]
 mod demo_server;
@@ -16,6 +20,10 @@ use serde_json::{Value, json};
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let server = demo_server::start().await?;
+    if std::env::args().skip(1).any(|a| a == "--serve") {
+        println!("{}", server.url);
+        std::future::pending::<()>().await;
+    }
     let config = json!({
         "mcp": {
             "demo": {"url": server.url},

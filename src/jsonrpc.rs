@@ -14,6 +14,9 @@ pub(crate) struct Incoming<'a> {
     pub(crate) id: Option<&'a RawValue>,
     #[serde(borrow, default)]
     pub(crate) method: Option<std::borrow::Cow<'a, str>>,
+    /// A request's or notification's `params`, undecoded.
+    #[serde(borrow, default)]
+    pub(crate) params: Option<&'a RawValue>,
     #[serde(borrow, default)]
     pub(crate) result: Option<&'a RawValue>,
     #[serde(default)]
@@ -140,9 +143,46 @@ pub(crate) fn answer_server_request(id: &RawValue, method: &str) -> Vec<u8> {
     }
 }
 
+/// An optional field of a result, read leniently: `None` when `raw` is absent, `null`, or not of
+/// the shape `T` (logged at debug level with `field`, for `namespace`). For extras a server may
+/// shape oddly (`capabilities.tools: true`) without that failing what does not need them.
+pub(crate) fn optional<'a, T: Deserialize<'a>>(
+    namespace: &str,
+    field: &'static str,
+    raw: Option<&'a RawValue>,
+) -> Option<T> {
+    let raw = raw?;
+    match serde_json::from_str::<Option<T>>(raw.get()) {
+        Ok(read) => read,
+        Err(_) => {
+            tracing::debug!(
+                namespace,
+                field,
+                "ignored a result field of an unexpected type"
+            );
+            None
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn optional_fields_of_another_type_count_as_absent() {
+        let raw = |text: &str| RawValue::from_string(text.to_string()).unwrap();
+        let text = raw(r#""use search first""#);
+        assert_eq!(
+            optional::<String>("s", "instructions", Some(&text)),
+            Some("use search first".to_string())
+        );
+        for odd in [r#"["use search first"]"#, "true", "null", "{}"] {
+            let odd = raw(odd);
+            assert_eq!(optional::<String>("s", "instructions", Some(&odd)), None);
+        }
+        assert_eq!(optional::<bool>("s", "listChanged", None), None);
+    }
 
     #[test]
     fn classifies_every_kind() {

@@ -14,6 +14,7 @@ mod http;
 mod jsonrpc;
 mod limits;
 mod listing;
+mod notices;
 mod pack;
 mod redact;
 mod result;

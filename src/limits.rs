@@ -72,6 +72,28 @@ pub(crate) const MAX_RETRY: Duration = Duration::from_secs(30);
 /// The longest SSE event id the Pack sends back as `Last-Event-ID`, in bytes.
 pub(crate) const MAX_EVENT_ID_BYTES: usize = 1024;
 
+/// A server's `instructions` (initialize result) longer than this, in bytes, are cut.
+pub(crate) const MAX_INSTRUCTIONS_BYTES: usize = 8 * 1024;
+
+/// A server log message (`notifications/message`) longer than this, in bytes, is cut before it
+/// becomes a `tracing` event.
+pub(crate) const MAX_LOG_MESSAGE_BYTES: usize = 4 * 1024;
+
+/// A re-listing of a ready server's tools (every `tools/list` page) must finish within this.
+pub(crate) const RELIST_DEADLINE: Duration = Duration::from_secs(120);
+
+/// A call or lookup naming a tool that a ready server does not list re-lists that server at
+/// most once per this interval, so a model guessing names cannot flood a server.
+pub(crate) const MISS_INTERVAL: Duration = Duration::from_secs(10);
+
+/// The first wait before reopening a standalone `GET` stream that ended or broke; each later
+/// wait doubles, up to [`RETRY_MAX`].
+pub(crate) const LISTEN_RETRY_FIRST: Duration = Duration::from_secs(1);
+
+/// A standalone `GET` stream that stayed open this long resets the reopen backoff (proxies
+/// close idle streams).
+pub(crate) const LISTEN_STABLE: Duration = Duration::from_secs(60);
+
 /// The longest session id the Pack keeps, in bytes.
 pub(crate) const MAX_SESSION_ID_BYTES: usize = 1024;
 

@@ -2,14 +2,15 @@
 //!
 //! - no arguments: `{"servers":[{"namespace","status","reason"?,"retryInSeconds"?,"signInUrl"?,
 //!   "tools":[names]}]}`, servers sorted by namespace and tool names sorted, both in byte order;
-//! - `namespace`: `{"namespace","status","reason"?,"retryInSeconds"?,"signInUrl"?,
+//! - `namespace`: `{"namespace","status","reason"?,"retryInSeconds"?,"signInUrl"?,"instructions"?,
 //!   "tools":[{"name","description","inputSchema"}],"omitted"?:[{"name","reason"}]}`;
 //! - `namespace` + `toolName`: `{"namespace","name","description","inputSchema","outputSchema"?,
 //!   "annotations"?}`.
 //!
 //! `retryInSeconds` (whole seconds, rounded up) is there when a failed start will be tried
 //! again; a refused entry has none. `omitted` is there when a ready server's listing left tools
-//! out. Schemas and annotations are written out verbatim, exactly as the server sent them.
+//! out; `instructions` (scrubbed, at most 8 KiB) when a ready server's `initialize` gave them.
+//! Schemas and annotations are written out verbatim, exactly as the server sent them.
 
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -39,6 +40,8 @@ struct Detail<'a> {
     retry_in_seconds: Option<u64>,
     #[serde(rename = "signInUrl", skip_serializing_if = "Option::is_none")]
     sign_in_url: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    instructions: Option<&'a str>,
     tools: Vec<ToolEntry<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     omitted: Vec<OmittedEntry<'a>>,
@@ -116,9 +119,13 @@ pub(crate) fn all(servers: &[std::sync::Arc<Server>]) -> String {
     to_json(&All { servers: summaries })
 }
 
-/// One server's tools with their input schemas.
+/// One server's tools with their input schemas, and its `instructions` while it is ready.
 pub(crate) fn one_server(server: &Server, status: &Status) -> String {
     let (status_name, reason, retry_in_seconds, sign_in_url) = status_fields(status);
+    let instructions = match status {
+        Status::Ready(_) => server.instructions(),
+        _ => None,
+    };
     let (tools, omitted) = match status {
         Status::Ready(list) => (
             list.tools
@@ -145,6 +152,7 @@ pub(crate) fn one_server(server: &Server, status: &Status) -> String {
         reason,
         retry_in_seconds,
         sign_in_url,
+        instructions: instructions.as_deref(),
         tools,
         omitted,
     })

@@ -7,6 +7,8 @@
 //! ([`crate::result`]). A call runs in a task on the Host's runtime; the future the Host polls
 //! only awaits it. Dropping a call's future aborts the task and cancels the request while it may
 //! be running; dropping the Pack stops every task and call (README "Sessions and cancellation").
+//! A tool name that a ready server does not list re-lists that server once before the answer is
+//! `not_found` ([`crate::server::Server::relist_after_miss`]).
 
 use std::sync::Arc;
 
@@ -20,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{self, Entry, ProcessEnvironment, json_type};
 use crate::http::{Clients, Connection, Error};
 use crate::limits::{CALL_DEADLINE, truncate};
-use crate::server::{Server, Status};
+use crate::server::{Server, Status, ToolList};
 use crate::{listing, result};
 
 const GET: &str = "get_dynamic_tools";
@@ -135,13 +137,15 @@ impl Pack for McpPack {
         let short = tool
             .strip_prefix(self.id.as_str())
             .and_then(|rest| rest.strip_prefix('/'));
+        let servers = Arc::clone(&self.servers);
+        let shutdown = self.shutdown.clone();
         match short {
             Some(GET) => {
-                let answer = self.get_dynamic_tools(&args);
-                Box::pin(async move { answer })
+                let id = self.id.clone();
+                Box::pin(async move { get_dynamic_tools(&id, &servers, &args, &shutdown).await })
             }
-            Some(CALL) => match self.prepare_call(&args) {
-                Ok(call) => Box::pin(call.spawn(self.shutdown.clone())),
+            Some(CALL) => match prepare_call(&servers, &args) {
+                Ok(call) => Box::pin(call.spawn(self.id.clone(), shutdown)),
                 Err(e) => Box::pin(async move { Err(e) }),
             },
             _ => {
@@ -156,110 +160,99 @@ impl Pack for McpPack {
     }
 }
 
-impl McpPack {
-    fn get_dynamic_tools(&self, args: &Value) -> Result<String, ToolError> {
-        let args = arguments(args, &["namespace", "toolName"])?;
-        let namespace = string_arg(args, "namespace")?;
-        let tool_name = string_arg(args, "toolName")?;
-        match (namespace, tool_name) {
-            (None, None) => Ok(listing::all(&self.servers)),
-            (None, Some(_)) => Err(ToolError::new(
-                ToolErrorKind::InvalidArguments,
-                format!(
-                    "toolName needs a namespace, e.g. {{\"namespace\":{},\"toolName\":\"search\"}}",
-                    quoted(self.servers.first().map_or("docs", |s| &s.namespace))
-                ),
-            )),
-            (Some(namespace), None) => {
-                let server = self.server(namespace)?;
-                Ok(listing::one_server(server, &server.status()))
-            }
-            (Some(namespace), Some(tool_name)) => {
-                let server = self.server(namespace)?;
-                let list = ready_tools(server)?;
-                let tool = find_tool(
-                    &format!("{}/{GET}", self.id),
-                    server,
-                    &list.tools,
-                    tool_name,
-                )?;
-                Ok(listing::one_tool(&server.namespace, tool))
-            }
+/// `get_dynamic_tools` of the Pack `id`. Without a miss it answers without awaiting anything; a
+/// miss awaits only the server task's re-listing (no I/O of its own), so any executor can poll it.
+async fn get_dynamic_tools(
+    id: &str,
+    servers: &[Arc<Server>],
+    args: &Value,
+    shutdown: &CancellationToken,
+) -> Result<String, ToolError> {
+    let args = arguments(args, &["namespace", "toolName"])?;
+    let namespace = string_arg(args, "namespace")?;
+    let tool_name = string_arg(args, "toolName")?;
+    match (namespace, tool_name) {
+        (None, None) => Ok(listing::all(servers)),
+        (None, Some(_)) => Err(ToolError::new(
+            ToolErrorKind::InvalidArguments,
+            format!(
+                "toolName needs a namespace, e.g. {{\"namespace\":{},\"toolName\":\"search\"}}",
+                quoted(servers.first().map_or("docs", |s| &s.namespace))
+            ),
+        )),
+        (Some(namespace), None) => {
+            let server = server(servers, namespace)?;
+            Ok(listing::one_server(server, &server.status()))
         }
-    }
-
-    fn prepare_call(&self, args: &Value) -> Result<PreparedCall, ToolError> {
-        let args = arguments(args, &["namespace", "toolName", "arguments"])?;
-        let example = self.servers.first().map_or("docs", |s| &s.namespace);
-        let namespace =
-            string_arg(args, "namespace")?.ok_or_else(|| missing("namespace", example))?;
-        let tool_name =
-            string_arg(args, "toolName")?.ok_or_else(|| missing("toolName", example))?;
-        let tool_args = match args.get("arguments") {
-            None | Some(Value::Null) => Value::Object(Map::new()),
-            Some(Value::Object(map)) => Value::Object(map.clone()),
-            Some(other) => {
-                return Err(ToolError::new(
-                    ToolErrorKind::InvalidArguments,
-                    format!(
-                        "\"arguments\" must be an object, found {}",
-                        json_type(other)
-                    ),
-                ));
-            }
-        };
-        let server = self.server(namespace)?;
-        let list = ready_tools(server)?;
-        find_tool(
-            &format!("{}/{GET}", self.id),
-            server,
-            &list.tools,
-            tool_name,
-        )?;
-        // Only remote entries become ready, and each has a connection.
-        let connection = server.connection.clone().ok_or_else(|| {
-            ToolError::new(
-                ToolErrorKind::Unavailable,
-                format!("server {} has no connection", quoted(&server.namespace)),
-            )
-        })?;
-        Ok(PreparedCall {
-            connection,
-            namespace: Arc::clone(&server.namespace),
-            params: json!({"name": tool_name, "arguments": tool_args}),
-        })
-    }
-
-    fn server(&self, namespace: &str) -> Result<&Server, ToolError> {
-        match self
-            .servers
-            .binary_search_by(|s| s.namespace.as_ref().cmp(namespace))
-        {
-            Ok(i) => Ok(&self.servers[i]),
-            Err(_) => {
-                let known: Vec<String> = self
-                    .servers
-                    .iter()
-                    .map(|s| s.namespace.to_string())
-                    .collect();
-                let known = if known.is_empty() {
-                    "none (no servers are configured)".to_string()
-                } else {
-                    known.join(", ")
-                };
-                Err(ToolError::new(
-                    ToolErrorKind::NotFound,
-                    format!(
-                        "unknown namespace {}; known namespaces: {known}",
-                        quoted(namespace)
-                    ),
-                ))
-            }
+        (Some(namespace), Some(tool_name)) => {
+            let server = server(servers, namespace)?;
+            let (list, i) = lookup(id, server, tool_name, shutdown).await?;
+            Ok(listing::one_tool(&server.namespace, &list.tools[i]))
         }
     }
 }
 
-fn ready_tools(server: &Server) -> Result<Arc<crate::server::ToolList>, ToolError> {
+/// Checks a `call_dynamic_tool`'s arguments and finds its server; the tool is looked up in the
+/// call's task ([`PreparedCall::run`]), where a miss may wait for a re-listing.
+fn prepare_call(servers: &[Arc<Server>], args: &Value) -> Result<PreparedCall, ToolError> {
+    let args = arguments(args, &["namespace", "toolName", "arguments"])?;
+    let example = servers.first().map_or("docs", |s| &s.namespace);
+    let namespace = string_arg(args, "namespace")?.ok_or_else(|| missing("namespace", example))?;
+    let tool_name = string_arg(args, "toolName")?.ok_or_else(|| missing("toolName", example))?;
+    let tool_args = match args.get("arguments") {
+        None | Some(Value::Null) => Value::Object(Map::new()),
+        Some(Value::Object(map)) => Value::Object(map.clone()),
+        Some(other) => {
+            return Err(ToolError::new(
+                ToolErrorKind::InvalidArguments,
+                format!(
+                    "\"arguments\" must be an object, found {}",
+                    json_type(other)
+                ),
+            ));
+        }
+    };
+    let server = server(servers, namespace)?;
+    // Refused entries have no connection; their status error is the answer.
+    let Some(connection) = server.connection.clone() else {
+        return Err(ready_tools(server).err().unwrap_or_else(|| {
+            ToolError::new(
+                ToolErrorKind::Unavailable,
+                format!("server {} has no connection", quoted(&server.namespace)),
+            )
+        }));
+    };
+    Ok(PreparedCall {
+        server: Arc::clone(server),
+        connection,
+        namespace: Arc::clone(&server.namespace),
+        tool_name: tool_name.to_string(),
+        params: json!({"name": tool_name, "arguments": tool_args}),
+    })
+}
+
+fn server<'s>(servers: &'s [Arc<Server>], namespace: &str) -> Result<&'s Arc<Server>, ToolError> {
+    match servers.binary_search_by(|s| s.namespace.as_ref().cmp(namespace)) {
+        Ok(i) => Ok(&servers[i]),
+        Err(_) => {
+            let known: Vec<String> = servers.iter().map(|s| s.namespace.to_string()).collect();
+            let known = if known.is_empty() {
+                "none (no servers are configured)".to_string()
+            } else {
+                known.join(", ")
+            };
+            Err(ToolError::new(
+                ToolErrorKind::NotFound,
+                format!(
+                    "unknown namespace {}; known namespaces: {known}",
+                    quoted(namespace)
+                ),
+            ))
+        }
+    }
+}
+
+fn ready_tools(server: &Server) -> Result<Arc<ToolList>, ToolError> {
     match server.status() {
         Status::Ready(tools) => Ok(tools),
         Status::Loading => Err(ToolError::new(
@@ -294,31 +287,55 @@ fn ready_tools(server: &Server) -> Result<Arc<crate::server::ToolList>, ToolErro
     }
 }
 
-/// The tool `name` of `server`; a `NotFound` error naming `get`, the full name of this Pack's
-/// `get_dynamic_tools` (e.g. `mcp/get_dynamic_tools`), otherwise.
-fn find_tool<'t>(
-    get: &str,
+/// The ready server's tools and the index of `name` among them. A name the listing lacks
+/// re-lists the server once (at most once per server per [`crate::limits::MISS_INTERVAL`])
+/// before the answer is `not_found`, which names `id`'s `get_dynamic_tools` (e.g.
+/// `mcp/get_dynamic_tools`).
+///
+/// # Cancel safety
+/// Cancel safe: it only reads the status and waits for the server task's re-listing.
+async fn lookup(
+    id: &str,
     server: &Server,
-    tools: &'t [crate::server::Tool],
     name: &str,
-) -> Result<&'t crate::server::Tool, ToolError> {
-    match tools.binary_search_by(|t| t.name.as_str().cmp(name)) {
-        Ok(i) => Ok(&tools[i]),
-        Err(_) => Err(ToolError::new(
-            ToolErrorKind::NotFound,
-            format!(
-                "server {ns} has no tool {}; list its tools with {get} {{\"namespace\":{ns}}}",
-                quoted(name),
-                ns = quoted(&server.namespace)
-            ),
-        )),
+    shutdown: &CancellationToken,
+) -> Result<(Arc<ToolList>, usize), ToolError> {
+    let list = ready_tools(server)?;
+    if let Ok(i) = list.tools.binary_search_by(|t| t.name.as_str().cmp(name)) {
+        return Ok((list, i));
     }
+    let relisted = tokio::select! {
+        relisted = server.relist_after_miss() => relisted,
+        () = shutdown.cancelled() => false,
+    };
+    if relisted {
+        let list = ready_tools(server)?;
+        if let Ok(i) = list.tools.binary_search_by(|t| t.name.as_str().cmp(name)) {
+            return Ok((list, i));
+        }
+    }
+    Err(not_found(id, server, name))
+}
+
+/// The `NotFound` error for a tool `server` does not list, naming the Pack `id`'s
+/// `get_dynamic_tools`.
+fn not_found(id: &str, server: &Server, name: &str) -> ToolError {
+    ToolError::new(
+        ToolErrorKind::NotFound,
+        format!(
+            "server {ns} has no tool {}; list its tools with {id}/{GET} {{\"namespace\":{ns}}}",
+            quoted(name),
+            ns = quoted(&server.namespace)
+        ),
+    )
 }
 
 /// A checked `call_dynamic_tool`, ready to send.
 struct PreparedCall {
+    server: Arc<Server>,
     connection: Arc<Connection>,
     namespace: Arc<str>,
+    tool_name: String,
     params: Value,
 }
 
@@ -332,21 +349,28 @@ const DEADLINE: &str = "the client's deadline for the call passed";
 impl PreparedCall {
     /// Spawns the call on the Host's runtime and returns the future the Host polls, which only
     /// awaits the spawned task (so any executor can poll it).
-    fn spawn(self, shutdown: CancellationToken) -> CallFuture {
+    fn spawn(self, pack_id: String, shutdown: CancellationToken) -> CallFuture {
         let connection = Arc::clone(&self.connection);
         let id = connection.next_id();
-        let task = connection.runtime().spawn(self.run(id, shutdown));
+        let task = connection.runtime().spawn(self.run(pack_id, id, shutdown));
         CallFuture {
             task,
             armed: Some((connection, id)),
         }
     }
 
-    /// The call task: `tools/call` under [`CALL_DEADLINE`], racing the Pack's shutdown. A
+    /// The call task: the tool's lookup (a miss may wait for a re-listing), then `tools/call`
+    /// under [`CALL_DEADLINE`], racing the Pack's shutdown. A
     /// request that may still be running when the call ends without an answer (deadline, a
     /// reply that broke off) is cancelled through the connection's in-flight table; at shutdown
     /// the connection's close cancels it (before the session's `DELETE`).
-    async fn run(self, id: u64, shutdown: CancellationToken) -> Result<String, ToolError> {
+    async fn run(
+        self,
+        pack_id: String,
+        id: u64,
+        shutdown: CancellationToken,
+    ) -> Result<String, ToolError> {
+        lookup(&pack_id, &self.server, &self.tool_name, &shutdown).await?;
         let ns = quoted(&self.namespace);
         let connection = &self.connection;
         tracing::debug!(namespace = %self.namespace, id, "tools/call");

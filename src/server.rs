@@ -11,21 +11,29 @@
 //! session it opened ([`Connection::abandon`]), sets the status to `error` with the reason, and
 //! is tried again after [`backoff`]'s wait (1 s, 2 s, 4 s … plus jitter, never more than 60 s),
 //! or after what a `429`/`503` asked for in `Retry-After` ([`Error::retry_after`]; at least 1 s,
-//! at most 60 s), until it succeeds. `ready` is final. When the Pack is dropped the task closes
-//! the connection ([`Connection::close`]): cancels of requests in flight first, then the
-//! `DELETE` of each session.
+//! at most 60 s), until it succeeds. `ready` stays `ready`. When the Pack is dropped the task
+//! first closes the standalone `GET` stream, then closes the connection
+//! ([`Connection::close`]): cancels of requests in flight first, then the `DELETE` of each
+//! session.
+//!
+//! Once ready, the task keeps the listing live (README "Lifecycle and limits"; ARCHITECTURE
+//! "The listing's life"): it re-lists when the server says its tools changed, when the session
+//! was initialized again, or when a call names a tool the listing lacks
+//! ([`Server::relist_after_miss`]), and it holds the standalone `GET` stream open for a server
+//! that declared `listChanged`. A re-listing reads the pages under the same rules as a start, so
+//! it yields the same [`ToolList`] (omitted tools included).
 
 use std::collections::HashSet;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use backon::{ExponentialBuilder, Retryable};
+use backon::{BackoffBuilder, ExponentialBuilder, Retryable};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::http::{Connection, Error, SIGN_IN_REQUIRED};
+use crate::http::{Connection, Error, Initialized, Listened, SIGN_IN_REQUIRED};
 use crate::limits::{
     self, MAX_DESCRIPTION_BYTES, MAX_PAGES, MAX_SCHEMA_BYTES, MAX_TOOL_NAME_BYTES, MAX_TOOLS,
     START_DEADLINE,
@@ -149,6 +157,8 @@ pub(crate) struct Server {
     status: RwLock<Status>,
     /// `None` for a refused entry.
     pub(crate) connection: Option<Arc<Connection>>,
+    /// When a miss last asked this server for a re-listing, and that request's number.
+    last_miss: Mutex<Option<(tokio::time::Instant, u64)>>,
 }
 
 impl Server {
@@ -158,6 +168,7 @@ impl Server {
             namespace,
             status: RwLock::new(Status::refused(reason)),
             connection: None,
+            last_miss: Mutex::new(None),
         }
     }
 
@@ -167,6 +178,7 @@ impl Server {
             namespace,
             status: RwLock::new(Status::Loading),
             connection: Some(connection),
+            last_miss: Mutex::new(None),
         }
     }
 
@@ -269,15 +281,32 @@ impl Server {
             },
             () = shutdown.cancelled() => {}
         }
+        if matches!(self.status(), Status::Ready(_)) {
+            // Dropping the live future closes the standalone stream before the DELETE.
+            tokio::select! {
+                () = shutdown.cancelled() => {}
+                () = self.live(&connection) => {}
+            }
+        }
         shutdown.cancelled().await;
         connection.close().await;
     }
 }
 
-/// One start: the handshake and every `tools/list` page, bounded by the page, tool-count and
-/// cursor rules of [`crate::limits`]. Returns the tools sorted by name and the ones left out.
+/// One start: the handshake and every `tools/list` page ([`list_tools`]). Returns the tools
+/// sorted by name and the ones left out.
 async fn discover(connection: &Arc<Connection>) -> Result<ToolList, StartFailure> {
     let initialized = connection.initialize().await?;
+    list_tools(connection, &initialized).await
+}
+
+/// Every `tools/list` page, bounded by the page, tool-count and cursor rules of
+/// [`crate::limits`], on a session whose `initialize` declared `initialized`; a start's and a
+/// re-listing's. Returns the tools sorted by name and the ones left out.
+async fn list_tools(
+    connection: &Arc<Connection>,
+    initialized: &Initialized,
+) -> Result<ToolList, StartFailure> {
     let mut tools: Vec<Tool> = Vec::new();
     let mut omitted: Vec<Omitted> = Vec::new();
     // Names of the tools kept so far: a later tool of one of these names is a duplicate.
@@ -403,6 +432,178 @@ fn read_page(connection: &Connection, result: &RawValue, page: usize) -> Result<
         }));
     }
     Ok((tools, list.next_cursor))
+}
+
+// The listing's life once ready: re-listings (coalesced, one at a time), the miss throttle, and
+// the standalone GET stream.
+
+impl Server {
+    /// What a ready server's task does until the Pack is dropped: runs the re-list worker and
+    /// the standalone stream's loop. Never returns.
+    async fn live(&self, connection: &Arc<Connection>) {
+        let relists = async {
+            loop {
+                let covered = connection.signals().relist_wanted().await;
+                self.relist(connection).await;
+                connection.signals().relisted(covered);
+            }
+        };
+        tokio::join!(relists, listen(connection));
+    }
+
+    /// One re-listing: every page within [`limits::RELIST_DEADLINE`]. Success replaces the tools
+    /// at once; failure keeps them (and `ready`) and logs a warning with the reason.
+    /// It reads the pages like a start ([`list_tools`], with what the current session's
+    /// `initialize` declared), so it yields the same [`ToolList`], omitted tools included.
+    async fn relist(&self, connection: &Arc<Connection>) {
+        let initialized = connection
+            .current()
+            .map(|current| current.initialized)
+            .unwrap_or_default();
+        let listing = list_tools(connection, &initialized);
+        let outcome = match tokio::time::timeout(limits::RELIST_DEADLINE, listing).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(StartFailure::from(format!(
+                "tools/list did not finish within {} seconds",
+                limits::RELIST_DEADLINE.as_secs()
+            ))),
+        };
+        match outcome {
+            Ok(list) => {
+                tracing::info!(
+                    namespace = %self.namespace,
+                    tools = list.tools.len(),
+                    omitted = list.omitted.len(),
+                    "tools re-listed"
+                );
+                self.set_status(Status::Ready(Arc::new(list)));
+            }
+            Err(failure) => {
+                let reason = limits::truncate(&failure.reason, 2 * limits::MAX_REASON_BYTES);
+                tracing::warn!(namespace = %self.namespace, reason = %reason, "re-listing the tools failed; keeping the previous list");
+            }
+        }
+    }
+
+    /// A call or lookup named a tool this ready server does not list: re-lists once and waits
+    /// for it. Within [`limits::MISS_INTERVAL`] of the last miss that re-listed, asks for no
+    /// other re-listing but waits for that one to end (at once when it has). Returns whether the
+    /// caller should look again (false for a refused entry).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the re-listing runs in the server's task; dropping this only stops waiting.
+    pub(crate) async fn relist_after_miss(&self) -> bool {
+        let Some(connection) = &self.connection else {
+            return false;
+        };
+        let signals = connection.signals();
+        let number = {
+            let mut last = self.last_miss.lock().unwrap_or_else(|e| e.into_inner());
+            let now = tokio::time::Instant::now();
+            match *last {
+                Some((at, number)) if now.duration_since(at) < limits::MISS_INTERVAL => number,
+                _ => {
+                    tracing::debug!(namespace = %self.namespace, "a call named an unlisted tool; re-listing");
+                    let number = signals.request_relist();
+                    *last = Some((now, number));
+                    number
+                }
+            }
+        };
+        signals.wait_relisted(number).await;
+        true
+    }
+
+    /// The server's `instructions` while it is ready, scrubbed and bounded.
+    pub(crate) fn instructions(&self) -> Option<Arc<str>> {
+        self.connection
+            .as_ref()
+            .and_then(|c| c.current())
+            .and_then(|current| current.initialized.instructions)
+    }
+}
+
+/// Holds the standalone `GET` stream open while the session's server declared
+/// `capabilities.tools.listChanged`: reopens it with `Last-Event-ID` after 1 s, doubling to
+/// 60 s (a stream that stayed open a minute resets the wait); after a 405, never asks again in
+/// that session. A 404 (the server forgot the session) joins or starts the connection's renewal
+/// ([`Connection::renew_after`]), which re-lists.
+/// Each stream that opens asks for one re-listing (in `Connection::listen`), so a change made
+/// while no stream was open is not lost. A session a call renewed (see
+/// [`crate::notices::Signals::session_renewed`]) is looked at as soon as it exists; after this
+/// loop's own renewal, or one a listing caused, the backoff is waited out, so that a server
+/// answering every `GET` (or every `tools/list` after the stream opens) with 404 is not asked in a
+/// tight loop. Never returns.
+async fn listen(connection: &Arc<Connection>) {
+    let signals = connection.signals();
+    let backoff = || {
+        ExponentialBuilder::new()
+            .with_min_delay(limits::LISTEN_RETRY_FIRST)
+            .with_max_delay(limits::RETRY_MAX)
+            .with_factor(2.0)
+            .without_max_times()
+            .build()
+    };
+    let mut waits = backoff();
+    let mut last_event_id = String::new();
+    // The session the stream was last opened on, and whether it answered 405.
+    let mut seen: Option<(crate::http::Current, bool)> = None;
+    loop {
+        let Some(current) = connection.current() else {
+            signals.any_renewal().await;
+            continue;
+        };
+        let known = seen.as_ref().is_some_and(|(s, _)| s.is(&current));
+        if !known {
+            seen = Some((current, false));
+            last_event_id.clear();
+        }
+        let Some((session, not_offered)) = &mut seen else {
+            continue;
+        };
+        if !session.initialized.tools_list_changed || *not_offered {
+            signals.any_renewal().await;
+            continue;
+        }
+        let opened = tokio::time::Instant::now();
+        let mut wake_on_renewal = true;
+        match connection.listen(session, &mut last_event_id).await {
+            Ok(Listened::NotOffered) => {
+                tracing::debug!(namespace = %connection.namespace(), "the server offers no standalone stream (405)");
+                *not_offered = true;
+                continue;
+            }
+            Ok(Listened::NoSession) => {
+                signals.any_renewal().await;
+                continue;
+            }
+            Ok(Listened::Ended) => {
+                tracing::debug!(namespace = %connection.namespace(), "the standalone stream ended");
+            }
+            Err(error) if error.is_session_expired() => {
+                tracing::debug!(namespace = %connection.namespace(), "the standalone stream's session expired; initializing again");
+                if let Err(error) = connection.renew_after(session).await {
+                    tracing::debug!(namespace = %connection.namespace(), reason = %error, "initializing again failed");
+                }
+                wake_on_renewal = false;
+            }
+            Err(error) => {
+                tracing::debug!(namespace = %connection.namespace(), reason = %error, "the standalone stream failed");
+            }
+        }
+        if opened.elapsed() >= limits::LISTEN_STABLE {
+            waits = backoff();
+        }
+        let wait = waits.next().unwrap_or(limits::RETRY_MAX);
+        if wake_on_renewal {
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = signals.renewed() => {}
+            }
+        } else {
+            tokio::time::sleep(wait).await;
+        }
+    }
 }
 
 /// Why a tool is left out: its name when it has a readable one, and the reason.

@@ -1720,6 +1720,396 @@ async fn keep_alives_forever_do_not_outlive_the_start_deadline() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// the standalone GET stream
+
+/// The standalone stream is bounded like every stream: an endless event is cut at 16 MiB and the
+/// stream dropped, then asked for again after 1 s; the second answer (405) ends the asking.
+#[tokio::test]
+async fn an_endless_event_on_the_standalone_stream_is_cut_and_the_stream_reopened() {
+    let sent = Arc::new(AtomicUsize::new(0));
+    let gets = Arc::new(AtomicUsize::new(0));
+    let (sent2, gets2) = (Arc::clone(&sent), Arc::clone(&gets));
+    let server = serve(move |req| {
+        let (sent, gets) = (Arc::clone(&sent2), Arc::clone(&gets2));
+        async move {
+            if req.http_method == "GET" {
+                if gets.fetch_add(1, Ordering::SeqCst) == 0 {
+                    return Reply::endless(
+                        200,
+                        "text/event-stream",
+                        "data: ",
+                        Bytes::from(vec![b'x'; 64 * 1024]),
+                        Duration::from_millis(1),
+                        sent,
+                    );
+                }
+                return Reply::raw(405, "text/plain", "");
+            }
+            if req.method() == "initialize" {
+                return Reply::json(&result(
+                    &req.id(),
+                    json!({"protocolVersion": "2025-06-18",
+                           "capabilities": {"tools": {"listChanged": true}},
+                           "serverInfo": {"name": "hostile", "version": "0"}}),
+                ))
+                .header("mcp-session-id", SESSION);
+            }
+            if let Some(reply) = standard(&req) {
+                return reply;
+            }
+            match req.method() {
+                "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)),
+                _ => Reply::raw(400, "text/plain", ""),
+            }
+        }
+    })
+    .await;
+    let host = ready_host("flood", &server.url).await;
+    server
+        .wait_until(Duration::from_secs(30), "a second GET", |requests| {
+            requests.iter().filter(|r| r.http_method == "GET").count() == 2
+        })
+        .await;
+    let at_reopen = sent.load(Ordering::SeqCst);
+    assert!(
+        at_reopen >= 16 * MIB - 64 * 1024,
+        "the Pack read up to the cap: {at_reopen}"
+    );
+    assert!(
+        at_reopen < 40 * MIB,
+        "the Pack stopped reading near the cap: {at_reopen}"
+    );
+    let listing = host.listing(json!({})).await;
+    assert_eq!(
+        server_entry(&listing, "flood"),
+        &json!({"namespace": "flood", "status": "ready", "tools": ["t"]})
+    );
+    // The start's listing and the one after the stream opened; a broken stream is no change.
+    assert_eq!(server.count("tools/list"), 2);
+}
+
+/// Reopening waits 1 s, then doubles; a stream that stayed open a minute (proxies close idle
+/// streams) starts the waits over.
+#[tokio::test(start_paused = true)]
+async fn the_standalone_stream_reopen_wait_doubles_and_a_long_stream_resets_it() {
+    heartbeat();
+    let gets = Arc::new(AtomicUsize::new(0));
+    let gets2 = Arc::clone(&gets);
+    let server = serve(move |req| {
+        let gets = Arc::clone(&gets2);
+        async move {
+            if req.http_method == "GET" {
+                return match gets.fetch_add(1, Ordering::SeqCst) + 1 {
+                    1 | 2 => Reply::raw(200, "text/event-stream", ": short\n\n"),
+                    3 => Reply::stream(
+                        200,
+                        "text/event-stream",
+                        stream::once(async { Ok(Bytes::from_static(b": long\n\n")) }).chain(
+                            stream::once(async {
+                                tokio::time::sleep(Duration::from_secs(61)).await;
+                                Ok(Bytes::from_static(b": bye\n\n"))
+                            }),
+                        ),
+                    ),
+                    _ => Reply::raw(405, "text/plain", ""),
+                };
+            }
+            if req.method() == "initialize" {
+                return Reply::json(&result(
+                    &req.id(),
+                    json!({"protocolVersion": "2025-06-18",
+                           "capabilities": {"tools": {"listChanged": true}},
+                           "serverInfo": {"name": "hostile", "version": "0"}}),
+                ))
+                .header("mcp-session-id", SESSION);
+            }
+            if let Some(reply) = standard(&req) {
+                return reply;
+            }
+            Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None))
+        }
+    })
+    .await;
+    let _host = ready_host("long", &server.url).await;
+    let requests = server
+        .wait_until(Duration::from_secs(200), "four GETs", |requests| {
+            requests.iter().filter(|r| r.http_method == "GET").count() == 4
+        })
+        .await;
+    let at: Vec<Instant> = requests
+        .iter()
+        .filter(|r| r.http_method == "GET")
+        .map(|r| r.at)
+        .collect();
+    let gaps: Vec<u128> = at.windows(2).map(|w| (w[1] - w[0]).as_millis()).collect();
+    // 1 s, 2 s, then the 61 s stream and 1 s again (not 4 s).
+    assert_eq!(gaps, [1000, 2000, 62_000]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// break-11: re-listing interleavings
+
+/// A server that forgets every session at once on `tools/list` after the start (a load balancer
+/// without sticky sessions does this): the re-listing's 404 initializes again, and that renewal
+/// must not ask for yet another re-listing forever. After one `list_changed`, the Pack should
+/// initialize again once (the re-listing's own renewal) and then stop; it should not flood the
+/// server with `initialize` + `tools/list` in a tight loop.
+#[tokio::test]
+async fn a_relisting_that_keeps_meeting_404_does_not_loop() {
+    let lists = Arc::new(AtomicUsize::new(0));
+    let lists2 = Arc::clone(&lists);
+    let server = serve(move |req| {
+        let lists = Arc::clone(&lists2);
+        async move {
+            if let Some(reply) = standard(&req) {
+                return reply;
+            }
+            match req.method() {
+                "tools/list" => {
+                    if lists.fetch_add(1, Ordering::SeqCst) == 0 {
+                        Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None))
+                    } else {
+                        Reply::raw(404, "text/plain", "no such session")
+                    }
+                }
+                "tools/call" => Reply::sse(&[
+                    json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
+                    text_result(&req.id(), "done"),
+                ]),
+                _ => Reply::raw(400, "text/plain", ""),
+            }
+        }
+    })
+    .await;
+    let host = ready_host("lb", &server.url).await;
+    assert_eq!(
+        call_t(&host, "lb", Duration::from_secs(10)).await,
+        Ok("done".to_string())
+    );
+    // Let the re-listing (and whatever it sets off) run.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The start's initialize, and the one the re-listing's 404 caused.
+    assert_eq!(server.count("initialize"), 2);
+    let listing = host.listing(json!({"namespace": "lb"})).await;
+    assert_eq!(listing["status"], "ready");
+    assert_eq!(listing["tools"][0]["name"], "t");
+}
+
+/// Two lookups of a tool the server added silently, the second made while the first one's
+/// re-listing is still running: the second should see the tool that re-listing brings (it
+/// causes no extra re-listing by waiting for the running one), not `not_found`.
+#[tokio::test]
+async fn a_miss_racing_a_miss_relisting_sees_the_new_tool() {
+    let lists = Arc::new(AtomicUsize::new(0));
+    let lists2 = Arc::clone(&lists);
+    let server = serve(move |req| {
+        let lists = Arc::clone(&lists2);
+        async move {
+            if let Some(reply) = standard(&req) {
+                return reply;
+            }
+            match req.method() {
+                "tools/list" => {
+                    if lists.fetch_add(1, Ordering::SeqCst) == 0 {
+                        Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None))
+                    } else {
+                        // The re-listing is slow: the second lookup lands while it runs.
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                        Reply::json(&tools_page(
+                            &req.id(),
+                            vec![tool("t", "t"), tool("u", "u")],
+                            None,
+                        ))
+                    }
+                }
+                _ => Reply::raw(400, "text/plain", ""),
+            }
+        }
+    })
+    .await;
+    let host = ready_host("slow", &server.url).await;
+    let ask = || {
+        host.call(
+            "get_dynamic_tools",
+            json!({"namespace": "slow", "toolName": "u"}),
+        )
+    };
+    let first = ask();
+    let second = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        ask().await
+    };
+    let (first, second) = tokio::join!(first, second);
+    let expected = json!({"namespace": "slow", "name": "u", "description": "u",
+                          "inputSchema": {"type": "object"}})
+    .to_string();
+    assert_eq!(first.as_deref(), Ok(expected.as_str()));
+    assert_eq!(second.as_deref(), Ok(expected.as_str()));
+    assert_eq!(server.count("tools/list"), 2);
+}
+
+/// `instructions` and `capabilities.tools.listChanged` are optional extras of the initialize
+/// result: a server that sends one in a shape this client does not expect (here `instructions`
+/// as an array and `tools` as `true`) still starts, as it did before the client read them, just
+/// without instructions and without the standalone stream. The start must not fail, least of all
+/// with a reason saying the result has no `protocolVersion` when it has one.
+#[tokio::test]
+async fn odd_optional_initialize_fields_do_not_fail_the_start() {
+    let server = serve(|req| async move {
+        if req.method() == "initialize" {
+            return Reply::json(&result(
+                &req.id(),
+                json!({"protocolVersion": "2025-06-18",
+                       "capabilities": {"tools": true},
+                       "instructions": ["use search first"],
+                       "serverInfo": {"name": "hostile", "version": "0"}}),
+            ))
+            .header("mcp-session-id", SESSION);
+        }
+        if let Some(reply) = standard(&req) {
+            return reply;
+        }
+        match req.method() {
+            "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)),
+            _ => Reply::raw(400, "text/plain", ""),
+        }
+    })
+    .await;
+    let host = Host::new(json!({ "odd": entry(&server.url) }));
+    let listing = host.settled(Duration::from_secs(10)).await;
+    assert_eq!(
+        server_entry(&listing, "odd"),
+        &json!({"namespace": "odd", "status": "ready", "tools": ["t"]})
+    );
+}
+
+/// A tool the server adds between the start's listing and the opening of the standalone stream
+/// has no stream to be announced on (a server does not keep notifications for a stream that is
+/// not open). A change racing the listing must not be lost: once the stream is open, one
+/// re-listing closes the gap, and the listing shows the tool without any call having to miss.
+#[tokio::test]
+async fn a_change_before_the_get_stream_opens_is_not_lost() {
+    let lists = Arc::new(AtomicUsize::new(0));
+    let lists2 = Arc::clone(&lists);
+    let server = serve(move |req| {
+        let lists = Arc::clone(&lists2);
+        async move {
+            if req.http_method == "GET" {
+                // Held open, with nothing to say: the change happened before it opened.
+                return Reply::endless(
+                    200,
+                    "text/event-stream",
+                    ": open\n\n",
+                    Bytes::from_static(b": idle\n\n"),
+                    Duration::from_millis(500),
+                    Arc::new(AtomicUsize::new(0)),
+                );
+            }
+            if req.method() == "initialize" {
+                return Reply::json(&result(
+                    &req.id(),
+                    json!({"protocolVersion": "2025-06-18",
+                           "capabilities": {"tools": {"listChanged": true}},
+                           "serverInfo": {"name": "hostile", "version": "0"}}),
+                ))
+                .header("mcp-session-id", SESSION);
+            }
+            if let Some(reply) = standard(&req) {
+                return reply;
+            }
+            match req.method() {
+                // The first answer is the start's; the tool `u` is added right after it.
+                "tools/list" => {
+                    let tools = if lists.fetch_add(1, Ordering::SeqCst) == 0 {
+                        vec![tool("t", "t")]
+                    } else {
+                        vec![tool("t", "t"), tool("u", "u")]
+                    };
+                    Reply::json(&tools_page(&req.id(), tools, None))
+                }
+                _ => Reply::raw(400, "text/plain", ""),
+            }
+        }
+    })
+    .await;
+    let host = ready_host("gap", &server.url).await;
+    server
+        .wait_until(Duration::from_secs(10), "the standalone GET", |requests| {
+            requests.iter().any(|r| r.http_method == "GET")
+        })
+        .await;
+    let listing = host
+        .wait_for(Duration::from_secs(5), |l| {
+            server_entry(l, "gap")["tools"] == json!(["t", "u"])
+        })
+        .await;
+    assert_eq!(
+        server_entry(&listing, "gap"),
+        &json!({"namespace": "gap", "status": "ready", "tools": ["t", "u"]})
+    );
+}
+
+/// A server that opens every standalone stream (and ends it at once) but forgets the session on
+/// every `tools/list` after the start: each open asks for a re-listing, whose 404 initializes
+/// again. That renewal must not cut the stream's backoff short, or the GET, the re-listing and
+/// the `initialize` would repeat in a tight loop: the streams open at 0 s, 1 s and 3 s.
+#[tokio::test(start_paused = true)]
+async fn a_stream_whose_relisting_meets_404_is_reopened_with_backoff() {
+    heartbeat();
+    let lists = Arc::new(AtomicUsize::new(0));
+    let lists2 = Arc::clone(&lists);
+    let server = serve(move |req| {
+        let lists = Arc::clone(&lists2);
+        async move {
+            if req.http_method == "GET" {
+                return Reply::raw(200, "text/event-stream", ": short\n\n");
+            }
+            if req.method() == "initialize" {
+                return Reply::json(&result(
+                    &req.id(),
+                    json!({"protocolVersion": "2025-06-18",
+                           "capabilities": {"tools": {"listChanged": true}},
+                           "serverInfo": {"name": "hostile", "version": "0"}}),
+                ))
+                .header("mcp-session-id", SESSION);
+            }
+            if let Some(reply) = standard(&req) {
+                return reply;
+            }
+            match req.method() {
+                "tools/list" if lists.fetch_add(1, Ordering::SeqCst) == 0 => {
+                    Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None))
+                }
+                "tools/list" => Reply::raw(404, "text/plain", "no such session"),
+                _ => Reply::raw(400, "text/plain", ""),
+            }
+        }
+    })
+    .await;
+    let host = ready_host("lb", &server.url).await;
+    let requests = server
+        .wait_until(Duration::from_secs(10), "three GETs", |requests| {
+            requests.iter().filter(|r| r.http_method == "GET").count() == 3
+        })
+        .await;
+    let gets: Vec<Instant> = requests
+        .iter()
+        .filter(|r| r.http_method == "GET")
+        .map(|r| r.at)
+        .collect();
+    let gaps: Vec<u128> = gets.windows(2).map(|w| (w[1] - w[0]).as_millis()).collect();
+    assert_eq!(gaps, [1000, 2000]);
+    // Long enough for the third stream's re-listing, well before a fourth stream (at 7 s).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The start's initialize, and one per opened stream's re-listing.
+    assert_eq!(server.count("initialize"), 4);
+    assert_eq!(server.count("tools/list"), 7);
+    assert_eq!(
+        server_entry(&host.listing(json!({})).await, "lb"),
+        &json!({"namespace": "lb", "status": "ready", "tools": ["t"]})
+    );
+}
+
 // Reasons a model can act on
 
 /// A refused connection reads as a plain sentence naming `scheme://host:port` (this url holds

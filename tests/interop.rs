@@ -107,18 +107,128 @@ async fn everything(test: &str) -> Option<(Peer, Proxy, Host)> {
     Some((peer, proxy, host))
 }
 
-/// The exchanges of a call whose session the server no longer knows: the 400, a new
-/// `initialize`, and the same call again.
-const RENEWED: [&str; 4] = [
-    "POST tools/call 400",
-    "POST initialize 200",
-    "POST notifications/initialized 202",
-    "POST tools/call 200",
-];
-
 /// One summary line per exchange.
 fn summaries(log: &[Exchange]) -> Vec<String> {
     log.iter().map(Exchange::summary).collect()
+}
+
+/// The exchanges without the standalone `GET` streams, which the Pack opens (and reopens) beside
+/// the calls for a server that declared `tools.listChanged`, as server-everything does, and
+/// without the re-listing each opened stream asks for: the first `tools/list` after a `GET`
+/// answered 200, in its session (its place among the calls depends on timing).
+fn without_streams(log: &[Exchange]) -> Vec<Exchange> {
+    let mut skip = vec![false; log.len()];
+    for (i, get) in log.iter().enumerate() {
+        if get.method != "GET" {
+            continue;
+        }
+        skip[i] = true;
+        if get.status != 200 {
+            continue;
+        }
+        let relisting = (i + 1..log.len()).find(|&j| {
+            !skip[j] && log[j].body["method"] == "tools/list" && log[j].session == get.session
+        });
+        if let Some(j) = relisting {
+            skip[j] = true;
+        }
+    }
+    log.iter()
+        .zip(skip)
+        .filter(|(_, skip)| !skip)
+        .map(|(e, _)| e.clone())
+        .collect()
+}
+
+/// server-everything's answer to a request on a session it does not know.
+const NO_SESSION: &str = r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"}}"#;
+
+/// Checks the exchanges after server-everything lost session `old` (see [`without_streams`]):
+/// requests on `old` answered 400 (the call, or a re-listing when the standalone stream's loop
+/// noticed first), exactly one new `initialize`, and on the new session
+/// `notifications/initialized`, the call (`params`) answered 200 and at most one re-listing
+/// answered 200, the last two in either order (the renewal's re-listing and the one the reopened
+/// standalone stream asks for may be one; [`wait_relisted`] saw at least one). Returns the new
+/// session id.
+/// Waits until the Pack re-listed on a session not in `known` and every `tools/list` there was
+/// answered, the log quiet for 300 ms (a second re-listing may follow the first).
+async fn wait_relisted(proxy: &Proxy, known: &[String]) {
+    let deadline = Instant::now() + READY;
+    let lists = || -> Option<usize> {
+        let log = proxy.log();
+        let on_new: Vec<&Exchange> = log
+            .iter()
+            .filter(|e| {
+                e.body["method"] == "tools/list"
+                    && e.session.as_ref().is_some_and(|s| !known.contains(s))
+            })
+            .collect();
+        let done = !on_new.is_empty() && on_new.iter().all(|e| e.status == 200);
+        done.then_some(on_new.len())
+    };
+    loop {
+        if let Some(seen) = lists() {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            if lists() == Some(seen) {
+                return;
+            }
+        }
+        assert!(Instant::now() < deadline, "{:?}", proxy.summary());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn assert_renewed(after: &[Exchange], old: &str, params: &Value) -> String {
+    let shown = summaries(after);
+    let inits: Vec<&Exchange> = after
+        .iter()
+        .filter(|e| e.body["method"] == "initialize")
+        .collect();
+    assert_eq!(inits.len(), 1, "{shown:?}");
+    assert_eq!(inits[0].session, None);
+    let new = inits[0].response_session.clone().expect("a new session id");
+    assert_ne!(new, old);
+    let lost: Vec<&Exchange> = after
+        .iter()
+        .filter(|e| e.session.as_deref() == Some(old))
+        .collect();
+    assert!(!lost.is_empty(), "{shown:?}");
+    for exchange in &lost {
+        assert_eq!(exchange.status, 400, "{shown:?}");
+        let method = exchange.body["method"].as_str().unwrap_or("");
+        assert!(
+            method == "tools/call" || method == "tools/list",
+            "{shown:?}"
+        );
+        assert_eq!(exchange.response_text(), NO_SESSION);
+    }
+    let renewed: Vec<&Exchange> = after
+        .iter()
+        .filter(|e| e.session.as_deref() == Some(new.as_str()))
+        .collect();
+    let mut got: Vec<String> = renewed.iter().map(|e| e.summary()).collect();
+    got.sort();
+    got.dedup();
+    assert!(
+        got == [
+            "POST notifications/initialized 202",
+            "POST tools/call 200",
+            "POST tools/list 200"
+        ] || got == ["POST notifications/initialized 202", "POST tools/call 200"],
+        "{shown:?}"
+    );
+    let lists = renewed
+        .iter()
+        .filter(|e| e.body["method"] == "tools/list")
+        .count();
+    assert!(lists <= 1, "{shown:?}");
+    assert_eq!(lost.len() + 1 + renewed.len(), after.len(), "{shown:?}");
+    let call = renewed
+        .iter()
+        .find(|e| e.body["method"] == "tools/call")
+        .unwrap();
+    assert_eq!(&call.body["params"], params);
+    new
 }
 
 #[tokio::test]
@@ -128,6 +238,15 @@ async fn everything_lists_its_tools_and_maps_each_kind_of_result() {
     else {
         return;
     };
+
+    // The server's instructions reach the namespace form, whole (they are under 8 KiB).
+    let one = host.listing(json!({"namespace": EVERYTHING})).await;
+    let instructions = one["instructions"].as_str().unwrap_or_default();
+    assert!(
+        instructions.starts_with("# Everything Server – Server Instructions\n\nAudience: ")
+            && instructions.ends_with("MCP's instructions feature in action.\"\n"),
+        "{one}"
+    );
 
     // A client with no capabilities gets the 13 tools that need none, sorted by name.
     assert_eq!(
@@ -298,14 +417,27 @@ async fn everything_lists_its_tools_and_maps_each_kind_of_result() {
         "POST tools/list 200".to_string(),
     ];
     expected.extend(std::iter::repeat_n("POST tools/call 200".to_string(), 12));
-    assert_eq!(proxy.summary(), expected);
-    let log = proxy.log();
+    // The call naming no-such-tool re-listed the server once before its not_found.
+    expected.push("POST tools/list 200".to_string());
+    let log = without_streams(&proxy.log());
+    assert_eq!(summaries(&log), expected);
     assert_eq!(log[0].body["params"]["capabilities"], json!({}));
     let session = log[0].response_session.clone().expect("a session id");
     for exchange in &log[1..] {
         assert_eq!(exchange.session.as_ref(), Some(&session));
         assert_eq!(exchange.protocol_version.as_deref(), Some("2025-11-25"));
     }
+    // server-everything declared tools.listChanged: one standalone stream, held open.
+    let stream = proxy.wait_for(READY, |e| e.method == "GET").await;
+    assert_eq!(
+        (
+            stream.status,
+            stream.session.as_ref(),
+            stream.last_event_id.as_deref()
+        ),
+        (200, Some(&session), None)
+    );
+    assert_eq!(proxy.log().iter().filter(|e| e.method == "GET").count(), 1);
 }
 
 #[tokio::test]
@@ -364,7 +496,7 @@ async fn everything_hears_notifications_cancelled_when_a_call_is_dropped() {
         started.elapsed()
     );
     assert_eq!(
-        proxy.summary(),
+        summaries(&without_streams(&proxy.log())),
         [
             "POST initialize 200",
             "POST notifications/initialized 202",
@@ -403,36 +535,39 @@ async fn everything_session_deleted_or_lost_in_a_restart_is_renewed() {
     assert_eq!(deleted.status(), 200);
 
     // server-everything answers an unknown session with 400 "No valid session ID provided";
-    // the Pack initializes again and sends the call once more.
+    // the Pack initializes again, sends the call once more, and lists the new session's tools.
     assert_eq!(
         ok(&host, EVERYTHING, "echo", json!({"message": "two"})).await,
         "Echo: two"
     );
-    let log = proxy.log();
-    assert_eq!(summaries(&log[4..]), RENEWED);
+    wait_relisted(&proxy, std::slice::from_ref(&first)).await;
+    let log = without_streams(&proxy.log());
     assert_eq!(
-        log[4].response_text(),
-        r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"}}"#
+        log[4].summary(),
+        "POST tools/call 400",
+        "the call noticed first"
     );
-    let second = log[5].response_session.clone().expect("a new session id");
-    assert_ne!(second, first);
-    assert_eq!(log[4].session.as_ref(), Some(&first));
-    assert_eq!(log[5].session, None);
-    assert_eq!(log[6].session.as_ref(), Some(&second));
-    assert_eq!(log[7].session.as_ref(), Some(&second));
-    assert_eq!(log[7].body, log[4].body, "the same request, resent");
+    let second = assert_renewed(
+        &log[4..],
+        &first,
+        &json!({"name": "echo", "arguments": {"message": "two"}}),
+    );
+    let renewed = log.len();
 
-    // A restart loses every session: the same renewal.
+    // A restart loses every session: the same renewal (the standalone stream's loop may notice
+    // the loss first and renew before the call).
     proxy.restart_upstream(&mut peer).await;
     assert_eq!(
         ok(&host, EVERYTHING, "get-sum", json!({"a": 1, "b": 2})).await,
         "The sum of 1 and 2 is 3."
     );
-    let log = proxy.log();
-    assert_eq!(summaries(&log[8..]), RENEWED);
-    let third = log[9].response_session.clone().expect("a new session id");
-    assert_eq!(log[8].session.as_ref(), Some(&second));
-    assert_eq!(log[11].session.as_ref(), Some(&third));
+    wait_relisted(&proxy, &[first.clone(), second.clone()]).await;
+    let log = without_streams(&proxy.log());
+    let third = assert_renewed(
+        &log[renewed..],
+        &second,
+        &json!({"name": "get-sum", "arguments": {"a": 1, "b": 2}}),
+    );
 
     // Dropping the Pack ends the live session.
     drop(host);
@@ -460,6 +595,17 @@ enum Mode {
 
 /// A Python SDK server behind a proxy, and a Host whose namespace `ns` is ready.
 async fn python(test: &str, sdk: Sdk, mode: Mode, ns: &str) -> Option<(Peer, Proxy, Host)> {
+    python_with(test, sdk, mode, ns, &[]).await
+}
+
+/// Like [`python`], with more arguments for the server script.
+async fn python_with(
+    test: &str,
+    sdk: Sdk,
+    mode: Mode,
+    ns: &str,
+    more: &[&str],
+) -> Option<(Peer, Proxy, Host)> {
     let (venv, script) = match sdk {
         Sdk::V1 => ("py1/bin/python", "tests/interop/py1_server.py"),
         Sdk::V2 => ("py2/bin/python", "tests/interop/py2_server.py"),
@@ -470,6 +616,7 @@ async fn python(test: &str, sdk: Sdk, mode: Mode, ns: &str) -> Option<(Peer, Pro
     if mode == Mode::Json {
         args.push("--json-response");
     }
+    args.extend(more);
     let peer = Peer::start(ns, &python, &args, &[]).await;
     let proxy = Proxy::start(&peer.base()).await;
     let host = Host::new(json!({ns: {"url": proxy.url("/mcp")}}));
@@ -690,8 +837,20 @@ async fn python_scenario(test: &str, sdk: Sdk, mode: Mode) {
         "POST notifications/initialized 202",
         "POST tools/call 200",
     ]);
-    assert_eq!(proxy.summary(), expected);
-    let log = proxy.log();
+    // The new session is listed again, beside the resent call (in either order).
+    let first_session = proxy.log()[0].response_session.clone();
+    let relisting = proxy
+        .wait_for(READY, |e| {
+            e.body["method"] == "tools/list" && e.session.is_some() && e.session != first_session
+        })
+        .await;
+    assert_eq!(relisting.status, 200);
+    let log: Vec<Exchange> = proxy
+        .log()
+        .into_iter()
+        .filter(|e| !(e.body["method"] == "tools/list" && e.session != first_session))
+        .collect();
+    assert_eq!(summaries(&log), expected);
     let n = log.len();
     let (lost, init, again) = (&log[n - 4], &log[n - 3], &log[n - 1]);
     let old = log[0].response_session.clone().expect("a session id");
@@ -725,4 +884,125 @@ async fn python_sdk2_mcpserver_sse() {
 #[tokio::test]
 async fn python_sdk2_mcpserver_json_response() {
     python_scenario("python_sdk2_mcpserver_json_response", Sdk::V2, Mode::Json).await;
+}
+
+/// FastMCP (declaring `tools.listChanged`) registers a tool at run time. With SSE responses it
+/// says so on the call's own stream and the Pack lists again at once; with JSON responses the
+/// notification has no stream to ride on, and the first call naming the new tool re-lists (a
+/// miss) and finds it. With SSE responses a second tool is announced on the standalone stream.
+async fn python_tool_added_at_run_time(test: &str, sdk: Sdk, mode: Mode) {
+    let ns = if mode == Mode::Sse {
+        "grow"
+    } else {
+        "growjson"
+    };
+    let Some((_peer, proxy, host)) = python_with(test, sdk, mode, ns, &["--growing"]).await else {
+        return;
+    };
+    let tools = |listing: &Value| listing["servers"][0]["tools"].clone();
+    let base = [
+        "add",
+        "ask_sampling",
+        "echo",
+        "grow",
+        "grow_more",
+        "ping_then_answer",
+        "slow",
+    ];
+    let with = |added: &[&str]| {
+        let mut names: Vec<&str> = base.iter().chain(added).copied().collect();
+        names.sort_unstable();
+        json!(names)
+    };
+    assert_eq!(tools(&host.listing(json!({})).await), with(&[]));
+    // The re-listing the opened standalone stream asks for goes first, so the change below is
+    // news to the Pack (a re-listing that ran after it would already see the new tool, and
+    // neither the notification nor the miss would have anything left to do).
+    let deadline = tokio::time::Instant::now() + READY;
+    while proxy
+        .log()
+        .iter()
+        .filter(|e| e.status != 0 && e.body["method"] == "tools/list")
+        .count()
+        < 2
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{:?}",
+            proxy.summary()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(ok(&host, ns, "grow", json!({})).await, "grown");
+    if mode == Mode::Sse {
+        let call = &tools_calls(&proxy, "grow")[0];
+        assert_eq!(
+            messages(call)[0],
+            json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        );
+        host.wait_for(READY, |listing| tools(listing) == with(&["extra"]))
+            .await;
+    }
+    assert_eq!(ok(&host, ns, "extra", json!({})).await, "extra works");
+    assert_eq!(tools(&host.listing(json!({})).await), with(&["extra"]));
+    let lists = || -> Vec<String> {
+        without_streams(&proxy.log())
+            .iter()
+            .filter(|e| e.body["method"] == "tools/list")
+            .map(Exchange::summary)
+            .collect()
+    };
+    assert_eq!(lists(), ["POST tools/list 200", "POST tools/list 200"]);
+    if mode == Mode::Json {
+        return;
+    }
+
+    // The standalone stream, open since the server became ready, carries the next change.
+    let stream = proxy.wait_for(READY, |e| e.method == "GET").await;
+    assert_eq!((stream.status, stream.last_event_id.clone()), (200, None));
+    assert_eq!(ok(&host, ns, "grow_more", json!({})).await, "grown more");
+    host.wait_for(READY, |listing| tools(listing) == with(&["extra", "more"]))
+        .await;
+    assert!(
+        stream
+            .response_text()
+            .contains(r#""method":"notifications/tools/list_changed""#),
+        "{}",
+        stream.response_text()
+    );
+    assert_eq!(ok(&host, ns, "more", json!({})).await, "more works");
+    assert_eq!(lists().len(), 3);
+    assert_eq!(proxy.log().iter().filter(|e| e.method == "GET").count(), 1);
+}
+
+#[tokio::test]
+async fn python_sdk1_tool_added_at_run_time_sse() {
+    python_tool_added_at_run_time("python_sdk1_tool_added_at_run_time_sse", Sdk::V1, Mode::Sse)
+        .await;
+}
+
+#[tokio::test]
+async fn python_sdk1_tool_added_at_run_time_json_response() {
+    python_tool_added_at_run_time(
+        "python_sdk1_tool_added_at_run_time_json_response",
+        Sdk::V1,
+        Mode::Json,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn python_sdk2_tool_added_at_run_time_sse() {
+    python_tool_added_at_run_time("python_sdk2_tool_added_at_run_time_sse", Sdk::V2, Mode::Sse)
+        .await;
+}
+
+#[tokio::test]
+async fn python_sdk2_tool_added_at_run_time_json_response() {
+    python_tool_added_at_run_time(
+        "python_sdk2_tool_added_at_run_time_json_response",
+        Sdk::V2,
+        Mode::Json,
+    )
+    .await;
 }

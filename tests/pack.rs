@@ -362,6 +362,65 @@ async fn call_arguments_default_to_an_empty_object() {
     );
 }
 
+#[tokio::test]
+async fn every_echo_of_model_input_is_cut() {
+    let ready = ready_server().await;
+    let host = Host::new(json!({"docs": {"url": format!("{}/mcp", ready.uri())}}));
+    host.ready("docs", WAIT).await;
+    let huge = "a".repeat(1024 * 1024);
+    // Cut to 200 bytes: 197 of the text and "…".
+    let cut = format!("\"{}…\"", "a".repeat(197));
+    let cases: Vec<(String, Value, ToolErrorKind, String)> = vec![
+        (
+            "get_dynamic_tools".into(),
+            json!({"namespace": huge}),
+            ToolErrorKind::NotFound,
+            format!("unknown namespace {cut}; known namespaces: docs"),
+        ),
+        (
+            "call_dynamic_tool".into(),
+            json!({"namespace": huge, "toolName": huge}),
+            ToolErrorKind::NotFound,
+            format!("unknown namespace {cut}; known namespaces: docs"),
+        ),
+        (
+            "get_dynamic_tools".into(),
+            json!({"namespace": "docs", "toolName": huge}),
+            ToolErrorKind::NotFound,
+            format!(
+                "server \"docs\" has no tool {cut}; list its tools with mcp/get_dynamic_tools {{\"namespace\":\"docs\"}}"
+            ),
+        ),
+        (
+            "call_dynamic_tool".into(),
+            json!({"namespace": "docs", "toolName": huge}),
+            ToolErrorKind::NotFound,
+            format!(
+                "server \"docs\" has no tool {cut}; list its tools with mcp/get_dynamic_tools {{\"namespace\":\"docs\"}}"
+            ),
+        ),
+        (
+            "get_dynamic_tools".into(),
+            json!({ huge.clone(): 1 }),
+            ToolErrorKind::InvalidArguments,
+            format!("unknown argument {cut}; accepted arguments: namespace, toolName"),
+        ),
+        (
+            huge.clone(),
+            json!({}),
+            ToolErrorKind::NotFound,
+            format!(
+                "unknown tool \"mcp/{}…\"; this Pack offers mcp/get_dynamic_tools and mcp/call_dynamic_tool",
+                "a".repeat(193)
+            ),
+        ),
+    ];
+    for (tool, args, kind, message) in cases {
+        let error = host.call(&tool, args).await.unwrap_err();
+        assert_eq!((error.kind, error.message), (kind, message));
+    }
+}
+
 /// A `not_found` for an unknown tool names the listing tool by the full name it has under the
 /// id the Pack is mounted at.
 #[tokio::test]

@@ -222,3 +222,173 @@ async fn dropping_the_pack_ends_in_flight_calls() {
         )
     );
 }
+
+/// An rmcp server that declares `tools.listChanged` and gives instructions. Its tool `grow` adds
+/// the tool `extra` and says so with `notifications/tools/list_changed`, which rmcp sends on the
+/// standalone GET stream.
+mod growing {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    use rmcp::model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
+        PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    };
+    use rmcp::service::RequestContext;
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    use rmcp::{ErrorData, RoleServer, ServerHandler};
+    use tokio_util::sync::CancellationToken;
+
+    pub const INSTRUCTIONS: &str = "Call grow to get the extra tool.";
+
+    #[derive(Clone)]
+    struct Growing {
+        grown: Arc<AtomicBool>,
+    }
+
+    fn tool(name: &'static str) -> Tool {
+        let schema: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(r#"{"type":"object"}"#).unwrap();
+        Tool::new(name, format!("The {name} tool"), Arc::new(schema))
+    }
+
+    fn text(text: &str) -> CallToolResponse {
+        CallToolResponse::Complete(CallToolResult::success(vec![ContentBlock::text(text)]))
+    }
+
+    impl ServerHandler for Growing {
+        fn get_info(&self) -> ServerConfig {
+            ServerConfig::new(
+                ServerCapabilities::builder()
+                    .enable_tools()
+                    .enable_tool_list_changed()
+                    .build(),
+            )
+            .with_instructions(INSTRUCTIONS)
+        }
+
+        async fn list_tools(
+            &self,
+            _request: Option<PaginatedRequestParams>,
+            _context: RequestContext<RoleServer>,
+        ) -> Result<ListToolsResult, ErrorData> {
+            let mut tools = vec![tool("grow")];
+            if self.grown.load(Ordering::SeqCst) {
+                tools.push(tool("extra"));
+            }
+            Ok(ListToolsResult::with_all_items(tools))
+        }
+
+        async fn call_tool(
+            &self,
+            request: CallToolRequestParams,
+            context: RequestContext<RoleServer>,
+        ) -> Result<CallToolResponse, ErrorData> {
+            match request.name.as_ref() {
+                "grow" => {
+                    self.grown.store(true, Ordering::SeqCst);
+                    context
+                        .peer
+                        .notify_tool_list_changed()
+                        .await
+                        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                    Ok(text("grown"))
+                }
+                "extra" if self.grown.load(Ordering::SeqCst) => Ok(text("extra works")),
+                _ => Err(ErrorData::invalid_params("no such tool", None)),
+            }
+        }
+    }
+
+    pub struct GrowingServer {
+        pub url: String,
+        /// Standalone GET streams the server has opened (answered 200).
+        pub streams: Arc<AtomicUsize>,
+        stop: CancellationToken,
+    }
+
+    impl Drop for GrowingServer {
+        fn drop(&mut self) {
+            self.stop.cancel();
+        }
+    }
+
+    pub async fn start() -> GrowingServer {
+        let stop = CancellationToken::new();
+        let mut config = StreamableHttpServerConfig::default();
+        config.cancellation_token = stop.child_token();
+        let grown = Arc::new(AtomicBool::new(false));
+        let service: StreamableHttpService<Growing, LocalSessionManager> =
+            StreamableHttpService::new(
+                move || {
+                    Ok(Growing {
+                        grown: Arc::clone(&grown),
+                    })
+                },
+                Default::default(),
+                config,
+            );
+        let streams = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&streams);
+        let router =
+            axum::Router::new()
+                .nest_service("/mcp", service)
+                .layer(axum::middleware::from_fn(
+                    move |request: axum::extract::Request, next: axum::middleware::Next| {
+                        let counter = Arc::clone(&counter);
+                        async move {
+                            let get = request.method() == axum::http::Method::GET;
+                            let response = next.run(request).await;
+                            if get && response.status() == axum::http::StatusCode::OK {
+                                counter.fetch_add(1, Ordering::SeqCst);
+                            }
+                            response
+                        }
+                    },
+                ));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let shutdown = stop.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, router)
+                .with_graceful_shutdown(async move { shutdown.cancelled().await })
+                .await;
+        });
+        GrowingServer { url, streams, stop }
+    }
+}
+
+#[tokio::test]
+async fn a_tool_announced_on_the_get_stream_is_listed_and_instructions_are_shown() {
+    let server = growing::start().await;
+    let host = Host::new(json!({"grow": {"url": server.url}}));
+    host.ready("grow", WAIT).await;
+    assert_eq!(
+        host.call("get_dynamic_tools", json!({"namespace": "grow"}))
+            .await
+            .unwrap(),
+        r#"{"namespace":"grow","status":"ready","instructions":"Call grow to get the extra tool.","tools":[{"name":"grow","description":"The grow tool","inputSchema":{"type":"object"}}]}"#
+    );
+    // rmcp sends the notification on the standalone stream: wait until it is open.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while server.streams.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "no GET stream");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let grown = host
+        .call("call_dynamic_tool", call("grow", "grow", json!({})))
+        .await;
+    assert_eq!(grown.unwrap(), "grown");
+    host.wait_for(WAIT, |l| {
+        l["servers"][0]["tools"] == json!(["extra", "grow"])
+    })
+    .await;
+    let extra = host
+        .call("call_dynamic_tool", call("grow", "extra", json!({})))
+        .await;
+    assert_eq!(extra.unwrap(), "extra works");
+    assert_eq!(server.streams.load(std::sync::atomic::Ordering::SeqCst), 1);
+}

@@ -62,6 +62,34 @@ const START: [&str; 3] = [
     "POST tools/list 2 s-1 200",
 ];
 
+/// `lines` without the one re-listing a re-initialize to `session` sets off (a restarted server
+/// may offer other tools): asserts that there is exactly one `POST tools/list` on `session`,
+/// after its `notifications/initialized`, and that it was answered. Its place among the call's
+/// own requests on the new session depends on timing.
+fn without_relisting(lines: &[String], session: &str) -> Vec<String> {
+    let initialized = format!("POST notifications/initialized - {session} 202");
+    let is_relisting =
+        |l: &String| l.starts_with("POST tools/list ") && l.ends_with(&format!(" {session} 200"));
+    let at: Vec<usize> = (0..lines.len())
+        .filter(|&i| is_relisting(&lines[i]))
+        .collect();
+    assert_eq!(at.len(), 1, "one re-listing on {session}: {lines:#?}");
+    let after = lines.iter().position(|l| *l == initialized);
+    assert!(after.is_some_and(|i| i < at[0]), "{lines:#?}");
+    lines.iter().filter(|l| !is_relisting(l)).cloned().collect()
+}
+
+/// Waits for the re-listing on `session` (see [`without_relisting`]).
+async fn relisted_on(server: &Scripted, session: &str) {
+    let end = format!(" {session} 200");
+    server
+        .wait_until(WAIT, "a re-listing", |t| {
+            t.iter()
+                .any(|s| s.method == "tools/list" && s.line().ends_with(&end))
+        })
+        .await;
+}
+
 fn trail_of(lines: &[&str]) -> Vec<String> {
     START.iter().chain(lines).map(|l| l.to_string()).collect()
 }
@@ -94,8 +122,9 @@ async fn cancel_goes_to_the_session_the_call_was_sent_on() {
         .find(|s| s.method == "notifications/cancelled")
         .unwrap();
     assert_eq!(cancel.version.as_deref(), Some("2025-11-25"));
+    // The re-initialize re-lists on s-2 too (`POST tools/list 6 s-2 200`).
     assert_eq!(
-        drop_and_settle(&server, host).await,
+        without_relisting(&drop_and_settle(&server, host).await, "s-2"),
         trail_of(&[
             "POST tools/call 3 s-1 200",
             "POST tools/call 4 s-1 404",
@@ -309,14 +338,17 @@ async fn reinitialize_survives_its_caller_and_the_pack() {
     saw(&server, "POST initialize 4 - 200").await;
     drop(b);
     saw(&server, "POST notifications/initialized - s-2 202").await;
-    assert_eq!(call(&host, json!({})).await, Ok("done 5".into()));
+    // The new session is listed again, then the next call goes out on it.
+    saw(&server, "POST tools/list 5 s-2 200").await;
+    assert_eq!(call(&host, json!({})).await, Ok("done 6".into()));
     assert_eq!(
         drop_and_settle(&server, host).await,
         trail_of(&[
             "POST tools/call 3 s-1 404",
             "POST initialize 4 - 200",
             "POST notifications/initialized - s-2 202",
-            "POST tools/call 5 s-2 200",
+            "POST tools/list 5 s-2 200",
+            "POST tools/call 6 s-2 200",
             "DELETE - - s-2 200",
         ])
     );
@@ -351,6 +383,7 @@ async fn a_restarting_server_serves_the_call() {
     let host = ready_host(&server).await;
     server.restart_with_404(Duration::from_millis(250));
     assert_eq!(call(&host, json!({})).await, Ok("done 3".into()));
+    relisted_on(&server, "s-2").await;
     let trail = server.trail();
     let lines: Vec<String> = trail.iter().map(Step::line).collect();
     let failed = trail
@@ -363,16 +396,19 @@ async fn a_restarting_server_serves_the_call() {
     expected.push(format!("POST initialize {} - 200", 4 + failed));
     expected.push("POST notifications/initialized - s-2 202".into());
     expected.push("POST tools/call 3 s-2 200".into());
-    assert_eq!(lines[3..], expected[..]);
+    // The re-initialize re-lists on s-2 too, with the next id.
+    assert_eq!(without_relisting(&lines[3..], "s-2"), expected);
+    assert!(lines.contains(&format!("POST tools/list {} s-2 200", 5 + failed)));
 
     // Now the server goes away right after its 404: the new initialize is refused (it never
     // arrives, but uses up an id), then tried again until the server listens again.
     let seen = lines.len();
-    let id = 5 + failed as u64;
+    let id = 6 + failed as u64;
     server.restart_refusing_at_next_404(Duration::from_millis(250));
     server.expire("s-2");
     assert_eq!(call(&host, json!({})).await, Ok(format!("done {id}")));
-    let after: Vec<String> = server.lines()[seen..].to_vec();
+    relisted_on(&server, "s-3").await;
+    let after: Vec<String> = without_relisting(&server.lines()[seen..], "s-3");
     let init_id: u64 = after[1].split(' ').nth(2).unwrap().parse().unwrap();
     assert!(init_id >= id + 2, "no refused attempt: {after:#?}");
     assert_eq!(
@@ -443,8 +479,11 @@ enum Ended {
     Dropped,
 }
 
-async fn run_schedule(ops: Vec<Op>, wait_before_drop: u64) {
+/// Runs one schedule; with `list_changed` the server declares `tools.listChanged`, so the
+/// standalone `GET` stream and the re-listings its notifications cause are in play too.
+async fn run_schedule(ops: Vec<Op>, wait_before_drop: u64, list_changed: bool) {
     let server = Scripted::start().await;
+    server.set_list_changed(list_changed);
     let host = ready_host(&server).await;
     let mut calls = Vec::new();
     for (tag, op) in ops.iter().enumerate() {
@@ -526,8 +565,9 @@ fn check(trail: &[Step], ended: &HashMap<u64, Ended>, server: &Scripted) {
     assert_eq!(server.live(), Vec::<String>::new(), "{lines:#?}");
     let mut cancelled: HashMap<String, usize> = HashMap::new();
     for (i, step) in trail.iter().enumerate() {
-        // No request after initialize lacks the session or the version.
-        if step.verb == "POST" && step.method != "initialize" {
+        // No request after initialize lacks the session or the version (the standalone GET
+        // stream included).
+        if (step.verb == "POST" && step.method != "initialize") || step.verb == "GET" {
             assert!(step.session.is_some(), "no session at {i}: {lines:#?}");
             // The answer to a ping on the initialize stream goes before a version is agreed.
             if !step.method.is_empty() {
@@ -553,11 +593,12 @@ fn check(trail: &[Step], ended: &HashMap<u64, Ended>, server: &Scripted) {
         let count = cancelled.entry(step.id.to_string()).or_default();
         *count += 1;
         assert_eq!(*count, 1, "a second cancel at {i}: {lines:#?}");
-        // It names a tools/call; the last send before it went out on the same session.
+        // It names a request (a call, or a re-listing's page); the last send before it went out
+        // on the same session.
         let sent = trail[..i]
             .iter()
             .rev()
-            .find(|s| s.method == "tools/call" && s.id == step.id);
+            .find(|s| s.verb == "POST" && s.method != "notifications/cancelled" && s.id == step.id);
         let tag = trail
             .iter()
             .find(|s| s.method == "tools/call" && s.id == step.id)
@@ -590,8 +631,8 @@ fn check(trail: &[Step], ended: &HashMap<u64, Ended>, server: &Scripted) {
     }
 }
 
-fn schedules() -> impl Strategy<Value = (Vec<Op>, u64)> {
-    (prop::collection::vec(op(), 1..7), 0u64..300)
+fn schedules() -> impl Strategy<Value = (Vec<Op>, u64, bool)> {
+    (prop::collection::vec(op(), 1..7), 0u64..300, any::<bool>())
 }
 
 fn run_cases(cases: u32) {
@@ -600,13 +641,13 @@ fn run_cases(cases: u32) {
         failure_persistence: None,
         ..ProptestConfig::default()
     };
-    proptest!(config, |((ops, wait) in schedules())| {
+    proptest!(config, |((ops, wait, list_changed) in schedules())| {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .unwrap();
-        runtime.block_on(run_schedule(ops, wait));
+        runtime.block_on(run_schedule(ops, wait, list_changed));
     });
 }
 

@@ -423,11 +423,25 @@ async fn a_forgotten_session_is_initialized_again_once() {
         host.ready("s", WAIT).await;
         let text = call_s(&host, "t").await;
         assert_eq!(text.unwrap(), "fresh");
-        let trail: Vec<(String, Option<String>, Value)> = server
-            .received_requests()
-            .await
-            .unwrap()
+        // The new session is listed again (a restarted server may offer other tools), beside
+        // the resent call, in either order.
+        wait_count(&server, "tools/list", 2).await;
+        let requests = server.received_requests().await.unwrap();
+        let relisting: Vec<(Option<String>, Value)> = requests
             .iter()
+            .filter(|r| body(r)["method"] == "tools/list")
+            .map(|r| (header(r, "mcp-session-id"), body(r)["id"].clone()))
+            .collect();
+        assert_eq!(
+            relisting,
+            [
+                (Some("s-0".to_string()), json!(2)),
+                (Some("s-1".to_string()), json!(5))
+            ]
+        );
+        let trail: Vec<(String, Option<String>, Value)> = requests
+            .iter()
+            .filter(|r| !(body(r)["method"] == "tools/list" && body(r)["id"] == 5))
             .map(|r| {
                 let message = body(r);
                 (
@@ -686,6 +700,682 @@ async fn a_malformed_result_is_an_answer_and_is_not_cancelled() {
             "tools/call"
         ]
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Live listings: notifications/tools/list_changed from any stream, the standalone GET stream,
+// re-listing after a re-initialize, and misses.
+
+fn list_changed() -> Value {
+    json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+}
+
+fn tools(names: &[&str]) -> Value {
+    json!({"tools": names.iter().map(|n| tool(n)).collect::<Vec<_>>()})
+}
+
+type Answer = Box<dyn Fn(&Request, usize) -> ResponseTemplate + Send + Sync>;
+
+/// A server (session `s-1`) whose `initialize` result carries `capabilities` and, when given,
+/// `instructions`; it answers the n-th `tools/list` (from 1) with `list(request, n)`, the n-th
+/// `tools/call` with `call(request, n)`, and the n-th `GET` with `get(request, n)`.
+async fn live_server(
+    capabilities: Value,
+    instructions: Option<&str>,
+    list: Answer,
+    call: Answer,
+    get: Answer,
+) -> MockServer {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let mut init = json!({"protocolVersion": "2025-11-25", "capabilities": capabilities,
+        "serverInfo": {"name": "live", "version": "1"}});
+    if let Some(text) = instructions {
+        init["instructions"] = json!(text);
+    }
+    let (lists, calls, gets) = (
+        AtomicUsize::new(0),
+        AtomicUsize::new(0),
+        AtomicUsize::new(0),
+    );
+    let server = MockServer::builder().start().await;
+    Mock::given(path("/mcp"))
+        .respond_with(move |request: &Request| {
+            match request.method.as_str() {
+                "GET" => return get(request, gets.fetch_add(1, SeqCst) + 1),
+                "DELETE" => return ResponseTemplate::new(200),
+                _ => {}
+            }
+            let message = body(request);
+            match message["method"].as_str() {
+                Some("initialize") => {
+                    mock::result(request, init.clone()).insert_header("mcp-session-id", "s-1")
+                }
+                Some("tools/list") => list(request, lists.fetch_add(1, SeqCst) + 1),
+                Some("tools/call") => call(request, calls.fetch_add(1, SeqCst) + 1),
+                _ => ResponseTemplate::new(202),
+            }
+        })
+        .mount(&server)
+        .await;
+    server
+}
+
+/// How many requests `server` received whose JSON-RPC method is `rpc`, or whose HTTP method is
+/// `rpc` when it is upper case (`GET`).
+async fn count(server: &MockServer, rpc: &str) -> usize {
+    server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| {
+            if rpc.chars().all(|c| c.is_ascii_uppercase()) {
+                r.method.as_str() == rpc
+            } else {
+                body(r)["method"] == rpc
+            }
+        })
+        .count()
+}
+
+/// Waits (at most [`WAIT`]) until `server` received `n` requests of `rpc` (see [`count`]).
+async fn wait_count(server: &MockServer, rpc: &str, n: usize) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while count(server, rpc).await < n {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{rpc}: {} of {n}",
+            count(server, rpc).await
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Waits until server `s` lists exactly `names`.
+async fn wait_tools(host: &Host, names: &[&str]) {
+    host.wait_for(WAIT, |listing| {
+        listing["servers"][0]["tools"] == json!(names)
+    })
+    .await;
+}
+
+/// An SSE body: each message as one event, then the answer `result` to `request`.
+fn sse_then(request: &Request, messages: &[Value], result: Value) -> ResponseTemplate {
+    let mut text: String = messages.iter().map(mock::event).collect();
+    text.push_str(&mock::event(&mock::response(request, result)));
+    mock::sse(text)
+}
+
+fn text_result(text: &str) -> Value {
+    json!({"content": [{"type": "text", "text": text}]})
+}
+
+/// A short pause, then no request of `rpc` beyond `n` may have arrived.
+async fn settles_at(server: &MockServer, rpc: &str, n: usize) {
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(count(server, rpc).await, n, "{rpc}");
+}
+
+#[tokio::test]
+async fn a_list_changed_notification_on_a_call_stream_relists() {
+    let server = live_server(
+        json!({"tools": {}}),
+        None,
+        Box::new(|r, n| mock::result(r, tools(if n == 1 { &["a"] } else { &["a", "b"] }))),
+        Box::new(|r, n| match n {
+            1 => sse_then(r, &[list_changed()], text_result("added b")),
+            _ => mock::result(r, text_result("plain")),
+        }),
+        Box::new(|_, _| ResponseTemplate::new(405)),
+    )
+    .await;
+    let host = ready_host(&server).await;
+    assert_eq!(call_s(&host, "a").await.unwrap(), "added b");
+    wait_tools(&host, &["a", "b"]).await;
+    assert_eq!(call_s(&host, "b").await.unwrap(), "plain");
+    settles_at(&server, "tools/list", 2).await;
+    assert_eq!(
+        count(&server, "GET").await,
+        0,
+        "a server that declared no listChanged gets no GET"
+    );
+}
+
+#[tokio::test]
+async fn a_change_during_the_start_listing_is_not_lost() {
+    let server = live_server(
+        json!({"tools": {}}),
+        None,
+        Box::new(|r, n| match n {
+            1 => sse_then(r, &[list_changed()], tools(&["a"])),
+            _ => mock::result(r, tools(&["a", "b"])),
+        }),
+        Box::new(|r, _| mock::result(r, text_result("ok"))),
+        Box::new(|_, _| ResponseTemplate::new(405)),
+    )
+    .await;
+    let host = ready_host(&server).await;
+    wait_tools(&host, &["a", "b"]).await;
+    settles_at(&server, "tools/list", 2).await;
+}
+
+#[tokio::test]
+async fn a_notification_racing_an_in_flight_listing_causes_exactly_one_more() {
+    // The re-listing's own answer carries a second notification: that change may have missed
+    // the page just listed, so exactly one more listing follows.
+    let server = live_server(
+        json!({"tools": {}}),
+        None,
+        Box::new(|r, n| match n {
+            1 => mock::result(r, tools(&["a"])),
+            2 => sse_then(r, &[list_changed()], tools(&["a", "b"])),
+            _ => mock::result(r, tools(&["a", "b", "c"])),
+        }),
+        Box::new(|r, n| match n {
+            1 => sse_then(r, &[list_changed()], text_result("changed")),
+            _ => mock::result(r, text_result("ok")),
+        }),
+        Box::new(|_, _| ResponseTemplate::new(405)),
+    )
+    .await;
+    let host = ready_host(&server).await;
+    assert_eq!(call_s(&host, "a").await.unwrap(), "changed");
+    wait_tools(&host, &["a", "b", "c"]).await;
+    settles_at(&server, "tools/list", 3).await;
+}
+
+#[tokio::test]
+async fn a_burst_of_notifications_causes_one_or_two_listings() {
+    let server = live_server(
+        json!({"tools": {}}),
+        None,
+        Box::new(|r, n| mock::result(r, tools(if n == 1 { &["a"] } else { &["a", "b"] }))),
+        Box::new(|r, n| match n {
+            1 => sse_then(r, &vec![list_changed(); 100], text_result("burst")),
+            _ => mock::result(r, text_result("ok")),
+        }),
+        Box::new(|_, _| ResponseTemplate::new(405)),
+    )
+    .await;
+    let host = ready_host(&server).await;
+    assert_eq!(call_s(&host, "a").await.unwrap(), "burst");
+    wait_tools(&host, &["a", "b"]).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let relistings = count(&server, "tools/list").await - 1;
+    assert!(
+        relistings == 1 || relistings == 2,
+        "100 notifications caused {relistings} re-listings"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_relisting_keeps_the_tools_and_ready_and_warns() {
+    let (_guard, logs) = support::logs::capture("plugin_mcp=warn");
+    let server = live_server(
+        json!({"tools": {}}),
+        None,
+        Box::new(|r, n| match n {
+            1 => mock::result(r, tools(&["a"])),
+            _ => ResponseTemplate::new(500).set_body_string("listing broke for sekrit-value-123"),
+        }),
+        Box::new(|r, _| sse_then(r, &[list_changed()], text_result("changed"))),
+        Box::new(|_, _| ResponseTemplate::new(405)),
+    )
+    .await;
+    let host = Host::new(json!({"s": {
+        "url": format!("{}/mcp", server.uri()),
+        "headers": {"X-Key": "sekrit-value-123"}
+    }}));
+    host.ready("s", WAIT).await;
+    assert_eq!(call_s(&host, "a").await.unwrap(), "changed");
+    wait_count(&server, "tools/list", 2).await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while logs.lines_with("re-listing").is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "no warning");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        logs.lines_with("re-listing"),
+        [
+            r#" WARN plugin_mcp::server: re-listing the tools failed; keeping the previous list namespace=s reason=HTTP 500 Internal Server Error: listing broke for [redacted]"#
+        ]
+    );
+    assert!(!logs.text().contains("sekrit"));
+    assert_eq!(
+        host.listing(json!({})).await,
+        json!({"servers": [{"namespace": "s", "status": "ready", "tools": ["a"]}]})
+    );
+}
+
+#[tokio::test]
+async fn a_miss_relists_once_then_answers_not_found() {
+    // The server adds `b` without telling anyone.
+    let server = live_server(
+        json!({"tools": {}}),
+        None,
+        Box::new(|r, n| mock::result(r, tools(if n == 1 { &["a"] } else { &["a", "b"] }))),
+        Box::new(|r, _| mock::result(r, text_result("called"))),
+        Box::new(|_, _| ResponseTemplate::new(405)),
+    )
+    .await;
+    let host = ready_host(&server).await;
+    assert_eq!(call_s(&host, "b").await.unwrap(), "called");
+    assert_eq!(count(&server, "tools/list").await, 2);
+    // Another miss within 10 s does not re-list: not_found at once, for calls and lookups.
+    let miss = call_s(&host, "c").await.unwrap_err();
+    assert_eq!(
+        (miss.kind, miss.message.as_str()),
+        (
+            ToolErrorKind::NotFound,
+            r#"server "s" has no tool "c"; list its tools with mcp/get_dynamic_tools {"namespace":"s"}"#
+        )
+    );
+    let lookup = host
+        .call(
+            "get_dynamic_tools",
+            json!({"namespace": "s", "toolName": "d"}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(lookup.kind, ToolErrorKind::NotFound);
+    assert_eq!(count(&server, "tools/list").await, 2);
+    assert_eq!(count(&server, "tools/call").await, 1);
+}
+
+#[tokio::test]
+async fn a_lookup_miss_relists_too() {
+    let server = live_server(
+        json!({"tools": {}}),
+        None,
+        Box::new(|r, n| mock::result(r, tools(if n == 1 { &["a"] } else { &["a", "b"] }))),
+        Box::new(|r, _| mock::result(r, text_result("called"))),
+        Box::new(|_, _| ResponseTemplate::new(405)),
+    )
+    .await;
+    let host = ready_host(&server).await;
+    let b = host
+        .listing(json!({"namespace": "s", "toolName": "b"}))
+        .await;
+    assert_eq!(b["name"], "b");
+    assert_eq!(count(&server, "tools/list").await, 2);
+}
+
+#[tokio::test]
+async fn a_get_answered_405_is_not_asked_again() {
+    let server = live_server(
+        json!({"tools": {"listChanged": true}}),
+        None,
+        Box::new(|r, _| mock::result(r, tools(&["a"]))),
+        Box::new(|r, _| mock::result(r, text_result("ok"))),
+        Box::new(|_, _| ResponseTemplate::new(405)),
+    )
+    .await;
+    let host = ready_host(&server).await;
+    wait_count(&server, "GET", 1).await;
+    // Longer than the first reopen wait (1 s).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let requests = server.received_requests().await.unwrap();
+    let gets: Vec<&Request> = requests
+        .iter()
+        .filter(|r| r.method.as_str() == "GET")
+        .collect();
+    assert_eq!(gets.len(), 1);
+    assert_eq!(
+        header(gets[0], "accept").as_deref(),
+        Some("text/event-stream")
+    );
+    assert_eq!(header(gets[0], "mcp-session-id").as_deref(), Some("s-1"));
+    assert_eq!(
+        header(gets[0], "mcp-protocol-version").as_deref(),
+        Some("2025-11-25")
+    );
+    assert_eq!(header(gets[0], "last-event-id"), None);
+    assert_eq!(call_s(&host, "a").await.unwrap(), "ok");
+}
+
+#[tokio::test]
+async fn the_get_stream_carries_notifications_and_server_requests_and_is_reopened() {
+    let ping = json!({"jsonrpc": "2.0", "id": "p-1", "method": "ping"});
+    let server = live_server(
+        json!({"tools": {"listChanged": true}}),
+        None,
+        // `b` only from the third listing on: the start's and the one after the stream opened
+        // (which runs while the ping is answered) come before the notification.
+        Box::new(|r, n| mock::result(r, tools(if n <= 2 { &["a"] } else { &["a", "b"] }))),
+        Box::new(|r, _| mock::result(r, text_result("ok"))),
+        Box::new(move |_, n| match n {
+            1 => mock::sse(format!(
+                "id: ev-1\nevent: message\ndata: {ping}\n\nid: ev-2\nevent: message\ndata: {}\n\n",
+                list_changed()
+            )),
+            _ => ResponseTemplate::new(405),
+        }),
+    )
+    .await;
+    let host = ready_host(&server).await;
+    wait_tools(&host, &["a", "b"]).await;
+    // The stream ended: reopened after 1 s with the last event id; the 405 ends the asking.
+    wait_count(&server, "GET", 2).await;
+    let requests = server.received_requests().await.unwrap();
+    let gets: Vec<Option<String>> = requests
+        .iter()
+        .filter(|r| r.method.as_str() == "GET")
+        .map(|r| header(r, "last-event-id"))
+        .collect();
+    assert_eq!(gets, [None, Some("ev-2".to_string())]);
+    let answers: Vec<Value> = requests
+        .iter()
+        .map(body)
+        .filter(|b| b.get("result").is_some())
+        .collect();
+    assert_eq!(
+        answers,
+        [json!({"jsonrpc": "2.0", "id": "p-1", "result": {}})]
+    );
+    // The start's, the one after the stream opened, the notification's (the 405 opened none).
+    settles_at(&server, "tools/list", 3).await;
+    drop(host);
+}
+
+#[tokio::test]
+async fn a_renewed_session_is_listed_again() {
+    // The server forgets session s-0 at the first call; the new session offers another tool.
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let server = MockServer::builder().start().await;
+    let inits = AtomicUsize::new(0);
+    Mock::given(path("/mcp"))
+        .respond_with(move |request: &Request| {
+            let session = header(request, "mcp-session-id");
+            match body(request)["method"].as_str().unwrap_or("") {
+                "initialize" => {
+                    let n = inits.fetch_add(1, SeqCst);
+                    mock::initialize(request, "2025-11-25", Some(&format!("s-{n}")))
+                }
+                "tools/list" if session.as_deref() == Some("s-0") => {
+                    mock::result(request, tools(&["t"]))
+                }
+                "tools/list" => mock::result(request, tools(&["t", "u"])),
+                "tools/call" if session.as_deref() == Some("s-0") => ResponseTemplate::new(404),
+                "tools/call" => mock::result(request, text_result("fresh")),
+                _ => ResponseTemplate::new(202),
+            }
+        })
+        .mount(&server)
+        .await;
+    let host = ready_host(&server).await;
+    assert_eq!(call_s(&host, "t").await.unwrap(), "fresh");
+    wait_tools(&host, &["t", "u"]).await;
+    settles_at(&server, "tools/list", 2).await;
+    let lists: Vec<Option<String>> = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| body(r)["method"] == "tools/list")
+        .map(|r| header(r, "mcp-session-id"))
+        .collect();
+    assert_eq!(lists, [Some("s-0".to_string()), Some("s-1".to_string())]);
+}
+
+/// One re-initialize shared by a re-listing's `tools/list` and a call: since the call waited for
+/// it too, the new session is listed once more after the re-listing's resend (a renewal only
+/// listings wait for asks for none).
+#[tokio::test]
+async fn a_renewal_shared_by_a_relisting_and_a_call_lists_the_new_session() {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let server = MockServer::builder().start().await;
+    let (inits, lists, calls) = (
+        AtomicUsize::new(0),
+        AtomicUsize::new(0),
+        AtomicUsize::new(0),
+    );
+    Mock::given(path("/mcp"))
+        .respond_with(move |request: &Request| {
+            let on_first = header(request, "mcp-session-id").as_deref() == Some("s-0");
+            match body(request)["method"].as_str().unwrap_or("") {
+                "initialize" => {
+                    let n = inits.fetch_add(1, SeqCst);
+                    let reply = mock::initialize(request, "2025-11-25", Some(&format!("s-{n}")));
+                    // The renewal is slow, so the call's 404 lands while it runs.
+                    if n == 0 {
+                        reply
+                    } else {
+                        reply.set_delay(Duration::from_millis(500))
+                    }
+                }
+                "tools/list" if on_first => match lists.fetch_add(1, SeqCst) {
+                    0 => mock::result(request, tools(&["t"])),
+                    _ => ResponseTemplate::new(404),
+                },
+                "tools/list" => mock::result(request, tools(&["t", "u"])),
+                "tools/call" if on_first => match calls.fetch_add(1, SeqCst) {
+                    0 => sse_then(request, &[list_changed()], text_result("changed")),
+                    _ => ResponseTemplate::new(404),
+                },
+                "tools/call" => mock::result(request, text_result("fresh")),
+                _ => ResponseTemplate::new(202),
+            }
+        })
+        .mount(&server)
+        .await;
+    let host = ready_host(&server).await;
+    assert_eq!(call_s(&host, "t").await.unwrap(), "changed");
+    // The re-listing met 404 and its re-initialize runs: the call joins it.
+    wait_count(&server, "initialize", 2).await;
+    assert_eq!(call_s(&host, "t").await.unwrap(), "fresh");
+    wait_tools(&host, &["t", "u"]).await;
+    settles_at(&server, "tools/list", 4).await;
+    let trail: Vec<String> = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let what = body(r)["method"].as_str().unwrap_or("").to_string();
+            let session = header(r, "mcp-session-id").unwrap_or_default();
+            format!("{what} {session}").trim().to_string()
+        })
+        .filter(|line| line.starts_with("tools/list") || line.starts_with("initialize"))
+        .collect();
+    assert_eq!(
+        trail,
+        [
+            "initialize",
+            "tools/list s-0",
+            "tools/list s-0",
+            "initialize",
+            "tools/list s-1",
+            "tools/list s-1",
+        ]
+    );
+    assert_eq!(count(&server, "initialize").await, 2);
+}
+
+#[tokio::test]
+async fn instructions_reach_the_namespace_form_scrubbed_and_bounded() {
+    let long = format!(
+        "Use search first. Token: sekrit-value-123\n{}",
+        "x".repeat(9000)
+    );
+    let server = live_server(
+        json!({"tools": {}}),
+        Some(&long),
+        Box::new(|r, _| mock::result(r, tools(&["a"]))),
+        Box::new(|r, _| mock::result(r, text_result("ok"))),
+        Box::new(|_, _| ResponseTemplate::new(405)),
+    )
+    .await;
+    let host = Host::new(json!({"s": {
+        "url": format!("{}/mcp", server.uri()),
+        "headers": {"X-Key": "sekrit-value-123"}
+    }}));
+    host.ready("s", WAIT).await;
+    let one = host.listing(json!({"namespace": "s"})).await;
+    let instructions = one["instructions"].as_str().unwrap();
+    assert!(
+        instructions.starts_with("Use search first. Token: [redacted]\nxxx"),
+        "{instructions}"
+    );
+    assert!(instructions.ends_with("x…"), "cut, ending in …");
+    assert_eq!(instructions.len(), 8 * 1024);
+    // Without instructions the field is absent.
+    let plain = live_server(
+        json!({"tools": {}}),
+        None,
+        Box::new(|r, _| mock::result(r, tools(&["a"]))),
+        Box::new(|r, _| mock::result(r, text_result("ok"))),
+        Box::new(|_, _| ResponseTemplate::new(405)),
+    )
+    .await;
+    let host = ready_host(&plain).await;
+    assert_eq!(
+        host.call("get_dynamic_tools", json!({"namespace": "s"}))
+            .await
+            .unwrap(),
+        r#"{"namespace":"s","status":"ready","tools":[{"name":"a","description":"a things","inputSchema":{"type":"object"}}]}"#
+    );
+}
+
+#[tokio::test]
+async fn server_log_messages_become_tracing_events() {
+    let (_guard, logs) = support::logs::capture("plugin_mcp::server_log=debug");
+    let message = |level: &str, data: Value| {
+        json!({"jsonrpc": "2.0", "method": "notifications/message",
+               "params": {"level": level, "logger": "db", "data": data}})
+    };
+    let messages = vec![
+        message("warning", json!("disk at 91%\nsecond line")),
+        message(
+            "critical",
+            json!({"error": "token sekrit-value-123 rejected"}),
+        ),
+        message("debug", json!("x".repeat(5000))),
+        message("notice", json!("hello")),
+    ];
+    let server = live_server(
+        json!({"tools": {}}),
+        None,
+        Box::new(|r, _| mock::result(r, tools(&["a"]))),
+        Box::new(move |r, _| sse_then(r, &messages, text_result("logged"))),
+        Box::new(|_, _| ResponseTemplate::new(405)),
+    )
+    .await;
+    let host = Host::new(json!({"s": {
+        "url": format!("{}/mcp", server.uri()),
+        "headers": {"X-Key": "sekrit-value-123"}
+    }}));
+    host.ready("s", WAIT).await;
+    assert_eq!(call_s(&host, "a").await.unwrap(), "logged");
+    let lines = logs.lines_with("server_log");
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    assert!(!logs.text().contains("sekrit"));
+    assert_eq!(
+        lines[0],
+        " WARN plugin_mcp::server_log: disk at 91% second line namespace=\"s\" logger=db"
+    );
+    assert_eq!(
+        lines[1],
+        r#"ERROR plugin_mcp::server_log: {"error":"token [redacted] rejected"} namespace="s" logger=db"#
+    );
+    assert!(lines[2].starts_with("DEBUG plugin_mcp::server_log: xxx"));
+    assert!(lines[2].contains("x… namespace"), "cut at 4 KiB");
+    assert_eq!(
+        lines[3],
+        " INFO plugin_mcp::server_log: hello namespace=\"s\" logger=db"
+    );
+}
+
+#[tokio::test]
+async fn a_get_answered_404_renews_the_session_which_is_listed_again() {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let server = MockServer::builder().start().await;
+    let inits = AtomicUsize::new(0);
+    Mock::given(path("/mcp"))
+        .respond_with(move |request: &Request| {
+            let first = header(request, "mcp-session-id").as_deref() == Some("s-0");
+            if request.method.as_str() == "GET" {
+                return ResponseTemplate::new(if first { 404 } else { 405 });
+            }
+            match body(request)["method"].as_str().unwrap_or("") {
+                "initialize" => {
+                    let n = inits.fetch_add(1, SeqCst);
+                    mock::result(
+                        request,
+                        json!({"protocolVersion": "2025-11-25",
+                               "capabilities": {"tools": {"listChanged": true}},
+                               "serverInfo": {"name": "m", "version": "1"}}),
+                    )
+                    .insert_header("mcp-session-id", format!("s-{n}").as_str())
+                }
+                "tools/list" if first => mock::result(request, tools(&["a"])),
+                "tools/list" => mock::result(request, tools(&["a", "b"])),
+                _ => ResponseTemplate::new(202),
+            }
+        })
+        .mount(&server)
+        .await;
+    let host = ready_host(&server).await;
+    wait_tools(&host, &["a", "b"]).await;
+    // The new session's stream is asked for after the first wait (1 s): 405, asked no more.
+    wait_count(&server, "GET", 2).await;
+    settles_at(&server, "GET", 2).await;
+    let trail: Vec<String> = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let what = body(r)["method"].as_str().unwrap_or("").to_string();
+            let session = header(r, "mcp-session-id").unwrap_or_default();
+            format!("{} {what} {session}", r.method).trim().to_string()
+        })
+        .collect();
+    assert_eq!(
+        trail,
+        [
+            "POST initialize",
+            "POST notifications/initialized s-0",
+            "POST tools/list s-0",
+            "GET  s-0",
+            "POST initialize",
+            "POST notifications/initialized s-1",
+            "POST tools/list s-1",
+            "GET  s-1",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_call_in_flight_outlives_the_replacement_of_its_tool() {
+    // `slow` is dropped from the listing while a call to it is under way.
+    let server = live_server(
+        json!({"tools": {}}),
+        None,
+        Box::new(|r, n| mock::result(r, tools(if n == 1 { &["a", "slow"] } else { &["a"] }))),
+        Box::new(|r, _| match body(r)["params"]["name"].as_str() {
+            Some("slow") => {
+                mock::result(r, text_result("slow done")).set_delay(Duration::from_millis(500))
+            }
+            _ => sse_then(r, &[list_changed()], text_result("changed")),
+        }),
+        Box::new(|_, _| ResponseTemplate::new(405)),
+    )
+    .await;
+    let host = ready_host(&server).await;
+    let (slow, changed) = tokio::join!(call_s(&host, "slow"), async {
+        wait_count(&server, "tools/call", 1).await;
+        let changed = call_s(&host, "a").await;
+        wait_tools(&host, &["a"]).await;
+        changed
+    });
+    assert_eq!(changed.unwrap(), "changed");
+    assert_eq!(slow.unwrap(), "slow done");
+    // Now it is gone: a miss re-lists once, then not_found.
+    assert_eq!(
+        call_s(&host, "slow").await.unwrap_err().kind,
+        ToolErrorKind::NotFound
+    );
+    assert_eq!(count(&server, "tools/list").await, 3);
 }
 
 #[tokio::test]

@@ -2,14 +2,17 @@
 //! transports: Streamable HTTP).
 //!
 //! [`Connection`] is the facade the rest of the crate uses: [`Connection::request`],
-//! [`Connection::cancel`], [`Connection::initialize`], [`Connection::abandon`] and
-//! [`Connection::close`]. Behind it, one module per concept:
+//! [`Connection::cancel`], [`Connection::initialize`], [`Connection::listen`] (the standalone
+//! `GET` stream), [`Connection::abandon`] and [`Connection::close`]; notifications and session
+//! renewals reach the server's task through [`Connection::signals`]. Behind it, one module per
+//! concept:
 //!
 //! - `error`: the typed [`Error`] every exchange returns;
 //! - `client`: the [`Clients`] a Pack's servers share;
 //! - `session`: the session, the handshake, the single-flight re-initialize task, `DELETE`;
 //! - `inflight`: which requests may be running on the server, and on which session;
-//! - `reply`: reading a reply (status, JSON, SSE), routing messages, resumption;
+//! - `reply`: reading a reply (status, JSON, SSE), routing messages (notifications go to
+//!   [`crate::notices`]), resumption, the standalone `GET` stream;
 //! - `events`: the seam between a body and SSE framing;
 //! - `auth`: the sign-in state (the Bearer token of each POST, what a `401` or a `403
 //!   insufficient_scope` does, the waiting link), over the sign-in core in `crate::auth`.
@@ -34,12 +37,15 @@ use tokio_util::task::TaskTracker;
 
 pub(crate) use client::Clients;
 pub(crate) use error::{Error, SIGN_IN_REQUIRED};
+pub(crate) use reply::Listened;
+pub(crate) use session::Initialized;
 #[allow(unused_imports)] // Named by tests and docs; the version list is the crate's contract.
 pub(crate) use session::{OFFERED_VERSION, SUPPORTED_VERSIONS};
 
 use crate::config::RemoteServer;
 use crate::jsonrpc;
 use crate::limits;
+use crate::notices::Signals;
 use crate::redact::Redactor;
 use inflight::InFlight;
 use session::{Session, Sessions};
@@ -89,6 +95,23 @@ pub(crate) struct Connection {
     /// The access token the last request went out with, for the requests that do not ask for
     /// one themselves (`GET` streams, `DELETE`).
     bearer: Mutex<Option<secrecy::SecretString>>,
+    /// What notifications and session renewals tell the server's task.
+    signals: Signals,
+}
+
+/// The current session as the server's task sees it: a handle for [`Connection::listen`] and
+/// [`Connection::renew_after`], and what its `initialize` declared.
+pub(crate) struct Current {
+    session: Arc<Session>,
+    /// What the session's `initialize` answer declared.
+    pub(crate) initialized: Initialized,
+}
+
+impl Current {
+    /// Whether both name the same session.
+    pub(crate) fn is(&self, other: &Current) -> bool {
+        Arc::ptr_eq(&self.session, &other.session)
+    }
 }
 
 impl std::fmt::Debug for Connection {
@@ -131,6 +154,7 @@ impl Connection {
             handshakes: TaskTracker::new(),
             cleanups: TaskTracker::new(),
             closing: CancellationToken::new(),
+            signals: Signals::default(),
         }
     }
 
@@ -162,6 +186,35 @@ impl Connection {
     /// The namespace, for logs.
     pub(crate) fn namespace(&self) -> &str {
         &self.namespace
+    }
+
+    /// The signals notifications and session renewals raise for the server's task.
+    pub(crate) fn signals(&self) -> &Signals {
+        &self.signals
+    }
+
+    /// The current session and what its `initialize` declared; `None` before the first
+    /// handshake, while a renewal runs, and after the sessions ended.
+    pub(crate) fn current(&self) -> Option<Current> {
+        let session = lock(&self.sessions).current()?;
+        let initialized = session.initialized().cloned().unwrap_or_default();
+        Some(Current {
+            session,
+            initialized,
+        })
+    }
+
+    /// Initializes a new session because the server forgot `stale` (the standalone stream's
+    /// 404), unless something already replaced it; joins a renewal that runs. Such a renewal
+    /// asks for a re-listing ([`Signals::session_renewed`]).
+    ///
+    /// # Errors
+    /// The renewal failed, or the connection is closed.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the renewal runs in its own task and finishes without the caller.
+    pub(crate) async fn renew_after(self: &Arc<Self>, stale: &Current) -> Result<(), Error> {
+        self.session(Some(&stale.session), false).await.map(drop)
     }
 
     /// The Host's runtime, where every exchange of this connection runs.
@@ -222,7 +275,9 @@ impl Connection {
         body: Bytes,
         decode: &impl Fn(&RawValue) -> Decoded<T>,
     ) -> Result<T, Error> {
-        let mut session = self.session(None).await?;
+        // A listing's own renewal asks for no re-listing (see `Connection::session`).
+        let by_listing = method == "tools/list";
+        let mut session = self.session(None, by_listing).await?;
         let mut resent = false;
         let mut refused = 0;
         loop {
@@ -249,7 +304,7 @@ impl Connection {
                     }
                     resent = true;
                     tracing::debug!(namespace = %self.namespace, method, id, "session expired; initializing again");
-                    session = self.session(Some(&session)).await?;
+                    session = self.session(Some(&session), by_listing).await?;
                     continue;
                 }
                 Err(e) => return Err(e),

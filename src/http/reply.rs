@@ -1,7 +1,8 @@
 //! Reading a reply: the status check (with what an error status carries: a redirect's
 //! `Location`, `Retry-After`), a JSON body or an SSE stream, routing each incoming message
-//! ([`Connection::route`]), answering server requests, and resuming a stream with `GET` +
-//! `Last-Event-ID` (MCP 2025-11-25, transports: Streamable HTTP).
+//! ([`Connection::route`]), answering server requests, handing notifications to
+//! [`crate::notices`], resuming a stream with `GET` + `Last-Event-ID`, and reading the standalone
+//! `GET` stream ([`Connection::listen`]) (MCP 2025-11-25, transports: Streamable HTTP).
 //!
 //! Every byte read is bounded ([`crate::limits`]); every piece of server text that reaches an
 //! [`Error`] is scrubbed of the entry's secrets and cut to a bounded length.
@@ -16,13 +17,24 @@ use serde_json::value::RawValue;
 
 use super::events::SseStream;
 use super::session::Session;
-use super::{ACCEPT_SSE, Connection, Decoded, Error, LAST_EVENT_ID};
+use super::{ACCEPT_SSE, Connection, Current, Decoded, Error, LAST_EVENT_ID};
 use crate::jsonrpc::{self, Kind, RpcError};
 use crate::limits::{self, MAX_MESSAGE_BYTES};
 use crate::redact::{REDACTED, Redactor};
 
 /// The longest redirect target a reason quotes, in bytes (after scrubbing).
 const MAX_LOCATION_BYTES: usize = 512;
+
+/// How a standalone `GET` stream ended without an error.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Listened {
+    /// The server answered 405: it offers no standalone stream for this session.
+    NotOffered,
+    /// The session is gone (deleted, or the connection closed).
+    NoSession,
+    /// The server ended the stream.
+    Ended,
+}
 
 /// Why reading a body failed.
 pub(super) enum BodyError {
@@ -232,10 +244,81 @@ impl Connection {
         }
     }
 
+    /// Opens the standalone `GET` stream of session `on` (MCP 2025-11-25, transports, "Listening
+    /// for Messages from the Server": `Accept: text/event-stream`, the session's id and version
+    /// headers, and `Last-Event-ID` when `last_event_id` is not empty) and reads it until it
+    /// ends. Every message on it goes through [`Connection::route`] like on any stream (server
+    /// requests answered on `on`, notifications handed to [`crate::notices`], responses
+    /// dropped); each event is bounded by [`MAX_MESSAGE_BYTES`]. Once the stream is open it asks
+    /// for one re-listing ([`crate::notices::Signals::stream_opened`]): a change made while no
+    /// stream was open was announced nowhere. `last_event_id` is updated with each event id the
+    /// server sends (ids over [`limits::MAX_EVENT_ID_BYTES`] are not kept).
+    ///
+    /// # Errors
+    /// A transport failure, an HTTP error status (a 404: [`Error::is_session_expired`]), a 2xx
+    /// answer that is not an event stream, or a broken or oversized stream.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future closes the stream; `last_event_id` holds the last id
+    /// received.
+    pub(crate) async fn listen(
+        &self,
+        on: &Current,
+        last_event_id: &mut String,
+    ) -> Result<Listened, Error> {
+        let session = &on.session;
+        if session.is_deleted() {
+            return Ok(Listened::NoSession);
+        }
+        let mut request = self
+            .with_session(self.http()?.get(self.url.clone()), Some(session))
+            .header(ACCEPT, ACCEPT_SSE);
+        if !last_event_id.is_empty() {
+            if let Ok(last) = HeaderValue::from_str(last_event_id) {
+                request = request.header(LAST_EVENT_ID, last);
+            }
+        }
+        let response = request.send().await.map_err(|e| self.http_error(e))?;
+        if response.status() == StatusCode::METHOD_NOT_ALLOWED {
+            return Ok(Listened::NotOffered);
+        }
+        let response = self.check_status(response, session.id.is_some()).await?;
+        if !matches!(media_type(&response), Some(MediaType::EventStream)) {
+            return Err(Error::protocol(
+                "the server answered the standalone GET without an event stream",
+            ));
+        }
+        tracing::debug!(namespace = %self.namespace, "standalone stream open");
+        self.signals.stream_opened();
+        let mut events = SseStream::new(response);
+        // Request ids start at 1: a response to id 0 is one nobody waits for.
+        let ignore = |_: &RawValue| -> Decoded<()> { Ok(()) };
+        loop {
+            let event = match events.next().await {
+                None => return Ok(Listened::Ended),
+                Some(Ok(event)) => event,
+                Some(Err(error)) => return Err(self.body_error(error)),
+            };
+            if !event.id.is_empty() && event.id.len() <= limits::MAX_EVENT_ID_BYTES {
+                last_event_id.clone_from(&event.id);
+            }
+            if event.data.is_empty() || event.event != "message" {
+                continue;
+            }
+            let Ok(messages) = jsonrpc::decode(&event.data) else {
+                tracing::debug!(namespace = %self.namespace, "skipped an event that is not JSON-RPC");
+                continue;
+            };
+            for message in &messages {
+                let _ = self.route(message, 0, session, &ignore).await;
+            }
+        }
+    }
+
     /// Handles one incoming message, from any stream or JSON body: returns the answer when it is
     /// the response to `id`, or an error response whose `id` is `null` (the server could not
     /// read the request; every POST carries one request, so it answers `id`); answers a server request on `session` (`ping` with `{}`, anything
-    /// else with `-32601`); logs and drops notifications and responses to other ids. The one
+    /// else with `-32601`); hands notifications to [`crate::notices::handle`]; logs and drops responses to other ids. The one
     /// place where incoming messages are dispatched.
     async fn route<T>(
         &self,
@@ -263,7 +346,7 @@ impl Connection {
                 None
             }
             Kind::Notification(method) => {
-                tracing::trace!(namespace = %self.namespace, id, notification = %self.server_text(method, 64), "ignored a server notification");
+                crate::notices::handle(self, method, message.params);
                 None
             }
             Kind::Invalid => {

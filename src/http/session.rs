@@ -12,7 +12,11 @@
 //! - `renewal` is the one running (re-)initialize task, spawned on the Host's runtime. Every
 //!   request that finds no current session awaits the same task, so concurrent requests that saw
 //!   the same expiry cause one `initialize`; a caller that gives up leaves the task running to
-//!   completion, and the session it makes is owned like any other.
+//!   completion, and the session it makes is owned like any other. Once it installed its session
+//!   it tells the server's task ([`crate::notices::Signals::session_renewed`]), with whether only
+//!   `tools/list` requests waited for it (then the listing goes on and asks for no re-listing).
+//! - Each session keeps what its `initialize` declared ([`Initialized`]: `tools`,
+//!   `tools.listChanged`, `instructions`), which the server's task reads for the current one.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -38,25 +42,66 @@ pub(crate) const OFFERED_VERSION: &str = "2025-11-25";
 pub(crate) const SUPPORTED_VERSIONS: [&str; 4] =
     ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
-/// What a server's `initialize` result declared that the Pack uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a server's `initialize` result declared that the Pack uses. Only `protocolVersion` is
+/// required of the result; each of these is read on its own, and one of an unexpected type
+/// counts as absent ([`jsonrpc::optional`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Initialized {
     /// Whether `capabilities` has `tools` (MCP spec, "Tools": capabilities). Without it the
     /// server is still asked for `tools/list` once, and a JSON-RPC error means it has no tools.
     pub(crate) tools: bool,
+    /// Whether the server declared `capabilities.tools.listChanged: true` (MCP 2025-11-25,
+    /// server/tools "List Changed Notification"): then the Pack holds the standalone `GET`
+    /// stream open.
+    pub(crate) tools_list_changed: bool,
+    /// The result's `instructions` (MCP 2025-11-25, lifecycle: initialization), scrubbed of the
+    /// entry's secrets and cut to [`limits::MAX_INSTRUCTIONS_BYTES`]; `None` when absent, blank
+    /// or not a string.
+    pub(crate) instructions: Option<Arc<str>>,
 }
 
 impl Initialized {
-    fn read(capabilities: Option<&serde_json::value::RawValue>) -> Self {
+    fn read(
+        connection: &Connection,
+        capabilities: Option<&serde_json::value::RawValue>,
+        instructions: Option<&serde_json::value::RawValue>,
+    ) -> Self {
         #[derive(Deserialize)]
-        struct ServerCapabilities {
-            #[serde(default)]
-            tools: Option<serde::de::IgnoredAny>,
+        struct ServerCapabilities<'a> {
+            #[serde(borrow, default)]
+            tools: Option<&'a serde_json::value::RawValue>,
         }
-        let tools = capabilities
-            .and_then(|raw| serde_json::from_str::<ServerCapabilities>(raw.get()).ok())
-            .is_some_and(|c| c.tools.is_some());
-        Self { tools }
+        #[derive(Deserialize)]
+        struct ToolsCapability<'a> {
+            #[serde(rename = "listChanged", borrow, default)]
+            list_changed: Option<&'a serde_json::value::RawValue>,
+        }
+        let namespace = &*connection.namespace;
+        let declared = capabilities
+            .and_then(|raw| serde_json::from_str::<ServerCapabilities<'_>>(raw.get()).ok())
+            .and_then(|c| c.tools)
+            .filter(|raw| raw.get() != "null");
+        let tools_capability: Option<ToolsCapability<'_>> =
+            jsonrpc::optional(namespace, "capabilities.tools", declared);
+        let tools_list_changed = jsonrpc::optional::<bool>(
+            namespace,
+            "capabilities.tools.listChanged",
+            tools_capability.and_then(|t| t.list_changed),
+        )
+        .unwrap_or(false);
+        let instructions: Option<std::borrow::Cow<'_, str>> =
+            jsonrpc::optional(namespace, "instructions", instructions);
+        let instructions = instructions
+            .filter(|text| !text.trim().is_empty())
+            .map(|text| {
+                let scrubbed = connection.redactor.scrub(&text);
+                Arc::from(limits::truncate(&scrubbed, limits::MAX_INSTRUCTIONS_BYTES).as_ref())
+            });
+        Self {
+            tools: declared.is_some(),
+            tools_list_changed,
+            instructions,
+        }
     }
 }
 
@@ -69,6 +114,8 @@ pub(crate) struct Session {
     version: OnceLock<HeaderValue>,
     /// Set once the client sent the `DELETE` for it.
     deleted: AtomicBool,
+    /// What the server's `initialize` answer declared; unset until it was read and accepted.
+    initialized: OnceLock<Initialized>,
 }
 
 impl Session {
@@ -77,12 +124,18 @@ impl Session {
             id,
             version: OnceLock::new(),
             deleted: AtomicBool::new(false),
+            initialized: OnceLock::new(),
         }
     }
 
     /// The negotiated version, once there is one.
     pub(super) fn version(&self) -> Option<&HeaderValue> {
         self.version.get()
+    }
+
+    /// What the server's `initialize` answer declared, once it was accepted.
+    pub(super) fn initialized(&self) -> Option<&Initialized> {
+        self.initialized.get()
     }
 
     /// Whether the client already deleted it.
@@ -98,6 +151,10 @@ type Outcome = Option<Result<Arc<Session>, Arc<Error>>>;
 struct Renewal {
     outcome: watch::Receiver<Outcome>,
     task: tokio::task::JoinHandle<()>,
+    /// Whether only `tools/list` requests (a listing's pages) asked for this renewal so far.
+    /// Every requester that joins clears it unless it is one too; the task reads it, under the
+    /// state lock, when it installs the session (see [`crate::notices::Signals::session_renewed`]).
+    by_listing: bool,
 }
 
 /// A connection's session state; see the module docs.
@@ -111,6 +168,13 @@ pub(super) struct Sessions {
     /// Counts the abandoned starts: an `initialize` sent before the latest abandon gives a
     /// session that is deleted as soon as its header arrives.
     generation: u64,
+}
+
+impl Sessions {
+    /// The session new requests go out on, if any.
+    pub(super) fn current(&self) -> Option<Arc<Session>> {
+        self.current.clone()
+    }
 }
 
 impl Connection {
@@ -137,7 +201,9 @@ impl Connection {
 
     /// The session a request goes out on: the current one, or the outcome of the renewal task
     /// (spawned when none runs). `stale` is a session the server just said it does not know:
-    /// it is forgotten first, unless a newer one already replaced it.
+    /// it is forgotten first, unless a newer one already replaced it. `by_listing` says that the
+    /// asking request is a `tools/list`: a renewal that only listings asked for asks for no
+    /// re-listing once it installs its session (the listing goes on in the new session).
     ///
     /// # Errors
     /// The renewal failed ([`Error::reinitialize`]) or the connection is closed.
@@ -147,6 +213,7 @@ impl Connection {
     pub(super) async fn session(
         self: &Arc<Self>,
         stale: Option<&Arc<Session>>,
+        by_listing: bool,
     ) -> Result<Arc<Session>, Error> {
         let mut outcome = {
             let mut state = lock(&self.sessions);
@@ -167,9 +234,12 @@ impl Connection {
             if let Some(current) = &state.current {
                 return Ok(Arc::clone(current));
             }
-            match &state.renewal {
-                Some(renewal) => renewal.outcome.clone(),
-                None => self.spawn_renewal(&mut state),
+            match &mut state.renewal {
+                Some(renewal) => {
+                    renewal.by_listing &= by_listing;
+                    renewal.outcome.clone()
+                }
+                None => self.spawn_renewal(&mut state, by_listing),
             }
         };
         let done = outcome
@@ -186,27 +256,40 @@ impl Connection {
         })
     }
 
-    /// Spawns the renewal task on the Host's runtime; called with the state locked.
-    fn spawn_renewal(self: &Arc<Self>, state: &mut Sessions) -> watch::Receiver<Outcome> {
+    /// Spawns the renewal task on the Host's runtime; called with the state locked. Once the
+    /// task installed its session it tells the server's task
+    /// ([`crate::notices::Signals::session_renewed`], with whether only listings asked for it).
+    fn spawn_renewal(
+        self: &Arc<Self>,
+        state: &mut Sessions,
+        by_listing: bool,
+    ) -> watch::Receiver<Outcome> {
         tracing::debug!(namespace = %self.namespace, "initializing again");
         let (done, outcome) = watch::channel(None);
         let this = Arc::clone(self);
         let task = self.runtime.spawn(async move {
             let made = this.renew().await;
-            {
+            let installed = {
                 let mut state = lock(&this.sessions);
-                state.renewal = None;
-                if let Ok(session) = &made {
-                    if !state.closed {
+                // Taken out by a shutdown that now waits for this task: nobody else joins.
+                let by_listing = state.renewal.take().is_none_or(|r| r.by_listing);
+                match &made {
+                    Ok(session) if !state.closed => {
                         state.current = Some(Arc::clone(session));
+                        Some(by_listing)
                     }
+                    _ => None,
                 }
+            };
+            if let Some(by_listing) = installed {
+                this.signals.session_renewed(by_listing);
             }
             let _ = done.send(Some(made.map_err(Arc::new)));
         });
         state.renewal = Some(Renewal {
             outcome: outcome.clone(),
             task,
+            by_listing,
         });
         outcome
     }
@@ -334,11 +417,13 @@ impl Connection {
             protocol_version: std::borrow::Cow<'a, str>,
             #[serde(borrow, default)]
             capabilities: Option<&'a serde_json::value::RawValue>,
+            #[serde(borrow, default)]
+            instructions: Option<&'a serde_json::value::RawValue>,
         }
         let decode = |result: &serde_json::value::RawValue| -> Decoded<(String, Initialized)> {
             let result: InitializeResult<'_> = serde_json::from_str(result.get())
                 .map_err(|_| "the server's initialize result has no protocolVersion".to_string())?;
-            let initialized = Initialized::read(result.capabilities);
+            let initialized = Initialized::read(self, result.capabilities, result.instructions);
             Ok((result.protocol_version.into_owned(), initialized))
         };
         let (chosen, initialized) = self.read_response(response, id, session, &decode).await?;
@@ -350,13 +435,14 @@ impl Connection {
             )));
         };
         let _ = session.version.set(HeaderValue::from_static(version));
+        let _ = session.initialized.set(initialized.clone());
         self.notify(
             "notifications/initialized",
             &serde_json::json!({}),
             Some(session),
         )
         .await?;
-        tracing::debug!(namespace = %self.namespace, version, tools = initialized.tools, "initialized");
+        tracing::debug!(namespace = %self.namespace, version, tools = initialized.tools, list_changed = initialized.tools_list_changed, "initialized");
         Ok(initialized)
     }
 

@@ -2,9 +2,13 @@
 
 Run with .interop/py2/bin/python (mcp>=2, pinned by .ci/interop-setup.sh):
 
-    .interop/py2/bin/python tests/interop/py2_server.py --port 18080 [--json-response]
+    .interop/py2/bin/python tests/interop/py2_server.py --port 18080 [--json-response] [--growing]
 
 Default: responses to POSTs are SSE streams; --json-response: plain application/json.
+--growing declares tools.listChanged and adds two tools: grow registers the tool extra at run
+time and sends notifications/tools/list_changed on its own call's stream (none in
+--json-response mode); grow_more registers the tool more and sends it on the standalone GET
+stream.
 Nothing is printed when ready (log level WARNING): poll the port. See python-servers.md.
 
 In --json-response mode a server->client request has no stream to ride on, so
@@ -25,6 +29,7 @@ warnings.filterwarnings("ignore")  # sampling is deprecated as of 2026-07-28; we
 parser = argparse.ArgumentParser()
 parser.add_argument("--port", type=int, required=True)
 parser.add_argument("--json-response", action="store_true")
+parser.add_argument("--growing", action="store_true")
 opts = parser.parse_args()
 
 mcp = MCPServer("py2-interop", log_level="WARNING")
@@ -83,6 +88,45 @@ async def slow(seconds: float) -> str:
     """Sleep, then answer."""
     await asyncio.sleep(seconds)
     return f"slept {seconds}"
+
+
+def extra() -> str:
+    """A tool added at run time."""
+    return "extra works"
+
+
+async def grow(ctx: Context) -> str:
+    """Add the tool extra, and say so on this call's stream."""
+    mcp.add_tool(extra)
+    await ctx.session.send_notification(
+        types.ToolListChangedNotification(method="notifications/tools/list_changed"),
+        related_request_id=ctx.request_context.request_id,
+    )
+    return "grown"
+
+
+def more() -> str:
+    """Another tool added at run time."""
+    return "more works"
+
+
+async def grow_more(ctx: Context) -> str:
+    """Add the tool more, and say so on the standalone GET stream."""
+    mcp.add_tool(more)
+    await ctx.session.send_tool_list_changed()
+    return "grown more"
+
+
+if opts.growing:
+    from mcp.server.lowlevel.server import NotificationOptions
+
+    low_level = mcp._lowlevel_server
+    plain_options = low_level.create_initialization_options
+    low_level.create_initialization_options = lambda *args, **kwargs: plain_options(
+        NotificationOptions(tools_changed=True)
+    )
+    mcp.add_tool(grow)
+    mcp.add_tool(grow_more)
 
 
 if __name__ == "__main__":

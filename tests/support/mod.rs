@@ -81,4 +81,5 @@ impl Host {
     }
 }
 
+pub mod logs;
 pub mod mock;

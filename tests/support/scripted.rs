@@ -6,7 +6,9 @@
 //! `{"ms": 200}` holds it 200 ms, `{"sse": true}` answers it as an event stream, `{"status": 503}`
 //! refuses it. The test can expire a session, restart the server (forget every session, then
 //! refuse connections or answer 404 for a while), and have `initialize` answered as SSE with a
-//! server `ping` and a resumption.
+//! server `ping` and a resumption. With [`Scripted::set_list_changed`] it declares
+//! `tools.listChanged` and answers each standalone `GET` with an event stream that, 300 ms later,
+//! carries `notifications/tools/list_changed` and ends.
 //!
 //! Every request lands in a trail: HTTP verb, JSON-RPC method and id, the session and version
 //! headers, and the status answered.
@@ -94,6 +96,8 @@ struct State {
     outage: Option<Duration>,
     /// The `initialize` request awaiting its answer on a resumption: (request id, session).
     pending_init: Option<(Value, String)>,
+    /// Declares `tools.listChanged` and serves the standalone `GET` stream.
+    list_changed: bool,
 }
 
 /// What the server and its connections share.
@@ -243,6 +247,13 @@ impl Scripted {
     }
 
     /// `initialize` is answered `delay` after it arrived.
+    /// Declares `capabilities.tools.listChanged` from the next `initialize` on, and answers a
+    /// standalone `GET` with a stream that carries `notifications/tools/list_changed` after
+    /// 300 ms and ends (the `GET` is recorded when it arrives, as 200).
+    pub fn set_list_changed(&self, on: bool) {
+        self.state.lock().list_changed = on;
+    }
+
     pub fn set_init_delay(&self, delay: Duration) {
         self.state.lock().init_delay = Some(delay);
     }
@@ -350,6 +361,15 @@ fn sse_reply(text: String) -> hyper::Response<Body> {
     full(200, Some("text/event-stream"), text)
 }
 
+/// The `capabilities` of an `initialize` answer.
+fn capabilities(state: &State) -> Value {
+    if state.list_changed {
+        json!({"tools": {"listChanged": true}})
+    } else {
+        json!({"tools": {}})
+    }
+}
+
 fn result(id: &Value, result: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "result": result})
 }
@@ -423,7 +443,7 @@ async fn answer(
             let version = st.version.clone().unwrap_or_else(|| "2025-11-25".into());
             let answer = result(
                 &id,
-                json!({"protocolVersion": version, "capabilities": {"tools": {}},
+                json!({"protocolVersion": version, "capabilities": capabilities(&st),
                        "serverInfo": {"name": "scripted", "version": "0"}}),
             );
             let style = st.init_style.unwrap_or(InitStyle::Json);
@@ -467,10 +487,15 @@ async fn answer(
                     let version = st.version.clone().unwrap_or_else(|| "2025-11-25".into());
                     Then::Now(sse_reply(event(&result(
                         &init_id,
-                        json!({"protocolVersion": version, "capabilities": {"tools": {}},
+                        json!({"protocolVersion": version, "capabilities": capabilities(&st),
                                "serverInfo": {"name": "scripted", "version": "0"}}),
                     ))))
                 }
+                _ if st.list_changed => Then::Hold(
+                    Duration::from_millis(300),
+                    sse_reply(event(&json!({"jsonrpc": "2.0",
+                                            "method": "notifications/tools/list_changed"}))),
+                ),
                 _ => Then::Now(full(405, None, "")),
             }
         } else if version.is_none() && !method.is_empty() && rpc.get("id").is_some() {
