@@ -1,10 +1,12 @@
-//! The Streamable HTTP client of one server (MCP 2025-03-26, 2025-06-18, 2025-11-25; DESIGN §5).
+//! The Streamable HTTP client of one server (MCP 2025-03-26, 2025-06-18, 2025-11-25, "Streamable
+//! HTTP" transport).
 //!
 //! Owns the wire: POSTing JSON-RPC, reading `application/json` and `text/event-stream` replies
-//! (SSE framing by `eventsource-stream2`), the session (`Mcp-Session-Id`,
-//! `MCP-Protocol-Version`), answering server requests that arrive inside a stream, resuming a
-//! stream with `GET` + `Last-Event-ID`, initializing again when the server forgot the session,
-//! `notifications/cancelled` when a call is dropped, and the `DELETE` at shutdown.
+//! (SSE framing by [`crate::sse`]; gzip, br and zstd bodies decoded), the session
+//! (`Mcp-Session-Id`, `MCP-Protocol-Version`), answering server requests that arrive inside a
+//! stream, resuming a stream with `GET` + `Last-Event-ID`, initializing again when the server
+//! forgot the session, `notifications/cancelled` when a call is dropped, and the `DELETE` at
+//! shutdown.
 //!
 //! Every byte read is bounded ([`crate::limits`]), and every piece of server text that reaches an
 //! [`Error`] is scrubbed of the entry's secrets and cut to a bounded length.
@@ -13,9 +15,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use eventsource_stream2::{Event, EventStream};
-use futures_util::{Stream, StreamExt};
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use futures_util::StreamExt;
+use reqwest::header::{ACCEPT, CONTENT_ENCODING, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Response, StatusCode, Url};
 use serde::Deserialize;
 
@@ -23,6 +24,7 @@ use crate::config::RemoteServer;
 use crate::jsonrpc::{self, Kind, RpcError};
 use crate::limits::{self, MAX_MESSAGE_BYTES};
 use crate::redact::Redactor;
+use crate::sse;
 
 /// The protocol version the client offers in `initialize`.
 pub(crate) const OFFERED_VERSION: &str = "2025-11-25";
@@ -434,6 +436,7 @@ impl Connection {
         session: Option<&Session>,
         decode: &impl Fn(&serde_json::value::RawValue) -> Decoded<T>,
     ) -> Result<T, Error> {
+        self.check_encoding(&response)?;
         match media_type(&response) {
             Some(MediaType::Json) => {
                 let body = read_capped(response)
@@ -481,9 +484,9 @@ impl Connection {
         decode: &impl Fn(&serde_json::value::RawValue) -> Decoded<T>,
     ) -> Result<T, Error> {
         let mut events = SseStream::new(response);
-        let mut last_event_id = String::new();
-        let mut retry = limits::DEFAULT_RETRY;
-        let mut resumptions = 0;
+        // The last event id each resumption asked with, and how many brought no new one.
+        let mut asked: Option<String> = None;
+        let mut fruitless = 0;
         loop {
             let event = match events.next().await {
                 Some(Ok(event)) => event,
@@ -494,8 +497,12 @@ impl Connection {
                     ));
                 }
                 end @ (None | Some(Err(BodyError::Http(_)))) => {
-                    if last_event_id.is_empty() || resumptions == limits::MAX_RESUMPTIONS {
-                        return Err(Error::Transport(match end {
+                    let last_event_id = events.framer.last_event_id();
+                    if asked.as_deref() == Some(last_event_id) {
+                        fruitless += 1;
+                    }
+                    if last_event_id.is_empty() || fruitless == limits::MAX_RESUMPTIONS {
+                        let ended = match end {
                             Some(Err(error)) => format!(
                                 "the server's event stream broke before the response to request {id}: {}",
                                 self.body_error(error).message()
@@ -503,10 +510,20 @@ impl Connection {
                             _ => format!(
                                 "the server closed the event stream before the response to request {id}"
                             ),
+                        };
+                        return Err(Error::Transport(if fruitless == 0 {
+                            ended
+                        } else {
+                            format!(
+                                "{ended}; {fruitless} resumptions (GET with Last-Event-ID) brought no new event id"
+                            )
                         }));
                     }
-                    resumptions += 1;
-                    tracing::debug!(namespace = %self.namespace, id, resumptions, retry_ms = retry.as_millis() as u64, "resuming event stream");
+                    let retry = events.framer.retry().map_or(limits::DEFAULT_RETRY, |r| {
+                        r.clamp(limits::MIN_RETRY, limits::MAX_RETRY)
+                    });
+                    tracing::debug!(namespace = %self.namespace, id, fruitless, retry_ms = retry.as_millis() as u64, "resuming event stream");
+                    let last_event_id = last_event_id.to_string();
                     tokio::time::sleep(retry).await;
                     let resumed = self.resume(&last_event_id, session).await.map_err(|e| {
                         Error::Transport(format!(
@@ -514,20 +531,20 @@ impl Connection {
                             e.message()
                         ))
                     })?;
-                    events = SseStream::new(resumed);
+                    asked = Some(last_event_id);
+                    events.resume(resumed);
                     continue;
                 }
             };
-            if !event.id.is_empty() {
-                last_event_id.clone_from(&event.id);
-            }
-            if let Some(wait) = event.retry {
-                retry = wait.min(limits::MAX_RETRY);
-            }
             if event.data.is_empty() || event.event != "message" {
                 continue;
             }
-            let messages = match jsonrpc::decode(&event.data) {
+            let Ok(text) = event.text() else {
+                return Err(Error::Transport(
+                    "the server's event stream is not UTF-8".to_string(),
+                ));
+            };
+            let messages = match jsonrpc::decode(text) {
                 Ok(messages) => messages,
                 Err(_) => {
                     tracing::debug!(namespace = %self.namespace, id, "skipped an event that is not JSON-RPC");
@@ -565,11 +582,28 @@ impl Connection {
         let response = self
             .check_status(response, session.is_some_and(|s| s.id.is_some()))
             .await?;
+        self.check_encoding(&response)?;
         match media_type(&response) {
             Some(MediaType::EventStream) => Ok(response),
             _ => Err(Error::Transport(
                 "the server answered the stream resumption without an event stream".to_string(),
             )),
+        }
+    }
+
+    /// Refuses a body in a `Content-Encoding` the client did not decode. The HTTP client decodes
+    /// gzip, br and zstd (it offers them in `Accept-Encoding`) and drops the header when it does,
+    /// so any value left other than `identity` is one it cannot read.
+    fn check_encoding(&self, response: &Response) -> Result<(), Error> {
+        match response.headers().get(CONTENT_ENCODING) {
+            Some(value) if !value.as_bytes().eq_ignore_ascii_case(b"identity") => {
+                let value = String::from_utf8_lossy(value.as_bytes());
+                let shown = self.server_text(&value, 64);
+                Err(Error::Transport(format!(
+                    "the server answered with Content-Encoding \"{shown}\", which this client cannot decode (it accepts gzip, br and zstd)"
+                )))
+            }
+            _ => Ok(()),
         }
     }
 
@@ -745,46 +779,47 @@ async fn read_preview(response: Response) -> String {
     }
 }
 
-/// The SSE events of a response, each bounded by [`MAX_MESSAGE_BYTES`] while it is read.
+/// The SSE events of a response, framed by [`sse::Framer`] (each event bounded by
+/// [`MAX_MESSAGE_BYTES`] while it is read). A resumed stream goes on with the same framer, so the
+/// last event id and the server's `retry` carry over.
 struct SseStream {
-    events: std::pin::Pin<
-        Box<
-            dyn Stream<Item = Result<Event, eventsource_stream2::EventStreamError<BodyError>>>
-                + Send,
-        >,
-    >,
-    unread: Arc<AtomicU64>,
+    response: Response,
+    framer: sse::Framer,
 }
 
 impl SseStream {
     fn new(response: Response) -> Self {
-        let unread = Arc::new(AtomicU64::new(0));
-        let counter = Arc::clone(&unread);
-        let bytes = response.bytes_stream().map(move |chunk| {
-            let chunk = chunk.map_err(BodyError::Http)?;
-            let pending =
-                counter.fetch_add(chunk.len() as u64, Ordering::Relaxed) + chunk.len() as u64;
-            if pending > MAX_MESSAGE_BYTES as u64 {
-                return Err(BodyError::TooLarge);
-            }
-            Ok(chunk)
-        });
         Self {
-            events: Box::pin(EventStream::new(bytes)),
-            unread,
+            response,
+            framer: sse::Framer::new(),
         }
     }
 
-    async fn next(&mut self) -> Option<Result<Event, BodyError>> {
-        let item = self.events.next().await?;
-        Some(match item {
-            Ok(event) => {
-                self.unread.store(0, Ordering::Relaxed);
-                Ok(event)
+    /// Continues with `response`, the stream of a resumption.
+    fn resume(&mut self, response: Response) {
+        self.response = response;
+        self.framer.restart();
+    }
+
+    /// The next event; `None` when the body ended.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a chunk is handed to the framer as soon as it is read, so dropping this
+    /// future loses no bytes.
+    async fn next(&mut self) -> Option<Result<sse::Event, BodyError>> {
+        loop {
+            match self.framer.next() {
+                Ok(Some(event)) => return Some(Ok(event)),
+                Ok(None) => {}
+                Err(sse::SseError::TooLarge) => return Some(Err(BodyError::TooLarge)),
+                Err(sse::SseError::Utf8) => return Some(Err(BodyError::Utf8)),
             }
-            Err(e) if e.is_utf8() => Err(BodyError::Utf8),
-            Err(e) => Err(e.into_transport().unwrap_or(BodyError::Utf8)),
-        })
+            match self.response.chunk().await {
+                Ok(Some(chunk)) => self.framer.feed(chunk),
+                Ok(None) => return None,
+                Err(e) => return Some(Err(BodyError::Http(e))),
+            }
+        }
     }
 }
 

@@ -17,6 +17,7 @@ mod pack;
 mod redact;
 mod result;
 mod server;
+mod sse;
 
 use runvil_plugin::{PackSpec, Packs, Value};
 
