@@ -1133,6 +1133,54 @@ async fn call_stream_reset_mid_response_is_a_transport_error_at_once() {
     }
 }
 
+/// Event streams framed the unusual ways the SSE rules allow — a BOM, lone CRs, the answer's
+/// JSON split over data lines, comments between them, every byte its own chunk — reach the
+/// answer; an event whose data is not UTF-8 is refused, not patched with U+FFFD.
+#[tokio::test]
+async fn unusual_but_valid_sse_framing_reaches_the_answer() {
+    let server = tool_server(|req| async move {
+        let answer = serde_json::to_string(&text_result(&req.id(), "framed")).unwrap();
+        // Split between two members: the LF that joins data lines is JSON whitespace there.
+        let (head, tail) = answer.split_at(answer.find(',').unwrap() + 1);
+        match req.rpc["params"]["arguments"]["case"].as_str() {
+            Some("cr") => Reply::raw(
+                200,
+                "text/event-stream",
+                format!("\u{feff}: hello\rid: 1\r\rdata:{head}\r: between\rdata:{tail}\r\r"),
+            ),
+            Some("bytes") => {
+                let text = format!("event:message\r\ndata: {head}\r\ndata: {tail}\r\n\r\n");
+                let chunks: Vec<Result<Bytes, std::io::Error>> = text
+                    .into_bytes()
+                    .into_iter()
+                    .map(|b| Ok(Bytes::from(vec![b])))
+                    .collect();
+                Reply::stream(200, "text/event-stream", stream::iter(chunks))
+            }
+            _ => Reply::raw(
+                200,
+                "text/event-stream",
+                [b"data: {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":\"\xFF\"}\n\n".as_slice()]
+                    .concat(),
+            ),
+        }
+    })
+    .await;
+    let host = ready_host("sse", &server.url).await;
+    let call = |case: &str| {
+        host.call(
+            "call_dynamic_tool",
+            json!({"namespace": "sse", "toolName": "t", "arguments": {"case": case}}),
+        )
+    };
+    assert_eq!(call("cr").await, Ok("framed".into()));
+    assert_eq!(call("bytes").await, Ok("framed".into()));
+    assert_eq!(
+        call("bad utf-8").await,
+        transport("server \"sse\": the server's event stream is not UTF-8")
+    );
+}
+
 /// A server whose `tools/call` stream and every resumption come from `stream(n)`, `n` being 0
 /// for the POST and 1, 2, … for each `GET` + `Last-Event-ID`.
 async fn polling_server<F>(stream: F) -> Server
