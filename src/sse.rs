@@ -794,7 +794,59 @@ mod tests {
         }
     }
 
+    /// Everything a framer makes of `stream` fed in chunks of `sizes` (used in turn): the
+    /// events, the error that stopped it if any, and the last id and retry at the end.
+    fn outcome(
+        stream: &[u8],
+        sizes: &[usize],
+    ) -> (Vec<Event>, Option<SseError>, String, Option<Duration>) {
+        let stream = Bytes::copy_from_slice(stream);
+        let mut framer = Framer::new();
+        let mut events = Vec::new();
+        let (mut at, mut turn) = (0, 0);
+        while at < stream.len() {
+            let size = sizes[turn % sizes.len()].min(stream.len() - at);
+            turn += 1;
+            framer.feed(stream.slice(at..at + size));
+            at += size;
+            loop {
+                match framer.next() {
+                    Ok(Some(event)) => events.push(event),
+                    Ok(None) => break,
+                    Err(e) => {
+                        return (
+                            events,
+                            Some(e),
+                            framer.last_event_id().into(),
+                            framer.retry(),
+                        );
+                    }
+                }
+            }
+        }
+        (events, None, framer.last_event_id().into(), framer.retry())
+    }
+
     proptest! {
+        /// Where the chunks are cut never changes the outcome, whatever the bytes (CR, LF,
+        /// colons, BOM pieces, NUL, invalid UTF-8 included).
+        #[test]
+        fn chunk_cuts_never_change_the_outcome(
+            stream in proptest::collection::vec(
+                prop_oneof![
+                    Just(b'\r'), Just(b'\n'), Just(b':'), Just(b' '), Just(0u8), Just(0xEF),
+                    Just(0xBB), Just(0xBF), Just(0xFF), Just(b'd'), Just(b'a'), Just(b't'),
+                    Just(b'i'), Just(b'e'), Just(b'v'), Just(b'n'), Just(b'r'), Just(b'y'),
+                    Just(b'1'), any::<u8>(),
+                ],
+                0..300,
+            ),
+            sizes in proptest::collection::vec(1usize..20, 1..6),
+        ) {
+            let whole = outcome(&stream, &[stream.len().max(1)]);
+            prop_assert_eq!(outcome(&stream, &sizes), whole);
+        }
+
         /// Against eventsource-stream2 on streams where it follows the standard: LF and CRLF line
         /// ends (its lone CR handling waits for more input), no BOM, UTF-8 only, retry values
         /// without a sign, and comparing dispatched events only (it drops the id and retry of an
