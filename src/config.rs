@@ -1,9 +1,12 @@
-//! Parsing the Pack's config: the `mcpServers` object of an `mcp.json` file (DESIGN §3, seed 001).
+//! Parsing the Pack's config: the `mcpServers` object of an `mcp.json` file (README
+//! "Configuration").
 //!
-//! Owns every config rule: which entries are remote, local or legacy SSE; `${env:NAME}` and
-//! `${userHome}` substitution; which headers the client owns; and which values are secrets.
-//! Each entry is parsed on its own, so one bad entry never takes the others down. A refusal
-//! names the field or the header or the variable, never a value.
+//! Owns every config rule: which entries are remote, local, legacy SSE or disabled; the keys
+//! other clients use (`serverUrl`, `httpUrl`); `${env:NAME}` and `${userHome}` substitution;
+//! which headers the client owns; which values are secrets; and the hint a 401/403 answer gets
+//! when a placeholder was not expanded or expanded to nothing. Each entry is parsed on its own,
+//! so one bad entry never takes the others down. A refusal names the field or the header or the
+//! variable, never a value.
 
 use reqwest::Url;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
@@ -13,8 +16,11 @@ use crate::redact::Redactor;
 
 /// Header names the MCP client sets itself; a config may not set them (compared
 /// case-insensitively).
-const CLIENT_OWNED_HEADERS: [&str; 5] = [
+/// `accept-encoding` is among them because the client decodes only the encodings it offers (a
+/// configured one could ask for a reply it cannot read).
+const CLIENT_OWNED_HEADERS: [&str; 6] = [
     "accept",
+    "accept-encoding",
     "content-type",
     "mcp-session-id",
     "mcp-protocol-version",
@@ -35,13 +41,13 @@ const CONNECTION_HEADERS: [&str; 9] = [
     "upgrade",
 ];
 
-/// The refusal of a local (`command`) entry, word for word from seed 001.
+/// The refusal of a local (`command`) entry, word for word as README "Configuration" gives it.
 pub(crate) const LOCAL_REFUSED: &str = "local MCP servers (command) are not supported yet";
 
 /// One `mcpServers` entry after parsing.
 pub(crate) enum Entry {
-    /// A remote server the Pack connects to.
-    Remote(RemoteServer),
+    /// A remote server the Pack connects to (boxed: it is many times the size of a refusal).
+    Remote(Box<RemoteServer>),
     /// An entry the Pack will not connect to; the reason is shown as its `error` status.
     Refused(String),
 }
@@ -55,6 +61,13 @@ pub(crate) struct RemoteServer {
     pub(crate) headers: HeaderMap,
     /// Scrubs this entry's header and env values out of server text.
     pub(crate) redactor: Redactor,
+    /// What to add to the reason of a 401 or 403 answer: a `${NAME}` sent as written, or a
+    /// `${env:NAME}` that is set but empty (names only, never a value).
+    pub(crate) auth_hint: Option<String>,
+    /// `scheme://host:port` of `url`, for connect errors; `None` when that part of the written
+    /// url used a `${...}` or holds a configured secret: text about the url (a redirect's
+    /// target on the same host) then shows `[redacted]` in place of its host.
+    pub(crate) origin: Option<String>,
 }
 
 impl std::fmt::Debug for RemoteServer {
@@ -113,7 +126,7 @@ pub(crate) fn parse(config: &Value, env: &dyn Environment) -> Result<Vec<(String
 
 fn parse_entry(entry: &Value, env: &dyn Environment) -> Entry {
     match parse_remote(entry, env) {
-        Ok(server) => Entry::Remote(server),
+        Ok(server) => Entry::Remote(Box::new(server)),
         Err(reason) => Entry::Refused(reason),
     }
 }
@@ -125,6 +138,7 @@ fn parse_remote(entry: &Value, env: &dyn Environment) -> Result<RemoteServer, St
             json_type(entry)
         ));
     };
+    disabled(fields)?;
     if fields.contains_key("command") {
         return Err(LOCAL_REFUSED.to_string());
     }
@@ -144,27 +158,32 @@ fn parse_remote(entry: &Value, env: &dyn Environment) -> Result<RemoteServer, St
         );
     }
     let mut redactor = Redactor::default();
-    let url = match fields.get("url") {
+    let mut notes = Notes::default();
+    let (url, origin_is_public) = match fields.get("url") {
         Some(Value::String(written)) => {
             let mut used = Vec::new();
-            let url = substitute(written, "url", env, &mut used)?;
+            let url = substitute(written, "url", env, &mut used, &mut notes)?;
             for value in &used {
-                add_url_secret(&mut redactor, value);
+                redactor.add_secret(value);
             }
-            parse_url(&url)?
+            let url = parse_url(&url)?;
+            let authority = authority(written);
+            if authority.contains("${env:") {
+                // The parser lower-cases (and IDNA-encodes) a host, and the request's Host
+                // header carries it that way: a secret in that form too.
+                if let Some(host) = url.host_str() {
+                    redactor.add_secret(host);
+                }
+            }
+            (url, !authority.contains("${"))
         }
         Some(other) => return Err(wrong_type("url", "a string", other)),
-        None => {
-            return Err(
-                "the entry has neither \"url\" (a remote server) nor \"command\" (a local one)"
-                    .to_string(),
-            );
-        }
+        None => return Err(no_url(fields)),
     };
     let mut url = url;
     let mut headers = match fields.get("headers") {
         None | Some(Value::Null) => HeaderMap::new(),
-        Some(Value::Object(headers)) => parse_headers(headers, env, &mut redactor)?,
+        Some(Value::Object(headers)) => parse_headers(headers, env, &mut redactor, &mut notes)?,
         Some(other) => return Err(wrong_type("headers", "an object of strings", other)),
     };
     if let Some(basic) = take_credentials(&mut url, &mut redactor)? {
@@ -172,11 +191,114 @@ fn parse_remote(entry: &Value, env: &dyn Environment) -> Result<RemoteServer, St
             .entry(reqwest::header::AUTHORIZATION)
             .or_insert(basic);
     }
+    let origin = origin_is_public
+        .then(|| origin_of(&url))
+        .flatten()
+        .filter(|o| matches!(redactor.scrub(o), std::borrow::Cow::Borrowed(_)));
     Ok(RemoteServer {
         url,
         headers,
         redactor,
+        auth_hint: notes.auth_hint(),
+        origin,
     })
+}
+
+/// The scheme and authority of a written url (`scheme://user@host:port`): up to the path,
+/// query or fragment after `://`, or up to the first `/`, `?` or `#` when it has no `://`.
+fn authority(written: &str) -> &str {
+    let start = written.find("://").map_or(0, |at| at + 3);
+    let end = written[start..]
+        .find(['/', '?', '#'])
+        .map_or(written.len(), |end| start + end);
+    &written[..end]
+}
+
+/// `scheme://host:port`, the port explicit even when it is the scheme's default.
+fn origin_of(url: &Url) -> Option<String> {
+    let host = url.host_str()?;
+    let port = url.port_or_known_default()?;
+    Some(format!("{}://{host}:{port}", url.scheme()))
+}
+
+/// Refuses an entry that other clients' configs switch off: `"disabled": true` (Cline, Roo,
+/// Windsurf) or `"enabled": false`. Such an entry is never contacted.
+///
+/// # Errors
+/// The reason the listing shows, or a field of the wrong JSON type.
+fn disabled(fields: &serde_json::Map<String, Value>) -> Result<(), String> {
+    for (key, off) in [("disabled", true), ("enabled", false)] {
+        match fields.get(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::Bool(value)) if *value == off => {
+                return Err(format!(
+                    "the entry is disabled in the config (\"{key}\": {off}), so this Pack does not connect to it"
+                ));
+            }
+            Some(Value::Bool(_)) => {}
+            Some(other) => return Err(wrong_type(key, "a boolean", other)),
+        }
+    }
+    Ok(())
+}
+
+/// The reason for an entry without `url`: names the address key another client uses when the
+/// entry has one.
+fn no_url(fields: &serde_json::Map<String, Value>) -> String {
+    let other = [("serverUrl", "Windsurf"), ("httpUrl", "Gemini CLI")]
+        .into_iter()
+        .find(|(key, _)| fields.contains_key(*key));
+    match other {
+        Some((key, client)) => format!(
+            "the entry has \"{key}\" ({client}'s key) but no \"url\"; this Pack reads the server's address from \"url\", so rename \"{key}\" to \"url\""
+        ),
+        None => "the entry has neither \"url\" (a remote server) nor \"command\" (a local one)"
+            .to_string(),
+    }
+}
+
+/// What substitution noticed that could explain a 401 or 403 later.
+#[derive(Default)]
+struct Notes {
+    /// `${NAME}` or `${NAME:-fallback}` (a valid variable name) left as written.
+    unexpanded: Vec<Unexpanded>,
+    /// `${env:NAME}` whose value is empty, with the field it is in.
+    empty: Vec<(String, String)>,
+}
+
+/// A `${NAME}` or `${NAME:-fallback}` left as written.
+struct Unexpanded {
+    name: String,
+    /// The field it is in (`url`, `header "X"`).
+    field: String,
+    /// Whether it had a `:-fallback`, which a hint never quotes.
+    fallback: bool,
+}
+
+impl Notes {
+    /// How many hints a reason carries at most.
+    const MAX_HINTS: usize = 3;
+
+    /// The hints, at most [`Notes::MAX_HINTS`], joined with `; `.
+    fn auth_hint(&self) -> Option<String> {
+        let unexpanded = self.unexpanded.iter().map(|u| {
+            let (name, field) = (&u.name, &u.field);
+            if u.fallback {
+                format!(
+                    "{field} holds ${{{name}:-…}}, which was sent as written (this Pack expands only ${{env:NAME}} and ${{userHome}}, without fallback values); to use the environment variable, write ${{env:{name}}}"
+                )
+            } else {
+                format!(
+                    "{field} holds ${{{name}}}, which was sent as written (this Pack expands only ${{env:NAME}} and ${{userHome}}); to use the environment variable, write ${{env:{name}}}"
+                )
+            }
+        });
+        let empty = self.empty.iter().map(|(name, field)| {
+            format!("the environment variable \"{name}\" used in {field} is set but empty")
+        });
+        let hints: Vec<String> = unexpanded.chain(empty).take(Self::MAX_HINTS).collect();
+        (!hints.is_empty()).then(|| hints.join("; "))
+    }
 }
 
 fn parse_url(url: &str) -> Result<Url, String> {
@@ -193,6 +315,7 @@ fn parse_headers(
     headers: &serde_json::Map<String, Value>,
     env: &dyn Environment,
     redactor: &mut Redactor,
+    notes: &mut Notes,
 ) -> Result<HeaderMap, String> {
     let mut map = HeaderMap::with_capacity(headers.len());
     for (name, value) in headers {
@@ -221,9 +344,9 @@ fn parse_headers(
         }
         let field = format!("header \"{name}\"");
         let mut used = Vec::new();
-        let value = substitute(written, &field, env, &mut used)?;
+        let value = substitute(written, &field, env, &mut used, notes)?;
         for secret in used.iter().chain([&value]) {
-            redactor.add(secret);
+            redactor.add_secret(secret);
         }
         let mut value = HeaderValue::from_str(&value).map_err(|_| {
             format!("the value of header \"{name}\" is not a valid HTTP header value")
@@ -235,15 +358,19 @@ fn parse_headers(
 }
 
 /// Replaces `${env:NAME}` and `${userHome}` in `written`; any other `${...}` stays as written.
-/// Each env value used is pushed onto `used`, to become a secret.
+/// Each env value used is pushed onto `used`, to become a secret; a `${NAME}` left as written
+/// and an env value that is empty go into `notes`.
 ///
 /// # Errors
-/// An unset variable (naming it and `field`), or `${userHome}` with no known home.
+/// An unset variable (naming it and `field`), a `${env:...}` whose name is not a valid variable
+/// name (quoting at most the valid start of it: users paste `${env:KEY:-fallback-secret}`), or
+/// `${userHome}` with no known home.
 fn substitute(
     written: &str,
     field: &str,
     env: &dyn Environment,
     used: &mut Vec<String>,
+    notes: &mut Notes,
 ) -> Result<String, String> {
     let mut out = String::with_capacity(written.len());
     let mut rest = written;
@@ -256,12 +383,25 @@ fn substitute(
         };
         let token = &after[..end];
         if let Some(name) = token.strip_prefix("env:") {
+            if !is_variable_name(name) {
+                return Err(invalid_name(name, field));
+            }
             let value = env.var(name).ok_or_else(|| {
                 format!(
                     "environment variable \"{}\" (used in {field}) is not set",
                     printable(name)
                 )
             })?;
+            if value.is_empty() {
+                if field == "url" {
+                    // `https://${env:HOST}/mcp` would become `https:///mcp`, a URL to the host
+                    // `mcp`: refused rather than sent anywhere.
+                    return Err(format!(
+                        "environment variable \"{name}\" (used in {field}) is set but empty"
+                    ));
+                }
+                notes.empty.push((name.to_string(), field.to_string()));
+            }
             out.push_str(&value);
             used.push(value);
         } else if token == "userHome" {
@@ -270,6 +410,24 @@ fn substitute(
             })?;
             out.push_str(&home);
         } else {
+            if is_variable_name(token) {
+                notes.unexpanded.push(Unexpanded {
+                    name: token.to_string(),
+                    field: field.to_string(),
+                    fallback: false,
+                });
+            } else if let Some((name, fallback)) = token.split_once(":-") {
+                // Claude Code's `${NAME:-fallback}`: the fallback is often a pasted key, so it
+                // is a secret and no hint quotes it.
+                if is_variable_name(name) {
+                    notes.unexpanded.push(Unexpanded {
+                        name: name.to_string(),
+                        field: field.to_string(),
+                        fallback: true,
+                    });
+                    used.push(fallback.to_string());
+                }
+            }
             out.push_str(&rest[start..start + 2 + end + 1]);
         }
         rest = &after[end + 1..];
@@ -278,10 +436,39 @@ fn substitute(
     Ok(out)
 }
 
+/// Whether `name` is an environment variable name: an ASCII letter or `_`, then letters, digits
+/// and `_`.
+fn is_variable_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// The refusal of `${env:<name>}` whose name is not a variable name. Quotes only the leading
+/// part that is a valid name: what follows is often a secret pasted as a fallback value.
+fn invalid_name(name: &str, field: &str) -> String {
+    let valid = name
+        .char_indices()
+        .find(|&(i, c)| !(c.is_ascii_alphabetic() || c == '_' || (i > 0 && c.is_ascii_digit())))
+        .map_or(name, |(i, _)| &name[..i]);
+    let valid = crate::limits::truncate(valid, 128);
+    let shown = if valid.is_empty() {
+        "${env:…}".to_string()
+    } else {
+        format!("${{env:{valid}…}}")
+    };
+    format!(
+        "{field} uses {shown}, whose name is not a valid environment variable name; write ${{env:NAME}} with a NAME of letters, digits and underscores (a fallback such as ${{env:NAME:-value}} is not supported)"
+    )
+}
+
 /// Moves `user:password@` out of `url` into a sensitive `Authorization: Basic` value (what an
-/// HTTP client would send for it), adding the password and that value to `redactor`: a password
-/// in a URL is a secret whether or not it came from `${env:...}`. A configured `Authorization`
-/// header wins over it.
+/// HTTP client would send for it), adding the user, the password and that value to `redactor`:
+/// credentials in a URL are secrets whether or not they came from `${env:...}` (a token is often
+/// written as the user name alone, `https://TOKEN@host`). A configured `Authorization` header
+/// wins over it.
 ///
 /// # Errors
 /// Credentials that are not UTF-8 once percent-decoded.
@@ -298,39 +485,23 @@ fn take_credentials(url: &mut Url, redactor: &mut Redactor) -> Result<Option<Hea
     };
     let user = decode(url.username())?;
     let password = url.password().map(decode).transpose()?;
-    if let Some(encoded) = url.password() {
-        redactor.add(encoded);
+    for written in [Some(url.username()), url.password()].into_iter().flatten() {
+        redactor.add(written);
+    }
+    for decoded in [Some(&user), password.as_ref()].into_iter().flatten() {
+        redactor.add_secret(decoded);
     }
     let credentials = format!("{user}:{}", password.as_deref().unwrap_or(""));
-    if let Some(password) = &password {
-        redactor.add(password);
-    }
-    redactor.add(&credentials);
+    redactor.add_secret(&credentials);
     let token = base64::engine::general_purpose::STANDARD.encode(credentials);
-    redactor.add(&token);
+    let basic = format!("Basic {token}");
+    redactor.add_secret(&basic);
     let _ = url.set_username("");
     let _ = url.set_password(None);
-    let mut value = HeaderValue::from_str(&format!("Basic {token}"))
+    let mut value = HeaderValue::from_str(&basic)
         .map_err(|_| "the user or password in \"url\" cannot be sent".to_string())?;
     value.set_sensitive(true);
     Ok(Some(value))
-}
-
-/// Adds an env value used in a URL as a secret: as written, and in each percent-encoded form the
-/// URL parser gives it in a path, a query and a password, since that is how it travels and how a
-/// server may quote it back.
-fn add_url_secret(redactor: &mut Redactor, value: &str) {
-    redactor.add(value);
-    let Ok(mut base) = Url::parse("http://h/") else {
-        return;
-    };
-    base.set_path(value);
-    redactor.add(base.path().trim_start_matches('/'));
-    base.set_query(Some(value));
-    redactor.add(base.query().unwrap_or_default());
-    if base.set_password(Some(value)).is_ok() {
-        redactor.add(base.password().unwrap_or_default());
-    }
 }
 
 fn wrong_type(field: &str, expected: &str, found: &Value) -> String {
@@ -396,7 +567,7 @@ mod tests {
 
     fn remote(entry: Value) -> RemoteServer {
         match one(entry) {
-            Entry::Remote(server) => server,
+            Entry::Remote(server) => *server,
             Entry::Refused(reason) => panic!("refused: {reason}"),
         }
     }
@@ -474,6 +645,16 @@ mod tests {
     }
 
     #[test]
+    fn origin_is_named_only_when_it_holds_no_secret() {
+        let plain = remote(json!({"url": "https://user:pw-secret-1@a.example/mcp/${env:TOKEN}"}));
+        assert_eq!(plain.origin.as_deref(), Some("https://a.example:443"));
+        let local = remote(json!({"url": "http://127.0.0.1:8931/mcp"}));
+        assert_eq!(local.origin.as_deref(), Some("http://127.0.0.1:8931"));
+        let hidden = remote(json!({"url": "https://${env:HOST}/mcp"}));
+        assert_eq!(hidden.origin, None);
+    }
+
+    #[test]
     fn url_env_values_are_scrubbed_in_encoded_forms_too() {
         let env = FakeEnv(HashMap::from([("Q", "pass word\"x\"{y}")]), None);
         let parsed = parse(
@@ -533,6 +714,8 @@ mod tests {
     fn client_owned_headers_are_refused_case_insensitively() {
         for name in [
             "Accept",
+            "Accept-Encoding",
+            "ACCEPT-ENCODING",
             "MCP-SESSION-ID",
             "last-event-id",
             "Mcp-Protocol-Version",
@@ -589,7 +772,7 @@ mod tests {
             server.redactor.scrub(
                 "Basic YWRhOnBAc3MtczNjcjN0LXRva2VuLXZhbHVl p@ss-s3cr3t-token-value p%40ss-s3cr3t-token-value"
             ),
-            "Basic [redacted] [redacted] [redacted]"
+            "[redacted] [redacted] [redacted]"
         );
         let explicit = remote(
             json!({"url": "https://ada:pw@h.example/mcp", "headers": {"Authorization": "Bearer abcdefgh"}}),
@@ -602,6 +785,212 @@ mod tests {
     }
 
     #[test]
+    fn disabled_entries_are_refused_before_anything_else() {
+        let cases = [
+            (
+                json!({"url": "https://a.example/mcp", "headers": {"Authorization": "Bearer ${env:TOKEN}"}, "disabled": true}),
+                "the entry is disabled in the config (\"disabled\": true), so this Pack does not connect to it",
+            ),
+            (
+                json!({"url": "https://a.example/mcp", "enabled": false}),
+                "the entry is disabled in the config (\"enabled\": false), so this Pack does not connect to it",
+            ),
+            (
+                json!({"command": "npx", "disabled": true}),
+                "the entry is disabled in the config (\"disabled\": true), so this Pack does not connect to it",
+            ),
+            (
+                json!({"url": "https://${env:MISSING}/x", "enabled": false}),
+                "the entry is disabled in the config (\"enabled\": false), so this Pack does not connect to it",
+            ),
+            (
+                json!({"url": "https://a.example/mcp", "disabled": "yes"}),
+                "\"disabled\" must be a boolean, found a string",
+            ),
+            (
+                json!({"url": "https://a.example/mcp", "enabled": 0}),
+                "\"enabled\" must be a boolean, found a number",
+            ),
+        ];
+        for (entry, expected) in cases {
+            assert_eq!(refused(entry.clone()), expected, "entry {entry}");
+        }
+        for on in [
+            json!({"url": "https://a.example/mcp", "disabled": false, "enabled": true}),
+            json!({"url": "https://a.example/mcp", "disabled": null}),
+        ] {
+            assert_eq!(remote(on).url.as_str(), "https://a.example/mcp");
+        }
+    }
+
+    #[test]
+    fn other_clients_url_keys_are_named() {
+        assert_eq!(
+            refused(json!({"serverUrl": "https://a.example/mcp"})),
+            "the entry has \"serverUrl\" (Windsurf's key) but no \"url\"; this Pack reads the server's address from \"url\", so rename \"serverUrl\" to \"url\""
+        );
+        assert_eq!(
+            refused(json!({"httpUrl": "https://a.example/mcp", "headers": {}})),
+            "the entry has \"httpUrl\" (Gemini CLI's key) but no \"url\"; this Pack reads the server's address from \"url\", so rename \"httpUrl\" to \"url\""
+        );
+        assert_eq!(
+            remote(json!({"url": "https://a.example/mcp", "serverUrl": "https://b.example"}))
+                .url
+                .as_str(),
+            "https://a.example/mcp"
+        );
+    }
+
+    #[test]
+    fn invalid_variable_names_are_refused_quoting_only_the_valid_start() {
+        let cases = [
+            (
+                json!({"url": "https://a.example", "headers": {"Authorization": "Bearer ${env:OPENAI_KEY:-sk-live-4f9a8b7c6d5e}"}}),
+                "header \"Authorization\" uses ${env:OPENAI_KEY…}, whose name is not a valid environment variable name; write ${env:NAME} with a NAME of letters, digits and underscores (a fallback such as ${env:NAME:-value} is not supported)",
+            ),
+            (
+                json!({"url": "https://a.example/${env:9sk-live-4f9a8b7c6d5e}"}),
+                "url uses ${env:…}, whose name is not a valid environment variable name; write ${env:NAME} with a NAME of letters, digits and underscores (a fallback such as ${env:NAME:-value} is not supported)",
+            ),
+            (
+                json!({"url": "https://a.example/${env:}"}),
+                "url uses ${env:…}, whose name is not a valid environment variable name; write ${env:NAME} with a NAME of letters, digits and underscores (a fallback such as ${env:NAME:-value} is not supported)",
+            ),
+            (
+                json!({"url": "https://a.example", "headers": {"X-Key": "${env:TOKEN extra}"}}),
+                "header \"X-Key\" uses ${env:TOKEN…}, whose name is not a valid environment variable name; write ${env:NAME} with a NAME of letters, digits and underscores (a fallback such as ${env:NAME:-value} is not supported)",
+            ),
+        ];
+        for (entry, expected) in cases {
+            assert_eq!(refused(entry.clone()), expected, "entry {entry}");
+        }
+        assert!(is_variable_name("_A1"));
+        assert!(!is_variable_name("1A"));
+        assert!(!is_variable_name("A-B"));
+        assert!(!is_variable_name("É"));
+    }
+
+    #[test]
+    fn auth_hints_name_unexpanded_and_empty_variables() {
+        let env = FakeEnv(
+            HashMap::from([("EMPTY_KEY", ""), ("TOKEN", "s3cr3t-token-value")]),
+            None,
+        );
+        let parsed = parse(
+            &json!({
+                "cc": {
+                    "url": "https://a.example/${TENANT_ID}/mcp",
+                    "headers": {
+                        "Authorization": "Bearer ${API_KEY}",
+                        "X-Key": "${env:EMPTY_KEY}",
+                        "X-Other": "${not a name} ${env:TOKEN}"
+                    }
+                },
+                "plain": {"url": "https://a.example/mcp", "headers": {"X-Key": "${env:TOKEN}"}}
+            }),
+            &env,
+        )
+        .unwrap();
+        let hint = |i: usize| match &parsed[i].1 {
+            Entry::Remote(server) => server.auth_hint.clone(),
+            Entry::Refused(reason) => panic!("refused: {reason}"),
+        };
+        assert_eq!(
+            hint(0).as_deref(),
+            Some(
+                "url holds ${TENANT_ID}, which was sent as written (this Pack expands only ${env:NAME} and ${userHome}); to use the environment variable, write ${env:TENANT_ID}; \
+                 header \"Authorization\" holds ${API_KEY}, which was sent as written (this Pack expands only ${env:NAME} and ${userHome}); to use the environment variable, write ${env:API_KEY}; \
+                 the environment variable \"EMPTY_KEY\" used in header \"X-Key\" is set but empty"
+            )
+        );
+        assert_eq!(hint(1), None);
+    }
+
+    #[test]
+    fn a_url_user_name_alone_is_a_secret() {
+        let server = remote(json!({"url": "https://ghp_4f9a8b7c6d5e%2Fx@h.example/mcp"}));
+        assert_eq!(server.url.as_str(), "https://h.example/mcp");
+        // base64("ghp_4f9a8b7c6d5e/x:")
+        assert_eq!(
+            server.headers["authorization"].as_bytes(),
+            b"Basic Z2hwXzRmOWE4YjdjNmQ1ZS94Og=="
+        );
+        assert_eq!(
+            server.redactor.scrub(
+                "u ghp_4f9a8b7c6d5e/x e ghp_4f9a8b7c6d5e%2Fx b Z2hwXzRmOWE4YjdjNmQ1ZS94Og=="
+            ),
+            "u [redacted] e [redacted] b [redacted]"
+        );
+    }
+
+    #[test]
+    fn header_values_are_scrubbed_percent_encoded_too() {
+        let server = remote(json!({
+            "url": "https://a.example/mcp",
+            "headers": {"Authorization": "Bearer ${env:TOKEN}", "X-Api-Key": "k3y/with spaces+plus"}
+        }));
+        assert_eq!(
+            server.redactor.scrub(
+                "auth=Bearer%20s3cr3t-token-value key=k3y%2Fwith%20spaces%2Bplus form=k3y%2Fwith+spaces%2Bplus"
+            ),
+            "auth=[redacted] key=[redacted] form=[redacted]"
+        );
+    }
+
+    #[test]
+    fn the_host_is_a_secret_when_the_authority_uses_an_env_value() {
+        let cases = [
+            ("https://${env:HOST}/mcp", true),
+            ("http://${env:HOST}:8000/mcp", true),
+            ("http://127.0.0.1:${env:PORT}", true),
+            ("${env:BASE}/mcp", true),
+            ("https://a.example/${env:TOKEN}", false),
+            ("https://a.example?k=${env:TOKEN}", false),
+            ("https://a.example#${env:TOKEN}", false),
+            ("https://a.example/mcp", false),
+        ];
+        for (written, expected) in cases {
+            assert_eq!(authority(written).contains("${env:"), expected, "{written}");
+        }
+        assert_eq!(
+            authority("${env:SCHEME}://a.example/x"),
+            "${env:SCHEME}://a.example"
+        );
+        let env = FakeEnv(HashMap::from([("H", "MCP.Example")]), None);
+        let parsed = parse(&json!({"x": {"url": "https://${env:H}/mcp"}}), &env).unwrap();
+        let Entry::Remote(server) = &parsed[0].1 else {
+            panic!("refused")
+        };
+        assert_eq!(server.origin, None);
+        assert_eq!(
+            server.redactor.scrub("MCP.Example mcp.example"),
+            "[redacted] [redacted]"
+        );
+        assert_eq!(
+            remote(json!({"url": "https://a.example/${env:TOKEN}"})).origin,
+            Some("https://a.example:443".to_string())
+        );
+    }
+
+    #[test]
+    fn a_default_form_fallback_is_a_secret() {
+        let server = remote(json!({
+            "url": "https://a.example/mcp",
+            "headers": {"Authorization": "Bearer ${API_KEY:-sk-live-4f9a8b7c6d5e}"}
+        }));
+        assert_eq!(
+            server.redactor.scrub("fallback sk-live-4f9a8b7c6d5e"),
+            "fallback [redacted]"
+        );
+        assert_eq!(
+            server.auth_hint.as_deref(),
+            Some(
+                "header \"Authorization\" holds ${API_KEY:-…}, which was sent as written (this Pack expands only ${env:NAME} and ${userHome}, without fallback values); to use the environment variable, write ${env:API_KEY}"
+            )
+        );
+    }
+
+    #[test]
     fn user_home_unknown_is_refused() {
         let env = FakeEnv(HashMap::new(), None);
         let parsed = parse(
@@ -611,5 +1000,50 @@ mod tests {
         .unwrap();
         assert!(matches!(&parsed[0].1,
             Entry::Refused(r) if r == "url uses ${userHome} but the home directory is unknown"));
+    }
+
+    /// An `${env:NAME}` that is set but empty and stands for the url's host turns
+    /// `https://${env:HOST}/mcp` into `https:///mcp`, which the URL parser reads as the host
+    /// `mcp`: the entry is accepted and its headers (tokens) go to whatever `mcp` resolves to.
+    /// An unset NAME refuses the entry; an empty one used as the host should too (naming NAME).
+    #[test]
+    fn an_empty_env_value_as_the_url_host_is_refused() {
+        let env = FakeEnv(HashMap::from([("MCP_HOST", "")]), Some("/home/ada"));
+        let parsed = parse(
+            &json!({"x": {"url": "https://${env:MCP_HOST}/mcp", "headers": {"Authorization": "Bearer s3cr3t-token-value"}}}),
+            &env,
+        )
+        .unwrap();
+        match &parsed[0].1 {
+            Entry::Remote(server) => panic!(
+                "accepted: the request (with its Authorization header) would go to {}",
+                server.url
+            ),
+            Entry::Refused(reason) => assert_eq!(
+                reason,
+                "environment variable \"MCP_HOST\" (used in url) is set but empty"
+            ),
+        }
+    }
+
+    /// Claude Code's default-value form `${NAME:-fallback}` is sent as written like `${NAME}`,
+    /// but a 401/403 gets no hint for it (README: a `${NAME}` sent as written, Claude Code's
+    /// form, earns a hint). The hint must name NAME only, never the fallback (often a pasted key).
+    #[test]
+    fn claude_code_default_form_earns_a_hint_without_its_fallback() {
+        let server = remote(json!({
+            "url": "https://a.example/mcp",
+            "headers": {"Authorization": "Bearer ${API_KEY:-sk-live-4f9a8b7c6d5e}"}
+        }));
+        let hint = server.auth_hint.unwrap_or_default();
+        assert_eq!(
+            (
+                hint.contains("${env:API_KEY}"),
+                hint.contains("sk-live-4f9a8b7c6d5e"),
+                hint.contains("4f9a8b7c6d5e")
+            ),
+            (true, false, false),
+            "hint: {hint:?}"
+        );
     }
 }

@@ -36,6 +36,9 @@ pub(crate) enum Kind<'m, 'a> {
     Request(&'a RawValue, &'m str),
     /// A notification from the server.
     Notification(&'m str),
+    /// An error response whose `id` is `null` or missing: the server could not read the request
+    /// far enough to know its id (JSON-RPC 2.0 §5).
+    ErrorWithoutId(&'m RpcError),
     /// Not a JSON-RPC message.
     Invalid,
 }
@@ -51,7 +54,10 @@ impl<'a> Incoming<'a> {
                 (_, Some(error)) => Kind::Response(id, Err(error)),
                 (None, None) => Kind::Invalid,
             },
-            (None, None) => Kind::Invalid,
+            (None, None) => match (&self.result, &self.error) {
+                (None, Some(error)) => Kind::ErrorWithoutId(error),
+                _ => Kind::Invalid,
+            },
         }
     }
 }
@@ -145,10 +151,13 @@ mod tests {
                 {"jsonrpc":"2.0","id":"x","error":{"code":-32601,"message":"nope"}},
                 {"jsonrpc":"2.0","id":9,"method":"ping"},
                 {"jsonrpc":"2.0","method":"notifications/progress","params":{}},
-                {"jsonrpc":"2.0"}]"#,
+                {"jsonrpc":"2.0"},
+                {"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}},
+                {"jsonrpc":"2.0","error":{"code":-32600,"message":"no id"}},
+                {"jsonrpc":"2.0","id":null,"result":{}}]"#,
         )
         .unwrap();
-        assert_eq!(msgs.len(), 5);
+        assert_eq!(msgs.len(), 8);
         assert!(
             matches!(msgs[0].kind(), Kind::Response(id, Ok(r)) if id.get() == "1" && r.get() == r#"{"a":1}"#)
         );
@@ -161,6 +170,13 @@ mod tests {
             Kind::Notification("notifications/progress")
         ));
         assert!(matches!(msgs[4].kind(), Kind::Invalid));
+        assert!(
+            matches!(msgs[5].kind(), Kind::ErrorWithoutId(e) if e.code == -32700 && e.message == "Parse error")
+        );
+        assert!(
+            matches!(msgs[6].kind(), Kind::ErrorWithoutId(e) if e.code == -32600 && e.message == "no id")
+        );
+        assert!(matches!(msgs[7].kind(), Kind::Invalid));
     }
 
     #[test]

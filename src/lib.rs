@@ -35,7 +35,7 @@ const PACK_ID: &str = "mcp";
 /// provides no [`runvil_plugin::TOKIO_RUNTIME`] or when the config is neither `null` nor an
 /// object. Each server entry is then parsed on its own: a refused entry shows as a namespace with
 /// status `error`, and each accepted one connects in the background on the Host's runtime
-/// (seed 001; DESIGN §2–§4).
+/// (README "Configuration" and "Lifecycle and limits").
 pub fn install(packs: &mut Packs, config: &Value) {
     packs.insert(PackSpec {
         name: PACK_NAME.to_string(),

@@ -7,17 +7,26 @@
 use std::time::Duration;
 
 /// A start (connect, `initialize`, `notifications/initialized`, every `tools/list` page) must
-/// finish within this (seed 001: "within two minutes"; DESIGN §4).
+/// finish within this (README "Lifecycle and limits").
 pub(crate) const START_DEADLINE: Duration = Duration::from_secs(120);
 
-/// A `tools/call` waits at most this long for its result (seed 001: "waits up to five minutes").
+/// A `tools/call` waits at most this long for its result (README "Lifecycle and limits").
 pub(crate) const CALL_DEADLINE: Duration = Duration::from_secs(300);
 
-/// The first wait after a failed start; each later wait doubles (DESIGN §4).
+/// The first wait after a failed start; each later wait doubles, up to half of [`RETRY_MAX`],
+/// and each gets a random jitter of up to as much again (README "Lifecycle and limits").
 pub(crate) const RETRY_FIRST: Duration = Duration::from_secs(1);
 
-/// The longest wait between two starts (DESIGN §4).
+/// The longest wait between two starts, jitter and `Retry-After` included (README "Lifecycle and limits").
 pub(crate) const RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// The first wait before a new `initialize` is tried again after a 404 or a refused connection
+/// (a server that is restarting); each later wait doubles.
+pub(crate) const REINIT_RETRY_FIRST: Duration = Duration::from_millis(100);
+
+/// How often a new `initialize` is tried again after a 404 or a refused connection: 5 waits of
+/// 100 ms doubling, 3.1 s in all.
+pub(crate) const REINIT_RETRIES: usize = 5;
 
 /// How long a best-effort `DELETE` of a session, or a `notifications/cancelled`, may take.
 pub(crate) const GOODBYE_TIMEOUT: Duration = Duration::from_secs(5);

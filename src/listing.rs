@@ -1,17 +1,20 @@
-//! The JSON text `get_dynamic_tools` answers, in its three shapes (DESIGN §6).
+//! The JSON text `get_dynamic_tools` answers, in its three shapes (README "What the tools answer").
 //!
-//! - no arguments: `{"servers":[{"namespace","status","reason"?,"tools":[names]}]}`, servers
-//!   sorted by namespace and tool names sorted, both in byte order;
-//! - `namespace`: `{"namespace","status","reason"?,"tools":[{"name","description","inputSchema"}]}`;
+//! - no arguments: `{"servers":[{"namespace","status","reason"?,"retryInSeconds"?,
+//!   "tools":[names]}]}`, servers sorted by namespace and tool names sorted, both in byte order;
+//! - `namespace`: `{"namespace","status","reason"?,"retryInSeconds"?,
+//!   "tools":[{"name","description","inputSchema"}],"omitted"?:[{"name","reason"}]}`;
 //! - `namespace` + `toolName`: `{"namespace","name","description","inputSchema","outputSchema"?,
 //!   "annotations"?}`.
 //!
-//! Schemas and annotations are written out verbatim, exactly as the server sent them.
+//! `retryInSeconds` (whole seconds, rounded up) is there when a failed start will be tried
+//! again; a refused entry has none. `omitted` is there when a ready server's listing left tools
+//! out. Schemas and annotations are written out verbatim, exactly as the server sent them.
 
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use crate::server::{Server, Status, Tool};
+use crate::server::{Server, Status, Tool, retry_in_seconds};
 
 #[derive(Serialize)]
 struct Summary<'a> {
@@ -19,6 +22,8 @@ struct Summary<'a> {
     status: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<&'a str>,
+    #[serde(rename = "retryInSeconds", skip_serializing_if = "Option::is_none")]
+    retry_in_seconds: Option<u64>,
     tools: Vec<&'a str>,
 }
 
@@ -28,7 +33,17 @@ struct Detail<'a> {
     status: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<&'a str>,
+    #[serde(rename = "retryInSeconds", skip_serializing_if = "Option::is_none")]
+    retry_in_seconds: Option<u64>,
     tools: Vec<ToolEntry<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    omitted: Vec<OmittedEntry<'a>>,
+}
+
+#[derive(Serialize)]
+struct OmittedEntry<'a> {
+    name: &'a str,
+    reason: &'a str,
 }
 
 #[derive(Serialize)]
@@ -52,11 +67,12 @@ struct OneTool<'a> {
     annotations: Option<&'a RawValue>,
 }
 
-fn status_fields(status: &Status) -> (&'static str, Option<&str>) {
+/// The status name, its reason and `retryInSeconds`.
+fn status_fields(status: &Status) -> (&'static str, Option<&str>, Option<u64>) {
     match status {
-        Status::Loading => ("loading", None),
-        Status::Ready(_) => ("ready", None),
-        Status::Error(reason) => ("error", Some(reason)),
+        Status::Loading => ("loading", None, None),
+        Status::Ready(_) => ("ready", None, None),
+        Status::Error { reason, retry_at } => ("error", Some(reason), retry_in_seconds(*retry_at)),
     }
 }
 
@@ -71,15 +87,16 @@ pub(crate) fn all(servers: &[std::sync::Arc<Server>]) -> String {
         .iter()
         .zip(&statuses)
         .map(|(server, status)| {
-            let (status_name, reason) = status_fields(status);
+            let (status_name, reason, retry_in_seconds) = status_fields(status);
             let tools = match status {
-                Status::Ready(tools) => tools.iter().map(|t| t.name.as_str()).collect(),
+                Status::Ready(list) => list.tools.iter().map(|t| t.name.as_str()).collect(),
                 _ => Vec::new(),
             };
             Summary {
                 namespace: &server.namespace,
                 status: status_name,
                 reason,
+                retry_in_seconds,
                 tools,
             }
         })
@@ -93,23 +110,34 @@ pub(crate) fn all(servers: &[std::sync::Arc<Server>]) -> String {
 
 /// One server's tools with their input schemas.
 pub(crate) fn one_server(server: &Server, status: &Status) -> String {
-    let (status_name, reason) = status_fields(status);
-    let tools = match status {
-        Status::Ready(tools) => tools
-            .iter()
-            .map(|t| ToolEntry {
-                name: &t.name,
-                description: &t.description,
-                input_schema: &t.input_schema,
-            })
-            .collect(),
-        _ => Vec::new(),
+    let (status_name, reason, retry_in_seconds) = status_fields(status);
+    let (tools, omitted) = match status {
+        Status::Ready(list) => (
+            list.tools
+                .iter()
+                .map(|t| ToolEntry {
+                    name: &t.name,
+                    description: &t.description,
+                    input_schema: &t.input_schema,
+                })
+                .collect(),
+            list.omitted
+                .iter()
+                .map(|o| OmittedEntry {
+                    name: &o.name,
+                    reason: &o.reason,
+                })
+                .collect(),
+        ),
+        _ => (Vec::new(), Vec::new()),
     };
     to_json(&Detail {
         namespace: &server.namespace,
         status: status_name,
         reason,
+        retry_in_seconds,
         tools,
+        omitted,
     })
 }
 

@@ -1,11 +1,12 @@
 //! The Pack: construction, the two model-facing tools, their argument rules and errors
-//! (DESIGN §2, §6; seed 001).
+//! (README "What the tools answer").
 //!
 //! `construct` parses the config, reads the Host runtime and spawns one task per remote entry;
 //! it does no I/O. `get_dynamic_tools` renders the registry ([`crate::listing`]);
 //! `call_dynamic_tool` sends `tools/call` with a five-minute deadline and maps the result
-//! ([`crate::result`]). Dropping a call's future sends `notifications/cancelled`; dropping the
-//! Pack stops every task and call.
+//! ([`crate::result`]). A call runs in a task on the Host's runtime; the future the Host polls
+//! only awaits it. Dropping a call's future aborts the task and cancels the request while it may
+//! be running; dropping the Pack stops every task and call (README "Sessions and cancellation").
 
 use std::sync::Arc;
 
@@ -47,7 +48,7 @@ pub(crate) fn construct(
             Entry::Remote(remote) => {
                 let connection = Arc::new(Connection::new(
                     Arc::clone(&namespace),
-                    remote,
+                    *remote,
                     Arc::clone(&clients),
                     runtime.clone(),
                 ));
@@ -82,33 +83,41 @@ impl Drop for McpPack {
 
 impl Pack for McpPack {
     fn tools(&self) -> Vec<ToolSpec> {
+        let get = format!("{}/{GET}", self.id);
+        let call = format!("{}/{CALL}", self.id);
         vec![
             ToolSpec {
-                name: format!("{}/{GET}", self.id),
-                description: "Lists the MCP servers behind this Pack and their tools, as JSON text. \
-                    With no arguments: every server's namespace, status (ready, loading, or error with a reason) \
-                    and tool names. With namespace: that server's tools with descriptions and input schemas. \
-                    With namespace and toolName: one tool in full."
-                    .to_string(),
+                description: format!(
+                    "Lists the MCP servers behind this Pack and their tools, as JSON text. \
+                     With no arguments: every server's namespace, its status (ready, loading, or error \
+                     with a reason, and retryInSeconds when it will be tried again) and its tool names. \
+                     With namespace, e.g. {{\"namespace\":\"github\"}}: that server's tools with their \
+                     descriptions and input schemas, and under omitted the tools it listed that were left out. \
+                     With namespace and toolName, e.g. {{\"namespace\":\"github\",\"toolName\":\"search_issues\"}}: \
+                     one tool in full. Call a tool with {call}."
+                ),
+                name: get.clone(),
                 parameters: json!({
                     "type": "object",
                     "properties": {
-                        "namespace": {"type": "string", "description": "A server's namespace, exactly as listed."},
-                        "toolName": {"type": "string", "description": "A tool's name, exactly as its server lists it; needs namespace."}
+                        "namespace": {"type": "string", "description": "A server's namespace, exactly as listed, e.g. \"github\"."},
+                        "toolName": {"type": "string", "description": "A tool's name, exactly as its server lists it, e.g. \"search_issues\"; needs namespace."}
                     },
                     "additionalProperties": false
                 }),
             },
             ToolSpec {
-                name: format!("{}/{CALL}", self.id),
-                description: "Calls one tool of one MCP server and returns its result as text. \
-                    Look the tool and its input schema up with get_dynamic_tools first."
-                    .to_string(),
+                description: format!(
+                    "Calls one tool of one MCP server and returns its result as text. \
+                     Look the tool and its input schema up with {get} first, then call it, e.g. \
+                     {{\"namespace\":\"github\",\"toolName\":\"search_issues\",\"arguments\":{{\"query\":\"is:open label:bug\"}}}}."
+                ),
+                name: call,
                 parameters: json!({
                     "type": "object",
                     "properties": {
-                        "namespace": {"type": "string", "description": "The server's namespace, exactly as listed."},
-                        "toolName": {"type": "string", "description": "The tool's name, exactly as its server lists it."},
+                        "namespace": {"type": "string", "description": "The server's namespace, exactly as listed, e.g. \"github\"."},
+                        "toolName": {"type": "string", "description": "The tool's name, exactly as its server lists it, e.g. \"search_issues\"."},
                         "arguments": {"type": "object", "description": "The tool's arguments, matching its input schema. Defaults to {}."}
                     },
                     "required": ["namespace", "toolName"],
@@ -132,7 +141,7 @@ impl Pack for McpPack {
                 Box::pin(async move { answer })
             }
             Some(CALL) => match self.prepare_call(&args) {
-                Ok(call) => Box::pin(call.run(self.shutdown.clone())),
+                Ok(call) => Box::pin(call.spawn(self.shutdown.clone())),
                 Err(e) => Box::pin(async move { Err(e) }),
             },
             _ => {
@@ -167,8 +176,13 @@ impl McpPack {
             }
             (Some(namespace), Some(tool_name)) => {
                 let server = self.server(namespace)?;
-                let tools = ready_tools(server)?;
-                let tool = find_tool(server, &tools, tool_name)?;
+                let list = ready_tools(server)?;
+                let tool = find_tool(
+                    &format!("{}/{GET}", self.id),
+                    server,
+                    &list.tools,
+                    tool_name,
+                )?;
                 Ok(listing::one_tool(&server.namespace, tool))
             }
         }
@@ -195,8 +209,13 @@ impl McpPack {
             }
         };
         let server = self.server(namespace)?;
-        let tools = ready_tools(server)?;
-        find_tool(server, &tools, tool_name)?;
+        let list = ready_tools(server)?;
+        find_tool(
+            &format!("{}/{GET}", self.id),
+            server,
+            &list.tools,
+            tool_name,
+        )?;
         // Only remote entries become ready, and each has a connection.
         let connection = server.connection.clone().ok_or_else(|| {
             ToolError::new(
@@ -240,7 +259,7 @@ impl McpPack {
     }
 }
 
-fn ready_tools(server: &Server) -> Result<Arc<Vec<crate::server::Tool>>, ToolError> {
+fn ready_tools(server: &Server) -> Result<Arc<crate::server::ToolList>, ToolError> {
     match server.status() {
         Status::Ready(tools) => Ok(tools),
         Status::Loading => Err(ToolError::new(
@@ -250,17 +269,28 @@ fn ready_tools(server: &Server) -> Result<Arc<Vec<crate::server::Tool>>, ToolErr
                 quoted(&server.namespace)
             ),
         )),
-        Status::Error(reason) => Err(ToolError::new(
-            ToolErrorKind::Unavailable,
-            format!(
-                "server {} is unavailable: {reason}",
-                quoted(&server.namespace)
-            ),
-        )),
+        Status::Error { reason, retry_at } => {
+            let retry = match crate::server::retry_in_seconds(retry_at) {
+                None => String::new(),
+                Some(0) => "; it is being started again now".to_string(),
+                Some(1) => "; it will be started again in 1 second".to_string(),
+                Some(n) => format!("; it will be started again in {n} seconds"),
+            };
+            Err(ToolError::new(
+                ToolErrorKind::Unavailable,
+                format!(
+                    "server {} is unavailable: {reason}{retry}",
+                    quoted(&server.namespace)
+                ),
+            ))
+        }
     }
 }
 
+/// The tool `name` of `server`; a `NotFound` error naming `get`, the full name of this Pack's
+/// `get_dynamic_tools` (e.g. `mcp/get_dynamic_tools`), otherwise.
 fn find_tool<'t>(
+    get: &str,
     server: &Server,
     tools: &'t [crate::server::Tool],
     name: &str,
@@ -270,7 +300,7 @@ fn find_tool<'t>(
         Err(_) => Err(ToolError::new(
             ToolErrorKind::NotFound,
             format!(
-                "server {ns} has no tool {}; list its tools with get_dynamic_tools {{\"namespace\":{ns}}}",
+                "server {ns} has no tool {}; list its tools with {get} {{\"namespace\":{ns}}}",
                 quoted(name),
                 ns = quoted(&server.namespace)
             ),
@@ -285,46 +315,60 @@ struct PreparedCall {
     params: Value,
 }
 
+/// The `reason` of a cancel for a call whose future was dropped (or whose reply broke off).
+const DROPPED: &str = "the client dropped the call";
+/// The `reason` of a cancel for a call whose deadline passed.
+const DEADLINE: &str = "the client's deadline for the call passed";
+
 impl PreparedCall {
-    async fn run(self, shutdown: CancellationToken) -> Result<String, ToolError> {
-        let namespace = quoted(&self.namespace);
-        tokio::select! {
-            outcome = self.call() => outcome,
-            () = shutdown.cancelled() => Err(ToolError::new(
-                ToolErrorKind::Transport,
-                format!("the call to server {namespace} was stopped because the mcp Pack was shut down"),
-            )),
+    /// Spawns the call on the Host's runtime and returns the future the Host polls, which only
+    /// awaits the spawned task (so any executor can poll it).
+    fn spawn(self, shutdown: CancellationToken) -> CallFuture {
+        let connection = Arc::clone(&self.connection);
+        let id = connection.next_id();
+        let task = connection.runtime().spawn(self.run(id, shutdown));
+        CallFuture {
+            task,
+            armed: Some((connection, id)),
         }
     }
 
-    async fn call(&self) -> Result<String, ToolError> {
+    /// The call task: `tools/call` under [`CALL_DEADLINE`], racing the Pack's shutdown. A
+    /// request that may still be running when the call ends without an answer (deadline, a
+    /// reply that broke off) is cancelled through the connection's in-flight table; at shutdown
+    /// the connection's close cancels it (before the session's `DELETE`).
+    async fn run(self, id: u64, shutdown: CancellationToken) -> Result<String, ToolError> {
+        let ns = quoted(&self.namespace);
         let connection = &self.connection;
-        let id = connection.next_id();
-        let mut guard = CancelOnDrop {
-            connection,
-            id,
-            reason: Some("the client dropped the call"),
-        };
         tracing::debug!(namespace = %self.namespace, id, "tools/call");
         let redactor = connection.redactor();
         let request = connection.request(id, "tools/call", &self.params, |raw| {
             result::map(raw, redactor)
         });
-        let outcome = tokio::time::timeout(CALL_DEADLINE, request).await;
-        let ns = quoted(&self.namespace);
-        match outcome {
+        let outcome = tokio::select! {
+            outcome = tokio::time::timeout(CALL_DEADLINE, request) => outcome,
+            () = shutdown.cancelled() => return Err(ToolError::new(
+                ToolErrorKind::Transport,
+                format!("the call to server {ns} was stopped because the mcp Pack was shut down"),
+            )),
+        };
+        let outcome = match outcome {
             Err(_) => {
-                guard.reason = Some("the client's deadline for the call passed");
-                Err(ToolError::new(
+                connection.cancel(id, DEADLINE);
+                return Err(ToolError::new(
                     ToolErrorKind::Transport,
                     format!(
                         "server {ns} did not answer the tool call within {} minutes",
                         CALL_DEADLINE.as_secs() / 60
                     ),
-                ))
+                ));
             }
-            Ok(Ok(mapped)) => {
-                guard.disarm();
+            Ok(outcome) => outcome,
+        };
+        // A no-op unless the request may still be running (the in-flight table decides).
+        connection.cancel(id, DROPPED);
+        match outcome {
+            Ok(mapped) => {
                 let text = mapped.text;
                 if mapped.is_error {
                     let text = if text.is_empty() {
@@ -337,50 +381,63 @@ impl PreparedCall {
                     Ok(text)
                 }
             }
-            Ok(Err(Error::Rpc(error))) => {
-                guard.disarm();
-                let message = if error.message.is_empty() {
-                    format!("server {ns} answered with JSON-RPC error {}", error.code)
-                } else {
-                    error.message
-                };
-                Err(ToolError::new(ToolErrorKind::Backend, message))
-            }
-            Ok(Err(error @ Error::Malformed(_))) => {
-                guard.disarm();
-                Err(ToolError::new(
-                    ToolErrorKind::Transport,
-                    format!("server {ns}: {}", error.message()),
-                ))
-            }
-            Ok(Err(error)) => Err(ToolError::new(
-                ToolErrorKind::Transport,
-                format!("server {ns}: {}", error.message()),
-            )),
+            Err(error) => Err(call_error(&ns, &error)),
         }
     }
 }
 
-/// Sends `notifications/cancelled` for its request when dropped armed: when the call's future
-/// is dropped, its deadline passes, or its stream fails before an answer.
-struct CancelOnDrop<'a> {
-    connection: &'a Arc<Connection>,
-    id: u64,
-    /// The `reason` the notification gives; `None` once the server has answered.
-    reason: Option<&'static str>,
-}
-
-impl CancelOnDrop<'_> {
-    fn disarm(&mut self) {
-        self.reason = None;
+/// The model-facing error of a failed `tools/call`.
+fn call_error(ns: &str, error: &Error) -> ToolError {
+    match error.rpc() {
+        Some(rpc) => {
+            let message = if rpc.message.is_empty() {
+                format!("server {ns} answered with JSON-RPC error {}", rpc.code)
+            } else {
+                rpc.message.clone()
+            };
+            ToolError::new(ToolErrorKind::Backend, message)
+        }
+        None => ToolError::new(ToolErrorKind::Transport, format!("server {ns}: {error}")),
     }
 }
 
-impl Drop for CancelOnDrop<'_> {
+/// The future `call_dynamic_tool` returns: it only awaits the call's task on the Host's
+/// runtime. Dropped before the task finished, it aborts the task and cancels the request
+/// (which the in-flight table turns into a `notifications/cancelled` only while the request may
+/// be running, and at most once).
+struct CallFuture {
+    task: tokio::task::JoinHandle<Result<String, ToolError>>,
+    /// The connection and request id to cancel when dropped early; `None` once finished.
+    armed: Option<(Arc<Connection>, u64)>,
+}
+
+impl std::future::Future for CallFuture {
+    type Output = Result<String, ToolError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let joined = std::task::ready!(std::pin::Pin::new(&mut self.task).poll(cx));
+        self.armed = None;
+        std::task::Poll::Ready(joined.unwrap_or_else(|e| {
+            Err(ToolError::new(
+                ToolErrorKind::Transport,
+                if e.is_cancelled() {
+                    "the call was stopped"
+                } else {
+                    "the call failed inside the mcp Pack"
+                },
+            ))
+        }))
+    }
+}
+
+impl Drop for CallFuture {
     fn drop(&mut self) {
-        if let Some(reason) = self.reason {
-            tracing::debug!(namespace = %self.connection.namespace(), id = self.id, reason, "cancelling a call");
-            self.connection.cancel_in_background(self.id, reason);
+        if let Some((connection, id)) = self.armed.take() {
+            self.task.abort();
+            connection.cancel(id, DROPPED);
         }
     }
 }

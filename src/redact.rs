@@ -3,10 +3,19 @@
 //! A server may echo a header back (an error page quoting the request, an `isError` text quoting
 //! a token). Every piece of server text that reaches a status reason, a tool error, a tool result
 //! or the listing goes through [`Redactor::scrub`] first, so a configured secret of at least
-//! [`MIN_SECRET_BYTES`] bytes shows as `[redacted]` (DESIGN §8, issue 4).
+//! [`MIN_SECRET_BYTES`] bytes shows as `[redacted]`.
+//!
+//! A secret is registered in the forms a server may quote it in: as written, JSON-escaped the
+//! ways common encoders write it (`\"`, PHP's `\/`, Python's and PHP's `\u00e4`, Go's
+//! `\u003c`), and percent-encoded the ways HTTP stacks encode text (a URL's path, query and
+//! user info, a form, JavaScript's `encodeURIComponent`, Python's `quote` and `quote_plus`, every
+//! non-alphanumeric byte), so every path that scrubs plain text also catches those echoes.
+//! Scrubbing comes before any cut: a bound on server text applies to text already scrubbed, so
+//! a secret that straddles a cut never leaves its prefix behind.
 
 use std::borrow::Cow;
 
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use secrecy::{ExposeSecret, SecretString};
 
 /// Secrets shorter than this are not scrubbed: replacing every `1` or `on` in a text would
@@ -31,18 +40,16 @@ impl std::fmt::Debug for Redactor {
 }
 
 impl Redactor {
-    /// Adds `value`, and each whitespace-separated word of it, when long enough; also the form
-    /// the value takes inside a JSON string, when that differs.
+    /// Adds `value`, and each whitespace-separated word of it, when long enough; also the forms
+    /// the value takes inside a JSON string, when they differ (see [`json_escaped_forms`]).
     pub(crate) fn add(&mut self, value: &str) {
         let words = value.split_whitespace();
         for candidate in std::iter::once(value).chain(words) {
             if candidate.len() < MIN_SECRET_BYTES {
                 continue;
             }
-            // A JSON string of a &str always serializes, quotes included.
-            let quoted = serde_json::to_string(candidate).unwrap_or_default();
-            let escaped = quoted.get(1..quoted.len().saturating_sub(1)).unwrap_or("");
-            for form in [candidate, escaped] {
+            for form in std::iter::once(candidate.to_string()).chain(json_escaped_forms(candidate))
+            {
                 if form.len() >= MIN_SECRET_BYTES
                     && !self.secrets.iter().any(|s| s.expose_secret() == form)
                 {
@@ -52,6 +59,20 @@ impl Redactor {
         }
         self.secrets
             .sort_by_key(|s| std::cmp::Reverse(s.expose_secret().len()));
+    }
+
+    /// [`Redactor::add`] for `value` and for each percent-encoded form of it and of its words
+    /// (see the module docs): how a secret reads when a server echoes a request back as a URL
+    /// or a form.
+    pub(crate) fn add_secret(&mut self, value: &str) {
+        self.add(value);
+        for word in std::iter::once(value).chain(value.split_whitespace()) {
+            for form in percent_encoded_forms(word) {
+                if form != word {
+                    self.add(&form);
+                }
+            }
+        }
     }
 
     /// `text` with every known secret replaced by [`REDACTED`]; borrowed when nothing matched.
@@ -64,6 +85,31 @@ impl Redactor {
             }
         }
         out
+    }
+
+    /// [`Redactor::scrub`] for text that was cut from a longer one (an error body's preview):
+    /// a tail that is the start of a secret, which the cut split, is replaced by [`REDACTED`]
+    /// too, so no prefix of a secret survives the cut.
+    pub(crate) fn scrub_cut<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let scrubbed = self.scrub(text);
+        let tail = self
+            .secrets
+            .iter()
+            .filter_map(|secret| {
+                let secret = secret.expose_secret();
+                (1..secret.len())
+                    .rev()
+                    .filter(|&k| secret.is_char_boundary(k))
+                    .find(|&k| scrubbed.ends_with(&secret[..k]))
+            })
+            .max();
+        match tail {
+            None => scrubbed,
+            Some(len) => {
+                let kept = &scrubbed[..scrubbed.len() - len];
+                Cow::Owned(format!("{kept}{REDACTED}"))
+            }
+        }
     }
 
     /// Scrubs the JSON text `json` (a schema, annotations, `structuredContent`), also where a
@@ -129,6 +175,129 @@ impl Redactor {
     }
 }
 
+/// JavaScript's `encodeURIComponent` leaves these alone: letters, digits and `-_.!~*'()`.
+const URI_COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'!')
+    .remove(b'~')
+    .remove(b'*')
+    .remove(b'\'')
+    .remove(b'(')
+    .remove(b')');
+
+/// Python's `urllib.parse.quote_plus` (and `urlencode`, a form) leaves these alone: letters,
+/// digits and `_.-~`; it writes a space as `+`.
+const PYTHON_QUOTE_PLUS: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'-')
+    .remove(b'~');
+
+/// Python's `urllib.parse.quote` leaves these alone: letters, digits, `_.-~` and `/`.
+const PYTHON_QUOTE: &AsciiSet = &PYTHON_QUOTE_PLUS.remove(b'/');
+
+/// How a JSON encoder escapes beyond `"`, `\\` and control characters (which all escape).
+#[derive(Clone, Copy)]
+struct JsonEscapes {
+    /// `/` as `\/` (PHP's `json_encode`).
+    slash: bool,
+    /// Non-ASCII as `\u00e4`, beyond the BMP as a surrogate pair (Python's `json.dumps`, PHP).
+    ascii: bool,
+    /// `<`, `>`, `&`, U+2028 and U+2029 as `\u003c` … (Go's `encoding/json`).
+    html: bool,
+}
+
+impl JsonEscapes {
+    /// serde_json and JavaScript, PHP, PHP with `JSON_UNESCAPED_UNICODE`, Python, Go.
+    const ENCODERS: [JsonEscapes; 5] = [
+        JsonEscapes::new(false, false, false),
+        JsonEscapes::new(true, true, false),
+        JsonEscapes::new(true, false, false),
+        JsonEscapes::new(false, true, false),
+        JsonEscapes::new(false, false, true),
+    ];
+
+    const fn new(slash: bool, ascii: bool, html: bool) -> Self {
+        Self { slash, ascii, html }
+    }
+
+    /// `minimal` (a JSON string's content as serde_json writes it) with these escapes added.
+    /// None of the characters they escape is part of one of serde_json's escapes.
+    fn apply(self, minimal: &str) -> String {
+        let mut out = String::with_capacity(minimal.len());
+        for c in minimal.chars() {
+            let escaped = match c {
+                '/' => self.slash,
+                '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => self.html,
+                _ => self.ascii && !c.is_ascii(),
+            };
+            if !escaped {
+                out.push(c);
+            } else if c == '/' {
+                out.push_str("\\/");
+            } else {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    out.push_str(&format!("\\u{unit:04x}"));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The forms `text` takes inside a JSON string (RFC 8259 §7) as common encoders write it (see
+/// [`JsonEscapes::ENCODERS`]), when they differ from `text`. Hex digits are lower case, as those
+/// encoders write them. Linear in `text`; at most five forms.
+fn json_escaped_forms(text: &str) -> Vec<String> {
+    // A JSON string of a &str always serializes, quotes included.
+    let quoted = serde_json::to_string(text).unwrap_or_default();
+    let minimal = quoted.get(1..quoted.len().saturating_sub(1)).unwrap_or("");
+    let mut forms: Vec<String> = Vec::new();
+    for encoder in JsonEscapes::ENCODERS {
+        let form = encoder.apply(minimal);
+        if form != text && !forms.contains(&form) {
+            forms.push(form);
+        }
+    }
+    forms
+}
+
+/// The percent-encoded forms of `text`, deduplicated (the text itself may be among them).
+fn percent_encoded_forms(text: &str) -> Vec<String> {
+    let mut forms: Vec<String> = Vec::new();
+    let mut push = |form: String| {
+        if !forms.contains(&form) {
+            forms.push(form);
+        }
+    };
+    for set in [NON_ALPHANUMERIC, URI_COMPONENT, PYTHON_QUOTE] {
+        push(utf8_percent_encode(text, set).to_string());
+    }
+    // A form (application/x-www-form-urlencoded) turns spaces into `+`: as JavaScript's
+    // URLSearchParams-style encoders and Python's `quote_plus` write it.
+    for set in [URI_COMPONENT, PYTHON_QUOTE_PLUS] {
+        push(
+            utf8_percent_encode(text, set)
+                .to_string()
+                .replace("%20", "+"),
+        );
+    }
+    // What the URL parser makes of it in a path, a query and a password.
+    if let Ok(mut url) = reqwest::Url::parse("http://h/") {
+        url.set_path(text);
+        push(url.path().trim_start_matches('/').to_string());
+        url.set_query(Some(text));
+        push(url.query().unwrap_or_default().to_string());
+        if url.set_password(Some(text)).is_ok() {
+            push(url.password().unwrap_or_default().to_string());
+        }
+    }
+    forms
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,9 +342,85 @@ mod tests {
     }
 
     #[test]
+    fn secrets_are_scrubbed_in_every_percent_encoded_form() {
+        let mut r = Redactor::default();
+        r.add_secret("Bearer tok/a b+c'(x)~");
+        // encodeURIComponent, quote(), form encoding, every non-alphanumeric byte, and the URL
+        // parser's query form; of the whole value and of each word.
+        assert_eq!(
+            r.scrub(
+                "js Bearer%20tok%2Fa%20b%2Bc'(x)~ py Bearer%20tok/a%20b%2Bc%27%28x%29~ \
+                 form Bearer+tok%2Fa+b%2Bc'(x)~ all Bearer%20tok%2Fa%20b%2Bc%27%28x%29%7E \
+                 query Bearer%20tok/a%20b+c'(x)~ word tok%2Fa raw Bearer tok/a b+c'(x)~"
+            ),
+            "js [redacted] py [redacted] form [redacted] all [redacted] query [redacted] \
+             word tok%2Fa raw [redacted]"
+        );
+        let mut words = Redactor::default();
+        words.add_secret("Bearer tok/abcdefgh");
+        assert_eq!(
+            words.scrub("tok%2Fabcdefgh tok/abcdefgh"),
+            "[redacted] [redacted]"
+        );
+    }
+
+    #[test]
+    fn secrets_are_scrubbed_in_every_json_escaped_form() {
+        let mut r = Redactor::default();
+        r.add("k3y/pässwort-\u{1F511}\"x");
+        // serde_json/JavaScript, PHP (`\/` and `\u`), Python (`\u` with a surrogate pair), and
+        // `\/` alone (PHP with JSON_UNESCAPED_UNICODE).
+        assert_eq!(
+            r.scrub(concat!(
+                r#"js k3y/pässwort-🔑\"x "#,
+                r#"php k3y\/p\u00e4sswort-\ud83d\udd11\"x "#,
+                r#"py k3y/p\u00e4sswort-\ud83d\udd11\"x "#,
+                r#"slash k3y\/pässwort-🔑\"x"#
+            )),
+            "js [redacted] php [redacted] py [redacted] slash [redacted]"
+        );
+        let mut go = Redactor::default();
+        go.add("tok<a>&b-1234");
+        assert_eq!(
+            go.scrub(r#"go tok\u003ca\u003e\u0026b-1234 raw tok<a>&b-1234"#),
+            "go [redacted] raw [redacted]"
+        );
+        let mut ascii = Redactor::default();
+        ascii.add("plain-ascii-token");
+        assert_eq!(format!("{ascii:?}"), "Redactor(1 secrets)");
+    }
+
+    #[test]
+    fn a_secret_split_by_a_cut_is_scrubbed_whole_and_partly() {
+        let mut r = Redactor::default();
+        r.add("sk-live-4f9a8b7c6d5e");
+        r.add("other-secret-value");
+        assert_eq!(
+            r.scrub_cut("a sk-live-4f9a8b7c6d5e b sk-live-4f9a"),
+            "a [redacted] b [redacted]"
+        );
+        assert_eq!(r.scrub_cut("ends in o"), "ends in [redacted]");
+        assert_eq!(r.scrub_cut("nothing"), "nothing");
+        assert!(matches!(r.scrub_cut("nothing"), Cow::Borrowed(_)));
+        assert_eq!(r.scrub("b sk-live-4f9a"), "b sk-live-4f9a");
+    }
+
+    #[test]
     fn empty_redactor_borrows() {
         let r = Redactor::default();
         assert!(matches!(r.scrub("anything"), Cow::Borrowed("anything")));
         assert_eq!(r.scrub_owned("x".to_string()), "x");
+    }
+
+    /// Python's form encoding (`urllib.parse.urlencode`, `quote_plus`, what `requests` sends
+    /// for `data=`) writes spaces as `+` and percent-encodes `!*'()`; README promises the ways
+    /// forms and Python encode text. A passphrase whose words are each under 8 bytes is caught
+    /// by no word, so only the whole-value form could scrub it.
+    #[test]
+    fn python_form_encoding_is_scrubbed() {
+        let mut r = Redactor::default();
+        r.add_secret("correct horse staple!");
+        // urllib.parse.urlencode({"pw": "correct horse staple!"})
+        assert_eq!(r.scrub("pw=correct+horse+staple%21"), "pw=[redacted]");
     }
 }

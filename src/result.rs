@@ -1,10 +1,13 @@
-//! Mapping a `CallToolResult` to the text a model reads (DESIGN §7, seed 001).
+//! Mapping a `CallToolResult` (MCP spec, "Tools": tool result) to the text a model reads
+//! (README "What the tools answer").
 //!
 //! Blocks are mapped in order and joined with a blank line: text and embedded text resources
 //! as their text; images, audio and binary resources as placeholders naming their MIME type;
 //! resource links as `[resource: <uri>]`; unknown block types as `[<type> content omitted]`.
-//! A result with no blocks gives its `structuredContent` JSON. `isError: true` makes the same
-//! text a backend error. The text is scrubbed of the server entry's secrets.
+//! A result with no blocks gives its `structuredContent` JSON, and with neither
+//! [`NO_CONTENT`]. `isError: true` makes the same text a backend error. The text is scrubbed of
+//! the server entry's secrets, and each server string a placeholder quotes is scrubbed before
+//! it is cut to 256 bytes.
 
 use std::borrow::Cow;
 
@@ -12,6 +15,12 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::redact::Redactor;
+
+/// The text of a successful result with no content blocks and no `structuredContent`.
+pub(crate) const NO_CONTENT: &str = "[the tool returned no content]";
+
+/// The longest server string (a MIME type, a URI, a block type) a placeholder quotes, in bytes.
+const MAX_QUOTED_BYTES: usize = 256;
 
 /// A `CallToolResult`, borrowed from the received text.
 #[derive(Deserialize)]
@@ -71,10 +80,12 @@ pub(crate) fn map(result: &RawValue, redactor: &Redactor) -> Result<Mapped, Stri
         serde_json::from_str(result.get()).map_err(|_| MALFORMED.to_string())?;
     let is_error = result.is_error == Some(true);
     if result.content.is_empty() {
-        let text = result
-            .structured_content
-            .map(|raw| redactor.scrub_json(raw.get()).into_owned())
-            .unwrap_or_default();
+        // An error without any text is worded by the caller, which knows the server's name.
+        let text = match result.structured_content {
+            Some(raw) => redactor.scrub_json(raw.get()).into_owned(),
+            None if is_error => String::new(),
+            None => NO_CONTENT.to_string(),
+        };
         return Ok(Mapped { text, is_error });
     }
     let mut text = String::new();
@@ -82,13 +93,14 @@ pub(crate) fn map(result: &RawValue, redactor: &Redactor) -> Result<Mapped, Stri
         if i > 0 {
             text.push_str("\n\n");
         }
-        push_block(&mut text, block)?;
+        push_block(&mut text, block, redactor)?;
     }
     let text = redactor.scrub_owned(text);
     Ok(Mapped { text, is_error })
 }
 
-fn push_block(out: &mut String, block: &Block<'_>) -> Result<(), String> {
+fn push_block(out: &mut String, block: &Block<'_>, redactor: &Redactor) -> Result<(), String> {
+    let sanitize = |text: &str| sanitize(text, redactor);
     let mime = |m: &Option<Cow<'_, str>>, default: &'static str| -> String {
         m.as_deref().map_or(default.to_string(), sanitize)
     };
@@ -137,9 +149,9 @@ fn push_block(out: &mut String, block: &Block<'_>) -> Result<(), String> {
     Ok(())
 }
 
-/// A short server string inside a placeholder: bounded, one line.
-fn sanitize(text: &str) -> String {
-    crate::limits::truncate(text, 256)
+/// A short server string inside a placeholder: scrubbed, then bounded, on one line.
+fn sanitize(text: &str, redactor: &Redactor) -> String {
+    crate::limits::truncate(&redactor.scrub(text), MAX_QUOTED_BYTES)
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect()
@@ -203,7 +215,9 @@ mod tests {
                 r#"{"content":[{"type":"text","text":"wins"}],"structuredContent":{"sum":5}}"#,
                 "wins",
             ),
-            (r#"{"content":[]}"#, ""),
+            (r#"{"content":[]}"#, NO_CONTENT),
+            (r#"{}"#, NO_CONTENT),
+            (r#"{"content":[],"isError":false}"#, NO_CONTENT),
         ];
         for (json, expected) in cases {
             assert_eq!(text(json), expected, "{json}");
@@ -241,6 +255,55 @@ mod tests {
             r#"{"content":[{"text":"no type"}]}"#,
         ] {
             assert!(mapped(json).is_err(), "{json}");
+        }
+    }
+
+    #[test]
+    fn an_empty_error_is_left_to_the_caller() {
+        assert_eq!(
+            mapped(r#"{"content":[],"isError":true}"#),
+            Ok(Mapped {
+                text: String::new(),
+                is_error: true
+            })
+        );
+    }
+
+    /// A secret that straddles the 256-byte cut of a quoted server string is scrubbed whole
+    /// before the cut, so no prefix of it is left.
+    #[test]
+    fn quoted_strings_are_scrubbed_before_they_are_cut() {
+        let secret = "sk-live-4f9a8b7c6d5e4f3a2b1c";
+        let mut redactor = Redactor::default();
+        redactor.add(secret);
+        let pad = "p".repeat(240);
+        for (json, kind) in [
+            (
+                format!(
+                    r#"{{"content":[{{"type":"resource_link","uri":"https://x/{pad}{secret}/end"}}]}}"#
+                ),
+                "uri",
+            ),
+            (
+                format!(r#"{{"content":[{{"type":"image","mimeType":"image/{pad}{secret}"}}]}}"#),
+                "mime",
+            ),
+            (
+                format!(r#"{{"content":[{{"type":"{pad}{secret}"}}]}}"#),
+                "type",
+            ),
+        ] {
+            let text = map(&RawValue::from_string(json).unwrap(), &redactor)
+                .unwrap()
+                .text;
+            let expected = match kind {
+                // 10 + 240 + "[redacted]/end" is 264 bytes: cut to 253 and "…".
+                "uri" => format!("[resource: https://x/{pad}[re…]"),
+                // 6 + 240 + 10 is exactly 256 bytes.
+                "mime" => format!("[image omitted: image/{pad}[redacted]]"),
+                _ => format!("[{pad}[redacted] content omitted]"),
+            };
+            assert_eq!(text, expected, "{kind}");
         }
     }
 

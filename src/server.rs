@@ -1,17 +1,28 @@
 //! One configured server: its status, its tools, and the background task that starts it
-//! (DESIGN §4, seed 001).
+//! (README "Lifecycle and limits").
 //!
 //! A start is connect + `initialize` + `notifications/initialized` + every `tools/list` page,
-//! inside [`START_DEADLINE`]. A failed start sets the status to `error` with the reason and is
-//! tried again after 1 s, 2 s, 4 s … up to 60 s (`backon`), until it succeeds. `ready` is final.
-//! When the Pack is dropped the task ends the session with a best-effort `DELETE`.
+//! inside [`START_DEADLINE`]. A server that declares no `tools` capability is still asked for
+//! `tools/list` once: it lists its tools if it answers, and is ready with no tools if it answers
+//! with any JSON-RPC error. One that declares `tools` and answers `-32601 Method not found` is
+//! ready with no tools too; any other error fails its start. A tool that is malformed
+//! or over a per-tool bound is left out (and shown as omitted) while the rest are listed; the
+//! page, tool-count and cursor bounds still fail the start. A failed start first ends every
+//! session it opened ([`Connection::abandon`]), sets the status to `error` with the reason, and
+//! is tried again after [`backoff`]'s wait (1 s, 2 s, 4 s … plus jitter, never more than 60 s),
+//! or after what a `429`/`503` asked for in `Retry-After` ([`Error::retry_after`]; at least 1 s,
+//! at most 60 s), until it succeeds. `ready` is final. When the Pack is dropped the task closes
+//! the connection ([`Connection::close`]): cancels of requests in flight first, then the
+//! `DELETE` of each session.
 
 use std::collections::HashSet;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
 use serde::Deserialize;
 use serde_json::value::RawValue;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::http::{Connection, Error};
@@ -20,25 +31,113 @@ use crate::limits::{
     START_DEADLINE,
 };
 
+/// JSON-RPC's `Method not found`: a first `tools/list` page answered with it means "no tools".
+const METHOD_NOT_FOUND: i64 = -32601;
+
 /// A server's status as the listing shows it.
 #[derive(Clone)]
 pub(crate) enum Status {
     /// Its first start has not finished yet.
     Loading,
-    /// Started; its tools, sorted by name.
-    Ready(Arc<Vec<Tool>>),
-    /// Its config was refused, or its last start failed (and another is on the way).
-    Error(Arc<str>),
+    /// Started; its tools, sorted by name, and the ones left out.
+    Ready(Arc<ToolList>),
+    /// Its config was refused (`retry_at` is `None`: nothing will change), or its last start
+    /// failed and another starts at `retry_at`.
+    Error {
+        reason: Arc<str>,
+        retry_at: Option<Instant>,
+    },
+}
+
+impl Status {
+    /// The status of a refused config entry.
+    fn refused(reason: String) -> Self {
+        Status::Error {
+            reason: reason.into(),
+            retry_at: None,
+        }
+    }
+}
+
+/// What a start found.
+#[derive(Default)]
+pub(crate) struct ToolList {
+    /// Sorted by name, names unique.
+    pub(crate) tools: Vec<Tool>,
+    /// Tools left out, in the order the server listed them.
+    pub(crate) omitted: Vec<Omitted>,
+}
+
+/// A tool left out of the listing, and why.
+pub(crate) struct Omitted {
+    /// Its name (scrubbed), or its position (`tool 3 of tools/list page 1`) when it has no
+    /// readable name.
+    pub(crate) name: String,
+    pub(crate) reason: String,
 }
 
 /// A tool as the listing shows it; all text scrubbed and bounded.
 pub(crate) struct Tool {
     pub(crate) name: String,
-    /// The description, else the title, else the name (seed 001).
+    /// The description, else the title, else the name.
     pub(crate) description: String,
     pub(crate) input_schema: Box<RawValue>,
     pub(crate) output_schema: Option<Box<RawValue>>,
     pub(crate) annotations: Option<Box<RawValue>>,
+}
+
+/// Why a start failed: the reason (scrubbed) and the wait the server asked for, if any.
+struct StartFailure {
+    reason: String,
+    /// The `Retry-After` of the `429`/`503` that failed the start ([`Error::retry_after`]).
+    retry_after: Option<Duration>,
+}
+
+impl From<Error> for StartFailure {
+    fn from(error: Error) -> Self {
+        Self {
+            reason: error.to_string(),
+            retry_after: error.retry_after(),
+        }
+    }
+}
+
+/// A failure of the start's own rules (bounds, pagination, deadline): no wait is asked for.
+impl From<String> for StartFailure {
+    fn from(reason: String) -> Self {
+        Self {
+            reason,
+            retry_after: None,
+        }
+    }
+}
+
+/// The waits between starts: 1 s, 2 s, 4 s, 8 s, 16 s, then 30 s for good, each plus a random
+/// jitter of up to as much again (so never more than [`limits::RETRY_MAX`]), so that Hosts
+/// that lost the same server do not all come back in the same second.
+pub(crate) fn backoff() -> ExponentialBuilder {
+    ExponentialBuilder::new()
+        .with_min_delay(limits::RETRY_FIRST)
+        .with_max_delay(limits::RETRY_MAX / 2)
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times()
+}
+
+/// The wait before the next start: what the server asked for in `Retry-After`, kept within
+/// [`limits::RETRY_FIRST`] and [`limits::RETRY_MAX`], instead of the backoff's `step`.
+fn next_wait(step: Duration, retry_after: Option<Duration>) -> Duration {
+    retry_after.map_or(step, |asked| {
+        asked.clamp(limits::RETRY_FIRST, limits::RETRY_MAX)
+    })
+}
+
+/// Whole seconds until `retry_at`, rounded up; `None` when no start is planned.
+pub(crate) fn retry_in_seconds(retry_at: Option<Instant>) -> Option<u64> {
+    retry_at.map(|at| {
+        let left = at.saturating_duration_since(Instant::now());
+        left.as_secs() + u64::from(left.subsec_nanos() > 0)
+    })
 }
 
 /// One namespace of the Pack.
@@ -54,7 +153,7 @@ impl Server {
     pub(crate) fn refused(namespace: Arc<str>, reason: String) -> Self {
         Self {
             namespace,
-            status: RwLock::new(Status::Error(reason.into())),
+            status: RwLock::new(Status::refused(reason)),
             connection: None,
         }
     }
@@ -82,46 +181,62 @@ impl Server {
 
     /// The background task of a remote server: start until ready (or the Pack is dropped), then
     /// wait for the Pack to be dropped and end the session.
+    ///
+    /// # Cancel safety
+    /// Not meant to be dropped: it is spawned, and ends on its own once `shutdown` is cancelled.
+    /// Dropped mid-start (the runtime shutting down), the status stays as it was and a session
+    /// that start opened stays on the server.
     pub(crate) async fn run(
         self: Arc<Self>,
         connection: Arc<Connection>,
         shutdown: CancellationToken,
     ) {
-        let backoff = ExponentialBuilder::new()
-            .with_min_delay(limits::RETRY_FIRST)
-            .with_max_delay(limits::RETRY_MAX)
-            .with_factor(2.0)
-            .without_max_times();
         let start = || async {
             let outcome = match tokio::time::timeout(START_DEADLINE, discover(&connection)).await {
                 Ok(result) => result,
-                Err(_) => Err(format!(
+                Err(_) => Err(StartFailure::from(format!(
                     "the server did not finish starting (initialize and tools/list) within {} seconds",
                     START_DEADLINE.as_secs()
-                )),
+                ))),
             };
             if outcome.is_err() {
                 // A start that got as far as a session leaves none behind on the server.
-                connection.close().await;
+                connection.abandon().await;
             }
             outcome
         };
         let started = start
-            .retry(backoff)
+            .retry(backoff())
             .sleep(tokio::time::sleep)
-            .notify(|reason: &String, wait| {
-                tracing::warn!(namespace = %self.namespace, retry_in_ms = wait.as_millis() as u64, "server failed to start");
-                tracing::debug!(namespace = %self.namespace, reason = %reason, "start failure");
-                self.set_status(Status::Error(limits::truncate(reason, 2 * limits::MAX_REASON_BYTES).into()));
+            .adjust(|failure: &StartFailure, step| {
+                step.map(|step| next_wait(step, failure.retry_after))
+            })
+            .notify(|failure: &StartFailure, wait| {
+                let reason = limits::truncate(&failure.reason, 2 * limits::MAX_REASON_BYTES);
+                tracing::warn!(
+                    namespace = %self.namespace,
+                    retry_in_ms = wait.as_millis() as u64,
+                    reason = %reason,
+                    "server failed to start"
+                );
+                self.set_status(Status::Error {
+                    reason: reason.into(),
+                    retry_at: Some(Instant::now() + wait),
+                });
             });
         tokio::select! {
             outcome = started => match outcome {
-                Ok(tools) => {
-                    tracing::info!(namespace = %self.namespace, tools = tools.len(), "server ready");
-                    self.set_status(Status::Ready(Arc::new(tools)));
+                Ok(list) => {
+                    tracing::info!(
+                        namespace = %self.namespace,
+                        tools = list.tools.len(),
+                        omitted = list.omitted.len(),
+                        "server ready"
+                    );
+                    self.set_status(Status::Ready(Arc::new(list)));
                 }
                 // The backoff has no last attempt; this arm only keeps a future change honest.
-                Err(reason) => self.set_status(Status::Error(reason.into())),
+                Err(failure) => self.set_status(Status::refused(failure.reason)),
             },
             () = shutdown.cancelled() => {}
         }
@@ -130,11 +245,14 @@ impl Server {
     }
 }
 
-/// One start: the handshake and every `tools/list` page, bounded by the page, tool, schema and
-/// cursor rules of [`crate::limits`]. Returns the tools sorted by name.
-async fn discover(connection: &Connection) -> Result<Vec<Tool>, String> {
-    connection.initialize().await.map_err(|e| e.message())?;
+/// One start: the handshake and every `tools/list` page, bounded by the page, tool-count and
+/// cursor rules of [`crate::limits`]. Returns the tools sorted by name and the ones left out.
+async fn discover(connection: &Arc<Connection>) -> Result<ToolList, StartFailure> {
+    let initialized = connection.initialize().await?;
     let mut tools: Vec<Tool> = Vec::new();
+    let mut omitted: Vec<Omitted> = Vec::new();
+    // Names of the tools kept so far: a later tool of one of these names is a duplicate.
+    let mut names: HashSet<String> = HashSet::new();
     let mut cursors: HashSet<String> = HashSet::new();
     let mut cursor: Option<String> = None;
     for page in 1..=MAX_PAGES {
@@ -148,61 +266,84 @@ async fn discover(connection: &Connection) -> Result<Vec<Tool>, String> {
                 read_page(connection, result, page)
             })
             .await;
-        let (page_tools, next) = next.map_err(|e: Error| e.message())?;
-        tools.extend(page_tools);
-        if tools.len() > MAX_TOOLS {
-            return Err(format!(
-                "the server listed more than {MAX_TOOLS} tools (at least {} by page {page})",
-                tools.len()
-            ));
+        let (listed_tools, next) = match next {
+            Ok(read) => read,
+            // A server that declared no `tools` capability is asked once anyway (some offer
+            // tools without declaring them); any JSON-RPC error then means it has none.
+            Err(error)
+                if page == 1
+                    && error
+                        .rpc()
+                        .is_some_and(|e| !initialized.tools || e.code == METHOD_NOT_FOUND) =>
+            {
+                tracing::debug!(namespace = %connection.namespace(), code = ?error.rpc().map(|e| e.code), declared = initialized.tools, "tools/list refused; ready with no tools");
+                return Ok(ToolList::default());
+            }
+            Err(error) => return Err(error.into()),
+        };
+        for listed in listed_tools {
+            match listed {
+                Ok(tool) if names.contains(&tool.name) => omitted.push(Omitted {
+                    name: tool.name,
+                    reason: "another tool of the same name was listed first".to_string(),
+                }),
+                Ok(tool) => {
+                    names.insert(tool.name.clone());
+                    tools.push(tool);
+                }
+                Err(left_out) => omitted.push(left_out),
+            }
+        }
+        let listed = tools.len() + omitted.len();
+        if listed > MAX_TOOLS {
+            return Err(StartFailure::from(format!(
+                "the server listed more than {MAX_TOOLS} tools (at least {listed} by page {page})"
+            )));
         }
         let Some(next) = next.filter(|c| !c.is_empty()) else {
-            return Ok(finish(connection, tools));
+            return Ok(finish(tools, omitted));
         };
         if cursor.as_deref() == Some(next.as_str()) {
-            return Err(format!(
+            return Err(StartFailure::from(format!(
                 "tools/list page {page} returned the cursor it was asked with, so pagination would never end"
-            ));
+            )));
         }
         if !cursors.insert(next.clone()) {
-            return Err(format!(
+            return Err(StartFailure::from(format!(
                 "tools/list page {page} returned a cursor already used by an earlier page, so pagination would loop"
-            ));
+            )));
         }
         cursor = Some(next);
     }
-    Err(format!(
+    Err(StartFailure::from(format!(
         "the server had more than {MAX_PAGES} pages of tools (tools/list still returned a nextCursor)"
-    ))
+    )))
 }
 
-/// Sorts by name and keeps the first of any duplicate name (a later one is dropped, logged).
-fn finish(connection: &Connection, mut tools: Vec<Tool>) -> Vec<Tool> {
+/// Sorts the tools by name (their names are unique); the omitted ones keep the listing order.
+fn finish(mut tools: Vec<Tool>, omitted: Vec<Omitted>) -> ToolList {
     tools.sort_by(|a, b| a.name.cmp(&b.name));
-    let before = tools.len();
-    tools.dedup_by(|later, earlier| later.name == earlier.name);
-    if tools.len() != before {
-        tracing::debug!(namespace = %connection.namespace(), dropped = before - tools.len(), "dropped tools with duplicate names");
-    }
-    tools
+    ToolList { tools, omitted }
 }
 
 #[derive(Deserialize)]
 struct ListToolsResult<'a> {
+    /// Each tool is read on its own, so one malformed tool leaves the others listed.
     #[serde(borrow)]
-    tools: Vec<WireTool<'a>>,
+    tools: Vec<&'a RawValue>,
     #[serde(rename = "nextCursor", default)]
     next_cursor: Option<String>,
 }
 
+/// A tool's fields, each still raw JSON, so a field of the wrong type is named, not fatal.
 #[derive(Deserialize)]
 struct WireTool<'a> {
-    #[serde(borrow)]
-    name: std::borrow::Cow<'a, str>,
     #[serde(borrow, default)]
-    title: Option<std::borrow::Cow<'a, str>>,
+    name: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    description: Option<std::borrow::Cow<'a, str>>,
+    title: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    description: Option<&'a RawValue>,
     #[serde(rename = "inputSchema", borrow, default)]
     input_schema: Option<&'a RawValue>,
     #[serde(rename = "outputSchema", borrow, default)]
@@ -211,9 +352,12 @@ struct WireTool<'a> {
     annotations: Option<&'a RawValue>,
 }
 
-type Page = (Vec<Tool>, Option<String>);
+/// One page's tools in the order the server listed them (each fit for the listing, or left
+/// out), and its `nextCursor`.
+type Page = (Vec<Result<Tool, Omitted>>, Option<String>);
 
-/// Decodes one `tools/list` result into tools fit for the listing.
+/// Decodes one `tools/list` result into tools fit for the listing and the ones left out, in
+/// listing order.
 fn read_page(connection: &Connection, result: &RawValue, page: usize) -> Result<Page, String> {
     let malformed = || format!("tools/list page {page} is not a valid ListToolsResult");
     if !result.get().starts_with('{') {
@@ -222,49 +366,166 @@ fn read_page(connection: &Connection, result: &RawValue, page: usize) -> Result<
     let list: ListToolsResult<'_> = serde_json::from_str(result.get()).map_err(|_| malformed())?;
     let redactor = connection.redactor();
     let mut tools = Vec::with_capacity(list.tools.len());
-    for (i, wire) in list.tools.into_iter().enumerate() {
-        if wire.name.is_empty() || wire.name.len() > MAX_TOOL_NAME_BYTES {
-            return Err(format!(
-                "tool {} of tools/list page {page} has a name of {} bytes (allowed: 1 to {MAX_TOOL_NAME_BYTES})",
-                i + 1,
-                wire.name.len()
-            ));
-        }
-        let schema_bytes = wire.input_schema.map_or(0, |s| s.get().len())
-            + wire.output_schema.map_or(0, |s| s.get().len());
-        if schema_bytes > MAX_SCHEMA_BYTES {
-            return Err(format!(
-                "tool {} of tools/list page {page} has schemas of {schema_bytes} bytes (limit {MAX_SCHEMA_BYTES})",
-                i + 1
-            ));
-        }
-        let name = redactor.scrub_owned(wire.name.into_owned());
-        let description = wire
-            .description
-            .filter(|d| !d.is_empty())
-            .or(wire.title.filter(|t| !t.is_empty()))
-            .map_or_else(
-                || name.clone(),
-                |d| limits::truncate(&redactor.scrub(&d), MAX_DESCRIPTION_BYTES).into_owned(),
-            );
-        let raw = |raw: &RawValue| -> Box<RawValue> {
-            match redactor.scrub_json(raw.get()) {
-                std::borrow::Cow::Borrowed(_) => raw.to_owned(),
-                std::borrow::Cow::Owned(text) => {
-                    RawValue::from_string(text).unwrap_or_else(|_| raw.to_owned())
-                }
-            }
-        };
-        tools.push(Tool {
-            name,
-            description,
-            input_schema: wire.input_schema.map_or_else(
-                || RawValue::from_string(r#"{"type":"object"}"#.into()).expect("valid JSON"),
-                raw,
-            ),
-            output_schema: wire.output_schema.map(raw),
-            annotations: wire.annotations.map(raw),
-        });
+    for (i, raw) in list.tools.into_iter().enumerate() {
+        tools.push(read_tool(raw, redactor).map_err(|(name, reason)| {
+            let name = name.unwrap_or_else(|| format!("tool {} of tools/list page {page}", i + 1));
+            tracing::debug!(namespace = %connection.namespace(), page, position = i + 1, "left a tool out");
+            Omitted { name, reason }
+        }));
     }
     Ok((tools, list.next_cursor))
+}
+
+/// Why a tool is left out: its name when it has a readable one, and the reason.
+type LeftOut = (Option<String>, String);
+
+/// Reads one tool, or says why it is left out.
+fn read_tool(raw: &RawValue, redactor: &crate::redact::Redactor) -> Result<Tool, LeftOut> {
+    if !raw.get().starts_with('{') {
+        return Err((None, format!("it is {}, not a tool object", raw_type(raw))));
+    }
+    let wire: WireTool<'_> = serde_json::from_str(raw.get())
+        .map_err(|_| (None, "it is not a valid tool object".to_string()))?;
+    let name: String = match wire.name {
+        None => return Err((None, "it has no \"name\"".to_string())),
+        Some(raw) => serde_json::from_str(raw.get()).map_err(|_| {
+            (
+                None,
+                format!("\"name\" must be a string, found {}", raw_type(raw)),
+            )
+        })?,
+    };
+    if name.is_empty() || name.len() > MAX_TOOL_NAME_BYTES {
+        return Err((
+            None,
+            format!(
+                "its name is {} bytes (allowed: 1 to {MAX_TOOL_NAME_BYTES})",
+                name.len()
+            ),
+        ));
+    }
+    let name = redactor.scrub_owned(name);
+    let fail = |reason: String| (Some(name.clone()), reason);
+    let text = |field: &str, raw: Option<&RawValue>| -> Result<Option<String>, LeftOut> {
+        match raw {
+            None => Ok(None),
+            Some(raw) if raw.get() == "null" => Ok(None),
+            Some(raw) => serde_json::from_str::<String>(raw.get())
+                .map(Some)
+                .map_err(|_| {
+                    fail(format!(
+                        "\"{field}\" must be a string, found {}",
+                        raw_type(raw)
+                    ))
+                }),
+        }
+    };
+    let object = |field: &str, raw: Option<&RawValue>| -> Result<Option<Box<RawValue>>, LeftOut> {
+        match raw {
+            None => Ok(None),
+            Some(raw) if raw.get() == "null" => Ok(None),
+            Some(raw) if raw.get().starts_with('{') => Ok(Some(scrubbed_json(raw, redactor))),
+            Some(raw) => Err(fail(format!(
+                "\"{field}\" must be an object, found {}",
+                raw_type(raw)
+            ))),
+        }
+    };
+    let title = text("title", wire.title)?;
+    let description = text("description", wire.description)?;
+    let schema_bytes = wire.input_schema.map_or(0, |s| s.get().len())
+        + wire.output_schema.map_or(0, |s| s.get().len());
+    if schema_bytes > MAX_SCHEMA_BYTES {
+        return Err(fail(format!(
+            "its schemas are {schema_bytes} bytes (limit {MAX_SCHEMA_BYTES})"
+        )));
+    }
+    let input_schema = object("inputSchema", wire.input_schema)?;
+    let output_schema = object("outputSchema", wire.output_schema)?;
+    let annotations = object("annotations", wire.annotations)?;
+    let description = description
+        .filter(|d| !d.is_empty())
+        .or(title.filter(|t| !t.is_empty()))
+        .map_or_else(
+            || name.clone(),
+            |d| limits::truncate(&redactor.scrub(&d), MAX_DESCRIPTION_BYTES).into_owned(),
+        );
+    Ok(Tool {
+        input_schema: input_schema.unwrap_or_else(|| {
+            RawValue::from_string(r#"{"type":"object"}"#.into()).expect("valid JSON")
+        }),
+        name,
+        description,
+        output_schema,
+        annotations,
+    })
+}
+
+/// `raw` with the entry's secrets scrubbed out.
+fn scrubbed_json(raw: &RawValue, redactor: &crate::redact::Redactor) -> Box<RawValue> {
+    match redactor.scrub_json(raw.get()) {
+        std::borrow::Cow::Borrowed(_) => raw.to_owned(),
+        std::borrow::Cow::Owned(text) => {
+            RawValue::from_string(text).unwrap_or_else(|_| raw.to_owned())
+        }
+    }
+}
+
+/// The JSON type of a raw value, as a reason names it (from its first byte: the value is valid
+/// JSON).
+fn raw_type(raw: &RawValue) -> &'static str {
+    match raw.get().as_bytes().first() {
+        Some(b'{') => "an object",
+        Some(b'[') => "an array",
+        Some(b'"') => "a string",
+        Some(b't' | b'f') => "a boolean",
+        Some(b'n') => "null",
+        _ => "a number",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use backon::BackoffBuilder;
+
+    #[test]
+    fn backoff_doubles_from_1_second_with_jitter_and_never_passes_60_seconds() {
+        let bases = [1, 2, 4, 8, 16, 30, 30, 30, 30, 30];
+        for seed in [1, 2, 3, 42] {
+            let waits: Vec<Duration> = backoff().with_jitter_seed(seed).build().take(10).collect();
+            for (wait, base) in waits.iter().zip(bases) {
+                let base = Duration::from_secs(base);
+                assert!(
+                    *wait >= base && *wait < 2 * base && *wait <= limits::RETRY_MAX,
+                    "seed {seed}: {waits:?}"
+                );
+            }
+            assert!(
+                waits
+                    .iter()
+                    .zip(bases)
+                    .any(|(w, b)| *w != Duration::from_secs(b)),
+                "seed {seed}: no jitter in {waits:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn retry_after_replaces_the_step_within_1_and_60_seconds() {
+        let step = Duration::from_millis(4_700);
+        assert_eq!(next_wait(step, None), step);
+        assert_eq!(
+            next_wait(step, Some(Duration::from_secs(8))),
+            Duration::from_secs(8)
+        );
+        assert_eq!(
+            next_wait(step, Some(Duration::ZERO)),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            next_wait(step, Some(Duration::from_secs(3600))),
+            Duration::from_secs(60)
+        );
+    }
 }

@@ -3,7 +3,8 @@
 //!
 //! This module owns the framing only. It does no I/O: [`Framer::feed`] hands it the body's
 //! [`Bytes`] chunks as they arrive and [`Framer::next`] takes out the events they completed.
-//! What an event means (JSON-RPC, resumption) is the HTTP client's business (`http.rs`).
+//! What an event means (JSON-RPC, resumption) is the HTTP client's business (`http/reply.rs`,
+//! behind the seam in `http/events.rs`).
 //!
 //! # The rules it follows
 //! - Lines end in CRLF, LF or a lone CR, wherever the chunks are cut (a CR that ends one chunk and

@@ -257,6 +257,32 @@ async fn slow_pages_are_bounded_by_the_start_deadline() {
         "the server did not finish starting (initialize and tools/list) within 120 seconds"
     );
     assert_eq!(cursors_asked(&first_start(&server)).len(), 18);
+    // The page in flight at the deadline is cancelled, then the session is deleted.
+    let start = first_start(&server);
+    let tail: Vec<(&str, &str, Value, Option<String>)> = start[start.len() - 2..]
+        .iter()
+        .map(|r| {
+            (
+                r.http_method.as_str(),
+                r.method(),
+                r.rpc["params"].clone(),
+                r.header("mcp-session-id"),
+            )
+        })
+        .collect();
+    let session = Some(SESSION.to_string());
+    assert_eq!(
+        tail,
+        [
+            (
+                "POST",
+                "notifications/cancelled",
+                json!({"requestId": 19, "reason": "the client abandoned the start of the session"}),
+                session.clone()
+            ),
+            ("DELETE", "", Value::Null, session),
+        ]
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -294,8 +320,8 @@ async fn more_than_1000_tools_fail_the_start_and_exactly_1000_are_fine() {
     );
 }
 
-/// Schemas (input + output) of exactly 256 KiB are kept verbatim; one byte more refuses the
-/// start, naming the tool's position and the measured size.
+/// Schemas (input + output) of exactly 256 KiB are kept verbatim; one byte more leaves that
+/// tool out, naming it and the measured size, while the server's other tools stay listed.
 #[tokio::test]
 async fn schema_size_cap_is_exact() {
     fn schema_of(bytes: usize) -> Value {
@@ -327,10 +353,13 @@ async fn schema_size_cap_is_exact() {
     })
     .await;
     let host = Host::new(json!({"ok": entry(&ok.url), "over": entry(&over.url)}));
+    host.ready("over", Duration::from_secs(20)).await;
+    let over_listing = host.listing(json!({"namespace": "over"})).await;
+    assert_eq!(over_listing["tools"][0]["name"], "small");
     assert_eq!(
-        error_reason(&host, "over", Duration::from_secs(20)).await,
+        over_listing["omitted"],
         // 15 bytes of {"type":"object"} + 262129 bytes of output schema = 262146
-        "tool 2 of tools/list page 1 has schemas of 262146 bytes (limit 262144)"
+        json!([{"name": "big", "reason": "its schemas are 262146 bytes (limit 262144)"}])
     );
     host.ready("ok", Duration::from_secs(20)).await;
     let one = host
@@ -725,13 +754,20 @@ async fn gzip_bomb_is_refused_at_the_decoded_limit() {
 }
 
 /// A `Content-Encoding` the client cannot decode is named (scrubbed of the entry's secrets, cut
-/// to 64 bytes) instead of read as text.
+/// to 64 bytes) instead of read as text. A JSON reply so encoded is an answer the client cannot
+/// read (nothing to cancel); an event stream so encoded may belong to a tool still running, so
+/// that call is cancelled.
 #[tokio::test]
 async fn unknown_content_encoding_is_a_clear_error() {
     let body = |id: &Value| serde_json::to_vec(&text_result(id, "never read")).unwrap();
     let server = tool_server(move |req| {
-        let reply = Reply::raw(200, "application/json", body(&req.id()));
-        let encoding = match req.rpc["params"]["arguments"]["case"].as_str() {
+        let case = req.rpc["params"]["arguments"]["case"].as_str();
+        let content_type = match case {
+            Some("sse") => "text/event-stream",
+            _ => "application/json",
+        };
+        let reply = Reply::raw(200, content_type, body(&req.id()));
+        let encoding = match case {
             Some("secret") => "x-Bearer-sup3r-s3cret-value".to_string(),
             Some("long") => format!("x-{}", "y".repeat(200)),
             _ => "compress".to_string(),
@@ -760,6 +796,12 @@ async fn unknown_content_encoding_is_a_clear_error() {
     assert_eq!(
         call("long").await,
         refused(&format!("x-{}…", "y".repeat(64 - 2 - '…'.len_utf8())))
+    );
+    assert_eq!(server.count("notifications/cancelled"), 0);
+    assert_eq!(call("sse").await, refused("compress"));
+    assert_eq!(
+        server.cancellations().await,
+        [json!({"requestId": 6, "reason": "the client dropped the call"})]
     );
 }
 
@@ -823,7 +865,7 @@ async fn lying_initialize_answers_each_give_an_exact_reason() {
         (
             "future-version",
             |id| Reply::json(&result(id, json!({"protocolVersion": "2099-01-01\n"}))),
-            "the server chose MCP protocol version \"2099-01-01 \", which this client does not support (it supports 2025-11-25, 2025-06-18, 2025-03-26)",
+            "the server chose MCP protocol version \"2099-01-01 \", which this client does not support (it supports 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05)",
         ),
         (
             "html",
@@ -897,9 +939,78 @@ async fn tools_list_result_of_the_wrong_shape() {
         error_reason(&host, "shape", Duration::from_secs(10)).await,
         "tools/list page 1 is not a valid ListToolsResult"
     );
+    host.ready("nameless", Duration::from_secs(10)).await;
     assert_eq!(
-        error_reason(&host, "nameless", Duration::from_secs(10)).await,
-        "tool 2 of tools/list page 1 has a name of 0 bytes (allowed: 1 to 256)"
+        host.listing(json!({"namespace": "nameless"})).await,
+        json!({"namespace": "nameless", "status": "ready",
+            "tools": [{"name": "ok", "description": "x", "inputSchema": {"type": "object"}}],
+            "omitted": [{"name": "tool 2 of tools/list page 1", "reason": "its name is 0 bytes (allowed: 1 to 256)"}]})
+    );
+}
+
+/// Each tool that is malformed or over a per-tool bound is left out and shown under `omitted`
+/// (by name when it has a readable one, else by position); the rest stay listed and callable.
+#[tokio::test]
+async fn malformed_tools_are_omitted_and_the_rest_stay_ready() {
+    let server = list_server(|req| match req.rpc["params"]["cursor"].as_str() {
+        None => Reply::json(&tools_page(
+            &req.id(),
+            vec![
+                tool("search", "Searches"),
+                json!({"name": "fetch_page", "description": {"en": "Fetches a page"}}),
+                json!({"name": 42}),
+                json!("not a tool"),
+                json!({"description": "no name"}),
+                json!({"name": "x".repeat(257)}),
+                json!({"name": "titled", "title": ["a"]}),
+                json!({"name": "schema_text", "inputSchema": "object"}),
+                json!({"name": "output_list", "inputSchema": {"type": "object"}, "outputSchema": []}),
+                json!({"name": "notes", "annotations": 3}),
+                json!({"name": "nulls", "description": null, "title": null, "outputSchema": null}),
+                tool("search", "a second search"),
+            ],
+            Some("p2"),
+        )),
+        Some(_) => Reply::json(&tools_page(
+            &req.id(),
+            vec![
+                json!({"name": "huge", "inputSchema": {"type": "object", "description": "y".repeat(300 * 1024)}}),
+                tool("zeta", "last"),
+            ],
+            None,
+        )),
+    })
+    .await;
+    let host = ready_host("m", &server.url).await;
+    assert_eq!(
+        server_entry(&host.listing(json!({})).await, "m")["tools"],
+        json!(["nulls", "search", "zeta"])
+    );
+    let detail = host.listing(json!({"namespace": "m"})).await;
+    assert_eq!(
+        detail["omitted"],
+        json!([
+            {"name": "fetch_page", "reason": "\"description\" must be a string, found an object"},
+            {"name": "tool 3 of tools/list page 1", "reason": "\"name\" must be a string, found a number"},
+            {"name": "tool 4 of tools/list page 1", "reason": "it is a string, not a tool object"},
+            {"name": "tool 5 of tools/list page 1", "reason": "it has no \"name\""},
+            {"name": "tool 6 of tools/list page 1", "reason": "its name is 257 bytes (allowed: 1 to 256)"},
+            {"name": "titled", "reason": "\"title\" must be a string, found an array"},
+            {"name": "schema_text", "reason": "\"inputSchema\" must be an object, found a string"},
+            {"name": "output_list", "reason": "\"outputSchema\" must be an object, found an array"},
+            {"name": "notes", "reason": "\"annotations\" must be an object, found a number"},
+            {"name": "search", "reason": "another tool of the same name was listed first"},
+            {"name": "huge", "reason": "its schemas are 307234 bytes (limit 262144)"},
+        ])
+    );
+    assert_eq!(detail["tools"][0]["description"], "nulls");
+    assert_eq!(detail["tools"][1]["description"], "Searches");
+    let one = host
+        .listing(json!({"namespace": "m", "toolName": "nulls"}))
+        .await;
+    assert_eq!(
+        one,
+        json!({"namespace": "m", "name": "nulls", "description": "nulls", "inputSchema": {"type": "object"}})
     );
 }
 
@@ -1053,14 +1164,18 @@ async fn redirects_are_refused_and_the_target_receives_nothing() {
     }));
     assert_eq!(
         error_reason(&host, "init", Duration::from_secs(10)).await,
-        "the server answered with a redirect (HTTP 307), which this client refuses to follow so that the configured headers reach no other server"
+        format!(
+            "the server answered with a redirect (HTTP 307) to \"{}\", which this client does not follow so that the configured headers reach no other server; if that is the server's address, put that URL in the config's \"url\"",
+            elsewhere.url
+        )
     );
     host.ready("call", Duration::from_secs(10)).await;
     assert_eq!(
         call_t(&host, "call", Duration::from_secs(10)).await,
-        transport(
-            "server \"call\": the server answered with a redirect (HTTP 302), which this client refuses to follow so that the configured headers reach no other server"
-        )
+        transport(&format!(
+            "server \"call\": the server answered with a redirect (HTTP 302) to \"{}\", which this client does not follow so that the configured headers reach no other server; if that is the server's address, put that URL in the config's \"url\"",
+            elsewhere.url
+        ))
     );
     // Let a retry of "init" happen too, then check the redirect target saw nothing at all.
     on_init
@@ -1069,6 +1184,245 @@ async fn redirects_are_refused_and_the_target_receives_nothing() {
         })
         .await;
     assert_eq!(elsewhere.requests().len(), 0);
+}
+
+/// FastMCP's `/mcp` → `/mcp/` answer: a relative `Location` is named as the full URL to put in
+/// the config; one that quotes a configured secret is scrubbed and shown without its query, one
+/// without a `Location` says only that it was refused, and a long one is cut.
+#[tokio::test]
+async fn a_redirect_names_its_target_scrubbed_and_bounded() {
+    let server = serve(|req| async move {
+        let key = req.header("x-api-key").unwrap_or_default();
+        match req.target.as_str() {
+            "/mcp" => Reply::raw(307, "text/plain", "").header("location", "/mcp/"),
+            "/echo" => Reply::raw(308, "text/plain", "").header(
+                "location",
+                &format!("https://login.example/{key}/cb?key={key}"),
+            ),
+            "/long" => Reply::raw(301, "text/plain", "")
+                .header("location", &format!("/{}", "l".repeat(600))),
+            _ => Reply::raw(302, "text/plain", ""),
+        }
+    })
+    .await;
+    let base = format!("http://127.0.0.1:{}", server.port);
+    let host = Host::new(json!({
+        "slash": entry(&format!("{base}/mcp")),
+        "echo": {"url": format!("{base}/echo"), "headers": {"X-Api-Key": "sk-live-4f9a8b7c6d5e"}},
+        "long": entry(&format!("{base}/long")),
+        "bare": entry(&format!("{base}/bare")),
+    }));
+    let listing = host.settled(Duration::from_secs(10)).await;
+    let advice = "which this client does not follow so that the configured headers reach no other server; if that is the server's address, put that URL in the config's \"url\"";
+    assert_eq!(
+        server_entry(&listing, "slash")["reason"],
+        format!("the server answered with a redirect (HTTP 307) to \"{base}/mcp/\", {advice}")
+    );
+    assert_eq!(
+        server_entry(&listing, "echo")["reason"],
+        format!(
+            "the server answered with a redirect (HTTP 308) to \"https://login.example/[redacted]/cb\" (query omitted), {advice}"
+        )
+    );
+    // The target is cut to 512 bytes: the base, "/" and as many l as fit before "…".
+    let kept = 512 - "…".len() - base.len() - 1;
+    assert_eq!(
+        server_entry(&listing, "long")["reason"],
+        format!(
+            "the server answered with a redirect (HTTP 301) to \"{base}/{}…\", {advice}",
+            "l".repeat(kept)
+        )
+    );
+    assert_eq!(
+        server_entry(&listing, "bare")["reason"],
+        "the server answered with a redirect (HTTP 302), which this client refuses to follow so that the configured headers reach no other server"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// servers as public bug reports describe them
+
+/// An error response with `"id": null` (the server could not read the request) answers the one
+/// request of its POST: in a JSON reply, on an SSE stream that then stays open, and for
+/// `initialize`.
+#[tokio::test]
+async fn an_error_with_a_null_id_answers_the_request() {
+    let parse_error = |_: &Value| json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error"}});
+    let calls = tool_server(move |req| async move {
+        match req.rpc["params"]["arguments"]["how"].as_str() {
+            Some("sse") => Reply::stream(
+                200,
+                "text/event-stream",
+                stream::once(async move { Ok(Bytes::from(sse_event(&parse_error(&req.id())))) })
+                    .chain(stream::pending()),
+            ),
+            _ => Reply::json(&parse_error(&req.id())),
+        }
+    })
+    .await;
+    let init = serve(|req| async move {
+        match req.method() {
+            "initialize" => Reply::json(
+                &json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": "Invalid Request"}}),
+            ),
+            _ => standard(&req).unwrap(),
+        }
+    })
+    .await;
+    let host = Host::new(json!({"calls": entry(&calls.url), "init": entry(&init.url)}));
+    host.ready("calls", Duration::from_secs(10)).await;
+    for how in ["json", "sse"] {
+        let outcome = tokio::time::timeout(
+            Duration::from_secs(10),
+            host.call(
+                "call_dynamic_tool",
+                json!({"namespace": "calls", "toolName": "t", "arguments": {"how": how}}),
+            ),
+        )
+        .await
+        .expect("answered at once, not at the call deadline");
+        assert_eq!(
+            outcome,
+            Err(ToolError::new(ToolErrorKind::Backend, "Parse error")),
+            "{how}"
+        );
+    }
+    assert_eq!(
+        error_reason(&host, "init", Duration::from_secs(10)).await,
+        "the server answered with error -32600: Invalid Request"
+    );
+}
+
+/// A server whose `initialize` declares only prompts and resources, with `tools/list` answered
+/// by `list`.
+async fn undeclared_server<F>(list: F) -> Server
+where
+    F: Fn(&Received) -> Reply + Send + Sync + 'static,
+{
+    serve(move |req| {
+        let reply = match req.method() {
+            "initialize" => Reply::json(&result(
+                &req.id(),
+                json!({"protocolVersion": "2025-06-18", "capabilities": {"prompts": {}, "resources": {}},
+                    "serverInfo": {"name": "p", "version": "1"}}),
+            )),
+            "tools/list" => list(&req),
+            _ => standard(&req)
+                .unwrap_or_else(|| Reply::json(&rpc_error(&req.id(), -32601, "Method not found"))),
+        };
+        async move { reply }
+    })
+    .await
+}
+
+/// A server that declares no `tools` capability is still asked for `tools/list` once: a
+/// JSON-RPC error of any code means it is ready with no tools, and an answer lists its tools. A
+/// server that declared `tools` and answers -32601 is ready with no tools too. None is asked
+/// again or initialized again.
+#[tokio::test]
+async fn servers_without_tools_are_ready_with_none() {
+    let prompts_only =
+        undeclared_server(|req| Reply::json(&rpc_error(&req.id(), -32601, "Method not found")))
+            .await;
+    let internal =
+        undeclared_server(|req| Reply::json(&rpc_error(&req.id(), -32603, "no tools here"))).await;
+    let undeclared_tools = undeclared_server(|req| {
+        Reply::json(&tools_page(
+            &req.id(),
+            vec![tool("search", "Searches.")],
+            None,
+        ))
+    })
+    .await;
+    let not_found =
+        list_server(|req| Reply::json(&rpc_error(&req.id(), -32601, "Method not found"))).await;
+    let host = Host::new(json!({
+        "prompts": entry(&prompts_only.url),
+        "internal": entry(&internal.url),
+        "tools": entry(&undeclared_tools.url),
+        "nf": entry(&not_found.url)
+    }));
+    let listing = host.settled(Duration::from_secs(10)).await;
+    assert_eq!(
+        listing,
+        json!({"servers": [
+            {"namespace": "internal", "status": "ready", "tools": []},
+            {"namespace": "nf", "status": "ready", "tools": []},
+            {"namespace": "prompts", "status": "ready", "tools": []},
+            {"namespace": "tools", "status": "ready", "tools": ["search"]}]})
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let servers = [&prompts_only, &internal, &undeclared_tools, &not_found];
+    assert_eq!(
+        servers.map(|s| (s.count("initialize"), s.count("tools/list"))),
+        [(1, 1); 4]
+    );
+}
+
+/// A server that declared `tools` and answers `tools/list` with an error other than -32601
+/// fails its start, with the server's error as the reason.
+#[tokio::test]
+async fn a_declared_tools_server_whose_tools_list_fails_is_an_error() {
+    let server =
+        list_server(|req| Reply::json(&rpc_error(&req.id(), -32603, "database down"))).await;
+    let host = Host::new(json!({"strict": entry(&server.url)}));
+    assert_eq!(
+        error_reason(&host, "strict", Duration::from_secs(10)).await,
+        "the server answered with error -32603: database down"
+    );
+}
+
+/// `content: []` without `structuredContent` answers a placeholder, not an empty string; with
+/// `isError` it is the usual error without a message.
+#[tokio::test]
+async fn an_empty_result_answers_a_placeholder() {
+    let server = tool_server(|req| async move {
+        let is_error = req.rpc["params"]["arguments"]["error"] == true;
+        Reply::json(&result(
+            &req.id(),
+            json!({"content": [], "isError": is_error}),
+        ))
+    })
+    .await;
+    let host = ready_host("empty", &server.url).await;
+    assert_eq!(
+        call_t(&host, "empty", Duration::from_secs(10)).await,
+        Ok("[the tool returned no content]".to_string())
+    );
+    assert_eq!(
+        host.call(
+            "call_dynamic_tool",
+            json!({"namespace": "empty", "toolName": "t", "arguments": {"error": true}}),
+        )
+        .await,
+        Err(ToolError::new(
+            ToolErrorKind::Backend,
+            "the tool reported an error without a message"
+        ))
+    );
+}
+
+/// Disabled entries never touch the network (the server sees nothing, not even after the other
+/// entry is ready and a retry would have come); an entry with only `serverUrl` names the key.
+#[tokio::test]
+async fn disabled_and_other_clients_entries_do_no_io() {
+    let server = list_server(|req| Reply::json(&tools_page(&req.id(), vec![], None))).await;
+    let host = Host::new(json!({
+        "off": {"url": server.url, "headers": {"Authorization": "Bearer sk-live-4f9a8b7c6d5e"}, "disabled": true},
+        "not-enabled": {"url": server.url, "enabled": false},
+        "windsurf": {"serverUrl": server.url},
+    }));
+    let listing = host.listing(json!({})).await;
+    assert_eq!(
+        listing,
+        json!({"servers": [
+            {"namespace": "not-enabled", "status": "error", "reason": "the entry is disabled in the config (\"enabled\": false), so this Pack does not connect to it", "tools": []},
+            {"namespace": "off", "status": "error", "reason": "the entry is disabled in the config (\"disabled\": true), so this Pack does not connect to it", "tools": []},
+            {"namespace": "windsurf", "status": "error", "reason": "the entry has \"serverUrl\" (Windsurf's key) but no \"url\"; this Pack reads the server's address from \"url\", so rename \"serverUrl\" to \"url\"", "tools": []}]})
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(host.listing(json!({})).await, listing);
+    assert_eq!(server.requests().len(), 0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1111,13 +1465,13 @@ async fn call_stream_reset_mid_response_is_a_transport_error_at_once() {
     assert_eq!(
         call_t(&host, "reset", Duration::from_secs(10)).await,
         transport(
-            "server \"reset\": the server's event stream broke before the response to request 3: error decoding response body: error reading a body from connection: unexpected EOF during chunk size line"
+            "server \"reset\": the server's event stream broke before the response to request 3: the connection was cut"
         )
     );
     assert_eq!(
         call_t(&host, "jsoncut", Duration::from_secs(10)).await,
         transport(
-            "server \"jsoncut\": error decoding response body: error reading a body from connection: unexpected EOF during chunk size line"
+            "server \"jsoncut\": the connection was cut while the server's reply was being read"
         )
     );
     assert!(
@@ -1452,7 +1806,15 @@ async fn handshake_that_never_answers_hits_the_start_deadline_then_backs_off() {
     );
     assert_eq!((Instant::now() - t0).as_secs(), 120);
     host.ready("mute", Duration::from_secs(300)).await;
-    assert_eq!(offsets_ms(&server, "initialize", t0), [0, 121_000, 243_000]);
+    // Each start runs 120 s; the waits after them are 1 s and 2 s plus up to as much jitter.
+    let at = offsets_ms(&server, "initialize", t0);
+    assert_eq!(at.len(), 3, "{at:?}");
+    assert_eq!(at[0], 0);
+    assert!((121_000..122_000).contains(&at[1]), "{at:?}");
+    assert!(
+        (at[1] + 122_000..at[1] + 124_000).contains(&at[2]),
+        "{at:?}"
+    );
 }
 
 /// Nothing listens at first; the server comes up at 5 s. Starts at 0, 1 and 3 s fail with a
@@ -1467,7 +1829,7 @@ async fn server_down_at_start_becomes_ready_after_three_failed_attempts() {
     let reason = error_reason(&host, "late", Duration::from_secs(1)).await;
     assert_eq!(
         reason,
-        "error sending request: client error (Connect): tcp connect error: Connection refused (os error 111)"
+        format!("connection refused by http://127.0.0.1:{port} (no server is listening there)")
     );
     tokio::time::sleep_until(t0 + Duration::from_secs(5)).await;
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
@@ -1479,46 +1841,121 @@ async fn server_down_at_start_becomes_ready_after_three_failed_attempts() {
     });
     let listing = host.ready("late", Duration::from_secs(30)).await;
     assert_eq!(server_entry(&listing, "late")["tools"], json!(["t"]));
-    assert_eq!(offsets_ms(&server, "initialize", t0), [7_000]);
+    // Starts at 0, then after 1–2 s, 2–4 s and 4–8 s (backoff with jitter): the first one
+    // after 5 s reaches the server, and it is the only one that does.
+    let at = offsets_ms(&server, "initialize", t0);
+    assert_eq!(at.len(), 1, "{at:?}");
+    assert!((5_000..14_000).contains(&at[0]), "{at:?}");
 }
 
-/// 429 and 503 on `initialize` (one with `Retry-After: 0`) are retried 1, 2, 4, 8 s apart,
-/// never in a tight loop.
+/// A server that answers `initialize` with `status` and, when given, `Retry-After: retry_after`.
+async fn throttled(status: u16, retry_after: Option<&'static str>) -> Server {
+    serve(move |req| async move {
+        match req.method() {
+            "initialize" => {
+                let reply = Reply::raw(status, "text/plain", "");
+                match retry_after {
+                    Some(wait) => reply.header("retry-after", wait),
+                    None => reply,
+                }
+            }
+            _ => standard(&req).unwrap(),
+        }
+    })
+    .await
+}
+
+/// A 429 or 503 with `Retry-After` during a start: the next start comes exactly that long
+/// after (at least 1 s, so `0` never makes a tight loop; at most 60 s), instead of the next
+/// backoff step, and the listing says when in `retryInSeconds`. Without the header the waits
+/// are the backoff's: 1, 2, 4, 8 s, each plus up to as much jitter.
 #[tokio::test(start_paused = true)]
-async fn throttled_initialize_is_retried_with_backoff() {
+async fn throttled_starts_wait_what_retry_after_says() {
     heartbeat();
-    let too_many = serve(|req| async move {
-        match req.method() {
-            "initialize" => Reply::raw(429, "text/plain", "").header("retry-after", "0"),
-            _ => standard(&req).unwrap(),
-        }
-    })
-    .await;
-    let busy = serve(|req| async move {
-        match req.method() {
-            "initialize" => Reply::raw(503, "text/plain", "busy"),
-            _ => standard(&req).unwrap(),
-        }
-    })
-    .await;
+    let zero = throttled(429, Some("0")).await;
+    let eight = throttled(503, Some("8")).await;
+    let hour = throttled(429, Some("3600")).await;
+    let date = throttled(503, Some("Sun, 06 Nov 1994 08:49:37 GMT")).await;
+    let plain = throttled(503, None).await;
     let t0 = Instant::now();
-    let host = Host::new(json!({"429": entry(&too_many.url), "503": entry(&busy.url)}));
+    let host = Host::new(json!({
+        "zero": entry(&zero.url), "eight": entry(&eight.url), "hour": entry(&hour.url),
+        "date": entry(&date.url), "plain": entry(&plain.url),
+    }));
     let listing = host.settled(Duration::from_secs(1)).await;
+    let shown = |ns: &str| {
+        let s = server_entry(&listing, ns);
+        (s["reason"].clone(), s["retryInSeconds"].clone())
+    };
     assert_eq!(
-        server_entry(&listing, "429")["reason"],
-        "HTTP 429 Too Many Requests"
+        shown("zero"),
+        (json!("HTTP 429 Too Many Requests"), json!(1))
     );
     assert_eq!(
-        server_entry(&listing, "503")["reason"],
-        "HTTP 503 Service Unavailable: busy"
+        shown("eight"),
+        (json!("HTTP 503 Service Unavailable"), json!(8))
     );
-    tokio::time::sleep_until(t0 + Duration::from_millis(20_500)).await;
-    for server in [&too_many, &busy] {
-        assert_eq!(
-            offsets_ms(server, "initialize", t0),
-            [0, 1_000, 3_000, 7_000, 15_000]
-        );
+    assert_eq!(
+        shown("hour"),
+        (json!("HTTP 429 Too Many Requests"), json!(60))
+    );
+    assert_eq!(
+        shown("date"),
+        (json!("HTTP 503 Service Unavailable"), json!(1))
+    );
+    let eight_detail = host.listing(json!({"namespace": "eight"})).await;
+    assert_eq!(
+        eight_detail,
+        json!({"namespace": "eight", "status": "error", "reason": "HTTP 503 Service Unavailable",
+            "retryInSeconds": 8, "tools": []})
+    );
+    assert_eq!(
+        host.call(
+            "call_dynamic_tool",
+            json!({"namespace": "eight", "toolName": "t"}),
+        )
+        .await,
+        Err(ToolError::new(
+            ToolErrorKind::Unavailable,
+            "server \"eight\" is unavailable: HTTP 503 Service Unavailable; it will be started again in 8 seconds"
+        ))
+    );
+    assert_eq!(
+        host.call(
+            "call_dynamic_tool",
+            json!({"namespace": "zero", "toolName": "t"})
+        )
+        .await,
+        Err(ToolError::new(
+            ToolErrorKind::Unavailable,
+            "server \"zero\" is unavailable: HTTP 429 Too Many Requests; it will be started again in 1 second"
+        ))
+    );
+    let plain_retry = shown("plain").1.as_u64().unwrap();
+    assert!((1..=2).contains(&plain_retry), "{plain_retry}");
+    tokio::time::sleep_until(t0 + Duration::from_millis(30_500)).await;
+    assert_eq!(
+        offsets_ms(&zero, "initialize", t0),
+        (0..=30).map(|s| s * 1_000).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        offsets_ms(&eight, "initialize", t0),
+        [0, 8_000, 16_000, 24_000]
+    );
+    assert_eq!(offsets_ms(&hour, "initialize", t0), [0]);
+    assert_eq!(
+        offsets_ms(&date, "initialize", t0)[..4],
+        [0, 1_000, 2_000, 3_000]
+    );
+    let at = offsets_ms(&plain, "initialize", t0);
+    let gaps: Vec<u128> = at.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(gaps.len() >= 3, "{at:?}");
+    for (gap, base) in gaps.iter().zip([1_000, 2_000, 4_000, 8_000]) {
+        assert!((base..2 * base).contains(gap), "{at:?}");
     }
+    // A minute later, the hour-long Retry-After has been cut to the 60 s cap.
+    tokio::time::sleep_until(t0 + Duration::from_millis(60_500)).await;
+    assert_eq!(offsets_ms(&hour, "initialize", t0), [0, 60_000]);
 }
 
 /// Slow but legal: `initialize` answered after 70 s is inside the 2-minute deadline.
@@ -1616,4 +2053,68 @@ async fn keep_alives_forever_do_not_outlive_the_start_deadline() {
         "the server did not finish starting (initialize and tools/list) within 120 seconds"
     );
     assert_eq!((Instant::now() - t0).as_secs(), 120);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reasons a model can act on
+
+/// A refused connection reads as a plain sentence naming `scheme://host:port` (this url holds
+/// no secret), not reqwest's chain of library text ("tcp connect error … (os error 111)").
+#[tokio::test]
+async fn connection_refused_reason_is_a_plain_sentence_naming_the_address() {
+    let port = hostile::free_port().await;
+    let host = Host::new(json!({"down": entry(&format!("http://127.0.0.1:{port}/mcp"))}));
+    assert_eq!(
+        error_reason(&host, "down", Duration::from_secs(5)).await,
+        format!("connection refused by http://127.0.0.1:{port} (no server is listening there)")
+    );
+}
+
+/// An https URL pointed at a plain-HTTP port is a TLS failure, said as such (naming
+/// `https://host:port`), not the TLS library's "received corrupt message of type
+/// InvalidContentType".
+#[tokio::test]
+async fn tls_to_a_plain_http_port_is_a_plain_sentence_naming_the_address() {
+    let server = serve(|req| async move { standard(&req).unwrap_or_else(Reply::accepted) }).await;
+    let url = format!("https://127.0.0.1:{}/mcp", server.port);
+    let host = Host::new(json!({"tls": entry(&url)}));
+    assert_eq!(
+        error_reason(&host, "tls", Duration::from_secs(10)).await,
+        format!(
+            "the TLS handshake with https://127.0.0.1:{} failed (is it an https URL for a plain-HTTP port?)",
+            server.port
+        )
+    );
+}
+
+/// `ToolList::omitted` is documented as "tools left out, in the order the server listed them",
+/// but duplicates are appended after every other omitted tool, in name order: a duplicate
+/// listed first shows last.
+#[tokio::test]
+async fn omitted_tools_keep_the_order_the_server_listed_them() {
+    let server = list_server(|req| {
+        Reply::json(&tools_page(
+            &req.id(),
+            vec![
+                tool("b", "first b"),
+                tool("b", "second b"),
+                json!({"name": "x", "description": {}}),
+                tool("a", "first a"),
+                tool("a", "second a"),
+            ],
+            None,
+        ))
+    })
+    .await;
+    let host = ready_host("o", &server.url).await;
+    let detail = host.listing(json!({"namespace": "o"})).await;
+    let dup = "another tool of the same name was listed first";
+    assert_eq!(
+        detail["omitted"],
+        json!([
+            {"name": "b", "reason": dup},
+            {"name": "x", "reason": "\"description\" must be a string, found an object"},
+            {"name": "a", "reason": dup},
+        ])
+    );
 }

@@ -286,7 +286,7 @@ async fn everything_lists_its_tools_and_maps_each_kind_of_result() {
         call(&host, EVERYTHING, "no-such-tool", json!({})).await,
         error(
             ToolErrorKind::NotFound,
-            r#"server "everything" has no tool "no-such-tool"; list its tools with get_dynamic_tools {"namespace":"everything"}"#
+            r#"server "everything" has no tool "no-such-tool"; list its tools with mcp/get_dynamic_tools {"namespace":"everything"}"#
         )
     );
     assert!(tools_calls(&proxy, "no-such-tool").is_empty());

@@ -99,9 +99,18 @@ async fn offers_exactly_two_tools_with_strict_schemas() {
     assert_eq!(
         tools[0].parameters,
         json!({"type": "object", "properties": {
-            "namespace": {"type": "string", "description": "A server's namespace, exactly as listed."},
-            "toolName": {"type": "string", "description": "A tool's name, exactly as its server lists it; needs namespace."}},
+            "namespace": {"type": "string", "description": "A server's namespace, exactly as listed, e.g. \"github\"."},
+            "toolName": {"type": "string", "description": "A tool's name, exactly as its server lists it, e.g. \"search_issues\"; needs namespace."}},
             "additionalProperties": false})
+    );
+    // Each description names the other tool by its full name under this id.
+    assert_eq!(
+        tools[0].description,
+        "Lists the MCP servers behind this Pack and their tools, as JSON text. With no arguments: every server's namespace, its status (ready, loading, or error with a reason, and retryInSeconds when it will be tried again) and its tool names. With namespace, e.g. {\"namespace\":\"github\"}: that server's tools with their descriptions and input schemas, and under omitted the tools it listed that were left out. With namespace and toolName, e.g. {\"namespace\":\"github\",\"toolName\":\"search_issues\"}: one tool in full. Call a tool with mcp/call_dynamic_tool."
+    );
+    assert_eq!(
+        tools[1].description,
+        "Calls one tool of one MCP server and returns its result as text. Look the tool and its input schema up with mcp/get_dynamic_tools first, then call it, e.g. {\"namespace\":\"github\",\"toolName\":\"search_issues\",\"arguments\":{\"query\":\"is:open label:bug\"}}."
     );
     assert_eq!(
         tools[1].parameters["required"],
@@ -124,7 +133,22 @@ async fn offers_exactly_two_tools_with_strict_schemas() {
         .unwrap()
         .construct("tools", &services)
         .unwrap();
-    let names: Vec<String> = other.tools().into_iter().map(|t| t.name).collect();
+    let other_tools = other.tools();
+    assert!(
+        other_tools[1]
+            .description
+            .contains(" with tools/get_dynamic_tools first"),
+        "{}",
+        other_tools[1].description
+    );
+    assert!(
+        other_tools[0]
+            .description
+            .ends_with(" with tools/call_dynamic_tool."),
+        "{}",
+        other_tools[0].description
+    );
+    let names: Vec<String> = other_tools.into_iter().map(|t| t.name).collect();
     assert_eq!(
         names,
         ["tools/get_dynamic_tools", "tools/call_dynamic_tool"]
@@ -216,7 +240,7 @@ async fn errors_a_model_can_act_on() {
             "get_dynamic_tools",
             json!({"namespace": "docs", "toolName": "serach"}),
             ToolErrorKind::NotFound,
-            "server \"docs\" has no tool \"serach\"; list its tools with get_dynamic_tools {\"namespace\":\"docs\"}",
+            "server \"docs\" has no tool \"serach\"; list its tools with mcp/get_dynamic_tools {\"namespace\":\"docs\"}",
         ),
         (
             "get_dynamic_tools",
@@ -264,7 +288,7 @@ async fn errors_a_model_can_act_on() {
             "call_dynamic_tool",
             json!({"namespace": "docs", "toolName": "nope"}),
             ToolErrorKind::NotFound,
-            "server \"docs\" has no tool \"nope\"; list its tools with get_dynamic_tools {\"namespace\":\"docs\"}",
+            "server \"docs\" has no tool \"nope\"; list its tools with mcp/get_dynamic_tools {\"namespace\":\"docs\"}",
         ),
         (
             "call_dynamic_tool",
@@ -335,5 +359,50 @@ async fn call_arguments_default_to_an_empty_object() {
     assert_eq!(
         host.call("call_dynamic_tool", given).await.unwrap(),
         r#"args {"q":"rust","n":[1,2]}"#
+    );
+}
+
+/// A `not_found` for an unknown tool names the listing tool by the full name it has under the
+/// id the Pack is mounted at.
+#[tokio::test]
+async fn not_found_names_the_listing_tool_under_the_packs_id() {
+    let ready = ready_server().await;
+    let mut packs = Packs::new();
+    plugin_mcp::install(
+        &mut packs,
+        &json!({"mcp": {"docs": {"url": format!("{}/mcp", ready.uri())}}}),
+    );
+    let mut services = Services::new();
+    services.insert(&TOKIO_RUNTIME, tokio::runtime::Handle::current());
+    let pack = packs
+        .get("runvil/mcp")
+        .unwrap()
+        .construct("tools", &services)
+        .unwrap();
+    let until = tokio::time::Instant::now() + WAIT;
+    loop {
+        let listing = pack
+            .call("tools/get_dynamic_tools", json!({"namespace": "docs"}))
+            .await
+            .unwrap();
+        if listing.contains("\"status\":\"ready\"") {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < until, "{listing}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let error = pack
+        .call(
+            "tools/call_dynamic_tool",
+            json!({"namespace": "docs", "toolName": "nope"}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (error.kind, error.message.as_str()),
+        (
+            ToolErrorKind::NotFound,
+            "server \"docs\" has no tool \"nope\"; list its tools with tools/get_dynamic_tools {\"namespace\":\"docs\"}"
+        )
     );
 }

@@ -342,7 +342,7 @@ fn no_secret_escapes(case: usize, literal: &str, token: &str, path: &str, query:
     drop(runtime);
     assert_no_secret("the log", &logs.text(), &secrets);
     assert!(
-        logs.text().contains("start failure"),
+        logs.text().contains("server failed to start"),
         "the capture works: {}",
         logs.text()
     );
@@ -458,12 +458,20 @@ async fn server_text_with_a_secret_is_scrubbed_exactly() {
     );
     drop(host);
     let logs = logs.text();
-    assert!(
-        logs.contains(&format!(
-            "reason=HTTP 500 Internal Server Error: denied: {SCRUBBED}"
-        )),
-        "the start failure is logged, scrubbed: {logs}"
-    );
+    let warned: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains(" WARN ") && l.contains("server failed to start"))
+        .collect();
+    assert!(!warned.is_empty(), "no warning of the failed start: {logs}");
+    for line in &warned {
+        assert!(
+            line.contains("namespace=fail")
+                && line.ends_with(&format!(
+                    "reason=HTTP 500 Internal Server Error: denied: {SCRUBBED}"
+                )),
+            "the warning carries the scrubbed reason: {line}"
+        );
+    }
     for secret in ["sk-live-0123456789", "env-secret-value-42", "eight888"] {
         assert!(!logs.contains(secret), "a log line shows {secret}: {logs}");
     }
@@ -630,4 +638,362 @@ async fn sse_echo_during_a_call_is_scrubbed() {
     );
     drop(host);
     assert!(!logs.text().contains("value-0123456789"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// secrets in other forms, and the hints a 401/403 earns
+
+/// A server that echoes a header percent-encoded (as a URL or a form would carry it), and one
+/// configured with a token as the URL's user name: both are scrubbed exactly.
+#[tokio::test]
+async fn percent_encoded_header_echoes_and_url_user_names_are_scrubbed() {
+    let _guard = exclusive();
+    let (logs, _capture) = capture();
+    let server = serve(|req| async move {
+        match req.method() {
+            "initialize" => {
+                let key = req.header("x-api-key").unwrap_or_default();
+                let auth = req.header("authorization").unwrap_or_default();
+                let encoded: String = url_encode(&key) + " / " + &url_encode(&auth) + " / " + &auth;
+                Reply::raw(401, "text/plain", format!("rejected {encoded}"))
+            }
+            _ => standard(&req).unwrap(),
+        }
+    })
+    .await;
+    let user_url = server
+        .url
+        .replacen("http://", "http://ghp_4f9a8b7c6d5e%2Fq@", 1);
+    let host = Host::new(json!({
+        "header": {"url": server.url, "headers": {"X-Api-Key": "k3y/with spaces+plus"}},
+        "user": {"url": user_url},
+    }));
+    let listing = host.settled(Duration::from_secs(10)).await;
+    assert_eq!(
+        server_entry(&listing, "header")["reason"],
+        "HTTP 401 Unauthorized: rejected [redacted] /  / "
+    );
+    // base64("ghp_4f9a8b7c6d5e/q:") is the Basic token; the user name alone and encoded too.
+    let sent = server
+        .requests()
+        .into_iter()
+        .find(|r| r.header("authorization").is_some())
+        .unwrap();
+    assert_eq!(
+        sent.header("authorization").unwrap(),
+        "Basic Z2hwXzRmOWE4YjdjNmQ1ZS9xOg=="
+    );
+    assert_eq!(
+        server_entry(&listing, "user")["reason"],
+        "HTTP 401 Unauthorized: rejected  / [redacted] / [redacted]"
+    );
+    drop(host);
+    let logs = logs.text();
+    for secret in [
+        "k3y%2Fwith",
+        "ghp_4f9a8b7c6d5e",
+        "Z2hwXzRmOWE4YjdjNmQ1ZS9xOg",
+    ] {
+        assert!(!logs.contains(secret), "a log line shows {secret}: {logs}");
+    }
+}
+
+/// `encodeURIComponent`: every byte but letters, digits and `-_.!~*'()` percent-encoded.
+fn url_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.!~*'()".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// A 401 or 403 whose config sent a `${NAME}` as written, or an `${env:NAME}` that is set but
+/// empty, says so, naming NAME and never a value; a 500 does not.
+#[tokio::test]
+async fn refused_requests_hint_at_unexpanded_and_empty_variables() {
+    let guard = exclusive();
+    set_env(&guard, "MCP_SECRETS_EMPTY_KEY", "");
+    let server = serve(|req| async move {
+        match (req.method(), req.target.as_str()) {
+            ("initialize", "/unexpanded") => Reply::raw(401, "text/plain", "bad token"),
+            ("initialize", "/empty") => Reply::raw(403, "text/plain", ""),
+            ("initialize", _) => Reply::raw(500, "text/plain", ""),
+            _ => standard(&req).unwrap(),
+        }
+    })
+    .await;
+    let base = format!("http://127.0.0.1:{}", server.port);
+    let host = Host::new(json!({
+        "cc": {"url": format!("{base}/unexpanded"), "headers": {"Authorization": "Bearer ${API_KEY}"}},
+        "empty": {"url": format!("{base}/empty"), "headers": {"X-Key": "${env:MCP_SECRETS_EMPTY_KEY}"}},
+        "other": {"url": format!("{base}/other"), "headers": {"Authorization": "Bearer ${API_KEY}"}},
+    }));
+    let listing = host.settled(Duration::from_secs(10)).await;
+    assert_eq!(
+        server_entry(&listing, "cc")["reason"],
+        "HTTP 401 Unauthorized: bad token; header \"Authorization\" holds ${API_KEY}, which was sent as written (this Pack expands only ${env:NAME} and ${userHome}); to use the environment variable, write ${env:API_KEY}"
+    );
+    assert_eq!(
+        server_entry(&listing, "empty")["reason"],
+        "HTTP 403 Forbidden; the environment variable \"MCP_SECRETS_EMPTY_KEY\" used in header \"X-Key\" is set but empty"
+    );
+    assert_eq!(
+        server_entry(&listing, "other")["reason"],
+        "HTTP 500 Internal Server Error"
+    );
+    let sent = server
+        .requests()
+        .into_iter()
+        .find(|r| r.target == "/unexpanded")
+        .unwrap();
+    assert_eq!(
+        sent.header("authorization").as_deref(),
+        Some("Bearer ${API_KEY}")
+    );
+}
+
+/// An error body is read to 8 KiB and its reason shows 1 KiB of it after scrubbing. A server
+/// that echoes a long token many times shrinks to well under 1 KiB once scrubbed, so the copy
+/// the 8 KiB cut splits would show its start: that piece is redacted too.
+#[tokio::test]
+async fn a_secret_split_by_the_preview_cut_leaves_no_prefix() {
+    let _guard = exclusive();
+    let token = format!("tok-{}", "a1b2c3d4".repeat(25)); // 204 bytes
+    let body = format!("{token} ").repeat(60); // 12,300 bytes; the cut is inside copy 40
+    let server = serve(move |req| {
+        let body = body.clone();
+        async move {
+            match req.method() {
+                "initialize" => Reply::raw(401, "text/plain", body),
+                _ => standard(&req).unwrap(),
+            }
+        }
+    })
+    .await;
+    let host = Host::new(json!({
+        "long": {"url": server.url, "headers": {"Authorization": format!("Bearer {token}")}}
+    }));
+    let listing = host.settled(Duration::from_secs(10)).await;
+    // 40 copies of 205 bytes would be 8200: the 8192-byte cut keeps 39 whole copies, then 197
+    // bytes of the 40th, which end inside its token.
+    assert_eq!(
+        server_entry(&listing, "long")["reason"],
+        format!(
+            "HTTP 401 Unauthorized: {}[redacted]",
+            "[redacted] ".repeat(39)
+        )
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Secrets echoed in forms the scrubber must still catch (re-cased, JSON-escaped)
+
+/// A server that echoes a configured header value verbatim into its redirect's `Location` host
+/// (`https://<key>.login.example/`): the reason quotes the target after the URL parser has
+/// lower-cased the host, so the scrubber no longer recognises the secret and its (lower-cased)
+/// text reaches the reason. README: redirect targets that repeat a secret show `[redacted]`.
+#[tokio::test]
+async fn a_secret_echoed_in_a_redirect_host_is_scrubbed() {
+    let _guard = exclusive();
+    let (logs, _capture) = capture();
+    let server = serve(|req| async move {
+        let key = req.header("x-api-key").unwrap_or_default();
+        Reply::raw(307, "text/plain", "")
+            .header("location", &format!("https://{key}.login.example/cb"))
+    })
+    .await;
+    let host = Host::new(json!({
+        "echo": {"url": server.url, "headers": {"X-Api-Key": "Sk-Live-4F9A8B7C6D5E"}},
+    }));
+    let listing = host.settled(Duration::from_secs(10)).await;
+    assert_eq!(
+        server_entry(&listing, "echo")["reason"],
+        "the server answered with a redirect (HTTP 307) to \"https://[redacted].login.example/cb\", which this client does not follow so that the configured headers reach no other server; if that is the server's address, put that URL in the config's \"url\""
+    );
+    drop(host);
+    assert!(
+        !logs.text().to_lowercase().contains("sk-live-4f9a8b7c6d5e"),
+        "{}",
+        logs.text()
+    );
+}
+
+/// An env value used as the url's host (`http://${env:HOST}:port/mcp`) is a secret (README:
+/// env values). A FastMCP-style relative redirect (`/mcp` → `/mcp/`) is resolved against the
+/// parsed url, whose host the URL parser lower-cased, so the env value (in lower case) reaches
+/// the reason unscrubbed. `LocalHost` resolves to loopback, so this stays on 127.0.0.1/::1.
+#[tokio::test]
+async fn an_env_host_in_a_resolved_redirect_target_is_scrubbed() {
+    let guard = exclusive();
+    set_env(&guard, "MCP_BREAK10_HOST", "LocalHost");
+    let server = serve(|req| async move {
+        match req.target.as_str() {
+            "/mcp" => Reply::raw(307, "text/plain", "").header("location", "/mcp/"),
+            _ => standard(&req).unwrap_or_else(|| Reply::raw(404, "text/plain", "")),
+        }
+    })
+    .await;
+    let url = format!("http://${{env:MCP_BREAK10_HOST}}:{}/mcp", server.port);
+    let host = Host::new(json!({"envhost": {"url": url}}));
+    let listing = host.settled(Duration::from_secs(10)).await;
+    assert_eq!(
+        server_entry(&listing, "envhost")["reason"],
+        format!(
+            "the server answered with a redirect (HTTP 307) to \"http://[redacted]:{}/mcp/\", which this client does not follow so that the configured headers reach no other server; if that is the server's address, put that URL in the config's \"url\"",
+            server.port
+        )
+    );
+}
+
+/// An HTTP error body is quoted in the reason after a plain-text scrub only. A server that
+/// echoes a secret inside a JSON error body with JSON's other escapes — PHP's `json_encode`
+/// writes `/` as `\/`, Python's `json.dumps` (ensure_ascii, its default) writes `ä` as
+/// `\u00e4` — gets it past the scrubber, although README promises JSON-escaped echoes are
+/// scrubbed (and the crate sees through those very escapes in schemas and structuredContent).
+#[tokio::test]
+async fn a_secret_json_escaped_in_an_error_body_is_scrubbed() {
+    let guard = exclusive();
+    let (logs, _capture) = capture();
+    set_env(&guard, "MCP_BREAK10_PW", "pässwort-geheim");
+    let server = serve(|req| async move {
+        match (req.method(), req.target.as_str()) {
+            ("initialize", "/php") => Reply::raw(
+                401,
+                "application/json",
+                r#"{"error":"invalid key k3y\/abcdef+ghi"}"#,
+            ),
+            ("initialize", _) => Reply::raw(
+                401,
+                "application/json",
+                r#"{"detail":"bad key p\u00e4sswort-geheim"}"#,
+            ),
+            _ => standard(&req).unwrap(),
+        }
+    })
+    .await;
+    let base = format!("http://127.0.0.1:{}", server.port);
+    let host = Host::new(json!({
+        "php": {"url": format!("{base}/php"), "headers": {"X-Api-Key": "k3y/abcdef+ghi"}},
+        "py": {"url": format!("{base}/py?key=${{env:MCP_BREAK10_PW}}")},
+    }));
+    let listing = host.settled(Duration::from_secs(10)).await;
+    assert_eq!(
+        (
+            server_entry(&listing, "php")["reason"].clone(),
+            server_entry(&listing, "py")["reason"].clone()
+        ),
+        (
+            json!(r#"HTTP 401 Unauthorized: {"error":"invalid key [redacted]"}"#),
+            json!(r#"HTTP 401 Unauthorized: {"detail":"bad key [redacted]"}"#)
+        )
+    );
+    drop(host);
+    let logs = logs.text();
+    for leaked in [r"k3y\/abcdef", r"p\u00e4sswort"] {
+        assert!(!logs.contains(leaked), "a log line shows {leaked}: {logs}");
+    }
+}
+
+/// Tools very often answer a JSON document as their text block. One written by PHP's
+/// `json_encode` (which escapes `/` as `\/`) that quotes a configured header value reaches the
+/// model unscrubbed: result text gets a plain-text scrub only.
+#[tokio::test]
+async fn a_secret_json_escaped_in_a_text_result_is_scrubbed() {
+    let _guard = exclusive();
+    let server = serve(|req| async move {
+        if let Some(reply) = standard(&req) {
+            return reply;
+        }
+        let id = req.id();
+        match req.method() {
+            "tools/list" => Reply::json(&tools_page(&id, vec![tool("t", "t")], None)),
+            _ => Reply::json(&text_result(&id, r#"{"key":"k3y\/abcdef+ghi","ok":true}"#)),
+        }
+    })
+    .await;
+    let host = Host::new(json!({
+        "php": {"url": server.url, "headers": {"X-Api-Key": "k3y/abcdef+ghi"}},
+    }));
+    host.ready("php", Duration::from_secs(10)).await;
+    let text = host
+        .call(
+            "call_dynamic_tool",
+            json!({"namespace": "php", "toolName": "t"}),
+        )
+        .await;
+    assert_eq!(text, Ok(r#"{"key":"[redacted]","ok":true}"#.to_string()));
+}
+
+/// An env value used as the url's host is a secret (README: env values), and no log line of this
+/// crate carries it. The HTTP stack's own debug lines (`reqwest::connect`'s "starting new
+/// connection", `hyper_util`'s pool) name the host they connect to, and this crate cannot
+/// scrub another crate's log events: README says so. `localhost` keeps this on loopback.
+#[tokio::test]
+async fn an_env_host_reaches_no_log_line_of_this_crate() {
+    let guard = exclusive();
+    let (logs, _capture) = capture();
+    set_env(&guard, "MCP_BREAK10_LHOST", "localhost");
+    let server = serve(|req| async move {
+        standard(&req).unwrap_or_else(|| Reply::json(&tools_page(&req.id(), vec![], None)))
+    })
+    .await;
+    let url = format!("http://${{env:MCP_BREAK10_LHOST}}:{}/mcp", server.port);
+    let host = Host::new(json!({"envhost": {"url": url}}));
+    host.ready("envhost", Duration::from_secs(10)).await;
+    drop(host);
+    let text = logs.text();
+    let ours: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(" plugin_mcp::"))
+        .collect();
+    assert!(
+        ours.iter().any(|l| l.contains("initialized")),
+        "the start logs at debug: {text}"
+    );
+    let leaked: Vec<&str> = ours
+        .into_iter()
+        .filter(|l| l.contains("localhost"))
+        .collect();
+    assert_eq!(leaked, Vec::<&str>::new());
+}
+
+/// Hosted MCP servers often take their key in the url's query (`...?api_key=...`), written
+/// literally in the config. Starlette (FastMCP) answers `/mcp` with a 307 to `/mcp/` keeping
+/// the query, and the new redirect reason quotes that target, so the key reaches the model and
+/// the `warn` log. README counts only header values, env values and URL user/password as
+/// secrets, so this is a gap in the contract rather than in the scrubber; the brief counts any
+/// token.
+#[tokio::test]
+async fn a_literal_query_key_reaches_no_redirect_reason() {
+    let _guard = exclusive();
+    let (logs, _capture) = capture();
+    let server = serve(|req| async move {
+        let query = req
+            .target
+            .split_once('?')
+            .map_or("", |(_, q)| q)
+            .to_string();
+        Reply::raw(307, "text/plain", "").header("location", &format!("/mcp/?{query}"))
+    })
+    .await;
+    let url = format!("{}?api_key=sk-live-4f9a8b7c6d5e", server.url);
+    let host = Host::new(json!({"hosted": {"url": url}}));
+    let listing = host.settled(Duration::from_secs(10)).await;
+    let reason = server_entry(&listing, "hosted")["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    drop(host);
+    assert_eq!(
+        (
+            reason.contains("sk-live-4f9a8b7c6d5e"),
+            logs.text().contains("sk-live-4f9a8b7c6d5e")
+        ),
+        (false, false),
+        "reason: {reason}"
+    );
 }

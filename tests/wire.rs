@@ -143,7 +143,9 @@ async fn negotiated_older_version_is_sent_back_and_unknown_versions_fail() {
     for (version, expected) in [
         ("2025-06-18", None),
         ("2025-03-26", None),
-        ("2024-11-05", Some("2024-11-05")),
+        // Spoken to like 2025-03-26, as the official TypeScript and Python clients do.
+        ("2024-11-05", None),
+        ("2099-01-01", Some("2099-01-01")),
     ] {
         let server = mock_server(
             move |request: &Request| match body(request)["method"].as_str() {
@@ -171,7 +173,7 @@ async fn negotiated_older_version_is_sent_back_and_unknown_versions_fail() {
             Some(bad) => assert_eq!(
                 listing["servers"][0]["reason"],
                 format!(
-                    "the server chose MCP protocol version \"{bad}\", which this client does not support (it supports 2025-11-25, 2025-06-18, 2025-03-26)"
+                    "the server chose MCP protocol version \"{bad}\", which this client does not support (it supports 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05)"
                 )
             ),
         }
@@ -324,7 +326,8 @@ async fn redirects_are_refused_and_their_target_receives_nothing() {
         assert_eq!(
             listing["servers"][0]["reason"],
             format!(
-                "the server answered with a redirect (HTTP {status}), which this client refuses to follow so that the configured headers reach no other server"
+                "the server answered with a redirect (HTTP {status}) to \"{}/mcp\", which this client does not follow so that the configured headers reach no other server; if that is the server's address, put that URL in the config's \"url\"",
+                target.uri()
             )
         );
     }
@@ -514,9 +517,18 @@ async fn a_failed_start_is_retried_until_ready() {
         .mount(&server)
         .await;
     let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
-    let failed = host
+    let mut failed = host
         .wait_for(WAIT, |l| l["servers"][0]["status"] == "error")
         .await;
+    // The first wait is 1 s plus up to 1 s of jitter, rounded up to whole seconds.
+    let retry = failed["servers"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("retryInSeconds");
+    assert!(
+        matches!(retry.as_ref().and_then(Value::as_u64), Some(1 | 2)),
+        "{retry:?}"
+    );
     assert_eq!(
         failed,
         json!({"servers": [{"namespace": "s", "status": "error", "reason": "HTTP 503 Service Unavailable", "tools": []}]})
@@ -658,6 +670,37 @@ async fn a_malformed_result_is_an_answer_and_is_not_cancelled() {
     );
     // A cancellation would be sent at once, in the background; give it time to show up.
     tokio::time::sleep(Duration::from_millis(200)).await;
+    let methods: Vec<String> = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| body(r)["method"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "initialize",
+            "notifications/initialized",
+            "tools/list",
+            "tools/call"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_400_that_only_mentions_the_session_is_not_an_expiry() {
+    let server = mock_server(mock::with_tools(json!([tool("t")]), |_, _| {
+        ResponseTemplate::new(400).set_body_string(
+            r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32602,"message":"bad arguments","data":{"session":"fine"}}}"#,
+        )
+    }))
+    .await;
+    let host = ready_host(&server).await;
+    assert_transport(
+        call_s(&host, "t").await,
+        r#"server "s": HTTP 400 Bad Request: {"jsonrpc":"2.0","id":3,"error":{"code":-32602,"message":"bad arguments","data":{"session":"fine"}}}"#,
+    );
     let methods: Vec<String> = server
         .received_requests()
         .await

@@ -1,0 +1,803 @@
+//! The error of one exchange with a server: what went wrong, as a kind the client decides on,
+//! and as a sentence a model can act on.
+//!
+//! One struct over a boxed private inner (the shape of `reqwest::Error`): callers ask predicates
+//! (`is_status`, `is_refused`, `is_session_expired`, `retry_after`, …) and never match on text.
+//! `Display` is the model-facing sentence: it holds no URL beyond a `scheme://host:port` that
+//! carries no secret and a refused redirect's scrubbed target (without query or fragment), no
+//! header value and no unscrubbed server text; a 401/403 carries the entry's config hint (names
+//! only). `Debug` names the kind only.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+
+use crate::jsonrpc::RpcError;
+use crate::limits;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why an exchange with a server failed.
+pub(crate) struct Error {
+    inner: Box<Inner>,
+}
+
+struct Inner {
+    kind: Kind,
+    source: Option<BoxError>,
+}
+
+/// How a connection attempt failed (TCP connect, name resolution or TLS handshake).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Connect {
+    /// Nothing listens there (TCP RST).
+    Refused,
+    /// The host name could not be resolved.
+    Dns,
+    /// The TLS handshake failed.
+    Tls,
+    /// Connecting took longer than [`limits::CONNECT_TIMEOUT`].
+    Timeout,
+    /// Any other failure to connect.
+    Other,
+}
+
+enum Kind {
+    /// The HTTP client could not be built.
+    Builder,
+    /// No connection was made, so nothing was sent. `origin` is `scheme://host:port` when that
+    /// part of the URL holds no secret.
+    Connect {
+        why: Connect,
+        origin: Option<String>,
+    },
+    /// The connection broke after the request went out and before a status came back.
+    Send,
+    /// A non-2xx, non-redirect status: the server refused the request.
+    Status {
+        status: StatusCode,
+        /// The wait a 429 or 503 asked for with `Retry-After` (seconds or an HTTP date).
+        retry_after: Option<Duration>,
+        /// The start of the body, scrubbed, single-line and bounded.
+        preview: String,
+        /// The entry's config hint, on a 401 or 403 only ([`Error::with_auth_hint`]).
+        hint: Option<String>,
+    },
+    /// A 3xx: refused, never followed.
+    Redirect {
+        status: StatusCode,
+        /// Where the `Location` pointed (scheme, host, port and path), scrubbed and bounded,
+        /// when there was one.
+        location: Option<String>,
+        /// Whether the `Location` had a query or fragment, which is not shown.
+        query_omitted: bool,
+    },
+    /// A 404 to a request that carried a session id, or a 400 whose JSON-RPC error speaks of
+    /// the session: the server does not know the session (it did not process the request).
+    SessionExpired,
+    /// The resend after a new `initialize` was refused as expired too.
+    ExpiredAgain,
+    /// A JSON-RPC error answered the request.
+    Rpc(RpcError),
+    /// The answer arrived, but its `result` is not of the expected shape.
+    Malformed(String),
+    /// A complete reply broke the protocol (wrong content type, not JSON-RPC, no answer in a
+    /// JSON body, a bad header); the text says how.
+    Protocol(String),
+    /// A 2xx reply ended or broke before the answer arrived (the request may still be running
+    /// on the server); the text says how.
+    Stream(String),
+    /// The connection was cut while a reply was being read.
+    Body,
+    /// A new `initialize` after an expired session failed, and why (also the `source()`).
+    Reinitialize(Arc<Error>),
+    /// The connection was shut down (the Pack was dropped) or its start abandoned.
+    Closed,
+}
+
+impl Error {
+    fn new(kind: Kind, source: Option<BoxError>) -> Self {
+        Self {
+            inner: Box::new(Inner { kind, source }),
+        }
+    }
+
+    /// Whether the server refused the request with an HTTP error status (not a redirect).
+    #[cfg_attr(not(test), allow(dead_code))] // Part of the predicate set.
+    pub(crate) fn is_status(&self) -> bool {
+        matches!(self.inner.kind, Kind::Status { .. })
+    }
+
+    /// The HTTP status of a refusal or redirect.
+    pub(crate) fn status(&self) -> Option<StatusCode> {
+        match &self.inner.kind {
+            Kind::Status { status, .. } | Kind::Redirect { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// The wait a `429`/`503` refusal asked for with `Retry-After` (RFC 9110 §10.2.3), also
+    /// when it refused the new `initialize` after an expired session.
+    pub(crate) fn retry_after(&self) -> Option<Duration> {
+        match &self.inner.kind {
+            Kind::Status { retry_after, .. } => *retry_after,
+            Kind::Reinitialize(cause) => cause.retry_after(),
+            _ => None,
+        }
+    }
+
+    /// Whether connecting timed out.
+    #[cfg_attr(not(test), allow(dead_code))] // Part of the predicate set.
+    pub(crate) fn is_timeout(&self) -> bool {
+        matches!(
+            self.inner.kind,
+            Kind::Connect {
+                why: Connect::Timeout,
+                ..
+            }
+        )
+    }
+
+    /// Whether no connection could be made (refused, DNS, TLS, timeout): nothing was sent.
+    #[cfg_attr(not(test), allow(dead_code))] // Part of the predicate set.
+    pub(crate) fn is_connect(&self) -> bool {
+        matches!(self.inner.kind, Kind::Connect { .. })
+    }
+
+    /// Whether the connection was refused (nothing listens there).
+    pub(crate) fn is_refused(&self) -> bool {
+        matches!(
+            self.inner.kind,
+            Kind::Connect {
+                why: Connect::Refused,
+                ..
+            }
+        )
+    }
+
+    /// Whether the server answered with a redirect.
+    #[cfg_attr(not(test), allow(dead_code))] // Part of the predicate set.
+    pub(crate) fn is_redirect(&self) -> bool {
+        matches!(self.inner.kind, Kind::Redirect { .. })
+    }
+
+    /// Where a redirect pointed: its `Location` scrubbed, without query or fragment, bounded.
+    #[cfg_attr(not(test), allow(dead_code))] // Part of the predicate set.
+    pub(crate) fn redirect_location(&self) -> Option<&str> {
+        match &self.inner.kind {
+            Kind::Redirect { location, .. } => location.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Whether the server no longer knows the session the request carried.
+    pub(crate) fn is_session_expired(&self) -> bool {
+        matches!(self.inner.kind, Kind::SessionExpired)
+    }
+
+    /// The JSON-RPC error that answered the request.
+    pub(crate) fn rpc(&self) -> Option<&RpcError> {
+        match &self.inner.kind {
+            Kind::Rpc(error) => Some(error),
+            _ => None,
+        }
+    }
+
+    /// Whether a JSON-RPC error answered the request.
+    #[cfg_attr(not(test), allow(dead_code))] // Part of the predicate set.
+    pub(crate) fn is_rpc(&self) -> bool {
+        self.rpc().is_some()
+    }
+
+    /// Whether the answer arrived but its result is not of the expected shape.
+    #[cfg_attr(not(test), allow(dead_code))] // Part of the predicate set.
+    pub(crate) fn is_malformed(&self) -> bool {
+        matches!(self.inner.kind, Kind::Malformed(_))
+    }
+
+    /// Whether the connection was shut down or its start abandoned.
+    pub(crate) fn is_closed(&self) -> bool {
+        matches!(self.inner.kind, Kind::Closed)
+    }
+
+    /// Whether the request may still be running on the server after this error: the server
+    /// accepted it (2xx) and the reply ended or broke before the answer, or the connection broke
+    /// after the request went out. Only then does a cancel make sense (MCP 2025-11-25,
+    /// cancellation: only requests believed to be in progress). An answer, a malformed answer,
+    /// an error status, a redirect, an expired session, a failed connect or a closed connection
+    /// all mean it is not.
+    pub(crate) fn may_be_running(&self) -> bool {
+        matches!(self.inner.kind, Kind::Stream(_) | Kind::Body | Kind::Send)
+    }
+
+    // Constructors, one per kind, so call sites read as sentences.
+
+    pub(crate) fn builder(source: reqwest::Error) -> Self {
+        Self::new(Kind::Builder, Some(Box::new(source.without_url())))
+    }
+
+    /// A `reqwest` failure to send or read, classified; `origin` as in [`Kind::Connect`].
+    pub(crate) fn from_reqwest(error: reqwest::Error, origin: Option<&str>) -> Self {
+        let error = error.without_url();
+        let kind = if error.is_builder() {
+            Kind::Builder
+        } else if error.is_connect() {
+            Kind::Connect {
+                why: classify_connect(&error, error.is_timeout()),
+                origin: origin.map(str::to_string),
+            }
+        } else if error.is_body() || error.is_decode() {
+            Kind::Body
+        } else {
+            Kind::Send
+        };
+        Self::new(kind, Some(Box::new(error)))
+    }
+
+    pub(crate) fn http_status(
+        status: StatusCode,
+        retry_after: Option<Duration>,
+        preview: String,
+    ) -> Self {
+        Self::new(
+            Kind::Status {
+                status,
+                retry_after,
+                preview,
+                hint: None,
+            },
+            None,
+        )
+    }
+
+    /// Adds the entry's config `hint` (a `${NAME}` sent as written, an empty `${env:NAME}`) to
+    /// a `401 Unauthorized` or `403 Forbidden`; any other error is returned unchanged.
+    pub(crate) fn with_auth_hint(mut self, hint: Option<&str>) -> Self {
+        if let Kind::Status {
+            status, hint: slot, ..
+        } = &mut self.inner.kind
+        {
+            if matches!(*status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
+                *slot = hint.map(str::to_string);
+            }
+        }
+        self
+    }
+
+    /// A refused redirect; `location` is its target as [`Error::redirect_location`] gives it.
+    pub(crate) fn redirect(
+        status: StatusCode,
+        location: Option<String>,
+        query_omitted: bool,
+    ) -> Self {
+        Self::new(
+            Kind::Redirect {
+                status,
+                location,
+                query_omitted,
+            },
+            None,
+        )
+    }
+
+    pub(crate) fn session_expired() -> Self {
+        Self::new(Kind::SessionExpired, None)
+    }
+
+    pub(crate) fn expired_again() -> Self {
+        Self::new(Kind::ExpiredAgain, None)
+    }
+
+    pub(crate) fn rpc_error(error: RpcError) -> Self {
+        Self::new(Kind::Rpc(error), None)
+    }
+
+    pub(crate) fn malformed(text: String) -> Self {
+        Self::new(Kind::Malformed(text), None)
+    }
+
+    pub(crate) fn protocol(text: impl Into<String>) -> Self {
+        Self::new(Kind::Protocol(text.into()), None)
+    }
+
+    pub(crate) fn stream(text: impl Into<String>, source: Option<Error>) -> Self {
+        Self::new(
+            Kind::Stream(text.into()),
+            source.map(|e| Box::new(e) as BoxError),
+        )
+    }
+
+    #[cfg(test)]
+    pub(crate) fn body() -> Self {
+        Self::new(Kind::Body, None)
+    }
+
+    pub(crate) fn reinitialize(cause: Arc<Error>) -> Self {
+        Self::new(Kind::Reinitialize(cause), None)
+    }
+
+    pub(crate) fn closed() -> Self {
+        Self::new(Kind::Closed, None)
+    }
+
+    fn kind_name(&self) -> &'static str {
+        match &self.inner.kind {
+            Kind::Builder => "builder",
+            Kind::Connect { why, .. } => match why {
+                Connect::Refused => "connect (refused)",
+                Connect::Dns => "connect (dns)",
+                Connect::Tls => "connect (tls)",
+                Connect::Timeout => "connect (timeout)",
+                Connect::Other => "connect",
+            },
+            Kind::Send => "send",
+            Kind::Status { .. } => "status",
+            Kind::Redirect { .. } => "redirect",
+            Kind::SessionExpired => "session expired",
+            Kind::ExpiredAgain => "session expired again",
+            Kind::Rpc(_) => "rpc",
+            Kind::Malformed(_) => "malformed",
+            Kind::Protocol(_) => "protocol",
+            Kind::Stream(_) => "stream",
+            Kind::Body => "body",
+            Kind::Reinitialize(_) => "reinitialize",
+            Kind::Closed => "closed",
+        }
+    }
+}
+
+/// Finds why a connect failed by walking the source chain for the I/O error underneath.
+fn classify_connect(error: &(dyn std::error::Error + 'static), timed_out: bool) -> Connect {
+    if timed_out {
+        return Connect::Timeout;
+    }
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    let mut dns = false;
+    while let Some(current) = cause {
+        if let Some(io) = current.downcast_ref::<std::io::Error>() {
+            match io.kind() {
+                std::io::ErrorKind::ConnectionRefused => return Connect::Refused,
+                std::io::ErrorKind::TimedOut => return Connect::Timeout,
+                // tokio-rustls reports every TLS failure (a bad record, a bad certificate) as
+                // InvalidData wrapping the rustls error.
+                std::io::ErrorKind::InvalidData => return Connect::Tls,
+                _ => {}
+            }
+        }
+        // hyper-util marks a failed name lookup only by the text of its (private) connect
+        // error; it is used to pick the sentence, never to decide what to send.
+        if current.to_string() == "dns error" {
+            dns = true;
+        }
+        // An io::Error's source() skips the error it wraps; get_ref() is that error.
+        cause = match current.downcast_ref::<std::io::Error>() {
+            Some(io) => match io.get_ref() {
+                Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+                None => current.source(),
+            },
+            None => current.source(),
+        };
+    }
+    if dns { Connect::Dns } else { Connect::Other }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.inner.kind {
+            Kind::Builder => f.write_str("the HTTP client could not be built"),
+            Kind::Connect { why, origin } => {
+                let at = origin.as_deref();
+                match (why, at) {
+                    (Connect::Refused, Some(o)) => {
+                        write!(f, "connection refused by {o} (no server is listening there)")
+                    }
+                    (Connect::Refused, None) => f.write_str(
+                        "connection refused (no server is listening at the configured URL)",
+                    ),
+                    (Connect::Dns, Some(o)) => {
+                        write!(f, "the host name of {o} could not be resolved (DNS failure)")
+                    }
+                    (Connect::Dns, None) => f.write_str(
+                        "the host name of the configured URL could not be resolved (DNS failure)",
+                    ),
+                    (Connect::Tls, Some(o)) => write!(
+                        f,
+                        "the TLS handshake with {o} failed (is it an https URL for a plain-HTTP port?)"
+                    ),
+                    (Connect::Tls, None) => f.write_str(
+                        "the TLS handshake with the server failed (is it an https URL for a plain-HTTP port?)",
+                    ),
+                    (Connect::Timeout, Some(o)) => write!(
+                        f,
+                        "connecting to {o} timed out after {} seconds",
+                        limits::CONNECT_TIMEOUT.as_secs()
+                    ),
+                    (Connect::Timeout, None) => write!(
+                        f,
+                        "connecting to the server timed out after {} seconds",
+                        limits::CONNECT_TIMEOUT.as_secs()
+                    ),
+                    (Connect::Other, Some(o)) => write!(f, "could not connect to {o}"),
+                    (Connect::Other, None) => f.write_str("could not connect to the server"),
+                }
+            }
+            Kind::Send => f.write_str("the connection closed before the server answered"),
+            Kind::Status {
+                status,
+                preview,
+                hint,
+                ..
+            } => {
+                let reason = status.canonical_reason().unwrap_or("");
+                write!(f, "HTTP {} {reason}", status.as_u16())?;
+                if !preview.is_empty() {
+                    write!(f, ": {preview}")?;
+                }
+                match hint {
+                    Some(hint) => write!(f, "; {hint}"),
+                    None => Ok(()),
+                }
+            }
+            Kind::Redirect {
+                status,
+                location,
+                query_omitted,
+            } => {
+                let status = status.as_u16();
+                match location.as_deref().filter(|l| !l.is_empty()) {
+                    Some(location) => write!(
+                        f,
+                        "the server answered with a redirect (HTTP {status}) to \"{location}\"{}, which this client does not follow so that the configured headers reach no other server; if that is the server's address, put that URL in the config's \"url\"",
+                        if *query_omitted {
+                            " (query omitted)"
+                        } else {
+                            ""
+                        }
+                    ),
+                    None => write!(
+                        f,
+                        "the server answered with a redirect (HTTP {status}), which this client refuses to follow so that the configured headers reach no other server"
+                    ),
+                }
+            }
+            Kind::SessionExpired => f.write_str("the server no longer knows this session"),
+            Kind::ExpiredAgain => {
+                f.write_str("the server rejected the session again right after a new initialize")
+            }
+            Kind::Rpc(e) => write!(
+                f,
+                "the server answered with error {}: {}",
+                e.code, e.message
+            ),
+            Kind::Malformed(text) | Kind::Protocol(text) => f.write_str(text),
+            Kind::Stream(text) => match &self.inner.source {
+                Some(cause) => write!(f, "{text}: {cause}"),
+                None => f.write_str(text),
+            },
+            Kind::Body => {
+                f.write_str("the connection was cut while the server's reply was being read")
+            }
+            Kind::Reinitialize(cause) => write!(
+                f,
+                "the server forgot the session and initializing again failed: {cause}"
+            ),
+            Kind::Closed => f.write_str("the connection to the server was shut down"),
+        }
+    }
+}
+
+/// Names the kind (and a status or JSON-RPC code) only: never a URL, a header or a body.
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = f.debug_struct("Error");
+        out.field("kind", &self.kind_name());
+        if let Some(status) = self.status() {
+            out.field("status", &status.as_u16());
+        }
+        if let Some(rpc) = self.rpc() {
+            out.field("code", &rpc.code);
+        }
+        out.finish()
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        if let Kind::Reinitialize(cause) = &self.inner.kind {
+            return Some(&**cause);
+        }
+        self.inner
+            .source
+            .as_ref()
+            .map(|e| &**e as &(dyn std::error::Error + 'static))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn is_one_pointer_and_send_sync() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Error>();
+        assert_eq!(std::mem::size_of::<Error>(), std::mem::size_of::<usize>());
+    }
+
+    #[derive(Debug)]
+    struct Wrapper(&'static str, Option<BoxError>);
+
+    impl fmt::Display for Wrapper {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Wrapper {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_ref().map(|e| &**e as _)
+        }
+    }
+
+    fn chain(outer: &'static str, middle: &'static str, io: Option<std::io::Error>) -> Wrapper {
+        Wrapper(
+            outer,
+            Some(Box::new(Wrapper(
+                middle,
+                io.map(|e| Box::new(e) as BoxError),
+            ))),
+        )
+    }
+
+    #[test]
+    fn connect_failures_are_classified_by_their_cause() {
+        use std::io::{Error as Io, ErrorKind};
+        let refused = chain(
+            "client error (Connect)",
+            "tcp connect error",
+            Some(Io::from(ErrorKind::ConnectionRefused)),
+        );
+        assert_eq!(classify_connect(&refused, false), Connect::Refused);
+        let dns = chain(
+            "client error (Connect)",
+            "dns error",
+            Some(Io::other("failed to lookup address information")),
+        );
+        assert_eq!(classify_connect(&dns, false), Connect::Dns);
+        let tls = chain(
+            "client error (Connect)",
+            "tls",
+            Some(Io::new(ErrorKind::InvalidData, "corrupt message")),
+        );
+        assert_eq!(classify_connect(&tls, false), Connect::Tls);
+        // As tokio-rustls reports it: an io::Error wrapping an io::Error of kind InvalidData.
+        let nested = chain(
+            "client error (Connect)",
+            "connect",
+            Some(Io::other(Io::new(
+                ErrorKind::InvalidData,
+                "corrupt message",
+            ))),
+        );
+        assert_eq!(classify_connect(&nested, false), Connect::Tls);
+        assert_eq!(classify_connect(&refused, true), Connect::Timeout);
+        let other = chain("client error (Connect)", "tcp connect error", None);
+        assert_eq!(classify_connect(&other, false), Connect::Other);
+    }
+
+    /// A refused connect to a URL holding a key: neither the sentence, nor `Debug`, nor any
+    /// error of the source chain shows the URL.
+    #[tokio::test]
+    async fn a_refused_connect_shows_no_url() {
+        let port = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.local_addr().unwrap().port()
+        };
+        let failed = reqwest::Client::builder()
+            .tls_certs_only(std::iter::empty())
+            .build()
+            .unwrap()
+            .get(format!("http://127.0.0.1:{port}/mcp?key=sekret-value-1"))
+            .send()
+            .await
+            .unwrap_err();
+        let error = Error::from_reqwest(failed, None);
+        assert_eq!(
+            error.to_string(),
+            "connection refused (no server is listening at the configured URL)"
+        );
+        assert_eq!(
+            format!("{error:?}"),
+            r#"Error { kind: "connect (refused)" }"#
+        );
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+        while let Some(current) = cause {
+            let shown = format!("{current} {current:?}");
+            assert!(
+                !shown.contains("sekret") && !shown.contains("/mcp"),
+                "{shown}"
+            );
+            cause = current.source();
+        }
+    }
+
+    #[test]
+    fn connect_sentences_name_the_origin_only_when_given() {
+        let with = |why| {
+            Error::new(
+                Kind::Connect {
+                    why,
+                    origin: Some("https://a.example:443".into()),
+                },
+                None,
+            )
+            .to_string()
+        };
+        let without = |why| Error::new(Kind::Connect { why, origin: None }, None).to_string();
+        assert_eq!(
+            with(Connect::Dns),
+            "the host name of https://a.example:443 could not be resolved (DNS failure)"
+        );
+        assert_eq!(
+            without(Connect::Dns),
+            "the host name of the configured URL could not be resolved (DNS failure)"
+        );
+        assert_eq!(
+            without(Connect::Refused),
+            "connection refused (no server is listening at the configured URL)"
+        );
+        assert_eq!(
+            with(Connect::Timeout),
+            "connecting to https://a.example:443 timed out after 30 seconds"
+        );
+        assert_eq!(
+            without(Connect::Tls),
+            "the TLS handshake with the server failed (is it an https URL for a plain-HTTP port?)"
+        );
+        assert_eq!(
+            with(Connect::Other),
+            "could not connect to https://a.example:443"
+        );
+    }
+
+    #[test]
+    fn redirect_sentences_name_the_target_and_what_to_do() {
+        let target = Some("http://127.0.0.1:8000/mcp/".to_string());
+        assert_eq!(
+            Error::redirect(StatusCode::TEMPORARY_REDIRECT, target.clone(), false).to_string(),
+            "the server answered with a redirect (HTTP 307) to \"http://127.0.0.1:8000/mcp/\", which this client does not follow so that the configured headers reach no other server; if that is the server's address, put that URL in the config's \"url\""
+        );
+        assert_eq!(
+            Error::redirect(StatusCode::PERMANENT_REDIRECT, target, true).to_string(),
+            "the server answered with a redirect (HTTP 308) to \"http://127.0.0.1:8000/mcp/\" (query omitted), which this client does not follow so that the configured headers reach no other server; if that is the server's address, put that URL in the config's \"url\""
+        );
+        for none in [None, Some(String::new())] {
+            assert_eq!(
+                Error::redirect(StatusCode::FOUND, none, false).to_string(),
+                "the server answered with a redirect (HTTP 302), which this client refuses to follow so that the configured headers reach no other server"
+            );
+        }
+    }
+
+    #[test]
+    fn auth_hints_go_on_401_and_403_only() {
+        let hint = Some("the environment variable \"K\" used in header \"X\" is set but empty");
+        let status = |code: u16, preview: &str| {
+            Error::http_status(
+                StatusCode::from_u16(code).unwrap(),
+                None,
+                preview.to_string(),
+            )
+        };
+        assert_eq!(
+            status(401, "").with_auth_hint(hint).to_string(),
+            "HTTP 401 Unauthorized; the environment variable \"K\" used in header \"X\" is set but empty"
+        );
+        assert_eq!(
+            status(403, "no").with_auth_hint(hint).to_string(),
+            "HTTP 403 Forbidden: no; the environment variable \"K\" used in header \"X\" is set but empty"
+        );
+        assert_eq!(
+            status(404, "").with_auth_hint(hint).to_string(),
+            "HTTP 404 Not Found"
+        );
+        assert_eq!(
+            status(401, "").with_auth_hint(None).to_string(),
+            "HTTP 401 Unauthorized"
+        );
+        assert_eq!(
+            Error::session_expired().with_auth_hint(hint).to_string(),
+            "the server no longer knows this session"
+        );
+    }
+
+    #[test]
+    fn display_debug_and_predicates() {
+        let rpc = Error::rpc_error(RpcError {
+            code: -32602,
+            message: "bad".into(),
+        });
+        assert_eq!(
+            rpc.to_string(),
+            "the server answered with error -32602: bad"
+        );
+        assert!(rpc.is_rpc() && !rpc.may_be_running());
+        assert_eq!(format!("{rpc:?}"), r#"Error { kind: "rpc", code: -32602 }"#);
+
+        let status = Error::http_status(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Some(Duration::from_secs(3)),
+            "secret-free preview".into(),
+        );
+        assert_eq!(
+            status.to_string(),
+            "HTTP 503 Service Unavailable: secret-free preview"
+        );
+        assert_eq!(
+            format!("{status:?}"),
+            r#"Error { kind: "status", status: 503 }"#
+        );
+        assert!(status.is_status() && !status.may_be_running());
+        assert_eq!(status.retry_after(), Some(Duration::from_secs(3)));
+
+        let redirect = Error::redirect(
+            StatusCode::TEMPORARY_REDIRECT,
+            Some("http://127.0.0.1:8000/mcp/".into()),
+            false,
+        );
+        assert!(redirect.is_redirect() && !redirect.is_status());
+        assert_eq!(
+            redirect.redirect_location(),
+            Some("http://127.0.0.1:8000/mcp/")
+        );
+        assert_eq!(
+            format!("{redirect:?}"),
+            r#"Error { kind: "redirect", status: 307 }"#
+        );
+
+        let inner = Arc::new(Error::http_status(
+            StatusCode::NOT_FOUND,
+            None,
+            String::new(),
+        ));
+        let reinit = Error::reinitialize(inner);
+        assert_eq!(
+            reinit.to_string(),
+            "the server forgot the session and initializing again failed: HTTP 404 Not Found"
+        );
+        assert_eq!(
+            std::error::Error::source(&reinit).map(ToString::to_string),
+            Some("HTTP 404 Not Found".to_string())
+        );
+        assert_eq!(reinit.retry_after(), None);
+        let throttled = Error::reinitialize(Arc::new(Error::http_status(
+            StatusCode::TOO_MANY_REQUESTS,
+            Some(Duration::from_secs(8)),
+            String::new(),
+        )));
+        assert_eq!(throttled.retry_after(), Some(Duration::from_secs(8)));
+
+        let broken = Error::stream(
+            "the server closed the event stream before the response to request 3",
+            None,
+        );
+        assert!(broken.may_be_running());
+        assert!(Error::body().may_be_running());
+        assert!(!Error::malformed("x".into()).may_be_running());
+        assert!(Error::malformed("x".into()).is_malformed());
+        let timeout = Error::new(
+            Kind::Connect {
+                why: Connect::Timeout,
+                origin: None,
+            },
+            None,
+        );
+        assert!(timeout.is_timeout() && timeout.is_connect() && !timeout.is_refused());
+        assert!(!timeout.may_be_running());
+        assert!(Error::session_expired().is_session_expired());
+        assert!(Error::closed().is_closed());
+        assert!(!Error::protocol("x").may_be_running());
+    }
+}

@@ -1,0 +1,66 @@
+//! The seam between a reply body and SSE framing: [`SseStream`] reads a `text/event-stream`
+//! response chunk by chunk and hands the chunks to the crate's own framer ([`sse::Framer`],
+//! the WHATWG "event stream interpretation" rules), which bounds each event by
+//! [`crate::limits::MAX_MESSAGE_BYTES`] while it is read. Nothing else in the client knows how
+//! events are framed.
+
+use std::time::Duration;
+
+use reqwest::Response;
+
+use super::reply::BodyError;
+use crate::sse;
+
+/// The SSE events of a response and of the resumptions that continue it. The framer outlives
+/// each response, so the last event id and the server's `retry` carry over a resumption.
+pub(super) struct SseStream {
+    response: Response,
+    framer: sse::Framer,
+}
+
+impl SseStream {
+    pub(super) fn new(response: Response) -> Self {
+        Self {
+            response,
+            framer: sse::Framer::new(),
+        }
+    }
+
+    /// Goes on with `response`, the stream of a resumption (`GET` + `Last-Event-ID`): the
+    /// unfinished event of the old stream is dropped, its last event id and `retry` are kept.
+    pub(super) fn resume(&mut self, response: Response) {
+        self.response = response;
+        self.framer.restart();
+    }
+
+    /// The last event id the server set, on this stream or an earlier one; empty when none.
+    pub(super) fn last_event_id(&self) -> &str {
+        self.framer.last_event_id()
+    }
+
+    /// The reconnection time the server last set with `retry`, unbounded; `None` when none.
+    pub(super) fn retry(&self) -> Option<Duration> {
+        self.framer.retry()
+    }
+
+    /// The next event; `None` when the body ended.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a chunk is handed to the framer as soon as it is read, so dropping this
+    /// future loses no bytes.
+    pub(super) async fn next(&mut self) -> Option<Result<sse::Event, BodyError>> {
+        loop {
+            match self.framer.next() {
+                Ok(Some(event)) => return Some(Ok(event)),
+                Ok(None) => {}
+                Err(sse::SseError::TooLarge) => return Some(Err(BodyError::TooLarge)),
+                Err(sse::SseError::Utf8) => return Some(Err(BodyError::Utf8)),
+            }
+            match self.response.chunk().await {
+                Ok(Some(chunk)) => self.framer.feed(chunk),
+                Ok(None) => return None,
+                Err(e) => return Some(Err(BodyError::Http(e))),
+            }
+        }
+    }
+}

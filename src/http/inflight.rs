@@ -1,0 +1,101 @@
+//! The in-flight table: which requests may be running on the server, and on which session.
+//!
+//! A request enters the table before it is sent and leaves it when the server answered it,
+//! refused it (an HTTP error status, an expired session), or never got it (a failed connect).
+//! While it is on the wire its entry names the session it went out on — the resend after a new
+//! `initialize` included — so a `notifications/cancelled` for it goes to that session with that
+//! session's headers. Taking an entry out is the one way to decide to cancel, so a request is
+//! cancelled at most once, however many parties (the dropped call, its deadline, the Pack's
+//! shutdown) want it cancelled.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::session::Session;
+
+/// Where a request stands.
+enum Flight {
+    /// Not on the wire: waiting for a session (a new `initialize`).
+    Waiting,
+    /// Sent on this session; the server may be running it.
+    Sent(Arc<Session>),
+}
+
+/// The table; guarded by the connection's mutex.
+#[derive(Default)]
+pub(super) struct InFlight {
+    entries: HashMap<u64, Flight>,
+    /// Set when the connection shuts down: no request enters any more.
+    closed: bool,
+}
+
+impl InFlight {
+    /// Enters request `id`, not yet sent. `false` once the connection is closed.
+    pub(super) fn begin(&mut self, id: u64) -> bool {
+        if self.closed {
+            return false;
+        }
+        self.entries.insert(id, Flight::Waiting);
+        true
+    }
+
+    /// Records that `id` goes out on `session`. `false` when the entry is gone (the request was
+    /// cancelled or the connection closed): then it must not be sent.
+    pub(super) fn sent(&mut self, id: u64, session: &Arc<Session>) -> bool {
+        match self.entries.get_mut(&id) {
+            Some(flight) => {
+                *flight = Flight::Sent(Arc::clone(session));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Records that `id` is off the wire again (refused as expired; a new session is coming).
+    pub(super) fn waiting(&mut self, id: u64) {
+        if let Some(flight) = self.entries.get_mut(&id) {
+            *flight = Flight::Waiting;
+        }
+    }
+
+    /// Removes `id`: it is over, nothing to cancel.
+    pub(super) fn finish(&mut self, id: u64) {
+        self.entries.remove(&id);
+    }
+
+    /// Removes `id`; returns the session to cancel it on when it may be running there.
+    pub(super) fn take(&mut self, id: u64) -> Option<Arc<Session>> {
+        match self.entries.remove(&id)? {
+            Flight::Sent(session) => Some(session),
+            Flight::Waiting => None,
+        }
+    }
+
+    /// Removes every request sent on one of `sessions` (all requests when `close`, which also
+    /// refuses new ones); returns those to cancel.
+    pub(super) fn drain(
+        &mut self,
+        sessions: &[Arc<Session>],
+        close: bool,
+    ) -> Vec<(u64, Arc<Session>)> {
+        if close {
+            self.closed = true;
+        }
+        let mut out = Vec::new();
+        self.entries.retain(|id, flight| {
+            let on_drained = match flight {
+                Flight::Sent(session) => sessions.iter().any(|s| Arc::ptr_eq(s, session)),
+                Flight::Waiting => false,
+            };
+            if !(close || on_drained) {
+                return true;
+            }
+            if let Flight::Sent(session) = flight {
+                out.push((*id, Arc::clone(session)));
+            }
+            false
+        });
+        out.sort_by_key(|(id, _)| *id);
+        out
+    }
+}

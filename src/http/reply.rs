@@ -1,0 +1,605 @@
+//! Reading a reply: the status check (with what an error status carries: a redirect's
+//! `Location`, `Retry-After`), the refusal of a `Content-Encoding` the client cannot decode, a
+//! JSON body or an SSE stream, routing each incoming message ([`Connection::route`]), answering
+//! server requests, and resuming a stream with `GET` + `Last-Event-ID`, counting only the
+//! resumptions that bring no new event id (MCP 2025-11-25, transports: Streamable HTTP).
+//!
+//! Every byte read is bounded ([`crate::limits`]); every piece of server text that reaches an
+//! [`Error`] is scrubbed of the entry's secrets and cut to a bounded length.
+
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use reqwest::header::{
+    ACCEPT, CONTENT_ENCODING, CONTENT_TYPE, HeaderMap, HeaderValue, LOCATION, RETRY_AFTER,
+};
+use reqwest::{Response, StatusCode, Url};
+use serde_json::value::RawValue;
+
+use super::events::SseStream;
+use super::session::Session;
+use super::{ACCEPT_SSE, Connection, Decoded, Error, LAST_EVENT_ID};
+use crate::jsonrpc::{self, Kind, RpcError};
+use crate::limits::{self, MAX_MESSAGE_BYTES};
+use crate::redact::{REDACTED, Redactor};
+
+/// The longest redirect target a reason quotes, in bytes (after scrubbing).
+const MAX_LOCATION_BYTES: usize = 512;
+
+/// Why reading a body failed.
+pub(super) enum BodyError {
+    Http(reqwest::Error),
+    TooLarge,
+    Utf8,
+}
+
+impl Connection {
+    /// Turns a non-2xx status into its [`Error`]; returns a 2xx response unchanged.
+    /// `carried_session` says whether the request carried an `Mcp-Session-Id`. A redirect keeps
+    /// its target ([`redirect_target`], bounded to 512 bytes); a 429/503 its `Retry-After`; a
+    /// 401/403 the entry's config hint; any other status a scrubbed, bounded body preview.
+    pub(super) async fn check_status(
+        &self,
+        response: Response,
+        carried_session: bool,
+    ) -> Result<Response, Error> {
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        tracing::debug!(namespace = %self.namespace, status = status.as_u16(), "HTTP error status");
+        if status.is_redirection() {
+            let (location, query_omitted) = match response.headers().get(LOCATION) {
+                Some(location) => {
+                    let (target, query_omitted) =
+                        redirect_target(location, &self.url, &self.redactor, self.origin.is_none());
+                    let target = self.server_text(&target, MAX_LOCATION_BYTES).into_owned();
+                    (Some(target), query_omitted)
+                }
+                None => (None, false),
+            };
+            return Err(Error::redirect(status, location, query_omitted));
+        }
+        if carried_session && status == StatusCode::NOT_FOUND {
+            return Err(Error::session_expired());
+        }
+        let retry_after = match status {
+            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => {
+                retry_after(response.headers())
+            }
+            _ => None,
+        };
+        let preview = read_preview(response).await;
+        if carried_session && status == StatusCode::BAD_REQUEST && speaks_of_session(&preview) {
+            return Err(Error::session_expired());
+        }
+        // A preview cut at its bound (less up to 3 bytes of a split character) may end inside
+        // a secret: redact that piece too.
+        let preview = if preview.len() + 3 >= limits::ERROR_PREVIEW_BYTES {
+            self.redactor.scrub_cut(&preview)
+        } else {
+            preview.as_str().into()
+        };
+        let preview = self
+            .server_text(&preview, limits::MAX_REASON_BYTES)
+            .into_owned();
+        Err(Error::http_status(status, retry_after, preview)
+            .with_auth_hint(self.auth_hint.as_deref()))
+    }
+
+    /// Reads the answer to request `id` from a 2xx response: a JSON body, or an SSE stream that
+    /// may carry server requests and notifications first, and may need resuming. Server requests
+    /// are answered on `session`.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe: dropping it abandons the reply (the request may still run on the
+    /// server; the in-flight table decides whether to cancel it).
+    pub(super) async fn read_response<T>(
+        &self,
+        response: Response,
+        id: u64,
+        session: &Session,
+        decode: &impl Fn(&RawValue) -> Decoded<T>,
+    ) -> Result<T, Error> {
+        self.check_encoding(&response)?;
+        match media_type(&response) {
+            Some(MediaType::Json) => {
+                let body = read_capped(response)
+                    .await
+                    .map_err(|e| self.body_error(e))?;
+                let text = std::str::from_utf8(&body)
+                    .map_err(|_| Error::protocol("the server's JSON reply is not UTF-8"))?;
+                let messages = jsonrpc::decode(text).map_err(Error::protocol)?;
+                for message in &messages {
+                    if let Some(found) = self.route(message, id, session, decode).await {
+                        return found;
+                    }
+                }
+                Err(Error::protocol(format!(
+                    "the server's JSON reply held no response to request {id}"
+                )))
+            }
+            Some(MediaType::EventStream) => self.read_stream(response, id, session, decode).await,
+            None => {
+                let shown = response.headers().get(CONTENT_TYPE).map(|v| {
+                    self.server_text(&String::from_utf8_lossy(v.as_bytes()), 100)
+                        .into_owned()
+                });
+                Err(Error::protocol(match shown {
+                    Some(ct) => format!(
+                        "the server answered with Content-Type \"{ct}\", not application/json or text/event-stream"
+                    ),
+                    None => "the server answered without a Content-Type (HTTP 2xx with no JSON-RPC response)".to_string(),
+                }))
+            }
+        }
+    }
+
+    /// Reads the answer to `id` from an SSE stream, resuming it with `GET` + `Last-Event-ID`
+    /// when it ends (or breaks) after an event id: the server may close a stream and expect the
+    /// client to poll after `retry` (MCP 2025-11-25, transports: resumability and redelivery).
+    /// Only resumptions that bring no new event id count, up to [`limits::MAX_RESUMPTIONS`];
+    /// the call's deadline bounds the rest. The wait is the server's `retry`, bounded to
+    /// [`limits::MIN_RETRY`]..=[`limits::MAX_RETRY`].
+    ///
+    /// # Cancel safety
+    /// Not cancel safe, as [`Connection::read_response`].
+    async fn read_stream<T>(
+        &self,
+        response: Response,
+        id: u64,
+        session: &Session,
+        decode: &impl Fn(&RawValue) -> Decoded<T>,
+    ) -> Result<T, Error> {
+        let mut events = SseStream::new(response);
+        // The last event id the latest resumption asked with, and how many brought no new one.
+        let mut asked: Option<String> = None;
+        let mut fruitless = 0;
+        loop {
+            let event = match events.next().await {
+                Some(Ok(event)) => event,
+                Some(Err(BodyError::TooLarge)) => return Err(self.body_error(BodyError::TooLarge)),
+                Some(Err(BodyError::Utf8)) => {
+                    return Err(Error::stream(
+                        "the server's event stream is not UTF-8",
+                        None,
+                    ));
+                }
+                end @ (None | Some(Err(BodyError::Http(_)))) => {
+                    let last_event_id = events.last_event_id();
+                    if asked.as_deref() == Some(last_event_id) {
+                        fruitless += 1;
+                    }
+                    if last_event_id.is_empty() || fruitless == limits::MAX_RESUMPTIONS {
+                        let ended = match end {
+                            Some(Err(_)) => format!(
+                                "the server's event stream broke before the response to request {id}: the connection was cut"
+                            ),
+                            _ => format!(
+                                "the server closed the event stream before the response to request {id}"
+                            ),
+                        };
+                        return Err(Error::stream(
+                            if fruitless == 0 {
+                                ended
+                            } else {
+                                format!(
+                                    "{ended}; {fruitless} resumptions (GET with Last-Event-ID) brought no new event id"
+                                )
+                            },
+                            None,
+                        ));
+                    }
+                    let retry = events.retry().map_or(limits::DEFAULT_RETRY, |r| {
+                        r.clamp(limits::MIN_RETRY, limits::MAX_RETRY)
+                    });
+                    tracing::debug!(namespace = %self.namespace, id, fruitless, retry_ms = retry.as_millis() as u64, "resuming event stream");
+                    let last_event_id = last_event_id.to_string();
+                    tokio::time::sleep(retry).await;
+                    let resumed = self.resume(&last_event_id, session).await.map_err(|e| {
+                        Error::stream(
+                            "resuming the event stream (GET with Last-Event-ID) failed",
+                            Some(e),
+                        )
+                    })?;
+                    asked = Some(last_event_id);
+                    events.resume(resumed);
+                    continue;
+                }
+            };
+            if event.data.is_empty() || event.event != "message" {
+                continue;
+            }
+            let Ok(text) = event.text() else {
+                return Err(Error::stream(
+                    "the server's event stream is not UTF-8",
+                    None,
+                ));
+            };
+            let messages = match jsonrpc::decode(text) {
+                Ok(messages) => messages,
+                Err(_) => {
+                    tracing::debug!(namespace = %self.namespace, id, "skipped an event that is not JSON-RPC");
+                    continue;
+                }
+            };
+            for message in &messages {
+                if let Some(answer) = self.route(message, id, session, decode).await {
+                    return answer;
+                }
+            }
+        }
+    }
+
+    /// Resumes a stream: `GET` with `Last-Event-ID`, carrying `session`.
+    async fn resume(&self, last_event_id: &str, session: &Session) -> Result<Response, Error> {
+        if last_event_id.len() > limits::MAX_EVENT_ID_BYTES {
+            return Err(Error::protocol(format!(
+                "the server's SSE event id is longer than {} bytes",
+                limits::MAX_EVENT_ID_BYTES
+            )));
+        }
+        let last = HeaderValue::from_str(last_event_id).map_err(|_| {
+            Error::protocol("the server's SSE event id is not a valid header value")
+        })?;
+        let request = self
+            .with_session(self.http()?.get(self.url.clone()), Some(session))
+            .header(ACCEPT, ACCEPT_SSE)
+            .header(LAST_EVENT_ID, last);
+        let response = request.send().await.map_err(|e| self.http_error(e))?;
+        let response = self.check_status(response, session.id.is_some()).await?;
+        self.check_encoding(&response)?;
+        match media_type(&response) {
+            Some(MediaType::EventStream) => Ok(response),
+            _ => Err(Error::protocol(
+                "the server answered the stream resumption without an event stream",
+            )),
+        }
+    }
+
+    /// Refuses a body in a `Content-Encoding` the client did not decode. The HTTP client decodes
+    /// gzip, br and zstd (it offers them in `Accept-Encoding`, see [`super::Clients`]) and drops
+    /// the header when it does, so any value left other than `identity` is one it cannot read
+    /// (RFC 9110 §8.4). The value is shown scrubbed and cut to 64 bytes. An unreadable JSON body
+    /// is a complete reply ([`Error::protocol`]); an unreadable event stream may belong to a
+    /// request that is still running ([`Error::stream`]).
+    fn check_encoding(&self, response: &Response) -> Result<(), Error> {
+        let Some(value) = response.headers().get(CONTENT_ENCODING) else {
+            return Ok(());
+        };
+        if value.as_bytes().eq_ignore_ascii_case(b"identity") {
+            return Ok(());
+        }
+        let value = String::from_utf8_lossy(value.as_bytes());
+        let shown = self.server_text(&value, 64);
+        let text = format!(
+            "the server answered with Content-Encoding \"{shown}\", which this client cannot decode (it accepts gzip, br and zstd)"
+        );
+        Err(match media_type(response) {
+            Some(MediaType::EventStream) => Error::stream(text, None),
+            _ => Error::protocol(text),
+        })
+    }
+
+    /// Handles one incoming message, from any stream or JSON body: returns the answer when it is
+    /// the response to `id`, or an error response whose `id` is `null` (the server could not
+    /// read the request; every POST carries one request, so it answers `id`); answers a server request on `session` (`ping` with `{}`, anything
+    /// else with `-32601`); logs and drops notifications and responses to other ids. The one
+    /// place where incoming messages are dispatched.
+    async fn route<T>(
+        &self,
+        message: &jsonrpc::Incoming<'_>,
+        id: u64,
+        session: &Session,
+        decode: &impl Fn(&RawValue) -> Decoded<T>,
+    ) -> Option<Result<T, Error>> {
+        match message.kind() {
+            Kind::Response(rid, outcome) if jsonrpc::id_matches(rid, id) => Some(match outcome {
+                Ok(result) => decode(result).map_err(Error::malformed),
+                Err(error) => Err(self.rpc_error(error)),
+            }),
+            Kind::ErrorWithoutId(error) => Some(Err(self.rpc_error(error))),
+            Kind::Response(..) => {
+                tracing::trace!(namespace = %self.namespace, id, "ignored a response to another request");
+                None
+            }
+            Kind::Request(rid, method) => {
+                tracing::debug!(namespace = %self.namespace, id, ping = method == "ping", "answering a server request");
+                let answer = jsonrpc::answer_server_request(rid, method);
+                if let Err(e) = self.post(Bytes::from(answer), Some(session)).await {
+                    tracing::debug!(namespace = %self.namespace, error = %e, "answering a server request failed");
+                }
+                None
+            }
+            Kind::Notification(method) => {
+                tracing::trace!(namespace = %self.namespace, id, notification = %self.server_text(method, 64), "ignored a server notification");
+                None
+            }
+            Kind::Invalid => {
+                tracing::trace!(namespace = %self.namespace, id, "ignored a message that is not JSON-RPC");
+                None
+            }
+        }
+    }
+
+    /// A server's JSON-RPC error with its message scrubbed and bounded.
+    fn rpc_error(&self, error: &RpcError) -> Error {
+        Error::rpc_error(RpcError {
+            code: error.code,
+            message: self
+                .server_text(&error.message, limits::MAX_REASON_BYTES)
+                .into_owned(),
+        })
+    }
+
+    fn body_error(&self, error: BodyError) -> Error {
+        match error {
+            BodyError::Http(e) => self.http_error(e),
+            BodyError::TooLarge => Error::stream(
+                format!(
+                    "the server sent a message larger than the {} MiB limit",
+                    MAX_MESSAGE_BYTES / (1024 * 1024)
+                ),
+                None,
+            ),
+            BodyError::Utf8 => Error::protocol("the server's reply is not UTF-8"),
+        }
+    }
+}
+
+/// The wait a `Retry-After` asks for (RFC 9110 §10.2.3: delay-seconds or an HTTP-date, a date
+/// in the past meaning zero); `None` when missing or unreadable.
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        // More digits than a u64 holds is still "a very long time".
+        return Some(Duration::from_secs(value.parse().unwrap_or(u64::MAX)));
+    }
+    let date = httpdate::parse_http_date(value).ok()?;
+    Some(
+        date.duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+/// Where a redirect's `Location` points, for a reason, and whether it had a query or fragment.
+/// The raw value is scrubbed by `redactor` **before** anything parses it (the URL parser
+/// lower-cases and decodes a host, which would hide an echoed secret from the scrubber). Its
+/// query and fragment are dropped: they often hold a key, and scheme, host, port and path are
+/// what a config fix needs. A relative reference is resolved against the request URL `base`
+/// (RFC 9110 §10.2.2); when `hide_host` (the url's origin is a secret) and the target stays on
+/// that host, the host shows as `[redacted]`. Not yet bounded.
+fn redirect_target(
+    location: &HeaderValue,
+    base: &Url,
+    redactor: &Redactor,
+    hide_host: bool,
+) -> (String, bool) {
+    let written = String::from_utf8_lossy(location.as_bytes());
+    let scrubbed = redactor.scrub(written.trim());
+    let (reference, query_omitted) = match scrubbed.find(['?', '#']) {
+        Some(end) => (&scrubbed[..end], true),
+        None => (&scrubbed[..], false),
+    };
+    let url = if has_scheme(reference) {
+        // Absolute: shown as the server wrote it (scrubbed), never re-serialized.
+        reference.to_string()
+    } else {
+        match base.join(reference) {
+            Ok(resolved) => {
+                let same_host = resolved.host() == base.host() && resolved.port() == base.port();
+                let text = if hide_host && same_host {
+                    let port = resolved
+                        .port()
+                        .map(|port| format!(":{port}"))
+                        .unwrap_or_default();
+                    format!(
+                        "{}://{REDACTED}{port}{}",
+                        resolved.scheme(),
+                        resolved.path()
+                    )
+                } else {
+                    let mut shown = resolved;
+                    shown.set_query(None);
+                    shown.set_fragment(None);
+                    shown.to_string()
+                };
+                redactor.scrub_owned(text)
+            }
+            Err(_) => reference.to_string(),
+        }
+    };
+    (url, query_omitted)
+}
+
+/// Whether `reference` starts with a URI scheme and `:` (RFC 3986 §3.1), i.e. is absolute.
+fn has_scheme(reference: &str) -> bool {
+    let Some((scheme, _)) = reference.split_once(':') else {
+        return false;
+    };
+    let mut bytes = scheme.bytes();
+    bytes.next().is_some_and(|b| b.is_ascii_alphabetic())
+        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
+}
+
+/// Whether an error body is a JSON-RPC error whose `message` speaks of the session (what
+/// server-everything and the TypeScript SDK answer for an unknown session).
+fn speaks_of_session(preview: &str) -> bool {
+    let Ok(messages) = jsonrpc::decode(preview) else {
+        return false;
+    };
+    messages.iter().any(|m| {
+        m.error
+            .as_ref()
+            .is_some_and(|e| e.message.to_ascii_lowercase().contains("session"))
+    })
+}
+
+enum MediaType {
+    Json,
+    EventStream,
+}
+
+fn media_type(response: &Response) -> Option<MediaType> {
+    let value = response.headers().get(CONTENT_TYPE)?.to_str().ok()?;
+    let essence = value.split(';').next()?.trim();
+    if essence.eq_ignore_ascii_case("application/json") {
+        Some(MediaType::Json)
+    } else if essence.eq_ignore_ascii_case("text/event-stream") {
+        Some(MediaType::EventStream)
+    } else {
+        None
+    }
+}
+
+/// Reads a whole JSON body, refusing it as soon as it passes [`MAX_MESSAGE_BYTES`].
+async fn read_capped(response: Response) -> Result<Vec<u8>, BodyError> {
+    if response
+        .content_length()
+        .is_some_and(|n| n > MAX_MESSAGE_BYTES as u64)
+    {
+        return Err(BodyError::TooLarge);
+    }
+    let capacity = response.content_length().unwrap_or(0) as usize;
+    let mut body = Vec::with_capacity(capacity);
+    let mut chunks = response.bytes_stream();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(BodyError::Http)?;
+        if body.len() + chunk.len() > MAX_MESSAGE_BYTES {
+            return Err(BodyError::TooLarge);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// Reads at most [`limits::ERROR_PREVIEW_BYTES`] of an error body, cut on a char boundary.
+async fn read_preview(response: Response) -> String {
+    let mut body = Vec::new();
+    let mut chunks = response.bytes_stream();
+    while body.len() < limits::ERROR_PREVIEW_BYTES {
+        match chunks.next().await {
+            Some(Ok(chunk)) => body.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    body.truncate(limits::ERROR_PREVIEW_BYTES);
+    match String::from_utf8(body) {
+        Ok(text) => text,
+        Err(e) => {
+            let valid = e.utf8_error().valid_up_to();
+            let mut body = e.into_bytes();
+            body.truncate(valid);
+            String::from_utf8(body).unwrap_or_default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_reads_seconds_and_dates() {
+        let wait = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(RETRY_AFTER, HeaderValue::from_str(value).unwrap());
+            retry_after(&headers)
+        };
+        assert_eq!(wait("8"), Some(Duration::from_secs(8)));
+        assert_eq!(wait(" 120 "), Some(Duration::from_secs(120)));
+        assert_eq!(wait("0"), Some(Duration::ZERO));
+        assert_eq!(
+            wait("99999999999999999999999"),
+            Some(Duration::from_secs(u64::MAX))
+        );
+        assert_eq!(wait("Sun, 06 Nov 1994 08:49:37 GMT"), Some(Duration::ZERO));
+        let later = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(3600));
+        let until = wait(&later).unwrap();
+        assert!(
+            until > Duration::from_secs(3500) && until <= Duration::from_secs(3600),
+            "{until:?}"
+        );
+        for bad in ["-1", "1.5", "soon", ""] {
+            assert_eq!(wait(bad), None, "{bad:?}");
+        }
+        assert_eq!(retry_after(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn redirect_targets_resolve_against_the_request_url() {
+        let base = Url::parse("http://127.0.0.1:8000/mcp").unwrap();
+        let mut redactor = Redactor::default();
+        redactor.add_secret("Sk-Live-4F9A8B7C6D5E");
+        let target = |location: &str| {
+            redirect_target(
+                &HeaderValue::from_str(location).unwrap(),
+                &base,
+                &redactor,
+                false,
+            )
+        };
+        assert_eq!(
+            target("/mcp/"),
+            ("http://127.0.0.1:8000/mcp/".into(), false)
+        );
+        assert_eq!(
+            target("/mcp/?api_key=sk-1234567890#frag"),
+            ("http://127.0.0.1:8000/mcp/".into(), true)
+        );
+        assert_eq!(
+            target("https://other.example/x"),
+            ("https://other.example/x".into(), false)
+        );
+        assert_eq!(
+            target("https://Sk-Live-4F9A8B7C6D5E.Login.example/cb?x=1"),
+            ("https://[redacted].Login.example/cb".into(), true)
+        );
+        assert_eq!(
+            target("//other.example/x"),
+            ("http://other.example/x".into(), false)
+        );
+        assert_eq!(target("http://[::1"), ("http://[::1".into(), false));
+    }
+
+    #[test]
+    fn a_secret_host_is_never_shown_in_a_redirect_target() {
+        let base = Url::parse("http://localhost:8000/a/mcp?k=v").unwrap();
+        let mut redactor = Redactor::default();
+        redactor.add_secret("LocalHost");
+        redactor.add_secret("localhost");
+        let target = |location: &str| {
+            redirect_target(
+                &HeaderValue::from_str(location).unwrap(),
+                &base,
+                &redactor,
+                true,
+            )
+            .0
+        };
+        assert_eq!(target("/mcp/"), "http://[redacted]:8000/mcp/");
+        assert_eq!(target("mcp/"), "http://[redacted]:8000/a/mcp/");
+        assert_eq!(
+            target("http://LocalHost:8000/x"),
+            "http://[redacted]:8000/x"
+        );
+        assert_eq!(
+            target("http://localhost:8000/x"),
+            "http://[redacted]:8000/x"
+        );
+        assert_eq!(target("//other.example/x"), "http://other.example/x");
+    }
+
+    #[test]
+    fn only_a_json_rpc_error_about_the_session_is_an_expiry() {
+        assert!(speaks_of_session(
+            r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}"#
+        ));
+        assert!(!speaks_of_session(
+            r#"{"jsonrpc":"2.0","error":{"code":-32602,"message":"bad params"},"id":null,"data":"session"}"#
+        ));
+        assert!(!speaks_of_session("Bad Request: no session"));
+        assert!(!speaks_of_session(r#"{"hint":"session"}"#));
+    }
+}

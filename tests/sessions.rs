@@ -1,0 +1,590 @@
+//! Sessions and cancellation under interleavings: every request carries the session it was sent
+//! on, its cancel goes there and only while it may be running, sessions are never leaked, and a
+//! call's I/O runs on the Host's runtime.
+//!
+//! Against a strict stateful server of our own (tests/support/scripted.rs) that records a trail
+//! of every request and the status it answered. First one regression test per failure this
+//! crate once had, each asserting the exact trail; then a property test that generates
+//! schedules (calls of random length, drops at random points, expiries, restarts, refusals, the
+//! Pack's drop) and checks the invariants on every trail.
+
+#[path = "support/scripted.rs"]
+mod scripted;
+mod support;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use runvil_plugin::{BoxFuture, ToolError};
+use scripted::{InitStyle, Scripted, Step};
+use serde_json::{Value, json};
+use support::Host;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// A Host with the one server `s` at `server`, once it is ready.
+async fn ready_host(server: &Scripted) -> Host {
+    let host = Host::new(json!({"s": {"url": server.url}}));
+    host.ready("s", WAIT).await;
+    host
+}
+
+/// `call_dynamic_tool` of `t` on `s` with `arguments` (the server's script for the call).
+fn call(host: &Host, arguments: Value) -> BoxFuture<Result<String, ToolError>> {
+    host.pack.call(
+        "mcp/call_dynamic_tool",
+        json!({"namespace": "s", "toolName": "t", "arguments": arguments}),
+    )
+}
+
+/// Waits until the trail holds a step whose line is `line`.
+async fn saw(server: &Scripted, line: &str) {
+    server
+        .wait_until(WAIT, line, |t| t.iter().any(|s| s.line() == line))
+        .await;
+}
+
+/// Drops the Host and waits until the trail has been quiet for 300 ms; returns the lines.
+async fn drop_and_settle(server: &Scripted, host: Host) -> Vec<String> {
+    drop(host);
+    server
+        .settle(Duration::from_millis(300), WAIT)
+        .await
+        .iter()
+        .map(Step::line)
+        .collect()
+}
+
+const START: [&str; 3] = [
+    "POST initialize 1 - 200",
+    "POST notifications/initialized - s-1 202",
+    "POST tools/list 2 s-1 200",
+];
+
+fn trail_of(lines: &[&str]) -> Vec<String> {
+    START.iter().chain(lines).map(|l| l.to_string()).collect()
+}
+
+fn transport(message: &str) -> Result<String, ToolError> {
+    Err(ToolError::new(
+        runvil_plugin::ToolErrorKind::Transport,
+        message,
+    ))
+}
+
+// ---------------------------------------------------------------------------------------------
+// regressions, one per failure
+
+/// Call A runs on s-1; the server forgets s-1, call B is re-sent on s-2. Dropping A cancels it
+/// on s-1 (with s-1's headers), not on s-2.
+#[tokio::test]
+async fn cancel_goes_to_the_session_the_call_was_sent_on() {
+    let server = Scripted::start().await;
+    let host = ready_host(&server).await;
+    let a = call(&host, json!({"ms": 10_000}));
+    saw(&server, "POST tools/call 3 s-1 200").await;
+    server.expire("s-1");
+    assert_eq!(call(&host, json!({})).await, Ok("done 4".into()));
+    drop(a);
+    saw(&server, "POST notifications/cancelled 3 s-1 404").await;
+    let cancel = server
+        .trail()
+        .into_iter()
+        .find(|s| s.method == "notifications/cancelled")
+        .unwrap();
+    assert_eq!(cancel.version.as_deref(), Some("2025-11-25"));
+    assert_eq!(
+        drop_and_settle(&server, host).await,
+        trail_of(&[
+            "POST tools/call 3 s-1 200",
+            "POST tools/call 4 s-1 404",
+            "POST initialize 5 - 200",
+            "POST notifications/initialized - s-2 202",
+            "POST tools/call 4 s-2 200",
+            "POST notifications/cancelled 3 s-1 404",
+            "DELETE - - s-2 200",
+        ])
+    );
+}
+
+/// Dropping the Pack with a call in flight: the cancel goes first, on the call's session with
+/// its headers, then the DELETE; the call's future resolves, and dropping it later sends no
+/// second cancel.
+#[tokio::test]
+async fn cancel_after_shutdown_goes_before_the_delete() {
+    let server = Scripted::start().await;
+    let host = ready_host(&server).await;
+    let a = tokio::spawn(call(&host, json!({"ms": 10_000})));
+    let b = call(&host, json!({"ms": 10_000}));
+    saw(&server, "POST tools/call 3 s-1 200").await;
+    saw(&server, "POST tools/call 4 s-1 200").await;
+    drop(host);
+    assert_eq!(
+        a.await.unwrap(),
+        transport("the call to server \"s\" was stopped because the mcp Pack was shut down")
+    );
+    drop(b);
+    let mut trail: Vec<String> = server
+        .settle(Duration::from_millis(300), WAIT)
+        .await
+        .iter()
+        .map(Step::line)
+        .collect();
+    // The two cancels go out together; their order is free.
+    trail[5..7].sort();
+    assert_eq!(
+        trail,
+        trail_of(&[
+            "POST tools/call 3 s-1 200",
+            "POST tools/call 4 s-1 200",
+            "POST notifications/cancelled 3 s-1 202",
+            "POST notifications/cancelled 4 s-1 202",
+            "DELETE - - s-1 200",
+        ])
+    );
+    for step in server.trail().iter().skip(3) {
+        assert_eq!(step.version.as_deref(), Some("2025-11-25"), "{step:?}");
+    }
+}
+
+/// A call the server refused (HTTP 400/500/503) is not cancelled; nor is one whose
+/// re-initialize failed.
+#[tokio::test]
+async fn no_cancel_for_a_refused_call() {
+    let server = Scripted::start().await;
+    let host = ready_host(&server).await;
+    for status in [400, 500, 503] {
+        let reason = match status {
+            400 => "Bad Request",
+            500 => "Internal Server Error",
+            _ => "Service Unavailable",
+        };
+        assert_eq!(
+            call(&host, json!({"status": status})).await,
+            transport(&format!("server \"s\": HTTP {status} {reason}: refused"))
+        );
+    }
+    server.restart_with_404(Duration::from_secs(30));
+    assert_eq!(
+        call(&host, json!({})).await,
+        transport(
+            "server \"s\": the server forgot the session and initializing again failed: HTTP 404 Not Found: restarting"
+        )
+    );
+    let lines = server
+        .settle(Duration::from_millis(300), WAIT)
+        .await
+        .iter()
+        .map(Step::line)
+        .collect::<Vec<_>>();
+    assert_eq!(
+        lines,
+        trail_of(&[
+            "POST tools/call 3 s-1 400",
+            "POST tools/call 4 s-1 500",
+            "POST tools/call 5 s-1 503",
+            "POST tools/call 6 s-1 404",
+            // The first try and five retries, 100 ms doubling.
+            "POST initialize 7 - 404",
+            "POST initialize 8 - 404",
+            "POST initialize 9 - 404",
+            "POST initialize 10 - 404",
+            "POST initialize 11 - 404",
+            "POST initialize 12 - 404",
+        ])
+    );
+}
+
+/// A start that fails after the server gave a session id deletes that session: an unsupported
+/// protocolVersion (the DELETE carries no version: none was negotiated), and a failed
+/// notifications/initialized.
+#[tokio::test]
+async fn a_failed_start_deletes_the_session_it_was_given() {
+    for (bad, expected, version) in [
+        (
+            "version",
+            ["POST initialize 1 - 200", "DELETE - - s-1 200"].as_slice(),
+            None,
+        ),
+        (
+            "initialized",
+            [
+                "POST initialize 1 - 200",
+                "POST notifications/initialized - s-1 500",
+                "DELETE - - s-1 200",
+            ]
+            .as_slice(),
+            Some("2025-11-25"),
+        ),
+    ] {
+        let server = Scripted::start().await;
+        match bad {
+            "version" => server.set_version("2099-01-01"),
+            _ => server.set_initialized_status(500),
+        }
+        let host = Host::new(json!({"s": {"url": server.url}}));
+        let trail = server
+            .wait_until(WAIT, "the DELETE", |t| t.iter().any(|s| s.verb == "DELETE"))
+            .await;
+        drop(host);
+        let lines: Vec<String> = trail.iter().map(Step::line).collect();
+        assert_eq!(lines, expected, "{bad}");
+        assert_eq!(trail.last().unwrap().version.as_deref(), version, "{bad}");
+        assert_eq!(server.live(), Vec::<String>::new());
+    }
+}
+
+/// `initialize` answered as an event stream with a server `ping` and a resumption: the ping's
+/// answer and the resumption GET carry the session the header gave (no version yet).
+#[tokio::test]
+async fn the_initialize_stream_carries_its_session() {
+    let server = Scripted::start().await;
+    server.set_init_style(InitStyle::SseWithPingAndResume);
+    let host = ready_host(&server).await;
+    let trail = server.trail();
+    let lines: Vec<String> = trail.iter().map(Step::line).collect();
+    assert_eq!(
+        lines,
+        [
+            "POST initialize 1 - 200",
+            "POST - \"ping-1\" s-1 202",
+            "GET - - s-1 200",
+            "POST notifications/initialized - s-1 202",
+            "POST tools/list 2 s-1 200",
+        ]
+    );
+    assert_eq!(trail[1].version, None);
+    assert_eq!(trail[2].version, None);
+    assert_eq!(trail[3].version.as_deref(), Some("2025-11-25"));
+    drop(host);
+}
+
+/// A call's future needs no Tokio context: it is polled to completion on a plain thread by
+/// another executor, and one dropped on a plain thread still cancels its request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_can_be_polled_by_any_executor() {
+    let server = Scripted::start().await;
+    let host = ready_host(&server).await;
+    let quick = call(&host, json!({}));
+    let answer = std::thread::spawn(move || futures_executor::block_on(quick))
+        .join()
+        .unwrap();
+    assert_eq!(answer, Ok("done 3".into()));
+    let held = call(&host, json!({"ms": 10_000}));
+    saw(&server, "POST tools/call 4 s-1 200").await;
+    std::thread::spawn(move || {
+        let mut held = held;
+        // Poll once (not ready), then drop it.
+        let waker = futures_util::task::noop_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
+        assert!(held.as_mut().poll(&mut cx).is_pending());
+        drop(held);
+    })
+    .join()
+    .unwrap();
+    saw(&server, "POST notifications/cancelled 4 s-1 202").await;
+    assert_eq!(
+        drop_and_settle(&server, host).await,
+        trail_of(&[
+            "POST tools/call 3 s-1 200",
+            "POST tools/call 4 s-1 200",
+            "POST notifications/cancelled 4 s-1 202",
+            "DELETE - - s-1 200",
+        ])
+    );
+}
+
+/// The re-initialize is one task of its own: the caller that saw the expiry may be dropped and
+/// the session is still made, and used by the next call; a Pack dropped during a
+/// re-initialize deletes the session that the initialize brings.
+#[tokio::test]
+async fn reinitialize_survives_its_caller_and_the_pack() {
+    let server = Scripted::start().await;
+    let host = ready_host(&server).await;
+    server.set_init_delay(Duration::from_millis(300));
+    server.expire("s-1");
+    let b = call(&host, json!({}));
+    // Dropped while the re-initialize it caused is half done (initialize held 300 ms).
+    saw(&server, "POST initialize 4 - 200").await;
+    drop(b);
+    saw(&server, "POST notifications/initialized - s-2 202").await;
+    assert_eq!(call(&host, json!({})).await, Ok("done 5".into()));
+    assert_eq!(
+        drop_and_settle(&server, host).await,
+        trail_of(&[
+            "POST tools/call 3 s-1 404",
+            "POST initialize 4 - 200",
+            "POST notifications/initialized - s-2 202",
+            "POST tools/call 5 s-2 200",
+            "DELETE - - s-2 200",
+        ])
+    );
+
+    let server = Scripted::start().await;
+    let host = ready_host(&server).await;
+    server.set_init_delay(Duration::from_millis(300));
+    server.expire("s-1");
+    let b = tokio::spawn(call(&host, json!({})));
+    saw(&server, "POST initialize 4 - 200").await;
+    let lines = drop_and_settle(&server, host).await;
+    assert_eq!(
+        b.await.unwrap(),
+        transport("the call to server \"s\" was stopped because the mcp Pack was shut down")
+    );
+    assert_eq!(
+        lines,
+        trail_of(&[
+            "POST tools/call 3 s-1 404",
+            "POST initialize 4 - 200",
+            "DELETE - - s-2 200",
+        ])
+    );
+    assert_eq!(server.live(), Vec::<String>::new());
+}
+
+/// A server restarting for a moment (404 to everything, or refusing connections) serves the
+/// call once it is back: the re-initialize is retried 100 ms, 200 ms … later.
+#[tokio::test]
+async fn a_restarting_server_serves_the_call() {
+    let server = Scripted::start().await;
+    let host = ready_host(&server).await;
+    server.restart_with_404(Duration::from_millis(250));
+    assert_eq!(call(&host, json!({})).await, Ok("done 3".into()));
+    let trail = server.trail();
+    let lines: Vec<String> = trail.iter().map(Step::line).collect();
+    let failed = trail
+        .iter()
+        .filter(|s| s.method == "initialize" && s.status == 404)
+        .count();
+    assert!((1..=3).contains(&failed), "{lines:#?}");
+    let mut expected = vec!["POST tools/call 3 s-1 404".to_string()];
+    expected.extend((0..failed).map(|i| format!("POST initialize {} - 404", 4 + i)));
+    expected.push(format!("POST initialize {} - 200", 4 + failed));
+    expected.push("POST notifications/initialized - s-2 202".into());
+    expected.push("POST tools/call 3 s-2 200".into());
+    assert_eq!(lines[3..], expected[..]);
+
+    // Now the server goes away right after its 404: the new initialize is refused (it never
+    // arrives, but uses up an id), then tried again until the server listens again.
+    let seen = lines.len();
+    let id = 5 + failed as u64;
+    server.restart_refusing_at_next_404(Duration::from_millis(250));
+    server.expire("s-2");
+    assert_eq!(call(&host, json!({})).await, Ok(format!("done {id}")));
+    let after: Vec<String> = server.lines()[seen..].to_vec();
+    let init_id: u64 = after[1].split(' ').nth(2).unwrap().parse().unwrap();
+    assert!(init_id >= id + 2, "no refused attempt: {after:#?}");
+    assert_eq!(
+        after,
+        [
+            format!("POST tools/call {id} s-2 404"),
+            format!("POST initialize {init_id} - 200"),
+            "POST notifications/initialized - s-3 202".into(),
+            format!("POST tools/call {id} s-3 200"),
+        ]
+    );
+    let lines = drop_and_settle(&server, host).await;
+    assert_eq!(lines.last().map(String::as_str), Some("DELETE - - s-3 200"));
+    assert_eq!(server.live(), Vec::<String>::new());
+}
+
+// ---------------------------------------------------------------------------------------------
+// the model: generated schedules
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// A call held `ms` by the server, answered as SSE or JSON, or refused with `status`;
+    /// dropped after `drop_after` ms when given, else awaited in the background.
+    Call {
+        ms: u64,
+        sse: bool,
+        status: Option<u16>,
+        drop_after: Option<u64>,
+    },
+    Wait(u64),
+    /// The server forgets the newest session.
+    Expire,
+    /// The server forgets every session and answers 404 for `ms`.
+    Restart404(u64),
+    /// The server forgets every session and refuses connections for `ms`.
+    RestartRefusing(u64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0u64..400, any::<bool>(), prop_oneof![6 => Just(None), 1 => Just(Some(400u16)), 1 => Just(Some(503u16))],
+              prop_oneof![Just(None), (0u64..300).prop_map(Some)])
+            .prop_map(|(ms, sse, status, drop_after)| Op::Call { ms, sse, status, drop_after }),
+        2 => (0u64..150).prop_map(Op::Wait),
+        1 => Just(Op::Expire),
+        1 => (50u64..400).prop_map(Op::Restart404),
+        1 => (50u64..400).prop_map(Op::RestartRefusing),
+    ]
+}
+
+/// How a call of the schedule ended, by its tag.
+#[derive(Debug)]
+enum Ended {
+    Resolved(Result<String, ToolError>),
+    Dropped,
+}
+
+async fn run_schedule(ops: Vec<Op>, wait_before_drop: u64) {
+    let server = Scripted::start().await;
+    let host = ready_host(&server).await;
+    let mut calls = Vec::new();
+    for (tag, op) in ops.iter().enumerate() {
+        match op.clone() {
+            Op::Call {
+                ms,
+                sse,
+                status,
+                drop_after,
+            } => {
+                let mut args = json!({"tag": tag, "ms": ms, "sse": sse});
+                if let Some(status) = status {
+                    args["status"] = json!(status);
+                }
+                let future = call(&host, args);
+                calls.push(tokio::spawn(async move {
+                    match drop_after {
+                        Some(after) => {
+                            tokio::select! {
+                                outcome = future => (tag, Ended::Resolved(outcome)),
+                                () = tokio::time::sleep(Duration::from_millis(after)) => (tag, Ended::Dropped),
+                            }
+                        }
+                        None => (tag, Ended::Resolved(future.await)),
+                    }
+                }));
+            }
+            Op::Wait(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+            Op::Expire => {
+                if let Some(newest) = server.issued().last() {
+                    server.expire(newest);
+                }
+            }
+            Op::Restart404(ms) => server.restart_with_404(Duration::from_millis(ms)),
+            Op::RestartRefusing(ms) => server.restart_refusing(Duration::from_millis(ms)).await,
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(wait_before_drop)).await;
+    drop(host);
+    // Every call resolves (or was dropped) soon after the Pack's drop.
+    let mut ended: HashMap<u64, Ended> = HashMap::new();
+    for handle in calls {
+        let (tag, end) = tokio::time::timeout(WAIT, handle)
+            .await
+            .expect("every call resolves after the Pack's drop")
+            .unwrap();
+        ended.insert(tag as u64, end);
+    }
+    let trail = server.settle(Duration::from_millis(300), WAIT).await;
+    // No task outlives the Pack: nothing more arrives once the trail settled.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        server.trail().len(),
+        trail.len(),
+        "a request after the Pack's drop settled"
+    );
+    check(&trail, &ended, &server);
+}
+
+fn check(trail: &[Step], ended: &HashMap<u64, Ended>, server: &Scripted) {
+    let lines: Vec<String> = trail.iter().map(Step::line).collect();
+    // Every session the server still knows was deleted: none is left.
+    assert_eq!(server.live(), Vec::<String>::new(), "{lines:#?}");
+    let mut cancelled: HashMap<String, usize> = HashMap::new();
+    for (i, step) in trail.iter().enumerate() {
+        // No request after initialize lacks the session or the version.
+        if step.verb == "POST" && step.method != "initialize" {
+            assert!(step.session.is_some(), "no session at {i}: {lines:#?}");
+            assert!(step.version.is_some(), "no version at {i}: {lines:#?}");
+        }
+        if step.verb == "DELETE" {
+            assert!(step.session.is_some(), "{lines:#?}");
+        }
+        // Nothing goes to a session after its DELETE (cancels included: they go first).
+        if step.session.is_some() && step.method != "initialize" {
+            let deleted_before = trail[..i]
+                .iter()
+                .any(|s| s.verb == "DELETE" && s.session == step.session);
+            assert!(
+                !deleted_before,
+                "a request at {i} after its session's DELETE: {lines:#?}"
+            );
+        }
+        if step.method != "notifications/cancelled" {
+            continue;
+        }
+        let count = cancelled.entry(step.id.to_string()).or_default();
+        *count += 1;
+        assert_eq!(*count, 1, "a second cancel at {i}: {lines:#?}");
+        // It names a tools/call; the last send before it went out on the same session.
+        let sent = trail[..i]
+            .iter()
+            .rev()
+            .find(|s| s.method == "tools/call" && s.id == step.id);
+        let tag = trail
+            .iter()
+            .find(|s| s.method == "tools/call" && s.id == step.id)
+            .and_then(|s| s.tag);
+        let end = tag.and_then(|t| ended.get(&t));
+        match sent {
+            Some(sent) => {
+                assert_eq!(
+                    sent.session, step.session,
+                    "cancel at {i} on another session: {lines:#?}"
+                );
+                if let Some(Ended::Resolved(outcome)) = end {
+                    // A call that resolved knew its answer or refusal: no cancel after either.
+                    assert!(
+                        sent.status == 200,
+                        "cancel at {i} of a refused call: {lines:#?}"
+                    );
+                    assert!(
+                        outcome.is_err(),
+                        "cancel at {i} of an answered call: {lines:#?}"
+                    );
+                }
+            }
+            // Only a call dropped while its POST was on the way has its cancel arrive first.
+            None => assert!(
+                tag.is_none() || matches!(end, Some(Ended::Dropped)),
+                "cancel at {i} names no request sent before it: {lines:#?}"
+            ),
+        }
+    }
+}
+
+fn schedules() -> impl Strategy<Value = (Vec<Op>, u64)> {
+    (prop::collection::vec(op(), 1..7), 0u64..300)
+}
+
+fn run_cases(cases: u32) {
+    let config = ProptestConfig {
+        cases,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    proptest!(config, |((ops, wait) in schedules())| {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(run_schedule(ops, wait));
+    });
+}
+
+#[test]
+fn generated_schedules_keep_the_session_invariants() {
+    run_cases(6);
+}
+
+#[test]
+#[ignore = "long run; .ci/run runs it"]
+fn generated_schedules_keep_the_session_invariants_long() {
+    run_cases(200);
+}

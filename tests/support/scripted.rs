@@ -1,0 +1,521 @@
+//! A scripted stateful MCP server for session and cancellation tests, on hyper over loopback.
+//!
+//! It behaves like a strict stateful server: `initialize` issues the session `s-<n>`; every other
+//! request must carry a live `Mcp-Session-Id` (404 otherwise) and an `MCP-Protocol-Version`
+//! (400 otherwise); `DELETE` ends a session. Each `tools/call` is scripted by its arguments:
+//! `{"ms": 200}` holds it 200 ms, `{"sse": true}` answers it as an event stream, `{"status": 503}`
+//! refuses it. The test can expire a session, restart the server (forget every session, then
+//! refuse connections or answer 404 for a while), and have `initialize` answered as SSE with a
+//! server `ping` and a resumption.
+//!
+//! Every request lands in a trail: HTTP verb, JSON-RPC method and id, the session and version
+//! headers, and the status answered.
+#![allow(dead_code)]
+
+use std::collections::{HashMap, HashSet};
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+/// One request and the status it was answered with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step {
+    /// `POST`, `GET` or `DELETE`.
+    pub verb: String,
+    /// The JSON-RPC method; `""` for a response or no body.
+    pub method: String,
+    /// The JSON-RPC id; for `notifications/cancelled`, its `requestId`; `Null` otherwise.
+    pub id: Value,
+    pub session: Option<String>,
+    pub version: Option<String>,
+    pub status: u16,
+    /// The `tag` argument of a `tools/call` (how a test names its calls).
+    pub tag: Option<u64>,
+}
+
+impl Step {
+    /// `verb method id session status`, e.g. `POST tools/call 3 s-1 200` (`-` for none).
+    pub fn line(&self) -> String {
+        let id = match &self.id {
+            Value::Null => "-".to_string(),
+            other => other.to_string(),
+        };
+        format!(
+            "{} {} {id} {} {}",
+            self.verb,
+            if self.method.is_empty() {
+                "-"
+            } else {
+                &self.method
+            },
+            self.session.as_deref().unwrap_or("-"),
+            self.status
+        )
+    }
+}
+
+/// How `initialize` is answered.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum InitStyle {
+    Json,
+    /// An event stream: a priming event with id `init-1`, a server `ping`, then the stream ends;
+    /// the answer comes on the resumption (`GET` with `Last-Event-ID: init-1`).
+    SseWithPingAndResume,
+}
+
+#[derive(Default)]
+struct State {
+    trail: Vec<Step>,
+    next_session: usize,
+    live: HashSet<String>,
+    issued: Vec<String>,
+    /// Until when `initialize` (and everything else) is answered 404 (a restart window).
+    down_until: Option<tokio::time::Instant>,
+    /// `initialize` answers with this protocol version (default 2025-11-25).
+    version: Option<String>,
+    /// `notifications/initialized` is answered with this status (default 202).
+    initialized_status: Option<u16>,
+    init_style: Option<InitStyle>,
+    /// `initialize` is answered this long after it arrived.
+    init_delay: Option<Duration>,
+    /// Armed by [`Scripted::restart_refusing_at_next_404`].
+    outage: Option<Duration>,
+    /// The `initialize` request awaiting its answer on a resumption: (request id, session).
+    pending_init: Option<(Value, String)>,
+}
+
+/// What the server and its connections share.
+struct Shared {
+    state: Mutex<State>,
+    port: u16,
+    /// The accept loop (it owns the listener): aborted, connections are refused.
+    accept: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Each open connection, by a number of its own.
+    connections: Mutex<HashMap<u64, tokio::task::AbortHandle>>,
+    next_connection: AtomicU64,
+}
+
+impl Shared {
+    /// Stops listening and drops every connection but `keep` (which closes after its answer).
+    fn go_down(&self, keep: Option<u64>) {
+        if let Some(task) = self.accept.lock().unwrap().take() {
+            task.abort();
+        }
+        for (id, connection) in self.connections.lock().unwrap().drain() {
+            if Some(id) != keep {
+                connection.abort();
+            }
+        }
+        self.state.lock().unwrap().live.clear();
+    }
+
+    /// Listens again on the same port after `down`.
+    fn come_back(
+        self: Arc<Self>,
+        down: Duration,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        Box::pin(async move {
+            tokio::time::sleep(down).await;
+            let listener = TcpListener::bind(("127.0.0.1", self.port)).await.unwrap();
+            let task = tokio::spawn(accept_loop(listener, Arc::clone(&self)));
+            *self.accept.lock().unwrap() = Some(task);
+        })
+    }
+}
+
+/// The running server; stops when dropped.
+pub struct Scripted {
+    pub url: String,
+    pub port: u16,
+    shared: Arc<Shared>,
+    state: Arc<StateRef>,
+}
+
+/// Access to the state through the shared struct.
+struct StateRef(Arc<Shared>);
+
+impl StateRef {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.0.state.lock().unwrap()
+    }
+}
+
+impl Drop for Scripted {
+    fn drop(&mut self) {
+        self.shared.go_down(None);
+    }
+}
+
+impl Scripted {
+    /// Starts a server on 127.0.0.1 (a free port).
+    pub async fn start() -> Scripted {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let shared = Arc::new(Shared {
+            state: Mutex::default(),
+            port,
+            accept: Mutex::new(None),
+            connections: Mutex::default(),
+            next_connection: AtomicU64::new(0),
+        });
+        let task = tokio::spawn(accept_loop(listener, Arc::clone(&shared)));
+        *shared.accept.lock().unwrap() = Some(task);
+        Scripted {
+            url: format!("http://127.0.0.1:{port}/mcp"),
+            port,
+            state: Arc::new(StateRef(Arc::clone(&shared))),
+            shared,
+        }
+    }
+
+    /// The trail so far.
+    pub fn trail(&self) -> Vec<Step> {
+        self.state.lock().trail.clone()
+    }
+
+    /// The trail as lines (see [`Step::line`]).
+    pub fn lines(&self) -> Vec<String> {
+        self.trail().iter().map(Step::line).collect()
+    }
+
+    /// Every session id issued so far.
+    pub fn issued(&self) -> Vec<String> {
+        self.state.lock().issued.clone()
+    }
+
+    /// The sessions the server still knows.
+    pub fn live(&self) -> Vec<String> {
+        let mut live: Vec<String> = self.state.lock().live.iter().cloned().collect();
+        live.sort();
+        live
+    }
+
+    /// Forgets `session`: later requests carrying it get 404 (held calls on it go on).
+    pub fn expire(&self, session: &str) {
+        self.state.lock().live.remove(session);
+    }
+
+    /// Forgets every session and answers 404 to everything for `down`.
+    pub fn restart_with_404(&self, down: Duration) {
+        let mut state = self.state.lock();
+        state.live.clear();
+        state.down_until = Some(tokio::time::Instant::now() + down);
+    }
+
+    /// Forgets every session, drops every connection, and refuses connections for `down`.
+    pub async fn restart_refusing(&self, down: Duration) {
+        self.shared.go_down(None);
+        Arc::clone(&self.shared).come_back(down).await;
+    }
+
+    /// Like [`Scripted::restart_refusing`], at the moment the server answers a request with 404
+    /// because it does not know its session: that answer still goes out, then nothing listens
+    /// for `down`.
+    pub fn restart_refusing_at_next_404(&self, down: Duration) {
+        self.state.lock().outage = Some(down);
+    }
+
+    /// `initialize` answers with `version`.
+    pub fn set_version(&self, version: &str) {
+        self.state.lock().version = Some(version.to_string());
+    }
+
+    /// `notifications/initialized` is answered with `status`.
+    pub fn set_initialized_status(&self, status: u16) {
+        self.state.lock().initialized_status = Some(status);
+    }
+
+    /// How `initialize` is answered.
+    pub fn set_init_style(&self, style: InitStyle) {
+        self.state.lock().init_style = Some(style);
+    }
+
+    /// `initialize` is answered `delay` after it arrived.
+    pub fn set_init_delay(&self, delay: Duration) {
+        self.state.lock().init_delay = Some(delay);
+    }
+
+    /// Waits (at most `limit`) until `done(trail)`; panics with the trail otherwise.
+    pub async fn wait_until(
+        &self,
+        limit: Duration,
+        what: &str,
+        done: impl Fn(&[Step]) -> bool,
+    ) -> Vec<Step> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let trail = self.trail();
+            if done(&trail) {
+                return trail;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                panic!(
+                    "gave up after {limit:?} waiting for {what}; trail: {:#?}",
+                    self.lines()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Waits until the trail has been quiet for `quiet` (at most `limit`); returns it.
+    pub async fn settle(&self, quiet: Duration, limit: Duration) -> Vec<Step> {
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut seen = self.trail().len();
+        let mut since = tokio::time::Instant::now();
+        loop {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            let now = self.trail().len();
+            if now != seen {
+                seen = now;
+                since = tokio::time::Instant::now();
+            } else if since.elapsed() >= quiet || tokio::time::Instant::now() >= deadline {
+                return self.trail();
+            }
+        }
+    }
+}
+
+type Body = http_body_util::combinators::UnsyncBoxBody<Bytes, std::io::Error>;
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let number = shared.next_connection.fetch_add(1, Ordering::SeqCst);
+        let for_service = Arc::clone(&shared);
+        let service = service_fn(move |request: hyper::Request<Incoming>| {
+            let shared = Arc::clone(&for_service);
+            async move { Ok::<_, Infallible>(answer(request, shared, number).await) }
+        });
+        let task = tokio::spawn(async move {
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+        shared
+            .connections
+            .lock()
+            .unwrap()
+            .insert(number, task.abort_handle());
+    }
+}
+
+fn full(status: u16, content_type: Option<&str>, body: impl Into<Bytes>) -> hyper::Response<Body> {
+    let mut response = hyper::Response::builder().status(status);
+    if let Some(ct) = content_type {
+        response = response.header("content-type", ct);
+    }
+    response
+        .body(
+            Full::new(body.into())
+                .map_err(|never: Infallible| match never {})
+                .boxed_unsync(),
+        )
+        .unwrap()
+}
+
+fn json_reply(value: &Value) -> hyper::Response<Body> {
+    full(200, Some("application/json"), value.to_string())
+}
+
+fn sse_reply(text: String) -> hyper::Response<Body> {
+    full(200, Some("text/event-stream"), text)
+}
+
+fn result(id: &Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+fn event(message: &Value) -> String {
+    format!("event: message\ndata: {message}\n\n")
+}
+
+async fn answer(
+    request: hyper::Request<Incoming>,
+    shared: Arc<Shared>,
+    connection: u64,
+) -> hyper::Response<Body> {
+    let state = &shared.state;
+    let (parts, body) = request.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let rpc: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let header = |name: &str| {
+        parts
+            .headers
+            .get(name)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+    };
+    let verb = parts.method.to_string();
+    let method = rpc["method"].as_str().unwrap_or("").to_string();
+    let id = if method == "notifications/cancelled" {
+        rpc["params"]["requestId"].clone()
+    } else {
+        rpc["id"].clone()
+    };
+    let session = header("mcp-session-id");
+    let version = header("mcp-protocol-version");
+    let mut step = Step {
+        verb: verb.clone(),
+        method: method.clone(),
+        id: id.clone(),
+        session: session.clone(),
+        version: version.clone(),
+        status: 0,
+        tag: rpc["params"]["arguments"]["tag"].as_u64(),
+    };
+    // Decide under the lock; hold (sleep) outside it.
+    enum Then {
+        Now(hyper::Response<Body>),
+        Hold(Duration, hyper::Response<Body>),
+    }
+    let mut outage = None;
+    let then = {
+        let mut st = state.lock().unwrap();
+        let down = st
+            .down_until
+            .is_some_and(|until| tokio::time::Instant::now() < until);
+        let known = session.as_ref().is_some_and(|s| st.live.contains(s));
+        let then = if down {
+            Then::Now(full(404, Some("text/plain"), "restarting"))
+        } else if verb == "DELETE" {
+            if let Some(s) = &session {
+                st.live.remove(s);
+            }
+            Then::Now(full(if known { 200 } else { 404 }, None, ""))
+        } else if method == "initialize" {
+            st.next_session += 1;
+            let sid = format!("s-{}", st.next_session);
+            st.live.insert(sid.clone());
+            st.issued.push(sid.clone());
+            let version = st.version.clone().unwrap_or_else(|| "2025-11-25".into());
+            let answer = result(
+                &id,
+                json!({"protocolVersion": version, "capabilities": {"tools": {}},
+                       "serverInfo": {"name": "scripted", "version": "0"}}),
+            );
+            let style = st.init_style.unwrap_or(InitStyle::Json);
+            let mut response = match style {
+                InitStyle::Json => json_reply(&answer),
+                InitStyle::SseWithPingAndResume => {
+                    st.pending_init = Some((id.clone(), sid.clone()));
+                    sse_reply(format!(
+                        "id: init-1\nretry: 10\ndata:\n\n{}",
+                        event(&json!({"jsonrpc": "2.0", "id": "ping-1", "method": "ping"}))
+                    ))
+                }
+            };
+            response
+                .headers_mut()
+                .insert("mcp-session-id", sid.parse().unwrap());
+            match st.init_delay {
+                Some(delay) => Then::Hold(delay, response),
+                None => Then::Now(response),
+            }
+        } else if !known {
+            let mut response = full(
+                if session.is_some() { 404 } else { 400 },
+                Some("application/json"),
+                json!({"jsonrpc": "2.0", "id": null,
+                       "error": {"code": -32000, "message": "Bad Request: no valid session"}})
+                .to_string(),
+            );
+            if session.is_some() {
+                if let Some(down) = st.outage.take() {
+                    response
+                        .headers_mut()
+                        .insert("connection", "close".parse().unwrap());
+                    outage = Some(down);
+                }
+            }
+            Then::Now(response)
+        } else if verb == "GET" {
+            match (header("last-event-id").as_deref(), st.pending_init.take()) {
+                (Some("init-1"), Some((init_id, sid))) if session.as_deref() == Some(&sid) => {
+                    let version = st.version.clone().unwrap_or_else(|| "2025-11-25".into());
+                    Then::Now(sse_reply(event(&result(
+                        &init_id,
+                        json!({"protocolVersion": version, "capabilities": {"tools": {}},
+                               "serverInfo": {"name": "scripted", "version": "0"}}),
+                    ))))
+                }
+                _ => Then::Now(full(405, None, "")),
+            }
+        } else if version.is_none() && !method.is_empty() && rpc.get("id").is_some() {
+            // A request without the version header (a response to a ping may lack it).
+            Then::Now(full(
+                400,
+                Some("text/plain"),
+                "missing MCP-Protocol-Version",
+            ))
+        } else if rpc.get("id").is_none() || rpc.get("method").is_none() {
+            let status = if method == "notifications/initialized" {
+                st.initialized_status.unwrap_or(202)
+            } else {
+                202
+            };
+            Then::Now(full(status, None, ""))
+        } else if method == "tools/list" {
+            Then::Now(json_reply(&result(
+                &id,
+                json!({"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}),
+            )))
+        } else if method == "tools/call" {
+            let args = &rpc["params"]["arguments"];
+            let text = json!({"content": [{"type": "text", "text": format!("done {id}")}]});
+            match args["status"].as_u64() {
+                Some(status) => Then::Now(full(status as u16, Some("text/plain"), "refused")),
+                None => {
+                    let answer = result(&id, text);
+                    let reply = if args["sse"].as_bool() == Some(true) {
+                        sse_reply(event(&answer))
+                    } else {
+                        json_reply(&answer)
+                    };
+                    match args["ms"].as_u64() {
+                        Some(ms) if ms > 0 => Then::Hold(Duration::from_millis(ms), reply),
+                        _ => Then::Now(reply),
+                    }
+                }
+            }
+        } else {
+            Then::Now(json_reply(&json!({"jsonrpc": "2.0", "id": id,
+                "error": {"code": -32601, "message": "Method not found"}})))
+        };
+        if let Then::Now(response) = &then {
+            step.status = response.status().as_u16();
+            st.trail.push(step.clone());
+        }
+        then
+    };
+    if let Some(down) = outage {
+        shared.go_down(Some(connection));
+        tokio::spawn(Arc::clone(&shared).come_back(down));
+    }
+    match then {
+        Then::Now(response) => response,
+        Then::Hold(wait, response) => {
+            // Recorded when it arrives (status 200: accepted, answer pending).
+            step.status = 200;
+            state.lock().unwrap().trail.push(step);
+            tokio::time::sleep(wait).await;
+            response
+        }
+    }
+}
