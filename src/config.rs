@@ -16,8 +16,11 @@ use crate::redact::Redactor;
 
 /// Header names the MCP client sets itself; a config may not set them (compared
 /// case-insensitively).
-const CLIENT_OWNED_HEADERS: [&str; 5] = [
+/// `accept-encoding` is among them because the client decodes only the encodings it offers (a
+/// configured one could ask for a reply it cannot read).
+const CLIENT_OWNED_HEADERS: [&str; 6] = [
     "accept",
+    "accept-encoding",
     "content-type",
     "mcp-session-id",
     "mcp-protocol-version",
@@ -801,6 +804,8 @@ mod tests {
     fn client_owned_headers_are_refused_case_insensitively() {
         for name in [
             "Accept",
+            "Accept-Encoding",
+            "ACCEPT-ENCODING",
             "MCP-SESSION-ID",
             "last-event-id",
             "Mcp-Protocol-Version",

@@ -19,6 +19,7 @@ mod pack;
 mod redact;
 mod result;
 mod server;
+mod sse;
 
 use runvil_plugin::{PackSpec, Packs, Value};
 

@@ -60,11 +60,18 @@ pub(crate) const MAX_DESCRIPTION_BYTES: usize = 4096;
 /// Server text quoted in a status reason or an error is cut to this many bytes.
 pub(crate) const MAX_REASON_BYTES: usize = 1024;
 
-/// How often one request may resume its SSE stream with `GET` + `Last-Event-ID`.
+/// How many resumptions of one request's SSE stream (`GET` + `Last-Event-ID`) may bring no new
+/// event id before the request fails. Resumptions that bring one are not counted: a server may
+/// close the stream after every event and expect the client to poll (MCP 2025-11-25,
+/// "Resumability and Redelivery"); [`CALL_DEADLINE`] bounds those.
 pub(crate) const MAX_RESUMPTIONS: usize = 5;
 
 /// The wait before resuming a stream whose server gave no `retry` field.
 pub(crate) const DEFAULT_RETRY: Duration = Duration::from_secs(1);
+
+/// The shortest wait before a resumption, whatever `retry` the server gave (so `retry: 0`
+/// cannot make the client spin).
+pub(crate) const MIN_RETRY: Duration = Duration::from_millis(100);
 
 /// The longest `retry` wait a server may ask for before a resumption.
 pub(crate) const MAX_RETRY: Duration = Duration::from_secs(30);

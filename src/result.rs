@@ -33,17 +33,31 @@ struct CallToolResult<'a> {
     is_error: Option<bool>,
 }
 
+/// A JSON string borrowed from the received text when it holds no escapes. serde borrows a
+/// `Cow<str>` only when it is a field itself: inside an `Option` it would always copy (a third
+/// payload-sized buffer for a big text result, beside the received event and the mapped text).
+#[derive(Deserialize)]
+struct Str<'a>(#[serde(borrow)] Cow<'a, str>);
+
+impl std::ops::Deref for Str<'_> {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
 /// One content block; only the fields the mapping reads.
 #[derive(Deserialize)]
 struct Block<'a> {
     #[serde(rename = "type", borrow)]
     kind: Cow<'a, str>,
     #[serde(borrow, default)]
-    text: Option<Cow<'a, str>>,
+    text: Option<Str<'a>>,
     #[serde(rename = "mimeType", borrow, default)]
-    mime_type: Option<Cow<'a, str>>,
+    mime_type: Option<Str<'a>>,
     #[serde(borrow, default)]
-    uri: Option<Cow<'a, str>>,
+    uri: Option<Str<'a>>,
     #[serde(borrow, default)]
     resource: Option<Resource<'a>>,
 }
@@ -52,9 +66,9 @@ struct Block<'a> {
 #[derive(Deserialize)]
 struct Resource<'a> {
     #[serde(borrow, default)]
-    text: Option<Cow<'a, str>>,
+    text: Option<Str<'a>>,
     #[serde(rename = "mimeType", borrow, default)]
-    mime_type: Option<Cow<'a, str>>,
+    mime_type: Option<Str<'a>>,
     /// Only whether it is there matters: the data itself is skipped, not decoded.
     #[serde(default)]
     blob: Option<serde::de::IgnoredAny>,
@@ -101,7 +115,7 @@ pub(crate) fn map(result: &RawValue, redactor: &Redactor) -> Result<Mapped, Stri
 
 fn push_block(out: &mut String, block: &Block<'_>, redactor: &Redactor) -> Result<(), String> {
     let sanitize = |text: &str| sanitize(text, redactor);
-    let mime = |m: &Option<Cow<'_, str>>, default: &'static str| -> String {
+    let mime = |m: &Option<Str<'_>>, default: &'static str| -> String {
         m.as_deref().map_or(default.to_string(), sanitize)
     };
     match block.kind.as_ref() {
@@ -166,6 +180,28 @@ mod tests {
             &RawValue::from_string(json.to_string()).unwrap(),
             &Redactor::default(),
         )
+    }
+
+    /// A block's strings are borrowed from the received text unless they hold escapes, so a
+    /// big text result is not copied before it is mapped.
+    #[test]
+    fn block_strings_borrow_from_the_received_text() {
+        let json = r#"{"type":"resource","text":"plain","mimeType":"a\/b","uri":"u",
+            "resource":{"text":"also plain","mimeType":"text/plain"}}"#;
+        let block: Block<'_> = serde_json::from_str(json).unwrap();
+        fn borrowed<'a>(s: &Option<Str<'a>>) -> Option<Result<&'a str, String>> {
+            match s {
+                Some(Str(Cow::Borrowed(text))) => Some(Ok(*text)),
+                Some(Str(Cow::Owned(text))) => Some(Err(text.clone())),
+                None => None,
+            }
+        }
+        assert_eq!(borrowed(&block.text), Some(Ok("plain")));
+        assert_eq!(borrowed(&block.mime_type), Some(Err("a/b".to_string())));
+        assert_eq!(borrowed(&block.uri), Some(Ok("u")));
+        let resource = block.resource.unwrap();
+        assert_eq!(borrowed(&resource.text), Some(Ok("also plain")));
+        assert_eq!(borrowed(&resource.mime_type), Some(Ok("text/plain")));
     }
 
     fn text(json: &str) -> String {

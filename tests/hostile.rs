@@ -580,6 +580,232 @@ async fn many_events_totalling_more_than_the_cap_are_fine() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// compressed replies
+
+fn gzip(body: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    encoder.write_all(body).unwrap();
+    encoder.finish().unwrap()
+}
+
+fn brotli(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    brotli::BrotliCompress(
+        &mut &body[..],
+        &mut out,
+        &brotli::enc::BrotliEncoderParams::default(),
+    )
+    .unwrap();
+    out
+}
+
+fn zstd(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(zstd_safe::compress_bound(body.len()));
+    zstd_safe::compress(&mut out, body, 3).unwrap();
+    out
+}
+
+/// `body` compressed by `encode`, sent with `Content-Encoding: name`.
+fn encoded(content_type: &str, name: &str, encode: fn(&[u8]) -> Vec<u8>, body: &[u8]) -> Reply {
+    Reply::raw(200, content_type, encode(body)).header("content-encoding", name)
+}
+
+/// Every reply compressed — gzip, br and zstd, JSON and SSE alike — is decoded, and every
+/// request offers the three in `Accept-Encoding`.
+#[tokio::test]
+async fn compressed_json_and_sse_replies_are_decoded() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let server = serve(move |req| {
+        let calls = Arc::clone(&calls);
+        async move {
+            let id = req.id();
+            match req.method() {
+                "initialize" => {
+                    let body = serde_json::to_vec(&result(
+                        &id,
+                        json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+                               "serverInfo": {"name": "z", "version": "1"}}),
+                    ))
+                    .unwrap();
+                    encoded("application/json", "zstd", zstd, &body)
+                        .header("mcp-session-id", SESSION)
+                }
+                "tools/list" => encoded(
+                    "text/event-stream",
+                    "gzip",
+                    gzip,
+                    sse_event(&tools_page(&id, vec![tool("t", "squeezed")], None)).as_bytes(),
+                ),
+                "tools/call" => match calls.fetch_add(1, Ordering::SeqCst) {
+                    0 => encoded(
+                        "application/json",
+                        "gzip",
+                        gzip,
+                        &serde_json::to_vec(&text_result(&id, "gzip json")).unwrap(),
+                    ),
+                    1 => encoded(
+                        "text/event-stream",
+                        "br",
+                        brotli,
+                        sse_event(&text_result(&id, "br sse")).as_bytes(),
+                    ),
+                    _ => encoded(
+                        "text/event-stream",
+                        "zstd",
+                        zstd,
+                        sse_event(&text_result(&id, &"z".repeat(100_000))).as_bytes(),
+                    ),
+                },
+                _ => standard(&req).unwrap_or_else(Reply::accepted),
+            }
+        }
+    })
+    .await;
+    let host = ready_host("z", &server.url).await;
+    assert_eq!(
+        host.listing(json!({"namespace": "z", "toolName": "t"}))
+            .await["description"],
+        "squeezed"
+    );
+    let timeout = Duration::from_secs(10);
+    assert_eq!(call_t(&host, "z", timeout).await, Ok("gzip json".into()));
+    assert_eq!(call_t(&host, "z", timeout).await, Ok("br sse".into()));
+    assert_eq!(call_t(&host, "z", timeout).await, Ok("z".repeat(100_000)));
+    let offered: Vec<Option<String>> = server
+        .requests()
+        .iter()
+        .map(|r| r.header("accept-encoding"))
+        .collect();
+    assert!(offered.len() >= 6, "{offered:?}");
+    for offer in offered {
+        assert_eq!(offer.as_deref(), Some("zstd,gzip,br"));
+    }
+}
+
+/// A gzip stream that never ends and inflates to zeros: `(header and first block, a block to
+/// repeat forever)`, each block 1 MiB of zeros in about 1 KB.
+fn gzip_of_endless_zeros() -> (Bytes, Bytes) {
+    let zeros = vec![0u8; MIB];
+    let mut deflate = flate2::Compress::new(flate2::Compression::best(), false);
+    let mut block = |out: &mut Vec<u8>| {
+        let before = deflate.total_in();
+        deflate
+            .compress_vec(&zeros, out, flate2::FlushCompress::Sync)
+            .unwrap();
+        assert_eq!(deflate.total_in() - before, MIB as u64);
+    };
+    // The gzip header: magic, deflate, no flags, no time, no extra flags, unknown OS.
+    let mut first = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+    first.reserve(64 * 1024);
+    block(&mut first);
+    // After a sync flush the next block is byte-aligned; behind it lie only zeros, so a block of
+    // zeros decodes the same wherever it is repeated.
+    let mut again = Vec::with_capacity(64 * 1024);
+    block(&mut again);
+    (first.into(), again.into())
+}
+
+/// A few KB of gzip that would inflate without end is refused once 16 MiB are decoded, JSON and
+/// SSE alike, long before much of it was even sent.
+#[tokio::test]
+async fn gzip_bomb_is_refused_at_the_decoded_limit() {
+    let (first, again) = gzip_of_endless_zeros();
+    assert!(again.len() < 4096, "{}", again.len());
+    let sent_list = Arc::new(AtomicUsize::new(0));
+    let sent_call = Arc::new(AtomicUsize::new(0));
+    let (list_counter, call_counter) = (Arc::clone(&sent_list), Arc::clone(&sent_call));
+    let bomb = move |content_type: &str, sent: &Arc<AtomicUsize>| {
+        Reply::endless(
+            200,
+            content_type,
+            first.clone(),
+            again.clone(),
+            Duration::ZERO,
+            Arc::clone(sent),
+        )
+        .header("content-encoding", "gzip")
+    };
+    let bomb2 = bomb.clone();
+    let list = list_server(move |_req| bomb("application/json", &list_counter)).await;
+    let call = tool_server(move |_req| {
+        let reply = bomb2("text/event-stream", &call_counter);
+        async move { reply }
+    })
+    .await;
+    let host = Host::new(json!({"list": entry(&list.url), "call": entry(&call.url)}));
+    assert_eq!(
+        error_reason(&host, "list", Duration::from_secs(60)).await,
+        CAP_MESSAGE
+    );
+    host.ready("call", Duration::from_secs(20)).await;
+    assert_eq!(
+        call_t(&host, "call", Duration::from_secs(60)).await,
+        transport(&format!("server \"call\": {CAP_MESSAGE}"))
+    );
+    // 16 MiB of zeros is about 16 KB of gzip; socket buffers may hold some more.
+    for sent in [&sent_list, &sent_call] {
+        let sent = sent.load(Ordering::SeqCst);
+        assert!(
+            (16 * 1024..4 * MIB).contains(&sent),
+            "{sent} bytes of gzip sent"
+        );
+    }
+}
+
+/// A `Content-Encoding` the client cannot decode is named (scrubbed of the entry's secrets, cut
+/// to 64 bytes) instead of read as text. A JSON reply so encoded is an answer the client cannot
+/// read (nothing to cancel); an event stream so encoded may belong to a tool still running, so
+/// that call is cancelled.
+#[tokio::test]
+async fn unknown_content_encoding_is_a_clear_error() {
+    let body = |id: &Value| serde_json::to_vec(&text_result(id, "never read")).unwrap();
+    let server = tool_server(move |req| {
+        let case = req.rpc["params"]["arguments"]["case"].as_str();
+        let content_type = match case {
+            Some("sse") => "text/event-stream",
+            _ => "application/json",
+        };
+        let reply = Reply::raw(200, content_type, body(&req.id()));
+        let encoding = match case {
+            Some("secret") => "x-Bearer-sup3r-s3cret-value".to_string(),
+            Some("long") => format!("x-{}", "y".repeat(200)),
+            _ => "compress".to_string(),
+        };
+        async move { reply.header("content-encoding", &encoding) }
+    })
+    .await;
+    let host = Host::new(json!({"enc": {
+        "url": server.url,
+        "headers": {"Authorization": "Bearer sup3r-s3cret-value"}
+    }}));
+    host.ready("enc", Duration::from_secs(20)).await;
+    let call = |case: &str| {
+        host.call(
+            "call_dynamic_tool",
+            json!({"namespace": "enc", "toolName": "t", "arguments": {"case": case}}),
+        )
+    };
+    let refused = |shown: &str| {
+        transport(&format!(
+            "server \"enc\": the server answered with Content-Encoding \"{shown}\", which this client cannot decode (it accepts gzip, br and zstd)"
+        ))
+    };
+    assert_eq!(call("plain").await, refused("compress"));
+    assert_eq!(call("secret").await, refused("x-Bearer-[redacted]"));
+    assert_eq!(
+        call("long").await,
+        refused(&format!("x-{}…", "y".repeat(64 - 2 - '…'.len_utf8())))
+    );
+    assert_eq!(server.count("notifications/cancelled"), 0);
+    assert_eq!(call("sse").await, refused("compress"));
+    assert_eq!(
+        server.cancellations().await,
+        [json!({"requestId": 6, "reason": "the client dropped the call"})]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
 // lies: bodies that are not what they claim
 
 /// A server whose `initialize` answer is `reply(id)`.
@@ -1261,50 +1487,160 @@ async fn call_stream_reset_mid_response_is_a_transport_error_at_once() {
     }
 }
 
-/// A stream that keeps ending after an event id, and whose resumptions do the same: the Pack
-/// resumes at most 5 times, each time with the latest id, then fails the call.
+/// Event streams framed the unusual ways the SSE rules allow — a BOM, lone CRs, the answer's
+/// JSON split over data lines, comments between them, every byte its own chunk — reach the
+/// answer; an event whose data is not UTF-8 is refused, not patched with U+FFFD.
 #[tokio::test]
-async fn endless_resumption_is_bounded() {
+async fn unusual_but_valid_sse_framing_reaches_the_answer() {
+    let server = tool_server(|req| async move {
+        let answer = serde_json::to_string(&text_result(&req.id(), "framed")).unwrap();
+        // Split between two members: the LF that joins data lines is JSON whitespace there.
+        let (head, tail) = answer.split_at(answer.find(',').unwrap() + 1);
+        match req.rpc["params"]["arguments"]["case"].as_str() {
+            Some("cr") => Reply::raw(
+                200,
+                "text/event-stream",
+                format!("\u{feff}: hello\rid: 1\r\rdata:{head}\r: between\rdata:{tail}\r\r"),
+            ),
+            Some("bytes") => {
+                let text = format!("event:message\r\ndata: {head}\r\ndata: {tail}\r\n\r\n");
+                let chunks: Vec<Result<Bytes, std::io::Error>> = text
+                    .into_bytes()
+                    .into_iter()
+                    .map(|b| Ok(Bytes::from(vec![b])))
+                    .collect();
+                Reply::stream(200, "text/event-stream", stream::iter(chunks))
+            }
+            _ => Reply::raw(
+                200,
+                "text/event-stream",
+                [b"data: {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":\"\xFF\"}\n\n".as_slice()]
+                    .concat(),
+            ),
+        }
+    })
+    .await;
+    let host = ready_host("sse", &server.url).await;
+    let call = |case: &str| {
+        host.call(
+            "call_dynamic_tool",
+            json!({"namespace": "sse", "toolName": "t", "arguments": {"case": case}}),
+        )
+    };
+    assert_eq!(call("cr").await, Ok("framed".into()));
+    assert_eq!(call("bytes").await, Ok("framed".into()));
+    assert_eq!(
+        call("bad utf-8").await,
+        transport("server \"sse\": the server's event stream is not UTF-8")
+    );
+}
+
+/// A server whose `tools/call` stream and every resumption come from `stream(n)`, `n` being 0
+/// for the POST and 1, 2, … for each `GET` + `Last-Event-ID`.
+async fn polling_server<F>(stream: F) -> Server
+where
+    F: Fn(usize) -> String + Send + Sync + 'static,
+{
     let gets = Arc::new(AtomicUsize::new(0));
-    let gets2 = Arc::clone(&gets);
-    let server = serve(move |req| {
-        let gets = Arc::clone(&gets2);
+    let stream = Arc::new(stream);
+    serve(move |req| {
+        let gets = Arc::clone(&gets);
+        let stream = Arc::clone(&stream);
         async move {
             if req.http_method == "GET" {
                 let n = gets.fetch_add(1, Ordering::SeqCst) + 1;
-                return Reply::raw(
-                    200,
-                    "text/event-stream",
-                    format!("id: g{n}\nretry: 5\ndata:\n\n"),
-                );
+                return Reply::raw(200, "text/event-stream", stream(n));
             }
             if let Some(reply) = standard(&req) {
                 return reply;
             }
             match req.method() {
                 "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)),
-                _ => Reply::raw(200, "text/event-stream", "id: p0\nretry: 5\ndata:\n\n"),
+                _ => Reply::raw(200, "text/event-stream", stream(0)),
             }
         }
+    })
+    .await
+}
+
+/// The `Last-Event-ID` of each resumption, and its time after the `tools/call` in whole ms.
+fn resumptions(server: &Server) -> Vec<(String, u128)> {
+    let call = server.with_method("tools/call")[0].at;
+    server
+        .requests()
+        .iter()
+        .filter(|r| r.http_method == "GET")
+        .map(|r| {
+            let id = r.header("last-event-id").unwrap_or_default();
+            (id, (r.at - call).as_millis())
+        })
+        .collect()
+}
+
+/// Resumptions that bring nothing new (the server replays no event, or only the id already
+/// sent) count toward the limit of 5; then the call fails, saying how many came to nothing.
+#[tokio::test(start_paused = true)]
+async fn resumptions_that_bring_no_new_event_id_are_bounded() {
+    heartbeat();
+    let server = polling_server(|n| match n {
+        0 => "id: p0\nretry: 5\ndata:\n\n".to_string(),
+        // The first two resumptions bring new ids (the second in an event without data).
+        1 => "id: g1\ndata:\n\n".to_string(),
+        2 => "id: g2\n\n".to_string(),
+        // Then: nothing, a comment, the same id again, a data event without an id, nothing.
+        3 => String::new(),
+        4 => ": still working\n\n".to_string(),
+        5 => "id: g2\n\n".to_string(),
+        6 => "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\n".to_string(),
+        _ => String::new(),
     })
     .await;
     let host = ready_host("resume", &server.url).await;
     assert_eq!(
-        call_t(&host, "resume", Duration::from_secs(10)).await,
+        call_t(&host, "resume", Duration::from_secs(60)).await,
         transport(
-            "server \"resume\": the server closed the event stream before the response to request 3"
+            "server \"resume\": the server closed the event stream before the response to request 3; 5 resumptions (GET with Last-Event-ID) brought no new event id"
         )
     );
-    let last_ids: Vec<Option<String>> = server
-        .requests()
-        .iter()
-        .filter(|r| r.http_method == "GET")
-        .map(|r| r.header("last-event-id"))
-        .collect();
+    // `retry: 5` is raised to the 100 ms floor.
     assert_eq!(
-        last_ids,
-        ["p0", "g1", "g2", "g3", "g4"].map(|s| Some(s.to_string()))
+        resumptions(&server),
+        [
+            ("p0", 100),
+            ("g1", 200),
+            ("g2", 300),
+            ("g2", 400),
+            ("g2", 500),
+            ("g2", 600),
+            ("g2", 700)
+        ]
+        .map(|(id, at)| (id.to_string(), at))
     );
+}
+
+/// A server that closes the stream after every event and expects polling (MCP 2025-11-25,
+/// SEP-1699): as long as each resumption brings a new event id, the call goes on — here through
+/// 12 resumptions, waiting the server's `retry: 0` raised to 100 ms each time — until the answer.
+#[tokio::test(start_paused = true)]
+async fn polling_goes_on_while_each_resumption_brings_a_new_event_id() {
+    heartbeat();
+    let server = polling_server(|n| match n {
+        0 => "id: 0\nretry: 0\ndata:\n\n".to_string(),
+        12 => sse_event(&text_result(&json!(3), "done after polling")),
+        n => format!(
+            "id: {n}\ndata: {{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}}\n\n"
+        ),
+    })
+    .await;
+    let host = ready_host("poll", &server.url).await;
+    assert_eq!(
+        call_t(&host, "poll", Duration::from_secs(60)).await,
+        Ok("done after polling".into())
+    );
+    let expected: Vec<(String, u128)> = (0..12)
+        .map(|n| (n.to_string(), (n as u128 + 1) * 100))
+        .collect();
+    assert_eq!(resumptions(&server), expected);
 }
 
 /// `retry` is honoured exactly but capped at 30 s.

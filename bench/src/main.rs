@@ -2,7 +2,7 @@
 //! same `rmcp` servers in the same run, with the physical floors measured alongside.
 //!
 //! `cargo run --release -p bench` runs the full set (a few minutes); `-- --smoke` a reduced one
-//! (under a minute). The last line printed is one JSON object with every ratio (`m1` … `m6`).
+//! (under a minute). The last line printed is one JSON object with every ratio (`m1` … `m7`).
 //! See `BENCHMARKS.md` for what each metric measures and what it means for a user.
 //!
 //! Layout: the servers run on their own thread (a current-thread Tokio runtime); every client —
@@ -11,790 +11,30 @@
 //! CPU time is that thread's CPU time. Contenders are interleaved in rounds (the starting
 //! contender rotates each round), the first round is discarded, and every loop is bounded in
 //! count and in time.
+//!
+//! Modules: `servers` (the rmcp servers under test), `contenders` (ours, rmcp's clients, the
+//! floor), `metrics` (allocator, CPU time, histograms, rounds), `report` (plan, rows, summary);
+//! this file runs the sections.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::future::Future;
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicIsize, Ordering};
+mod contenders;
+mod metrics;
+mod report;
+mod servers;
+
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
-use axum::response::Response;
-use axum::serve::ListenerExt;
 use bytes::Bytes;
-use futures_util::StreamExt;
-use hdrhistogram::Histogram;
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientConfig, ContentBlock,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
-};
-use rmcp::service::{RequestContext, RoleClient, RoleServer, RunningService};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::streamable_http_server::{
-    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
-};
-use rmcp::{ErrorData, ServerHandler, ServiceExt};
-use runvil_plugin::{Pack, Packs, Services, TOKIO_RUNTIME};
+use rmcp::model::{CallToolRequestParams, ListToolsResult};
 use serde_json::{Value, json};
 
-// ---------------------------------------------------------------------------------------------
-// Peak memory: a counting allocator that counts only the threads that opted in (the client
-// thread while an M4 call runs), so the servers' own copies of the payload are not counted.
+use contenders::*;
+use metrics::*;
+use report::*;
+use servers::*;
 
-struct Counting;
-
-static CURRENT: AtomicIsize = AtomicIsize::new(0);
-static PEAK: AtomicIsize = AtomicIsize::new(0);
-
-thread_local! {
-    static TRACKED: Cell<bool> = const { Cell::new(false) };
-}
-
-fn tracked() -> bool {
-    TRACKED.try_with(Cell::get).unwrap_or(false)
-}
-
-fn count(delta: isize) {
-    let now = CURRENT.fetch_add(delta, Ordering::Relaxed) + delta;
-    PEAK.fetch_max(now, Ordering::Relaxed);
-}
-
-// SAFETY: forwards every call to `System` unchanged; only counts sizes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() && tracked() {
-            count(layout.size() as isize);
-        }
-        p
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        if tracked() {
-            count(-(layout.size() as isize));
-        }
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() && tracked() {
-            count(layout.size() as isize);
-        }
-        p
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() && tracked() {
-            // Net change: glibc grows large (mmap'd) blocks with mremap, without a second copy.
-            count(new_size as isize - layout.size() as isize);
-        }
-        p
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-/// Runs `f` with this thread's allocations counted; returns its output and the peak number of
-/// bytes live above the level at the start.
-async fn peak_bytes<T>(f: impl Future<Output = T>) -> (T, usize) {
-    let base = CURRENT.load(Ordering::Relaxed);
-    PEAK.store(base, Ordering::Relaxed);
-    TRACKED.with(|t| t.set(true));
-    let out = f.await;
-    TRACKED.with(|t| t.set(false));
-    let peak = PEAK.load(Ordering::Relaxed) - base;
-    (out, peak.max(0) as usize)
-}
-
-/// CPU time of the calling thread (`CLOCK_THREAD_CPUTIME_ID`), in nanoseconds.
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid clock id and a valid out pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-// ---------------------------------------------------------------------------------------------
-// The servers: rmcp Streamable HTTP servers with 50 realistic tools, `sum` and `text`.
-
-const PAYLOAD: usize = 8 * 1024 * 1024;
-
-struct Shared {
-    tools: Vec<Tool>,
-    text: String,
-}
-
-#[derive(Clone)]
-struct BenchServer {
-    shared: Arc<Shared>,
-}
-
-impl ServerHandler for BenchServer {
-    fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.shared.tools.clone()))
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let args = request.arguments.unwrap_or_default();
-        let int = |k: &str| args.get(k).and_then(Value::as_i64).unwrap_or(0);
-        let text = match request.name.as_ref() {
-            "sum" => (int("a") + int("b")).to_string(),
-            "text" => {
-                let n = (int("n").max(0) as usize).min(self.shared.text.len());
-                self.shared.text[..n].to_string()
-            }
-            other => {
-                return Err(ErrorData::invalid_params(format!("no tool {other}"), None));
-            }
-        };
-        Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
-    }
-}
-
-/// 50 tools with schemas like real servers publish (a GitHub/Jira/Slack-ish mix), then `sum` and
-/// `text`. The 50 come to about 21 KB of `tools/list` JSON.
-fn tools() -> Vec<Tool> {
-    let areas = [
-        ("issue", "an issue in the tracker"),
-        ("pull_request", "a pull request of a repository"),
-        ("repository", "a source repository"),
-        ("branch", "a branch of a repository"),
-        ("release", "a published release"),
-        ("channel", "a chat channel"),
-        ("message", "a chat message"),
-        ("calendar_event", "an event on a shared calendar"),
-        ("document", "a document in the knowledge base"),
-        ("deployment", "a deployment of a service"),
-    ];
-    let verbs = [
-        (
-            "list",
-            "Lists every {n} matching the filters, newest first, a page at a time.",
-        ),
-        (
-            "get",
-            "Fetches one {n} by its identifier, with all of its fields, as JSON.",
-        ),
-        (
-            "create",
-            "Creates {n} with the given fields and returns its identifier and web URL.",
-        ),
-        (
-            "update",
-            "Changes the given fields of {n}; fields left out keep their current value.",
-        ),
-        (
-            "search",
-            "Full-text search over every {n} the token can read.",
-        ),
-    ];
-    let mut out = Vec::new();
-    for (area, noun) in areas {
-        for (verb, template) in verbs {
-            let mut props = serde_json::Map::new();
-            let mut required = vec![];
-            props.insert(
-                "owner".into(),
-                json!({"type": "string", "description": "The owning account."}),
-            );
-            required.push("owner");
-            match verb {
-                "list" | "search" => {
-                    if verb == "search" {
-                        props.insert("query".into(), json!({"type": "string", "minLength": 1, "description": "The search expression."}));
-                        required.push("query");
-                    }
-                    props.insert("state".into(), json!({"type": "string", "enum": ["open", "closed", "all"], "default": "open"}));
-                    props.insert(
-                        "perPage".into(),
-                        json!({"type": "integer", "minimum": 1, "maximum": 100, "default": 30}),
-                    );
-                    props.insert("cursor".into(), json!({"type": "string"}));
-                }
-                "get" => {
-                    props.insert("id".into(), json!({"type": "string"}));
-                    required.push("id");
-                }
-                _ => {
-                    if verb == "update" {
-                        props.insert("id".into(), json!({"type": "string"}));
-                        required.push("id");
-                    }
-                    props.insert("title".into(), json!({"type": "string", "maxLength": 256}));
-                    props.insert("body".into(), json!({"type": "string"}));
-                    props.insert(
-                        "labels".into(),
-                        json!({"type": "array", "items": {"type": "string"}}),
-                    );
-                }
-            }
-            let schema = json!({
-                "type": "object",
-                "properties": props,
-                "required": required,
-                "additionalProperties": false,
-            });
-            let Value::Object(schema) = schema else {
-                unreachable!()
-            };
-            let description = template.replace("{n}", noun);
-            out.push(Tool::new(
-                format!("{verb}_{area}"),
-                description,
-                Arc::new(schema),
-            ));
-        }
-    }
-    let Value::Object(sum) = json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]})
-    else {
-        unreachable!()
-    };
-    out.push(Tool::new("sum", "Adds two integers.", Arc::new(sum)));
-    let Value::Object(text) = json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}, "required": ["n"]})
-    else {
-        unreachable!()
-    };
-    out.push(Tool::new(
-        "text",
-        "Returns n bytes of ASCII text.",
-        Arc::new(text),
-    ));
-    out
-}
-
-fn service(shared: &Arc<Shared>) -> StreamableHttpService<BenchServer, LocalSessionManager> {
-    let shared = Arc::clone(shared);
-    StreamableHttpService::new(
-        move || {
-            Ok(BenchServer {
-                shared: Arc::clone(&shared),
-            })
-        },
-        Default::default(),
-        StreamableHttpServerConfig::default().with_sse_keep_alive(None),
-    )
-}
-
-/// Cuts every body frame of an SSE response into frames of at most `frame` bytes (zero-copy), so
-/// the client receives one big SSE event as many HTTP chunks.
-fn rechunk(response: Response, frame: usize) -> Response {
-    let sse = response
-        .headers()
-        .get(axum::http::header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
-    if !sse {
-        return response;
-    }
-    let (parts, body) = response.into_parts();
-    let frames = body.into_data_stream().flat_map(move |chunk| {
-        let pieces: Vec<Result<Bytes, axum::Error>> = match chunk {
-            Ok(bytes) => (0..bytes.len())
-                .step_by(frame)
-                .map(|at| Ok(bytes.slice(at..(at + frame).min(bytes.len()))))
-                .collect(),
-            Err(e) => vec![Err(e)],
-        };
-        futures_util::stream::iter(pieces)
-    });
-    Response::from_parts(parts, Body::from_stream(frames))
-}
-
-fn router(shared: &Arc<Shared>) -> axum::Router {
-    let framed = |path: &str, frame: usize| {
-        axum::Router::new()
-            .nest_service(path, service(shared))
-            .layer(axum::middleware::map_response(
-                move |r: Response| async move { rechunk(r, frame) },
-            ))
-    };
-    axum::Router::new()
-        .nest_service("/mcp", service(shared))
-        .merge(framed("/f1k", 1024))
-        .merge(framed("/f16k", 16 * 1024))
-        .merge(framed("/f64k", 64 * 1024))
-}
-
-struct Addrs {
-    nodelay: SocketAddr,
-    plain: SocketAddr,
-    listing_bytes: usize,
-}
-
-/// Starts both servers on their own thread: one sets TCP_NODELAY on every accepted socket, the
-/// other is plain `axum::serve`.
-fn start_servers() -> Addrs {
-    let text: String = (0..PAYLOAD)
-        .map(|i| (b'a' + (i % 26) as u8) as char)
-        .collect();
-    let tools = tools();
-    let listing_bytes = serde_json::to_vec(&ListToolsResult::with_all_items(tools[..50].to_vec()))
-        .expect("serializes")
-        .len();
-    let shared = Arc::new(Shared { tools, text });
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::Builder::new()
-        .name("servers".into())
-        .spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("server runtime");
-            rt.block_on(async move {
-                let nodelay = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-                let plain = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-                tx.send((nodelay.local_addr().unwrap(), plain.local_addr().unwrap()))
-                    .unwrap();
-                let nodelay = nodelay.tap_io(|tcp| {
-                    let _ = tcp.set_nodelay(true);
-                });
-                let a = tokio::spawn(axum::serve(nodelay, router(&shared)).into_future());
-                let _ = axum::serve(plain, router(&shared)).await;
-                let _ = a.await;
-            });
-        })
-        .expect("server thread");
-    let (nodelay, plain) = rx.recv().expect("servers started");
-    Addrs {
-        nodelay,
-        plain,
-        listing_bytes,
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// The contenders.
-
-/// Our Pack, installed and constructed exactly as a runvil Host does.
-fn our_pack(servers: Value) -> Box<dyn Pack> {
-    let mut packs = Packs::new();
-    plugin_mcp::install(&mut packs, &json!({ "mcp": servers }));
-    let mut services = Services::new();
-    services.insert(&TOKIO_RUNTIME, tokio::runtime::Handle::current());
-    let spec = packs.get("runvil/mcp").expect("install inserts runvil/mcp");
-    spec.construct("mcp", &services)
-        .expect("the Pack constructs")
-}
-
-/// Spins (yielding to the runtime, which polls its I/O driver between spins) until `n` servers
-/// are ready; panics with the listing after `limit`.
-async fn wait_ready(pack: &dyn Pack, n: usize, limit: Duration) {
-    let deadline = Instant::now() + limit;
-    loop {
-        let listing = pack
-            .call("mcp/get_dynamic_tools", json!({}))
-            .await
-            .expect("listing");
-        if listing.matches("\"status\":\"ready\"").count() == n {
-            return;
-        }
-        if Instant::now() > deadline {
-            panic!("servers not ready after {limit:?}: {listing}");
-        }
-        tokio::task::yield_now().await;
-    }
-}
-
-type RmcpClient = RunningService<RoleClient, ClientConfig>;
-
-/// rmcp's client as its docs show it: `from_uri` (its default reqwest client keeps no idle
-/// connections).
-async fn rmcp_default(url: &str) -> RmcpClient {
-    let transport = StreamableHttpClientTransport::from_uri(url.to_string());
-    ClientConfig::default()
-        .serve(transport)
-        .await
-        .expect("rmcp connects")
-}
-
-/// rmcp's client on a pooled `reqwest::Client`.
-async fn rmcp_pooled(url: &str) -> RmcpClient {
-    let transport = StreamableHttpClientTransport::with_client(
-        reqwest::Client::new(),
-        StreamableHttpClientTransportConfig::with_uri(url.to_string()),
-    );
-    ClientConfig::default()
-        .serve(transport)
-        .await
-        .expect("rmcp connects")
-}
-
-/// The floor: raw `reqwest` POSTs on an initialized session, reading whole bodies.
-struct Floor {
-    http: reqwest::Client,
-    url: String,
-    session: String,
-    next_id: std::sync::atomic::AtomicU64,
-}
-
-impl Floor {
-    async fn new(url: &str) -> Floor {
-        Floor::with_pool(url, true).await
-    }
-
-    /// `pooled = false`: no idle connections are kept (a new connection per request).
-    async fn with_pool(url: &str, pooled: bool) -> Floor {
-        let mut http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .tcp_nodelay(true);
-        if !pooled {
-            http = http.pool_max_idle_per_host(0);
-        }
-        let http = http.build().unwrap();
-        let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench-floor","version":"0"}}}"#;
-        let response = http
-            .post(url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .body(init)
-            .send()
-            .await
-            .unwrap();
-        let session = response
-            .headers()
-            .get("mcp-session-id")
-            .expect("session id")
-            .to_str()
-            .unwrap()
-            .to_string();
-        let _ = response.bytes().await.unwrap();
-        let floor = Floor {
-            http,
-            url: url.to_string(),
-            session,
-            next_id: 1.into(),
-        };
-        floor
-            .post(Bytes::from_static(
-                br#"{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}"#,
-            ))
-            .await;
-        floor
-    }
-
-    /// A POST of `body` with the headers the Pack sends after `initialize`.
-    fn request(&self, body: Bytes) -> reqwest::RequestBuilder {
-        self.http
-            .post(&self.url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-session-id", &self.session)
-            .header("mcp-protocol-version", "2025-11-25")
-            .body(body)
-    }
-
-    async fn post(&self, body: Bytes) -> Bytes {
-        self.request(body)
-            .send()
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap()
-    }
-
-    /// POSTs `body` and reads only until the SSE event holding the response; the rest of the
-    /// body is dropped (`drain = false`: the connection is closed unless already finished) or
-    /// read to its end by a spawned task (`drain = true`: the connection returns to the pool).
-    async fn post_until_answer(&self, body: Bytes, drain: bool) {
-        let response = self.request(body).send().await.unwrap();
-        let mut stream = response.bytes_stream();
-        let mut seen = Vec::new();
-        while let Some(chunk) = stream.next().await {
-            seen.extend_from_slice(&chunk.unwrap());
-            if let Some(at) = memfind(&seen, b"\"result\"")
-                && memfind(&seen[at..], b"\n\n").is_some()
-            {
-                break;
-            }
-        }
-        if drain {
-            tokio::spawn(async move { while stream.next().await.is_some() {} });
-        }
-    }
-
-    /// The bytes our Pack sends for `call_dynamic_tool` of `tool` with `args` (same serializer,
-    /// same key order), with a fresh id.
-    fn call_body(&self, tool: &str, args: &Value) -> Bytes {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        Bytes::from(
-            serde_json::to_vec(&json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":args}}))
-                .unwrap(),
-        )
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Statistics.
-
-fn hist() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 600_000_000_000, 3).unwrap()
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
-fn median_u64(v: &[u64]) -> f64 {
-    let mut f: Vec<f64> = v.iter().map(|&x| x as f64).collect();
-    median(&mut f)
-}
-
-/// One contender's samples over the kept rounds.
-struct Series {
-    name: String,
-    hist: Histogram<u64>,
-    /// Median per kept round (ns).
-    round_medians: Vec<f64>,
-    /// CPU ns per op, per kept round.
-    round_cpu: Vec<f64>,
-    /// Peak bytes, max over ops.
-    peak: usize,
-}
-
-impl Series {
-    fn new(name: impl Into<String>) -> Series {
-        Series {
-            name: name.into(),
-            hist: hist(),
-            round_medians: vec![],
-            round_cpu: vec![],
-            peak: 0,
-        }
-    }
-
-    fn keep(&mut self, block: &Block) {
-        for &s in &block.samples {
-            self.hist.record(s.max(1)).unwrap();
-        }
-        self.round_medians.push(median_u64(&block.samples));
-        if !block.samples.is_empty() {
-            self.round_cpu
-                .push(block.cpu_ns as f64 / block.samples.len() as f64);
-        }
-        self.peak = self.peak.max(block.peak);
-    }
-
-    fn p50_us(&self) -> f64 {
-        self.hist.value_at_quantile(0.5) as f64 / 1e3
-    }
-    fn p99_us(&self) -> f64 {
-        self.hist.value_at_quantile(0.99) as f64 / 1e3
-    }
-    fn cpu_us(&self) -> f64 {
-        median(&mut self.round_cpu.clone()) / 1e3
-    }
-}
-
-/// Median over rounds of `a`'s round median ÷ `b`'s round median.
-fn ratio(a: &Series, b: &Series) -> f64 {
-    let mut r: Vec<f64> = a
-        .round_medians
-        .iter()
-        .zip(&b.round_medians)
-        .map(|(x, y)| x / y)
-        .collect();
-    median(&mut r)
-}
-
-fn cpu_ratio(a: &Series, b: &Series) -> f64 {
-    let mut r: Vec<f64> = a
-        .round_cpu
-        .iter()
-        .zip(&b.round_cpu)
-        .map(|(x, y)| x / y)
-        .collect();
-    median(&mut r)
-}
-
-#[derive(Default)]
-struct Block {
-    samples: Vec<u64>,
-    cpu_ns: u64,
-    peak: usize,
-}
-
-/// Runs `op` up to `n` times (stopping early at `deadline`), timing each.
-async fn block<F, Fut>(n: usize, deadline: Instant, track_memory: bool, mut op: F) -> Block
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = ()>,
-{
-    let mut out = Block::default();
-    let cpu = thread_cpu_ns();
-    for _ in 0..n {
-        let fut = op();
-        let start = Instant::now();
-        if track_memory {
-            let ((), peak) = peak_bytes(fut).await;
-            out.peak = out.peak.max(peak);
-        } else {
-            fut.await;
-        }
-        out.samples.push(start.elapsed().as_nanos() as u64);
-        if Instant::now() > deadline {
-            break;
-        }
-    }
-    out.cpu_ns = thread_cpu_ns() - cpu;
-    out
-}
-
-/// Rounds of interleaved blocks: round `r` runs every contender once, starting at contender
-/// `r % k`. Round 0 is discarded. Stops at `rounds` or at `budget`.
-async fn rounds<const K: usize>(
-    series: &mut [Series; K],
-    rounds: usize,
-    budget: Duration,
-    mut run: impl AsyncFnMut(usize, Instant) -> Block,
-) -> usize {
-    let deadline = Instant::now() + budget;
-    let mut kept = 0;
-    for r in 0..rounds {
-        let mut blocks: Vec<Option<Block>> = (0..K).map(|_| None).collect();
-        for k in 0..K {
-            let c = (r + k) % K;
-            blocks[c] = Some(run(c, deadline).await);
-        }
-        if r > 0 {
-            for (s, b) in series.iter_mut().zip(blocks) {
-                s.keep(&b.unwrap());
-            }
-            kept += 1;
-        }
-        if Instant::now() > deadline && r >= 2 {
-            break;
-        }
-    }
-    kept
-}
-
-// ---------------------------------------------------------------------------------------------
-
-struct Plan {
-    /// `--only m1,m4`: run only these sections (for profiling); M6's p99 part needs m1.
-    only: Option<Vec<String>>,
-    m1_rounds: usize,
-    m1_calls: usize,
-    m2_rounds: usize,
-    m2_starts: usize,
-    m2_decodes: usize,
-    m3_rounds: usize,
-    m3_starts: usize,
-    m4_rounds: usize,
-    m4_calls: usize,
-    m6_renders: usize,
-    m6_plain_rounds: usize,
-    m6_plain_calls: usize,
-    budget: Duration,
-}
-
-impl Plan {
-    fn runs(&self, section: &str) -> bool {
-        self.only
-            .as_ref()
-            .is_none_or(|o| o.iter().any(|s| s == section))
-    }
-    fn full() -> Plan {
-        Plan {
-            only: None,
-            m1_rounds: 21,
-            m1_calls: 200,
-            m2_rounds: 11,
-            m2_starts: 20,
-            m2_decodes: 200,
-            m3_rounds: 11,
-            m3_starts: 5,
-            m4_rounds: 6,
-            m4_calls: 3,
-            m6_renders: 5000,
-            m6_plain_rounds: 6,
-            m6_plain_calls: 100,
-            budget: Duration::from_secs(40),
-        }
-    }
-    fn smoke() -> Plan {
-        Plan {
-            only: None,
-            m1_rounds: 6,
-            m1_calls: 50,
-            m2_rounds: 4,
-            m2_starts: 5,
-            m2_decodes: 50,
-            m3_rounds: 4,
-            m3_starts: 2,
-            m4_rounds: 3,
-            m4_calls: 1,
-            m6_renders: 1000,
-            m6_plain_rounds: 3,
-            m6_plain_calls: 30,
-            budget: Duration::from_secs(6),
-        }
-    }
-}
-
-struct Row {
-    metric: String,
-    what: String,
-    p50: String,
-    p99: String,
-    extra: String,
-}
-
-fn row(metric: &str, s: &Series, unit_ms: bool, extra: String) -> Row {
-    let (p50, p99) = if unit_ms {
-        (
-            format!("{:.2} ms", s.p50_us() / 1e3),
-            format!("{:.2} ms", s.p99_us() / 1e3),
-        )
-    } else {
-        (
-            format!("{:.1} µs", s.p50_us()),
-            format!("{:.1} µs", s.p99_us()),
-        )
-    };
-    Row {
-        metric: metric.into(),
-        what: s.name.clone(),
-        p50,
-        p99,
-        extra,
-    }
-}
-
-fn r2(x: f64) -> Value {
-    if x.is_finite() {
-        json!((x * 100.0).round() / 100.0)
-    } else {
-        Value::Null
-    }
-}
+/// How many `call_dynamic_tool` calls M7 has in flight at once.
+const M7_CONCURRENT: usize = 256;
 
 fn main() {
     let smoke = std::env::args().any(|a| a == "--smoke");
@@ -1413,14 +653,80 @@ async fn run(
         summary.insert("m4".into(), Value::Object(m4));
     }
 
+    if plan.runs("m7") {
+        // ---- M7: 256 concurrent call_dynamic_tool calls on one (nodelay) server.
+        eprintln!("M7: {M7_CONCURRENT} concurrent calls ...");
+        let pack = our_pack(json!({"s": {"url": url}}));
+        wait_ready(pack.as_ref(), 1, Duration::from_secs(10)).await;
+        let pack = &pack;
+        let rp: &'static RmcpClient = Box::leak(Box::new(rmcp_pooled(&url).await));
+        let args = json!({"namespace": "s", "toolName": "sum", "arguments": sum_args});
+        let ours_burst = || {
+            let calls =
+                (0..M7_CONCURRENT).map(|_| pack.call("mcp/call_dynamic_tool", args.clone()));
+            async move {
+                for text in futures_util::future::join_all(calls).await {
+                    assert_eq!(text.expect("sum"), "3");
+                }
+            }
+        };
+        let rmcp_burst = || {
+            let calls = (0..M7_CONCURRENT).map(|_| {
+                rp.call_tool(CallToolRequestParams::new("sum").with_arguments(sum_map.clone()))
+            });
+            async move {
+                for result in futures_util::future::join_all(calls).await {
+                    assert!(result.expect("sum").is_error != Some(true));
+                }
+            }
+        };
+        let mut m7 = [
+            Series::new(format!("ours: {M7_CONCURRENT} concurrent calls")),
+            Series::new(format!("rmcp pooled: {M7_CONCURRENT} concurrent calls")),
+        ];
+        // TCP connections each contender made the server accept, over all its bursts.
+        let mut opened = [0usize; 2];
+        let n = plan.m7_bursts;
+        rounds(&mut m7, plan.m7_rounds, plan.budget, async |c, d| {
+            let before = NODELAY_ACCEPTED.load(Ordering::Relaxed);
+            let block = match c {
+                0 => block(n, d, false, ours_burst).await,
+                _ => block(n, d, false, rmcp_burst).await,
+            };
+            opened[c] += NODELAY_ACCEPTED.load(Ordering::Relaxed) - before;
+            block
+        })
+        .await;
+        let v7 = ratio(&m7[0], &m7[1]);
+        rows.push(row(
+            "M7 256 concurrent calls",
+            &m7[0],
+            true,
+            format!(
+                "÷ rmcp pooled {v7:.2}; {} TCP connections opened",
+                opened[0]
+            ),
+        ));
+        rows.push(row(
+            "M7 256 concurrent calls",
+            &m7[1],
+            true,
+            format!("{} TCP connections opened", opened[1]),
+        ));
+        summary.insert(
+            "m7".into(),
+            json!({"vs_rmcp_pooled": r2(v7), "connections": opened[0], "rmcp_pooled_connections": opened[1]}),
+        );
+    }
+
     if let Some(Value::Object(m6)) = summary.get_mut("m6") {
         m6.extend(m6_plain);
     } else if !m6_plain.is_empty() {
         summary.insert("m6".into(), Value::Object(m6_plain));
     }
-    // Keep key order m1..m6 for readers.
+    // Keep key order m1..m7 for readers.
     let mut ordered = serde_json::Map::new();
-    for k in ["m1", "m2", "m3", "m4", "m5", "m6"] {
+    for k in ["m1", "m2", "m3", "m4", "m5", "m6", "m7"] {
         if let Some(v) = summary.remove(k) {
             ordered.insert(k.into(), v);
         }
@@ -1433,96 +739,4 @@ async fn run(
         p99: String::new(),
         extra: String::new(),
     });
-}
-
-fn memfind(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
-}
-
-/// The `result` of the JSON-RPC response inside an SSE body.
-fn extract_result(sse: &[u8]) -> String {
-    let text = std::str::from_utf8(sse).unwrap();
-    for line in text.lines() {
-        if let Some(data) = line.strip_prefix("data:") {
-            let data = data.trim_start();
-            if data.contains("\"result\"") {
-                #[derive(serde::Deserialize)]
-                struct Msg<'a> {
-                    #[serde(borrow)]
-                    result: &'a serde_json::value::RawValue,
-                }
-                let m: Msg<'_> = serde_json::from_str(data).unwrap();
-                return m.result.get().to_string();
-            }
-        }
-    }
-    panic!("no result in the tools/list answer");
-}
-
-// A copy of the decoding in `src/server.rs` (`ListToolsResult`/`WireTool`, borrowed, then the
-// owned `Tool` of the registry), without the redactor (no secrets are configured here, where it
-// returns its input borrowed).
-#[derive(serde::Deserialize)]
-struct WireList<'a> {
-    #[serde(borrow)]
-    tools: Vec<WireTool<'a>>,
-    #[serde(rename = "nextCursor", default)]
-    #[allow(dead_code)]
-    next_cursor: Option<String>,
-}
-
-#[derive(serde::Deserialize)]
-struct WireTool<'a> {
-    #[serde(borrow)]
-    name: std::borrow::Cow<'a, str>,
-    #[serde(borrow, default)]
-    title: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow, default)]
-    description: Option<std::borrow::Cow<'a, str>>,
-    #[serde(rename = "inputSchema", borrow, default)]
-    input_schema: Option<&'a serde_json::value::RawValue>,
-    #[serde(rename = "outputSchema", borrow, default)]
-    output_schema: Option<&'a serde_json::value::RawValue>,
-    #[serde(borrow, default)]
-    annotations: Option<&'a serde_json::value::RawValue>,
-}
-
-#[allow(dead_code)]
-struct OwnedTool {
-    name: String,
-    description: String,
-    input_schema: Box<serde_json::value::RawValue>,
-    output_schema: Option<Box<serde_json::value::RawValue>>,
-    annotations: Option<Box<serde_json::value::RawValue>>,
-}
-
-fn decode_like_ours(text: &str) -> Vec<OwnedTool> {
-    let list: WireList<'_> = serde_json::from_str(text).unwrap();
-    let mut tools: Vec<OwnedTool> = list
-        .tools
-        .into_iter()
-        .map(|w| {
-            let name = w.name.into_owned();
-            let description = w
-                .description
-                .filter(|d| !d.is_empty())
-                .or(w.title.filter(|t| !t.is_empty()))
-                .map_or_else(|| name.clone(), |d| d.into_owned());
-            OwnedTool {
-                name,
-                description,
-                input_schema: w.input_schema.map_or_else(
-                    || {
-                        serde_json::value::RawValue::from_string(r#"{"type":"object"}"#.into())
-                            .unwrap()
-                    },
-                    |r| r.to_owned(),
-                ),
-                output_schema: w.output_schema.map(|r| r.to_owned()),
-                annotations: w.annotations.map(|r| r.to_owned()),
-            }
-        })
-        .collect();
-    tools.sort_by(|a, b| a.name.cmp(&b.name));
-    tools
 }

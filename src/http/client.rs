@@ -9,7 +9,10 @@ use super::Error;
 /// hyper pools connections per host, so each server still keeps its own warm connections.
 ///
 /// Both refuse redirects, set no overall timeout (the start and call deadlines govern) and turn
-/// Nagle off.
+/// Nagle off. Both offer gzip, br and zstd in `Accept-Encoding` on every request and decode such a
+/// reply as it is read (removing its `Content-Encoding`), so the 16 MiB message limit counts
+/// decoded bytes, enforced while decoding (RFC 9110 §8.4, §12.5.3). Any other encoding is
+/// refused by the reply reader.
 #[derive(Default)]
 pub(crate) struct Clients {
     plain: std::sync::OnceLock<reqwest::Client>,
@@ -29,7 +32,10 @@ impl Clients {
         let builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(limits::CONNECT_TIMEOUT)
-            .tcp_nodelay(true);
+            .tcp_nodelay(true)
+            .gzip(true)
+            .brotli(true)
+            .zstd(true);
         // A client for http:// URLs never does TLS (redirects are refused), so it skips loading
         // the system's certificate store, which costs milliseconds.
         let builder = if https {

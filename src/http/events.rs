@@ -1,61 +1,66 @@
-//! The seam between a reply body and SSE framing: [`SseStream`] turns a `text/event-stream`
-//! response into events (`id`, `retry`, `event`, `data`), each bounded by
-//! [`MAX_MESSAGE_BYTES`] while it is read. The framing itself is `eventsource-stream2`'s; nothing
-//! else in the client knows which framer is used.
+//! The seam between a reply body and SSE framing: [`SseStream`] reads a `text/event-stream`
+//! response chunk by chunk and hands the chunks to the crate's own framer ([`sse::Framer`],
+//! the WHATWG "event stream interpretation" rules), which bounds each event by
+//! [`crate::limits::MAX_MESSAGE_BYTES`] while it is read. Nothing else in the client knows how
+//! events are framed.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
-use eventsource_stream2::{Event, EventStream};
-use futures_util::{Stream, StreamExt};
 use reqwest::Response;
 
 use super::reply::BodyError;
-use crate::limits::MAX_MESSAGE_BYTES;
+use crate::sse;
 
-/// The SSE events of a response, each bounded by [`MAX_MESSAGE_BYTES`] while it is read.
+/// The SSE events of a response and of the resumptions that continue it. The framer outlives
+/// each response, so the last event id and the server's `retry` carry over a resumption.
 pub(super) struct SseStream {
-    events: std::pin::Pin<
-        Box<
-            dyn Stream<Item = Result<Event, eventsource_stream2::EventStreamError<BodyError>>>
-                + Send,
-        >,
-    >,
-    unread: Arc<AtomicU64>,
+    response: Response,
+    framer: sse::Framer,
 }
 
 impl SseStream {
     pub(super) fn new(response: Response) -> Self {
-        let unread = Arc::new(AtomicU64::new(0));
-        let counter = Arc::clone(&unread);
-        let bytes = response.bytes_stream().map(move |chunk| {
-            let chunk = chunk.map_err(BodyError::Http)?;
-            let pending =
-                counter.fetch_add(chunk.len() as u64, Ordering::Relaxed) + chunk.len() as u64;
-            if pending > MAX_MESSAGE_BYTES as u64 {
-                return Err(BodyError::TooLarge);
-            }
-            Ok(chunk)
-        });
         Self {
-            events: Box::pin(EventStream::new(bytes)),
-            unread,
+            response,
+            framer: sse::Framer::new(),
         }
     }
 
-    /// The next event; `None` when the stream ended.
+    /// Goes on with `response`, the stream of a resumption (`GET` + `Last-Event-ID`): the
+    /// unfinished event of the old stream is dropped, its last event id and `retry` are kept.
+    pub(super) fn resume(&mut self, response: Response) {
+        self.response = response;
+        self.framer.restart();
+    }
+
+    /// The last event id the server set, on this stream or an earlier one; empty when none.
+    pub(super) fn last_event_id(&self) -> &str {
+        self.framer.last_event_id()
+    }
+
+    /// The reconnection time the server last set with `retry`, unbounded; `None` when none.
+    pub(super) fn retry(&self) -> Option<Duration> {
+        self.framer.retry()
+    }
+
+    /// The next event; `None` when the body ended.
     ///
     /// # Cancel safety
-    /// Cancel safe: an event is either returned or still buffered.
-    pub(super) async fn next(&mut self) -> Option<Result<Event, BodyError>> {
-        let item = self.events.next().await?;
-        Some(match item {
-            Ok(event) => {
-                self.unread.store(0, Ordering::Relaxed);
-                Ok(event)
+    /// Cancel safe: a chunk is handed to the framer as soon as it is read, so dropping this
+    /// future loses no bytes.
+    pub(super) async fn next(&mut self) -> Option<Result<sse::Event, BodyError>> {
+        loop {
+            match self.framer.next() {
+                Ok(Some(event)) => return Some(Ok(event)),
+                Ok(None) => {}
+                Err(sse::SseError::TooLarge) => return Some(Err(BodyError::TooLarge)),
+                Err(sse::SseError::Utf8) => return Some(Err(BodyError::Utf8)),
             }
-            Err(e) if e.is_utf8() => Err(BodyError::Utf8),
-            Err(e) => Err(e.into_transport().unwrap_or(BodyError::Utf8)),
-        })
+            match self.response.chunk().await {
+                Ok(Some(chunk)) => self.framer.feed(chunk),
+                Ok(None) => return None,
+                Err(e) => return Some(Err(BodyError::Http(e))),
+            }
+        }
     }
 }

@@ -1,8 +1,9 @@
 //! Reading a reply: the status check (with what an error status carries: a redirect's
-//! `Location`, `Retry-After`), a JSON body or an SSE stream, routing each incoming message
-//! ([`Connection::route`]), answering server requests, handing notifications to
-//! [`crate::notices`], resuming a stream with `GET` + `Last-Event-ID`, and reading the standalone
-//! `GET` stream ([`Connection::listen`]) (MCP 2025-11-25, transports: Streamable HTTP).
+//! `Location`, `Retry-After`), the refusal of a `Content-Encoding` the client cannot decode, a
+//! JSON body or an SSE stream, routing each incoming message ([`Connection::route`]), answering
+//! server requests, handing notifications to [`crate::notices`], resuming a stream with `GET` +
+//! `Last-Event-ID` (counting only the resumptions that bring no new event id), and reading the
+//! standalone `GET` stream ([`Connection::listen`]) (MCP 2025-11-25, transports: Streamable HTTP).
 //!
 //! Every byte read is bounded ([`crate::limits`]); every piece of server text that reaches an
 //! [`Error`] is scrubbed of the entry's secrets and cut to a bounded length.
@@ -11,7 +12,9 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue, LOCATION, RETRY_AFTER};
+use reqwest::header::{
+    ACCEPT, CONTENT_ENCODING, CONTENT_TYPE, HeaderMap, HeaderValue, LOCATION, RETRY_AFTER,
+};
 use reqwest::{Response, StatusCode, Url};
 use serde_json::value::RawValue;
 
@@ -111,6 +114,7 @@ impl Connection {
         session: &Session,
         decode: &impl Fn(&RawValue) -> Decoded<T>,
     ) -> Result<T, Error> {
+        self.check_encoding(&response)?;
         match media_type(&response) {
             Some(MediaType::Json) => {
                 let body = read_capped(response)
@@ -144,6 +148,15 @@ impl Connection {
         }
     }
 
+    /// Reads the answer to `id` from an SSE stream, resuming it with `GET` + `Last-Event-ID`
+    /// when it ends (or breaks) after an event id: the server may close a stream and expect the
+    /// client to poll after `retry` (MCP 2025-11-25, transports: resumability and redelivery).
+    /// Only resumptions that bring no new event id count, up to [`limits::MAX_RESUMPTIONS`];
+    /// the call's deadline bounds the rest. The wait is the server's `retry`, bounded to
+    /// [`limits::MIN_RETRY`]..=[`limits::MAX_RETRY`].
+    ///
+    /// # Cancel safety
+    /// Not cancel safe, as [`Connection::read_response`].
     async fn read_stream<T>(
         &self,
         response: Response,
@@ -152,9 +165,9 @@ impl Connection {
         decode: &impl Fn(&RawValue) -> Decoded<T>,
     ) -> Result<T, Error> {
         let mut events = SseStream::new(response);
-        let mut last_event_id = String::new();
-        let mut retry = limits::DEFAULT_RETRY;
-        let mut resumptions = 0;
+        // The last event id the latest resumption asked with, and how many brought no new one.
+        let mut asked: Option<String> = None;
+        let mut fruitless = 0;
         loop {
             let event = match events.next().await {
                 Some(Ok(event)) => event,
@@ -166,24 +179,35 @@ impl Connection {
                     ));
                 }
                 end @ (None | Some(Err(BodyError::Http(_)))) => {
-                    if last_event_id.is_empty() || resumptions == limits::MAX_RESUMPTIONS {
-                        return Err(match end {
-                            Some(Err(_)) => Error::stream(
-                                format!(
-                                    "the server's event stream broke before the response to request {id}: the connection was cut"
-                                ),
-                                None,
-                            ),
-                            _ => Error::stream(
-                                format!(
-                                    "the server closed the event stream before the response to request {id}"
-                                ),
-                                None,
-                            ),
-                        });
+                    let last_event_id = events.last_event_id();
+                    if asked.as_deref() == Some(last_event_id) {
+                        fruitless += 1;
                     }
-                    resumptions += 1;
-                    tracing::debug!(namespace = %self.namespace, id, resumptions, retry_ms = retry.as_millis() as u64, "resuming event stream");
+                    if last_event_id.is_empty() || fruitless == limits::MAX_RESUMPTIONS {
+                        let ended = match end {
+                            Some(Err(_)) => format!(
+                                "the server's event stream broke before the response to request {id}: the connection was cut"
+                            ),
+                            _ => format!(
+                                "the server closed the event stream before the response to request {id}"
+                            ),
+                        };
+                        return Err(Error::stream(
+                            if fruitless == 0 {
+                                ended
+                            } else {
+                                format!(
+                                    "{ended}; {fruitless} resumptions (GET with Last-Event-ID) brought no new event id"
+                                )
+                            },
+                            None,
+                        ));
+                    }
+                    let retry = events.retry().map_or(limits::DEFAULT_RETRY, |r| {
+                        r.clamp(limits::MIN_RETRY, limits::MAX_RETRY)
+                    });
+                    tracing::debug!(namespace = %self.namespace, id, fruitless, retry_ms = retry.as_millis() as u64, "resuming event stream");
+                    let last_event_id = last_event_id.to_string();
                     tokio::time::sleep(retry).await;
                     let resumed = self.resume(&last_event_id, session).await.map_err(|e| {
                         Error::stream(
@@ -191,20 +215,21 @@ impl Connection {
                             Some(e),
                         )
                     })?;
-                    events = SseStream::new(resumed);
+                    asked = Some(last_event_id);
+                    events.resume(resumed);
                     continue;
                 }
             };
-            if !event.id.is_empty() {
-                last_event_id.clone_from(&event.id);
-            }
-            if let Some(wait) = event.retry {
-                retry = wait.min(limits::MAX_RETRY);
-            }
             if event.data.is_empty() || event.event != "message" {
                 continue;
             }
-            let messages = match jsonrpc::decode(&event.data) {
+            let Ok(text) = event.text() else {
+                return Err(Error::stream(
+                    "the server's event stream is not UTF-8",
+                    None,
+                ));
+            };
+            let messages = match jsonrpc::decode(text) {
                 Ok(messages) => messages,
                 Err(_) => {
                     tracing::debug!(namespace = %self.namespace, id, "skipped an event that is not JSON-RPC");
@@ -236,6 +261,7 @@ impl Connection {
             .header(LAST_EVENT_ID, last);
         let response = request.send().await.map_err(|e| self.http_error(e))?;
         let response = self.check_status(response, session.id.is_some()).await?;
+        self.check_encoding(&response)?;
         match media_type(&response) {
             Some(MediaType::EventStream) => Ok(response),
             _ => Err(Error::protocol(
@@ -283,6 +309,7 @@ impl Connection {
             return Ok(Listened::NotOffered);
         }
         let response = self.check_status(response, session.id.is_some()).await?;
+        self.check_encoding(&response)?;
         if !matches!(media_type(&response), Some(MediaType::EventStream)) {
             return Err(Error::protocol(
                 "the server answered the standalone GET without an event stream",
@@ -299,13 +326,20 @@ impl Connection {
                 Some(Ok(event)) => event,
                 Some(Err(error)) => return Err(self.body_error(error)),
             };
-            if !event.id.is_empty() && event.id.len() <= limits::MAX_EVENT_ID_BYTES {
-                last_event_id.clone_from(&event.id);
+            let id = events.last_event_id();
+            if !id.is_empty() && id.len() <= limits::MAX_EVENT_ID_BYTES && id != last_event_id {
+                *last_event_id = id.to_string();
             }
             if event.data.is_empty() || event.event != "message" {
                 continue;
             }
-            let Ok(messages) = jsonrpc::decode(&event.data) else {
+            let Ok(text) = event.text() else {
+                return Err(Error::stream(
+                    "the server's event stream is not UTF-8",
+                    None,
+                ));
+            };
+            let Ok(messages) = jsonrpc::decode(text) else {
                 tracing::debug!(namespace = %self.namespace, "skipped an event that is not JSON-RPC");
                 continue;
             };
@@ -313,6 +347,30 @@ impl Connection {
                 let _ = self.route(message, 0, session, &ignore).await;
             }
         }
+    }
+
+    /// Refuses a body in a `Content-Encoding` the client did not decode. The HTTP client decodes
+    /// gzip, br and zstd (it offers them in `Accept-Encoding`, see [`super::Clients`]) and drops
+    /// the header when it does, so any value left other than `identity` is one it cannot read
+    /// (RFC 9110 §8.4). The value is shown scrubbed and cut to 64 bytes. An unreadable JSON body
+    /// is a complete reply ([`Error::protocol`]); an unreadable event stream may belong to a
+    /// request that is still running ([`Error::stream`]).
+    fn check_encoding(&self, response: &Response) -> Result<(), Error> {
+        let Some(value) = response.headers().get(CONTENT_ENCODING) else {
+            return Ok(());
+        };
+        if value.as_bytes().eq_ignore_ascii_case(b"identity") {
+            return Ok(());
+        }
+        let value = String::from_utf8_lossy(value.as_bytes());
+        let shown = self.server_text(&value, 64);
+        let text = format!(
+            "the server answered with Content-Encoding \"{shown}\", which this client cannot decode (it accepts gzip, br and zstd)"
+        );
+        Err(match media_type(response) {
+            Some(MediaType::EventStream) => Error::stream(text, None),
+            _ => Error::protocol(text),
+        })
     }
 
     /// Handles one incoming message, from any stream or JSON body: returns the answer when it is
