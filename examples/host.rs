@@ -32,8 +32,10 @@
 //!
 //! `login` starts only that server and, when it needs a sign-in, prints the link as the only
 //! line on stdout, then waits (default 600 s) for the browser's redirect: exit 0 once the server
-//! is `ready` (also at once when stored credentials work), 1 on failure or timeout. `logout`
-//! deletes that server's stored credentials (README, "Signing in").
+//! is `ready` (also at once when stored credentials work), 1 as soon as the sign-in fails, or
+//! when the wait runs out (naming the last reason; a start error such as a server briefly down
+//! is waited through). `logout` deletes that server's stored credentials (README, "Signing
+//! in"). `--help` anywhere before `--` prints the usage, both subcommands included.
 
 use std::collections::HashSet;
 use std::io::IsTerminal;
