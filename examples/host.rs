@@ -32,7 +32,7 @@
 //!
 //! `login` starts only that server and, when it needs a sign-in, prints the link as the only
 //! line on stdout, then waits (default 600 s) for the browser's redirect: exit 0 once the server
-//! is `ready` (also at once when stored credentials work), 1 as soon as the sign-in fails, or
+//! is `ready` (also at once when stored credentials work), 1 as soon as signing in fails, or
 //! when the wait runs out (naming the last reason; a start error such as a server briefly down
 //! is waited through). `logout` deletes that server's stored credentials (README, "Signing
 //! in"). `--help` anywhere before `--` prints the usage, both subcommands included.
@@ -787,8 +787,8 @@ mod sign_in {
                     }
                     Some(_) => {}
                 },
-                // The sign-in the user started failed: its reason is final for a login.
-                (Some("error"), None) if shown.is_some() && reason.contains(SIGN_IN_FAILED) => {
+                // The sign-in failed (or could not start): its reason is final for a login.
+                (Some("error"), None) if reason.contains(SIGN_IN_FAILED) => {
                     break Err(reason.to_string());
                 }
                 // Anything else (the server briefly down, still starting): the start is

@@ -256,3 +256,31 @@ async fn read_capped(mut response: reqwest::Response, what: &str) -> Result<Vec<
         body.extend_from_slice(&chunk);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::is_oauth_error;
+
+    #[test]
+    fn only_an_object_with_a_string_error_is_an_oauth_error_response() {
+        let cases: [(&[u8], bool); 6] = [
+            (br#"{"error":"invalid_client"}"#, true),
+            (
+                br#"{"error":"invalid_grant","error_description":"x"}"#,
+                true,
+            ),
+            (br#"{"error":404}"#, false),
+            (br#"{"message":"not found"}"#, false),
+            (b"not found", false),
+            (b"", false),
+        ];
+        for (body, expected) in cases {
+            assert_eq!(
+                is_oauth_error(body),
+                expected,
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+    }
+}
