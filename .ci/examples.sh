@@ -83,6 +83,25 @@ help=$($host --help) || fail "--help should exit 0"
 [ "$(printf '%s\n' "$help" | head -n 1)" = "usage: host [--wait SECONDS] [--json] CONFIG TOOL [ARGUMENTS]" ] || fail "--help: $help"
 ok
 
+printf '%s\n' "$help" | grep -qxF '       host login [--wait SECONDS] CONFIG NAMESPACE' || fail "--help lists no login: $help"
+ok
+printf '%s\n' "$help" | grep -qxF '       host logout CONFIG NAMESPACE' || fail "--help lists no logout: $help"
+ok
+for args in "login --help" "logout --help" "login --wait 5 x.json docs --help"; do
+  rc=0; out=$($host $args) || rc=$?
+  [ "$rc" = 0 ] && [ "$out" = "$help" ] || fail "host $args: exit $rc, $out"
+  ok
+done
+
+# host login waits through a server that is down (its start is retried), then says why.
+printf '{"mcpServers": {"down": {"url": "http://127.0.0.1:9/mcp"}}}' > "$tmp/down.json"
+rc=0; err=$($host login --wait 2 "$tmp/down.json" down 2>&1 >/dev/null) || rc=$?
+[ "$rc" = 1 ] || fail "login to a server that is down should exit 1, got $rc"
+ok
+[ "$err" = 'host: login failed: server "down" was not ready within 2 seconds; last: connection refused by http://127.0.0.1:9 (no server is listening there)' ] \
+  || fail "login to a server that is down: $err"
+ok
+
 # JSONC and VS Code's "servers" key.
 [ "$($host fixtures/vscode.jsonc mcp/get_dynamic_tools)" = '{"servers":[{"namespace":"files","status":"error","reason":"local MCP servers (command) are not supported yet","tools":[]}]}' ] \
   || fail "the JSONC config with \"servers\" was not read"

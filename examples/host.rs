@@ -32,8 +32,10 @@
 //!
 //! `login` starts only that server and, when it needs a sign-in, prints the link as the only
 //! line on stdout, then waits (default 600 s) for the browser's redirect: exit 0 once the server
-//! is `ready` (also at once when stored credentials work), 1 on failure or timeout. `logout`
-//! deletes that server's stored credentials (README, "Signing in").
+//! is `ready` (also at once when stored credentials work), 1 as soon as signing in fails, or
+//! when the wait runs out (naming the last reason; a start error such as a server briefly down
+//! is waited through). `logout` deletes that server's stored credentials (README, "Signing
+//! in"). `--help` anywhere before `--` prints the usage, both subcommands included.
 
 use std::collections::HashSet;
 use std::io::IsTerminal;
@@ -47,6 +49,8 @@ use tokio::time::Instant;
 
 const USAGE: &str = "usage: host [--wait SECONDS] [--json] CONFIG TOOL [ARGUMENTS]
        host [--wait SECONDS] CONFIG --script FILE
+       host login [--wait SECONDS] CONFIG NAMESPACE
+       host logout CONFIG NAMESPACE
   CONFIG          an mcp.json: {\"mcpServers\": {...}} or {\"servers\": {...}} (comments and
                   trailing commas allowed)
   TOOL            a tool's full name, e.g. mcp/get_dynamic_tools
@@ -55,6 +59,10 @@ const USAGE: &str = "usage: host [--wait SECONDS] [--json] CONFIG TOOL [ARGUMENT
   --json          print the outcome as one JSON line on stdout
   --script FILE   run each line of FILE (- for stdin) on one Pack: `TOOL [ARGUMENTS]` prints
                   one JSON line, `sleep SECONDS` waits; blank and # lines are skipped
+  login           sign in to the server NAMESPACE ahead of time: prints the sign-in link (the
+                  only stdout line) when one is needed and waits (--wait, default 600) until
+                  the server is ready; exit 1 when the sign-in fails or the wait runs out
+  logout          delete the stored sign-in of the server NAMESPACE
 exit: 0 every call ok, 1 a call failed, 2 bad usage, a bad script line or a config problem";
 
 /// The longest `--wait` or `sleep`, in seconds.
@@ -362,6 +370,13 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let argv: Vec<String> = std::env::args().skip(1).collect();
+    let help = argv
+        .iter()
+        .take_while(|a| *a != "--")
+        .any(|a| a == "--help" || a == "-h");
+    if help {
+        return exit_code(emit(USAGE).is_ok());
+    }
     match argv.first().map(String::as_str) {
         Some("login") => return sign_in::login(&argv[1..]),
         Some("logout") => return sign_in::logout(&argv[1..]),
@@ -677,8 +692,8 @@ mod sign_in {
     use serde_json::{Value, json};
     use sha2::{Digest, Sha256};
 
-    const LOGIN_USAGE: &str = "usage: host login [--wait SECONDS] CONFIG NAMESPACE\n\
-        \x20      host logout CONFIG NAMESPACE";
+    /// How the Pack's reason names a failed sign-in.
+    const SIGN_IN_FAILED: &str = "signing in failed: ";
 
     /// The entry of `namespace` in the config file at `path`.
     fn entry(path: &str, namespace: &str) -> Result<Value, String> {
@@ -691,7 +706,7 @@ mod sign_in {
 
     fn usage(message: &str) -> ExitCode {
         eprintln!("host: {message}");
-        eprintln!("{LOGIN_USAGE}");
+        eprintln!("{}", super::USAGE);
         ExitCode::from(2)
     }
 
@@ -746,6 +761,8 @@ mod sign_in {
         };
         let deadline = tokio::time::Instant::now() + wait;
         let mut shown: Option<String> = None;
+        // The last reason the server was not ready, for when the wait runs out.
+        let mut last: Option<String> = None;
         let outcome = loop {
             let listing = pack
                 .call("mcp/get_dynamic_tools", json!({"namespace": namespace}))
@@ -753,22 +770,36 @@ mod sign_in {
                 .ok()
                 .and_then(|text| serde_json::from_str::<Value>(&text).ok())
                 .unwrap_or_default();
+            let reason = listing["reason"].as_str().unwrap_or("");
             match (listing["status"].as_str(), listing["signInUrl"].as_str()) {
                 (Some("ready"), _) => break Ok(()),
-                (Some("error"), Some(link)) if shown.as_deref() != Some(link) => {
-                    println!("{link}");
-                    let _ = std::io::stdout().flush();
-                    shown = Some(link.to_string());
+                (Some("error"), Some(link)) => match &shown {
+                    None => {
+                        println!("{link}");
+                        let _ = std::io::stdout().flush();
+                        shown = Some(link.to_string());
+                    }
+                    // The link is the only line on stdout: a new one means the first failed.
+                    Some(first) if first != link => {
+                        break Err(last.take().unwrap_or_else(|| {
+                            "the sign-in did not complete and a new link was made".to_string()
+                        }));
+                    }
+                    Some(_) => {}
+                },
+                // The sign-in failed (or could not start): its reason is final for a login.
+                (Some("error"), None) if reason.contains(SIGN_IN_FAILED) => {
+                    break Err(reason.to_string());
                 }
-                // A plain error before any sign-in started is final for a login.
-                (Some("error"), None) if shown.is_none() => {
-                    break Err(listing["reason"].as_str().unwrap_or("").to_string());
-                }
+                // Anything else (the server briefly down, still starting): the start is
+                // retried, so keep waiting.
+                (Some(_), None) if !reason.is_empty() => last = Some(reason.to_string()),
                 _ => {}
             }
             if tokio::time::Instant::now() >= deadline {
+                let why = last.map(|r| format!("; last: {r}")).unwrap_or_default();
                 break Err(format!(
-                    "server {namespace:?} was not ready within {} seconds",
+                    "server {namespace:?} was not ready within {} seconds{why}",
                     wait.as_secs()
                 ));
             }

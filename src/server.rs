@@ -247,15 +247,25 @@ impl Server {
             })
             .notify(|failure: &StartFailure, wait| {
                 let reason = limits::truncate(&failure.reason, 2 * limits::MAX_REASON_BYTES);
-                tracing::warn!(
-                    namespace = %self.namespace,
-                    retry_in_ms = wait.as_millis() as u64,
-                    reason = %reason,
-                    "server failed to start"
-                );
                 let link = connection
                     .sign_in_url()
                     .filter(|_| failure.reason.starts_with(SIGN_IN_REQUIRED));
+                if link.is_some() {
+                    // The link was logged once when it was made; a start waiting for the
+                    // sign-in is no news.
+                    tracing::debug!(
+                        namespace = %self.namespace,
+                        retry_in_ms = wait.as_millis() as u64,
+                        "server waits for a sign-in"
+                    );
+                } else {
+                    tracing::warn!(
+                        namespace = %self.namespace,
+                        retry_in_ms = wait.as_millis() as u64,
+                        reason = %reason,
+                        "server failed to start"
+                    );
+                }
                 self.set_status(match link {
                     // The link is whole in the reason: a cut link could not be opened.
                     Some(link) => Status::SignIn(failure.reason.as_str().into(), link),

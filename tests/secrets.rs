@@ -1122,4 +1122,13 @@ async fn tokens_learned_by_signing_in_never_escape() {
     let logs = logs.text();
     assert_no_secret("the log", &logs, &secrets);
     assert!(logs.contains("signed in"), "the capture works: {logs}");
+    // The link is logged once, when it is made; the starts waiting for it do not repeat it.
+    let with_link: Vec<&str> = logs.lines().filter(|l| l.contains(&link)).collect();
+    assert_eq!(with_link.len(), 1, "{with_link:#?}");
+    assert!(
+        with_link[0].contains(" INFO ")
+            && with_link[0].contains("the server needs a sign-in; its link waits in the listing"),
+        "{}",
+        with_link[0]
+    );
 }

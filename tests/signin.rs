@@ -12,7 +12,7 @@ mod support;
 use std::sync::Once;
 use std::time::Duration;
 
-use oauth::{Options, TestServer, play_browser};
+use oauth::{Options, TestServer, play_browser, play_browser_page};
 use reqwest::Url;
 use runvil_plugin::ToolErrorKind;
 use serde_json::{Value, json};
@@ -144,6 +144,39 @@ async fn a_401_shows_the_link_in_both_listings_and_the_browser_makes_the_server_
         ]
     );
     assert_eq!(server.log.lock().unwrap().registrations, 1);
+}
+
+#[tokio::test]
+async fn the_browser_and_the_listing_tell_why_a_sign_in_failed_then_a_new_link_waits() {
+    store_dir();
+    let server = TestServer::start(Options {
+        token_status: Some(axum::http::StatusCode::NOT_FOUND),
+        ..Options::default()
+    })
+    .await;
+    let host = Host::new(entry(&server));
+    let link = link_in_listing(&host).await;
+    let (status, page) = play_browser_page(&Url::parse(&link).unwrap()).await;
+    assert_eq!(
+        (status, page.as_str()),
+        (
+            200,
+            "<!doctype html><meta charset=utf-8><title>Sign-in failed</title>\
+<p>Sign-in failed: the token endpoint answered HTTP 404</p>\
+<p>Ask your assistant for a new sign-in link.</p>"
+        )
+    );
+    // The failure shows in the status (until the next start makes a new link).
+    let failed = host
+        .wait_for(WAIT, |l| l["servers"][0]["signInUrl"].is_null())
+        .await;
+    assert_eq!(
+        failed["servers"][0]["reason"],
+        "signing in failed: the token endpoint answered HTTP 404"
+    );
+    assert_eq!(failed["servers"][0]["status"], "error");
+    let again = link_in_listing(&host).await;
+    assert_ne!(again, link);
 }
 
 #[tokio::test]

@@ -2,8 +2,9 @@
 //!
 //! Owns `http://127.0.0.1:<port>/callback`: bound only while a sign-in waits (on
 //! `oauth.callbackPort` when configured, else on a port the system picks), it accepts one
-//! request carrying the expected `state` and a `code` (or an `error`), answers the browser with
-//! a short HTML page, and closes. A request with another or no `state` gets a `400` page and the
+//! request carrying the expected `state` and a `code` (or an `error`), and closes. The browser
+//! that brought a code is answered once the sign-in's outcome is known ([`Browser::answer`]):
+//! a short HTML page saying "Signed in" or "Sign-in failed" with the reason, escaped. A request with another or no `state` gets a `400` page and the
 //! listener keeps waiting: a stray or forged request does not end the sign-in. After
 //! [`crate::limits::SIGN_IN_WAIT`] without a code it closes; the sign-in needs a new link.
 
@@ -25,12 +26,74 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 const SIGNED_IN: &str = "<!doctype html><meta charset=utf-8><title>Signed in</title>\
 <p>Signed in. You can close this tab and go back to your assistant.</p>";
+const FINISHING: &str = "<!doctype html><meta charset=utf-8><title>Code received</title>\
+<p>Code received; finishing sign-in. Your assistant shows whether it worked.</p>";
 const FAILED: &str = "<!doctype html><meta charset=utf-8><title>Sign-in failed</title>\
 <p>The sign-in did not complete. Ask your assistant for a new sign-in link.</p>";
 const WRONG_STATE: &str = "<!doctype html><meta charset=utf-8><title>Not this sign-in</title>\
 <p>This answer does not belong to the sign-in that is waiting. Use the latest sign-in link.</p>";
 const NOT_FOUND: &str =
     "<!doctype html><meta charset=utf-8><title>Not found</title><p>Not found.</p>";
+
+/// The browser connection that brought the code, waiting for the sign-in's outcome.
+pub(crate) struct Browser {
+    stream: TcpStream,
+}
+
+impl std::fmt::Debug for Browser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Browser")
+    }
+}
+
+/// What the browser is told.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Outcome<'a> {
+    /// The grant is held.
+    SignedIn,
+    /// The sign-in failed; the reason (already free of secrets) is escaped and cut.
+    Failed(&'a str),
+    /// The outcome took too long to wait for.
+    Finishing,
+}
+
+impl Browser {
+    /// Answers the browser with the page for `outcome` and closes the connection.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping it closes the connection unanswered.
+    pub(crate) async fn answer(mut self, outcome: Outcome<'_>) {
+        match outcome {
+            Outcome::SignedIn => respond(&mut self.stream, "200 OK", SIGNED_IN).await,
+            Outcome::Finishing => respond(&mut self.stream, "200 OK", FINISHING).await,
+            Outcome::Failed(reason) => {
+                respond(&mut self.stream, "200 OK", &failed_page(reason)).await;
+            }
+        }
+    }
+}
+
+/// The page of a failed sign-in: the reason HTML-escaped, cut to
+/// [`crate::limits::MAX_REASON_BYTES`] first.
+fn failed_page(reason: &str) -> String {
+    let reason = crate::limits::truncate(reason, crate::limits::MAX_REASON_BYTES);
+    let mut escaped = String::with_capacity(reason.len());
+    for c in reason.chars() {
+        match c {
+            '&' => escaped.push_str("&amp;"),
+            '<' => escaped.push_str("&lt;"),
+            '>' => escaped.push_str("&gt;"),
+            '"' => escaped.push_str("&quot;"),
+            '\'' => escaped.push_str("&#39;"),
+            c if c.is_control() => escaped.push(' '),
+            c => escaped.push(c),
+        }
+    }
+    format!(
+        "<!doctype html><meta charset=utf-8><title>Sign-in failed</title>\
+<p>Sign-in failed: {escaped}</p><p>Ask your assistant for a new sign-in link.</p>"
+    )
+}
 
 /// A bound listener waiting for one redirect.
 #[derive(Debug)]
@@ -80,7 +143,8 @@ impl Listener {
         format!("http://127.0.0.1:{}/callback", self.port)
     }
 
-    /// Waits up to `limit` for the redirect carrying `state`, then closes.
+    /// Waits up to `limit` for the redirect carrying `state`, then closes. A redirect with a
+    /// code comes with the [`Browser`] to answer once the code is exchanged.
     ///
     /// # Errors
     /// [`Kind::Callback`] when the time runs out, or when the redirect carries an OAuth `error`
@@ -92,7 +156,7 @@ impl Listener {
         self,
         state: &SecretString,
         limit: Duration,
-    ) -> Result<Redirect, Error> {
+    ) -> Result<(Redirect, Browser), Error> {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             let accepted = tokio::time::timeout_at(deadline, self.listener.accept()).await;
@@ -119,7 +183,10 @@ impl Listener {
 }
 
 /// Answers one connection; `Some` when it ended the sign-in.
-async fn serve(mut stream: TcpStream, state: &SecretString) -> Option<Result<Redirect, Error>> {
+async fn serve(
+    mut stream: TcpStream,
+    state: &SecretString,
+) -> Option<Result<(Redirect, Browser), Error>> {
     let head = match tokio::time::timeout(REQUEST_TIMEOUT, read_head(&mut stream)).await {
         Ok(Some(head)) => head,
         _ => return None,
@@ -174,11 +241,13 @@ async fn serve(mut stream: TcpStream, state: &SecretString) -> Option<Result<Red
             "the sign-in redirect carried no code",
         )));
     };
-    respond(&mut stream, "200 OK", SIGNED_IN).await;
-    Some(Ok(Redirect {
-        code: SecretString::from(code),
-        iss,
-    }))
+    Some(Ok((
+        Redirect {
+            code: SecretString::from(code),
+            iss,
+        },
+        Browser { stream },
+    )))
 }
 
 /// Compares without stopping at the first difference.
@@ -250,13 +319,13 @@ mod tests {
             (400, WRONG_STATE.to_string())
         );
         assert_eq!(get(port, "/callback?code=evil").await.0, 400);
-        let (status, page) = get(
+        let browser = tokio::spawn(get(
             port,
             "/callback?code=the%20code&state=expected-state-123&iss=https%3A%2F%2Fa",
-        )
-        .await;
-        assert_eq!((status, page.as_str()), (200, SIGNED_IN));
-        let redirect = waiting.await.unwrap().unwrap();
+        ));
+        let (redirect, answer) = waiting.await.unwrap().unwrap();
+        answer.answer(Outcome::SignedIn).await;
+        assert_eq!(browser.await.unwrap(), (200, SIGNED_IN.to_string()));
         assert_eq!(redirect.code.expose_secret(), "the code");
         assert_eq!(redirect.iss.as_deref(), Some("https://a"));
         assert_eq!(
@@ -266,6 +335,37 @@ mod tests {
         // Closed after the code: a second request cannot connect.
         let again = reqwest::get(format!("http://127.0.0.1:{port}/callback")).await;
         assert!(again.is_err());
+    }
+
+    #[tokio::test]
+    async fn the_browser_hears_the_outcome_escaped_and_cut() {
+        for (outcome, page) in [
+            (Outcome::Finishing, FINISHING.to_string()),
+            (
+                Outcome::Failed("the token endpoint answered HTTP 404 <b>&\"'</b>\n"),
+                "<!doctype html><meta charset=utf-8><title>Sign-in failed</title>\
+<p>Sign-in failed: the token endpoint answered HTTP 404 &lt;b&gt;&amp;&quot;&#39;&lt;/b&gt; </p>\
+<p>Ask your assistant for a new sign-in link.</p>"
+                    .to_string(),
+            ),
+        ] {
+            let listener = Listener::bind(None).await.unwrap();
+            let port = listener.port();
+            let state = SecretString::from("s-1234567");
+            let waiting =
+                tokio::spawn(async move { listener.wait(&state, Duration::from_secs(30)).await });
+            let browser = tokio::spawn(get(port, "/callback?code=c&state=s-1234567"));
+            let (_, answer) = waiting.await.unwrap().unwrap();
+            answer.answer(outcome).await;
+            assert_eq!(browser.await.unwrap(), (200, page));
+        }
+        let long = "x".repeat(10 * crate::limits::MAX_REASON_BYTES);
+        let page = failed_page(&long);
+        assert!(
+            page.len() < 2 * crate::limits::MAX_REASON_BYTES,
+            "{}",
+            page.len()
+        );
     }
 
     #[tokio::test]

@@ -422,7 +422,8 @@ fn grant_from(
 /// Maps a failed token request to an [`Error`]: `invalid_grant` is
 /// [`Kind::SignInRequired`]; another OAuth error is [`Kind::Denied`] with its code and its
 /// description scrubbed of `secrets` and bounded; a body that is no token response is
-/// [`Kind::Refused`] (never quoted: it may hold a token).
+/// [`Kind::Refused`] (never quoted: it may hold a token); a refusal that is no OAuth error
+/// response comes from [`Net::execute`] with its HTTP status.
 fn token_error(
     error: RequestTokenError<NetError, BasicErrorResponse>,
     secrets: &[Option<&SecretString>],
@@ -459,11 +460,11 @@ fn token_error(
         RequestTokenError::Request(e) => e.0,
         RequestTokenError::Parse(..) => Error::new(
             Kind::Refused,
-            "the token endpoint's answer is not a valid token response",
+            "the token endpoint answered HTTP 200 but not with a valid token response",
         ),
         RequestTokenError::Other(_) => Error::new(
             Kind::Refused,
-            "the token endpoint's answer is not a JSON token response",
+            "the token endpoint answered HTTP 200 but not with a JSON token response",
         ),
     }
 }
@@ -818,7 +819,7 @@ mod tests {
         );
         assert_eq!(
             format!("{err:?}"),
-            "auth::Error(Refused: the token endpoint's answer is not a JSON token response)"
+            "auth::Error(Refused: the token endpoint answered HTTP 200 but not with a JSON token response)"
         );
     }
 }

@@ -185,6 +185,14 @@ impl Net {
             ))
         })?;
         let answer = self.send(request, what).await.map_err(NetError)?;
+        // A refusal without an OAuth error response (RFC 6749 §5.2) is named by its status;
+        // its body is never quoted.
+        if answer.status != StatusCode::OK && !is_oauth_error(&answer.body) {
+            return Err(NetError(Error::new(
+                Kind::Refused,
+                format!("{what} answered HTTP {}", answer.status.as_u16()),
+            )));
+        }
         let mut response = http::Response::new(answer.body);
         *response.status_mut() = answer.status;
         *response.headers_mut() = answer.headers;
@@ -201,6 +209,13 @@ impl<'c> oauth2::AsyncHttpClient<'c> for Net {
     fn call(&'c self, request: oauth2::HttpRequest) -> Self::Future {
         Box::pin(self.execute(request))
     }
+}
+
+/// Whether `body` is a JSON object with a string `error`: an OAuth error response.
+fn is_oauth_error(body: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .is_some_and(|v| v.get("error").is_some_and(serde_json::Value::is_string))
 }
 
 /// Parses a JSON document, naming `what` (never the document or the parser's text, which may
@@ -239,5 +254,33 @@ async fn read_capped(mut response: reqwest::Response, what: &str) -> Result<Vec<
             ));
         }
         body.extend_from_slice(&chunk);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_oauth_error;
+
+    #[test]
+    fn only_an_object_with_a_string_error_is_an_oauth_error_response() {
+        let cases: [(&[u8], bool); 6] = [
+            (br#"{"error":"invalid_client"}"#, true),
+            (
+                br#"{"error":"invalid_grant","error_description":"x"}"#,
+                true,
+            ),
+            (br#"{"error":404}"#, false),
+            (br#"{"message":"not found"}"#, false),
+            (b"not found", false),
+            (b"", false),
+        ];
+        for (body, expected) in cases {
+            assert_eq!(
+                is_oauth_error(body),
+                expected,
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
     }
 }

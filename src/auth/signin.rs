@@ -10,7 +10,7 @@ use reqwest::Url;
 use secrecy::ExposeSecret;
 
 use super::Error;
-use super::callback::Listener;
+use super::callback::{Listener, Outcome};
 use super::client::{self, ClientIdentity};
 use super::config::{GrantType, OAuthConfig};
 use super::discovery::{self, Challenge, Discovered};
@@ -18,6 +18,10 @@ use super::flow::{self, LearnSecret, Pending, Tokens};
 use super::net::Net;
 use super::store::{Store, StoreKey};
 use crate::limits::SIGN_IN_WAIT;
+
+/// How long the browser that brought the code waits for the code exchange before it is told
+/// only that the code arrived.
+const BROWSER_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// What [`begin`] gives.
 #[derive(Debug)]
@@ -206,7 +210,9 @@ impl SignIn {
     }
 
     /// Waits (up to [`SIGN_IN_WAIT`]) for the browser's redirect, exchanges the code, saves the
-    /// grant and returns the server's tokens.
+    /// grant and returns the server's tokens. The browser's page tells the outcome ("Signed in"
+    /// or "Sign-in failed: <reason>"), or, when the exchange takes longer than
+    /// [`BROWSER_WAIT`], that the code arrived.
     ///
     /// # Errors
     /// [`super::Kind::Callback`] when no redirect arrives in time or it carries an error; as
@@ -226,16 +232,35 @@ impl SignIn {
             learn,
         } = *self;
         let state = secrecy::SecretString::from(pending.state.expose_secret().to_string());
-        let redirect = listener.wait(&state, SIGN_IN_WAIT).await?;
-        let grant = flow::exchange_code(
-            &net,
-            &discovered.server,
-            &identity,
-            &discovered.resource,
-            pending,
-            redirect,
-        )
-        .await?;
+        let (redirect, browser) = listener.wait(&state, SIGN_IN_WAIT).await?;
+        let exchanged = {
+            let exchange = flow::exchange_code(
+                &net,
+                &discovered.server,
+                &identity,
+                &discovered.resource,
+                pending,
+                redirect,
+            );
+            tokio::pin!(exchange);
+            // The browser waits for the outcome, at most `BROWSER_WAIT`; then it hears that the
+            // code arrived and the exchange goes on.
+            match tokio::time::timeout(BROWSER_WAIT, &mut exchange).await {
+                Ok(exchanged) => {
+                    let outcome = match &exchanged {
+                        Ok(_) => Outcome::SignedIn,
+                        Err(e) => Outcome::Failed(e.message()),
+                    };
+                    browser.answer(outcome).await;
+                    exchanged
+                }
+                Err(_) => {
+                    browser.answer(Outcome::Finishing).await;
+                    exchange.await
+                }
+            }
+        };
+        let grant = exchanged?;
         let tokens = Arc::new(Tokens::new(
             net,
             discovered.server,

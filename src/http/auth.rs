@@ -44,6 +44,9 @@ pub(crate) struct Auth {
     starting: tokio::sync::Mutex<()>,
     /// Notified when a waiting sign-in ends (tokens, or a failure that needs a new link).
     ended: Notify,
+    /// Why the last sign-in failed; the next start reports it once (as [`Error::auth`]) before
+    /// it makes a new link, so the failure shows in the status.
+    failed: Mutex<Option<String>>,
     step_up: StepUp,
 }
 
@@ -77,6 +80,7 @@ impl Auth {
             waiting: Mutex::default(),
             starting: tokio::sync::Mutex::new(()),
             ended: Notify::new(),
+            failed: Mutex::default(),
             step_up: StepUp::default(),
         }))
     }
@@ -225,6 +229,9 @@ impl Auth {
         if let Some(link) = self.link() {
             return Err(Error::sign_in(link));
         }
+        if let Some(reason) = lock(&self.failed).take() {
+            return Err(Error::auth(reason));
+        }
         let learner = Arc::clone(&self.learn);
         let learn = Box::new(move |token: &SecretString| learner(token));
         let started = signin::begin(
@@ -249,7 +256,7 @@ impl Auth {
             Started::Link(sign_in) => {
                 let link: Arc<str> = sign_in.url().as_str().into();
                 *lock(&self.link) = Some(Arc::clone(&link));
-                tracing::info!("the server needs a sign-in; its link waits in the listing");
+                tracing::info!(link = %link, "the server needs a sign-in; its link waits in the listing");
                 let this = Arc::clone(self);
                 let task = runtime.spawn(async move {
                     match sign_in.finish().await {
@@ -257,7 +264,10 @@ impl Auth {
                             tracing::info!("signed in");
                             *lock(&this.tokens) = Some(tokens);
                         }
-                        Err(e) => tracing::warn!("the sign-in did not complete: {}", e.message()),
+                        Err(e) => {
+                            tracing::warn!("the sign-in did not complete: {}", e.message());
+                            *lock(&this.failed) = Some(e.message().to_string());
+                        }
                     }
                     *lock(&this.link) = None;
                     *lock(&this.waiting) = None;

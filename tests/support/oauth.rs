@@ -76,6 +76,8 @@ pub struct Options {
     /// The MCP endpoint quotes the `Authorization` header it received in its tool description,
     /// its tool results and a JSON-RPC error of every other method (to test scrubbing).
     pub echo: bool,
+    /// The token endpoint answers every request with this status and a plain-text body.
+    pub token_status: Option<StatusCode>,
 }
 
 impl Default for Options {
@@ -94,6 +96,7 @@ impl Default for Options {
             client: None,
             wrong_iss: None,
             echo: false,
+            token_status: None,
         }
     }
 }
@@ -497,6 +500,9 @@ fn register(shared: &Shared, body: &[u8]) -> Response {
 }
 
 async fn token(shared: &Shared, headers: &HeaderMap, body: &[u8]) -> Response {
+    if let Some(status) = shared.options.token_status {
+        return (status, "no token here").into_response();
+    }
     let mut form: HashMap<String, String> =
         url::form_urlencoded::parse(body).into_owned().collect();
     // Client authentication.
@@ -599,6 +605,11 @@ async fn token(shared: &Shared, headers: &HeaderMap, body: &[u8]) -> Response {
 /// Plays the browser: opens `link` without following redirects and delivers the redirect to
 /// the loopback listener; returns the listener's status code.
 pub async fn play_browser(link: &Url) -> u16 {
+    play_browser_page(link).await.0
+}
+
+/// As [`play_browser`]; returns the listener's status code and page.
+pub async fn play_browser_page(link: &Url) -> (u16, String) {
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -610,5 +621,6 @@ pub async fn play_browser(link: &Url) -> u16 {
         "the authorization endpoint redirects"
     );
     let location = answer.headers()["location"].to_str().unwrap().to_string();
-    client.get(location).send().await.unwrap().status().as_u16()
+    let page = client.get(location).send().await.unwrap();
+    (page.status().as_u16(), page.text().await.unwrap())
 }
