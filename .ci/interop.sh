@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the project against real MCP peers nobody here wrote (DESIGN §9, layer 4):
+# Runs the project against real MCP peers nobody here wrote:
 #   1. installs them into .interop/ (.ci/interop-setup.sh; idempotent),
 #   2. cargo test --test interop with PLUGIN_MCP_INTEROP=1, so a missing peer FAILS instead of
 #      skipping: server-everything (Node 22) and the Python mcp SDK 1.x / 2.x servers,

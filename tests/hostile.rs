@@ -2183,7 +2183,7 @@ async fn the_standalone_stream_reopen_wait_doubles_and_a_long_stream_resets_it()
 }
 
 // ---------------------------------------------------------------------------------------------
-// break-11: re-listing interleavings
+// Re-listing interleavings
 
 /// A server that forgets every session at once on `tools/list` after the start (a load balancer
 /// without sticky sessions does this): the re-listing's 404 initializes again, and that renewal
