@@ -801,7 +801,7 @@ async fn unknown_content_encoding_is_a_clear_error() {
     assert_eq!(call("sse").await, refused("compress"));
     assert_eq!(
         server.cancellations().await,
-        [json!({"requestId": 6, "reason": "the client dropped the call"})]
+        [json!({"requestId": 6, "reason": "the client lost the reply stream"})]
     );
 }
 
