@@ -318,3 +318,32 @@ async fn a_configured_authorization_header_never_starts_oauth() {
             .all(|t| t == "initialize configured-token-1 (refused)")
     );
 }
+
+#[tokio::test]
+#[ignore = "finding 5: a restart with an expired stored grant whose refresh token is revoked shows a plain error with no signInUrl"]
+async fn a_restart_with_an_expired_revoked_grant_shows_the_link_at_once() {
+    store_dir();
+    let server = TestServer::start(Options {
+        lifetime: 1,
+        ..Options::default()
+    })
+    .await;
+    let first = Host::new(entry(&server));
+    sign_in(&first).await;
+    drop(first);
+    server.revoke_refresh_tokens();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+
+    let second = Host::new(entry(&server));
+    // The first failure the listing shows is the sign-in, with its link.
+    let listing = second
+        .wait_for(WAIT, |l| l["servers"][0]["status"] == "error")
+        .await;
+    let docs = &listing["servers"][0];
+    let link = docs["signInUrl"].as_str().unwrap_or("").to_string();
+    assert_eq!(
+        (&docs["reason"], docs["signInUrl"].is_string()),
+        (&json!(reason_for(&link)), true),
+        "{listing}"
+    );
+}

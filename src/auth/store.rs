@@ -409,4 +409,53 @@ mod tests {
         assert!(store.load(&other).grant.is_some());
         let _ = std::fs::remove_dir_all(&dir);
     }
+
+    #[cfg(unix)]
+    #[test]
+    #[ignore = "finding 10: an existing store directory keeps its loose mode (0755); the 0700 rule holds only when the store creates it"]
+    fn an_existing_loose_directory_is_made_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = temp_dir("loose");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let store = Store::at(&dir);
+        let key = StoreKey::new(&Url::parse("https://mcp.example.com/mcp").unwrap(), "");
+        store
+            .save(
+                &key,
+                &Stored {
+                    client: None,
+                    grant: Some(grant("access-token-loose-1")),
+                },
+            )
+            .unwrap();
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(format!("{mode:o}"), "700");
+    }
+
+    #[test]
+    #[ignore = "finding 11: the store file holds the server URL verbatim, so a secret in its query (from ${env:...}) lands on disk"]
+    fn a_secret_in_the_server_url_is_not_written_to_the_store() {
+        let dir = temp_dir("url-secret");
+        let store = Store::at(&dir);
+        let url = Url::parse("https://mcp.example.com/mcp?api_key=sk-live-url-secret-123").unwrap();
+        let key = StoreKey::new(&url, "");
+        store
+            .save(
+                &key,
+                &Stored {
+                    client: None,
+                    grant: Some(grant("access-token-url-1")),
+                },
+            )
+            .unwrap();
+        let text = std::fs::read_to_string(dir.join(&key.file)).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let leaked: Vec<&str> = text
+            .lines()
+            .filter(|line| line.contains("sk-live-url-secret-123"))
+            .collect();
+        assert_eq!(leaked, Vec::<&str>::new());
+    }
 }
