@@ -1035,4 +1035,53 @@ mod tests {
             ]
         );
     }
+
+    #[tokio::test]
+    #[ignore = "finding 15: two Hosts signing in at once: the second registers anew and the first's grant is stored beside the second's client"]
+    async fn a_grant_is_stored_with_the_client_it_was_issued_to() {
+        let server = TestServer::start(Options::default()).await;
+        let store = temp_store("two-sign-ins");
+        let config = OAuthConfig::default();
+        // Host A starts a sign-in: registers client-1, its listener holds client-1's port.
+        let Started::Link(first) = start(&server, &config, Some(store.clone()), None)
+            .await
+            .unwrap()
+        else {
+            panic!("a link")
+        };
+        // Host B starts one too while A waits: client-1's port is taken, so B registers.
+        let Started::Link(second) = start(&server, &config, Some(store.clone()), None)
+            .await
+            .unwrap()
+        else {
+            panic!("a link")
+        };
+        assert_eq!(server.log.lock().unwrap().registrations, 2);
+        // The user completes A's sign-in.
+        let link = first.url().clone();
+        let finish = tokio::spawn(first.finish());
+        assert_eq!(play_browser(&link).await, 200);
+        let tokens = finish.await.unwrap().unwrap();
+        assert_eq!(
+            format!("{tokens:?}"),
+            "Tokens { client_id: \"client-1\", .. }"
+        );
+        drop(second);
+        let stored = store.load(&store_key(&server.mcp_url(), &config));
+        let pair = (
+            stored.client.map(|c| c.client_id),
+            stored
+                .grant
+                .map(|g| g.access_token.expose_secret().to_string()),
+        );
+        let _ = std::fs::remove_dir_all(store.dir());
+        // The stored grant and the stored client belong together (a refresh sends both).
+        assert_eq!(
+            pair,
+            (
+                Some("client-1".to_string()),
+                Some("access-token-000002".to_string())
+            )
+        );
+    }
 }
