@@ -92,6 +92,14 @@ impl Redactor {
         }
     }
 
+    /// A function telling whether a text holds one of the configured secrets (in any registered
+    /// form), for text that is useless scrubbed, such as a link a user must open. Learned tokens
+    /// are not consulted.
+    pub(crate) fn configured_checker(&self) -> impl Fn(&str) -> bool + Send + Sync + 'static {
+        let secrets = self.secrets.clone();
+        move |text: &str| secrets.iter().any(|s| text.contains(s.expose_secret()))
+    }
+
     /// [`Redactor::add`] for `value` and for each percent-encoded form of it and of its words
     /// (see the module docs): how a secret reads when a server echoes a request back as a URL
     /// or a form.

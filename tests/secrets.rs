@@ -1128,7 +1128,6 @@ async fn tokens_learned_by_signing_in_never_escape() {
 /// authorization endpoint holding it: the sign-in link shown in the listing, the call error and
 /// the log must not carry the value.
 #[tokio::test]
-#[ignore = "finding 12: a configured header value echoed by the server into authorization_endpoint reaches signInUrl, the reason and the call message"]
 async fn a_header_value_echoed_into_the_sign_in_link_is_not_shown() {
     const KEY: &str = "sk-header-secret-12345";
     let guard = exclusive();
@@ -1192,6 +1191,14 @@ async fn a_header_value_echoed_into_the_sign_in_link_is_not_shown() {
         )
         .await;
     drop(host);
+    let entry = server_entry(&listing, "ok");
+    assert_eq!(entry["signInUrl"], serde_json::Value::Null, "{entry}");
+    assert_eq!(
+        entry["reason"],
+        "signing in failed: the authorization server's metadata repeats a configured secret; \
+         refusing to show its link",
+        "{entry}"
+    );
     let mut shown = vec![listing.to_string(), format!("{call:?}")];
     shown.push(logs.text());
     let leaked: Vec<&String> = shown.iter().filter(|t| t.contains(KEY)).collect();

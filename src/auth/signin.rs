@@ -205,6 +205,20 @@ impl SignIn {
         &self.pending.url
     }
 
+    /// Every URL the authorization server's metadata gave this sign-in, and the link itself.
+    pub(crate) fn urls(&self) -> impl Iterator<Item = &str> {
+        let server = &self.discovered.server;
+        [
+            Some(self.pending.url.as_str()),
+            Some(server.authorization_endpoint.as_str()),
+            Some(server.token_endpoint.as_str()),
+            server.registration_endpoint.as_ref().map(Url::as_str),
+            server.issuer.as_deref(),
+        ]
+        .into_iter()
+        .flatten()
+    }
+
     /// Waits (up to [`SIGN_IN_WAIT`]) for the browser's redirect, exchanges the code, saves the
     /// grant and returns the server's tokens.
     ///

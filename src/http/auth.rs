@@ -9,7 +9,9 @@
 //! - at most one sign-in starts at a time per server, and at most one link waits;
 //! - a request is sent at most [`MAX_AUTH_RETRIES`] more times after a `401`/`403`, so a server
 //!   that keeps refusing ends in an error, never a loop;
-//! - every token learned is given to the entry's redactor before any request carries it.
+//! - every token learned is given to the entry's redactor before any request carries it;
+//! - a sign-in link or metadata URL holding a configured secret is never shown: that sign-in
+//!   is refused (a scrubbed link would be useless).
 
 use std::sync::{Arc, Mutex};
 
@@ -29,12 +31,18 @@ use crate::redact::Redactor;
 /// How many times one request is sent again after the server refused its token.
 pub(super) const MAX_AUTH_RETRIES: u32 = 2;
 
+/// Why a sign-in whose link holds a configured secret is refused.
+const REPEATS_SECRET: &str =
+    "the authorization server's metadata repeats a configured secret; refusing to show its link";
+
 /// One connection's sign-in state.
 pub(crate) struct Auth {
     config: OAuthConfig,
     store: Option<Store>,
     /// Gives every token learned to the entry's redactor.
     learn: Arc<dyn Fn(&SecretString) + Send + Sync>,
+    /// Whether a text holds one of the entry's configured secrets.
+    holds_secret: Box<dyn Fn(&str) -> bool + Send + Sync>,
     tokens: Mutex<Option<Arc<Tokens>>>,
     /// The link of the sign-in waiting for the browser.
     link: Mutex<Option<Arc<str>>>,
@@ -72,6 +80,7 @@ impl Auth {
             config,
             store,
             learn: Arc::new(redactor.learner()),
+            holds_secret: Box::new(redactor.configured_checker()),
             tokens: Mutex::default(),
             link: Mutex::default(),
             waiting: Mutex::default(),
@@ -245,6 +254,11 @@ impl Auth {
                     .access_token()
                     .await
                     .map_err(|e| Error::auth(e.message()))
+            }
+            Started::Link(sign_in) if sign_in.urls().any(|u| (self.holds_secret)(u)) => {
+                // Scrubbed, the link would be useless; shown, it would leak the value.
+                tracing::warn!("{REPEATS_SECRET}");
+                Err(Error::auth(REPEATS_SECRET))
             }
             Started::Link(sign_in) => {
                 let link: Arc<str> = sign_in.url().as_str().into();
