@@ -475,7 +475,9 @@ pub(crate) type LearnSecret = dyn Fn(&SecretString) + Send + Sync;
 ///
 /// Invariants: at most one refresh runs at a time (the others wait for it and then use its
 /// result); a refreshed grant is saved to the store before any request uses it; after
-/// `invalid_grant` the stored grant is gone and every caller gets [`Kind::SignInRequired`]. A
+/// `invalid_grant` a grant another Host stored meanwhile is adopted (and refreshed at most once
+/// more), else the stored grant is deleted if it is still the refused one and every caller
+/// gets [`Kind::SignInRequired`]. A
 /// client credentials grant has no refresh token: it is renewed by the same grant.
 pub(crate) struct Tokens {
     net: Net,
@@ -646,7 +648,47 @@ impl Tokens {
             }
             _ => grant,
         };
-        let renewed = match &self.renewal {
+        let mut grant = grant;
+        let mut retried = false;
+        loop {
+            match self.renew(&grant).await {
+                Ok(new) => {
+                    learn_grant(&*self.learn, &new);
+                    self.save(Some(&new));
+                    let token = new.access_token.clone();
+                    *current = Some(new);
+                    return Ok(token);
+                }
+                Err(e) if e.is_sign_in_required() => {
+                    // Another Host sharing the store may have rotated the grant after it was
+                    // read: adopt that one (once) instead of deleting it.
+                    match self.load_stored() {
+                        Some(stored) if !same_grant(&stored, &grant) && !retried => {
+                            learn_grant(&*self.learn, &stored);
+                            if fresh(&stored) {
+                                let token = stored.access_token.clone();
+                                *current = Some(stored);
+                                return Ok(token);
+                            }
+                            retried = true;
+                            grant = stored;
+                        }
+                        _ => {
+                            tracing::info!("the stored grant was refused; a new sign-in is needed");
+                            self.clear_stored(&grant);
+                            *current = None;
+                            return Err(e);
+                        }
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Gets a new grant for `grant`: by its refresh token, or by the client credentials grant.
+    async fn renew(&self, grant: &Grant) -> Result<Grant, Error> {
+        match &self.renewal {
             Some(renewal) if grant.refresh_token.is_none() => {
                 client_credentials(
                     &self.net,
@@ -664,26 +706,26 @@ impl Tokens {
                     &self.server,
                     &self.identity,
                     &self.resource,
-                    &grant,
+                    grant,
                 )
                 .await
             }
+        }
+    }
+
+    /// Deletes the stored grant only while it is still `failed` (compare, then delete): a grant
+    /// another Host stored meanwhile is kept.
+    fn clear_stored(&self, failed: &Grant) {
+        let Some((store, key)) = &self.store else {
+            return;
         };
-        match renewed {
-            Ok(new) => {
-                learn_grant(&*self.learn, &new);
-                self.save(Some(&new));
-                let token = new.access_token.clone();
-                *current = Some(new);
-                Ok(token)
-            }
-            Err(e) if e.is_sign_in_required() => {
-                tracing::info!("the stored grant was refused; a new sign-in is needed");
-                self.save(None);
-                *current = None;
-                Err(e)
-            }
-            Err(e) => Err(e),
+        let mut stored = store.load(key);
+        if !stored.grant.as_ref().is_some_and(|g| same_grant(g, failed)) {
+            return;
+        }
+        stored.grant = None;
+        if let Err(e) = store.save(key, &stored) {
+            tracing::warn!("the refused grant could not be deleted: {}", e.message());
         }
     }
 
@@ -705,6 +747,13 @@ impl Tokens {
             tracing::warn!("the grant could not be saved: {}", e.message());
         }
     }
+}
+
+/// Whether `a` and `b` are the same grant (the same access and refresh tokens).
+fn same_grant(a: &Grant, b: &Grant) -> bool {
+    a.access_token.expose_secret() == b.access_token.expose_secret()
+        && a.refresh_token.as_ref().map(ExposeSecret::expose_secret)
+            == b.refresh_token.as_ref().map(ExposeSecret::expose_secret)
 }
 
 fn no_grant() -> Error {

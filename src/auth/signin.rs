@@ -949,7 +949,6 @@ mod tests {
     }
 
     #[tokio::test]
-    #[ignore = "finding 1: two Hosts refreshing at once: the loser's invalid_grant wipes the winner's rotated grant from the shared store"]
     async fn two_hosts_refreshing_at_once_keep_the_rotated_grant() {
         let server = TestServer::start(Options {
             refresh_delay: Duration::from_millis(300),
