@@ -320,7 +320,6 @@ async fn a_configured_authorization_header_never_starts_oauth() {
 }
 
 #[tokio::test]
-#[ignore = "finding 5: a restart with an expired stored grant whose refresh token is revoked shows a plain error with no signInUrl"]
 async fn a_restart_with_an_expired_revoked_grant_shows_the_link_at_once() {
     store_dir();
     let server = TestServer::start(Options {

@@ -234,52 +234,59 @@ impl Auth {
         if let Some(link) = self.link() {
             return Err(Error::sign_in(link));
         }
-        let learner = Arc::clone(&self.learn);
-        let learn = Box::new(move |token: &SecretString| learner(token));
-        let started = signin::begin(
-            server_url,
-            &self.config,
-            self.store.clone(),
-            challenge,
-            reuse_grant,
-            scopes,
-            learn,
-        )
-        .await
-        .map_err(|e| Error::auth(e.message()))?;
-        match started {
-            Started::Ready(tokens) => {
-                *lock(&self.tokens) = Some(Arc::clone(&tokens));
-                tokens
-                    .access_token()
-                    .await
-                    .map_err(|e| Error::auth(e.message()))
+        let mut reuse_grant = reuse_grant;
+        let sign_in = loop {
+            let learner = Arc::clone(&self.learn);
+            let learn = Box::new(move |token: &SecretString| learner(token));
+            let started = signin::begin(
+                server_url,
+                &self.config,
+                self.store.clone(),
+                challenge,
+                reuse_grant,
+                scopes.clone(),
+                learn,
+            )
+            .await
+            .map_err(|e| Error::auth(e.message()))?;
+            let tokens = match started {
+                Started::Link(sign_in) => break sign_in,
+                Started::Ready(tokens) => tokens,
+            };
+            *lock(&self.tokens) = Some(Arc::clone(&tokens));
+            match tokens.access_token().await {
+                Ok(token) => return Ok(token),
+                // A stored grant the server refused (a revoked refresh token after a restart):
+                // a new sign-in, whose link shows at once.
+                Err(e) if e.is_sign_in_required() && reuse_grant => {
+                    self.forget(&tokens);
+                    reuse_grant = false;
+                }
+                Err(e) => return Err(Error::auth(e.message())),
             }
-            Started::Link(sign_in) if sign_in.urls().any(|u| (self.holds_secret)(u)) => {
-                // Scrubbed, the link would be useless; shown, it would leak the value.
-                tracing::warn!("{REPEATS_SECRET}");
-                Err(Error::auth(REPEATS_SECRET))
-            }
-            Started::Link(sign_in) => {
-                let link: Arc<str> = sign_in.url().as_str().into();
-                *lock(&self.link) = Some(Arc::clone(&link));
-                tracing::info!("the server needs a sign-in; its link waits in the listing");
-                let this = Arc::clone(self);
-                let task = runtime.spawn(async move {
-                    match sign_in.finish().await {
-                        Ok(tokens) => {
-                            tracing::info!("signed in");
-                            *lock(&this.tokens) = Some(tokens);
-                        }
-                        Err(e) => tracing::warn!("the sign-in did not complete: {}", e.message()),
-                    }
-                    *lock(&this.link) = None;
-                    *lock(&this.waiting) = None;
-                    this.ended.notify_one();
-                });
-                *lock(&self.waiting) = Some(task.abort_handle());
-                Err(Error::sign_in(link))
-            }
+        };
+        if sign_in.urls().any(|u| (self.holds_secret)(u)) {
+            // Scrubbed, the link would be useless; shown, it would leak the value.
+            tracing::warn!("{REPEATS_SECRET}");
+            return Err(Error::auth(REPEATS_SECRET));
         }
+        let link: Arc<str> = sign_in.url().as_str().into();
+        *lock(&self.link) = Some(Arc::clone(&link));
+        tracing::info!("the server needs a sign-in; its link waits in the listing");
+        let this = Arc::clone(self);
+        let task = runtime.spawn(async move {
+            match sign_in.finish().await {
+                Ok(tokens) => {
+                    tracing::info!("signed in");
+                    *lock(&this.tokens) = Some(tokens);
+                }
+                Err(e) => tracing::warn!("the sign-in did not complete: {}", e.message()),
+            }
+            *lock(&this.link) = None;
+            *lock(&this.waiting) = None;
+            this.ended.notify_one();
+        });
+        *lock(&self.waiting) = Some(task.abort_handle());
+        Err(Error::sign_in(link))
     }
 }
