@@ -316,19 +316,24 @@ pub(crate) async fn client_credentials(
     resource: &Url,
     scopes: &[String],
 ) -> Result<Grant, Error> {
-    let secrets = [identity.client_secret.as_ref(), None];
-    let client = token_client(server, identity);
-    let request = client
-        .exchange_client_credentials()
-        .add_scopes(scopes.iter().cloned().map(Scope::new))
-        .add_extra_param("resource", resource.to_string());
-    let answer = match (private_key, identity.auth_method) {
+    let assertion = match (private_key, identity.auth_method) {
         (Some(key), AuthMethod::PrivateKeyJwt) => {
             let audience = server
                 .issuer
                 .clone()
                 .unwrap_or_else(|| server.token_endpoint.to_string());
-            let assertion = jwt_assertion(key, &identity.client_id, &audience)?;
+            Some(jwt_assertion(key, &identity.client_id, &audience)?)
+        }
+        _ => None,
+    };
+    let secrets = [identity.client_secret.as_ref(), assertion.as_ref()];
+    let client = token_client(server, identity);
+    let request = client
+        .exchange_client_credentials()
+        .add_scopes(scopes.iter().cloned().map(Scope::new))
+        .add_extra_param("resource", resource.to_string());
+    let answer = match &assertion {
+        Some(assertion) => {
             request
                 .add_extra_param(
                     "client_assertion_type",
@@ -438,7 +443,7 @@ fn token_error(
             }
             let mut redactor = Redactor::default();
             for secret in secrets.iter().flatten() {
-                redactor.add(secret.expose_secret());
+                redactor.add_secret(secret.expose_secret());
             }
             let code = oauth_code(response.error().as_ref());
             let description = response
@@ -872,7 +877,6 @@ mod tests {
     }
 
     #[test]
-    #[ignore = "finding 8: token endpoint error_description echoing the refresh token or client secret percent-encoded is not scrubbed"]
     fn token_errors_scrub_percent_encoded_echoes() {
         let refresh = SecretString::from("rt/abc+def=12345678");
         let secret = SecretString::from("cs/secret+value=987");
@@ -896,7 +900,6 @@ mod tests {
     }
 
     #[test]
-    #[ignore = "finding 9: a learned access/refresh token is scrubbed only in its raw form, not percent-encoded or JSON-escaped"]
     fn learned_tokens_are_scrubbed_in_their_encoded_forms() {
         let redactor = crate::redact::Redactor::default();
         let learn = redactor.learner();
@@ -912,7 +915,6 @@ mod tests {
     }
 
     #[tokio::test]
-    #[ignore = "finding 14: the signed client_assertion (RFC 7523) is not scrubbed from the token endpoint's error_description"]
     async fn an_echoed_client_assertion_is_scrubbed() {
         use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
         use base64::Engine;
