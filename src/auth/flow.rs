@@ -734,9 +734,15 @@ impl Tokens {
         }
     }
 
+    /// The stored grant, when it was issued to this client (another Host may have stored its
+    /// own registration and grant meanwhile).
     fn load_stored(&self) -> Option<Grant> {
         let (store, key) = self.store.as_ref()?;
-        store.load(key).grant
+        let stored = store.load(key);
+        match &stored.client {
+            Some(client) if client.client_id != self.identity.client_id => None,
+            _ => stored.grant,
+        }
     }
 
     fn save(&self, grant: Option<&Grant>) {
@@ -745,7 +751,9 @@ impl Tokens {
         };
         let mut stored = store.load(key);
         stored.grant = grant.cloned();
-        if stored.client.is_none() && self.identity.source == super::client::Source::Registered {
+        // The grant is stored with the client it was issued to (a refresh needs both), even
+        // when another Host stored its own registration meanwhile.
+        if grant.is_some() && self.identity.source == super::client::Source::Registered {
             stored.client = Some(self.identity.clone());
         }
         if let Err(e) = store.save(key, &stored) {

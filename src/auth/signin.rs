@@ -1059,7 +1059,6 @@ mod tests {
     }
 
     #[tokio::test]
-    #[ignore = "finding 15: two Hosts signing in at once: the second registers anew and the first's grant is stored beside the second's client"]
     async fn a_grant_is_stored_with_the_client_it_was_issued_to() {
         let server = TestServer::start(Options::default()).await;
         let store = temp_store("two-sign-ins");
