@@ -34,8 +34,10 @@ pub(crate) const REDACTED: &str = "[redacted]";
 pub(crate) struct Redactor {
     /// Longest first, so a secret that contains another is replaced whole.
     secrets: Vec<SecretString>,
-    /// Access and refresh tokens learned at run time, longest first; shared with the learner.
-    learned: Arc<RwLock<Vec<SecretString>>>,
+    /// Secrets learned at run time (tokens, a registered client's secret, a client assertion),
+    /// oldest first, each as its forms (see [`Redactor::add_secret`]), longest first; shared with
+    /// the learner.
+    learned: Arc<RwLock<Vec<Vec<SecretString>>>>,
 }
 
 impl std::fmt::Debug for Redactor {
@@ -70,26 +72,47 @@ impl Redactor {
             .sort_by_key(|s| std::cmp::Reverse(s.expose_secret().len()));
     }
 
-    /// A function that adds a token learned at run time (a sign-in's access or refresh token)
-    /// to this redactor, from any thread; tokens shorter than [`MIN_SECRET_BYTES`] are skipped.
+    /// A function that adds a secret learned at run time (a sign-in's access or refresh token,
+    /// a registered client's secret, a client assertion) to this redactor, from any thread, in
+    /// the same forms as a configured secret ([`Redactor::add_secret`]); values shorter than
+    /// [`MIN_SECRET_BYTES`] are skipped.
     pub(crate) fn learner(&self) -> impl Fn(&SecretString) + Send + Sync + 'static {
         let learned = Arc::clone(&self.learned);
         move |token: &SecretString| {
-            if token.expose_secret().len() < MIN_SECRET_BYTES {
+            let token = token.expose_secret();
+            if token.len() < MIN_SECRET_BYTES {
                 return;
             }
             let mut learned = learned.write().unwrap_or_else(|e| e.into_inner());
             if learned
                 .iter()
-                .any(|s| s.expose_secret() == token.expose_secret())
+                .any(|forms| forms.first().is_some_and(|s| s.expose_secret() == token))
             {
                 return;
             }
             if learned.len() >= MAX_LEARNED {
                 learned.remove(0);
             }
-            learned.push(token.clone());
+            let mut forms = Redactor::default();
+            forms.add_secret(token);
+            // The value as given comes first: it names the group.
+            let mut group = vec![SecretString::from(token.to_string())];
+            group.extend(
+                forms
+                    .secrets
+                    .into_iter()
+                    .filter(|s| s.expose_secret() != token),
+            );
+            learned.push(group);
         }
+    }
+
+    /// A function telling whether a text holds one of the configured secrets (in any registered
+    /// form), for text that is useless scrubbed, such as a link a user must open. Learned tokens
+    /// are not consulted.
+    pub(crate) fn configured_checker(&self) -> impl Fn(&str) -> bool + Send + Sync + 'static {
+        let secrets = self.secrets.clone();
+        move |text: &str| secrets.iter().any(|s| text.contains(s.expose_secret()))
     }
 
     /// [`Redactor::add`] for `value` and for each percent-encoded form of it and of its words
@@ -110,7 +133,9 @@ impl Redactor {
     pub(crate) fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let mut out = Cow::Borrowed(text);
         let learned = self.learned.read().unwrap_or_else(|e| e.into_inner());
-        for secret in learned.iter().chain(&self.secrets) {
+        let mut learned: Vec<&SecretString> = learned.iter().flatten().collect();
+        learned.sort_by_key(|s| std::cmp::Reverse(s.expose_secret().len()));
+        for secret in learned.into_iter().chain(&self.secrets) {
             let secret = secret.expose_secret();
             if out.contains(secret) {
                 out = Cow::Owned(out.replace(secret, REDACTED));
@@ -127,6 +152,7 @@ impl Redactor {
         let learned = self.learned.read().unwrap_or_else(|e| e.into_inner());
         let tail = learned
             .iter()
+            .flatten()
             .chain(&self.secrets)
             .filter_map(|secret| {
                 let secret = secret.expose_secret();

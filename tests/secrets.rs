@@ -1132,3 +1132,85 @@ async fn tokens_learned_by_signing_in_never_escape() {
         with_link[0]
     );
 }
+
+/// A server that knows a configured header value (it receives it on every POST) names an
+/// authorization endpoint holding it: the sign-in link shown in the listing, the call error and
+/// the log must not carry the value.
+#[tokio::test]
+async fn a_header_value_echoed_into_the_sign_in_link_is_not_shown() {
+    const KEY: &str = "sk-header-secret-12345";
+    let guard = exclusive();
+    let dir = std::env::temp_dir().join(format!(
+        "plugin-mcp-secrets-oauth-link-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    set_env(&guard, "PLUGIN_MCP_OAUTH_DIR", dir.to_str().unwrap());
+    let (logs, _capture) = capture();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+    let learned: Arc<Mutex<String>> = Arc::default();
+    let (b, seen) = (base.clone(), learned.clone());
+    let _server = hostile::serve_on(listener, move |req: Received| {
+        let (base, seen) = (b.clone(), seen.clone());
+        async move {
+            if let Some(key) = req.header("x-api-key") {
+                *seen.lock().unwrap() = key;
+            }
+            let key = seen.lock().unwrap().clone();
+            match (req.http_method.as_str(), req.target.as_str()) {
+                ("POST", "/mcp") => Reply::raw(401, "text/plain", "sign in first").header(
+                    "www-authenticate",
+                    &format!("Bearer resource_metadata=\"{base}/prm\""),
+                ),
+                ("GET", "/prm") => Reply::json(&json!({
+                    "resource": format!("{base}/mcp"),
+                    "authorization_servers": [base],
+                })),
+                ("GET", "/.well-known/oauth-authorization-server") => Reply::json(&json!({
+                    "issuer": base,
+                    "authorization_endpoint": format!("{base}/authorize?tenant={key}"),
+                    "token_endpoint": format!("{base}/token"),
+                    "registration_endpoint": format!("{base}/register"),
+                    "response_types_supported": ["code"],
+                    "code_challenge_methods_supported": ["S256"],
+                    "token_endpoint_auth_methods_supported": ["none"],
+                })),
+                ("POST", "/register") => Reply::json(&json!({
+                    "client_id": "client-echo-1",
+                    "token_endpoint_auth_method": "none",
+                })),
+                _ => Reply::raw(404, "text/plain", "not here"),
+            }
+        }
+    });
+    let host = Host::new(json!({"ok": {
+        "url": format!("{base}/mcp"),
+        "headers": {"X-Api-Key": KEY},
+    }}));
+    let listing = host
+        .wait_for(Duration::from_secs(10), |l| {
+            server_entry(l, "ok")["status"] == "error"
+        })
+        .await;
+    let call = host
+        .call(
+            "call_dynamic_tool",
+            json!({"namespace": "ok", "toolName": "x"}),
+        )
+        .await;
+    drop(host);
+    let entry = server_entry(&listing, "ok");
+    assert_eq!(entry["signInUrl"], serde_json::Value::Null, "{entry}");
+    assert_eq!(
+        entry["reason"],
+        "signing in failed: the authorization server's metadata repeats a configured secret; \
+         refusing to show its link",
+        "{entry}"
+    );
+    let mut shown = vec![listing.to_string(), format!("{call:?}")];
+    shown.push(logs.text());
+    let leaked: Vec<&String> = shown.iter().filter(|t| t.contains(KEY)).collect();
+    assert_eq!(leaked, Vec::<&String>::new());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -191,7 +191,13 @@ async fn a_second_pack_reuses_the_stored_grant_without_registering_or_signing_in
     // `host logout` deletes), 0600 in a 0700 directory.
     let file = store_file(&server.mcp_url(), "");
     let stored: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    assert_eq!(stored["server"], server.mcp_url().as_str());
+    // The file names the server by a SHA-256 of its URL (a URL may hold a secret).
+    let named = stored["server"].as_str().unwrap_or("");
+    assert_eq!(
+        (named.len(), named.starts_with("sha256:")),
+        (71, true),
+        "{named}"
+    );
     assert_eq!(stored["client"]["client_id"], "client-1");
     assert_eq!(stored["grant"]["access_token"], "access-token-000002");
     #[cfg(unix)]
@@ -349,5 +355,33 @@ async fn a_configured_authorization_header_never_starts_oauth() {
         trail(&server)
             .iter()
             .all(|t| t == "initialize configured-token-1 (refused)")
+    );
+}
+
+#[tokio::test]
+async fn a_restart_with_an_expired_revoked_grant_shows_the_link_at_once() {
+    store_dir();
+    let server = TestServer::start(Options {
+        lifetime: 1,
+        ..Options::default()
+    })
+    .await;
+    let first = Host::new(entry(&server));
+    sign_in(&first).await;
+    drop(first);
+    server.revoke_refresh_tokens();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+
+    let second = Host::new(entry(&server));
+    // The first failure the listing shows is the sign-in, with its link.
+    let listing = second
+        .wait_for(WAIT, |l| l["servers"][0]["status"] == "error")
+        .await;
+    let docs = &listing["servers"][0];
+    let link = docs["signInUrl"].as_str().unwrap_or("").to_string();
+    assert_eq!(
+        (&docs["reason"], docs["signInUrl"].is_string()),
+        (&json!(reason_for(&link)), true),
+        "{listing}"
     );
 }

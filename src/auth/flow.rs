@@ -316,19 +316,24 @@ pub(crate) async fn client_credentials(
     resource: &Url,
     scopes: &[String],
 ) -> Result<Grant, Error> {
-    let secrets = [identity.client_secret.as_ref(), None];
-    let client = token_client(server, identity);
-    let request = client
-        .exchange_client_credentials()
-        .add_scopes(scopes.iter().cloned().map(Scope::new))
-        .add_extra_param("resource", resource.to_string());
-    let answer = match (private_key, identity.auth_method) {
+    let assertion = match (private_key, identity.auth_method) {
         (Some(key), AuthMethod::PrivateKeyJwt) => {
             let audience = server
                 .issuer
                 .clone()
                 .unwrap_or_else(|| server.token_endpoint.to_string());
-            let assertion = jwt_assertion(key, &identity.client_id, &audience)?;
+            Some(jwt_assertion(key, &identity.client_id, &audience)?)
+        }
+        _ => None,
+    };
+    let secrets = [identity.client_secret.as_ref(), assertion.as_ref()];
+    let client = token_client(server, identity);
+    let request = client
+        .exchange_client_credentials()
+        .add_scopes(scopes.iter().cloned().map(Scope::new))
+        .add_extra_param("resource", resource.to_string());
+    let answer = match &assertion {
+        Some(assertion) => {
             request
                 .add_extra_param(
                     "client_assertion_type",
@@ -439,7 +444,7 @@ fn token_error(
             }
             let mut redactor = Redactor::default();
             for secret in secrets.iter().flatten() {
-                redactor.add(secret.expose_secret());
+                redactor.add_secret(secret.expose_secret());
             }
             let code = oauth_code(response.error().as_ref());
             let description = response
@@ -476,7 +481,9 @@ pub(crate) type LearnSecret = dyn Fn(&SecretString) + Send + Sync;
 ///
 /// Invariants: at most one refresh runs at a time (the others wait for it and then use its
 /// result); a refreshed grant is saved to the store before any request uses it; after
-/// `invalid_grant` the stored grant is gone and every caller gets [`Kind::SignInRequired`]. A
+/// `invalid_grant` a grant another Host stored meanwhile is adopted (and refreshed at most once
+/// more), else the stored grant is deleted if it is still the refused one and every caller
+/// gets [`Kind::SignInRequired`]. A
 /// client credentials grant has no refresh token: it is renewed by the same grant.
 pub(crate) struct Tokens {
     net: Net,
@@ -647,7 +654,47 @@ impl Tokens {
             }
             _ => grant,
         };
-        let renewed = match &self.renewal {
+        let mut grant = grant;
+        let mut retried = false;
+        loop {
+            match self.renew(&grant).await {
+                Ok(new) => {
+                    learn_grant(&*self.learn, &new);
+                    self.save(Some(&new));
+                    let token = new.access_token.clone();
+                    *current = Some(new);
+                    return Ok(token);
+                }
+                Err(e) if e.is_sign_in_required() => {
+                    // Another Host sharing the store may have rotated the grant after it was
+                    // read: adopt that one (once) instead of deleting it.
+                    match self.load_stored() {
+                        Some(stored) if !same_grant(&stored, &grant) && !retried => {
+                            learn_grant(&*self.learn, &stored);
+                            if fresh(&stored) {
+                                let token = stored.access_token.clone();
+                                *current = Some(stored);
+                                return Ok(token);
+                            }
+                            retried = true;
+                            grant = stored;
+                        }
+                        _ => {
+                            tracing::info!("the stored grant was refused; a new sign-in is needed");
+                            self.clear_stored(&grant);
+                            *current = None;
+                            return Err(e);
+                        }
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Gets a new grant for `grant`: by its refresh token, or by the client credentials grant.
+    async fn renew(&self, grant: &Grant) -> Result<Grant, Error> {
+        match &self.renewal {
             Some(renewal) if grant.refresh_token.is_none() => {
                 client_credentials(
                     &self.net,
@@ -665,32 +712,38 @@ impl Tokens {
                     &self.server,
                     &self.identity,
                     &self.resource,
-                    &grant,
+                    grant,
                 )
                 .await
             }
-        };
-        match renewed {
-            Ok(new) => {
-                learn_grant(&*self.learn, &new);
-                self.save(Some(&new));
-                let token = new.access_token.clone();
-                *current = Some(new);
-                Ok(token)
-            }
-            Err(e) if e.is_sign_in_required() => {
-                tracing::info!("the stored grant was refused; a new sign-in is needed");
-                self.save(None);
-                *current = None;
-                Err(e)
-            }
-            Err(e) => Err(e),
         }
     }
 
+    /// Deletes the stored grant only while it is still `failed` (compare, then delete): a grant
+    /// another Host stored meanwhile is kept.
+    fn clear_stored(&self, failed: &Grant) {
+        let Some((store, key)) = &self.store else {
+            return;
+        };
+        let mut stored = store.load(key);
+        if !stored.grant.as_ref().is_some_and(|g| same_grant(g, failed)) {
+            return;
+        }
+        stored.grant = None;
+        if let Err(e) = store.save(key, &stored) {
+            tracing::warn!("the refused grant could not be deleted: {}", e.message());
+        }
+    }
+
+    /// The stored grant, when it was issued to this client (another Host may have stored its
+    /// own registration and grant meanwhile).
     fn load_stored(&self) -> Option<Grant> {
         let (store, key) = self.store.as_ref()?;
-        store.load(key).grant
+        let stored = store.load(key);
+        match &stored.client {
+            Some(client) if client.client_id != self.identity.client_id => None,
+            _ => stored.grant,
+        }
     }
 
     fn save(&self, grant: Option<&Grant>) {
@@ -699,13 +752,22 @@ impl Tokens {
         };
         let mut stored = store.load(key);
         stored.grant = grant.cloned();
-        if stored.client.is_none() && self.identity.source == super::client::Source::Registered {
+        // The grant is stored with the client it was issued to (a refresh needs both), even
+        // when another Host stored its own registration meanwhile.
+        if grant.is_some() && self.identity.source == super::client::Source::Registered {
             stored.client = Some(self.identity.clone());
         }
         if let Err(e) = store.save(key, &stored) {
             tracing::warn!("the grant could not be saved: {}", e.message());
         }
     }
+}
+
+/// Whether `a` and `b` are the same grant (the same access and refresh tokens).
+fn same_grant(a: &Grant, b: &Grant) -> bool {
+    a.access_token.expose_secret() == b.access_token.expose_secret()
+        && a.refresh_token.as_ref().map(ExposeSecret::expose_secret)
+            == b.refresh_token.as_ref().map(ExposeSecret::expose_secret)
 }
 
 fn no_grant() -> Error {
@@ -820,6 +882,138 @@ mod tests {
         assert_eq!(
             format!("{err:?}"),
             "auth::Error(Refused: the token endpoint answered HTTP 200 but not with a JSON token response)"
+        );
+    }
+
+    #[test]
+    fn token_errors_scrub_percent_encoded_echoes() {
+        let refresh = SecretString::from("rt/abc+def=12345678");
+        let secret = SecretString::from("cs/secret+value=987");
+        let echo = BasicErrorResponse::new(
+            BasicErrorResponseType::InvalidClient,
+            Some(
+                "got refresh_token=rt%2Fabc%2Bdef%3D12345678&client_secret=cs%2Fsecret%2Bvalue%3D987"
+                    .to_string(),
+            ),
+            None,
+        );
+        let err = token_error(
+            RequestTokenError::ServerResponse(echo),
+            &[Some(&refresh), Some(&secret)],
+        );
+        assert_eq!(
+            err.message(),
+            "the token endpoint refused the request (invalid_client): got \
+             refresh_token=[redacted]&client_secret=[redacted]"
+        );
+    }
+
+    #[test]
+    fn learned_tokens_are_scrubbed_in_their_encoded_forms() {
+        let redactor = crate::redact::Redactor::default();
+        let learn = redactor.learner();
+        learn(&SecretString::from("at/abc+def=12345678"));
+        assert_eq!(
+            redactor.scrub("you sent at%2Fabc%2Bdef%3D12345678"),
+            "you sent [redacted]"
+        );
+        assert_eq!(
+            redactor.scrub("{\"echo\":\"at\\/abc+def=12345678\"}"),
+            "{\"echo\":\"[redacted]\"}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_echoed_client_assertion_is_scrubbed() {
+        use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
+        use base64::Engine;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        // A token endpoint on 127.0.0.1 that refuses the request, quoting the assertion sent.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let sent = Arc::new(std::sync::Mutex::new(String::new()));
+        let seen = sent.clone();
+        tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut request = Vec::new();
+            let mut chunk = [0u8; 4096];
+            loop {
+                let n = stream.read(&mut chunk).await.unwrap();
+                request.extend_from_slice(&chunk[..n]);
+                let text = String::from_utf8_lossy(&request).to_string();
+                if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                    let length: usize = head
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse().unwrap())
+                        })
+                        .unwrap_or(0);
+                    if body.len() >= length {
+                        break;
+                    }
+                }
+            }
+            let text = String::from_utf8_lossy(&request).to_string();
+            let body = text.split_once("\r\n\r\n").unwrap().1.to_string();
+            let assertion = url::form_urlencoded::parse(body.as_bytes())
+                .find(|(k, _)| k == "client_assertion")
+                .map(|(_, v)| v.into_owned())
+                .unwrap_or_default();
+            *seen.lock().unwrap() = assertion.clone();
+            let answer = serde_json::json!({
+                "error": "invalid_client",
+                "error_description": format!("assertion {assertion} is not trusted"),
+            })
+            .to_string();
+            let reply = format!(
+                "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+                answer.len()
+            );
+            stream.write_all(reply.as_bytes()).await.unwrap();
+        });
+
+        let rng = aws_lc_rs::rand::SystemRandom::new();
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
+        let pem = format!(
+            "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
+            base64::engine::general_purpose::STANDARD.encode(pkcs8.as_ref())
+        );
+        let base = Url::parse(&format!("http://127.0.0.1:{port}")).unwrap();
+        let net = Net::new(&base.join("/mcp").unwrap()).unwrap();
+        let server = AuthorizationServer {
+            issuer: Some(base.to_string()),
+            authorization_endpoint: base.join("/authorize").unwrap(),
+            token_endpoint: base.join("/token").unwrap(),
+            registration_endpoint: None,
+            metadata: Default::default(),
+            source: crate::auth::discovery::Source::Defaults,
+        };
+        let identity = ClientIdentity {
+            client_id: "jwt-client".into(),
+            client_secret: None,
+            auth_method: AuthMethod::PrivateKeyJwt,
+            source: crate::auth::client::Source::Configured,
+            token_endpoint: None,
+            redirect_uri: None,
+        };
+        let err = client_credentials(
+            &net,
+            &server,
+            &identity,
+            Some(&SecretString::from(pem)),
+            &base.join("/mcp").unwrap(),
+            &[],
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(sent.lock().unwrap().split('.').count(), 3, "a JWT was sent");
+        assert_eq!(
+            err.message(),
+            "the token endpoint refused the request (invalid_client): assertion [redacted] is not \
+             trusted"
         );
     }
 }

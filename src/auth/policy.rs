@@ -5,9 +5,11 @@
 //! authorization server metadata, and the endpoints they name. Such URLs are untrusted, so:
 //! - the scheme is `https`; `http` only when the MCP server itself is on loopback (a local
 //!   development server and its local authorization server);
-//! - the host is not a loopback, private, link-local, shared (CGNAT), unspecified or
-//!   metadata-service address, unless the MCP server's own host is one (then the user chose a
-//!   local network on purpose).
+//! - the host is not a loopback, private, link-local, shared (CGNAT) or unspecified address,
+//!   unless the MCP server's own host is one (then the user chose a local network on purpose);
+//! - the host is never a cloud metadata service (`169.254.169.254`, `fd00:ec2::254`,
+//!   `100.100.100.200`, `metadata.google.internal` and the IPv6 forms embedding those IPv4
+//!   addresses), whatever the MCP server's own host is.
 //!
 //! The rule is checked twice: on the URL (literal addresses and well-known metadata host
 //! names), and on every address a host name resolves to ([`PolicyResolver`]), so a public name
@@ -62,7 +64,7 @@ impl UrlPolicy {
         if matches!(host, Host::None) {
             return Err(format!("{what} has no host"));
         }
-        if host.is_restricted() && !self.allow_restricted {
+        if host.is_metadata_service() || (host.is_restricted() && !self.allow_restricted) {
             return Err(format!(
                 "{what} points at a loopback, private, link-local or metadata-service address"
             ));
@@ -72,7 +74,7 @@ impl UrlPolicy {
 
     /// Whether a resolved address may be connected to.
     pub(crate) fn allows(&self, ip: IpAddr) -> bool {
-        self.allow_restricted || !is_restricted(ip)
+        !is_metadata_service(ip) && (self.allow_restricted || !is_restricted(ip))
     }
 }
 
@@ -99,6 +101,14 @@ impl Host {
         match self {
             Host::Ip(ip) => canonical(*ip).is_loopback(),
             Host::Name(name) => name == "localhost" || name.ends_with(".localhost"),
+            Host::None => false,
+        }
+    }
+
+    fn is_metadata_service(&self) -> bool {
+        match self {
+            Host::Ip(ip) => is_metadata_service(*ip),
+            Host::Name(name) => METADATA_HOSTS.contains(&name.as_str()),
             Host::None => false,
         }
     }
@@ -133,6 +143,25 @@ pub(crate) fn is_restricted(ip: IpAddr) -> bool {
     }
 }
 
+/// The cloud metadata services' addresses: AWS, GCP and Azure's `169.254.169.254`, AWS's IPv6
+/// `fd00:ec2::254`, Alibaba's `100.100.100.200`.
+const METADATA_V4: [Ipv4Addr; 2] = [
+    Ipv4Addr::new(169, 254, 169, 254),
+    Ipv4Addr::new(100, 100, 100, 200),
+];
+const METADATA_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 0x0254);
+
+/// Whether `ip` is a cloud metadata service, also in an IPv4-mapped, IPv4-compatible, NAT64 or
+/// 6to4 form: refused even when the MCP server's own host is on a private network.
+pub(crate) fn is_metadata_service(ip: IpAddr) -> bool {
+    match canonical(ip) {
+        IpAddr::V4(v4) => METADATA_V4.contains(&v4),
+        IpAddr::V6(v6) => {
+            v6 == METADATA_V6 || embedded_v4(v6).is_some_and(|v4| METADATA_V4.contains(&v4))
+        }
+    }
+}
+
 fn is_restricted_v4(ip: Ipv4Addr) -> bool {
     let [a, b, ..] = ip.octets();
     ip.is_loopback()
@@ -154,14 +183,24 @@ fn is_restricted_v6(ip: Ipv6Addr) -> bool {
         || (first & 0xfe00) == 0xfc00
         // Link-local fe80::/10.
         || (first & 0xffc0) == 0xfe80
-        // IPv4-compatible and NAT64 forms of a restricted IPv4 address.
-        || ip.segments()[..6] == [0, 0, 0, 0, 0, 0] && is_restricted_v4(embedded_v4(ip))
-        || ip.segments()[..6] == [0x64, 0xff9b, 0, 0, 0, 0] && is_restricted_v4(embedded_v4(ip))
+        // Site-local fec0::/10 (deprecated by RFC 3879, still private where used).
+        || (first & 0xffc0) == 0xfec0
+        // IPv4-compatible, NAT64 and 6to4 forms of a restricted IPv4 address.
+        || embedded_v4(ip).is_some_and(is_restricted_v4)
 }
 
-fn embedded_v4(ip: Ipv6Addr) -> Ipv4Addr {
+/// The IPv4 address an IPv4-compatible (`::a.b.c.d`), NAT64 (`64:ff9b::/96`, RFC 6052) or
+/// 6to4 (`2002::/16`, RFC 3056) address embeds.
+fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = ip.segments();
     let o = ip.octets();
-    Ipv4Addr::new(o[12], o[13], o[14], o[15])
+    if s[..6] == [0, 0, 0, 0, 0, 0] || s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+        Some(Ipv4Addr::new(o[12], o[13], o[14], o[15]))
+    } else if s[0] == 0x2002 {
+        Some(Ipv4Addr::new(o[2], o[3], o[4], o[5]))
+    } else {
+        None
+    }
 }
 
 /// A DNS resolver for the sign-in's HTTP client that drops every address the policy refuses,
@@ -310,5 +349,47 @@ mod tests {
                 .unwrap_err(),
             "x uses http; only https is allowed for a server that is not on loopback"
         );
+    }
+
+    #[test]
+    fn six_to_four_and_site_local_forms_of_restricted_addresses_are_restricted() {
+        // 2002::/16 embeds the IPv4 address in segments 1-2 (RFC 3056);
+        // site-local fec0::/10 is private (RFC 3879 deprecated it, not its use).
+        let missed: Vec<&str> = [
+            "2002:a9fe:a9fe::", // 6to4 of 169.254.169.254
+            "2002:7f00:1::",    // 6to4 of 127.0.0.1
+            "2002:a00:1::1",    // 6to4 of 10.0.0.1
+            "fec0::1",          // site-local (deprecated, still private)
+        ]
+        .into_iter()
+        .filter(|ip| !is_restricted(ip.parse().unwrap()))
+        .collect();
+        assert_eq!(missed, Vec::<&str>::new());
+    }
+
+    #[test]
+    fn a_private_network_server_still_may_not_reach_the_metadata_service() {
+        let policy = UrlPolicy::for_server(&url("https://10.0.0.7/mcp"));
+        let metadata = "the token endpoint points at a loopback, private, link-local or \
+                        metadata-service address";
+        for target in [
+            "https://169.254.169.254/latest/meta-data",
+            "https://[fd00:ec2::254]/",
+            "https://100.100.100.200/latest",
+            "https://metadata.google.internal/computeMetadata",
+            "https://[::ffff:169.254.169.254]/",
+            "https://[64:ff9b::6464:64c8]/",
+            "https://[2002:a9fe:a9fe::]/",
+        ] {
+            assert_eq!(
+                policy.check(&url(target), "the token endpoint"),
+                Err(metadata.to_string()),
+                "{target}"
+            );
+        }
+        assert!(!policy.allows("169.254.169.254".parse().unwrap()));
+        assert!(!policy.allows("fd00:ec2::254".parse().unwrap()));
+        assert!(policy.allows("10.0.0.8".parse().unwrap()));
+        assert!(policy.allows("169.254.169.253".parse().unwrap()));
     }
 }

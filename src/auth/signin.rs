@@ -100,6 +100,7 @@ pub(crate) async fn begin(
     if config.grant_type == GrantType::ClientCredentials {
         let identity = client::without_registration(config, &discovered.server)
             .ok_or_else(|| Error::new(super::Kind::Config, "oauth.clientId is needed"))?;
+        learn_client(&*learn, &identity);
         let grant = flow::client_credentials(
             &net,
             &discovered.server,
@@ -134,6 +135,7 @@ pub(crate) async fn begin(
         if let (Some(grant), Some(identity)) =
             (stored.grant.clone(), fixed.clone().or(reused.clone()))
         {
+            learn_client(&*learn, &identity);
             let tokens = Arc::new(Tokens::new(
                 net,
                 discovered.server,
@@ -161,6 +163,7 @@ pub(crate) async fn begin(
         }
         (None, None) => register(&net, &discovered, config, store.as_ref()).await?,
     };
+    learn_client(&*learn, &identity);
     let pending = flow::authorization_request(
         &discovered.server,
         &identity,
@@ -177,6 +180,13 @@ pub(crate) async fn begin(
         pending,
         learn,
     })))
+}
+
+/// Gives the client's secret (configured, or learned by registration) to the redactor.
+fn learn_client(learn: &LearnSecret, identity: &ClientIdentity) {
+    if let Some(secret) = &identity.client_secret {
+        learn(secret);
+    }
 }
 
 /// Registers a client for a newly bound listener and stores it at once, so later sign-ins reuse
@@ -207,6 +217,20 @@ impl SignIn {
     /// The link a user opens to sign in.
     pub(crate) fn url(&self) -> &Url {
         &self.pending.url
+    }
+
+    /// Every URL the authorization server's metadata gave this sign-in, and the link itself.
+    pub(crate) fn urls(&self) -> impl Iterator<Item = &str> {
+        let server = &self.discovered.server;
+        [
+            Some(self.pending.url.as_str()),
+            Some(server.authorization_endpoint.as_str()),
+            Some(server.token_endpoint.as_str()),
+            server.registration_endpoint.as_ref().map(Url::as_str),
+            server.issuer.as_deref(),
+        ]
+        .into_iter()
+        .flatten()
     }
 
     /// Waits (up to [`SIGN_IN_WAIT`]) for the browser's redirect, exchanges the code, saves the
@@ -956,6 +980,154 @@ mod tests {
                 .filter(|r| r.contains("/.well-known/x"))
                 .count(),
             0
+        );
+    }
+
+    #[tokio::test]
+    async fn two_hosts_refreshing_at_once_keep_the_rotated_grant() {
+        let server = TestServer::start(Options {
+            refresh_delay: Duration::from_millis(300),
+            ..Options::default()
+        })
+        .await;
+        let store = temp_store("race");
+        let config = OAuthConfig::default();
+        let host_a = sign_in(&server, &config, Some(store.clone())).await;
+        let challenge = Challenge::parse(&server.challenge()).unwrap();
+        let Started::Ready(host_b) = begin(
+            &server.mcp_url(),
+            &config,
+            Some(store.clone()),
+            &challenge,
+            true,
+            None,
+            learner().1,
+        )
+        .await
+        .unwrap() else {
+            panic!("host B reuses the stored grant")
+        };
+        let shared = SecretString::from(token(&host_a).await);
+        server.expire_access_tokens();
+        let (a, b) = {
+            let (sa, sb) = (shared.clone(), shared.clone());
+            let (ha, hb) = (host_a.clone(), host_b.clone());
+            let a = tokio::spawn(async move {
+                ha.rejected(&sa)
+                    .await
+                    .map(|t| t.expose_secret().to_string())
+            });
+            let b = tokio::spawn(async move {
+                hb.rejected(&sb)
+                    .await
+                    .map(|t| t.expose_secret().to_string())
+            });
+            (a.await.unwrap(), b.await.unwrap())
+        };
+        // Both Hosts end with the one rotated grant; neither is asked to sign in again.
+        assert_eq!(
+            a.as_deref().map_err(Error::message),
+            Ok("access-token-000003")
+        );
+        assert_eq!(
+            b.as_deref().map_err(Error::message),
+            Ok("access-token-000003")
+        );
+        let stored = store.load(&store_key(&server.mcp_url(), &config));
+        assert_eq!(
+            stored
+                .grant
+                .map(|g| g.access_token.expose_secret().to_string()),
+            Some("access-token-000003".to_string())
+        );
+        let _ = std::fs::remove_dir_all(store.dir());
+    }
+
+    #[tokio::test]
+    async fn a_registered_client_secret_is_learned_for_scrubbing() {
+        let server = TestServer::start(Options {
+            auth_methods: vec!["client_secret_basic"],
+            ..Options::default()
+        })
+        .await;
+        let (learned, learn) = learner();
+        let challenge = Challenge::parse(&server.challenge()).unwrap();
+        let Started::Link(sign_in) = begin(
+            &server.mcp_url(),
+            &OAuthConfig::default(),
+            None,
+            &challenge,
+            false,
+            None,
+            learn,
+        )
+        .await
+        .unwrap() else {
+            panic!("a link")
+        };
+        let link = sign_in.url().clone();
+        let finish = tokio::spawn(sign_in.finish());
+        play_browser(&link).await;
+        finish.await.unwrap().unwrap();
+        assert_eq!(
+            server.log.lock().unwrap().token_requests[0]["auth"],
+            "client_secret_basic"
+        );
+        assert_eq!(
+            *learned.lock().unwrap(),
+            [
+                "client-secret-000001",
+                "access-token-000002",
+                "refresh-token-000002"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_grant_is_stored_with_the_client_it_was_issued_to() {
+        let server = TestServer::start(Options::default()).await;
+        let store = temp_store("two-sign-ins");
+        let config = OAuthConfig::default();
+        // Host A starts a sign-in: registers client-1, its listener holds client-1's port.
+        let Started::Link(first) = start(&server, &config, Some(store.clone()), None)
+            .await
+            .unwrap()
+        else {
+            panic!("a link")
+        };
+        // Host B starts one too while A waits: client-1's port is taken, so B registers.
+        let Started::Link(second) = start(&server, &config, Some(store.clone()), None)
+            .await
+            .unwrap()
+        else {
+            panic!("a link")
+        };
+        assert_eq!(server.log.lock().unwrap().registrations, 2);
+        // The user completes A's sign-in.
+        let link = first.url().clone();
+        let finish = tokio::spawn(first.finish());
+        assert_eq!(play_browser(&link).await, 200);
+        let tokens = finish.await.unwrap().unwrap();
+        assert_eq!(
+            format!("{tokens:?}"),
+            "Tokens { client_id: \"client-1\", .. }"
+        );
+        drop(second);
+        let stored = store.load(&store_key(&server.mcp_url(), &config));
+        let pair = (
+            stored.client.map(|c| c.client_id),
+            stored
+                .grant
+                .map(|g| g.access_token.expose_secret().to_string()),
+        );
+        let _ = std::fs::remove_dir_all(store.dir());
+        // The stored grant and the stored client belong together (a refresh sends both).
+        assert_eq!(
+            pair,
+            (
+                Some("client-1".to_string()),
+                Some("access-token-000002".to_string())
+            )
         );
     }
 }

@@ -5,7 +5,9 @@
 //! user's data directory: `$XDG_DATA_HOME` or `~/.local/share` on Linux). The directory is
 //! created `0700` and each file `0600`; a file is written to a temporary file in the same
 //! directory and renamed over the old one, so a reader (another Host sharing the directory)
-//! sees the old or the new file whole, never a mix. A file that is not valid, or that belongs to
+//! sees the old or the new file whole, never a mix. An existing directory is tightened to
+//! `0700`. A file names its server by a SHA-256 of the URL, never the URL (it may hold a
+//! secret). A file that is not a regular file of at most 64 KiB, is not valid, or belongs to
 //! another server or client, is ignored with a warning.
 //!
 //! The files hold tokens and secrets in plain text, protected by their modes, like the
@@ -66,8 +68,14 @@ impl StoreKey {
             .map(|b| format!("{b:02x}"))
             .collect::<String>()
             + ".json";
+        // The file names the server by a hash of its URL: a URL may hold a secret (a key in
+        // its query, from `${env:...}`), which must not land on disk.
+        let server = Sha256::digest(server.as_str().as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>();
         StoreKey {
-            server: server.to_string(),
+            server: format!("sha256:{server}"),
             client: client.to_string(),
             file,
         }
@@ -149,8 +157,12 @@ impl Store {
     /// file cannot be read, is not valid, or belongs to another server or client.
     pub(crate) fn load(&self, key: &StoreKey) -> Stored {
         let path = self.path(key);
-        let text = match std::fs::read(&path) {
-            Ok(text) => text,
+        let text = match read_bounded(&path) {
+            Ok(Some(text)) => text,
+            Ok(None) => {
+                tracing::warn!(file = %path.display(), "a stored sign-in is not a regular file of at most {MAX_FILE_BYTES} bytes and is ignored");
+                return Stored::default();
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Stored::default(),
             Err(e) => {
                 tracing::warn!(file = %path.display(), "a stored sign-in could not be read: {}", e.kind());
@@ -275,8 +287,54 @@ impl Store {
                     e.kind()
                 ),
             )
-        })
+        })?;
+        // A directory that existed before keeps its mode unless tightened here.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let loose = std::fs::metadata(&self.dir)
+                .map(|m| m.permissions().mode() & 0o077 != 0)
+                .unwrap_or(false);
+            if loose {
+                std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700))
+                    .map_err(|e| {
+                        Error::new(
+                            Kind::Storage,
+                            format!(
+                                "the sign-in directory {} could not be made private (0700): {}",
+                                self.dir.display(),
+                                e.kind()
+                            ),
+                        )
+                    })?;
+            }
+        }
+        Ok(())
     }
+}
+
+/// The largest store file read: a few hundred bytes are usual.
+const MAX_FILE_BYTES: u64 = 64 * 1024;
+
+/// The bytes of the regular file at `path` (symbolic links followed); `None` when it is not a
+/// regular file (a FIFO or a device would block or never end) or holds more than
+/// [`MAX_FILE_BYTES`].
+fn read_bounded(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    // Checked before opening: opening a FIFO blocks until a writer comes.
+    if !std::fs::metadata(path)?.is_file() {
+        return Ok(None);
+    }
+    let file = std::fs::File::open(path)?;
+    if !file.metadata()?.is_file() {
+        return Ok(None);
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Ok(None);
+    }
+    Ok(Some(bytes))
 }
 
 /// A number no other temporary file of this process uses.
@@ -408,5 +466,83 @@ mod tests {
         assert!(store.load(&key).grant.is_none());
         assert!(store.load(&other).grant.is_some());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_existing_loose_directory_is_made_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = temp_dir("loose");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let store = Store::at(&dir);
+        let key = StoreKey::new(&Url::parse("https://mcp.example.com/mcp").unwrap(), "");
+        store
+            .save(
+                &key,
+                &Stored {
+                    client: None,
+                    grant: Some(grant("access-token-loose-1")),
+                },
+            )
+            .unwrap();
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(format!("{mode:o}"), "700");
+    }
+
+    #[test]
+    fn a_secret_in_the_server_url_is_not_written_to_the_store() {
+        let dir = temp_dir("url-secret");
+        let store = Store::at(&dir);
+        let url = Url::parse("https://mcp.example.com/mcp?api_key=sk-live-url-secret-123").unwrap();
+        let key = StoreKey::new(&url, "");
+        store
+            .save(
+                &key,
+                &Stored {
+                    client: None,
+                    grant: Some(grant("access-token-url-1")),
+                },
+            )
+            .unwrap();
+        let text = std::fs::read_to_string(dir.join(&key.file)).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let leaked: Vec<&str> = text
+            .lines()
+            .filter(|line| line.contains("sk-live-url-secret-123"))
+            .collect();
+        assert_eq!(leaked, Vec::<&str>::new());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_store_file_that_never_ends_is_ignored() {
+        let dir = temp_dir("fifo");
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = StoreKey::new(&Url::parse("https://mcp.example.com/mcp").unwrap(), "");
+        let path = dir.join(&key.file);
+        let made = std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let store = Store::at(&dir);
+        let (sent, got) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            let _ = sent.send(store.load(&key).grant.is_none());
+        });
+        let outcome = got.recv_timeout(std::time::Duration::from_secs(5));
+        // Release a reader still blocked on the FIFO: a writer that opens and closes it.
+        // Opened read-write, a FIFO opens at once (Linux), whether or not a reader waits.
+        drop(
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&path),
+        );
+        reader.join().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(outcome, Ok(true));
     }
 }

@@ -9,7 +9,9 @@
 //! - at most one sign-in starts at a time per server, and at most one link waits;
 //! - a request is sent at most [`MAX_AUTH_RETRIES`] more times after a `401`/`403`, so a server
 //!   that keeps refusing ends in an error, never a loop;
-//! - every token learned is given to the entry's redactor before any request carries it.
+//! - every token learned is given to the entry's redactor before any request carries it;
+//! - a sign-in link or metadata URL holding a configured secret is never shown: that sign-in
+//!   is refused (a scrubbed link would be useless).
 
 use std::sync::{Arc, Mutex};
 
@@ -29,12 +31,18 @@ use crate::redact::Redactor;
 /// How many times one request is sent again after the server refused its token.
 pub(super) const MAX_AUTH_RETRIES: u32 = 2;
 
+/// Why a sign-in whose link holds a configured secret is refused.
+const REPEATS_SECRET: &str =
+    "the authorization server's metadata repeats a configured secret; refusing to show its link";
+
 /// One connection's sign-in state.
 pub(crate) struct Auth {
     config: OAuthConfig,
     store: Option<Store>,
     /// Gives every token learned to the entry's redactor.
     learn: Arc<dyn Fn(&SecretString) + Send + Sync>,
+    /// Whether a text holds one of the entry's configured secrets.
+    holds_secret: Box<dyn Fn(&str) -> bool + Send + Sync>,
     tokens: Mutex<Option<Arc<Tokens>>>,
     /// The link of the sign-in waiting for the browser.
     link: Mutex<Option<Arc<str>>>,
@@ -75,6 +83,7 @@ impl Auth {
             config,
             store,
             learn: Arc::new(redactor.learner()),
+            holds_secret: Box::new(redactor.configured_checker()),
             tokens: Mutex::default(),
             link: Mutex::default(),
             waiting: Mutex::default(),
@@ -232,50 +241,62 @@ impl Auth {
         if let Some(reason) = lock(&self.failed).take() {
             return Err(Error::auth(reason));
         }
-        let learner = Arc::clone(&self.learn);
-        let learn = Box::new(move |token: &SecretString| learner(token));
-        let started = signin::begin(
-            server_url,
-            &self.config,
-            self.store.clone(),
-            challenge,
-            reuse_grant,
-            scopes,
-            learn,
-        )
-        .await
-        .map_err(|e| Error::auth(e.message()))?;
-        match started {
-            Started::Ready(tokens) => {
-                *lock(&self.tokens) = Some(Arc::clone(&tokens));
-                tokens
-                    .access_token()
-                    .await
-                    .map_err(|e| Error::auth(e.message()))
+        let mut reuse_grant = reuse_grant;
+        let sign_in = loop {
+            let learner = Arc::clone(&self.learn);
+            let learn = Box::new(move |token: &SecretString| learner(token));
+            let started = signin::begin(
+                server_url,
+                &self.config,
+                self.store.clone(),
+                challenge,
+                reuse_grant,
+                scopes.clone(),
+                learn,
+            )
+            .await
+            .map_err(|e| Error::auth(e.message()))?;
+            let tokens = match started {
+                Started::Link(sign_in) => break sign_in,
+                Started::Ready(tokens) => tokens,
+            };
+            *lock(&self.tokens) = Some(Arc::clone(&tokens));
+            match tokens.access_token().await {
+                Ok(token) => return Ok(token),
+                // A stored grant the server refused (a revoked refresh token after a restart):
+                // a new sign-in, whose link shows at once.
+                Err(e) if e.is_sign_in_required() && reuse_grant => {
+                    self.forget(&tokens);
+                    reuse_grant = false;
+                }
+                Err(e) => return Err(Error::auth(e.message())),
             }
-            Started::Link(sign_in) => {
-                let link: Arc<str> = sign_in.url().as_str().into();
-                *lock(&self.link) = Some(Arc::clone(&link));
-                tracing::info!(link = %link, "the server needs a sign-in; its link waits in the listing");
-                let this = Arc::clone(self);
-                let task = runtime.spawn(async move {
-                    match sign_in.finish().await {
-                        Ok(tokens) => {
-                            tracing::info!("signed in");
-                            *lock(&this.tokens) = Some(tokens);
-                        }
-                        Err(e) => {
-                            tracing::warn!("the sign-in did not complete: {}", e.message());
-                            *lock(&this.failed) = Some(e.message().to_string());
-                        }
-                    }
-                    *lock(&this.link) = None;
-                    *lock(&this.waiting) = None;
-                    this.ended.notify_one();
-                });
-                *lock(&self.waiting) = Some(task.abort_handle());
-                Err(Error::sign_in(link))
-            }
+        };
+        if sign_in.urls().any(|u| (self.holds_secret)(u)) {
+            // Scrubbed, the link would be useless; shown, it would leak the value.
+            tracing::warn!("{REPEATS_SECRET}");
+            return Err(Error::auth(REPEATS_SECRET));
         }
+        let link: Arc<str> = sign_in.url().as_str().into();
+        *lock(&self.link) = Some(Arc::clone(&link));
+        tracing::info!(link = %link, "the server needs a sign-in; its link waits in the listing");
+        let this = Arc::clone(self);
+        let task = runtime.spawn(async move {
+            match sign_in.finish().await {
+                Ok(tokens) => {
+                    tracing::info!("signed in");
+                    *lock(&this.tokens) = Some(tokens);
+                }
+                Err(e) => {
+                    tracing::warn!("the sign-in did not complete: {}", e.message());
+                    *lock(&this.failed) = Some(e.message().to_string());
+                }
+            }
+            *lock(&this.link) = None;
+            *lock(&this.waiting) = None;
+            this.ended.notify_one();
+        });
+        *lock(&self.waiting) = Some(task.abort_handle());
+        Err(Error::sign_in(link))
     }
 }
