@@ -442,7 +442,10 @@ mod tests {
         assert_eq!(raw(port, &rebound).await, 400);
         let (status, _) = get(port, "/callback?code=real&state=expected-state-123").await;
         assert_eq!(status, 200);
-        assert_eq!(waiting.await.unwrap().unwrap().0.code.expose_secret(), "real");
+        assert_eq!(
+            waiting.await.unwrap().unwrap().0.code.expose_secret(),
+            "real"
+        );
     }
 
     #[tokio::test]
@@ -464,7 +467,10 @@ mod tests {
         )
         .await;
         assert_eq!(real.map(|(status, _)| status), Ok(200));
-        assert_eq!(waiting.await.unwrap().unwrap().0.code.expose_secret(), "real");
+        assert_eq!(
+            waiting.await.unwrap().unwrap().0.code.expose_secret(),
+            "real"
+        );
         drop(idle);
     }
 }
