@@ -429,7 +429,7 @@ mod tests {
     }
 
     #[tokio::test]
-    #[ignore = "finding 6: the listener accepts a redirect whose Host header is not the loopback address (DNS rebinding)"]
+    #[ignore = "known gap, not fixed yet: the listener accepts a redirect whose Host header is not the loopback address (DNS rebinding)"]
     async fn a_redirect_for_another_host_is_refused_and_the_wait_goes_on() {
         let listener = Listener::bind(None).await.unwrap();
         let port = listener.port();
@@ -449,7 +449,7 @@ mod tests {
     }
 
     #[tokio::test]
-    #[ignore = "finding 7: one idle connection (a browser preconnect) blocks the listener for 10 s per connection"]
+    #[ignore = "known gap, not fixed yet: one idle connection (a browser preconnect) blocks the listener for 10 s per connection"]
     async fn an_idle_connection_does_not_hold_up_the_redirect() {
         let listener = Listener::bind(None).await.unwrap();
         let port = listener.port();
