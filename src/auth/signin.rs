@@ -235,7 +235,7 @@ impl SignIn {
 
     /// Waits (up to [`SIGN_IN_WAIT`]) for the browser's redirect, exchanges the code, saves the
     /// grant and returns the server's tokens. The browser's page tells the outcome ("Signed in"
-    /// or "Sign-in failed: <reason>"), or, when the exchange takes longer than
+    /// or "Sign-in failed: `<reason>`"), or, when the exchange takes longer than
     /// [`BROWSER_WAIT`], that the code arrived.
     ///
     /// # Errors
