@@ -21,8 +21,11 @@ use super::{Error, Kind};
 /// The largest request head the listener reads, in bytes.
 const MAX_REQUEST_BYTES: usize = 16 * 1024;
 
-/// How long one browser connection may take to send its request.
+/// How long one browser connection may take to send its request head.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The most connections the listener serves at once; more are closed unanswered.
+const MAX_CONNECTIONS: usize = 16;
 
 const SIGNED_IN: &str = "<!doctype html><meta charset=utf-8><title>Signed in</title>\
 <p>Signed in. You can close this tab and go back to your assistant.</p>";
@@ -32,6 +35,8 @@ const FAILED: &str = "<!doctype html><meta charset=utf-8><title>Sign-in failed</
 <p>The sign-in did not complete. Ask your assistant for a new sign-in link.</p>";
 const WRONG_STATE: &str = "<!doctype html><meta charset=utf-8><title>Not this sign-in</title>\
 <p>This answer does not belong to the sign-in that is waiting. Use the latest sign-in link.</p>";
+const WRONG_HOST: &str = "<!doctype html><meta charset=utf-8><title>Wrong host</title>\
+<p>The sign-in redirect listener answers only requests to its own loopback address.</p>";
 const NOT_FOUND: &str =
     "<!doctype html><meta charset=utf-8><title>Not found</title><p>Not found.</p>";
 
@@ -146,57 +151,98 @@ impl Listener {
     /// Waits up to `limit` for the redirect carrying `state`, then closes. A redirect with a
     /// code comes with the [`Browser`] to answer once the code is exchanged.
     ///
+    /// Connections are served side by side (at most [`MAX_CONNECTIONS`] at once, each given
+    /// [`REQUEST_TIMEOUT`] to send its request head), so a browser's idle preconnect does not hold
+    /// up the redirect. A request whose `Host` is not `127.0.0.1:<port>` is refused with a `400`
+    /// and the wait goes on: a page of another origin that reaches the listener through DNS
+    /// rebinding cannot end the sign-in.
+    ///
     /// # Errors
     /// [`Kind::Callback`] when the time runs out, or when the redirect carries an OAuth `error`
     /// (its code quoted, bounded).
     ///
     /// # Cancel safety
-    /// Cancel safe: dropping the future closes the listener; no code has been taken.
+    /// Cancel safe: dropping the future closes the listener and every connection it serves; no
+    /// code has been taken.
     pub(crate) async fn wait(
         self,
         state: &SecretString,
         limit: Duration,
     ) -> Result<(Redirect, Browser), Error> {
         let deadline = tokio::time::Instant::now() + limit;
+        let state = std::sync::Arc::new(state.clone());
+        let host = format!("127.0.0.1:{}", self.port);
+        let expected = std::sync::Arc::<str>::from(host);
+        // Dropped with the future: aborts the connections still being served.
+        let mut serving = tokio::task::JoinSet::new();
         loop {
-            let accepted = tokio::time::timeout_at(deadline, self.listener.accept()).await;
-            let Ok(accepted) = accepted else {
-                let secs = limit.as_secs();
-                let within = if secs >= 60 && secs % 60 == 0 {
-                    format!("{} minutes", secs / 60)
-                } else {
-                    format!("{secs} seconds")
-                };
-                return Err(Error::new(
-                    Kind::Callback,
-                    format!("no sign-in arrived within {within}; ask for a new sign-in link"),
-                ));
-            };
-            let Ok((stream, _)) = accepted else {
-                continue;
-            };
-            if let Some(result) = serve(stream, state).await {
-                return result;
+            tokio::select! {
+                accepted = self.listener.accept() => {
+                    let Ok((stream, _)) = accepted else {
+                        continue;
+                    };
+                    if serving.len() >= MAX_CONNECTIONS {
+                        // Closed unanswered; a browser retries.
+                        continue;
+                    }
+                    serving.spawn(serve(stream, std::sync::Arc::clone(&state), std::sync::Arc::clone(&expected)));
+                }
+                Some(served) = serving.join_next() => {
+                    if let Ok(Some(result)) = served {
+                        return result;
+                    }
+                }
+                () = tokio::time::sleep_until(deadline) => {
+                    let secs = limit.as_secs();
+                    let within = if secs >= 60 && secs % 60 == 0 {
+                        format!("{} minutes", secs / 60)
+                    } else {
+                        format!("{secs} seconds")
+                    };
+                    return Err(Error::new(
+                        Kind::Callback,
+                        format!("no sign-in arrived within {within}; ask for a new sign-in link"),
+                    ));
+                }
             }
         }
     }
 }
 
-/// Answers one connection; `Some` when it ended the sign-in.
+/// Answers one connection; `Some` when it ended the sign-in. `host` is the one `Host` header
+/// value accepted (`127.0.0.1:<port>`, compared ignoring ASCII case).
 async fn serve(
     mut stream: TcpStream,
-    state: &SecretString,
+    state: std::sync::Arc<SecretString>,
+    host: std::sync::Arc<str>,
 ) -> Option<Result<(Redirect, Browser), Error>> {
     let head = match tokio::time::timeout(REQUEST_TIMEOUT, read_head(&mut stream)).await {
         Ok(Some(head)) => head,
         _ => return None,
     };
-    let target = head
-        .lines()
+    let mut lines = head.lines();
+    let target = lines
         .next()
         .and_then(|line| line.strip_prefix("GET "))
         .and_then(|rest| rest.split(' ').next())
         .unwrap_or("");
+    let mut hosts = lines
+        .take_while(|line| !line.is_empty())
+        .filter_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.trim()
+                .eq_ignore_ascii_case("host")
+                .then(|| value.trim())
+        });
+    let host_matches = match (hosts.next(), hosts.next()) {
+        (Some(got), None) => got.eq_ignore_ascii_case(&host),
+        _ => false,
+    };
+    if !host_matches {
+        tracing::warn!("a request to the sign-in redirect listener for another host was refused");
+        respond(&mut stream, "400 Bad Request", WRONG_HOST).await;
+        return None;
+    }
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
     if path != "/callback" {
         respond(&mut stream, "404 Not Found", NOT_FOUND).await;
@@ -218,7 +264,7 @@ async fn serve(
     }
     let state_matches = got_state
         .as_deref()
-        .is_some_and(|got| same(got.as_bytes(), state.expose_secret().as_bytes()));
+        .is_some_and(|got| same(got.as_bytes(), state.as_ref().expose_secret().as_bytes()));
     if !state_matches {
         tracing::warn!("a sign-in redirect with another state was refused");
         respond(&mut stream, "400 Bad Request", WRONG_STATE).await;
@@ -429,7 +475,6 @@ mod tests {
     }
 
     #[tokio::test]
-    #[ignore = "known gap, not fixed yet: the listener accepts a redirect whose Host header is not the loopback address (DNS rebinding)"]
     async fn a_redirect_for_another_host_is_refused_and_the_wait_goes_on() {
         let listener = Listener::bind(None).await.unwrap();
         let port = listener.port();
@@ -440,16 +485,26 @@ mod tests {
             "GET /callback?code=rebound&state=expected-state-123 HTTP/1.1\r\nHost: evil.example:{port}\r\n\r\n"
         );
         assert_eq!(raw(port, &rebound).await, 400);
-        let (status, _) = get(port, "/callback?code=real&state=expected-state-123").await;
-        assert_eq!(status, 200);
-        assert_eq!(
-            waiting.await.unwrap().unwrap().0.code.expose_secret(),
-            "real"
+        // No Host at all, two of them, and another port are refused the same way.
+        let bare = "GET /callback?code=bare&state=expected-state-123 HTTP/1.0\r\n\r\n";
+        assert_eq!(raw(port, bare).await, 400);
+        let twice = format!(
+            "GET /callback?code=twice&state=expected-state-123 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nHost: evil.example\r\n\r\n"
         );
+        assert_eq!(raw(port, &twice).await, 400);
+        let other_port = format!(
+            "GET /callback?code=port&state=expected-state-123 HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n\r\n",
+            port.wrapping_add(1)
+        );
+        assert_eq!(raw(port, &other_port).await, 400);
+        let browser = tokio::spawn(get(port, "/callback?code=real&state=expected-state-123"));
+        let (redirect, answer) = waiting.await.unwrap().unwrap();
+        assert_eq!(redirect.code.expose_secret(), "real");
+        answer.answer(Outcome::SignedIn).await;
+        assert_eq!(browser.await.unwrap(), (200, SIGNED_IN.to_string()));
     }
 
     #[tokio::test]
-    #[ignore = "known gap, not fixed yet: one idle connection (a browser preconnect) blocks the listener for 10 s per connection"]
     async fn an_idle_connection_does_not_hold_up_the_redirect() {
         let listener = Listener::bind(None).await.unwrap();
         let port = listener.port();
@@ -461,16 +516,15 @@ mod tests {
         for _ in 0..3 {
             idle.push(TcpStream::connect(("127.0.0.1", port)).await.unwrap());
         }
-        let real = tokio::time::timeout(
-            Duration::from_secs(5),
-            get(port, "/callback?code=real&state=expected-state-123"),
-        )
-        .await;
-        assert_eq!(real.map(|(status, _)| status), Ok(200));
-        assert_eq!(
-            waiting.await.unwrap().unwrap().0.code.expose_secret(),
-            "real"
-        );
+        let browser = tokio::spawn(get(port, "/callback?code=real&state=expected-state-123"));
+        let (redirect, answer) = tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("the redirect is served while idle connections are open")
+            .unwrap()
+            .unwrap();
+        assert_eq!(redirect.code.expose_secret(), "real");
+        answer.answer(Outcome::SignedIn).await;
+        assert_eq!(browser.await.unwrap(), (200, SIGNED_IN.to_string()));
         drop(idle);
     }
 }
