@@ -385,3 +385,121 @@ async fn a_restart_with_an_expired_revoked_grant_shows_the_link_at_once() {
         "{listing}"
     );
 }
+
+/// Waits until the MCP trail holds `line` after index `from`; returns the trail.
+async fn trail_reaches(server: &TestServer, from: usize, line: &str) -> Vec<String> {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let trail = trail(server);
+        if trail[from.min(trail.len())..].iter().any(|t| t == line) {
+            return trail;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no {line:?} after {from}: {trail:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_standalone_stream_refreshes_a_refused_token_without_a_new_sign_in() {
+    store_dir();
+    let server = TestServer::start(Options {
+        sessions: true,
+        list_changed: true,
+        ..Options::default()
+    })
+    .await;
+    let host = Host::new(entry(&server));
+    sign_in(&host).await;
+    trail_reaches(&server, 0, "GET access-token-000002").await;
+    server.expire_access_tokens();
+    let before = trail(&server).len();
+
+    // The stream ends at once and is opened again after 1 s: with the refused token first,
+    // then with the refreshed one, and no sign-in link is made.
+    let after = trail_reaches(&server, before, "GET access-token-000003").await;
+    let gets: Vec<&String> = after[before..]
+        .iter()
+        .filter(|t| t.starts_with("GET "))
+        .collect();
+    assert_eq!(
+        gets[..2],
+        ["GET access-token-000002 (refused)", "GET access-token-000003"]
+    );
+    let grants: Vec<String> = server
+        .log
+        .lock()
+        .unwrap()
+        .token_requests
+        .iter()
+        .map(|form| form["grant_type"].clone())
+        .collect();
+    assert_eq!(grants, ["authorization_code", "refresh_token"]);
+    assert_eq!(server.log.lock().unwrap().authorizations.len(), 1);
+    let listing = host.listing(json!({"namespace": "docs"})).await;
+    assert_eq!(listing["status"], "ready");
+    assert_eq!(listing["signInUrl"], Value::Null);
+}
+
+#[tokio::test]
+async fn the_delete_at_shutdown_refreshes_a_refused_token_once() {
+    store_dir();
+    let server = TestServer::start(Options {
+        sessions: true,
+        ..Options::default()
+    })
+    .await;
+    let host = Host::new(entry(&server));
+    sign_in(&host).await;
+    server.expire_access_tokens();
+    let before = trail(&server).len();
+    drop(host);
+
+    let after = trail_reaches(&server, before, "DELETE access-token-000003").await;
+    assert_eq!(
+        after[before..],
+        ["DELETE access-token-000002 (refused)", "DELETE access-token-000003"]
+    );
+    let grants: Vec<String> = server
+        .log
+        .lock()
+        .unwrap()
+        .token_requests
+        .iter()
+        .map(|form| form["grant_type"].clone())
+        .collect();
+    assert_eq!(grants, ["authorization_code", "refresh_token"]);
+}
+
+#[tokio::test]
+async fn a_delete_refused_after_a_revoked_grant_starts_no_sign_in() {
+    store_dir();
+    let server = TestServer::start(Options {
+        sessions: true,
+        ..Options::default()
+    })
+    .await;
+    let host = Host::new(entry(&server));
+    sign_in(&host).await;
+    server.expire_access_tokens();
+    server.revoke_refresh_tokens();
+    let before = trail(&server).len();
+    drop(host);
+
+    let after = trail_reaches(&server, before, "DELETE access-token-000002 (refused)").await;
+    // Give a sign-in (registration, authorization) the chance to show up if one started.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let log = server.log.lock().unwrap();
+    assert_eq!(log.mcp[before..], ["DELETE access-token-000002 (refused)"]);
+    assert_eq!(after.len(), log.mcp.len());
+    let grants: Vec<&str> = log
+        .token_requests
+        .iter()
+        .map(|form| form["grant_type"].as_str())
+        .collect();
+    assert_eq!(grants, ["authorization_code", "refresh_token"]);
+    assert_eq!(log.registrations, 1);
+    assert_eq!(log.authorizations.len(), 1);
+}

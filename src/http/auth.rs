@@ -138,6 +138,27 @@ impl Auth {
         }
     }
 
+    /// The server refused `sent` with `401`: the token a refresh of the held grant gives, or
+    /// `None` when there is no grant or it cannot be refreshed (a grant the authorization server
+    /// refused as `invalid_grant` is dropped, so the next request signs in). Never starts a
+    /// sign-in.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (a refresh finishes in its own task).
+    pub(super) async fn refreshed(&self, sent: &SecretString) -> Option<SecretString> {
+        let tokens = lock(&self.tokens).clone()?;
+        match tokens.rejected(sent).await {
+            Ok(token) => Some(token),
+            Err(e) => {
+                if e.is_sign_in_required() {
+                    self.forget(&tokens);
+                }
+                tracing::debug!("no refresh for a 401 to a session request: {}", e.message());
+                None
+            }
+        }
+    }
+
     /// The server refused `sent` (or no token) with `401` and `challenge`: the token to send
     /// the request again with, after a refresh, a stored grant or a client credentials grant.
     ///

@@ -468,6 +468,57 @@ impl Connection {
         }
     }
 
+    /// Sends a `GET` or `DELETE` of `session` that `make` builds from the HTTP client (the
+    /// session's headers and the access token are added here); the status is not checked.
+    ///
+    /// With sign-in state, the request carries the current access token, refreshed first when it
+    /// expires soon; a `401` to it is answered by one refresh of the grant (RFC 6749 §6) and the
+    /// request is sent once more. These requests never start a sign-in: the standalone stream
+    /// and the `DELETE` run without a caller who could show a link, so a grant that cannot be
+    /// refreshed leaves the `401` as it is (the next call signs in).
+    ///
+    /// # Errors
+    /// A request that could not be sent ([`Error`] of a connect failure, a timeout).
+    async fn send_session_request(
+        &self,
+        session: &Session,
+        make: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
+    ) -> Result<Response, Error> {
+        let http = self.http()?;
+        let sent = match &self.auth {
+            Some(auth) => match auth.token().await {
+                Ok(token) => {
+                    *lock(&self.bearer) = token.clone();
+                    token
+                }
+                Err(e) => {
+                    tracing::debug!(namespace = %self.namespace, reason = %e, "no fresh access token; sending the one held");
+                    lock(&self.bearer).clone()
+                }
+            },
+            None => None,
+        };
+        let send = || async {
+            self.with_session(make(http), Some(session))
+                .send()
+                .await
+                .map_err(|e| self.http_error(e))
+        };
+        let response = send().await?;
+        let (Some(auth), Some(sent)) = (&self.auth, sent) else {
+            return Ok(response);
+        };
+        if response.status() != reqwest::StatusCode::UNAUTHORIZED {
+            return Ok(response);
+        }
+        let Some(token) = auth.refreshed(&sent).await else {
+            return Ok(response);
+        };
+        drop(response);
+        *lock(&self.bearer) = Some(token);
+        send().await
+    }
+
     /// One POST with the session's headers and the current access token, if any.
     async fn send_once(&self, body: Bytes, session: Option<&Session>) -> Result<Response, Error> {
         let request = self

@@ -255,11 +255,13 @@ impl Connection {
         let last = HeaderValue::from_str(last_event_id).map_err(|_| {
             Error::protocol("the server's SSE event id is not a valid header value")
         })?;
-        let request = self
-            .with_session(self.http()?.get(self.url.clone()), Some(session))
-            .header(ACCEPT, ACCEPT_SSE)
-            .header(LAST_EVENT_ID, last);
-        let response = request.send().await.map_err(|e| self.http_error(e))?;
+        let response = self
+            .send_session_request(session, |http| {
+                http.get(self.url.clone())
+                    .header(ACCEPT, ACCEPT_SSE)
+                    .header(LAST_EVENT_ID, last.clone())
+            })
+            .await?;
         let response = self.check_status(response, session.id.is_some()).await?;
         self.check_encoding(&response)?;
         match media_type(&response) {
@@ -296,15 +298,18 @@ impl Connection {
         if session.is_deleted() {
             return Ok(Listened::NoSession);
         }
-        let mut request = self
-            .with_session(self.http()?.get(self.url.clone()), Some(session))
-            .header(ACCEPT, ACCEPT_SSE);
-        if !last_event_id.is_empty() {
-            if let Ok(last) = HeaderValue::from_str(last_event_id) {
-                request = request.header(LAST_EVENT_ID, last);
-            }
-        }
-        let response = request.send().await.map_err(|e| self.http_error(e))?;
+        let last = Some(last_event_id.as_str())
+            .filter(|id| !id.is_empty())
+            .and_then(|id| HeaderValue::from_str(id).ok());
+        let response = self
+            .send_session_request(session, |http| {
+                let request = http.get(self.url.clone()).header(ACCEPT, ACCEPT_SSE);
+                match &last {
+                    Some(last) => request.header(LAST_EVENT_ID, last.clone()),
+                    None => request,
+                }
+            })
+            .await?;
         if response.status() == StatusCode::METHOD_NOT_ALLOWED {
             return Ok(Listened::NotOffered);
         }

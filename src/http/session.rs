@@ -588,9 +588,8 @@ impl Connection {
         if session.id.is_none() || session.deleted.swap(true, Ordering::AcqRel) {
             return;
         }
-        let Ok(http) = self.http() else { return };
-        let request = self.with_session(http.delete(self.url.clone()), Some(session));
-        let status = tokio::time::timeout(limits::GOODBYE_TIMEOUT, request.send()).await;
+        let request = self.send_session_request(session, |http| http.delete(self.url.clone()));
+        let status = tokio::time::timeout(limits::GOODBYE_TIMEOUT, request).await;
         tracing::debug!(
             namespace = %self.namespace,
             status = ?status.ok().and_then(Result::ok).map(|r| r.status().as_u16()),

@@ -78,6 +78,11 @@ pub struct Options {
     pub echo: bool,
     /// The token endpoint answers every request with this status and a plain-text body.
     pub token_status: Option<StatusCode>,
+    /// `initialize` gives the session `s-1` (`Mcp-Session-Id`), and `DELETE /mcp` ends it.
+    pub sessions: bool,
+    /// `initialize` declares `tools.listChanged`, and `GET /mcp` answers an event stream that
+    /// ends at once (so the client opens it again after its backoff).
+    pub list_changed: bool,
 }
 
 impl Default for Options {
@@ -97,6 +102,8 @@ impl Default for Options {
             wrong_iss: None,
             echo: false,
             token_status: None,
+            sessions: false,
+            list_changed: false,
         }
     }
 }
@@ -332,7 +339,9 @@ async fn handle(
     }
     let endpoint = path.strip_prefix(prefix).unwrap_or(&path);
     match (method.clone(), endpoint) {
-        (Method::POST, "/mcp") => mcp(&shared, &headers, &body),
+        (Method::POST | Method::GET | Method::DELETE, "/mcp") => {
+            mcp(&shared, &method, &headers, &body)
+        }
         (Method::GET, "/authorize") => authorize(&shared, query, &issuer),
         (Method::POST, "/register") => register(&shared, &body),
         (Method::POST, "/token") => token(&shared, &headers, &body).await,
@@ -348,13 +357,17 @@ async fn handle(
     }
 }
 
-fn mcp(shared: &Shared, headers: &HeaderMap, body: &[u8]) -> Response {
+/// The MCP endpoint: a `POST` is logged by its JSON-RPC method, a `GET` or `DELETE` by its verb.
+fn mcp(shared: &Shared, verb: &Method, headers: &HeaderMap, body: &[u8]) -> Response {
     let token = headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
     let message: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    let method = message["method"].as_str().unwrap_or("").to_string();
+    let method = match *verb {
+        Method::POST => message["method"].as_str().unwrap_or("").to_string(),
+        _ => verb.to_string(),
+    };
     let valid = token.is_some_and(|t| {
         shared
             .log
@@ -382,6 +395,19 @@ fn mcp(shared: &Shared, headers: &HeaderMap, body: &[u8]) -> Response {
             )],
         )
             .into_response();
+    }
+    match method.as_str() {
+        "GET" if shared.options.list_changed => {
+            return (
+                StatusCode::OK,
+                [("content-type", "text/event-stream")],
+                ": no events\n\n",
+            )
+                .into_response();
+        }
+        "GET" => return StatusCode::METHOD_NOT_ALLOWED.into_response(),
+        "DELETE" => return StatusCode::OK.into_response(),
+        _ => {}
     }
     let id = message["id"].clone();
     if shared.options.echo {
@@ -413,11 +439,23 @@ fn mcp(shared: &Shared, headers: &HeaderMap, body: &[u8]) -> Response {
         );
     }
     let result = match method.as_str() {
-        "initialize" => json!({
-            "protocolVersion": "2025-11-25",
-            "capabilities": {"tools": {}},
-            "serverInfo": {"name": "signed-in", "version": "1"}
-        }),
+        "initialize" => {
+            let tools = json!({"listChanged": shared.options.list_changed});
+            let result = json!({
+                "protocolVersion": "2025-11-25",
+                "capabilities": {"tools": tools},
+                "serverInfo": {"name": "signed-in", "version": "1"}
+            });
+            let body = json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string();
+            let mut response =
+                (StatusCode::OK, [("content-type", "application/json")], body).into_response();
+            if shared.options.sessions {
+                response
+                    .headers_mut()
+                    .insert("mcp-session-id", "s-1".parse().unwrap());
+            }
+            return response;
+        }
         "tools/list" => json!({"tools": [{"name": "whoami", "inputSchema": {"type": "object"}}]}),
         "tools/call" => json!({"content": [{"type": "text", "text": "signed in"}]}),
         _ => return StatusCode::ACCEPTED.into_response(),
