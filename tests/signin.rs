@@ -426,7 +426,10 @@ async fn the_standalone_stream_refreshes_a_refused_token_without_a_new_sign_in()
         .collect();
     assert_eq!(
         gets[..2],
-        ["GET access-token-000002 (refused)", "GET access-token-000003"]
+        [
+            "GET access-token-000002 (refused)",
+            "GET access-token-000003"
+        ]
     );
     let grants: Vec<String> = server
         .log
@@ -460,7 +463,10 @@ async fn the_delete_at_shutdown_refreshes_a_refused_token_once() {
     let after = trail_reaches(&server, before, "DELETE access-token-000003").await;
     assert_eq!(
         after[before..],
-        ["DELETE access-token-000002 (refused)", "DELETE access-token-000003"]
+        [
+            "DELETE access-token-000002 (refused)",
+            "DELETE access-token-000003"
+        ]
     );
     let grants: Vec<String> = server
         .log

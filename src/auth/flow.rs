@@ -474,13 +474,16 @@ fn token_error(
     }
 }
 
+/// How long a refresh waits for another Host's refresh of the same stored grant.
+const STORE_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// Called with every token the Pack learns, so the entry's redactor scrubs it from server text.
 pub(crate) type LearnSecret = dyn Fn(&SecretString) + Send + Sync;
 
 /// The grant of one server, shared by every request to it.
 ///
 /// Invariants: at most one refresh runs at a time (the others wait for it and then use its
-/// result); a refreshed grant is saved to the store before any request uses it; after
+/// result), across Hosts sharing the store too (its file lock, [`Store::lock`]); a refreshed grant is saved to the store before any request uses it; after
 /// `invalid_grant` a grant another Host stored meanwhile is adopted (and refreshed at most once
 /// more), else the stored grant is deleted if it is still the refused one and every caller
 /// gets [`Kind::SignInRequired`]. A
@@ -639,6 +642,12 @@ impl Tokens {
         if fresh(&grant) {
             return Ok(grant.access_token.clone());
         }
+        // Hosts sharing the store refresh one at a time: the one that waited here reads the
+        // grant the other saved instead of sending the same refresh token again.
+        let _locked = match &self.store {
+            Some((store, key)) => store.lock(key, STORE_LOCK_WAIT).await,
+            None => None,
+        };
         // Another Host sharing the store refreshed (and maybe rotated the refresh token).
         let grant = match self.load_stored() {
             Some(stored)

@@ -1040,6 +1040,18 @@ mod tests {
                 .map(|g| g.access_token.expose_secret().to_string()),
             Some("access-token-000003".to_string())
         );
+        // The store's lock let one Host refresh; the other read its grant: the refresh token
+        // was sent once, so an authorization server that revokes a grant whose rotated refresh
+        // token is replayed has nothing to revoke.
+        let grants: Vec<String> = server
+            .log
+            .lock()
+            .unwrap()
+            .token_requests
+            .iter()
+            .map(|form| form["grant_type"].clone())
+            .collect();
+        assert_eq!(grants, ["authorization_code", "refresh_token"]);
         let _ = std::fs::remove_dir_all(store.dir());
     }
 

@@ -10,6 +10,9 @@
 //! secret). A file that is not a regular file of at most 64 KiB, is not valid, or belongs to
 //! another server or client, is ignored with a warning.
 //!
+//! A refresh holds an advisory lock on `<file>.lock` beside the file ([`Store::lock`]), so Hosts
+//! sharing the directory never send the same refresh token twice.
+//!
 //! The files hold tokens and secrets in plain text, protected by their modes, like the
 //! credential files of other OAuth clients. The I/O is synchronous: files are a few hundred
 //! bytes, written once per sign-in or refresh.
@@ -28,6 +31,12 @@ use super::{Error, Kind};
 
 /// The environment variable that moves the store.
 pub(crate) const DIR_VARIABLE: &str = "PLUGIN_MCP_OAUTH_DIR";
+
+/// The cross-process lock of one store file, held until dropped (see [`Store::lock`]).
+#[derive(Debug)]
+pub(crate) struct StoreLock {
+    _file: std::fs::File,
+}
 
 /// The `format` of a store file.
 const FORMAT: &str = "plugin-mcp-oauth/1";
@@ -254,6 +263,67 @@ impl Store {
         Ok(())
     }
 
+    /// Takes the cross-process lock of `key`'s file: an exclusive advisory lock (`flock` on
+    /// Unix, `LockFileEx` on Windows) on `<file>.lock` beside it, created `0600`. Hosts sharing
+    /// the directory hold it from reading a grant to saving its refresh, so no two of them send
+    /// the same refresh token (a rotated refresh token sent twice is refused, and an
+    /// authorization server may then revoke the whole grant, OAuth 2.1 §4.3.1). Waits up to
+    /// `limit`, polling every 20 ms; the lock is released when the returned value is dropped or
+    /// its process ends.
+    ///
+    /// Returns `None` (with a warning) when the lock file cannot be made or the lock is not
+    /// taken in time: the caller goes on unlocked, as a store on a file system without locks
+    /// would.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a lock taken is released when the future is dropped.
+    pub(crate) async fn lock(
+        &self,
+        key: &StoreKey,
+        limit: std::time::Duration,
+    ) -> Option<StoreLock> {
+        let opened = self.create_dir().ok().and_then(|()| {
+            let mut options = std::fs::OpenOptions::new();
+            options.read(true).write(true).create(true).truncate(false);
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::OpenOptionsExt;
+                options.mode(0o600);
+            }
+            options
+                .open(self.dir.join(format!("{}.lock", key.file)))
+                .map_err(|e| {
+                    tracing::warn!(
+                        "the sign-in store's lock file could not be opened: {}",
+                        e.kind()
+                    )
+                })
+                .ok()
+        });
+        let file = opened?;
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            // Called by path: Rust 1.89's `File::try_lock` has another error type.
+            match fs4::FileExt::try_lock(&file) {
+                Ok(()) => return Some(StoreLock { _file: file }),
+                Err(fs4::TryLockError::WouldBlock) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                Err(fs4::TryLockError::WouldBlock) => {
+                    tracing::warn!(
+                        "the sign-in store stayed locked by another process for {} s; going on without the lock",
+                        limit.as_secs()
+                    );
+                    return None;
+                }
+                Err(fs4::TryLockError::Error(e)) => {
+                    tracing::warn!("the sign-in store could not be locked: {}", e.kind());
+                    return None;
+                }
+            }
+        }
+    }
+
     #[cfg(test)]
     /// Deletes what is stored for `key`; nothing stored is not an error.
     ///
@@ -438,6 +508,35 @@ mod tests {
         store.delete(&key).unwrap();
         assert!(store.load(&key).grant.is_none());
         let _ = std::fs::remove_dir_all(dir.parent().unwrap());
+    }
+
+    #[tokio::test]
+    async fn the_lock_is_held_by_one_taker_at_a_time() {
+        let dir = temp_dir("lock");
+        let store = Store::at(&dir);
+        let key = StoreKey::new(&Url::parse("https://mcp.example/mcp").unwrap(), "");
+        let other = StoreKey::new(&Url::parse("https://other.example/mcp").unwrap(), "");
+        let short = std::time::Duration::from_millis(100);
+        let held = store
+            .lock(&key, short)
+            .await
+            .expect("the first taker locks");
+        // A second open of the lock file (another Host) waits, then gives up; another
+        // server's file is not locked.
+        assert!(store.lock(&key, short).await.is_none());
+        assert!(store.lock(&other, short).await.is_some());
+        drop(held);
+        assert!(store.lock(&key, short).await.is_some());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.join(format!("{}.lock", key.file)))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
