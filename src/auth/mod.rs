@@ -26,7 +26,10 @@ pub(crate) mod policy;
 pub(crate) mod signin;
 pub(crate) mod store;
 
+/// The local authorization server of the integration tests, shared with the unit tests.
 #[cfg(test)]
+#[path = "../../tests/support/oauth.rs"]
+#[allow(dead_code)] // Each test binary uses a part.
 pub(crate) mod testing;
 
 /// Why a sign-in step failed. The message is for a user or a model: it names the step and the

@@ -1,12 +1,14 @@
-//! A local authorization server and protected resource for the sign-in tests through the Host
-//! contract, on 127.0.0.1.
+//! A local authorization server and protected resource on 127.0.0.1, for the sign-in tests: the
+//! integration tests through the Host contract and the crate's unit tests (as
+//! `crate::auth::testing`).
 //!
 //! One axum server plays both roles on one port: the MCP endpoint `/mcp` (answering `401` with a
-//! challenge, or, for a valid token, a stateless MCP server with one tool `whoami`), the protected resource metadata, the authorization
-//! server metadata at a chosen well-known place, `/authorize` (which redirects at once, like a
-//! browser session that is already signed in), `/token` and `/register`. It checks what a real
-//! server checks (PKCE S256, the redirect URI, `resource`, client authentication, rotated
-//! refresh tokens) and logs every request so tests can assert the trail.
+//! challenge, or, for a valid token, a small MCP server with one tool `whoami`, with sessions and
+//! a standalone stream when asked), the protected resource metadata, the authorization server
+//! metadata at a chosen well-known place, `/authorize` (which redirects at once, like a browser
+//! session that is already signed in), `/token` and `/register`. It checks what a real server
+//! checks (PKCE S256, the redirect URI, `resource`, client authentication, rotated refresh
+//! tokens) and logs every request so tests can assert the trail.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
