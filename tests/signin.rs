@@ -509,3 +509,56 @@ async fn a_delete_refused_after_a_revoked_grant_starts_no_sign_in() {
     assert_eq!(log.registrations, 1);
     assert_eq!(log.authorizations.len(), 1);
 }
+
+#[tokio::test]
+async fn a_403_insufficient_scope_asks_for_a_new_sign_in_with_the_union_of_scopes() {
+    store_dir();
+    let server = TestServer::start(Options {
+        challenge_scope: Some("mcp:read"),
+        call_scope: Some("mcp:write"),
+        ..Options::default()
+    })
+    .await;
+    let host = Host::new(entry(&server));
+    sign_in(&host).await;
+
+    // The call's token lacks `mcp:write`: a new link, asking for both scopes, in its message.
+    let refused = call_whoami(&host).await.unwrap_err();
+    assert_eq!(refused.kind, ToolErrorKind::Unavailable);
+    let link = link_in_listing(&host).await;
+    assert_eq!(
+        refused.message,
+        format!("server \"docs\" is unavailable: {}", reason_for(&link))
+    );
+    let scope = Url::parse(&link)
+        .unwrap()
+        .query_pairs()
+        .find(|(name, _)| name == "scope")
+        .map(|(_, value)| value.into_owned());
+    assert_eq!(scope.as_deref(), Some("mcp:read mcp:write"));
+    assert_eq!(play_browser(&Url::parse(&link).unwrap()).await, 200);
+    host.ready("docs", WAIT).await;
+    assert_eq!(call_whoami(&host).await.unwrap(), "signed in");
+    let calls: Vec<String> = trail(&server)
+        .into_iter()
+        .filter(|t| t.starts_with("tools/call"))
+        .collect();
+    // The refused call, then the call with the new token (the second sign-in's code took
+    // number 3).
+    assert_eq!(
+        calls,
+        [
+            "tools/call access-token-000002",
+            "tools/call access-token-000004"
+        ]
+    );
+    let grants: Vec<String> = server
+        .log
+        .lock()
+        .unwrap()
+        .token_requests
+        .iter()
+        .map(|form| form["grant_type"].clone())
+        .collect();
+    assert_eq!(grants, ["authorization_code", "authorization_code"]);
+}

@@ -85,6 +85,9 @@ pub struct Options {
     /// `initialize` declares `tools.listChanged`, and `GET /mcp` answers an event stream that
     /// ends at once (so the client opens it again after its backoff).
     pub list_changed: bool,
+    /// `tools/call` needs this scope: a valid token without it gets `403` with an
+    /// `insufficient_scope` challenge naming it.
+    pub call_scope: Option<&'static str>,
 }
 
 impl Default for Options {
@@ -106,6 +109,7 @@ impl Default for Options {
             token_status: None,
             sessions: false,
             list_changed: false,
+            call_scope: None,
         }
     }
 }
@@ -130,6 +134,8 @@ pub struct Log {
     access: HashMap<String, u64>,
     /// Valid refresh tokens → scope.
     refresh: HashMap<String, String>,
+    /// Access tokens → the scope granted.
+    granted: HashMap<String, String>,
     next: u64,
 }
 
@@ -398,6 +404,21 @@ fn mcp(shared: &Shared, verb: &Method, headers: &HeaderMap, body: &[u8]) -> Resp
         )
             .into_response();
     }
+    if let (Some(needed), "tools/call") = (shared.options.call_scope, method.as_str()) {
+        let granted = token
+            .and_then(|t| shared.log.lock().unwrap().granted.get(t).cloned())
+            .unwrap_or_default();
+        if !granted.split(' ').any(|s| s == needed) {
+            let challenge = format!(
+                "Bearer error=\"insufficient_scope\", scope=\"{needed}\", resource_metadata=\"{}\"",
+                shared
+                    .base
+                    .join("/.well-known/oauth-protected-resource/mcp")
+                    .unwrap()
+            );
+            return (StatusCode::FORBIDDEN, [("www-authenticate", challenge)]).into_response();
+        }
+    }
     match method.as_str() {
         "GET" if shared.options.list_changed => {
             return (
@@ -628,6 +649,7 @@ async fn token(shared: &Shared, headers: &HeaderMap, body: &[u8]) -> Response {
     let refresh = format!("refresh-token-{n:06}");
     let expiry = now_secs() + shared.options.lifetime;
     log.access.insert(access.clone(), expiry);
+    log.granted.insert(access.clone(), scope.clone());
     let mut answer = json!({
         "access_token": access,
         "token_type": "Bearer",
