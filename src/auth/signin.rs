@@ -647,16 +647,17 @@ mod tests {
         assert_eq!(refreshes, 1);
     }
 
-    #[tokio::test]
-    async fn two_hosts_sharing_the_store_follow_each_others_rotation() {
-        let server = TestServer::start(Options::default()).await;
-        let store = temp_store("shared");
-        let config = OAuthConfig::default();
-        let host_a = sign_in(&server, &config, Some(store.clone())).await;
+    /// Host A signs in with `store`; host B, sharing it, starts from A's stored grant.
+    async fn two_hosts(
+        server: &TestServer,
+        config: &OAuthConfig,
+        store: &Store,
+    ) -> (Arc<Tokens>, Arc<Tokens>) {
+        let host_a = sign_in(server, config, Some(store.clone())).await;
         let challenge = Challenge::parse(&server.challenge()).unwrap();
         let Started::Ready(host_b) = begin(
             &server.mcp_url(),
-            &config,
+            config,
             Some(store.clone()),
             &challenge,
             true,
@@ -667,6 +668,15 @@ mod tests {
         .unwrap() else {
             panic!("host B reuses the stored grant")
         };
+        (host_a, host_b)
+    }
+
+    #[tokio::test]
+    async fn two_hosts_sharing_the_store_follow_each_others_rotation() {
+        let server = TestServer::start(Options::default()).await;
+        let store = temp_store("shared");
+        let config = OAuthConfig::default();
+        let (host_a, host_b) = two_hosts(&server, &config, &store).await;
         let shared = SecretString::from(token(&host_a).await);
         server.expire_access_tokens();
         // A refreshes (rotating the refresh token B holds); B then adopts A's saved grant.
@@ -992,21 +1002,7 @@ mod tests {
         .await;
         let store = temp_store("race");
         let config = OAuthConfig::default();
-        let host_a = sign_in(&server, &config, Some(store.clone())).await;
-        let challenge = Challenge::parse(&server.challenge()).unwrap();
-        let Started::Ready(host_b) = begin(
-            &server.mcp_url(),
-            &config,
-            Some(store.clone()),
-            &challenge,
-            true,
-            None,
-            learner().1,
-        )
-        .await
-        .unwrap() else {
-            panic!("host B reuses the stored grant")
-        };
+        let (host_a, host_b) = two_hosts(&server, &config, &store).await;
         let shared = SecretString::from(token(&host_a).await);
         server.expire_access_tokens();
         let (a, b) = {
