@@ -112,12 +112,6 @@ impl Error {
         }
     }
 
-    /// Whether the server refused the request with an HTTP error status (not a redirect).
-    #[cfg_attr(not(test), allow(dead_code))] // Part of the predicate set.
-    pub(crate) fn is_status(&self) -> bool {
-        matches!(self.inner.kind, Kind::Status { .. })
-    }
-
     /// The HTTP status of a refusal or redirect.
     pub(crate) fn status(&self) -> Option<StatusCode> {
         match &self.inner.kind {
@@ -136,24 +130,6 @@ impl Error {
         }
     }
 
-    /// Whether connecting timed out.
-    #[cfg_attr(not(test), allow(dead_code))] // Part of the predicate set.
-    pub(crate) fn is_timeout(&self) -> bool {
-        matches!(
-            self.inner.kind,
-            Kind::Connect {
-                why: Connect::Timeout,
-                ..
-            }
-        )
-    }
-
-    /// Whether no connection could be made (refused, DNS, TLS, timeout): nothing was sent.
-    #[cfg_attr(not(test), allow(dead_code))] // Part of the predicate set.
-    pub(crate) fn is_connect(&self) -> bool {
-        matches!(self.inner.kind, Kind::Connect { .. })
-    }
-
     /// Whether the connection was refused (nothing listens there).
     pub(crate) fn is_refused(&self) -> bool {
         matches!(
@@ -163,21 +139,6 @@ impl Error {
                 ..
             }
         )
-    }
-
-    /// Whether the server answered with a redirect.
-    #[cfg_attr(not(test), allow(dead_code))] // Part of the predicate set.
-    pub(crate) fn is_redirect(&self) -> bool {
-        matches!(self.inner.kind, Kind::Redirect { .. })
-    }
-
-    /// Where a redirect pointed: its `Location` scrubbed, without query or fragment, bounded.
-    #[cfg_attr(not(test), allow(dead_code))] // Part of the predicate set.
-    pub(crate) fn redirect_location(&self) -> Option<&str> {
-        match &self.inner.kind {
-            Kind::Redirect { location, .. } => location.as_deref(),
-            _ => None,
-        }
     }
 
     /// Whether the server no longer knows the session the request carried.
@@ -191,18 +152,6 @@ impl Error {
             Kind::Rpc(error) => Some(error),
             _ => None,
         }
-    }
-
-    /// Whether a JSON-RPC error answered the request.
-    #[cfg_attr(not(test), allow(dead_code))] // Part of the predicate set.
-    pub(crate) fn is_rpc(&self) -> bool {
-        self.rpc().is_some()
-    }
-
-    /// Whether the answer arrived but its result is not of the expected shape.
-    #[cfg_attr(not(test), allow(dead_code))] // Part of the predicate set.
-    pub(crate) fn is_malformed(&self) -> bool {
-        matches!(self.inner.kind, Kind::Malformed(_))
     }
 
     /// Whether the connection was shut down or its start abandoned.
@@ -543,6 +492,54 @@ impl std::error::Error for Error {
             .source
             .as_ref()
             .map(|e| &**e as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// Predicates that only the tests ask; the crate decides on the kinds in the `impl` above.
+#[cfg(test)]
+impl Error {
+    /// Whether the server refused the request with an HTTP error status (not a redirect).
+    pub(crate) fn is_status(&self) -> bool {
+        matches!(self.inner.kind, Kind::Status { .. })
+    }
+
+    /// Whether connecting timed out.
+    pub(crate) fn is_timeout(&self) -> bool {
+        matches!(
+            self.inner.kind,
+            Kind::Connect {
+                why: Connect::Timeout,
+                ..
+            }
+        )
+    }
+
+    /// Whether no connection could be made (refused, DNS, TLS, timeout): nothing was sent.
+    pub(crate) fn is_connect(&self) -> bool {
+        matches!(self.inner.kind, Kind::Connect { .. })
+    }
+
+    /// Whether the server answered with a redirect.
+    pub(crate) fn is_redirect(&self) -> bool {
+        matches!(self.inner.kind, Kind::Redirect { .. })
+    }
+
+    /// Where a redirect pointed: its `Location` scrubbed, without query or fragment, bounded.
+    pub(crate) fn redirect_location(&self) -> Option<&str> {
+        match &self.inner.kind {
+            Kind::Redirect { location, .. } => location.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Whether a JSON-RPC error answered the request.
+    pub(crate) fn is_rpc(&self) -> bool {
+        self.rpc().is_some()
+    }
+
+    /// Whether the answer arrived but its result is not of the expected shape.
+    pub(crate) fn is_malformed(&self) -> bool {
+        matches!(self.inner.kind, Kind::Malformed(_))
     }
 }
 
