@@ -562,3 +562,213 @@ async fn a_403_insufficient_scope_asks_for_a_new_sign_in_with_the_union_of_scope
         .collect();
     assert_eq!(grants, ["authorization_code", "authorization_code"]);
 }
+
+// Findings of the break-13 review: each test fails on the code it was written against and is
+// ignored so the branch stays green; the ignore reason names the finding.
+
+/// The grant types of the token requests, in order.
+fn grant_types(server: &TestServer) -> Vec<String> {
+    server
+        .log
+        .lock()
+        .unwrap()
+        .token_requests
+        .iter()
+        .map(|form| form["grant_type"].clone())
+        .collect()
+}
+
+#[tokio::test]
+#[ignore = "finding: a token that lives 60 s or less is refreshed before every request, so concurrent calls refresh once each"]
+async fn a_short_lived_token_is_refreshed_once_for_concurrent_calls() {
+    store_dir();
+    // 30 s tokens: shorter than the 60 s refresh margin, but valid for the whole test.
+    let server = TestServer::start(Options {
+        lifetime: 30,
+        ..Options::default()
+    })
+    .await;
+    let host = Host::new(entry(&server));
+    sign_in(&host).await;
+    let before = trail(&server).len();
+    let calls = futures_util::future::join_all((0..4).map(|_| call_whoami(&host))).await;
+    for result in calls {
+        assert_eq!(result.unwrap(), "signed in");
+    }
+    // Single-flight: the four calls go out with one token (at most one refresh for all).
+    let mut tokens: Vec<String> = trail(&server)[before..]
+        .iter()
+        .filter(|t| t.starts_with("tools/call "))
+        .map(|t| t["tools/call ".len()..].to_string())
+        .collect();
+    tokens.sort();
+    tokens.dedup();
+    assert_eq!(
+        tokens.len(),
+        1,
+        "{tokens:?}; grants: {:?}",
+        grant_types(&server)
+    );
+}
+
+#[tokio::test]
+#[ignore = "finding: a refresh slower than the 15 s store-lock wait (the token request may take 30 s) makes a second Host send the same refresh token again"]
+async fn two_hosts_send_a_slow_refresh_token_once() {
+    store_dir();
+    let server = TestServer::start(Options::default()).await;
+    let first = Host::new(entry(&server));
+    sign_in(&first).await;
+    // The second Host reads the grant the first stored.
+    let second = Host::new(entry(&server));
+    second.ready("docs", WAIT).await;
+    server.expire_access_tokens();
+    // Slower than the 15 s lock wait, faster than the 30 s OAuth request timeout.
+    server.delay_refreshes(Duration::from_secs(17));
+    let (a, b) = tokio::join!(call_whoami(&first), call_whoami(&second));
+    assert_eq!(
+        (a.unwrap(), b.unwrap()),
+        ("signed in".into(), "signed in".into())
+    );
+    let refresh_tokens: Vec<String> = server
+        .log
+        .lock()
+        .unwrap()
+        .token_requests
+        .iter()
+        .filter(|form| form["grant_type"] == "refresh_token")
+        .map(|form| form["refresh_token"].clone())
+        .collect();
+    assert_eq!(refresh_tokens, ["refresh-token-000002"]);
+}
+
+#[tokio::test]
+async fn two_hosts_refreshing_at_once_send_the_refresh_token_once() {
+    store_dir();
+    let server = TestServer::start(Options {
+        refresh_delay: Duration::from_millis(500),
+        ..Options::default()
+    })
+    .await;
+    let first = Host::new(entry(&server));
+    sign_in(&first).await;
+    let second = Host::new(entry(&server));
+    second.ready("docs", WAIT).await;
+    server.expire_access_tokens();
+    let (a, b) = tokio::join!(call_whoami(&first), call_whoami(&second));
+    assert_eq!(
+        (a.unwrap(), b.unwrap()),
+        ("signed in".into(), "signed in".into())
+    );
+    assert_eq!(
+        grant_types(&server),
+        ["authorization_code", "refresh_token"]
+    );
+}
+
+#[tokio::test]
+async fn a_host_dropped_mid_refresh_does_not_hold_up_the_other() {
+    store_dir();
+    let server = TestServer::start(Options {
+        refresh_delay: Duration::from_millis(1500),
+        ..Options::default()
+    })
+    .await;
+    let first = Host::new(entry(&server));
+    sign_in(&first).await;
+    let second = Host::new(entry(&server));
+    second.ready("docs", WAIT).await;
+    server.expire_access_tokens();
+    // The first Host's call starts the refresh; the Host is dropped while it runs.
+    let call = call_whoami(&first);
+    let _ = tokio::time::timeout(Duration::from_millis(300), call).await;
+    drop(first);
+    let started = tokio::time::Instant::now();
+    assert_eq!(call_whoami(&second).await.unwrap(), "signed in");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        grant_types(&server),
+        ["authorization_code", "refresh_token"]
+    );
+}
+
+#[tokio::test]
+async fn a_lock_file_that_cannot_be_made_does_not_break_sign_in_or_refresh() {
+    store_dir();
+    let server = TestServer::start(Options::default()).await;
+    let file = store_file(&server.mcp_url(), "");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    // A directory where the lock file should be: opening it for writing fails.
+    let lock = file.with_extension("json.lock");
+    std::fs::create_dir_all(&lock).unwrap();
+    let host = Host::new(entry(&server));
+    sign_in(&host).await;
+    server.expire_access_tokens();
+    assert_eq!(call_whoami(&host).await.unwrap(), "signed in");
+    assert_eq!(
+        grant_types(&server),
+        ["authorization_code", "refresh_token"]
+    );
+    let _ = std::fs::remove_dir(&lock);
+}
+
+#[tokio::test]
+#[ignore = "finding: a token endpoint that hangs keeps the shutdown DELETE from being sent, though the held token is still valid"]
+async fn a_hanging_refresh_does_not_keep_the_delete_from_going_out() {
+    store_dir();
+    // 62 s tokens: within the 60 s refresh margin after 2 s, valid on the server for a minute.
+    let server = TestServer::start(Options {
+        sessions: true,
+        lifetime: 62,
+        ..Options::default()
+    })
+    .await;
+    let host = Host::new(entry(&server));
+    sign_in(&host).await;
+    assert_eq!(call_whoami(&host).await.unwrap(), "signed in");
+    let held = trail(&server).last().unwrap()["tools/call ".len()..].to_string();
+    server.delay_refreshes(Duration::from_secs(120));
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(server.accepts(&held));
+    let before = trail(&server).len();
+    drop(host);
+    // The DELETE is bounded by 5 s at shutdown; wait a little longer.
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let deletes: Vec<String> = trail(&server)[before..]
+        .iter()
+        .filter(|t| t.starts_with("DELETE"))
+        .cloned()
+        .collect();
+    assert_eq!(deletes, [format!("DELETE {held}")]);
+}
+
+#[tokio::test]
+#[ignore = "finding: a standalone stream the server keeps refusing with 401 spends a refresh token on every reopen"]
+async fn a_stream_refused_after_its_refresh_does_not_refresh_on_every_reopen() {
+    store_dir();
+    let server = TestServer::start(Options {
+        sessions: true,
+        list_changed: true,
+        get_refused: true,
+        ..Options::default()
+    })
+    .await;
+    let host = Host::new(entry(&server));
+    sign_in(&host).await;
+    // Reopened after 1 s, 2 s, 4 s: give it three reopens.
+    tokio::time::sleep(Duration::from_millis(7500)).await;
+    let gets: Vec<String> = trail(&server)
+        .into_iter()
+        .filter(|t| t.starts_with("GET "))
+        .collect();
+    // One refresh for the first refusal; the refreshed token refused too says a refresh does
+    // not help, so later reopens do not refresh again.
+    assert_eq!(
+        grant_types(&server),
+        ["authorization_code", "refresh_token"],
+        "{gets:#?}"
+    );
+}

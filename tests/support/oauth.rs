@@ -88,6 +88,9 @@ pub struct Options {
     /// `tools/call` needs this scope: a valid token without it gets `403` with an
     /// `insufficient_scope` challenge naming it.
     pub call_scope: Option<&'static str>,
+    /// `GET /mcp` (the standalone stream) answers every token `401` with an `invalid_token`
+    /// challenge, while POSTs with a valid token go through.
+    pub get_refused: bool,
 }
 
 impl Default for Options {
@@ -110,6 +113,7 @@ impl Default for Options {
             sessions: false,
             list_changed: false,
             call_scope: None,
+            get_refused: false,
         }
     }
 }
@@ -136,6 +140,8 @@ pub struct Log {
     refresh: HashMap<String, String>,
     /// Access tokens → the scope granted.
     granted: HashMap<String, String>,
+    /// Replaces [`Options::refresh_delay`] once set ([`TestServer::delay_refreshes`]).
+    refresh_delay_now: Option<Duration>,
     next: u64,
 }
 
@@ -219,6 +225,11 @@ impl TestServer {
     /// Forgets every refresh token, as if the user revoked the grant.
     pub fn revoke_refresh_tokens(&self) {
         self.log.lock().unwrap().refresh.clear();
+    }
+
+    /// From now on, every refresh takes `delay` (a token endpoint that hangs).
+    pub fn delay_refreshes(&self, delay: Duration) {
+        self.log.lock().unwrap().refresh_delay_now = Some(delay);
     }
 
     /// Whether `token` is a valid access token now.
@@ -393,7 +404,18 @@ fn mcp(shared: &Shared, verb: &Method, headers: &HeaderMap, body: &[u8]) -> Resp
             (Some(t), false) => format!("{t} (refused)"),
         }
     ));
-    if !valid {
+    let refused_get = shared.options.get_refused && *verb == Method::GET;
+    if refused_get && valid {
+        shared
+            .log
+            .lock()
+            .unwrap()
+            .mcp
+            .last_mut()
+            .unwrap()
+            .push_str(" (GET refused)");
+    }
+    if !valid || refused_get {
         let error = token.map(|_| "invalid_token");
         return (
             StatusCode::UNAUTHORIZED,
@@ -596,7 +618,8 @@ async fn token(shared: &Shared, headers: &HeaderMap, body: &[u8]) -> Response {
     form.insert("auth".into(), auth.into());
     form.insert("authenticated_client".into(), client_id.clone());
     if form.get("grant_type").map(String::as_str) == Some("refresh_token") {
-        tokio::time::sleep(shared.options.refresh_delay).await;
+        let delay = shared.log.lock().unwrap().refresh_delay_now;
+        tokio::time::sleep(delay.unwrap_or(shared.options.refresh_delay)).await;
     }
     let mut log = shared.log.lock().unwrap();
     log.token_requests.push(form.clone());
