@@ -91,6 +91,12 @@ pub struct Options {
     /// `GET /mcp` (the standalone stream) answers every token `401` with an `invalid_token`
     /// challenge, while POSTs with a valid token go through.
     pub get_refused: bool,
+    /// The authorization server never grants this scope, even when asked for it (a user
+    /// without the right, or a consent screen that unticks it).
+    pub withheld_scope: Option<&'static str>,
+    /// A refresh is refused (`invalid_request`) with a description quoting every access token
+    /// issued so far (to test scrubbing).
+    pub refresh_echo: bool,
 }
 
 impl Default for Options {
@@ -114,6 +120,8 @@ impl Default for Options {
             list_changed: false,
             call_scope: None,
             get_refused: false,
+            withheld_scope: None,
+            refresh_echo: false,
         }
     }
 }
@@ -623,6 +631,22 @@ async fn token(shared: &Shared, headers: &HeaderMap, body: &[u8]) -> Response {
     }
     let mut log = shared.log.lock().unwrap();
     log.token_requests.push(form.clone());
+    if shared.options.refresh_echo
+        && form.get("grant_type").map(String::as_str) == Some("refresh_token")
+    {
+        let mut issued: Vec<&String> = log.access.keys().collect();
+        issued.sort();
+        let quoted = issued
+            .iter()
+            .map(|t| t.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            json!({"error": "invalid_request",
+                "error_description": format!("refresh refused; your access tokens: {quoted}")}),
+        );
+    }
     if auth != "private_key_jwt" {
         let expected = log.clients.get(&client_id).map(|c| c.0.clone());
         let ok = match (expected, &secret) {
@@ -653,7 +677,14 @@ async fn token(shared: &Shared, headers: &HeaderMap, body: &[u8]) -> Response {
             {
                 return oauth_error(StatusCode::BAD_REQUEST, "invalid_grant");
             }
-            scope
+            match shared.options.withheld_scope {
+                Some(withheld) => scope
+                    .split(' ')
+                    .filter(|s| *s != withheld)
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                None => scope,
+            }
         }
         Some("refresh_token") => {
             let old = form.get("refresh_token").cloned().unwrap_or_default();
