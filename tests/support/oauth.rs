@@ -97,6 +97,9 @@ pub struct Options {
     /// A refresh is refused (`invalid_request`) with a description quoting every access token
     /// issued so far (to test scrubbing).
     pub refresh_echo: bool,
+    /// With [`Options::get_refused`]: the `WWW-Authenticate` value of the `GET` refusal
+    /// instead of the Bearer challenge.
+    pub get_challenge: Option<&'static str>,
 }
 
 impl Default for Options {
@@ -122,6 +125,7 @@ impl Default for Options {
             get_refused: false,
             withheld_scope: None,
             refresh_echo: false,
+            get_challenge: None,
         }
     }
 }
@@ -422,6 +426,9 @@ fn mcp(shared: &Shared, verb: &Method, headers: &HeaderMap, body: &[u8]) -> Resp
             .last_mut()
             .unwrap()
             .push_str(" (GET refused)");
+    }
+    if let (true, true, Some(other)) = (valid, refused_get, shared.options.get_challenge) {
+        return (StatusCode::UNAUTHORIZED, [("www-authenticate", other)]).into_response();
     }
     if !valid || refused_get {
         let error = token.map(|_| "invalid_token");
