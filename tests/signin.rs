@@ -827,7 +827,7 @@ async fn a_scope_never_granted_stops_asking_after_two_step_ups() {
 }
 
 #[tokio::test]
-#[ignore = "finding: a refused refresh's error_description is scrubbed of the refresh token and client secret only, so an echoed access token reaches the call's error message"]
+#[ignore = "finding: a refused refresh's error_description is scrubbed only of the refresh token and client secret, so an echoed access token or configured header value reaches the call's error"]
 async fn a_refused_refresh_quoting_the_access_token_shows_no_token() {
     store_dir();
     let (_guard, logs) = support::logs::capture("plugin_mcp=trace");
@@ -836,14 +836,18 @@ async fn a_refused_refresh_quoting_the_access_token_shows_no_token() {
         ..Options::default()
     })
     .await;
-    let host = Host::new(entry(&server));
+    // A configured header that is not `Authorization`: OAuth still signs in.
+    let host = Host::new(json!({"docs": {
+        "url": server.mcp_url().as_str(),
+        "headers": {"X-Api-Key": "sk-configured-key-123456"}
+    }}));
     sign_in(&host).await;
     server.expire_access_tokens();
     let refused = call_whoami(&host).await.unwrap_err();
     assert_eq!(
         refused.message,
         "server \"docs\": signing in failed: the token endpoint refused the request \
-         (invalid_request): refresh refused; your access tokens: [redacted]"
+         (invalid_request): refresh refused; your access tokens: [redacted]; your key: [redacted]"
     );
     assert_eq!(logs.lines_with("access-token-"), Vec::<String>::new());
 }

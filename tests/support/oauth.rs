@@ -95,7 +95,7 @@ pub struct Options {
     /// without the right, or a consent screen that unticks it).
     pub withheld_scope: Option<&'static str>,
     /// A refresh is refused (`invalid_request`) with a description quoting every access token
-    /// issued so far (to test scrubbing).
+    /// issued so far and the last `X-Api-Key` the MCP endpoint received (to test scrubbing).
     pub refresh_echo: bool,
     /// With [`Options::get_refused`]: the `WWW-Authenticate` value of the `GET` refusal
     /// instead of the Bearer challenge.
@@ -154,6 +154,8 @@ pub struct Log {
     granted: HashMap<String, String>,
     /// Replaces [`Options::refresh_delay`] once set ([`TestServer::delay_refreshes`]).
     refresh_delay_now: Option<Duration>,
+    /// The last `X-Api-Key` header the MCP endpoint received.
+    api_key: Option<String>,
     next: u64,
 }
 
@@ -394,6 +396,9 @@ fn mcp(shared: &Shared, verb: &Method, headers: &HeaderMap, body: &[u8]) -> Resp
         .get("authorization")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
+    if let Some(key) = headers.get("x-api-key").and_then(|v| v.to_str().ok()) {
+        shared.log.lock().unwrap().api_key = Some(key.to_string());
+    }
     let message: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let method = match *verb {
         Method::POST => message["method"].as_str().unwrap_or("").to_string(),
@@ -643,11 +648,14 @@ async fn token(shared: &Shared, headers: &HeaderMap, body: &[u8]) -> Response {
     {
         let mut issued: Vec<&String> = log.access.keys().collect();
         issued.sort();
-        let quoted = issued
+        let mut quoted = issued
             .iter()
             .map(|t| t.as_str())
             .collect::<Vec<_>>()
             .join(", ");
+        if let Some(key) = &log.api_key {
+            quoted = format!("{quoted}; your key: {key}");
+        }
         return json_response(
             StatusCode::BAD_REQUEST,
             json!({"error": "invalid_request",
