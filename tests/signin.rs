@@ -942,3 +942,30 @@ async fn two_hosts_send_a_revoked_refresh_token_once() {
         .collect();
     assert_eq!(refresh_tokens, ["refresh-token-000002"]);
 }
+
+#[tokio::test]
+#[ignore = "finding: a refused refresh for a session request logs the token endpoint's description unscrubbed, echoed access token included"]
+async fn a_refused_refresh_for_the_delete_logs_no_token() {
+    store_dir();
+    let (_guard, logs) = support::logs::capture("plugin_mcp=trace");
+    let server = TestServer::start(Options {
+        sessions: true,
+        refresh_echo: true,
+        ..Options::default()
+    })
+    .await;
+    let host = Host::new(entry(&server));
+    sign_in(&host).await;
+    server.expire_access_tokens();
+    let before = trail(&server).len();
+    drop(host);
+    trail_reaches(&server, before, "DELETE access-token-000002 (refused)").await;
+    // The refresh the DELETE's 401 asks for, refused.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while grant_types(&server).len() < 2 {
+        assert!(tokio::time::Instant::now() < deadline, "no refresh");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(logs.lines_with("access-token-"), Vec::<String>::new());
+}
