@@ -562,3 +562,410 @@ async fn a_403_insufficient_scope_asks_for_a_new_sign_in_with_the_union_of_scope
         .collect();
     assert_eq!(grants, ["authorization_code", "authorization_code"]);
 }
+
+// Findings of the break-13 review: each test fails on the code it was written against and is
+// ignored so the branch stays green; the ignore reason names the finding.
+
+/// The grant types of the token requests, in order.
+fn grant_types(server: &TestServer) -> Vec<String> {
+    server
+        .log
+        .lock()
+        .unwrap()
+        .token_requests
+        .iter()
+        .map(|form| form["grant_type"].clone())
+        .collect()
+}
+
+#[tokio::test]
+#[ignore = "finding: a token that lives 60 s or less is refreshed before every request, so concurrent calls refresh once each"]
+async fn a_short_lived_token_is_refreshed_once_for_concurrent_calls() {
+    store_dir();
+    // 30 s tokens: shorter than the 60 s refresh margin, but valid for the whole test.
+    let server = TestServer::start(Options {
+        lifetime: 30,
+        ..Options::default()
+    })
+    .await;
+    let host = Host::new(entry(&server));
+    sign_in(&host).await;
+    let before = trail(&server).len();
+    let calls = futures_util::future::join_all((0..4).map(|_| call_whoami(&host))).await;
+    for result in calls {
+        assert_eq!(result.unwrap(), "signed in");
+    }
+    // Single-flight: the four calls go out with one token (at most one refresh for all).
+    let mut tokens: Vec<String> = trail(&server)[before..]
+        .iter()
+        .filter(|t| t.starts_with("tools/call "))
+        .map(|t| t["tools/call ".len()..].to_string())
+        .collect();
+    tokens.sort();
+    tokens.dedup();
+    assert_eq!(
+        tokens.len(),
+        1,
+        "{tokens:?}; grants: {:?}",
+        grant_types(&server)
+    );
+}
+
+#[tokio::test]
+#[ignore = "finding: a refresh slower than the 15 s store-lock wait (the token request may take 30 s) makes a second Host send the same refresh token again"]
+async fn two_hosts_send_a_slow_refresh_token_once() {
+    store_dir();
+    let server = TestServer::start(Options::default()).await;
+    let first = Host::new(entry(&server));
+    sign_in(&first).await;
+    // The second Host reads the grant the first stored.
+    let second = Host::new(entry(&server));
+    second.ready("docs", WAIT).await;
+    server.expire_access_tokens();
+    // Slower than the 15 s lock wait, faster than the 30 s OAuth request timeout.
+    server.delay_refreshes(Duration::from_secs(17));
+    let (a, b) = tokio::join!(call_whoami(&first), call_whoami(&second));
+    assert_eq!(
+        (a.unwrap(), b.unwrap()),
+        ("signed in".into(), "signed in".into())
+    );
+    let refresh_tokens: Vec<String> = server
+        .log
+        .lock()
+        .unwrap()
+        .token_requests
+        .iter()
+        .filter(|form| form["grant_type"] == "refresh_token")
+        .map(|form| form["refresh_token"].clone())
+        .collect();
+    assert_eq!(refresh_tokens, ["refresh-token-000002"]);
+}
+
+#[tokio::test]
+async fn two_hosts_refreshing_at_once_send_the_refresh_token_once() {
+    store_dir();
+    let server = TestServer::start(Options {
+        refresh_delay: Duration::from_millis(500),
+        ..Options::default()
+    })
+    .await;
+    let first = Host::new(entry(&server));
+    sign_in(&first).await;
+    let second = Host::new(entry(&server));
+    second.ready("docs", WAIT).await;
+    server.expire_access_tokens();
+    let (a, b) = tokio::join!(call_whoami(&first), call_whoami(&second));
+    assert_eq!(
+        (a.unwrap(), b.unwrap()),
+        ("signed in".into(), "signed in".into())
+    );
+    assert_eq!(
+        grant_types(&server),
+        ["authorization_code", "refresh_token"]
+    );
+}
+
+#[tokio::test]
+async fn a_host_dropped_mid_refresh_does_not_hold_up_the_other() {
+    store_dir();
+    let server = TestServer::start(Options {
+        refresh_delay: Duration::from_millis(1500),
+        ..Options::default()
+    })
+    .await;
+    let first = Host::new(entry(&server));
+    sign_in(&first).await;
+    let second = Host::new(entry(&server));
+    second.ready("docs", WAIT).await;
+    server.expire_access_tokens();
+    // The first Host's call starts the refresh; the Host is dropped while it runs.
+    let call = call_whoami(&first);
+    let _ = tokio::time::timeout(Duration::from_millis(300), call).await;
+    drop(first);
+    let started = tokio::time::Instant::now();
+    assert_eq!(call_whoami(&second).await.unwrap(), "signed in");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        grant_types(&server),
+        ["authorization_code", "refresh_token"]
+    );
+}
+
+#[tokio::test]
+async fn a_lock_file_that_cannot_be_made_does_not_break_sign_in_or_refresh() {
+    store_dir();
+    let server = TestServer::start(Options::default()).await;
+    let file = store_file(&server.mcp_url(), "");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    // A directory where the lock file should be: opening it for writing fails.
+    let lock = file.with_extension("json.lock");
+    std::fs::create_dir_all(&lock).unwrap();
+    let host = Host::new(entry(&server));
+    sign_in(&host).await;
+    server.expire_access_tokens();
+    assert_eq!(call_whoami(&host).await.unwrap(), "signed in");
+    assert_eq!(
+        grant_types(&server),
+        ["authorization_code", "refresh_token"]
+    );
+    let _ = std::fs::remove_dir(&lock);
+}
+
+#[tokio::test]
+#[ignore = "finding: a token endpoint that hangs keeps the shutdown DELETE from being sent, though the held token is still valid"]
+async fn a_hanging_refresh_does_not_keep_the_delete_from_going_out() {
+    store_dir();
+    // 62 s tokens: within the 60 s refresh margin after 2 s, valid on the server for a minute.
+    let server = TestServer::start(Options {
+        sessions: true,
+        lifetime: 62,
+        ..Options::default()
+    })
+    .await;
+    let host = Host::new(entry(&server));
+    sign_in(&host).await;
+    assert_eq!(call_whoami(&host).await.unwrap(), "signed in");
+    let held = trail(&server).last().unwrap()["tools/call ".len()..].to_string();
+    server.delay_refreshes(Duration::from_secs(120));
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(server.accepts(&held));
+    let before = trail(&server).len();
+    drop(host);
+    // The DELETE is bounded by 5 s at shutdown; wait a little longer.
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let deletes: Vec<String> = trail(&server)[before..]
+        .iter()
+        .filter(|t| t.starts_with("DELETE"))
+        .cloned()
+        .collect();
+    assert_eq!(deletes, [format!("DELETE {held}")]);
+}
+
+#[tokio::test]
+#[ignore = "finding: a standalone stream the server keeps refusing with 401 spends a refresh token on every reopen"]
+async fn a_stream_refused_after_its_refresh_does_not_refresh_on_every_reopen() {
+    store_dir();
+    let server = TestServer::start(Options {
+        sessions: true,
+        list_changed: true,
+        get_refused: true,
+        ..Options::default()
+    })
+    .await;
+    let host = Host::new(entry(&server));
+    sign_in(&host).await;
+    // Reopened after 1 s, 2 s, 4 s: give it three reopens.
+    tokio::time::sleep(Duration::from_millis(7500)).await;
+    let gets: Vec<String> = trail(&server)
+        .into_iter()
+        .filter(|t| t.starts_with("GET "))
+        .collect();
+    // One refresh for the first refusal; the refreshed token refused too says a refresh does
+    // not help, so later reopens do not refresh again.
+    assert_eq!(
+        grant_types(&server),
+        ["authorization_code", "refresh_token"],
+        "{gets:#?}"
+    );
+}
+
+#[tokio::test]
+#[ignore = "finding: any 2xx between two 403s (a re-listing after the stream reopens) resets the step-up count, so a scope the server never grants asks for a new sign-in forever"]
+async fn a_scope_never_granted_stops_asking_after_two_step_ups() {
+    store_dir();
+    // The stream ends at once and each reopen re-lists: a tools/list 2xx between the calls.
+    let server = TestServer::start(Options {
+        sessions: true,
+        list_changed: true,
+        challenge_scope: Some("mcp:read"),
+        call_scope: Some("mcp:write"),
+        withheld_scope: Some("mcp:write"),
+        ..Options::default()
+    })
+    .await;
+    let host = Host::new(entry(&server));
+    sign_in(&host).await;
+    // Two step-ups, each signed in through the browser, each still without `mcp:write`.
+    for _ in 0..2 {
+        let refused = call_whoami(&host).await.unwrap_err();
+        assert_eq!(
+            refused.kind,
+            ToolErrorKind::Unavailable,
+            "{}",
+            refused.message
+        );
+        let link = link_in_listing(&host).await;
+        assert_eq!(play_browser(&Url::parse(&link).unwrap()).await, 200);
+        host.ready("docs", WAIT).await;
+        // Wait for a re-listing with the new token (the stream reopens after 1 s).
+        let from = trail(&server).len();
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while !trail(&server)[from..]
+            .iter()
+            .any(|t| t.starts_with("tools/list "))
+        {
+            assert!(tokio::time::Instant::now() < deadline, "no re-listing");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    // The third 403 in a row gives up instead of making a third step-up link.
+    let third = call_whoami(&host).await.unwrap_err();
+    let listing = host.listing(json!({"namespace": "docs"})).await;
+    assert_eq!(
+        (
+            server.log.lock().unwrap().authorizations.len(),
+            listing["signInUrl"].is_null()
+        ),
+        (3, true),
+        "{}",
+        third.message
+    );
+}
+
+#[tokio::test]
+#[ignore = "finding: a refused refresh's error_description is scrubbed only of the refresh token and client secret, so an echoed access token or configured header value reaches the call's error"]
+async fn a_refused_refresh_quoting_the_access_token_shows_no_token() {
+    store_dir();
+    let (_guard, logs) = support::logs::capture("plugin_mcp=trace");
+    let server = TestServer::start(Options {
+        refresh_echo: true,
+        ..Options::default()
+    })
+    .await;
+    // A configured header that is not `Authorization`: OAuth still signs in.
+    let host = Host::new(json!({"docs": {
+        "url": server.mcp_url().as_str(),
+        "headers": {"X-Api-Key": "sk-configured-key-123456"}
+    }}));
+    sign_in(&host).await;
+    server.expire_access_tokens();
+    let refused = call_whoami(&host).await.unwrap_err();
+    assert_eq!(
+        refused.message,
+        "server \"docs\": signing in failed: the token endpoint refused the request \
+         (invalid_request): refresh refused; your access tokens: [redacted]; your key: [redacted]"
+    );
+    assert_eq!(logs.lines_with("access-token-"), Vec::<String>::new());
+}
+
+#[tokio::test]
+#[ignore = "finding: a 401 to the standalone stream whose challenge is not Bearer (a proxy's Basic) still spends a refresh token"]
+async fn a_stream_401_without_a_bearer_challenge_spends_no_refresh_token() {
+    store_dir();
+    let server = TestServer::start(Options {
+        sessions: true,
+        list_changed: true,
+        get_refused: true,
+        get_challenge: Some("Basic realm=\"proxy\""),
+        ..Options::default()
+    })
+    .await;
+    let host = Host::new(entry(&server));
+    sign_in(&host).await;
+    // The first GET, and the reopen after 1 s.
+    let from = trail(&server).len();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while trail(&server)[from..]
+        .iter()
+        .filter(|t| t.starts_with("GET "))
+        .count()
+        < 2
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{:#?}",
+            trail(&server)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(grant_types(&server), ["authorization_code"]);
+}
+
+#[tokio::test]
+async fn a_pack_dropped_while_a_sign_in_waits_closes_the_listener() {
+    store_dir();
+    let server = TestServer::start(Options::default()).await;
+    let host = Host::new(entry(&server));
+    let link = Url::parse(&link_in_listing(&host).await).unwrap();
+    let redirect = link
+        .query_pairs()
+        .find(|(name, _)| name == "redirect_uri")
+        .map(|(_, value)| Url::parse(&value).unwrap())
+        .unwrap();
+    let port = redirect.port().unwrap();
+    drop(host);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_ok()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "port {port} still open"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+#[ignore = "finding: when one Host's refresh is refused (invalid_grant) and clears the stored grant, a second Host waiting on the lock sends the same refused refresh token again"]
+async fn two_hosts_send_a_revoked_refresh_token_once() {
+    store_dir();
+    let server = TestServer::start(Options {
+        refresh_delay: Duration::from_millis(300),
+        ..Options::default()
+    })
+    .await;
+    let first = Host::new(entry(&server));
+    sign_in(&first).await;
+    let second = Host::new(entry(&server));
+    second.ready("docs", WAIT).await;
+    server.expire_access_tokens();
+    server.revoke_refresh_tokens();
+    let (a, b) = tokio::join!(call_whoami(&first), call_whoami(&second));
+    assert_eq!(
+        (a.unwrap_err().kind, b.unwrap_err().kind),
+        (ToolErrorKind::Unavailable, ToolErrorKind::Unavailable)
+    );
+    let refresh_tokens: Vec<String> = server
+        .log
+        .lock()
+        .unwrap()
+        .token_requests
+        .iter()
+        .filter(|form| form["grant_type"] == "refresh_token")
+        .map(|form| form["refresh_token"].clone())
+        .collect();
+    assert_eq!(refresh_tokens, ["refresh-token-000002"]);
+}
+
+#[tokio::test]
+#[ignore = "finding: a refused refresh for a session request logs the token endpoint's description unscrubbed, echoed access token included"]
+async fn a_refused_refresh_for_the_delete_logs_no_token() {
+    store_dir();
+    let (_guard, logs) = support::logs::capture("plugin_mcp=trace");
+    let server = TestServer::start(Options {
+        sessions: true,
+        refresh_echo: true,
+        ..Options::default()
+    })
+    .await;
+    let host = Host::new(entry(&server));
+    sign_in(&host).await;
+    server.expire_access_tokens();
+    let before = trail(&server).len();
+    drop(host);
+    trail_reaches(&server, before, "DELETE access-token-000002 (refused)").await;
+    // The refresh the DELETE's 401 asks for, refused.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while grant_types(&server).len() < 2 {
+        assert!(tokio::time::Instant::now() < deadline, "no refresh");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(logs.lines_with("access-token-"), Vec::<String>::new());
+}

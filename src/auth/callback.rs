@@ -527,4 +527,105 @@ mod tests {
         assert_eq!(browser.await.unwrap(), (200, SIGNED_IN.to_string()));
         drop(idle);
     }
+
+    // Findings of the break-13 review: each test fails on the code it was written against and
+    // is ignored so the suite stays green; the ignore reason names the finding.
+
+    /// Sends a raw request head and reads the whole answer (empty when closed unanswered).
+    async fn raw_answer(port: u16, head: &str) -> String {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer).await;
+        String::from_utf8_lossy(&answer).into_owned()
+    }
+
+    #[tokio::test]
+    #[ignore = "finding: a Host header with whitespace before its colon, or one hidden in a folded line, passes the Host check (RFC 9112 section 5.1 and 5.2 want a 400)"]
+    async fn malformed_host_spellings_are_refused_as_another_host() {
+        let listener = Listener::bind(None).await.unwrap();
+        let port = listener.port();
+        let state = SecretString::from("expected-state-123");
+        let waiting =
+            tokio::spawn(async move { listener.wait(&state, Duration::from_secs(30)).await });
+        let wrong_host = format!(
+            "HTTP/1.1 400 Bad Request\r\ncontent-type: text/html; charset=utf-8\r\n\
+             content-length: {}\r\ncache-control: no-store\r\nconnection: close\r\n\r\n{WRONG_HOST}",
+            WRONG_HOST.len()
+        );
+        // A wrong state tells which check refused: the Host check answers WRONG_HOST.
+        let spaced = format!(
+            "GET /callback?code=c&state=forged HTTP/1.1\r\nHost : 127.0.0.1:{port}\r\n\r\n"
+        );
+        let folded = format!(
+            "GET /callback?code=c&state=forged HTTP/1.1\r\nX-Note: a\r\n Host: 127.0.0.1:{port}\r\n\r\n"
+        );
+        let answers = [
+            raw_answer(port, &spaced).await,
+            raw_answer(port, &folded).await,
+        ];
+        waiting.abort();
+        assert_eq!(answers, [wrong_host.clone(), wrong_host]);
+    }
+
+    #[tokio::test]
+    #[ignore = "finding: 16 idle connections (anyone on the machine can hold them, renewing every 10 s) keep the browser's redirect from being served"]
+    async fn sixteen_idle_connections_do_not_keep_the_redirect_out() {
+        let listener = Listener::bind(None).await.unwrap();
+        let port = listener.port();
+        let state = SecretString::from("expected-state-123");
+        let waiting =
+            tokio::spawn(async move { listener.wait(&state, Duration::from_secs(60)).await });
+        let mut idle = Vec::new();
+        for _ in 0..MAX_CONNECTIONS {
+            idle.push(TcpStream::connect(("127.0.0.1", port)).await.unwrap());
+        }
+        // Let the listener accept them all.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let head = format!(
+            "GET /callback?code=real&state=expected-state-123 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
+        );
+        let browser = tokio::spawn(async move { raw_answer(port, &head).await });
+        let served = tokio::time::timeout(Duration::from_secs(5), waiting).await;
+        let code = match served {
+            Ok(Ok(Ok((redirect, answer)))) => {
+                answer.answer(Outcome::SignedIn).await;
+                redirect.code.expose_secret().to_string()
+            }
+            Ok(Ok(Err(e))) => format!("error: {}", e.message()),
+            Ok(Err(_)) => "panicked".to_string(),
+            Err(_) => "not served within 5 s".to_string(),
+        };
+        let page = browser.await.unwrap();
+        drop(idle);
+        assert_eq!(
+            (code.as_str(), page.split("\r\n\r\n").nth(1)),
+            ("real", Some(SIGNED_IN)),
+        );
+    }
+
+    #[tokio::test]
+    async fn a_redirect_written_a_byte_at_a_time_is_served() {
+        let listener = Listener::bind(None).await.unwrap();
+        let port = listener.port();
+        let state = SecretString::from("expected-state-123");
+        let waiting =
+            tokio::spawn(async move { listener.wait(&state, Duration::from_secs(30)).await });
+        let head = format!(
+            "GET /callback?code=bytewise&state=expected-state-123 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
+        );
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        stream.set_nodelay(true).unwrap();
+        for byte in head.as_bytes() {
+            stream.write_all(&[*byte]).await.unwrap();
+            stream.flush().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let (redirect, answer) = waiting.await.unwrap().unwrap();
+        assert_eq!(redirect.code.expose_secret(), "bytewise");
+        answer.answer(Outcome::SignedIn).await;
+        let mut page = String::new();
+        stream.read_to_string(&mut page).await.unwrap();
+        assert_eq!(page.split("\r\n\r\n").nth(1), Some(SIGNED_IN), "{page}");
+    }
 }

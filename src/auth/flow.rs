@@ -895,6 +895,22 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "finding: the error code of a token endpoint's refusal is quoted unscrubbed, so a refresh token echoed as the code reaches the reason"]
+    fn an_error_code_echoing_the_refresh_token_is_scrubbed() {
+        let refresh = SecretString::from("refresh-token-echoed-2");
+        let echo = BasicErrorResponse::new(
+            BasicErrorResponseType::Extension("refresh-token-echoed-2".to_string()),
+            None,
+            None,
+        );
+        let err = token_error(RequestTokenError::ServerResponse(echo), &[Some(&refresh)]);
+        assert_eq!(
+            err.message(),
+            "the token endpoint refused the request ([redacted])"
+        );
+    }
+
+    #[test]
     fn token_errors_scrub_percent_encoded_echoes() {
         let refresh = SecretString::from("rt/abc+def=12345678");
         let secret = SecretString::from("cs/secret+value=987");

@@ -88,6 +88,18 @@ pub struct Options {
     /// `tools/call` needs this scope: a valid token without it gets `403` with an
     /// `insufficient_scope` challenge naming it.
     pub call_scope: Option<&'static str>,
+    /// `GET /mcp` (the standalone stream) answers every token `401` with an `invalid_token`
+    /// challenge, while POSTs with a valid token go through.
+    pub get_refused: bool,
+    /// The authorization server never grants this scope, even when asked for it (a user
+    /// without the right, or a consent screen that unticks it).
+    pub withheld_scope: Option<&'static str>,
+    /// A refresh is refused (`invalid_request`) with a description quoting every access token
+    /// issued so far and the last `X-Api-Key` the MCP endpoint received (to test scrubbing).
+    pub refresh_echo: bool,
+    /// With [`Options::get_refused`]: the `WWW-Authenticate` value of the `GET` refusal
+    /// instead of the Bearer challenge.
+    pub get_challenge: Option<&'static str>,
 }
 
 impl Default for Options {
@@ -110,6 +122,10 @@ impl Default for Options {
             sessions: false,
             list_changed: false,
             call_scope: None,
+            get_refused: false,
+            withheld_scope: None,
+            refresh_echo: false,
+            get_challenge: None,
         }
     }
 }
@@ -136,6 +152,10 @@ pub struct Log {
     refresh: HashMap<String, String>,
     /// Access tokens → the scope granted.
     granted: HashMap<String, String>,
+    /// Replaces [`Options::refresh_delay`] once set ([`TestServer::delay_refreshes`]).
+    refresh_delay_now: Option<Duration>,
+    /// The last `X-Api-Key` header the MCP endpoint received.
+    api_key: Option<String>,
     next: u64,
 }
 
@@ -219,6 +239,11 @@ impl TestServer {
     /// Forgets every refresh token, as if the user revoked the grant.
     pub fn revoke_refresh_tokens(&self) {
         self.log.lock().unwrap().refresh.clear();
+    }
+
+    /// From now on, every refresh takes `delay` (a token endpoint that hangs).
+    pub fn delay_refreshes(&self, delay: Duration) {
+        self.log.lock().unwrap().refresh_delay_now = Some(delay);
     }
 
     /// Whether `token` is a valid access token now.
@@ -371,6 +396,9 @@ fn mcp(shared: &Shared, verb: &Method, headers: &HeaderMap, body: &[u8]) -> Resp
         .get("authorization")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
+    if let Some(key) = headers.get("x-api-key").and_then(|v| v.to_str().ok()) {
+        shared.log.lock().unwrap().api_key = Some(key.to_string());
+    }
     let message: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let method = match *verb {
         Method::POST => message["method"].as_str().unwrap_or("").to_string(),
@@ -393,7 +421,21 @@ fn mcp(shared: &Shared, verb: &Method, headers: &HeaderMap, body: &[u8]) -> Resp
             (Some(t), false) => format!("{t} (refused)"),
         }
     ));
-    if !valid {
+    let refused_get = shared.options.get_refused && *verb == Method::GET;
+    if refused_get && valid {
+        shared
+            .log
+            .lock()
+            .unwrap()
+            .mcp
+            .last_mut()
+            .unwrap()
+            .push_str(" (GET refused)");
+    }
+    if let (true, true, Some(other)) = (valid, refused_get, shared.options.get_challenge) {
+        return (StatusCode::UNAUTHORIZED, [("www-authenticate", other)]).into_response();
+    }
+    if !valid || refused_get {
         let error = token.map(|_| "invalid_token");
         return (
             StatusCode::UNAUTHORIZED,
@@ -596,10 +638,30 @@ async fn token(shared: &Shared, headers: &HeaderMap, body: &[u8]) -> Response {
     form.insert("auth".into(), auth.into());
     form.insert("authenticated_client".into(), client_id.clone());
     if form.get("grant_type").map(String::as_str) == Some("refresh_token") {
-        tokio::time::sleep(shared.options.refresh_delay).await;
+        let delay = shared.log.lock().unwrap().refresh_delay_now;
+        tokio::time::sleep(delay.unwrap_or(shared.options.refresh_delay)).await;
     }
     let mut log = shared.log.lock().unwrap();
     log.token_requests.push(form.clone());
+    if shared.options.refresh_echo
+        && form.get("grant_type").map(String::as_str) == Some("refresh_token")
+    {
+        let mut issued: Vec<&String> = log.access.keys().collect();
+        issued.sort();
+        let mut quoted = issued
+            .iter()
+            .map(|t| t.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        if let Some(key) = &log.api_key {
+            quoted = format!("{quoted}; your key: {key}");
+        }
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            json!({"error": "invalid_request",
+                "error_description": format!("refresh refused; your access tokens: {quoted}")}),
+        );
+    }
     if auth != "private_key_jwt" {
         let expected = log.clients.get(&client_id).map(|c| c.0.clone());
         let ok = match (expected, &secret) {
@@ -630,7 +692,14 @@ async fn token(shared: &Shared, headers: &HeaderMap, body: &[u8]) -> Response {
             {
                 return oauth_error(StatusCode::BAD_REQUEST, "invalid_grant");
             }
-            scope
+            match shared.options.withheld_scope {
+                Some(withheld) => scope
+                    .split(' ')
+                    .filter(|s| *s != withheld)
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                None => scope,
+            }
         }
         Some("refresh_token") => {
             let old = form.get("refresh_token").cloned().unwrap_or_default();
