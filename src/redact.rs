@@ -230,6 +230,17 @@ impl Redactor {
         }
     }
 
+    /// A function scrubbing text like [`Redactor::scrub`], from any thread, with this redactor's
+    /// configured secrets and every secret learned now or later; for text made far from the
+    /// entry, such as a sign-in's failure reasons.
+    pub(crate) fn scrubber(&self) -> impl Fn(&str) -> String + Send + Sync + 'static {
+        let redactor = Redactor {
+            secrets: self.secrets.clone(),
+            learned: Arc::clone(&self.learned),
+        };
+        move |text: &str| redactor.scrub(text).into_owned()
+    }
+
     /// [`Redactor::scrub`] into an owned string.
     pub(crate) fn scrub_owned(&self, text: String) -> String {
         match self.scrub(&text) {

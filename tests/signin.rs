@@ -827,7 +827,6 @@ async fn a_scope_never_granted_stops_asking_after_two_step_ups() {
 }
 
 #[tokio::test]
-#[ignore = "finding: a refused refresh's error_description is scrubbed only of the refresh token and client secret, so an echoed access token or configured header value reaches the call's error"]
 async fn a_refused_refresh_quoting_the_access_token_shows_no_token() {
     store_dir();
     let (_guard, logs) = support::logs::capture("plugin_mcp=trace");
@@ -944,7 +943,6 @@ async fn two_hosts_send_a_revoked_refresh_token_once() {
 }
 
 #[tokio::test]
-#[ignore = "finding: a refused refresh for a session request logs the token endpoint's description unscrubbed, echoed access token included"]
 async fn a_refused_refresh_for_the_delete_logs_no_token() {
     store_dir();
     let (_guard, logs) = support::logs::capture("plugin_mcp=trace");
@@ -968,4 +966,45 @@ async fn a_refused_refresh_for_the_delete_logs_no_token() {
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(logs.lines_with("access-token-"), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_refused_code_exchange_quoting_a_configured_header_shows_it_nowhere() {
+    store_dir();
+    let (_guard, logs) = support::logs::capture("plugin_mcp=trace");
+    let server = TestServer::start(Options {
+        code_echo: true,
+        ..Options::default()
+    })
+    .await;
+    let host = Host::new(json!({"docs": {
+        "url": server.mcp_url().as_str(),
+        "headers": {"X-Api-Key": "sk-configured-key-654321"}
+    }}));
+    let link = link_in_listing(&host).await;
+    let (status, page) = play_browser_page(&Url::parse(&link).unwrap()).await;
+    let reason = "the token endpoint refused the request (invalid_request): code refused; your \
+                  key: [redacted]";
+    assert_eq!(
+        (status, page),
+        (
+            200,
+            format!(
+                "<!doctype html><meta charset=utf-8><title>Sign-in failed</title>\
+                 <p>Sign-in failed: {reason}</p><p>Ask your assistant for a new sign-in link.</p>"
+            )
+        )
+    );
+    let listing = host
+        .wait_for(WAIT, |l| {
+            l["servers"][0]["reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("signing in failed"))
+        })
+        .await;
+    assert_eq!(
+        listing["servers"][0]["reason"],
+        format!("signing in failed: {reason}")
+    );
+    assert_eq!(logs.lines_with("sk-configured-key"), Vec::<String>::new());
 }

@@ -14,7 +14,7 @@ use super::callback::{Listener, Outcome};
 use super::client::{self, ClientIdentity};
 use super::config::{GrantType, OAuthConfig};
 use super::discovery::{self, Challenge, Discovered};
-use super::flow::{self, LearnSecret, Pending, Tokens};
+use super::flow::{self, LearnSecret, Pending, ScrubText, Tokens};
 use super::net::Net;
 use super::store::{Store, StoreKey};
 use crate::limits::SIGN_IN_WAIT;
@@ -41,6 +41,8 @@ pub(crate) struct SignIn {
     listener: Listener,
     pending: Pending,
     learn: Box<LearnSecret>,
+    /// Scrubs the failure reason the browser's page shows.
+    scrub: Option<Arc<ScrubText>>,
 }
 
 impl std::fmt::Debug for SignIn {
@@ -179,6 +181,7 @@ pub(crate) async fn begin(
         listener,
         pending,
         learn,
+        scrub: None,
     })))
 }
 
@@ -214,6 +217,11 @@ async fn register(
 }
 
 impl SignIn {
+    /// Scrubs the failure reason the browser's page shows with `scrub` (the entry's secrets).
+    pub(crate) fn scrubbing(&mut self, scrub: Arc<ScrubText>) {
+        self.scrub = Some(scrub);
+    }
+
     /// The link a user opens to sign in.
     pub(crate) fn url(&self) -> &Url {
         &self.pending.url
@@ -254,6 +262,7 @@ impl SignIn {
             listener,
             pending,
             learn,
+            scrub,
         } = *self;
         let state = secrecy::SecretString::from(pending.state.expose_secret().to_string());
         let (redirect, browser) = listener.wait(&state, SIGN_IN_WAIT).await?;
@@ -271,9 +280,13 @@ impl SignIn {
             // code arrived and the exchange goes on.
             match tokio::time::timeout(BROWSER_WAIT, &mut exchange).await {
                 Ok(exchanged) => {
-                    let outcome = match &exchanged {
-                        Ok(_) => Outcome::SignedIn,
-                        Err(e) => Outcome::Failed(e.message()),
+                    let failed = exchanged.as_ref().err().map(|e| match &scrub {
+                        Some(scrub) => scrub(e.message()),
+                        None => e.message().to_string(),
+                    });
+                    let outcome = match &failed {
+                        None => Outcome::SignedIn,
+                        Some(reason) => Outcome::Failed(reason),
                     };
                     browser.answer(outcome).await;
                     exchanged

@@ -23,7 +23,7 @@ use tokio::sync::Notify;
 use super::{Error, lock};
 use crate::auth::config::OAuthConfig;
 use crate::auth::discovery::Challenge;
-use crate::auth::flow::{StepUp, Tokens};
+use crate::auth::flow::{ScrubText, StepUp, Tokens};
 use crate::auth::signin::{self, Started};
 use crate::auth::store::Store;
 use crate::redact::Redactor;
@@ -43,6 +43,9 @@ pub(crate) struct Auth {
     learn: Arc<dyn Fn(&SecretString) + Send + Sync>,
     /// Whether a text holds one of the entry's configured secrets.
     holds_secret: Box<dyn Fn(&str) -> bool + Send + Sync>,
+    /// Scrubs the entry's secrets (configured and learned) from every failure reason and log
+    /// line: an authorization server may echo a token or a header value into its errors.
+    scrub: Arc<ScrubText>,
     tokens: Mutex<Option<Arc<Tokens>>>,
     /// The link of the sign-in waiting for the browser.
     link: Mutex<Option<Arc<str>>>,
@@ -84,6 +87,7 @@ impl Auth {
             store,
             learn: Arc::new(redactor.learner()),
             holds_secret: Box::new(redactor.configured_checker()),
+            scrub: Arc::new(redactor.scrubber()),
             tokens: Mutex::default(),
             link: Mutex::default(),
             waiting: Mutex::default(),
@@ -134,7 +138,7 @@ impl Auth {
                 self.forget(&tokens);
                 Ok(None)
             }
-            Err(e) => Err(Error::auth(e.message())),
+            Err(e) => Err(self.error(e.message())),
         }
     }
 
@@ -153,7 +157,10 @@ impl Auth {
                 if e.is_sign_in_required() {
                     self.forget(&tokens);
                 }
-                tracing::debug!("no refresh for a 401 to a session request: {}", e.message());
+                tracing::debug!(
+                    "no refresh for a 401 to a session request: {}",
+                    (self.scrub)(e.message())
+                );
                 None
             }
         }
@@ -181,7 +188,7 @@ impl Auth {
             match tokens.rejected(sent).await {
                 Ok(token) => return Ok(token),
                 Err(e) if e.is_sign_in_required() => self.forget(&tokens),
-                Err(e) => return Err(Error::auth(e.message())),
+                Err(e) => return Err(self.error(e.message())),
             }
             return self
                 .start(server_url, runtime, challenge, false, None)
@@ -213,12 +220,17 @@ impl Auth {
         let scopes = self
             .step_up
             .next(&held, challenge)
-            .map_err(|e| Error::auth(e.message()))?;
+            .map_err(|e| self.error(e.message()))?;
         if let Some(tokens) = &tokens {
             self.forget(tokens);
         }
         self.start(server_url, runtime, challenge, false, Some(scopes))
             .await
+    }
+
+    /// [`Error::auth`] with `message` scrubbed of the entry's secrets.
+    fn error(&self, message: &str) -> Error {
+        Error::auth((self.scrub)(message))
     }
 
     /// A request went through: the step-up count starts again.
@@ -253,7 +265,7 @@ impl Auth {
                 return tokens
                     .access_token()
                     .await
-                    .map_err(|e| Error::auth(e.message()));
+                    .map_err(|e| self.error(e.message()));
             }
         }
         if let Some(link) = self.link() {
@@ -276,7 +288,7 @@ impl Auth {
                 learn,
             )
             .await
-            .map_err(|e| Error::auth(e.message()))?;
+            .map_err(|e| self.error(e.message()))?;
             let tokens = match started {
                 Started::Link(sign_in) => break sign_in,
                 Started::Ready(tokens) => tokens,
@@ -290,7 +302,7 @@ impl Auth {
                     self.forget(&tokens);
                     reuse_grant = false;
                 }
-                Err(e) => return Err(Error::auth(e.message())),
+                Err(e) => return Err(self.error(e.message())),
             }
         };
         if sign_in.urls().any(|u| (self.holds_secret)(u)) {
@@ -302,6 +314,8 @@ impl Auth {
         *lock(&self.link) = Some(Arc::clone(&link));
         tracing::info!(link = %link, "the server needs a sign-in; its link waits in the listing");
         let this = Arc::clone(self);
+        let mut sign_in = sign_in;
+        sign_in.scrubbing(Arc::clone(&self.scrub));
         let task = runtime.spawn(async move {
             match sign_in.finish().await {
                 Ok(tokens) => {
@@ -309,8 +323,9 @@ impl Auth {
                     *lock(&this.tokens) = Some(tokens);
                 }
                 Err(e) => {
-                    tracing::warn!("the sign-in did not complete: {}", e.message());
-                    *lock(&this.failed) = Some(e.message().to_string());
+                    let reason = (this.scrub)(e.message());
+                    tracing::warn!("the sign-in did not complete: {reason}");
+                    *lock(&this.failed) = Some(reason);
                 }
             }
             *lock(&this.link) = None;

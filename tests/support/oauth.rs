@@ -97,6 +97,9 @@ pub struct Options {
     /// A refresh is refused (`invalid_request`) with a description quoting every access token
     /// issued so far and the last `X-Api-Key` the MCP endpoint received (to test scrubbing).
     pub refresh_echo: bool,
+    /// The token endpoint refuses every code exchange, quoting the `X-Api-Key` the MCP endpoint
+    /// last received in its `error_description`.
+    pub code_echo: bool,
     /// With [`Options::get_refused`]: the `WWW-Authenticate` value of the `GET` refusal
     /// instead of the Bearer challenge.
     pub get_challenge: Option<&'static str>,
@@ -125,6 +128,7 @@ impl Default for Options {
             get_refused: false,
             withheld_scope: None,
             refresh_echo: false,
+            code_echo: false,
             get_challenge: None,
         }
     }
@@ -643,6 +647,16 @@ async fn token(shared: &Shared, headers: &HeaderMap, body: &[u8]) -> Response {
     }
     let mut log = shared.log.lock().unwrap();
     log.token_requests.push(form.clone());
+    if shared.options.code_echo
+        && form.get("grant_type").map(String::as_str) == Some("authorization_code")
+    {
+        let key = log.api_key.clone().unwrap_or_default();
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            json!({"error": "invalid_request",
+                "error_description": format!("code refused; your key: {key}")}),
+        );
+    }
     if shared.options.refresh_echo
         && form.get("grant_type").map(String::as_str) == Some("refresh_token")
     {
