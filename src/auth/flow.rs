@@ -36,8 +36,11 @@ pub(crate) const MAX_STEP_UPS: u32 = 2;
 pub(crate) struct Grant {
     pub(crate) access_token: SecretString,
     pub(crate) refresh_token: Option<SecretString>,
-    /// Seconds since the Unix epoch; `None` when the server gave no `expires_in`.
+    /// Seconds since the Unix epoch; `None` when the server gave no (or a zero) `expires_in`.
     pub(crate) expires_at: Option<u64>,
+    /// The `expires_in` the token came with, in seconds; `None` when not known (a grant stored
+    /// by an older version).
+    pub(crate) lifetime: Option<u64>,
     /// The scopes granted (or, when the server did not say, requested).
     pub(crate) scopes: Vec<String>,
 }
@@ -51,16 +54,24 @@ impl std::fmt::Debug for Grant {
                 &self.refresh_token.as_ref().map(|_| "[redacted]"),
             )
             .field("expires_at", &self.expires_at)
+            .field("lifetime", &self.lifetime)
             .field("scopes", &self.scopes)
             .finish()
     }
 }
 
 impl Grant {
-    /// Whether the access token expires within [`REFRESH_MARGIN`] of `now` (Unix seconds).
+    /// Whether the access token expires within the refresh margin of `now` (Unix seconds):
+    /// [`REFRESH_MARGIN`], or half the token's lifetime when that is shorter, so a token that
+    /// lives a minute or less is still used for half its life rather than refreshed before
+    /// every request.
     pub(crate) fn expires_soon(&self, now: u64) -> bool {
+        let margin = match self.lifetime {
+            Some(lifetime) => REFRESH_MARGIN.as_secs().min(lifetime / 2),
+            None => REFRESH_MARGIN.as_secs(),
+        };
         self.expires_at
-            .is_some_and(|at| at <= now.saturating_add(REFRESH_MARGIN.as_secs()))
+            .is_some_and(|at| at <= now.saturating_add(margin))
     }
 }
 
@@ -408,15 +419,19 @@ fn grant_from(
     old_refresh: Option<&SecretString>,
     requested: &[String],
 ) -> Grant {
+    let lifetime = answer
+        .expires_in()
+        .map(|d| d.as_secs())
+        .filter(|secs| *secs > 0);
     Grant {
         access_token: SecretString::from(answer.access_token().secret().to_string()),
         refresh_token: answer
             .refresh_token()
             .map(|t| SecretString::from(t.secret().to_string()))
             .or_else(|| old_refresh.cloned()),
-        expires_at: answer
-            .expires_in()
-            .map(|d| now_secs().saturating_add(d.as_secs())),
+        // A zero `expires_in` says nothing usable: the token is used until a `401` refuses it.
+        expires_at: lifetime.map(|secs| now_secs().saturating_add(secs)),
+        lifetime,
         scopes: answer
             .scopes()
             .map(|s| s.iter().map(|s| s.to_string()).collect())
@@ -436,11 +451,7 @@ fn token_error(
     match error {
         RequestTokenError::ServerResponse(response) => {
             if *response.error() == BasicErrorResponseType::InvalidGrant {
-                return Error::new(
-                    Kind::SignInRequired,
-                    "the authorization server no longer accepts the grant (invalid_grant); sign \
-                     in again",
-                );
+                return refused_grant();
             }
             let mut redactor = Redactor::default();
             for secret in secrets.iter().flatten() {
@@ -475,8 +486,11 @@ fn token_error(
     }
 }
 
-/// How long a refresh waits for another Host's refresh of the same stored grant.
-const STORE_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+/// How long a refresh waits for another Host's refresh of the same stored grant: longer than
+/// the two token requests that refresh may make.
+const STORE_LOCK_WAIT: std::time::Duration = limits::OAUTH_REQUEST_TIMEOUT
+    .saturating_mul(2)
+    .saturating_add(std::time::Duration::from_secs(5));
 
 /// Called with every token the Pack learns, so the entry's redactor scrubs it from server text.
 pub(crate) type LearnSecret = dyn Fn(&SecretString) + Send + Sync;
@@ -504,6 +518,9 @@ pub(crate) struct Tokens {
     /// For the client credentials grant: the key and scopes to get a new grant with when the
     /// current one expires (no refresh token is involved).
     renewal: Option<Renewal>,
+    /// Whether the current grant came from, or was saved to, the store: then a store without a
+    /// grant means another Host found it refused and deleted it.
+    in_store: std::sync::atomic::AtomicBool,
 }
 
 /// How a client credentials grant is renewed.
@@ -533,6 +550,7 @@ impl Tokens {
         if let Some(grant) = &grant {
             learn_grant(&*learn, grant);
         }
+        let in_store = grant.is_some() && store.is_some();
         Tokens {
             net,
             server,
@@ -542,6 +560,7 @@ impl Tokens {
             grant: tokio::sync::Mutex::new(grant),
             learn,
             renewal: None,
+            in_store: std::sync::atomic::AtomicBool::new(in_store),
         }
     }
 
@@ -653,12 +672,24 @@ impl Tokens {
             Some((store, key)) => store.lock(key, STORE_LOCK_WAIT).await,
             None => None,
         };
-        // Another Host sharing the store refreshed (and maybe rotated the refresh token).
-        let grant = match self.load_stored() {
-            Some(stored)
+        // Another Host sharing the store refreshed (and maybe rotated the refresh token), or
+        // found the grant refused and deleted it: the same refresh token would be refused again
+        // (and could make the authorization server revoke the grant family).
+        let in_store = self.in_store.load(std::sync::atomic::Ordering::Acquire);
+        let grant = match self.load_stored_grant() {
+            Stored::Deleted if in_store => {
+                tracing::info!(
+                    "another Host found the stored grant refused; a new sign-in is needed"
+                );
+                *current = None;
+                return Err(refused_grant());
+            }
+            Stored::Grant(stored)
                 if stored.access_token.expose_secret() != grant.access_token.expose_secret() =>
             {
                 learn_grant(&*self.learn, &stored);
+                self.in_store
+                    .store(true, std::sync::atomic::Ordering::Release);
                 if fresh(&stored) {
                     let token = stored.access_token.clone();
                     *current = Some(stored);
@@ -685,6 +716,8 @@ impl Tokens {
                     match self.load_stored() {
                         Some(stored) if !same_grant(&stored, &grant) && !retried => {
                             learn_grant(&*self.learn, &stored);
+                            self.in_store
+                                .store(true, std::sync::atomic::Ordering::Release);
                             if fresh(&stored) {
                                 let token = stored.access_token.clone();
                                 *current = Some(stored);
@@ -749,6 +782,20 @@ impl Tokens {
         }
     }
 
+    /// What the store holds for this client: a grant, no grant (deleted, or never saved), or
+    /// another client's registration (another Host registered its own meanwhile).
+    fn load_stored_grant(&self) -> Stored {
+        let Some((store, key)) = self.store.as_ref() else {
+            return Stored::Other;
+        };
+        let stored = store.load(key);
+        match (&stored.client, stored.grant) {
+            (Some(client), _) if client.client_id != self.identity.client_id => Stored::Other,
+            (_, Some(grant)) => Stored::Grant(grant),
+            (_, None) => Stored::Deleted,
+        }
+    }
+
     /// The stored grant, when it was issued to this client (another Host may have stored its
     /// own registration and grant meanwhile).
     fn load_stored(&self) -> Option<Grant> {
@@ -771,9 +818,14 @@ impl Tokens {
         if grant.is_some() && self.identity.source == super::client::Source::Registered {
             stored.client = Some(self.identity.clone());
         }
-        if let Err(e) = store.save(key, &stored) {
+        let saved = store.save(key, &stored);
+        if let Err(e) = &saved {
             tracing::warn!("the grant could not be saved: {}", e.message());
         }
+        self.in_store.store(
+            saved.is_ok() && grant.is_some(),
+            std::sync::atomic::Ordering::Release,
+        );
     }
 }
 
@@ -782,6 +834,21 @@ fn same_grant(a: &Grant, b: &Grant) -> bool {
     a.access_token.expose_secret() == b.access_token.expose_secret()
         && a.refresh_token.as_ref().map(ExposeSecret::expose_secret)
             == b.refresh_token.as_ref().map(ExposeSecret::expose_secret)
+}
+
+/// What the store holds for one client (see `Tokens::load_stored_grant`).
+enum Stored {
+    Grant(Grant),
+    Deleted,
+    Other,
+}
+
+/// The error of a grant the authorization server refused (`invalid_grant`).
+fn refused_grant() -> Error {
+    Error::new(
+        Kind::SignInRequired,
+        "the authorization server no longer accepts the grant (invalid_grant); sign in again",
+    )
 }
 
 fn no_grant() -> Error {
@@ -857,15 +924,29 @@ mod tests {
             access_token: SecretString::from("access-token-value-1"),
             refresh_token: Some(SecretString::from("refresh-token-value-1")),
             expires_at: Some(1000),
+            lifetime: None,
             scopes: vec!["a".into()],
         };
         assert_eq!(
             format!("{grant:?}"),
             "Grant { access_token: \"[redacted]\", refresh_token: Some(\"[redacted]\"), \
-             expires_at: Some(1000), scopes: [\"a\"] }"
+             expires_at: Some(1000), lifetime: None, scopes: [\"a\"] }"
         );
         assert!(grant.expires_soon(1000 - REFRESH_MARGIN.as_secs()));
         assert!(!grant.expires_soon(1000 - REFRESH_MARGIN.as_secs() - 1));
+        // A 30 s token is refreshed in its last 15 s; a long one in its last 60 s.
+        let short = Grant {
+            lifetime: Some(30),
+            ..grant.clone()
+        };
+        assert!(short.expires_soon(1000 - 15));
+        assert!(!short.expires_soon(1000 - 16));
+        let long = Grant {
+            lifetime: Some(3600),
+            ..grant
+        };
+        assert!(long.expires_soon(1000 - 60));
+        assert!(!long.expires_soon(1000 - 61));
     }
 
     #[test]

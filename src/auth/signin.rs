@@ -549,8 +549,11 @@ mod tests {
         let store = temp_store("rotate");
         let config = OAuthConfig::default();
         let tokens = sign_in(&server, &config, Some(store.clone())).await;
-        // A 1-second token is inside the refresh margin: every use refreshes it first.
+        // A 1-second token is refreshed once it expired (its margin is half its lifetime,
+        // rounded down, at seconds resolution): each use after a second refreshes it first.
+        tokio::time::sleep(Duration::from_millis(1100)).await;
         let first = token(&tokens).await;
+        tokio::time::sleep(Duration::from_millis(1100)).await;
         let second = token(&tokens).await;
         assert_eq!(first, "access-token-000003");
         assert_eq!(second, "access-token-000004");
@@ -941,6 +944,8 @@ mod tests {
         let finish = tokio::spawn(sign_in.finish());
         play_browser(&link).await;
         let tokens = finish.await.unwrap().unwrap();
+        // Past the 1-second token's expiry (seconds resolution): the next use refreshes it.
+        tokio::time::sleep(Duration::from_millis(1100)).await;
         let refreshed = token(&tokens).await;
         let debug = format!("{tokens:?}");
         assert_eq!(debug, "Tokens { client_id: \"client-1\", .. }");

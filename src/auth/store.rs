@@ -124,6 +124,9 @@ struct GrantRecord {
     access_token: String,
     refresh_token: Option<String>,
     expires_at: Option<u64>,
+    /// The token's `expires_in`, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    lifetime: Option<u64>,
     #[serde(default)]
     scopes: Vec<String>,
 }
@@ -204,6 +207,7 @@ impl Store {
                 access_token: SecretString::from(g.access_token),
                 refresh_token: g.refresh_token.map(SecretString::from),
                 expires_at: g.expires_at,
+                lifetime: g.lifetime,
                 scopes: g.scopes,
             }),
         }
@@ -235,6 +239,7 @@ impl Store {
                     .as_ref()
                     .map(|t| t.expose_secret().to_string()),
                 expires_at: g.expires_at,
+                lifetime: g.lifetime,
                 scopes: g.scopes.clone(),
             }),
         };
@@ -437,6 +442,7 @@ mod tests {
             access_token: SecretString::from(access.to_string()),
             refresh_token: Some(SecretString::from("refresh-token-stored-1")),
             expires_at: Some(1234),
+            lifetime: Some(3600),
             scopes: vec!["a".into(), "b".into()],
         }
     }
