@@ -723,7 +723,6 @@ async fn a_lock_file_that_cannot_be_made_does_not_break_sign_in_or_refresh() {
 }
 
 #[tokio::test]
-#[ignore = "finding: a token endpoint that hangs keeps the shutdown DELETE from being sent, though the held token is still valid"]
 async fn a_hanging_refresh_does_not_keep_the_delete_from_going_out() {
     store_dir();
     // 62 s tokens: within the 60 s refresh margin after 2 s, valid on the server for a minute.
@@ -753,7 +752,6 @@ async fn a_hanging_refresh_does_not_keep_the_delete_from_going_out() {
 }
 
 #[tokio::test]
-#[ignore = "finding: a standalone stream the server keeps refusing with 401 spends a refresh token on every reopen"]
 async fn a_stream_refused_after_its_refresh_does_not_refresh_on_every_reopen() {
     store_dir();
     let server = TestServer::start(Options {
@@ -781,7 +779,6 @@ async fn a_stream_refused_after_its_refresh_does_not_refresh_on_every_reopen() {
 }
 
 #[tokio::test]
-#[ignore = "finding: any 2xx between two 403s (a re-listing after the stream reopens) resets the step-up count, so a scope the server never grants asks for a new sign-in forever"]
 async fn a_scope_never_granted_stops_asking_after_two_step_ups() {
     store_dir();
     // The stream ends at once and each reopen re-lists: a tools/list 2xx between the calls.
@@ -859,7 +856,6 @@ async fn a_refused_refresh_quoting_the_access_token_shows_no_token() {
 }
 
 #[tokio::test]
-#[ignore = "finding: a 401 to the standalone stream whose challenge is not Bearer (a proxy's Basic) still spends a refresh token"]
 async fn a_stream_401_without_a_bearer_challenge_spends_no_refresh_token() {
     store_dir();
     let server = TestServer::start(Options {

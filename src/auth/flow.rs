@@ -9,7 +9,6 @@
 //! and saved before use. The grants go through the `oauth2` crate over [`Net`].
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use oauth2::basic::{BasicClient, BasicErrorResponse, BasicErrorResponseType};
 use oauth2::{
@@ -92,10 +91,15 @@ pub(crate) fn choose_scopes(
     resource_scopes.map(<[String]>::to_vec).unwrap_or_default()
 }
 
-/// Counts the new sign-ins `403 insufficient_scope` asked for in a row.
+/// Counts the new sign-ins `403 insufficient_scope` asked for in a row: a row goes on while
+/// each step-up asks for no scope an earlier one of the row did not already ask for, whatever
+/// succeeded in between (a re-listing passes with the old scopes). A step-up asking for a new
+/// scope starts a new row; so a scope the authorization server never grants is asked for at
+/// most [`MAX_STEP_UPS`] times.
 #[derive(Debug, Default)]
 pub(crate) struct StepUp {
-    in_a_row: AtomicU32,
+    /// The scopes the row asked for so far, and how many step-ups it made.
+    row: std::sync::Mutex<(Vec<String>, u32)>,
 }
 
 impl StepUp {
@@ -110,8 +114,21 @@ impl StepUp {
         held: &[String],
         challenge: &Challenge,
     ) -> Result<Vec<String>, Error> {
-        let count = self.in_a_row.fetch_add(1, Ordering::SeqCst) + 1;
-        if count > MAX_STEP_UPS {
+        let mut scopes = held.to_vec();
+        for scope in challenge.scopes() {
+            if !scopes.contains(&scope) {
+                scopes.push(scope);
+            }
+        }
+        let mut row = self.row.lock().unwrap_or_else(|e| e.into_inner());
+        let (asked, count) = &mut *row;
+        if scopes.iter().all(|s| asked.contains(s)) {
+            *count += 1;
+        } else {
+            asked.clone_from(&scopes);
+            *count = 1;
+        }
+        if *count > MAX_STEP_UPS {
             return Err(Error::new(
                 Kind::Refused,
                 format!(
@@ -120,18 +137,7 @@ impl StepUp {
                 ),
             ));
         }
-        let mut scopes = held.to_vec();
-        for scope in challenge.scopes() {
-            if !scopes.contains(&scope) {
-                scopes.push(scope);
-            }
-        }
         Ok(scopes)
-    }
-
-    /// A request succeeded: the count starts again.
-    pub(crate) fn succeeded(&self) {
-        self.in_a_row.store(0, Ordering::SeqCst);
     }
 }
 
@@ -914,8 +920,13 @@ mod tests {
             "the server still answers 403 insufficient_scope after 2 new sign-ins with more \
              scopes; giving up"
         );
-        step.succeeded();
-        assert!(step.next(&held, &challenge).is_ok());
+        // A challenge for a scope the row never asked for starts a new row.
+        let more = Challenge {
+            scope: Some("admin".into()),
+            error: Some("insufficient_scope".into()),
+            ..Challenge::default()
+        };
+        assert_eq!(step.next(&held, &more).unwrap(), ["read", "other", "admin"]);
     }
 
     #[test]

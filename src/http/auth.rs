@@ -233,11 +233,6 @@ impl Auth {
         Error::auth((self.scrub)(message))
     }
 
-    /// A request went through: the step-up count starts again.
-    pub(super) fn succeeded(&self) {
-        self.step_up.succeeded();
-    }
-
     /// Drops `tokens` as the current grant, unless another start already replaced it.
     fn forget(&self, tokens: &Arc<Tokens>) {
         let mut current = lock(&self.tokens);

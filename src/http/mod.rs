@@ -95,6 +95,9 @@ pub(crate) struct Connection {
     /// The access token the last request went out with, for the requests that do not ask for
     /// one themselves (`GET` streams, `DELETE`).
     bearer: Mutex<Option<secrecy::SecretString>>,
+    /// A token a refresh gave a `GET` or `DELETE` that the server refused again: such a request
+    /// does not spend another refresh on it (see [`Connection::send_session_request`]).
+    refused_after_refresh: Mutex<Option<secrecy::SecretString>>,
     /// What notifications and session renewals tell the server's task.
     signals: Signals,
 }
@@ -139,6 +142,7 @@ impl Connection {
         Self {
             auth,
             bearer: Mutex::default(),
+            refused_after_refresh: Mutex::default(),
             clients,
             url: server.url,
             origin: server.origin,
@@ -388,7 +392,7 @@ impl Connection {
     /// insufficient_scope`) gets a token by refresh, stored grant or sign-in and the request is
     /// sent again, at most [`auth::MAX_AUTH_RETRIES`] times.
     async fn post(&self, body: Bytes, session: Option<&Session>) -> Result<Response, Error> {
-        let response = self.send_post(body, session, false).await?;
+        let response = self.send_post(body, session).await?;
         self.check_status(response, session.is_some_and(|s| s.id.is_some()))
             .await
     }
@@ -402,7 +406,7 @@ impl Connection {
         body: Bytes,
         session: &Session,
     ) -> Result<Response, Error> {
-        let response = self.send_post(body, Some(session), true).await?;
+        let response = self.send_post(body, Some(session)).await?;
         if !response.status().is_success() {
             lock(&self.flights).waiting(id);
         }
@@ -413,14 +417,8 @@ impl Connection {
     ///
     /// With sign-in state, the POST carries the current access token, and a `401` (or a `403
     /// insufficient_scope`) gets a token by refresh, stored grant or sign-in and the POST is
-    /// sent again, at most [`auth::MAX_AUTH_RETRIES`] times. A 2xx to a request that `counts`
-    /// (a request of the session, not the handshake or a notification) ends a row of step-ups.
-    async fn send_post(
-        &self,
-        body: Bytes,
-        session: Option<&Session>,
-        counts: bool,
-    ) -> Result<Response, Error> {
+    /// sent again, at most [`auth::MAX_AUTH_RETRIES`] times.
+    async fn send_post(&self, body: Bytes, session: Option<&Session>) -> Result<Response, Error> {
         let Some(auth) = &self.auth else {
             return self.send_once(body, session).await;
         };
@@ -439,9 +437,6 @@ impl Connection {
             };
             let Some((forbidden, challenge)) = refused.filter(|_| retries < auth::MAX_AUTH_RETRIES)
             else {
-                if counts && status.is_success() {
-                    auth.succeeded();
-                }
                 return Ok(response);
             };
             retries += 1;
@@ -471,10 +466,15 @@ impl Connection {
     /// Sends a `GET` or `DELETE` of `session` that `make` builds from the HTTP client (the
     /// session's headers and the access token are added here); the status is not checked.
     ///
-    /// With sign-in state, the request carries the current access token, refreshed first when it
-    /// expires soon; a `401` to it is answered by one refresh of the grant (RFC 6749 §6) and the
-    /// request is sent once more. These requests never start a sign-in: the standalone stream
-    /// and the `DELETE` run without a caller who could show a link, so a grant that cannot be
+    /// With sign-in state, the request carries an access token: with `refresh_first`, the
+    /// current one, refreshed first when it expires soon; without (the `DELETE` at shutdown,
+    /// which must not wait on a token endpoint), the one the last request carried. A `401` to
+    /// it is answered by one refresh of the grant (RFC 6749 §6) and one more try, unless its
+    /// `WWW-Authenticate` names only another scheme (a proxy's `Basic`: a token does not help),
+    /// or the token refused is one a refresh gave a request like this that was refused again (a
+    /// server refusing this request whatever the token: each reopening of the stream would
+    /// spend a refresh token). These requests never start a sign-in: the standalone stream and
+    /// the `DELETE` run without a caller who could show a link, so a grant that cannot be
     /// refreshed leaves the `401` as it is (the next call signs in).
     ///
     /// # Errors
@@ -482,11 +482,12 @@ impl Connection {
     async fn send_session_request(
         &self,
         session: &Session,
+        refresh_first: bool,
         make: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
     ) -> Result<Response, Error> {
         let http = self.http()?;
         let sent = match &self.auth {
-            Some(auth) => match auth.token().await {
+            Some(auth) if refresh_first => match auth.token().await {
                 Ok(token) => {
                     *lock(&self.bearer) = token.clone();
                     token
@@ -496,6 +497,7 @@ impl Connection {
                     lock(&self.bearer).clone()
                 }
             },
+            Some(_) => lock(&self.bearer).clone(),
             None => None,
         };
         let send = || async {
@@ -511,12 +513,26 @@ impl Connection {
         if response.status() != reqwest::StatusCode::UNAUTHORIZED {
             return Ok(response);
         }
+        let other_scheme = response
+            .headers()
+            .contains_key(reqwest::header::WWW_AUTHENTICATE)
+            && !offers_bearer(&response);
+        let refused_after_refresh = lock(&self.refused_after_refresh).as_ref().is_some_and(|t| {
+            secrecy::ExposeSecret::expose_secret(t) == secrecy::ExposeSecret::expose_secret(&sent)
+        });
+        if other_scheme || refused_after_refresh {
+            return Ok(response);
+        }
         let Some(token) = auth.refreshed(&sent).await else {
             return Ok(response);
         };
         drop(response);
-        *lock(&self.bearer) = Some(token);
-        send().await
+        *lock(&self.bearer) = Some(token.clone());
+        let response = send().await?;
+        if response.status() == reqwest::StatusCode::UNAUTHORIZED {
+            *lock(&self.refused_after_refresh) = Some(token);
+        }
+        Ok(response)
     }
 
     /// One POST with the session's headers and the current access token, if any.
