@@ -422,7 +422,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    runtime.block_on(run(args, servers, script))
+    runtime.block_on(interruptible(run(args, servers, script)))
 }
 
 async fn run(args: Args, servers: Value, script: Option<Vec<Step>>) -> ExitCode {
@@ -479,16 +479,51 @@ async fn run(args: Args, servers: Value, script: Option<Vec<Step>>) -> ExitCode 
         },
     };
     drop(pack);
-    // Give the best-effort DELETE of each session a moment to go out.
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    settle().await;
     code
 }
 
 /// Stdout was closed (`host ... | head -n 1`): drops the Pack and exits 1 without another word.
 async fn stop(pack: Box<dyn Pack>) -> ExitCode {
     drop(pack);
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    settle().await;
     ExitCode::from(1)
+}
+
+/// After the Pack's drop: waits until its background work (the cancels, then each session's
+/// `DELETE`, each bounded by 5 s) has ended, at most 11 s, so the process does not end it
+/// first. A second Ctrl-C stops the wait.
+async fn settle() {
+    let handle = tokio::runtime::Handle::current();
+    let deadline = Instant::now() + Duration::from_secs(11);
+    let quiet = async {
+        while handle.metrics().num_alive_tasks() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::select! {
+        () = quiet => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+/// Runs `work` until it ends or Ctrl-C; on Ctrl-C, `work` (and the Pack it owns) is dropped,
+/// its cleanup waited for ([`settle`]), and the exit code is 130 (128 + SIGINT).
+async fn interruptible(work: impl std::future::Future<Output = ExitCode>) -> ExitCode {
+    let finished = {
+        tokio::pin!(work);
+        tokio::select! {
+            code = &mut work => Some(code),
+            _ = tokio::signal::ctrl_c() => None,
+        }
+    };
+    match finished {
+        Some(code) => code,
+        None => {
+            settle().await;
+            ExitCode::from(130)
+        }
+    }
 }
 
 /// The reader of stdout went away.
@@ -715,15 +750,19 @@ mod sign_in {
         let mut wait = Duration::from_secs(600);
         let mut rest = args;
         if rest.first().map(String::as_str) == Some("--wait") {
-            let Some(seconds) = rest
-                .get(1)
-                .and_then(|s| s.parse::<u64>().ok())
-                .filter(|s| *s <= 86_400)
-            else {
-                return usage("--wait takes whole seconds from 0 to 86400");
+            let Some(value) = rest.get(1) else {
+                return usage("--wait needs a number of seconds");
             };
-            wait = Duration::from_secs(seconds);
+            wait = match super::seconds("--wait", value) {
+                Ok(wait) => wait,
+                Err(message) => return usage(&message),
+            };
             rest = &rest[2..];
+        }
+        if let Some(option) = rest.iter().find(|a| a.starts_with('-')) {
+            return usage(&format!(
+                "login takes no option {option} (only --wait SECONDS)"
+            ));
         }
         let [config, namespace] = rest else {
             return usage("login needs CONFIG and NAMESPACE");
@@ -732,18 +771,34 @@ mod sign_in {
             Ok(entry) => entry,
             Err(message) => return usage(&message),
         };
-        let runtime = match tokio::runtime::Runtime::new() {
+        // One thread, as for calls: the first listing, taken right after construction, shows
+        // an entry its config refused before any I/O ran.
+        let runtime = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
             Ok(runtime) => runtime,
             Err(e) => {
                 eprintln!("host: cannot start a Tokio runtime: {e}");
                 return ExitCode::from(2);
             }
         };
-        runtime.block_on(wait_ready(namespace, entry, wait))
+        let store = store_file(&entry);
+        runtime.block_on(super::interruptible(wait_ready(
+            namespace, entry, wait, store,
+        )))
     }
 
-    /// Starts only `namespace` and waits for it to be `ready`, printing each sign-in link.
-    async fn wait_ready(namespace: &str, entry: Value, wait: Duration) -> ExitCode {
+    /// Starts only `namespace` and waits for it to be `ready`, printing each sign-in link. An
+    /// entry its config refused fails at once; a sign-in that ends ready but could not be
+    /// saved at `store` (its file in the credential store) fails too: the next run would ask
+    /// again.
+    async fn wait_ready(
+        namespace: &str,
+        entry: Value,
+        wait: Duration,
+        store: Result<std::path::PathBuf, String>,
+    ) -> ExitCode {
         let mut packs = Packs::new();
         plugin_mcp::install(&mut packs, &json!({"mcp": {namespace: entry}}));
         let mut services = Services::new();
@@ -760,16 +815,19 @@ mod sign_in {
             }
         };
         let deadline = tokio::time::Instant::now() + wait;
+        let first = listing(&*pack, namespace).await;
+        if first["status"] == "error" {
+            let reason = first["reason"].as_str().unwrap_or("refused by its config");
+            eprintln!("host: login failed: server {namespace:?} cannot start: {reason}");
+            drop(pack);
+            super::settle().await;
+            return ExitCode::from(1);
+        }
         let mut shown: Option<String> = None;
         // The last reason the server was not ready, for when the wait runs out.
         let mut last: Option<String> = None;
         let outcome = loop {
-            let listing = pack
-                .call("mcp/get_dynamic_tools", json!({"namespace": namespace}))
-                .await
-                .ok()
-                .and_then(|text| serde_json::from_str::<Value>(&text).ok())
-                .unwrap_or_default();
+            let listing = listing(&*pack, namespace).await;
             let reason = listing["reason"].as_str().unwrap_or("");
             match (listing["status"].as_str(), listing["signInUrl"].as_str()) {
                 (Some("ready"), _) => break Ok(()),
@@ -806,7 +864,19 @@ mod sign_in {
             tokio::time::sleep(Duration::from_millis(100)).await;
         };
         drop(pack);
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        super::settle().await;
+        // A sign-in made in this run must have reached the store, or "ahead of time" did not
+        // happen.
+        let outcome = match (outcome, &shown, store) {
+            (Ok(()), Some(_), Ok(file)) if !file.is_file() => Err(format!(
+                "signed in, but the sign-in could not be saved in {} (see the log with \
+                 RUST_LOG=warn); the next run asks again",
+                file.parent()
+                    .map(|d| d.display().to_string())
+                    .unwrap_or_default()
+            )),
+            (outcome, _, _) => outcome,
+        };
         match outcome {
             Ok(()) => ExitCode::SUCCESS,
             Err(reason) => {
@@ -816,11 +886,23 @@ mod sign_in {
         }
     }
 
+    /// The namespace form of the listing; `Null` when it cannot be had.
+    async fn listing(pack: &dyn runvil_plugin::Pack, namespace: &str) -> Value {
+        pack.call("mcp/get_dynamic_tools", json!({"namespace": namespace}))
+            .await
+            .ok()
+            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+            .unwrap_or_default()
+    }
+
     /// `host logout CONFIG NAMESPACE`: deletes the server's file in the credential store
     /// (`$PLUGIN_MCP_OAUTH_DIR`, else `<data dir>/plugin-mcp/oauth`), named by the first 16
     /// bytes of SHA-256 over the server URL, a NUL and the client (`oauth.clientId`, else
     /// `oauth.clientMetadataUrl`, else empty), in hex, plus `.json`.
     pub(super) fn logout(args: &[String]) -> ExitCode {
+        if let Some(option) = args.iter().find(|a| a.starts_with('-')) {
+            return usage(&format!("logout takes no option {option}"));
+        }
         let [config, namespace] = args else {
             return usage("logout needs CONFIG and NAMESPACE");
         };
@@ -828,48 +910,14 @@ mod sign_in {
             Ok(entry) => entry,
             Err(message) => return usage(&message),
         };
-        let Some(written) = entry["url"].as_str() else {
-            return usage(&format!("server {namespace:?} has no \"url\""));
-        };
-        let url = match substitute(written).and_then(|u| {
-            reqwest::Url::parse(&u).map_err(|_| "\"url\" is not a valid URL".to_string())
-        }) {
-            Ok(mut url) => {
-                let _ = url.set_username("");
-                let _ = url.set_password(None);
-                url
+        let file = match store_file(&entry) {
+            Ok(file) => file,
+            Err(message) => {
+                eprintln!("host: logout: {message}");
+                return ExitCode::from(1);
             }
-            Err(message) => return usage(&message),
         };
-        let oauth = &entry["oauth"];
-        let client = oauth["clientId"]
-            .as_str()
-            .or(oauth["clientMetadataUrl"].as_str())
-            .map(substitute)
-            .transpose();
-        let client = match client {
-            Ok(client) => client.unwrap_or_default(),
-            Err(message) => return usage(&message),
-        };
-        let dir = match std::env::var_os("PLUGIN_MCP_OAUTH_DIR").filter(|d| !d.is_empty()) {
-            Some(dir) => std::path::PathBuf::from(dir),
-            None => match dirs::data_dir() {
-                Some(data) => data.join("plugin-mcp").join("oauth"),
-                None => {
-                    eprintln!("host: no data directory is known; set PLUGIN_MCP_OAUTH_DIR");
-                    return ExitCode::from(1);
-                }
-            },
-        };
-        let mut hash = Sha256::new();
-        hash.update(url.as_str().as_bytes());
-        hash.update([0]);
-        hash.update(client.as_bytes());
-        let name: String = hash.finalize()[..16]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        match std::fs::remove_file(dir.join(format!("{name}.json"))) {
+        match std::fs::remove_file(file) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => ExitCode::SUCCESS,
             Err(e) => {
@@ -880,6 +928,44 @@ mod sign_in {
                 ExitCode::from(1)
             }
         }
+    }
+
+    /// The entry's file in the credential store (`$PLUGIN_MCP_OAUTH_DIR`, else
+    /// `<data dir>/plugin-mcp/oauth`), named by the first 16 bytes of SHA-256 over the server
+    /// URL, a NUL and the client (`oauth.clientId`, else `oauth.clientMetadataUrl`, else
+    /// empty), in hex, plus `.json`.
+    fn store_file(entry: &Value) -> Result<std::path::PathBuf, String> {
+        let Some(written) = entry["url"].as_str() else {
+            return Err("the server has no \"url\"".to_string());
+        };
+        let mut url = substitute(written).and_then(|u| {
+            reqwest::Url::parse(&u).map_err(|_| "\"url\" is not a valid URL".to_string())
+        })?;
+        let _ = url.set_username("");
+        let _ = url.set_password(None);
+        let oauth = &entry["oauth"];
+        let client = oauth["clientId"]
+            .as_str()
+            .or(oauth["clientMetadataUrl"].as_str())
+            .map(substitute)
+            .transpose()?
+            .unwrap_or_default();
+        let dir = match std::env::var_os("PLUGIN_MCP_OAUTH_DIR").filter(|d| !d.is_empty()) {
+            Some(dir) => std::path::PathBuf::from(dir),
+            None => dirs::data_dir()
+                .ok_or("no data directory is known; set PLUGIN_MCP_OAUTH_DIR")?
+                .join("plugin-mcp")
+                .join("oauth"),
+        };
+        let mut hash = Sha256::new();
+        hash.update(url.as_str().as_bytes());
+        hash.update([0]);
+        hash.update(client.as_bytes());
+        let name: String = hash.finalize()[..16]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        Ok(dir.join(format!("{name}.json")))
     }
 
     /// `${env:NAME}` replaced by the variable's value, as the Pack does.
