@@ -285,7 +285,7 @@ pub(crate) async fn exchange_code(
         .add_extra_param("resource", resource.to_string())
         .request_async(net)
         .await
-        .map_err(|e| token_error(e, &secrets))?;
+        .map_err(|e| refusal(e, &secrets, true))?;
     Ok(grant_from(&answer, None, &pending.scopes))
 }
 
@@ -454,9 +454,20 @@ fn token_error(
     error: RequestTokenError<NetError, BasicErrorResponse>,
     secrets: &[Option<&SecretString>],
 ) -> Error {
+    refusal(error, secrets, false)
+}
+
+/// [`token_error`], or for a code exchange (`code`): there `invalid_grant` means the code (or
+/// its verifier or redirect URI) was refused, not a grant that ended (RFC 6749 §5.2), so it is
+/// quoted like any other refusal.
+fn refusal(
+    error: RequestTokenError<NetError, BasicErrorResponse>,
+    secrets: &[Option<&SecretString>],
+    code: bool,
+) -> Error {
     match error {
         RequestTokenError::ServerResponse(response) => {
-            if *response.error() == BasicErrorResponseType::InvalidGrant {
+            if !code && *response.error() == BasicErrorResponseType::InvalidGrant {
                 return refused_grant();
             }
             let mut redactor = Redactor::default();
@@ -981,6 +992,18 @@ mod tests {
         let grant = BasicErrorResponse::new(BasicErrorResponseType::InvalidGrant, None, None);
         let err = token_error(RequestTokenError::ServerResponse(grant), &[]);
         assert!(err.is_sign_in_required());
+        // In a code exchange, `invalid_grant` refuses the code: quoted like any refusal.
+        let code = BasicErrorResponse::new(
+            BasicErrorResponseType::InvalidGrant,
+            Some("the code expired".to_string()),
+            None,
+        );
+        let err = refusal(RequestTokenError::ServerResponse(code), &[], true);
+        assert_eq!(err.kind(), Kind::Denied);
+        assert_eq!(
+            err.message(),
+            "the token endpoint refused the request (invalid_grant): the code expired"
+        );
         let err = token_error(
             RequestTokenError::Other("unexpected body access-token-leaked-1".to_string()),
             &[],
