@@ -223,7 +223,8 @@ impl Error {
         self
     }
 
-    /// A refused redirect; `location` is its target as [`Error::redirect_location`] gives it.
+    /// A refused redirect; `location` is its target: scrubbed, without query or fragment,
+    /// bounded.
     pub(crate) fn redirect(
         status: StatusCode,
         location: Option<String>,
