@@ -1011,3 +1011,55 @@ async fn a_refused_code_exchange_quoting_a_configured_header_shows_it_nowhere() 
     );
     assert_eq!(logs.lines_with("sk-configured-key"), Vec::<String>::new());
 }
+
+#[tokio::test]
+#[ignore = "finding: a token endpoint quoting the client_secret_basic Authorization header (base64 of client id and secret) shows it in the reason, the browser page and the log"]
+async fn a_refused_code_exchange_quoting_the_basic_credential_shows_it_nowhere() {
+    use base64::Engine as _;
+    store_dir();
+    let (_guard, logs) = support::logs::capture("plugin_mcp=trace");
+    let server = TestServer::start(Options {
+        basic_echo: true,
+        client: Some(("client-basic", "client-secret-value-778899")),
+        auth_methods: vec!["client_secret_basic"],
+        ..Options::default()
+    })
+    .await;
+    let host = Host::new(json!({"docs": {
+        "url": server.mcp_url().as_str(),
+        "oauth": {"clientId": "client-basic", "clientSecret": "client-secret-value-778899"}
+    }}));
+    // RFC 6749 §2.3.1: the id and secret, form-encoded, joined by `:`, in base64.
+    let basic =
+        base64::engine::general_purpose::STANDARD.encode("client-basic:client-secret-value-778899");
+    let link = link_in_listing(&host).await;
+    let (status, page) = play_browser_page(&Url::parse(&link).unwrap()).await;
+    let listing = host
+        .wait_for(WAIT, |l| {
+            l["servers"][0]["reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("signing in failed"))
+        })
+        .await;
+    let reason = listing["servers"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The exchange did go out with the credential (the server quoted what it received).
+    let token_auth: Vec<String> = server
+        .log
+        .lock()
+        .unwrap()
+        .token_requests
+        .iter()
+        .map(|form| form["auth"].clone())
+        .collect();
+    assert_eq!(token_auth, ["client_secret_basic"]);
+    assert_eq!(status, 200);
+    let leaks: Vec<&str> = [page.as_str(), reason.as_str()]
+        .into_iter()
+        .filter(|text| text.contains(&basic))
+        .collect();
+    assert_eq!(leaks, Vec::<&str>::new());
+    assert_eq!(logs.lines_with(&basic), Vec::<String>::new());
+}

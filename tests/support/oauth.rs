@@ -103,6 +103,10 @@ pub struct Options {
     /// With [`Options::get_refused`]: the `WWW-Authenticate` value of the `GET` refusal
     /// instead of the Bearer challenge.
     pub get_challenge: Option<&'static str>,
+    /// The token endpoint refuses every code exchange with `invalid_client`, quoting the
+    /// `Authorization` header it received (a `client_secret_basic` credential) in its
+    /// `error_description`.
+    pub basic_echo: bool,
 }
 
 impl Default for Options {
@@ -130,6 +134,7 @@ impl Default for Options {
             refresh_echo: false,
             code_echo: false,
             get_challenge: None,
+            basic_echo: false,
         }
     }
 }
@@ -647,6 +652,19 @@ async fn token(shared: &Shared, headers: &HeaderMap, body: &[u8]) -> Response {
     }
     let mut log = shared.log.lock().unwrap();
     log.token_requests.push(form.clone());
+    if shared.options.basic_echo
+        && form.get("grant_type").map(String::as_str) == Some("authorization_code")
+    {
+        let sent = headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        return json_response(
+            StatusCode::UNAUTHORIZED,
+            json!({"error": "invalid_client",
+                "error_description": format!("client authentication failed: {sent}")}),
+        );
+    }
     if shared.options.code_echo
         && form.get("grant_type").map(String::as_str) == Some("authorization_code")
     {
