@@ -107,6 +107,9 @@ pub struct Options {
     /// `Authorization` header it received (a `client_secret_basic` credential) in its
     /// `error_description`.
     pub basic_echo: bool,
+    /// A second tool (listed once signed in) whose `tools/call` needs its own scope instead of
+    /// [`Options::call_scope`]: the tool's name and the scope.
+    pub tool_scope: Option<(&'static str, &'static str)>,
 }
 
 impl Default for Options {
@@ -135,6 +138,7 @@ impl Default for Options {
             code_echo: false,
             get_challenge: None,
             basic_echo: false,
+            tool_scope: None,
         }
     }
 }
@@ -455,7 +459,11 @@ fn mcp(shared: &Shared, verb: &Method, headers: &HeaderMap, body: &[u8]) -> Resp
         )
             .into_response();
     }
-    if let (Some(needed), "tools/call") = (shared.options.call_scope, method.as_str()) {
+    let needed = match shared.options.tool_scope {
+        Some((tool, scope)) if message["params"]["name"] == tool => Some(scope),
+        _ => shared.options.call_scope,
+    };
+    if let (Some(needed), "tools/call") = (needed, method.as_str()) {
         let granted = token
             .and_then(|t| shared.log.lock().unwrap().granted.get(t).cloned())
             .unwrap_or_default();
@@ -530,7 +538,13 @@ fn mcp(shared: &Shared, verb: &Method, headers: &HeaderMap, body: &[u8]) -> Resp
             }
             return response;
         }
-        "tools/list" => json!({"tools": [{"name": "whoami", "inputSchema": {"type": "object"}}]}),
+        "tools/list" => {
+            let mut tools = vec![json!({"name": "whoami", "inputSchema": {"type": "object"}})];
+            if let Some((tool, _)) = shared.options.tool_scope {
+                tools.push(json!({"name": tool, "inputSchema": {"type": "object"}}));
+            }
+            json!({ "tools": tools })
+        }
         "tools/call" => json!({"content": [{"type": "text", "text": "signed in"}]}),
         _ => return StatusCode::ACCEPTED.into_response(),
     };
