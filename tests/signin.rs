@@ -1173,3 +1173,102 @@ async fn step_up(host: &Host, tool: &str) {
     assert_eq!(play_browser(&Url::parse(&link).unwrap()).await, 200);
     host.ready("docs", WAIT).await;
 }
+
+/// `examples/host.rs` as built beside this test binary (`target/<profile>/examples/host`).
+fn host_example() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples/host")
+}
+
+/// Runs `host login --wait 20 CONFIG docs` with the store in `dir`; plays the browser for the
+/// link it prints; returns the exit code and stderr.
+async fn host_login(config: &std::path::Path, dir: &std::path::Path) -> (Option<i32>, String) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(host_example())
+        .args(["login", "--wait", "20"])
+        .arg(config)
+        .arg("docs")
+        .env("PLUGIN_MCP_OAUTH_DIR", dir)
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let link = tokio::time::timeout(WAIT, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(play_browser(&Url::parse(&link).unwrap()).await, 200);
+    let out = tokio::time::timeout(Duration::from_secs(40), child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+#[ignore = "finding: host login exits 0 after a sign-in whose grant could not be saved when the store file existed before (it checks only that the file exists); needs examples built, root and chattr on ext4"]
+async fn host_login_fails_when_a_new_grant_could_not_replace_a_stored_one() {
+    store_dir();
+    let server = TestServer::start(Options::default()).await;
+    let dir = std::env::temp_dir().join(format!("plugin-mcp-host-login-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let config =
+        std::env::temp_dir().join(format!("plugin-mcp-host-login-{}.json", std::process::id()));
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"docs": {"url": server.mcp_url().as_str()}}}).to_string(),
+    )
+    .unwrap();
+    // A first login stores a registration and a grant.
+    assert_eq!(host_login(&config, &dir).await, (Some(0), String::new()));
+    // The user revoked the grant; the store becomes unwritable (an immutable directory: the
+    // tests run as root, where modes do not stop a write).
+    server.revoke_refresh_tokens();
+    server.expire_access_tokens();
+    let chattr = |flag: &str| {
+        std::process::Command::new("chattr")
+            .arg(flag)
+            .arg(&dir)
+            .status()
+            .unwrap()
+            .success()
+    };
+    let stored = || {
+        std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .map(|p| std::fs::read_to_string(p).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let before = stored();
+    assert!(chattr("+i"));
+    let second = host_login(&config, &dir).await;
+    // The new grant did not reach the store: the file is as the first login left it.
+    assert_eq!(stored(), before);
+    assert!(chattr("-i"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&config);
+    assert_eq!(
+        second,
+        (
+            Some(1),
+            format!(
+                "host: login failed: signed in, but the sign-in could not be saved in {} (see the \
+                 log with RUST_LOG=warn); the next run asks again\n",
+                dir.display()
+            )
+        )
+    );
+}
