@@ -1272,3 +1272,42 @@ async fn host_login_fails_when_a_new_grant_could_not_replace_a_stored_one() {
         )
     );
 }
+
+#[tokio::test]
+#[ignore = "finding: a token endpoint's error_description is cut (1024 bytes) before the entry's configured secrets are scrubbed, so a header value straddling the cut leaves its prefix in the reason and the log"]
+async fn a_configured_header_straddling_the_description_cut_leaves_no_prefix() {
+    store_dir();
+    let (_guard, logs) = support::logs::capture("plugin_mcp=trace");
+    let server = TestServer::start(Options {
+        code_echo: true,
+        // The reason keeps 1021 bytes of the description: 1010 `a`s and 11 bytes of the key.
+        code_echo_pad: 1010,
+        ..Options::default()
+    })
+    .await;
+    let host = Host::new(json!({"docs": {
+        "url": server.mcp_url().as_str(),
+        "headers": {"X-Api-Key": "sk-configured-key-654321"}
+    }}));
+    let link = link_in_listing(&host).await;
+    let (status, page) = play_browser_page(&Url::parse(&link).unwrap()).await;
+    let listing = host
+        .wait_for(WAIT, |l| {
+            l["servers"][0]["reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("signing in failed"))
+        })
+        .await;
+    let reason = listing["servers"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(status, 200);
+    // What follows the padding is never a piece of the key.
+    let leaks: Vec<&str> = [page.as_str(), reason.as_str()]
+        .into_iter()
+        .filter(|text| text.contains("aask-conf"))
+        .collect();
+    assert_eq!(leaks, Vec::<&str>::new());
+    assert_eq!(logs.lines_with("sk-conf"), Vec::<String>::new());
+}

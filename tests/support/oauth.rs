@@ -110,6 +110,9 @@ pub struct Options {
     /// A second tool (listed once signed in) whose `tools/call` needs its own scope instead of
     /// [`Options::call_scope`]: the tool's name and the scope.
     pub tool_scope: Option<(&'static str, &'static str)>,
+    /// With [`Options::code_echo`]: the description is this many `a`s and then the key alone,
+    /// so a cut of the description falls inside the key.
+    pub code_echo_pad: usize,
 }
 
 impl Default for Options {
@@ -139,6 +142,7 @@ impl Default for Options {
             get_challenge: None,
             basic_echo: false,
             tool_scope: None,
+            code_echo_pad: 0,
         }
     }
 }
@@ -683,10 +687,13 @@ async fn token(shared: &Shared, headers: &HeaderMap, body: &[u8]) -> Response {
         && form.get("grant_type").map(String::as_str) == Some("authorization_code")
     {
         let key = log.api_key.clone().unwrap_or_default();
+        let description = match shared.options.code_echo_pad {
+            0 => format!("code refused; your key: {key}"),
+            pad => format!("{}{key}", "a".repeat(pad)),
+        };
         return json_response(
             StatusCode::BAD_REQUEST,
-            json!({"error": "invalid_request",
-                "error_description": format!("code refused; your key: {key}")}),
+            json!({"error": "invalid_request", "error_description": description}),
         );
     }
     if shared.options.refresh_echo
