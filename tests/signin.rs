@@ -1311,3 +1311,48 @@ async fn a_configured_header_straddling_the_description_cut_leaves_no_prefix() {
     assert_eq!(leaks, Vec::<&str>::new());
     assert_eq!(logs.lines_with("sk-conf"), Vec::<String>::new());
 }
+
+#[tokio::test]
+#[ignore = "finding: the redirect's error code is cut to 64 characters before the entry's configured secrets are scrubbed, so a header value straddling the cut leaves its prefix in the reason and the log"]
+async fn a_redirect_error_straddling_its_cut_leaves_no_prefix_of_a_header() {
+    store_dir();
+    let (_guard, logs) = support::logs::capture("plugin_mcp=trace");
+    let server = TestServer::start(Options::default()).await;
+    let host = Host::new(json!({"docs": {
+        "url": server.mcp_url().as_str(),
+        "headers": {"X-Api-Key": "sk-configured-key-654321"}
+    }}));
+    let link = Url::parse(&link_in_listing(&host).await).unwrap();
+    let query = |name: &str| {
+        link.query_pairs()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.into_owned())
+            .unwrap()
+    };
+    // The authorization server (or anyone with the state) redirects with an `error` that
+    // quotes the key after 54 characters: the 64 kept end inside it.
+    let mut redirect = Url::parse(&query("redirect_uri")).unwrap();
+    redirect
+        .query_pairs_mut()
+        .append_pair("state", &query("state"))
+        .append_pair(
+            "error",
+            &format!("{}sk-configured-key-654321", "a".repeat(54)),
+        );
+    let status = reqwest::get(redirect).await.unwrap().status();
+    assert_eq!(status, 200);
+    let listing = host
+        .wait_for(WAIT, |l| {
+            l["servers"][0]["reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("signing in failed"))
+        })
+        .await;
+    let reason = listing["servers"][0]["reason"].as_str().unwrap();
+    assert_eq!(
+        reason.matches("aask-conf").count(),
+        0,
+        "the reason holds a prefix of the key: {reason}"
+    );
+    assert_eq!(logs.lines_with("aask-conf"), Vec::<String>::new());
+}
