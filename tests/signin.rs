@@ -1356,3 +1356,29 @@ async fn a_redirect_error_straddling_its_cut_leaves_no_prefix_of_a_header() {
     );
     assert_eq!(logs.lines_with("aask-conf"), Vec::<String>::new());
 }
+
+#[tokio::test]
+#[ignore = "finding: a corrupt store file is taken for a grant another Host found refused: the Pack drops its working refresh token and asks for a new sign-in instead of ignoring the file"]
+async fn a_corrupt_store_file_does_not_drop_a_working_grant() {
+    store_dir();
+    let server = TestServer::start(Options::default()).await;
+    let host = Host::new(entry(&server));
+    sign_in(&host).await;
+    let file = store_file(&server.mcp_url(), "");
+    assert!(file.is_file());
+    // Something (a crash of another program, an editor) leaves the file unreadable.
+    std::fs::write(&file, "{ not json").unwrap();
+    // The access token is refused; the refresh token still works.
+    server.expire_access_tokens();
+    let answer = call_whoami(&host).await.map_err(|e| e.message);
+    assert_eq!(
+        (answer, grant_types(&server)),
+        (
+            Ok("signed in".to_string()),
+            vec![
+                "authorization_code".to_string(),
+                "refresh_token".to_string()
+            ]
+        )
+    );
+}
