@@ -67,7 +67,7 @@ class H(BaseHTTPRequestHandler):
 ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 PY
 port=18977
-python3 "$tmp/srv.py" $port & pids+=($!)
+python3 "$tmp/srv.py" $port 2>/dev/null & pids+=($!)
 sleep 0.5
 printf '{"mcpServers": {"t": {"url": "http://127.0.0.1:%s/mcp"}}}' $port > "$tmp/slow-delete.json"
 codes=""
@@ -77,5 +77,32 @@ for _ in 1 2 3 4 5 6 7 8; do
   kill -INT $hp; wait $hp; codes="$codes $?"
 done
 [ "$codes" = " 130 130 130 130 130 130 130 130" ] || finding "Ctrl-C during the cleanup wait exits:$codes"
+
+# 4. A server that answers 401 and publishes no OAuth metadata: the sign-in fails (README: the
+# reason is then the server's own refusal), and `login` should exit 1 at once ("When the sign-in
+# fails it exits 1 at once"); it waits out --wait instead (600 s by default) as if the server
+# were briefly down.
+cat > "$tmp/s401.py" <<'PY'
+import sys
+from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def reply(self):
+        n = int(self.headers.get("Content-Length", 0) or 0)
+        if n: self.rfile.read(n)
+        code = 401 if self.path == "/mcp" else 404
+        self.send_response(code); self.send_header("Content-Length", "12"); self.end_headers()
+        self.wfile.write(b"unauthorized")
+    do_GET = do_POST = do_DELETE = reply
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+PY
+port401=18978
+python3 "$tmp/s401.py" $port401 2>/dev/null & pids+=($!)
+sleep 0.5
+printf '{"mcpServers": {"p": {"url": "http://127.0.0.1:%s/mcp"}}}' $port401 > "$tmp/no-oauth.json"
+rc=0; err=$(PLUGIN_MCP_OAUTH_DIR="$tmp/store" $host login --wait 5 "$tmp/no-oauth.json" p 2>&1 >/dev/null) || rc=$?
+[ "$rc" = 1 ] && [ "$err" = 'host: login failed: HTTP 401 Unauthorized: unauthorized' ] \
+  || finding "login to a 401 server without OAuth metadata: exit $rc, $err"
 
 [ "$failed" = 0 ] && echo "host-findings: none reproduced" || { echo "host-findings: $failed reproduced" >&2; exit 1; }
