@@ -105,4 +105,11 @@ rc=0; err=$(PLUGIN_MCP_OAUTH_DIR="$tmp/store" $host login --wait 5 "$tmp/no-oaut
 [ "$rc" = 1 ] && [ "$err" = 'host: login failed: HTTP 401 Unauthorized: unauthorized' ] \
   || finding "login to a 401 server without OAuth metadata: exit $rc, $err"
 
+# 5. The call form takes `--wait` anywhere (`host CONFIG --wait 1 TOOL`); `login` refuses it
+# after CONFIG with a message that contradicts itself ("login takes no option --wait (only
+# --wait SECONDS)"), exit 2.
+rc=0; err=$($host login "$tmp/down.json" --wait 1 down 2>&1 >/dev/null) || rc=$?
+[ "$rc" = 1 ] && [ "$err" = 'host: login failed: server "down" was not ready within 1 seconds; last: connection refused by http://127.0.0.1:9 (no server is listening there)' ] \
+  || finding "login CONFIG --wait 1 NAMESPACE: exit $rc, $(printf '%s\n' "$err" | head -n 1)"
+
 [ "$failed" = 0 ] && echo "host-findings: none reproduced" || { echo "host-findings: $failed reproduced" >&2; exit 1; }
