@@ -1011,3 +1011,466 @@ async fn a_refused_code_exchange_quoting_a_configured_header_shows_it_nowhere() 
     );
     assert_eq!(logs.lines_with("sk-configured-key"), Vec::<String>::new());
 }
+
+#[tokio::test]
+#[ignore = "finding: a token endpoint quoting the client_secret_basic Authorization header (base64 of client id and secret) shows it in the reason, the browser page and the log"]
+async fn a_refused_code_exchange_quoting_the_basic_credential_shows_it_nowhere() {
+    use base64::Engine as _;
+    store_dir();
+    let (_guard, logs) = support::logs::capture("plugin_mcp=trace");
+    let server = TestServer::start(Options {
+        basic_echo: true,
+        client: Some(("client-basic", "client-secret-value-778899")),
+        auth_methods: vec!["client_secret_basic"],
+        ..Options::default()
+    })
+    .await;
+    let host = Host::new(json!({"docs": {
+        "url": server.mcp_url().as_str(),
+        "oauth": {"clientId": "client-basic", "clientSecret": "client-secret-value-778899"}
+    }}));
+    // RFC 6749 §2.3.1: the id and secret, form-encoded, joined by `:`, in base64.
+    let basic =
+        base64::engine::general_purpose::STANDARD.encode("client-basic:client-secret-value-778899");
+    let link = link_in_listing(&host).await;
+    let (status, page) = play_browser_page(&Url::parse(&link).unwrap()).await;
+    let listing = host
+        .wait_for(WAIT, |l| {
+            l["servers"][0]["reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("signing in failed"))
+        })
+        .await;
+    let reason = listing["servers"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The exchange did go out with the credential (the server quoted what it received).
+    let token_auth: Vec<String> = server
+        .log
+        .lock()
+        .unwrap()
+        .token_requests
+        .iter()
+        .map(|form| form["auth"].clone())
+        .collect();
+    assert_eq!(token_auth, ["client_secret_basic"]);
+    assert_eq!(status, 200);
+    let leaks: Vec<&str> = [page.as_str(), reason.as_str()]
+        .into_iter()
+        .filter(|text| text.contains(&basic))
+        .collect();
+    assert_eq!(leaks, Vec::<&str>::new());
+    assert_eq!(logs.lines_with(&basic), Vec::<String>::new());
+}
+
+#[tokio::test]
+#[ignore = "finding: a stream 401 whose only challenge is Basic with \"bearer\" in its realm is taken for a Bearer challenge and spends a refresh token"]
+async fn a_stream_401_with_bearer_only_in_a_basic_realm_spends_no_refresh_token() {
+    store_dir();
+    let server = TestServer::start(Options {
+        sessions: true,
+        list_changed: true,
+        get_refused: true,
+        // RFC 9110 §11.6.1: the scheme is the challenge's first token; the realm is free text.
+        get_challenge: Some("Basic realm=\"bearer-gateway\""),
+        ..Options::default()
+    })
+    .await;
+    let host = Host::new(entry(&server));
+    sign_in(&host).await;
+    // The first GET, and the reopen after 1 s.
+    let from = trail(&server).len();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while trail(&server)[from..]
+        .iter()
+        .filter(|t| t.starts_with("GET "))
+        .count()
+        < 2
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{:#?}",
+            trail(&server)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(grant_types(&server), ["authorization_code"]);
+}
+
+#[tokio::test]
+#[ignore = "finding: a scope the authorization server never grants is asked for in a third (and every further) sign-in link once a step-up for another tool's scope came in between"]
+async fn a_withheld_scope_gets_no_third_link_after_another_tools_step_up() {
+    store_dir();
+    let server = TestServer::start(Options {
+        challenge_scope: Some("mcp:read"),
+        call_scope: Some("mcp:write"),
+        tool_scope: Some(("admin", "mcp:admin")),
+        withheld_scope: Some("mcp:admin"),
+        ..Options::default()
+    })
+    .await;
+    let host = Host::new(entry(&server));
+    sign_in(&host).await;
+    // `admin` needs `mcp:admin`, never granted: two step-ups, then an error.
+    step_up(&host, "admin").await;
+    step_up(&host, "admin").await;
+    call_tool(&host, "admin").await.unwrap_err();
+    // `whoami` needs `mcp:write`, granted: one step-up, and it answers.
+    step_up(&host, "whoami").await;
+    assert_eq!(call_tool(&host, "whoami").await.unwrap(), "signed in");
+    // `admin` again: `mcp:admin` was asked for twice already and never granted.
+    let again = call_tool(&host, "admin").await.unwrap_err();
+    let listing = host.listing(json!({"namespace": "docs"})).await;
+    let asked_admin = server
+        .log
+        .lock()
+        .unwrap()
+        .authorizations
+        .iter()
+        .filter(|query| {
+            query
+                .get("scope")
+                .is_some_and(|s| s.split(' ').any(|s| s == "mcp:admin"))
+        })
+        .count();
+    // A link shown now counts too (the browser has not opened it yet).
+    let shown_admin = listing["signInUrl"].as_str().is_some_and(|link| {
+        Url::parse(link)
+            .unwrap()
+            .query_pairs()
+            .any(|(k, v)| k == "scope" && v.split(' ').any(|s| s == "mcp:admin"))
+    });
+    assert_eq!(
+        (
+            asked_admin + usize::from(shown_admin),
+            listing["signInUrl"].is_null()
+        ),
+        (2, true),
+        "{}",
+        again.message
+    );
+}
+
+async fn call_tool(host: &Host, tool: &str) -> Result<String, runvil_plugin::ToolError> {
+    host.call(
+        "call_dynamic_tool",
+        json!({"namespace": "docs", "toolName": tool}),
+    )
+    .await
+}
+
+/// A call to `tool` refused for a step-up; the browser signs in with the new link.
+async fn step_up(host: &Host, tool: &str) {
+    let refused = call_tool(host, tool).await.unwrap_err();
+    assert_eq!(
+        refused.kind,
+        ToolErrorKind::Unavailable,
+        "{}",
+        refused.message
+    );
+    let link = link_in_listing(host).await;
+    assert_eq!(play_browser(&Url::parse(&link).unwrap()).await, 200);
+    host.ready("docs", WAIT).await;
+}
+
+/// `examples/host.rs` as built beside this test binary (`target/<profile>/examples/host`).
+fn host_example() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples/host")
+}
+
+/// Runs `host login --wait 20 CONFIG docs` with the store in `dir`; plays the browser for the
+/// link it prints; returns the exit code and stderr.
+async fn host_login(config: &std::path::Path, dir: &std::path::Path) -> (Option<i32>, String) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(host_example())
+        .args(["login", "--wait", "20"])
+        .arg(config)
+        .arg("docs")
+        .env("PLUGIN_MCP_OAUTH_DIR", dir)
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let link = tokio::time::timeout(WAIT, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(play_browser(&Url::parse(&link).unwrap()).await, 200);
+    let out = tokio::time::timeout(Duration::from_secs(40), child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+#[ignore = "finding: host login exits 0 after a sign-in whose grant could not be saved when the store file existed before (it checks only that the file exists); needs examples built, root and chattr on ext4"]
+async fn host_login_fails_when_a_new_grant_could_not_replace_a_stored_one() {
+    store_dir();
+    let server = TestServer::start(Options::default()).await;
+    let dir = std::env::temp_dir().join(format!("plugin-mcp-host-login-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let config =
+        std::env::temp_dir().join(format!("plugin-mcp-host-login-{}.json", std::process::id()));
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"docs": {"url": server.mcp_url().as_str()}}}).to_string(),
+    )
+    .unwrap();
+    // A first login stores a registration and a grant.
+    assert_eq!(host_login(&config, &dir).await, (Some(0), String::new()));
+    // The user revoked the grant; the store becomes unwritable (an immutable directory: the
+    // tests run as root, where modes do not stop a write).
+    server.revoke_refresh_tokens();
+    server.expire_access_tokens();
+    let chattr = |flag: &str| {
+        std::process::Command::new("chattr")
+            .arg(flag)
+            .arg(&dir)
+            .status()
+            .unwrap()
+            .success()
+    };
+    let stored = || {
+        std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .map(|p| std::fs::read_to_string(p).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let before = stored();
+    assert!(chattr("+i"));
+    let second = host_login(&config, &dir).await;
+    // The new grant did not reach the store: the file is as the first login left it.
+    assert_eq!(stored(), before);
+    assert!(chattr("-i"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&config);
+    assert_eq!(
+        second,
+        (
+            Some(1),
+            format!(
+                "host: login failed: signed in, but the sign-in could not be saved in {} (see the \
+                 log with RUST_LOG=warn); the next run asks again\n",
+                dir.display()
+            )
+        )
+    );
+}
+
+#[tokio::test]
+#[ignore = "finding: a token endpoint's error_description is cut (1024 bytes) before the entry's configured secrets are scrubbed, so a header value straddling the cut leaves its prefix in the reason and the log"]
+async fn a_configured_header_straddling_the_description_cut_leaves_no_prefix() {
+    store_dir();
+    let (_guard, logs) = support::logs::capture("plugin_mcp=trace");
+    let server = TestServer::start(Options {
+        code_echo: true,
+        // The reason keeps 1021 bytes of the description: 1010 `a`s and 11 bytes of the key.
+        code_echo_pad: 1010,
+        ..Options::default()
+    })
+    .await;
+    let host = Host::new(json!({"docs": {
+        "url": server.mcp_url().as_str(),
+        "headers": {"X-Api-Key": "sk-configured-key-654321"}
+    }}));
+    let link = link_in_listing(&host).await;
+    let (status, page) = play_browser_page(&Url::parse(&link).unwrap()).await;
+    let listing = host
+        .wait_for(WAIT, |l| {
+            l["servers"][0]["reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("signing in failed"))
+        })
+        .await;
+    let reason = listing["servers"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(status, 200);
+    // What follows the padding is never a piece of the key.
+    let leaks: Vec<&str> = [page.as_str(), reason.as_str()]
+        .into_iter()
+        .filter(|text| text.contains("aask-conf"))
+        .collect();
+    assert_eq!(leaks, Vec::<&str>::new());
+    assert_eq!(logs.lines_with("sk-conf"), Vec::<String>::new());
+}
+
+#[tokio::test]
+#[ignore = "finding: the redirect's error code is cut to 64 characters before the entry's configured secrets are scrubbed, so a header value straddling the cut leaves its prefix in the reason and the log"]
+async fn a_redirect_error_straddling_its_cut_leaves_no_prefix_of_a_header() {
+    store_dir();
+    let (_guard, logs) = support::logs::capture("plugin_mcp=trace");
+    let server = TestServer::start(Options::default()).await;
+    let host = Host::new(json!({"docs": {
+        "url": server.mcp_url().as_str(),
+        "headers": {"X-Api-Key": "sk-configured-key-654321"}
+    }}));
+    let link = Url::parse(&link_in_listing(&host).await).unwrap();
+    let query = |name: &str| {
+        link.query_pairs()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.into_owned())
+            .unwrap()
+    };
+    // The authorization server (or anyone with the state) redirects with an `error` that
+    // quotes the key after 54 characters: the 64 kept end inside it.
+    let mut redirect = Url::parse(&query("redirect_uri")).unwrap();
+    redirect
+        .query_pairs_mut()
+        .append_pair("state", &query("state"))
+        .append_pair(
+            "error",
+            &format!("{}sk-configured-key-654321", "a".repeat(54)),
+        );
+    let status = reqwest::get(redirect).await.unwrap().status();
+    assert_eq!(status, 200);
+    let listing = host
+        .wait_for(WAIT, |l| {
+            l["servers"][0]["reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("signing in failed"))
+        })
+        .await;
+    let reason = listing["servers"][0]["reason"].as_str().unwrap();
+    assert_eq!(
+        reason.matches("aask-conf").count(),
+        0,
+        "the reason holds a prefix of the key: {reason}"
+    );
+    assert_eq!(logs.lines_with("aask-conf"), Vec::<String>::new());
+}
+
+#[tokio::test]
+#[ignore = "finding: a corrupt store file is taken for a grant another Host found refused: the Pack drops its working refresh token and asks for a new sign-in instead of ignoring the file"]
+async fn a_corrupt_store_file_does_not_drop_a_working_grant() {
+    store_dir();
+    let server = TestServer::start(Options::default()).await;
+    let host = Host::new(entry(&server));
+    sign_in(&host).await;
+    let file = store_file(&server.mcp_url(), "");
+    assert!(file.is_file());
+    // Something (a crash of another program, an editor) leaves the file unreadable.
+    std::fs::write(&file, "{ not json").unwrap();
+    // The access token is refused; the refresh token still works.
+    server.expire_access_tokens();
+    let answer = call_whoami(&host).await.map_err(|e| e.message);
+    assert_eq!(
+        (answer, grant_types(&server)),
+        (
+            Ok("signed in".to_string()),
+            vec![
+                "authorization_code".to_string(),
+                "refresh_token".to_string()
+            ]
+        )
+    );
+}
+
+#[tokio::test]
+#[ignore = "finding: step-ups for the same scopes are counted for the Pack's life, never reset by success: the third time a fresh sign-in lacks a scope the server grants every time, the Pack gives up instead of showing a link"]
+async fn a_granted_step_up_after_each_new_sign_in_is_never_refused() {
+    store_dir();
+    let server = TestServer::start(Options {
+        challenge_scope: Some("mcp:read"),
+        call_scope: Some("mcp:write"),
+        ..Options::default()
+    })
+    .await;
+    let host = Host::new(entry(&server));
+    sign_in(&host).await;
+    let mut answers = Vec::new();
+    for round in 0..3 {
+        if round > 0 {
+            // The user revoked the grant: the next call signs in again, with the challenge's
+            // `mcp:read` only.
+            server.revoke_refresh_tokens();
+            server.expire_access_tokens();
+            assert_eq!(
+                call_whoami(&host).await.unwrap_err().kind,
+                ToolErrorKind::Unavailable
+            );
+            let link = link_in_listing(&host).await;
+            assert_eq!(play_browser(&Url::parse(&link).unwrap()).await, 200);
+            host.ready("docs", WAIT).await;
+        }
+        // `whoami` needs `mcp:write`: a step-up, granted.
+        let refused = call_whoami(&host).await.unwrap_err();
+        answers.push(
+            match host.listing(json!({"namespace": "docs"})).await["signInUrl"].as_str() {
+                Some(link) => {
+                    assert_eq!(play_browser(&Url::parse(link).unwrap()).await, 200);
+                    host.ready("docs", WAIT).await;
+                    call_whoami(&host).await.map_err(|e| e.message)
+                }
+                None => Err(refused.message),
+            },
+        );
+    }
+    assert_eq!(answers, vec![Ok("signed in".to_string()); 3]);
+}
+
+#[tokio::test]
+#[ignore = "finding: a client id given as ${env:NAME} counts as a secret, so the sign-in link (which must carry client_id) is refused and the server can never sign in"]
+async fn a_client_id_from_the_environment_still_gets_a_link() {
+    store_dir();
+    let server = TestServer::start(Options {
+        client: Some(("client-from-env-42", "client-secret-value-778899")),
+        ..Options::default()
+    })
+    .await;
+    let dir = std::env::temp_dir().join(format!("plugin-mcp-env-client-{}", std::process::id()));
+    let config =
+        std::env::temp_dir().join(format!("plugin-mcp-env-client-{}.json", std::process::id()));
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"docs": {"url": server.mcp_url().as_str(), "oauth": {
+            "clientId": "${env:DOCS_CLIENT_ID}", "clientSecret": "${env:DOCS_CLIENT_SECRET}"
+        }}}})
+        .to_string(),
+    )
+    .unwrap();
+    // The environment is the child's: this test binary's own stays untouched.
+    let out = tokio::process::Command::new(host_example())
+        .args(["--wait", "3"])
+        .arg(&config)
+        .arg("mcp/get_dynamic_tools")
+        .arg(r#"{"namespace":"docs"}"#)
+        .env("PLUGIN_MCP_OAUTH_DIR", &dir)
+        .env("DOCS_CLIENT_ID", "client-from-env-42")
+        .env("DOCS_CLIENT_SECRET", "client-secret-value-778899")
+        .env_remove("RUST_LOG")
+        .output()
+        .await
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&config);
+    let listing: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let link = listing["signInUrl"]
+        .as_str()
+        .map(|l| Url::parse(l).unwrap());
+    assert_eq!(
+        link.map(|l| l
+            .query_pairs()
+            .find(|(k, _)| k == "client_id")
+            .map(|(_, v)| v.into_owned())),
+        Some(Some("client-from-env-42".to_string())),
+        "{listing}"
+    );
+}

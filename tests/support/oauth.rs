@@ -103,6 +103,16 @@ pub struct Options {
     /// With [`Options::get_refused`]: the `WWW-Authenticate` value of the `GET` refusal
     /// instead of the Bearer challenge.
     pub get_challenge: Option<&'static str>,
+    /// The token endpoint refuses every code exchange with `invalid_client`, quoting the
+    /// `Authorization` header it received (a `client_secret_basic` credential) in its
+    /// `error_description`.
+    pub basic_echo: bool,
+    /// A second tool (listed once signed in) whose `tools/call` needs its own scope instead of
+    /// [`Options::call_scope`]: the tool's name and the scope.
+    pub tool_scope: Option<(&'static str, &'static str)>,
+    /// With [`Options::code_echo`]: the description is this many `a`s and then the key alone,
+    /// so a cut of the description falls inside the key.
+    pub code_echo_pad: usize,
 }
 
 impl Default for Options {
@@ -130,6 +140,9 @@ impl Default for Options {
             refresh_echo: false,
             code_echo: false,
             get_challenge: None,
+            basic_echo: false,
+            tool_scope: None,
+            code_echo_pad: 0,
         }
     }
 }
@@ -450,7 +463,11 @@ fn mcp(shared: &Shared, verb: &Method, headers: &HeaderMap, body: &[u8]) -> Resp
         )
             .into_response();
     }
-    if let (Some(needed), "tools/call") = (shared.options.call_scope, method.as_str()) {
+    let needed = match shared.options.tool_scope {
+        Some((tool, scope)) if message["params"]["name"] == tool => Some(scope),
+        _ => shared.options.call_scope,
+    };
+    if let (Some(needed), "tools/call") = (needed, method.as_str()) {
         let granted = token
             .and_then(|t| shared.log.lock().unwrap().granted.get(t).cloned())
             .unwrap_or_default();
@@ -525,7 +542,13 @@ fn mcp(shared: &Shared, verb: &Method, headers: &HeaderMap, body: &[u8]) -> Resp
             }
             return response;
         }
-        "tools/list" => json!({"tools": [{"name": "whoami", "inputSchema": {"type": "object"}}]}),
+        "tools/list" => {
+            let mut tools = vec![json!({"name": "whoami", "inputSchema": {"type": "object"}})];
+            if let Some((tool, _)) = shared.options.tool_scope {
+                tools.push(json!({"name": tool, "inputSchema": {"type": "object"}}));
+            }
+            json!({ "tools": tools })
+        }
         "tools/call" => json!({"content": [{"type": "text", "text": "signed in"}]}),
         _ => return StatusCode::ACCEPTED.into_response(),
     };
@@ -647,14 +670,30 @@ async fn token(shared: &Shared, headers: &HeaderMap, body: &[u8]) -> Response {
     }
     let mut log = shared.log.lock().unwrap();
     log.token_requests.push(form.clone());
+    if shared.options.basic_echo
+        && form.get("grant_type").map(String::as_str) == Some("authorization_code")
+    {
+        let sent = headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        return json_response(
+            StatusCode::UNAUTHORIZED,
+            json!({"error": "invalid_client",
+                "error_description": format!("client authentication failed: {sent}")}),
+        );
+    }
     if shared.options.code_echo
         && form.get("grant_type").map(String::as_str) == Some("authorization_code")
     {
         let key = log.api_key.clone().unwrap_or_default();
+        let description = match shared.options.code_echo_pad {
+            0 => format!("code refused; your key: {key}"),
+            pad => format!("{}{key}", "a".repeat(pad)),
+        };
         return json_response(
             StatusCode::BAD_REQUEST,
-            json!({"error": "invalid_request",
-                "error_description": format!("code refused; your key: {key}")}),
+            json!({"error": "invalid_request", "error_description": description}),
         );
     }
     if shared.options.refresh_echo

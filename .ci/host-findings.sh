@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Findings against examples/host.rs (the host CLI's login, logout and cleanup wait), in the style
+# of .ci/examples.sh. Each check FAILS on the code it was written against; it is not run by
+# .ci/run. Traffic goes to 127.0.0.1 only. Usage: bash .ci/host-findings.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+cargo build -q --example host || exit 2
+host=target/debug/examples/host
+tmp=$(mktemp -d)
+pids=()
+cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; rm -rf "$tmp"; }
+trap cleanup EXIT
+failed=0
+finding() { echo "FINDING: $*" >&2; failed=$((failed + 1)); }
+
+# 1. `--wait` takes fractions, but the message when it runs out names the whole seconds only.
+printf '{"mcpServers": {"down": {"url": "http://127.0.0.1:9/mcp"}}}' > "$tmp/down.json"
+rc=0; err=$($host login --wait 1.5 "$tmp/down.json" down 2>&1 >/dev/null) || rc=$?
+[ "$rc" = 1 ] && [ "$err" = 'host: login failed: server "down" was not ready within 1.5 seconds; last: connection refused by http://127.0.0.1:9 (no server is listening there)' ] \
+  || finding "login --wait 1.5: exit $rc, $err"
+
+# 2. `logout` names the store file by `oauth.clientMetadataUrl` as written, the Pack by the
+# parsed URL (src/auth/signin.rs `store_key`: `url.to_string()`, which lowercases the host and
+# drops a default port): the file the Pack wrote stays, and logout exits 0.
+mkdir -m 700 "$tmp/store"
+printf '{"mcpServers": {"docs": {"url": "http://127.0.0.1:9/mcp", "oauth": {"clientMetadataUrl": "https://App.Example.com:443/client.json"}}}}' > "$tmp/cimd.json"
+name=$(printf 'http://127.0.0.1:9/mcp\0https://app.example.com/client.json' | sha256sum | cut -c1-32)
+echo '{}' > "$tmp/store/$name.json"
+rc=0; PLUGIN_MCP_OAUTH_DIR="$tmp/store" $host logout "$tmp/cimd.json" docs || rc=$?
+left=$(ls "$tmp/store")
+[ "$rc" = 0 ] && [ -z "$left" ] || finding "logout with a clientMetadataUrl: exit $rc, still stored: $left"
+
+# 2b. The same with `"clientId": ""` beside the metadata URL: the Pack ignores an empty client
+# id (src/auth/config.rs), logout keys the file by the empty string.
+printf '{"mcpServers": {"docs": {"url": "http://127.0.0.1:9/mcp", "oauth": {"clientId": "", "clientMetadataUrl": "https://app.example.com/client.json"}}}}' > "$tmp/cimd-empty.json"
+echo '{}' > "$tmp/store/$name.json"
+rc=0; PLUGIN_MCP_OAUTH_DIR="$tmp/store" $host logout "$tmp/cimd-empty.json" docs || rc=$?
+left=$(ls "$tmp/store")
+[ "$rc" = 0 ] && [ -z "$left" ] || finding "logout with an empty clientId: exit $rc, still stored: $left"
+
+# 3. A Ctrl-C during the cleanup wait after the last call (a DELETE the server holds for 30 s)
+# exits 130 (README: "on Ctrl-C, which exits 130"). Two Ctrl-C listeners race (the
+# `interruptible` one and `settle`'s own): some runs exit 0 at once, others 130 after the
+# DELETE's 5 s bound.
+cat > "$tmp/srv.py" <<'PY'
+import json, sys, time
+from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def send(self, code, body=None, headers={}):
+        data = json.dumps(body).encode() if body is not None else b""
+        self.send_response(code)
+        for k, v in headers.items(): self.send_header(k, v)
+        if body is not None: self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data))); self.end_headers(); self.wfile.write(data)
+    def do_GET(self): self.send(405)
+    def do_DELETE(self): time.sleep(30); self.send(200)
+    def do_POST(self):
+        msg = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        if "id" not in msg: return self.send(202)
+        result = {"initialize": {"protocolVersion": msg.get("params", {}).get("protocolVersion"),
+                  "capabilities": {"tools": {}}, "serverInfo": {"name": "t", "version": "1"}},
+                  "tools/list": {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]},
+                  "tools/call": {"content": [{"type": "text", "text": "hi"}]}}.get(msg["method"], {})
+        self.send(200, {"jsonrpc": "2.0", "id": msg["id"], "result": result}, {"Mcp-Session-Id": "s-1"})
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+PY
+port=18977
+python3 "$tmp/srv.py" $port 2>/dev/null & pids+=($!)
+sleep 0.5
+printf '{"mcpServers": {"t": {"url": "http://127.0.0.1:%s/mcp"}}}' $port > "$tmp/slow-delete.json"
+codes=""
+for _ in 1 2 3 4 5 6 7 8; do
+  $host "$tmp/slow-delete.json" mcp/call_dynamic_tool '{"namespace":"t","toolName":"echo"}' >/dev/null & hp=$!
+  sleep 0.6   # the call has answered (it takes ~0.1 s); the host waits for the DELETE
+  kill -INT $hp; wait $hp; codes="$codes $?"
+done
+[ "$codes" = " 130 130 130 130 130 130 130 130" ] || finding "Ctrl-C during the cleanup wait exits:$codes"
+
+# 4. A server that answers 401 and publishes no OAuth metadata: the sign-in fails (README: the
+# reason is then the server's own refusal), and `login` should exit 1 at once ("When the sign-in
+# fails it exits 1 at once"); it waits out --wait instead (600 s by default) as if the server
+# were briefly down.
+cat > "$tmp/s401.py" <<'PY'
+import sys
+from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def reply(self):
+        n = int(self.headers.get("Content-Length", 0) or 0)
+        if n: self.rfile.read(n)
+        code = 401 if self.path == "/mcp" else 404
+        self.send_response(code); self.send_header("Content-Length", "12"); self.end_headers()
+        self.wfile.write(b"unauthorized")
+    do_GET = do_POST = do_DELETE = reply
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+PY
+port401=18978
+python3 "$tmp/s401.py" $port401 2>/dev/null & pids+=($!)
+sleep 0.5
+printf '{"mcpServers": {"p": {"url": "http://127.0.0.1:%s/mcp"}}}' $port401 > "$tmp/no-oauth.json"
+rc=0; err=$(PLUGIN_MCP_OAUTH_DIR="$tmp/store" $host login --wait 5 "$tmp/no-oauth.json" p 2>&1 >/dev/null) || rc=$?
+[ "$rc" = 1 ] && [ "$err" = 'host: login failed: HTTP 401 Unauthorized: unauthorized' ] \
+  || finding "login to a 401 server without OAuth metadata: exit $rc, $err"
+
+# 5. The call form takes `--wait` anywhere (`host CONFIG --wait 1 TOOL`); `login` refuses it
+# after CONFIG with a message that contradicts itself ("login takes no option --wait (only
+# --wait SECONDS)"), exit 2.
+rc=0; err=$($host login "$tmp/down.json" --wait 1 down 2>&1 >/dev/null) || rc=$?
+[ "$rc" = 1 ] && [ "$err" = 'host: login failed: server "down" was not ready within 1 seconds; last: connection refused by http://127.0.0.1:9 (no server is listening there)' ] \
+  || finding "login CONFIG --wait 1 NAMESPACE: exit $rc, $(printf '%s\n' "$err" | head -n 1)"
+
+[ "$failed" = 0 ] && echo "host-findings: none reproduced" || { echo "host-findings: $failed reproduced" >&2; exit 1; }
