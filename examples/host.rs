@@ -492,23 +492,18 @@ async fn stop(pack: Box<dyn Pack>) -> ExitCode {
 
 /// After the Pack's drop: waits until its background work (the cancels, then each session's
 /// `DELETE`, each bounded by 5 s) has ended, at most 11 s, so the process does not end it
-/// first. A second Ctrl-C stops the wait.
+/// first.
 async fn settle() {
     let handle = tokio::runtime::Handle::current();
     let deadline = Instant::now() + Duration::from_secs(11);
-    let quiet = async {
-        while handle.metrics().num_alive_tasks() > 0 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    };
-    tokio::select! {
-        () = quiet => {}
-        _ = tokio::signal::ctrl_c() => {}
+    while handle.metrics().num_alive_tasks() > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
-/// Runs `work` until it ends or Ctrl-C; on Ctrl-C, `work` (and the Pack it owns) is dropped,
-/// its cleanup waited for ([`settle`]), and the exit code is 130 (128 + SIGINT).
+/// Runs `work` until it ends or Ctrl-C. On Ctrl-C — also during the cleanup wait after the
+/// last call — `work` (and the Pack it owns) is dropped, its cleanup waited for ([`settle`];
+/// a second Ctrl-C ends the wait), and the exit code is 130 (128 + SIGINT).
 async fn interruptible(work: impl std::future::Future<Output = ExitCode>) -> ExitCode {
     let finished = {
         tokio::pin!(work);
@@ -520,7 +515,10 @@ async fn interruptible(work: impl std::future::Future<Output = ExitCode>) -> Exi
     match finished {
         Some(code) => code,
         None => {
-            settle().await;
+            tokio::select! {
+                () = settle() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
             ExitCode::from(130)
         }
     }
@@ -748,23 +746,28 @@ mod sign_in {
     /// `host login [--wait SECONDS] CONFIG NAMESPACE`.
     pub(super) fn login(args: &[String]) -> ExitCode {
         let mut wait = Duration::from_secs(600);
-        let mut rest = args;
-        if rest.first().map(String::as_str) == Some("--wait") {
-            let Some(value) = rest.get(1) else {
-                return usage("--wait needs a number of seconds");
-            };
-            wait = match super::seconds("--wait", value) {
-                Ok(wait) => wait,
-                Err(message) => return usage(&message),
-            };
-            rest = &rest[2..];
+        let mut positional = Vec::new();
+        let mut rest = args.iter();
+        while let Some(arg) = rest.next() {
+            match arg.as_str() {
+                "--wait" => {
+                    let Some(value) = rest.next() else {
+                        return usage("--wait needs a number of seconds");
+                    };
+                    wait = match super::seconds("--wait", value) {
+                        Ok(wait) => wait,
+                        Err(message) => return usage(&message),
+                    };
+                }
+                option if option.starts_with('-') => {
+                    return usage(&format!(
+                        "login takes no option {option}; it takes --wait SECONDS"
+                    ));
+                }
+                _ => positional.push(arg),
+            }
         }
-        if let Some(option) = rest.iter().find(|a| a.starts_with('-')) {
-            return usage(&format!(
-                "login takes no option {option} (only --wait SECONDS)"
-            ));
-        }
-        let [config, namespace] = rest else {
+        let [config, namespace] = positional[..] else {
             return usage("login needs CONFIG and NAMESPACE");
         };
         let entry = match entry(config, namespace) {
@@ -783,7 +786,10 @@ mod sign_in {
                 return ExitCode::from(2);
             }
         };
-        let store = store_file(&entry);
+        let store = store_file(&entry).map(|file| {
+            let before = std::fs::read(&file).ok();
+            (file, before)
+        });
         runtime.block_on(super::interruptible(wait_ready(
             namespace, entry, wait, store,
         )))
@@ -797,7 +803,7 @@ mod sign_in {
         namespace: &str,
         entry: Value,
         wait: Duration,
-        store: Result<std::path::PathBuf, String>,
+        store: Result<(std::path::PathBuf, Option<Vec<u8>>), String>,
     ) -> ExitCode {
         let mut packs = Packs::new();
         plugin_mcp::install(&mut packs, &json!({"mcp": {namespace: entry}}));
@@ -845,8 +851,13 @@ mod sign_in {
                     }
                     Some(_) => {}
                 },
-                // The sign-in failed (or could not start): its reason is final for a login.
-                (Some("error"), None) if reason.contains(SIGN_IN_FAILED) => {
+                // The sign-in failed (or could not start), or the server refuses with no way to
+                // sign in (a 401 or 403 and no OAuth): the reason is final for a login.
+                (Some("error"), None)
+                    if reason.contains(SIGN_IN_FAILED)
+                        || reason.starts_with("HTTP 401")
+                        || reason.starts_with("HTTP 403") =>
+                {
                     break Err(reason.to_string());
                 }
                 // Anything else (the server briefly down, still starting): the start is
@@ -858,7 +869,7 @@ mod sign_in {
                 let why = last.map(|r| format!("; last: {r}")).unwrap_or_default();
                 break Err(format!(
                     "server {namespace:?} was not ready within {} seconds{why}",
-                    wait.as_secs()
+                    wait.as_secs_f64()
                 ));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -868,13 +879,19 @@ mod sign_in {
         // A sign-in made in this run must have reached the store, or "ahead of time" did not
         // happen.
         let outcome = match (outcome, &shown, store) {
-            (Ok(()), Some(_), Ok(file)) if !file.is_file() => Err(format!(
-                "signed in, but the sign-in could not be saved in {} (see the log with \
+            (Ok(()), Some(_), Ok((file, before)))
+                if std::fs::read(&file)
+                    .ok()
+                    .is_none_or(|now| Some(now) == before) =>
+            {
+                Err(format!(
+                    "signed in, but the sign-in could not be saved in {} (see the log with \
                  RUST_LOG=warn); the next run asks again",
-                file.parent()
-                    .map(|d| d.display().to_string())
-                    .unwrap_or_default()
-            )),
+                    file.parent()
+                        .map(|d| d.display().to_string())
+                        .unwrap_or_default()
+                ))
+            }
             (outcome, _, _) => outcome,
         };
         match outcome {
@@ -944,12 +961,25 @@ mod sign_in {
         let _ = url.set_username("");
         let _ = url.set_password(None);
         let oauth = &entry["oauth"];
-        let client = oauth["clientId"]
+        // As the Pack keys it: a non-empty client id, else the metadata URL as parsed.
+        let client_id = oauth["clientId"]
             .as_str()
-            .or(oauth["clientMetadataUrl"].as_str())
             .map(substitute)
             .transpose()?
-            .unwrap_or_default();
+            .filter(|id| !id.is_empty());
+        let client = match client_id {
+            Some(id) => id,
+            None => match oauth["clientMetadataUrl"]
+                .as_str()
+                .map(substitute)
+                .transpose()?
+            {
+                Some(written) => reqwest::Url::parse(&written)
+                    .map(|u| u.to_string())
+                    .unwrap_or(written),
+                None => String::new(),
+            },
+        };
         let dir = match std::env::var_os("PLUGIN_MCP_OAUTH_DIR").filter(|d| !d.is_empty()) {
             Some(dir) => std::path::PathBuf::from(dir),
             None => dirs::data_dir()

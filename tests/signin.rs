@@ -570,8 +570,7 @@ async fn a_403_insufficient_scope_asks_for_a_new_sign_in_with_the_union_of_scope
     assert_eq!(grants, ["authorization_code", "authorization_code"]);
 }
 
-// Findings of the break-13 review: each test fails on the code it was written against and is
-// ignored so the branch stays green; the ignore reason names the finding.
+// What two reviews that attacked the sign-in through the contract found, one test each.
 
 /// The grant types of the token requests, in order.
 fn grant_types(server: &TestServer) -> Vec<String> {
@@ -1013,7 +1012,6 @@ async fn a_refused_code_exchange_quoting_a_configured_header_shows_it_nowhere() 
 }
 
 #[tokio::test]
-#[ignore = "finding: a token endpoint quoting the client_secret_basic Authorization header (base64 of client id and secret) shows it in the reason, the browser page and the log"]
 async fn a_refused_code_exchange_quoting_the_basic_credential_shows_it_nowhere() {
     use base64::Engine as _;
     store_dir();
@@ -1065,7 +1063,6 @@ async fn a_refused_code_exchange_quoting_the_basic_credential_shows_it_nowhere()
 }
 
 #[tokio::test]
-#[ignore = "finding: a stream 401 whose only challenge is Basic with \"bearer\" in its realm is taken for a Bearer challenge and spends a refresh token"]
 async fn a_stream_401_with_bearer_only_in_a_basic_realm_spends_no_refresh_token() {
     store_dir();
     let server = TestServer::start(Options {
@@ -1099,7 +1096,6 @@ async fn a_stream_401_with_bearer_only_in_a_basic_realm_spends_no_refresh_token(
 }
 
 #[tokio::test]
-#[ignore = "finding: a scope the authorization server never grants is asked for in a third (and every further) sign-in link once a step-up for another tool's scope came in between"]
 async fn a_withheld_scope_gets_no_third_link_after_another_tools_step_up() {
     store_dir();
     let server = TestServer::start(Options {
@@ -1217,7 +1213,6 @@ async fn host_login(config: &std::path::Path, dir: &std::path::Path) -> (Option<
 }
 
 #[tokio::test]
-#[ignore = "finding: host login exits 0 after a sign-in whose grant could not be saved when the store file existed before (it checks only that the file exists); needs examples built, root and chattr on ext4"]
 async fn host_login_fails_when_a_new_grant_could_not_replace_a_stored_one() {
     store_dir();
     let server = TestServer::start(Options::default()).await;
@@ -1274,7 +1269,6 @@ async fn host_login_fails_when_a_new_grant_could_not_replace_a_stored_one() {
 }
 
 #[tokio::test]
-#[ignore = "finding: a token endpoint's error_description is cut (1024 bytes) before the entry's configured secrets are scrubbed, so a header value straddling the cut leaves its prefix in the reason and the log"]
 async fn a_configured_header_straddling_the_description_cut_leaves_no_prefix() {
     store_dir();
     let (_guard, logs) = support::logs::capture("plugin_mcp=trace");
@@ -1313,7 +1307,6 @@ async fn a_configured_header_straddling_the_description_cut_leaves_no_prefix() {
 }
 
 #[tokio::test]
-#[ignore = "finding: the redirect's error code is cut to 64 characters before the entry's configured secrets are scrubbed, so a header value straddling the cut leaves its prefix in the reason and the log"]
 async fn a_redirect_error_straddling_its_cut_leaves_no_prefix_of_a_header() {
     store_dir();
     let (_guard, logs) = support::logs::capture("plugin_mcp=trace");
@@ -1358,7 +1351,6 @@ async fn a_redirect_error_straddling_its_cut_leaves_no_prefix_of_a_header() {
 }
 
 #[tokio::test]
-#[ignore = "finding: a corrupt store file is taken for a grant another Host found refused: the Pack drops its working refresh token and asks for a new sign-in instead of ignoring the file"]
 async fn a_corrupt_store_file_does_not_drop_a_working_grant() {
     store_dir();
     let server = TestServer::start(Options::default()).await;
@@ -1384,7 +1376,6 @@ async fn a_corrupt_store_file_does_not_drop_a_working_grant() {
 }
 
 #[tokio::test]
-#[ignore = "finding: step-ups for the same scopes are counted for the Pack's life, never reset by success: the third time a fresh sign-in lacks a scope the server grants every time, the Pack gives up instead of showing a link"]
 async fn a_granted_step_up_after_each_new_sign_in_is_never_refused() {
     store_dir();
     let server = TestServer::start(Options {
@@ -1427,7 +1418,6 @@ async fn a_granted_step_up_after_each_new_sign_in_is_never_refused() {
 }
 
 #[tokio::test]
-#[ignore = "finding: a client id given as ${env:NAME} counts as a secret, so the sign-in link (which must carry client_id) is refused and the server can never sign in"]
 async fn a_client_id_from_the_environment_still_gets_a_link() {
     store_dir();
     let server = TestServer::start(Options {

@@ -548,8 +548,7 @@ mod tests {
         drop(idle);
     }
 
-    // Findings of the break-13 review: each test fails on the code it was written against and
-    // is ignored so the suite stays green; the ignore reason names the finding.
+    // What a review that attacked the listener found, one test each.
 
     /// Sends a raw request head and reads the whole answer (empty when closed unanswered).
     async fn raw_answer(port: u16, head: &str) -> String {

@@ -91,44 +91,59 @@ pub(crate) fn choose_scopes(
     resource_scopes.map(<[String]>::to_vec).unwrap_or_default()
 }
 
-/// Counts the new sign-ins `403 insufficient_scope` asked for in a row: a row goes on while
-/// each step-up asks for no scope an earlier one of the row did not already ask for, whatever
-/// succeeded in between (a re-listing passes with the old scopes). A step-up asking for a new
-/// scope starts a new row; so a scope the authorization server never grants is asked for at
-/// most [`MAX_STEP_UPS`] times.
+/// Counts the new sign-ins `403 insufficient_scope` asked for, per scope: a scope asked for
+/// [`MAX_STEP_UPS`] times is not asked for again (a scope the authorization server never
+/// grants, or a server that refuses whatever is granted) until the request that was refused for
+/// it goes through. A request that passes in between with other scopes (a re-listing, another
+/// tool) changes nothing, and a step-up for another scope gets its own count.
 #[derive(Debug, Default)]
 pub(crate) struct StepUp {
-    /// The scopes the row asked for so far, and how many step-ups it made.
-    row: std::sync::Mutex<(Vec<String>, u32)>,
+    state: std::sync::Mutex<StepUpState>,
 }
 
+#[derive(Debug, Default)]
+struct StepUpState {
+    /// Scope → step-ups that asked for it since a request refused for it went through.
+    asked: std::collections::HashMap<String, u32>,
+    /// The requests refused for scopes (their key: the method, and a tool call's name), newest
+    /// last, at most [`MAX_REFUSED`].
+    refused: Vec<(String, Vec<String>)>,
+}
+
+/// How many refused requests a [`StepUp`] remembers.
+const MAX_REFUSED: usize = 32;
+
 impl StepUp {
-    /// The scopes for the next sign-in after a `403` with `challenge`: the union of `held` and
-    /// the challenge's scopes.
+    /// The scopes for the next sign-in after a `403` with `challenge` to the request `key`: the
+    /// union of `held` and the challenge's scopes.
     ///
     /// # Errors
-    /// [`Kind::Refused`] after [`MAX_STEP_UPS`] step-ups in a row: the server keeps refusing,
-    /// and signing in again would loop.
+    /// [`Kind::Refused`] when every scope the challenge adds was asked for [`MAX_STEP_UPS`]
+    /// times already: the server keeps refusing, and signing in again would loop.
     pub(crate) fn next(
         &self,
         held: &[String],
         challenge: &Challenge,
+        key: &str,
     ) -> Result<Vec<String>, Error> {
-        let mut scopes = held.to_vec();
-        for scope in challenge.scopes() {
-            if !scopes.contains(&scope) {
-                scopes.push(scope);
+        let challenged = challenge.scopes();
+        let mut wanted: Vec<String> = challenged
+            .iter()
+            .filter(|s| !held.contains(s))
+            .cloned()
+            .collect();
+        if wanted.is_empty() {
+            // The server wants scopes already held: count them all the same.
+            wanted.clone_from(&challenged);
+            if wanted.is_empty() {
+                wanted.push(String::new());
             }
         }
-        let mut row = self.row.lock().unwrap_or_else(|e| e.into_inner());
-        let (asked, count) = &mut *row;
-        if scopes.iter().all(|s| asked.contains(s)) {
-            *count += 1;
-        } else {
-            asked.clone_from(&scopes);
-            *count = 1;
-        }
-        if *count > MAX_STEP_UPS {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if wanted
+            .iter()
+            .all(|s| state.asked.get(s).copied().unwrap_or(0) >= MAX_STEP_UPS)
+        {
             return Err(Error::new(
                 Kind::Refused,
                 format!(
@@ -137,7 +152,46 @@ impl StepUp {
                 ),
             ));
         }
+        for scope in &wanted {
+            *state.asked.entry(scope.clone()).or_default() += 1;
+        }
+        if state.refused.len() >= MAX_REFUSED {
+            state.refused.remove(0);
+        }
+        state.refused.push((key.to_string(), wanted));
+        let mut scopes = held.to_vec();
+        for scope in challenged {
+            if !scopes.contains(&scope) {
+                scopes.push(scope);
+            }
+        }
         Ok(scopes)
+    }
+
+    /// Whether a request refused for a scope waits to go through: only then does
+    /// [`StepUp::succeeded`] need the request's key.
+    pub(crate) fn waiting(&self) -> bool {
+        !self
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .refused
+            .is_empty()
+    }
+
+    /// The request `key` went through: the scopes it was refused for may be asked for again.
+    pub(crate) fn succeeded(&self, key: &str) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let StepUpState { asked, refused } = &mut *state;
+        refused.retain(|(refused_key, scopes)| {
+            if refused_key != key {
+                return true;
+            }
+            for scope in scopes {
+                asked.remove(scope);
+            }
+            false
+        });
     }
 }
 
@@ -478,13 +532,8 @@ fn refusal(
             let code = oauth_code(&redactor.scrub(response.error().as_ref()));
             let description = response
                 .error_description()
-                .map(|d| {
-                    let scrubbed = redactor.scrub(d);
-                    format!(
-                        ": {}",
-                        limits::truncate(&scrubbed, limits::MAX_REASON_BYTES)
-                    )
-                })
+                // Not cut here: the connection scrubs the entry's secrets first, then cuts.
+                .map(|d| format!(": {}", redactor.scrub(d)))
                 .unwrap_or_default();
             Error::new(
                 Kind::Denied,
@@ -800,12 +849,15 @@ impl Tokens {
     }
 
     /// What the store holds for this client: a grant, no grant (deleted, or never saved), or
-    /// another client's registration (another Host registered its own meanwhile).
+    /// something else (another client's registration, or a file the store ignored).
     fn load_stored_grant(&self) -> Stored {
         let Some((store, key)) = self.store.as_ref() else {
             return Stored::Other;
         };
         let stored = store.load(key);
+        if stored.ignored {
+            return Stored::Other;
+        }
         match (&stored.client, stored.grant) {
             (Some(client), _) if client.client_id != self.identity.client_id => Stored::Other,
             (_, Some(grant)) => Stored::Grant(grant),
@@ -910,7 +962,7 @@ mod tests {
     }
 
     #[test]
-    fn step_up_takes_the_union_at_most_twice_in_a_row() {
+    fn step_up_takes_the_union_at_most_twice_per_scope() {
         let step = StepUp::default();
         let challenge = Challenge {
             scope: Some("read write".into()),
@@ -919,25 +971,36 @@ mod tests {
         };
         let held = vec!["read".to_string(), "other".to_string()];
         assert_eq!(
-            step.next(&held, &challenge).unwrap(),
+            step.next(&held, &challenge, "tools/call a").unwrap(),
+            ["read", "other", "write"]
+        );
+        // A re-listing that goes through changes nothing.
+        step.succeeded("tools/list");
+        assert_eq!(
+            step.next(&held, &challenge, "tools/call a").unwrap(),
             ["read", "other", "write"]
         );
         assert_eq!(
-            step.next(&held, &challenge).unwrap(),
-            ["read", "other", "write"]
-        );
-        assert_eq!(
-            step.next(&held, &challenge).unwrap_err().message(),
+            step.next(&held, &challenge, "tools/call a")
+                .unwrap_err()
+                .message(),
             "the server still answers 403 insufficient_scope after 2 new sign-ins with more \
              scopes; giving up"
         );
-        // A challenge for a scope the row never asked for starts a new row.
-        let more = Challenge {
+        // Another scope has its own count.
+        let admin = Challenge {
             scope: Some("admin".into()),
             error: Some("insufficient_scope".into()),
             ..Challenge::default()
         };
-        assert_eq!(step.next(&held, &more).unwrap(), ["read", "other", "admin"]);
+        assert_eq!(
+            step.next(&held, &admin, "tools/call b").unwrap(),
+            ["read", "other", "admin"]
+        );
+        // Once the refused request goes through, its scope may be asked for again.
+        assert!(step.waiting());
+        step.succeeded("tools/call a");
+        assert!(step.next(&held, &challenge, "tools/call a").is_ok());
     }
 
     #[test]

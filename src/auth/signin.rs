@@ -187,8 +187,27 @@ pub(crate) async fn begin(
 
 /// Gives the client's secret (configured, or learned by registration) to the redactor.
 fn learn_client(learn: &LearnSecret, identity: &ClientIdentity) {
-    if let Some(secret) = &identity.client_secret {
-        learn(secret);
+    use base64::Engine as _;
+    use secrecy::ExposeSecret as _;
+    let Some(secret) = &identity.client_secret else {
+        return;
+    };
+    learn(secret);
+    // `client_secret_basic` sends `base64(id:secret)` (RFC 6749 §2.3.1, each part
+    // form-urlencoded first); a token endpoint that echoes its `Authorization` header quotes
+    // that form.
+    let encode =
+        |text: &str| url::form_urlencoded::byte_serialize(text.as_bytes()).collect::<String>();
+    let id = &identity.client_id;
+    let secret = secret.expose_secret();
+    let encoded = format!("{}:{}", encode(id), encode(secret));
+    let plain = format!("{id}:{secret}");
+    for credential in [Some(&encoded), (plain != encoded).then_some(&plain)]
+        .into_iter()
+        .flatten()
+    {
+        let basic = base64::engine::general_purpose::STANDARD.encode(credential);
+        learn(&secrecy::SecretString::from(basic));
     }
 }
 
@@ -743,7 +762,9 @@ mod tests {
         let step = flow::StepUp::default();
         let challenge =
             Challenge::parse(r#"Bearer error="insufficient_scope", scope="mcp:write""#).unwrap();
-        let union = step.next(&tokens.scopes().await, &challenge).unwrap();
+        let union = step
+            .next(&tokens.scopes().await, &challenge, "tools/call whoami")
+            .unwrap();
         let Started::Link(again) = start(&server, &config, None, Some(union)).await.unwrap() else {
             panic!("a link");
         };
@@ -1099,10 +1120,15 @@ mod tests {
             server.log.lock().unwrap().token_requests[0]["auth"],
             "client_secret_basic"
         );
+        // The secret, and the `client_secret_basic` credential a token endpoint may echo.
+        use base64::Engine as _;
+        let basic =
+            base64::engine::general_purpose::STANDARD.encode("client-1:client-secret-000001");
         assert_eq!(
             *learned.lock().unwrap(),
             [
                 "client-secret-000001",
+                basic.as_str(),
                 "access-token-000002",
                 "refresh-token-000002"
             ]

@@ -97,6 +97,18 @@ pub(crate) struct Stored {
     /// A dynamically registered client, reused by later sign-ins.
     pub(crate) client: Option<ClientIdentity>,
     pub(crate) grant: Option<Grant>,
+    /// A file was there but ignored (not a regular file, unreadable, not valid, or another
+    /// server's or client's): what it holds is unknown, not empty.
+    pub(crate) ignored: bool,
+}
+
+impl Stored {
+    fn ignored() -> Stored {
+        Stored {
+            ignored: true,
+            ..Stored::default()
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -173,24 +185,24 @@ impl Store {
             Ok(Some(text)) => text,
             Ok(None) => {
                 tracing::warn!(file = %path.display(), "a stored sign-in is not a regular file of at most {MAX_FILE_BYTES} bytes and is ignored");
-                return Stored::default();
+                return Stored::ignored();
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Stored::default(),
             Err(e) => {
                 tracing::warn!(file = %path.display(), "a stored sign-in could not be read: {}", e.kind());
-                return Stored::default();
+                return Stored::ignored();
             }
         };
         let file: File = match serde_json::from_slice(&text) {
             Ok(file) => file,
             Err(_) => {
                 tracing::warn!(file = %path.display(), "a stored sign-in is not valid and is ignored");
-                return Stored::default();
+                return Stored::ignored();
             }
         };
         if file.format != FORMAT || file.server != key.server || file.client_key != key.client {
             tracing::warn!(file = %path.display(), "a stored sign-in belongs to another server or client and is ignored");
-            return Stored::default();
+            return Stored::ignored();
         }
         Stored {
             client: file.client.and_then(|c| {
@@ -210,6 +222,7 @@ impl Store {
                 lifetime: g.lifetime,
                 scopes: g.scopes,
             }),
+            ignored: false,
         }
     }
 
@@ -473,6 +486,7 @@ mod tests {
                 redirect_uri: Some("http://127.0.0.1:4444/callback".into()),
             }),
             grant: Some(grant("access-token-stored-1")),
+            ignored: false,
         };
         store.save(&key, &stored).unwrap();
         store.save(&key, &stored).unwrap();
@@ -559,6 +573,7 @@ mod tests {
                 &Stored {
                     client: None,
                     grant: Some(grant("access-token-other")),
+                    ignored: false,
                 },
             )
             .unwrap();
@@ -588,6 +603,7 @@ mod tests {
                 &Stored {
                     client: None,
                     grant: Some(grant("access-token-loose-1")),
+                    ignored: false,
                 },
             )
             .unwrap();
@@ -608,6 +624,7 @@ mod tests {
                 &Stored {
                     client: None,
                     grant: Some(grant("access-token-url-1")),
+                    ignored: false,
                 },
             )
             .unwrap();

@@ -35,6 +35,35 @@ pub(super) const MAX_AUTH_RETRIES: u32 = 2;
 const REPEATS_SECRET: &str =
     "the authorization server's metadata repeats a configured secret; refusing to show its link";
 
+/// Whether a sign-in link (or a metadata URL) holds one of the entry's configured secrets,
+/// apart from the entry's own `oauth.clientId` and `oauth.clientMetadataUrl`: a link must carry
+/// the client id, also when the config takes it from `${env:NAME}`.
+fn link_holds_secret(
+    redactor: &Redactor,
+    config: &OAuthConfig,
+) -> impl Fn(&str) -> bool + Send + Sync + 'static {
+    let holds = redactor.configured_checker();
+    let own: Vec<String> = [
+        config.client_id.clone(),
+        config.client_metadata_url.as_ref().map(|u| u.to_string()),
+    ]
+    .into_iter()
+    .flatten()
+    .filter(|value| !value.is_empty())
+    .flat_map(|value| {
+        let encoded: String = url::form_urlencoded::byte_serialize(value.as_bytes()).collect();
+        [value, encoded]
+    })
+    .collect();
+    move |text: &str| {
+        let mut text = text.to_string();
+        for value in &own {
+            text = text.replace(value.as_str(), "");
+        }
+        holds(&text)
+    }
+}
+
 /// One connection's sign-in state.
 pub(crate) struct Auth {
     config: OAuthConfig,
@@ -82,11 +111,12 @@ impl Auth {
                 None
             }
         };
+        let holds_secret = Box::new(link_holds_secret(redactor, &config));
         Some(Arc::new(Auth {
             config,
             store,
             learn: Arc::new(redactor.learner()),
-            holds_secret: Box::new(redactor.configured_checker()),
+            holds_secret,
             scrub: Arc::new(redactor.scrubber()),
             tokens: Mutex::default(),
             link: Mutex::default(),
@@ -159,7 +189,7 @@ impl Auth {
                 }
                 tracing::debug!(
                     "no refresh for a 401 to a session request: {}",
-                    (self.scrub)(e.message())
+                    self.reason(e.message())
                 );
                 None
             }
@@ -197,12 +227,13 @@ impl Auth {
         self.start(server_url, runtime, challenge, true, None).await
     }
 
-    /// The server answered `403 insufficient_scope` with `challenge`: a new sign-in asking for
-    /// the union of the held and the challenged scopes, at most
-    /// [`crate::auth::flow::MAX_STEP_UPS`] times in a row.
+    /// The server answered `403 insufficient_scope` with `challenge` to the request `key` (its
+    /// method, and a tool call's name): a new sign-in asking for the union of the held and the
+    /// challenged scopes, at most [`crate::auth::flow::MAX_STEP_UPS`] times per scope until a
+    /// request refused for it goes through ([`crate::auth::flow::StepUp`]).
     ///
     /// # Errors
-    /// As [`Auth::unauthorized`]; [`Error::auth`] once the step-ups in a row are used up.
+    /// As [`Auth::unauthorized`]; [`Error::auth`] once the step-ups for the scopes are used up.
     ///
     /// # Cancel safety
     /// As [`Auth::unauthorized`].
@@ -211,6 +242,7 @@ impl Auth {
         server_url: &Url,
         runtime: &tokio::runtime::Handle,
         challenge: &Challenge,
+        key: &str,
     ) -> Result<SecretString, Error> {
         let tokens = lock(&self.tokens).clone();
         let held = match &tokens {
@@ -219,7 +251,7 @@ impl Auth {
         };
         let scopes = self
             .step_up
-            .next(&held, challenge)
+            .next(&held, challenge, key)
             .map_err(|e| self.error(e.message()))?;
         if let Some(tokens) = &tokens {
             self.forget(tokens);
@@ -228,9 +260,29 @@ impl Auth {
             .await
     }
 
-    /// [`Error::auth`] with `message` scrubbed of the entry's secrets.
+    /// Whether a request refused with `403 insufficient_scope` waits to go through (see
+    /// [`Auth::succeeded`]).
+    pub(super) fn step_up_waiting(&self) -> bool {
+        self.step_up.waiting()
+    }
+
+    /// The request `key` (see [`Auth::insufficient_scope`]) went through: the scopes it was
+    /// refused for may be asked for again.
+    pub(super) fn succeeded(&self, key: &str) {
+        self.step_up.succeeded(key);
+    }
+
+    /// [`Error::auth`] with [`Auth::reason`] of `message`.
     fn error(&self, message: &str) -> Error {
-        Error::auth((self.scrub)(message))
+        Error::auth(self.reason(message))
+    }
+
+    /// `message` scrubbed of the entry's secrets, then cut to
+    /// [`crate::limits::MAX_REASON_BYTES`] (scrubbed first, so no part of a secret is left at
+    /// the cut).
+    fn reason(&self, message: &str) -> String {
+        let scrubbed = (self.scrub)(message);
+        crate::limits::truncate(&scrubbed, crate::limits::MAX_REASON_BYTES).into_owned()
     }
 
     /// Drops `tokens` as the current grant, unless another start already replaced it.
@@ -318,7 +370,7 @@ impl Auth {
                     *lock(&this.tokens) = Some(tokens);
                 }
                 Err(e) => {
-                    let reason = (this.scrub)(e.message());
+                    let reason = this.reason(e.message());
                     tracing::warn!("the sign-in did not complete: {reason}");
                     *lock(&this.failed) = Some(reason);
                 }

@@ -437,11 +437,14 @@ impl Connection {
             };
             let Some((forbidden, challenge)) = refused.filter(|_| retries < auth::MAX_AUTH_RETRIES)
             else {
+                if status.is_success() && auth.step_up_waiting() {
+                    auth.succeeded(&request_key(&body));
+                }
                 return Ok(response);
             };
             retries += 1;
             let token = if forbidden {
-                auth.insufficient_scope(&self.url, &self.runtime, &challenge)
+                auth.insufficient_scope(&self.url, &self.runtime, &challenge, &request_key(&body))
                     .await
             } else {
                 auth.unauthorized(&self.url, &self.runtime, &challenge, sent.as_ref())
@@ -568,6 +571,31 @@ impl Connection {
     }
 }
 
+/// What names a request for step-ups: its JSON-RPC `method`, and for `tools/call` the tool's
+/// `name` (`tools/call search`); empty when the body is not a request.
+fn request_key(body: &[u8]) -> String {
+    #[derive(serde::Deserialize)]
+    struct Params<'a> {
+        #[serde(borrow)]
+        name: Option<std::borrow::Cow<'a, str>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Request<'a> {
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+        #[serde(borrow)]
+        params: Option<Params<'a>>,
+    }
+    let Ok(request) = serde_json::from_slice::<Request<'_>>(body) else {
+        return String::new();
+    };
+    let method = request.method.unwrap_or_default();
+    match request.params.and_then(|p| p.name) {
+        Some(name) if method == "tools/call" => format!("{method} {name}"),
+        _ => method.into_owned(),
+    }
+}
+
 /// The `WWW-Authenticate` challenge of a `401` or `403` (RFC 6750 §3), if the response is one.
 fn auth_challenge(response: &Response) -> Option<crate::auth::discovery::Challenge> {
     let status = response.status();
@@ -579,12 +607,16 @@ fn auth_challenge(response: &Response) -> Option<crate::auth::discovery::Challen
     ))
 }
 
-/// Whether a `WWW-Authenticate` header of `response` offers the `Bearer` scheme.
+/// Whether a `WWW-Authenticate` header of `response` offers the `Bearer` scheme: a challenge
+/// whose scheme token (the first word of the value or of a comma-separated part, with no `=`
+/// in it) is `Bearer` (RFC 9110 §11.6.1), so `Basic realm="bearer-gateway"` does not count.
 fn offers_bearer(response: &Response) -> bool {
     response
         .headers()
         .get_all(reqwest::header::WWW_AUTHENTICATE)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .any(|v| v.to_ascii_lowercase().contains("bearer"))
+        .flat_map(|v| v.split(','))
+        .filter_map(|part| part.split_whitespace().next())
+        .any(|word| !word.contains('=') && word.eq_ignore_ascii_case("bearer"))
 }
