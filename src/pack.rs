@@ -375,8 +375,8 @@ impl PreparedCall {
         let connection = &self.connection;
         tracing::debug!(namespace = %self.namespace, id, "tools/call");
         let redactor = connection.redactor();
-        let request = connection.request(id, "tools/call", &self.params, |raw| {
-            result::map(raw, redactor)
+        let request = connection.request(id, "tools/call", &self.params, |raw, source| {
+            result::map(raw, source, redactor)
         });
         let outcome = tokio::select! {
             outcome = tokio::time::timeout(CALL_DEADLINE, request) => outcome,
@@ -403,7 +403,7 @@ impl PreparedCall {
         connection.cancel(id, LOST);
         match outcome {
             Ok(mapped) => {
-                let text = mapped.text;
+                let text = mapped.text.into_string();
                 if mapped.is_error {
                     let text = if text.is_empty() {
                         "the tool reported an error without a message".to_string()

@@ -11,6 +11,7 @@
 
 use std::borrow::Cow;
 
+use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -74,18 +75,78 @@ struct Resource<'a> {
     blob: Option<serde::de::IgnoredAny>,
 }
 
+/// A text result at least this long, in bytes, that is a slice of its reply is kept as that
+/// slice rather than copied (see [`Text::Received`]).
+const RECEIVED_MIN_BYTES: usize = 64 * 1024;
+
 /// A mapped result: the text, and whether the server marked it an error.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Mapped {
-    pub(crate) text: String,
+    pub(crate) text: Text,
     pub(crate) is_error: bool,
 }
 
-/// Maps the raw `result` of a `tools/call` response.
+/// The text of a mapped result.
+#[derive(Debug)]
+pub(crate) enum Text {
+    /// Built by the mapping.
+    Owned(String),
+    /// A slice of the received reply, valid UTF-8: the one text block of a large result, which
+    /// needed no unescaping and no scrubbing. Once the reply is dropped this slice is the only
+    /// holder of the reply's buffer, and [`Text::into_string`] turns it into a `String` in
+    /// place, so a multi-megabyte result is never held twice.
+    Received(Bytes),
+}
+
+impl Text {
+    /// The text as a `String`: a [`Text::Received`] slice takes over its buffer (moving the text
+    /// to the buffer's start, then giving back the unused room) when nothing else holds it, and
+    /// is copied otherwise.
+    pub(crate) fn into_string(self) -> String {
+        match self {
+            Text::Owned(text) => text,
+            Text::Received(bytes) => {
+                let mut text = String::from_utf8(Vec::from(bytes))
+                    .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+                text.shrink_to_fit();
+                text
+            }
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        match self {
+            Text::Owned(text) => text,
+            Text::Received(bytes) => std::str::from_utf8(bytes).unwrap_or_default(),
+        }
+    }
+}
+
+impl PartialEq for Text {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for Text {}
+
+impl From<String> for Text {
+    fn from(text: String) -> Self {
+        Text::Owned(text)
+    }
+}
+
+/// Maps the raw `result` of a `tools/call` response. `source` is the buffer `result` lies in
+/// (the reply's JSON body or SSE event data): a large result that is one text block, or one
+/// embedded text resource, without escapes or secrets, is handed out as a slice of it.
 ///
 /// # Errors
 /// A result that is not a `CallToolResult` (a transport error's text).
-pub(crate) fn map(result: &RawValue, redactor: &Redactor) -> Result<Mapped, String> {
+pub(crate) fn map(
+    result: &RawValue,
+    source: &Bytes,
+    redactor: &Redactor,
+) -> Result<Mapped, String> {
     const MALFORMED: &str = "the server's tools/call result is not a valid CallToolResult";
     if !result.get().starts_with('{') {
         return Err(MALFORMED.to_string());
@@ -100,7 +161,18 @@ pub(crate) fn map(result: &RawValue, redactor: &Redactor) -> Result<Mapped, Stri
             None if is_error => String::new(),
             None => NO_CONTENT.to_string(),
         };
-        return Ok(Mapped { text, is_error });
+        return Ok(Mapped {
+            text: text.into(),
+            is_error,
+        });
+    }
+    if let [block] = result.content.as_slice() {
+        if let Some(text) = received(block, source, redactor) {
+            return Ok(Mapped {
+                text: Text::Received(text),
+                is_error,
+            });
+        }
     }
     let mut text = String::new();
     for (i, block) in result.content.iter().enumerate() {
@@ -110,7 +182,36 @@ pub(crate) fn map(result: &RawValue, redactor: &Redactor) -> Result<Mapped, Stri
         push_block(&mut text, block, redactor)?;
     }
     let text = redactor.scrub_owned(text);
-    Ok(Mapped { text, is_error })
+    Ok(Mapped {
+        text: text.into(),
+        is_error,
+    })
+}
+
+/// The text of a single `text` block (or embedded text resource) as a slice of `source`, when it
+/// is at least [`RECEIVED_MIN_BYTES`] long and at least half of `source` (so the buffer it keeps
+/// is mostly text), was borrowed from the received text (no escapes), lies in `source`, and
+/// holds none of the entry's secrets — exactly what the mapping would have built.
+fn received(block: &Block<'_>, source: &Bytes, redactor: &Redactor) -> Option<Bytes> {
+    let text = match block.kind.as_ref() {
+        "text" => block.text.as_ref()?,
+        "resource" => block.resource.as_ref()?.text.as_ref()?,
+        _ => return None,
+    };
+    let Cow::Borrowed(text) = text.0 else {
+        return None;
+    };
+    if text.len() < RECEIVED_MIN_BYTES || text.len() < source.len() / 2 {
+        return None;
+    }
+    let start = (text.as_ptr() as usize).checked_sub(source.as_ptr() as usize)?;
+    if start.checked_add(text.len())? > source.len() {
+        return None;
+    }
+    match redactor.scrub(text) {
+        Cow::Borrowed(_) => Some(source.slice(start..start + text.len())),
+        Cow::Owned(_) => None,
+    }
 }
 
 fn push_block(out: &mut String, block: &Block<'_>, redactor: &Redactor) -> Result<(), String> {
@@ -175,11 +276,15 @@ fn sanitize(text: &str, redactor: &Redactor) -> String {
 mod tests {
     use super::*;
 
+    /// Maps `json` as it would arrive: a `result` inside the buffer it was read from.
+    fn map_received(json: &str, redactor: &Redactor) -> Result<Mapped, String> {
+        let source = Bytes::from(json.to_string());
+        let raw: &RawValue = serde_json::from_slice(&source).unwrap();
+        map(raw, &source, redactor)
+    }
+
     fn mapped(json: &str) -> Result<Mapped, String> {
-        map(
-            &RawValue::from_string(json.to_string()).unwrap(),
-            &Redactor::default(),
-        )
+        map_received(json, &Redactor::default())
     }
 
     /// A block's strings are borrowed from the received text unless they hold escapes, so a
@@ -207,7 +312,7 @@ mod tests {
     fn text(json: &str) -> String {
         let m = mapped(json).unwrap();
         assert!(!m.is_error);
-        m.text
+        m.text.into_string()
     }
 
     #[test]
@@ -270,12 +375,77 @@ mod tests {
         );
     }
 
+    /// A large single text block is handed out as a slice of the reply, which becomes the
+    /// result's `String` in place once the reply is dropped; anything the mapping changes, or
+    /// a small text, is built as before.
+    #[test]
+    fn a_large_plain_text_result_is_a_slice_of_the_reply() {
+        let big = "x".repeat(RECEIVED_MIN_BYTES);
+        let kind = |json: &str, redactor: &Redactor| {
+            let m = map_received(json, redactor).unwrap();
+            let received = matches!(m.text, Text::Received(_));
+            (received, m.text.into_string())
+        };
+        let plain = Redactor::default();
+        let one = format!(r#"{{"content":[{{"type":"text","text":"{big}"}}]}}"#);
+        assert_eq!(kind(&one, &plain), (true, big.clone()));
+        let resource = format!(
+            r#"{{"content":[{{"type":"resource","resource":{{"uri":"a:b","text":"{big}"}}}}]}}"#
+        );
+        assert_eq!(kind(&resource, &plain), (true, big.clone()));
+        // An escape makes serde build the string: that string is the text.
+        let escaped = format!(r#"{{"content":[{{"type":"text","text":"{big}\n"}}]}}"#);
+        assert_eq!(kind(&escaped, &plain), (false, format!("{big}\n")));
+        // Two blocks, a small text, or a text that is less than half of its reply: built.
+        let two = format!(
+            r#"{{"content":[{{"type":"text","text":"{big}"}},{{"type":"text","text":"b"}}]}}"#
+        );
+        assert_eq!(kind(&two, &plain), (false, format!("{big}\n\nb")));
+        assert_eq!(
+            kind(r#"{"content":[{"type":"text","text":"small"}]}"#, &plain),
+            (false, "small".to_string())
+        );
+        let padded = format!(
+            r#"{{"content":[{{"type":"text","text":"{big}"}}],"_meta":{{"pad":"{big}{big}"}}}}"#
+        );
+        assert_eq!(kind(&padded, &plain), (false, big.clone()));
+        // A secret in the text is scrubbed, so the text is built.
+        let mut redactor = Redactor::default();
+        redactor.add("sk-live-4f9a8b7c6d5e4f3a2b1c");
+        let secret = format!(
+            r#"{{"content":[{{"type":"text","text":"{big}sk-live-4f9a8b7c6d5e4f3a2b1c"}}]}}"#
+        );
+        assert_eq!(
+            kind(&secret, &redactor),
+            (false, format!("{big}[redacted]"))
+        );
+    }
+
+    /// Once the reply is dropped, the slice takes over the reply's buffer: no second buffer.
+    #[test]
+    fn a_received_text_reuses_the_reply_buffer() {
+        let big = "y".repeat(RECEIVED_MIN_BYTES);
+        let source = Bytes::from(format!(
+            r#"{{"content":[{{"type":"text","text":"{big}"}}]}}"#
+        ));
+        let base = source.as_ptr();
+        let raw: &RawValue = serde_json::from_slice(&source).unwrap();
+        let mapped = map(raw, &source, &Redactor::default()).unwrap();
+        drop(source);
+        let Text::Received(slice) = mapped.text else {
+            panic!("the text was copied");
+        };
+        let vec = Vec::from(slice);
+        assert_eq!(vec.as_ptr(), base);
+        assert_eq!(vec, big.as_bytes());
+    }
+
     #[test]
     fn is_error_is_reported() {
         assert_eq!(
             mapped(r#"{"content":[{"type":"text","text":"boom"}],"isError":true}"#),
             Ok(Mapped {
-                text: "boom".into(),
+                text: "boom".to_string().into(),
                 is_error: true
             })
         );
@@ -299,7 +469,7 @@ mod tests {
         assert_eq!(
             mapped(r#"{"content":[],"isError":true}"#),
             Ok(Mapped {
-                text: String::new(),
+                text: String::new().into(),
                 is_error: true
             })
         );
@@ -329,9 +499,7 @@ mod tests {
                 "type",
             ),
         ] {
-            let text = map(&RawValue::from_string(json).unwrap(), &redactor)
-                .unwrap()
-                .text;
+            let text = map_received(&json, &redactor).unwrap().text.into_string();
             let expected = match kind {
                 // 10 + 240 + "[redacted]/end" is 264 bytes: cut to 253 and "…".
                 "uri" => format!("[resource: https://x/{pad}[re…]"),

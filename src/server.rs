@@ -330,7 +330,7 @@ async fn list_tools(
         };
         let id = connection.next_id();
         let next = connection
-            .request(id, "tools/list", &params, |result| {
+            .request(id, "tools/list", &params, |result, _| {
                 read_page(connection, result, page)
             })
             .await;

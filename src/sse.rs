@@ -37,10 +37,14 @@
 //! pass it is refused with [`SseError::TooLarge`] before it is kept. A comment line is skipped as
 //! it arrives and holds nothing, however long.
 //!
-//! A line that arrives inside one chunk is a [`Bytes::slice`] of that chunk; a line cut by chunk
-//! boundaries is kept as the chunks' slices and copied once, into a buffer of its exact size, when
-//! its end arrives. An event with one `data` line hands out that line's value without a copy; one
-//! with several joins them once, into a buffer reserved at its exact size.
+//! A line that arrives inside one chunk is a [`Bytes::slice`] of that chunk. A line cut by chunk
+//! boundaries is copied piece by piece, as each chunk arrives, into one buffer of the framer's
+//! own, which grows by half of its size when it must (so at most a third of it is unused room);
+//! the chunks themselves are let go at once, so the HTTP client can reuse its read buffers
+//! instead of keeping each alive, unused room included, until the line ends. An event with one
+//! `data` line hands out that line's value without a copy, and it is then the only holder of
+//! its buffer (see [`Event::data`]); one with several joins them once, into a buffer reserved at
+//! its exact size.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,7 +83,10 @@ impl std::fmt::Display for SseError {
 pub(crate) struct Event {
     /// The event type: the last `event` value, or `message` when there was none or it was empty.
     pub(crate) event: std::borrow::Cow<'static, str>,
-    /// The `data` values joined with LF (UTF-8 not yet checked: see [`Event::text`]).
+    /// The `data` values joined with LF (UTF-8 not yet checked: see [`Event::text`]). When the
+    /// event's data came in one line cut by chunks, or in several lines, nothing else holds the
+    /// buffer, so a slice of it can become an owned `Vec` without a copy once the event is
+    /// dropped (`From<Bytes> for Vec<u8>`).
     pub(crate) data: Bytes,
     /// The last event id when the event was dispatched (set by this event or an earlier one;
     /// empty when none).
@@ -103,10 +110,8 @@ impl Event {
 pub(crate) struct Framer {
     /// What is left of the chunk being framed.
     input: Bytes,
-    /// The pieces of the line being read, when it began in an earlier chunk.
-    line: Vec<Bytes>,
-    /// Their total length.
-    line_len: usize,
+    /// The line being read, copied here when it began in an earlier chunk.
+    line: Vec<u8>,
     /// The rest of a comment line is being skipped.
     in_comment: bool,
     /// The last line ended in CR: an LF right after it completes that line end.
@@ -139,7 +144,6 @@ impl Framer {
         Self {
             input: Bytes::new(),
             line: Vec::new(),
-            line_len: 0,
             in_comment: false,
             after_cr: false,
             bom: Some(0),
@@ -188,7 +192,7 @@ impl Framer {
     /// The bytes held for the current event (its data, type, the last id and the pending line);
     /// never more than [`MAX_MESSAGE_BYTES`].
     pub(crate) fn held(&self) -> usize {
-        self.line_len
+        self.line.len()
             + self.data_len
             + self.event_type.as_ref().map_or(0, Bytes::len)
             + self.last_id.len()
@@ -204,13 +208,15 @@ impl Framer {
     }
 
     /// The next event the fed chunks complete, or `Ok(None)` when the framer needs the next
-    /// chunk.
+    /// chunk (it then holds no part of the chunks fed so far).
     ///
     /// # Errors
     /// [`SseError::TooLarge`] or [`SseError::Utf8`]; the stream cannot go on after either.
     pub(crate) fn next(&mut self) -> Result<Option<Event>, SseError> {
         loop {
             if self.input.is_empty() {
+                // Lets go of the chunk: its buffer is the HTTP client's to reuse.
+                self.input = Bytes::new();
                 return Ok(None);
             }
             if let Some(seen) = self.bom {
@@ -243,8 +249,7 @@ impl Framer {
                 }
                 self.reserve(self.input.len())?;
                 let rest = std::mem::take(&mut self.input);
-                self.line_len += rest.len();
-                self.line.push(rest);
+                self.keep(&rest);
                 return Ok(None);
             };
             let tail = self.input.split_to(at);
@@ -275,8 +280,7 @@ impl Framer {
             if byte != BOM[seen] {
                 // Not a BOM: the bytes matched so far start the first line.
                 if seen > 0 {
-                    self.line.push(Bytes::from_static(&BOM[..seen]));
-                    self.line_len += seen;
+                    self.keep(&BOM[..seen]);
                 }
                 break;
             }
@@ -296,15 +300,23 @@ impl Framer {
         self.input.advance(1);
     }
 
-    /// The pending pieces and `tail` as one line, copied once into a buffer of its exact size.
-    fn join_line(&mut self, tail: Bytes) -> Bytes {
-        let mut joined = Vec::with_capacity(self.line_len + tail.len());
-        for piece in self.line.drain(..) {
-            joined.extend_from_slice(&piece);
+    /// Appends `piece` to the pending line. The buffer grows to at least half as much again as
+    /// it holds (never past [`MAX_MESSAGE_BYTES`] unless `piece` needs it), so a long line costs
+    /// few reallocations and at most a third of the buffer is unused room.
+    fn keep(&mut self, piece: &[u8]) {
+        let needed = self.line.len() + piece.len();
+        if needed > self.line.capacity() {
+            let grown = self.line.capacity() + self.line.capacity() / 2;
+            let target = grown.min(MAX_MESSAGE_BYTES).max(needed);
+            self.line.reserve_exact(target - self.line.len());
         }
-        joined.extend_from_slice(&tail);
-        self.line_len = 0;
-        Bytes::from(joined)
+        self.line.extend_from_slice(piece);
+    }
+
+    /// The pending line ended by `tail`, as one buffer that nothing else holds.
+    fn join_line(&mut self, tail: Bytes) -> Bytes {
+        self.keep(&tail);
+        Bytes::from(std::mem::take(&mut self.line))
     }
 
     /// Interprets one complete line (without its line end).
@@ -533,6 +545,34 @@ mod tests {
             ]),
             [ev("ping", "1", "", None), msg("2"), msg("3"), msg("4")]
         );
+    }
+
+    /// A line cut by chunks is copied out of them as they arrive, so the framer holds on to no
+    /// chunk (the HTTP client may reuse its buffers), and the event's data is then the only
+    /// holder of its buffer: it becomes a `Vec` in place.
+    #[test]
+    fn a_line_cut_by_chunks_keeps_no_chunk_and_owns_its_buffer() {
+        let mut framer = Framer::new();
+        let first = Bytes::from(b"data: {\"a\":".to_vec());
+        framer.feed(first.clone());
+        assert_eq!(framer.next(), Ok(None));
+        assert!(first.is_unique(), "the framer still holds the first chunk");
+        assert_eq!(framer.held(), 11);
+        let second = Bytes::from(b"1}\n\n".to_vec());
+        framer.feed(second.clone());
+        let event = framer.next().unwrap().unwrap();
+        assert_eq!(framer.next(), Ok(None));
+        assert!(
+            second.is_unique(),
+            "the framer still holds the second chunk"
+        );
+        assert_eq!(event.text(), Ok("{\"a\":1}"));
+        assert_eq!(framer.held(), 0);
+        // The buffer starts with the line's `data: `; the Vec takes it over from there.
+        let at = event.data.as_ptr() as usize;
+        let data = Vec::from(event.data);
+        assert_eq!(data.as_ptr() as usize, at - b"data: ".len());
+        assert_eq!(data, b"{\"a\":1}");
     }
 
     /// eventsource-stream2 forgets the id of an event without data; resumption needs it.

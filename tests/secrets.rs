@@ -23,6 +23,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, MutexGuard, Once};
 use std::time::Duration;
 
+use bytes::Bytes;
 use hostile::{
     Received, Reply, Server, result, rpc_error, serve, server_entry, sse_event, standard,
     text_result, tool, tools_page,
@@ -523,6 +524,64 @@ async fn notification_method_with_a_secret_is_not_logged() {
         !logs.contains("key-0123456789"),
         "a log line shows the secret: {logs}"
     );
+}
+
+/// A large text result (one text block of 300 000 bytes) arrives exactly, as a JSON body and
+/// as an event stream cut into 1000-byte chunks; holding a configured secret, it shows
+/// `[redacted]` instead, however it arrived.
+#[tokio::test]
+async fn a_large_text_result_is_exact_and_scrubbed() {
+    let _guard = exclusive();
+    const KEY: &str = "key-large-0123456789";
+    let server = serve(|req| async move {
+        if let Some(reply) = standard(&req) {
+            return reply;
+        }
+        let id = req.id();
+        match req.method() {
+            "tools/list" => Reply::json(&tools_page(
+                &id,
+                vec![tool("plain", "p"), tool("secret", "s")],
+                None,
+            )),
+            _ => {
+                let name = req.rpc["params"]["name"].as_str().unwrap_or("").to_string();
+                let tail = if name == "secret" { KEY } else { "" };
+                let text = format!("{}{tail}", "abcdefghij".repeat(30_000));
+                let answer = text_result(&id, &text);
+                if req.rpc["params"]["arguments"]["sse"] == json!(true) {
+                    let event = Bytes::from(sse_event(&answer));
+                    let chunks: Vec<Result<Bytes, std::io::Error>> = (0..event.len())
+                        .step_by(1000)
+                        .map(|at| Ok(event.slice(at..(at + 1000).min(event.len()))))
+                        .collect();
+                    Reply::stream(200, "text/event-stream", futures_util::stream::iter(chunks))
+                } else {
+                    Reply::json(&answer)
+                }
+            }
+        }
+    })
+    .await;
+    let host = Host::new(json!({"n": {"url": server.url, "headers": {"X-Api-Key": KEY}}}));
+    host.ready("n", Duration::from_secs(10)).await;
+    let body = "abcdefghij".repeat(30_000);
+    for sse in [false, true] {
+        for (tool, expected) in [
+            ("plain", body.clone()),
+            ("secret", format!("{body}[redacted]")),
+        ] {
+            let text = host
+                .call(
+                    "call_dynamic_tool",
+                    json!({"namespace": "n", "toolName": tool, "arguments": {"sse": sse}}),
+                )
+                .await
+                .unwrap();
+            assert_eq!(text.len(), expected.len(), "{tool}, sse {sse}");
+            assert!(text == expected, "{tool}, sse {sse}");
+        }
+    }
 }
 
 /// Schemas, annotations and structured results pass through as raw JSON. A server whose JSON

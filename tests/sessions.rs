@@ -106,6 +106,42 @@ fn transport(message: &str) -> Result<String, ToolError> {
 
 /// Call A runs on s-1; the server forgets s-1, call B is re-sent on s-2. Dropping A cancels it
 /// on s-1 (with s-1's headers), not on s-2.
+/// Calls made one after another reuse the connection the start used: the server accepts exactly
+/// one TCP connection for the start (`initialize`, `notifications/initialized`, `tools/list`)
+/// and twelve calls, answered as JSON and as event streams in turn.
+#[tokio::test]
+async fn sequential_calls_reuse_one_connection() {
+    let server = Scripted::start().await;
+    let host = ready_host(&server).await;
+    for i in 0..12u64 {
+        let text = call(&host, json!({"sse": i % 2 == 1})).await.unwrap();
+        assert_eq!(text, format!("done {}", i + 3));
+    }
+    assert_eq!(server.connections(), 1, "{:#?}", server.lines());
+    assert_eq!(server.trail().len(), 3 + 12, "{:#?}", server.lines());
+}
+
+/// Eight calls held by the server at once need eight connections (HTTP/1.1 carries one
+/// request at a time); a second burst of eight, after the first is answered, reuses all of
+/// them: the server accepts exactly eight connections in all.
+#[tokio::test]
+async fn a_second_burst_reuses_the_connections_of_the_first() {
+    let server = Scripted::start().await;
+    let host = ready_host(&server).await;
+    for burst in 0..2u64 {
+        let calls = (0..8u64).map(|i| call(&host, json!({"ms": 300, "sse": i % 2 == 1})));
+        let texts: Vec<String> = futures_util::future::join_all(calls)
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        let first = 3 + 8 * burst;
+        let expected: Vec<String> = (first..first + 8).map(|id| format!("done {id}")).collect();
+        assert_eq!(texts, expected);
+        assert_eq!(server.connections(), 8, "after burst {burst}");
+    }
+}
+
 #[tokio::test]
 async fn cancel_goes_to_the_session_the_call_was_sent_on() {
     let server = Scripted::start().await;

@@ -233,7 +233,9 @@ impl Connection {
 
     /// Sends the request `method` with `params` as JSON-RPC id `id` (see
     /// [`Connection::next_id`]) and decodes its `result` with `decode` while the received text
-    /// is still borrowed.
+    /// is still borrowed. `decode` also gets the buffer that text lies in (the JSON body, or the
+    /// SSE event's data), so it may keep a [`Bytes::slice_ref`] of it instead of copying a
+    /// large string: once the reply is dropped, that slice is the buffer's only holder.
     ///
     /// The request is in the in-flight table from before it is sent until it is over: answered,
     /// refused, or never sent. When the server forgot the session it went out on, the request
@@ -253,7 +255,7 @@ impl Connection {
         id: u64,
         method: &str,
         params: &impl serde::Serialize,
-        decode: impl Fn(&RawValue) -> Decoded<T>,
+        decode: impl Fn(&RawValue, &Bytes) -> Decoded<T>,
     ) -> Result<T, Error> {
         let body = Bytes::from(jsonrpc::request(id, method, params));
         if !lock(&self.flights).begin(id) {
@@ -277,7 +279,7 @@ impl Connection {
         id: u64,
         method: &str,
         body: Bytes,
-        decode: &impl Fn(&RawValue) -> Decoded<T>,
+        decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
     ) -> Result<T, Error> {
         // A listing's own renewal asks for no re-listing (see `Connection::session`).
         let by_listing = method == "tools/list";

@@ -112,19 +112,21 @@ impl Connection {
         response: Response,
         id: u64,
         session: &Session,
-        decode: &impl Fn(&RawValue) -> Decoded<T>,
+        decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
     ) -> Result<T, Error> {
         self.check_encoding(&response)?;
         match media_type(&response) {
             Some(MediaType::Json) => {
-                let body = read_capped(response)
-                    .await
-                    .map_err(|e| self.body_error(e))?;
+                let body = Bytes::from(
+                    read_capped(response)
+                        .await
+                        .map_err(|e| self.body_error(e))?,
+                );
                 let text = std::str::from_utf8(&body)
                     .map_err(|_| Error::protocol("the server's JSON reply is not UTF-8"))?;
                 let messages = jsonrpc::decode(text).map_err(Error::protocol)?;
                 for message in &messages {
-                    if let Some(found) = self.route(message, id, session, decode).await {
+                    if let Some(found) = self.route(message, &body, id, session, decode).await {
                         return found;
                     }
                 }
@@ -162,7 +164,7 @@ impl Connection {
         response: Response,
         id: u64,
         session: &Session,
-        decode: &impl Fn(&RawValue) -> Decoded<T>,
+        decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
     ) -> Result<T, Error> {
         let mut events = SseStream::new(response);
         // The last event id the latest resumption asked with, and how many brought no new one.
@@ -237,7 +239,7 @@ impl Connection {
                 }
             };
             for message in &messages {
-                if let Some(answer) = self.route(message, id, session, decode).await {
+                if let Some(answer) = self.route(message, &event.data, id, session, decode).await {
                     return answer;
                 }
             }
@@ -324,7 +326,7 @@ impl Connection {
         self.signals.stream_opened();
         let mut events = SseStream::new(response);
         // Request ids start at 1: a response to id 0 is one nobody waits for.
-        let ignore = |_: &RawValue| -> Decoded<()> { Ok(()) };
+        let ignore = |_: &RawValue, _: &Bytes| -> Decoded<()> { Ok(()) };
         loop {
             let event = match events.next().await {
                 None => return Ok(Listened::Ended),
@@ -349,7 +351,7 @@ impl Connection {
                 continue;
             };
             for message in &messages {
-                let _ = self.route(message, 0, session, &ignore).await;
+                let _ = self.route(message, &event.data, 0, session, &ignore).await;
             }
         }
     }
@@ -382,17 +384,19 @@ impl Connection {
     /// the response to `id`, or an error response whose `id` is `null` (the server could not
     /// read the request; every POST carries one request, so it answers `id`); answers a server request on `session` (`ping` with `{}`, anything
     /// else with `-32601`); hands notifications to [`crate::notices::handle`]; logs and drops responses to other ids. The one
-    /// place where incoming messages are dispatched.
+    /// place where incoming messages are dispatched. `source` is the buffer the message's text
+    /// lies in, handed to `decode` with the `result`.
     async fn route<T>(
         &self,
         message: &jsonrpc::Incoming<'_>,
+        source: &Bytes,
         id: u64,
         session: &Session,
-        decode: &impl Fn(&RawValue) -> Decoded<T>,
+        decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
     ) -> Option<Result<T, Error>> {
         match message.kind() {
             Kind::Response(rid, outcome) if jsonrpc::id_matches(rid, id) => Some(match outcome {
-                Ok(result) => decode(result).map_err(Error::malformed),
+                Ok(result) => decode(result, source).map_err(Error::malformed),
                 Err(error) => Err(self.rpc_error(error)),
             }),
             Kind::ErrorWithoutId(error) => Some(Err(self.rpc_error(error))),

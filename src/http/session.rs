@@ -420,7 +420,9 @@ impl Connection {
             #[serde(borrow, default)]
             instructions: Option<&'a serde_json::value::RawValue>,
         }
-        let decode = |result: &serde_json::value::RawValue| -> Decoded<(String, Initialized)> {
+        let decode = |result: &serde_json::value::RawValue,
+                      _: &Bytes|
+         -> Decoded<(String, Initialized)> {
             let result: InitializeResult<'_> = serde_json::from_str(result.get())
                 .map_err(|_| "the server's initialize result has no protocolVersion".to_string())?;
             let initialized = Initialized::read(self, result.capabilities, result.instructions);

@@ -184,6 +184,11 @@ impl Scripted {
         }
     }
 
+    /// How many TCP connections the server has accepted so far.
+    pub fn connections(&self) -> u64 {
+        self.shared.next_connection.load(Ordering::SeqCst)
+    }
+
     /// The trail so far.
     pub fn trail(&self) -> Vec<Step> {
         self.state.lock().trail.clone()
