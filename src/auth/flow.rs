@@ -739,13 +739,15 @@ impl Tokens {
             None => None,
         };
         // Another Host sharing the store refreshed (and maybe rotated the refresh token), or
-        // found the grant refused and deleted it: the same refresh token would be refused again
-        // (and could make the authorization server revoke the grant family).
+        // found the grant refused and deleted it (or a logout did): the same refresh token
+        // would be refused again (and could make the authorization server revoke the grant
+        // family).
         let in_store = self.in_store.load(std::sync::atomic::Ordering::Acquire);
         let grant = match self.load_stored_grant() {
             Stored::Deleted if in_store => {
                 tracing::info!(
-                    "another Host found the stored grant refused; a new sign-in is needed"
+                    "the stored grant is gone (another Host found it refused, or a logout \
+                     deleted it); a new sign-in is needed"
                 );
                 *current = None;
                 return Err(refused_grant());
