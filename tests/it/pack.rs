@@ -1,14 +1,12 @@
 //! The Pack through the Host contract: construction, the two tools' specs, the listing for every
 //! status, and every error a model can act on.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::Host;
+use crate::support::mock;
 use runvil_plugin::{Packs, Services, TOKIO_RUNTIME, ToolErrorKind, Unavailable};
 use serde_json::{Value, json};
-use support::Host;
-use support::mock;
 use wiremock::matchers::path;
 use wiremock::{Mock, MockServer};
 

@@ -1,4 +1,4 @@
-//! Hostile servers: each test stands up a small server of our own (tests/support/hostile.rs)
+//! Hostile servers: each test stands up a small server of our own (tests/it/support/hostile.rs)
 //! that lies, loops, floods, stalls or breaks the connection, and asserts the exact reason or
 //! error the Pack shows, and that it never hangs.
 //!
@@ -8,23 +8,19 @@
 //! handshake or a 4-minute tool takes milliseconds and the backoff is measured in exact
 //! virtual seconds.
 
-#[path = "support/hostile.rs"]
-mod hostile;
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use bytes::Bytes;
-use futures_util::stream::{self, StreamExt};
-use hostile::{
-    Received, Reply, SESSION, Server, entry, initialize_reply, result, rpc_error, serve,
+use crate::support::hostile::{
+    self, Received, Reply, SESSION, Server, entry, initialize_reply, result, rpc_error, serve,
     server_entry, sse_event, standard, text_result, tool, tools_page,
 };
+use crate::support::{Host, net};
+use bytes::Bytes;
+use futures_util::stream::{self, StreamExt};
 use runvil_plugin::{ToolError, ToolErrorKind};
 use serde_json::{Value, json};
-use support::Host;
 use tokio::time::Instant;
 
 const MIB: usize = 1024 * 1024;
@@ -1822,7 +1818,7 @@ async fn handshake_that_never_answers_hits_the_start_deadline_then_backs_off() {
 #[tokio::test(start_paused = true)]
 async fn server_down_at_start_becomes_ready_after_three_failed_attempts() {
     heartbeat();
-    let port = hostile::free_port().await;
+    let port = net::free_port();
     let url = format!("http://127.0.0.1:{port}/mcp");
     let t0 = Instant::now();
     let host = Host::new(json!({"late": entry(&url)}));
@@ -2452,7 +2448,7 @@ async fn a_stream_whose_relisting_meets_404_is_reopened_with_backoff() {
 /// no secret), not reqwest's chain of library text ("tcp connect error … (os error 111)").
 #[tokio::test]
 async fn connection_refused_reason_is_a_plain_sentence_naming_the_address() {
-    let port = hostile::free_port().await;
+    let port = net::free_port();
     let host = Host::new(json!({"down": entry(&format!("http://127.0.0.1:{port}/mcp"))}));
     assert_eq!(
         error_reason(&host, "down", Duration::from_secs(5)).await,

@@ -1,16 +1,13 @@
 //! A real peer in-process: the official Rust SDK's (`rmcp`) Streamable HTTP server, listed and
 //! called through the Pack exactly as a Host would.
 
-#[path = "../examples/common/demo_server.rs"]
-mod demo_server;
-mod support;
-
 use std::time::Duration;
 
+use crate::support::Host;
+use crate::support::demo_server;
 use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 use runvil_plugin::ToolErrorKind;
 use serde_json::json;
-use support::Host;
 
 const WAIT: Duration = Duration::from_secs(10);
 
