@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::support::hostile::{
-    self, Received, Reply, SESSION, Server, entry, initialize_reply, result, rpc_error, serve,
-    server_entry, sse_event, standard, text_result, tool, tools_page,
+    self, Received, Reply, SESSION, Server, entry, initialize_reply, list_changed_initialize,
+    result, rpc_error, serve, server_entry, sse_event, standard, text_result, tool, tools_page,
 };
 use crate::support::{Host, net};
 use bytes::Bytes;
@@ -2078,13 +2078,7 @@ async fn an_endless_event_on_the_standalone_stream_is_cut_and_the_stream_reopene
                 return Reply::raw(405, "text/plain", "");
             }
             if req.method() == "initialize" {
-                return Reply::json(&result(
-                    &req.id(),
-                    json!({"protocolVersion": "2025-06-18",
-                           "capabilities": {"tools": {"listChanged": true}},
-                           "serverInfo": {"name": "hostile", "version": "0"}}),
-                ))
-                .header("mcp-session-id", SESSION);
+                return list_changed_initialize(&req.id());
             }
             if let Some(reply) = standard(&req) {
                 return reply;
@@ -2147,13 +2141,7 @@ async fn the_standalone_stream_reopen_wait_doubles_and_a_long_stream_resets_it()
                 };
             }
             if req.method() == "initialize" {
-                return Reply::json(&result(
-                    &req.id(),
-                    json!({"protocolVersion": "2025-06-18",
-                           "capabilities": {"tools": {"listChanged": true}},
-                           "serverInfo": {"name": "hostile", "version": "0"}}),
-                ))
-                .header("mcp-session-id", SESSION);
+                return list_changed_initialize(&req.id());
             }
             if let Some(reply) = standard(&req) {
                 return reply;
@@ -2338,13 +2326,7 @@ async fn a_change_before_the_get_stream_opens_is_not_lost() {
                 );
             }
             if req.method() == "initialize" {
-                return Reply::json(&result(
-                    &req.id(),
-                    json!({"protocolVersion": "2025-06-18",
-                           "capabilities": {"tools": {"listChanged": true}},
-                           "serverInfo": {"name": "hostile", "version": "0"}}),
-                ))
-                .header("mcp-session-id", SESSION);
+                return list_changed_initialize(&req.id());
             }
             if let Some(reply) = standard(&req) {
                 return reply;
@@ -2397,13 +2379,7 @@ async fn a_stream_whose_relisting_meets_404_is_reopened_with_backoff() {
                 return Reply::raw(200, "text/event-stream", ": short\n\n");
             }
             if req.method() == "initialize" {
-                return Reply::json(&result(
-                    &req.id(),
-                    json!({"protocolVersion": "2025-06-18",
-                           "capabilities": {"tools": {"listChanged": true}},
-                           "serverInfo": {"name": "hostile", "version": "0"}}),
-                ))
-                .header("mcp-session-id", SESSION);
+                return list_changed_initialize(&req.id());
             }
             if let Some(reply) = standard(&req) {
                 return reply;

@@ -833,14 +833,16 @@ async fn a_refused_refresh_quoting_the_access_token_shows_no_token() {
     assert_eq!(logs.lines_with("access-token-"), Vec::<String>::new());
 }
 
-#[tokio::test]
-async fn a_stream_401_without_a_bearer_challenge_spends_no_refresh_token() {
+/// A signed-in server whose standalone `GET` stream is refused `401` with `challenge`: the
+/// first GET and the reopen after 1 s are refused, and no refresh token is spent on them (the
+/// only grant is the sign-in's code exchange).
+async fn stream_refused_with(challenge: &'static str) {
     oauth_store();
     let server = TestServer::start(Options {
         sessions: true,
         list_changed: true,
         get_refused: true,
-        get_challenge: Some("Basic realm=\"proxy\""),
+        get_challenge: Some(challenge),
         ..Options::default()
     })
     .await;
@@ -863,6 +865,11 @@ async fn a_stream_401_without_a_bearer_challenge_spends_no_refresh_token() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(grant_types(&server), ["authorization_code"]);
+}
+
+#[tokio::test]
+async fn a_stream_401_without_a_bearer_challenge_spends_no_refresh_token() {
+    stream_refused_with("Basic realm=\"proxy\"").await;
 }
 
 #[tokio::test]
@@ -1043,35 +1050,8 @@ async fn a_refused_code_exchange_quoting_the_basic_credential_shows_it_nowhere()
 
 #[tokio::test]
 async fn a_stream_401_with_bearer_only_in_a_basic_realm_spends_no_refresh_token() {
-    oauth_store();
-    let server = TestServer::start(Options {
-        sessions: true,
-        list_changed: true,
-        get_refused: true,
-        // RFC 9110 §11.6.1: the scheme is the challenge's first token; the realm is free text.
-        get_challenge: Some("Basic realm=\"bearer-gateway\""),
-        ..Options::default()
-    })
-    .await;
-    let host = Host::new(entry(&server));
-    sign_in(&host).await;
-    // The first GET, and the reopen after 1 s.
-    let from = trail(&server).len();
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while trail(&server)[from..]
-        .iter()
-        .filter(|t| t.starts_with("GET "))
-        .count()
-        < 2
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{:#?}",
-            trail(&server)
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(grant_types(&server), ["authorization_code"]);
+    // RFC 9110 §11.6.1: the scheme is the challenge's first token; the realm is free text.
+    stream_refused_with("Basic realm=\"bearer-gateway\"").await;
 }
 
 #[tokio::test]

@@ -228,11 +228,21 @@ pub fn standard(req: &Received) -> Option<Reply> {
 
 /// A successful `initialize` answer for request `id`.
 pub fn initialize_reply(id: &Value) -> Reply {
+    initialize_with(id, json!({"tools": {}}))
+}
+
+/// A successful `initialize` answer for request `id` declaring `tools.listChanged`.
+pub fn list_changed_initialize(id: &Value) -> Reply {
+    initialize_with(id, json!({"tools": {"listChanged": true}}))
+}
+
+/// An `initialize` answer (version 2025-06-18, session [`SESSION`]) with `capabilities`.
+fn initialize_with(id: &Value, capabilities: Value) -> Reply {
     Reply::json(&result(
         id,
         json!({
             "protocolVersion": "2025-06-18",
-            "capabilities": {"tools": {}},
+            "capabilities": capabilities,
             "serverInfo": {"name": "hostile", "version": "0"}
         }),
     ))
