@@ -920,7 +920,7 @@ async fn lying_initialize_answers_each_give_an_exact_reason() {
 }
 
 #[tokio::test]
-async fn tools_list_result_of_the_wrong_shape() {
+async fn a_malformed_tools_list_fails_the_start_and_a_nameless_tool_is_omitted() {
     let server = list_server(|req| Reply::json(&result(&req.id(), json!({"tools": "none"})))).await;
     let nameless = list_server(|req| {
         Reply::json(&tools_page(
@@ -1011,7 +1011,7 @@ async fn malformed_tools_are_omitted_and_the_rest_stay_ready() {
 }
 
 #[tokio::test]
-async fn tools_call_results_that_lie() {
+async fn call_results_with_a_wrong_shape_type_or_id_are_errors() {
     let server = serve(|req| async move {
         if let Some(reply) = standard(&req) {
             return reply;
@@ -1730,7 +1730,7 @@ async fn server_requests_inside_a_call_stream_are_answered() {
 /// 20,000 notifications (and responses to other ids) before the answer, in one stream and in a
 /// JSON batch: the call gets its answer, quickly.
 #[tokio::test]
-async fn notification_flood_during_a_call() {
+async fn a_flood_of_notifications_before_the_answer_does_not_starve_the_call() {
     let sse = tool_server(|req| async move {
         let mut text = String::new();
         for i in 0..20_000 {
@@ -1906,22 +1906,14 @@ async fn throttled_starts_wait_what_retry_after_says() {
             "retryInSeconds": 8, "tools": []})
     );
     assert_eq!(
-        host.call(
-            "call_dynamic_tool",
-            json!({"namespace": "eight", "toolName": "t"}),
-        )
-        .await,
+        host.call_tool("eight", "t").await,
         Err(ToolError::new(
             ToolErrorKind::Unavailable,
             "server \"eight\" is unavailable: HTTP 503 Service Unavailable; it will be started again in 8 seconds"
         ))
     );
     assert_eq!(
-        host.call(
-            "call_dynamic_tool",
-            json!({"namespace": "zero", "toolName": "t"})
-        )
-        .await,
+        host.call_tool("zero", "t").await,
         Err(ToolError::new(
             ToolErrorKind::Unavailable,
             "server \"zero\" is unavailable: HTTP 429 Too Many Requests; it will be started again in 1 second"

@@ -188,13 +188,7 @@ async fn listing_shows_every_status_sorted() {
         text,
         r#"{"namespace":"zeta","status":"ready","tools":[{"name":"bare","description":"bare","inputSchema":{"type":"object"}},{"name":"fetch_page","description":"Fetch a page","inputSchema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object"}},{"name":"search","description":"Searches the docs","inputSchema":{"type":"object","properties":{"q":{"type":"string"}},"$defs":{"z":{},"a":{}}}}]}"#
     );
-    let one = host
-        .call(
-            "get_dynamic_tools",
-            json!({"namespace": "zeta", "toolName": "fetch_page"}),
-        )
-        .await
-        .unwrap();
+    let one = host.lookup("zeta", "fetch_page").await.unwrap();
     assert_eq!(
         one,
         r#"{"namespace":"zeta","name":"fetch_page","description":"Fetch a page","inputSchema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object"},"outputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}"#

@@ -37,13 +37,7 @@ async fn lists_every_page_and_renders_the_three_shapes() {
         [None, Some("page-2".to_string()), Some("page-4".to_string())]
     );
 
-    let add = host
-        .call(
-            "get_dynamic_tools",
-            json!({"namespace": "demo", "toolName": "add"}),
-        )
-        .await
-        .unwrap();
+    let add = host.lookup("demo", "add").await.unwrap();
     assert_eq!(
         add,
         r#"{"namespace":"demo","name":"add","description":"Adds two integers","inputSchema":{"$schema":"https://json-schema.org/draft/2020-12/schema","required":["a","b"],"type":"object","properties":{"a":{"description":"The left operand.","type":"integer","format":"int64"},"b":{"description":"The right operand.","type":"integer","format":"int64"}}}}"#
@@ -130,7 +124,7 @@ async fn calls_map_every_block_kind() {
 }
 
 #[tokio::test]
-async fn json_response_mode_works_too() {
+async fn json_response_mode_answers_calls_and_cancels_a_dropped_one() {
     let mut config = StreamableHttpServerConfig::default();
     config.json_response = true;
     config.legacy_session_mode = false;

@@ -156,14 +156,7 @@ async fn everything_visible(host: &Host) -> Vec<(String, String)> {
     record("listing".into(), get(json!({})).await);
     for ns in ["fail", "ok"] {
         record(format!("listing {ns}"), get(json!({"namespace": ns})).await);
-        record(
-            format!("call on {ns}"),
-            host.call(
-                "call_dynamic_tool",
-                json!({"namespace": ns, "toolName": "result"}),
-            )
-            .await,
-        );
+        record(format!("call on {ns}"), host.call_tool(ns, "result").await);
     }
     for name in ECHO_TOOLS {
         record(
@@ -209,6 +202,13 @@ fn assert_no_secret(label: &str, text: &str, secrets: &[String]) {
             }
         }
     }
+}
+
+/// A Host with the one server `namespace` at `url`, sending `X-Api-Key: key`, once it is ready.
+async fn keyed_host(namespace: &str, url: &str, key: &str) -> Host {
+    let host = Host::new(json!({namespace: {"url": url, "headers": {"X-Api-Key": key}}}));
+    host.ready(namespace, Duration::from_secs(10)).await;
+    host
 }
 
 /// The first captured line holding `event`: proof that the capture saw the event a secret would
@@ -485,17 +485,8 @@ async fn notification_method_with_a_secret_is_not_logged() {
         }
     })
     .await;
-    let host =
-        Host::new(json!({"n": {"url": server.url, "headers": {"X-Api-Key": "key-0123456789"}}}));
-    host.ready("n", Duration::from_secs(10)).await;
-    assert_eq!(
-        host.call(
-            "call_dynamic_tool",
-            json!({"namespace": "n", "toolName": "t"})
-        )
-        .await,
-        Ok("done".to_string())
-    );
+    let host = keyed_host("n", &server.url, "key-0123456789").await;
+    assert_eq!(host.call_tool("n", "t").await, Ok("done".to_string()));
     drop(host);
     let logs = logs.text();
     assert!(
@@ -545,8 +536,7 @@ async fn a_large_text_result_is_exact_and_scrubbed() {
         }
     })
     .await;
-    let host = Host::new(json!({"n": {"url": server.url, "headers": {"X-Api-Key": KEY}}}));
-    host.ready("n", Duration::from_secs(10)).await;
+    let host = keyed_host("n", &server.url, KEY).await;
     let body = "abcdefghij".repeat(30_000);
     for sse in [false, true] {
         for (tool, expected) in [
@@ -591,20 +581,13 @@ async fn secrets_in_raw_json_with_other_escapes_are_scrubbed() {
         Reply::raw(200, "application/json", body)
     })
     .await;
-    let host = Host::new(json!({"esc": {"url": server.url, "headers": {"X-Api-Key": KEY}}}));
-    host.ready("esc", Duration::from_secs(10)).await;
+    let host = keyed_host("esc", &server.url, KEY).await;
     let one = host
         .listing(json!({"namespace": "esc", "toolName": "t"}))
         .await;
     assert_eq!(one["inputSchema"]["default"], "[redacted]");
     assert_eq!(one["annotations"]["title"], "[redacted]");
-    let result = host
-        .call(
-            "call_dynamic_tool",
-            json!({"namespace": "esc", "toolName": "t"}),
-        )
-        .await
-        .unwrap();
+    let result = host.call_tool("esc", "t").await.unwrap();
     let result: Value = serde_json::from_str(&result).unwrap();
     assert_eq!(result, json!({"echo": "[redacted]"}));
 }
@@ -669,15 +652,9 @@ async fn sse_echo_during_a_call_is_scrubbed() {
         }
     })
     .await;
-    let host =
-        Host::new(json!({"s": {"url": server.url, "headers": {"X-Api-Key": "value-0123456789"}}}));
-    host.ready("s", Duration::from_secs(10)).await;
+    let host = keyed_host("s", &server.url, "value-0123456789").await;
     assert_eq!(
-        host.call(
-            "call_dynamic_tool",
-            json!({"namespace": "s", "toolName": "t"})
-        )
-        .await,
+        host.call_tool("s", "t").await,
         Ok("header was [redacted]".to_string())
     );
     drop(host);
@@ -985,12 +962,7 @@ async fn a_secret_json_escaped_in_a_text_result_is_scrubbed() {
         "php": {"url": server.url, "headers": {"X-Api-Key": "k3y/abcdef+ghi"}},
     }));
     host.ready("php", Duration::from_secs(10)).await;
-    let text = host
-        .call(
-            "call_dynamic_tool",
-            json!({"namespace": "php", "toolName": "t"}),
-        )
-        .await;
+    let text = host.call_tool("php", "t").await;
     assert_eq!(text, Ok(r#"{"key":"[redacted]","ok":true}"#.to_string()));
 }
 
@@ -1151,14 +1123,7 @@ async fn tokens_learned_by_signing_in_never_escape() {
         host.call("get_dynamic_tools", json!({"namespace": "ok"}))
             .await,
     );
-    record(
-        "tool",
-        host.call(
-            "get_dynamic_tools",
-            json!({"namespace": "ok", "toolName": "whoami"}),
-        )
-        .await,
-    );
+    record("tool", host.lookup("ok", "whoami").await);
     drop(host);
     tokio::time::sleep(Duration::from_millis(50)).await;
 
@@ -1251,12 +1216,7 @@ async fn a_header_value_echoed_into_the_sign_in_link_is_not_shown() {
             server_entry(l, "ok")["status"] == "error"
         })
         .await;
-    let call = host
-        .call(
-            "call_dynamic_tool",
-            json!({"namespace": "ok", "toolName": "x"}),
-        )
-        .await;
+    let call = host.call_tool("ok", "x").await;
     drop(host);
     let entry = server_entry(&listing, "ok");
     assert_eq!(entry["signInUrl"], serde_json::Value::Null, "{entry}");

@@ -51,11 +51,7 @@ async fn link_in_listing(host: &Host) -> String {
 }
 
 async fn call_whoami(host: &Host) -> Result<String, runvil_plugin::ToolError> {
-    host.call(
-        "call_dynamic_tool",
-        json!({"namespace": "docs", "toolName": "whoami"}),
-    )
-    .await
+    host.call_tool("docs", "whoami").await
 }
 
 /// Signs in through the listing's link; returns the link.
@@ -1108,11 +1104,7 @@ async fn a_withheld_scope_gets_no_third_link_after_another_tools_step_up() {
 }
 
 async fn call_tool(host: &Host, tool: &str) -> Result<String, runvil_plugin::ToolError> {
-    host.call(
-        "call_dynamic_tool",
-        json!({"namespace": "docs", "toolName": tool}),
-    )
-    .await
+    host.call_tool("docs", tool).await
 }
 
 /// A call to `tool` refused for a step-up; the browser signs in with the new link.

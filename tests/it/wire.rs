@@ -36,11 +36,7 @@ async fn ready_host(server: &MockServer) -> Host {
 
 /// `call_dynamic_tool` of the tool `name` of server `s`, with no arguments.
 async fn call_s(host: &Host, name: &str) -> Result<String, runvil_plugin::ToolError> {
-    host.call(
-        "call_dynamic_tool",
-        json!({"namespace": "s", "toolName": name}),
-    )
-    .await
+    host.call_tool("s", name).await
 }
 
 /// Asserts that a call failed with a transport error reading exactly `message`.
@@ -89,7 +85,7 @@ fn echo_call(request: &Request, params: &Value) -> ResponseTemplate {
 }
 
 #[tokio::test]
-async fn sends_the_right_headers_and_bodies() {
+async fn every_request_carries_the_configured_headers_and_session_headers() {
     let server = mock_server(mock::with_tools(json!([tool("search")]), echo_call)).await;
     let host = Host::new(json!({"docs": {
         "url": format!("{}/mcp", server.uri()),
@@ -980,13 +976,7 @@ async fn a_miss_relists_once_then_answers_not_found() {
             r#"server "s" has no tool "c"; list its tools with mcp/get_dynamic_tools {"namespace":"s"}"#
         )
     );
-    let lookup = host
-        .call(
-            "get_dynamic_tools",
-            json!({"namespace": "s", "toolName": "d"}),
-        )
-        .await
-        .unwrap_err();
+    let lookup = host.lookup("s", "d").await.unwrap_err();
     assert_eq!(lookup.kind, ToolErrorKind::NotFound);
     assert_eq!(count(&server, "tools/list").await, 2);
     assert_eq!(count(&server, "tools/call").await, 1);

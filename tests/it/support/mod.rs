@@ -60,6 +60,18 @@ impl Host {
         self.pack.call(&format!("mcp/{tool}"), args).await
     }
 
+    /// `get_dynamic_tools` for the one tool `name` of server `namespace`, as text.
+    pub async fn lookup(&self, namespace: &str, name: &str) -> Result<String, ToolError> {
+        let args = json!({"namespace": namespace, "toolName": name});
+        self.call("get_dynamic_tools", args).await
+    }
+
+    /// `call_dynamic_tool` of `tool` on server `namespace`, without arguments.
+    pub async fn call_tool(&self, namespace: &str, tool: &str) -> Result<String, ToolError> {
+        let args = json!({"namespace": namespace, "toolName": tool});
+        self.call("call_dynamic_tool", args).await
+    }
+
     /// `get_dynamic_tools` with `args`, parsed.
     pub async fn listing(&self, args: Value) -> Value {
         let text = self.call("get_dynamic_tools", args).await.expect("listing");
