@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the project against real MCP peers nobody here wrote:
 #   1. installs them into .interop/ (.ci/interop-setup.sh; idempotent),
-#   2. cargo test --test interop with PLUGIN_MCP_INTEROP=1, so a missing peer FAILS instead of
-#      skipping: server-everything (Node 22) and the Python mcp SDK 1.x / 2.x servers,
+#   2. the interop tests (`#[ignore]`d in a plain `cargo test`) with --ignored and
+#      PLUGIN_MCP_INTEROP=1, so a missing peer FAILS instead of skipping: server-everything
+#      (Node 22) and the Python mcp SDK 1.x / 2.x servers,
 #   3. the official conformance suite's client scenarios against examples/conformance.rs.
 # Exits non-zero on the first failure. Prints the elapsed time at the end.
 set -euo pipefail
@@ -14,8 +15,8 @@ started=$(date +%s)
 echo "interop: installing peers" >&2
 bash .ci/interop-setup.sh >/dev/null
 
-echo "interop: cargo test --test interop (PLUGIN_MCP_INTEROP=1)" >&2
-PLUGIN_MCP_INTEROP=1 cargo test --test interop
+echo "interop: cargo test --test it interop:: -- --ignored (PLUGIN_MCP_INTEROP=1)" >&2
+PLUGIN_MCP_INTEROP=1 cargo test --test it interop:: -- --ignored
 
 echo "interop: conformance suite" >&2
 cargo build --example conformance

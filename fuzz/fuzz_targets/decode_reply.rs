@@ -1,7 +1,7 @@
 //! Fuzzes the Pack's reply decoding — HTTP status and Content-Type handling, the capped JSON
 //! body reader, the SSE framing and event routing, JSON-RPC classification, and the
 //! `initialize` / `tools/list` / `tools/call` result shapes — through the public contract only:
-//! a loopback server (tests/support/hostile.rs) answers one request of the handshake or of a
+//! a loopback server (tests/it/support/hostile.rs) answers one request of the handshake or of a
 //! call with the fuzzed bytes, and a minimal Host (below) drives the Pack as runvil would.
 //!
 //! Input: the first byte picks which reply is fuzzed and how it is framed; the rest is the body.
@@ -18,8 +18,13 @@
 //! or call that outlives the Pack's own deadlines (a hang).
 #![no_main]
 
-#[path = "../../tests/support/hostile.rs"]
+// The integration tests' hyper server and the network parts it is built from (`super::net`).
+#[path = "../../tests/it/support/hostile.rs"]
+#[allow(dead_code)] // The tests use more of it than this target does.
 mod hostile;
+#[path = "../../tests/it/support/net.rs"]
+#[allow(dead_code)]
+mod net;
 
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;

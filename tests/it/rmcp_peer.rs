@@ -1,16 +1,13 @@
 //! A real peer in-process: the official Rust SDK's (`rmcp`) Streamable HTTP server, listed and
 //! called through the Pack exactly as a Host would.
 
-#[path = "../examples/common/demo_server.rs"]
-mod demo_server;
-mod support;
-
 use std::time::Duration;
 
+use crate::support::Host;
+use crate::support::demo_server;
 use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 use runvil_plugin::ToolErrorKind;
 use serde_json::json;
-use support::Host;
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -40,13 +37,7 @@ async fn lists_every_page_and_renders_the_three_shapes() {
         [None, Some("page-2".to_string()), Some("page-4".to_string())]
     );
 
-    let add = host
-        .call(
-            "get_dynamic_tools",
-            json!({"namespace": "demo", "toolName": "add"}),
-        )
-        .await
-        .unwrap();
+    let add = host.lookup("demo", "add").await.unwrap();
     assert_eq!(
         add,
         r#"{"namespace":"demo","name":"add","description":"Adds two integers","inputSchema":{"$schema":"https://json-schema.org/draft/2020-12/schema","required":["a","b"],"type":"object","properties":{"a":{"description":"The left operand.","type":"integer","format":"int64"},"b":{"description":"The right operand.","type":"integer","format":"int64"}}}}"#
@@ -133,7 +124,7 @@ async fn calls_map_every_block_kind() {
 }
 
 #[tokio::test]
-async fn json_response_mode_works_too() {
+async fn json_response_mode_answers_calls_and_cancels_a_dropped_one() {
     let mut config = StreamableHttpServerConfig::default();
     config.json_response = true;
     config.legacy_session_mode = false;

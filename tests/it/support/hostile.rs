@@ -4,8 +4,8 @@
 //! Every request is recorded (HTTP method, headers, body, and when it arrived, in Tokio time so
 //! paused-time tests read virtual seconds). The test gives an async handler that turns each
 //! request into a [`Reply`]; [`standard`] answers the handshake the usual way so a handler only
-//! writes the part it is about.
-#![allow(dead_code)]
+//! writes the part it is about. It also builds the JSON-RPC messages and SSE events the other
+//! servers of the family send ([`result`], [`sse_event`]).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -17,14 +17,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::stream::{self, Stream, StreamExt};
-use http_body_util::{BodyExt, Full, StreamBody, combinators::UnsyncBoxBody};
+use http_body_util::{BodyExt, StreamBody};
 use hyper::body::{Frame, Incoming};
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::time::Instant;
+
+use super::net::{self, Connections, ReplyBody};
 
 /// The session id [`standard`] hands out.
 pub const SESSION: &str = "hostile-session-1";
@@ -57,9 +57,7 @@ impl Received {
 
     /// A header as text, if present.
     pub fn header(&self, name: &str) -> Option<String> {
-        self.headers
-            .get(name)
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        net::header(&self.headers, name)
     }
 }
 
@@ -163,16 +161,14 @@ impl Reply {
         self
     }
 
-    fn into_response(self) -> hyper::Response<UnsyncBoxBody<Bytes, io::Error>> {
+    fn into_response(self) -> hyper::Response<ReplyBody> {
         let mut response = hyper::Response::builder().status(self.status);
         for (name, value) in &self.headers {
             response = response.header(name.as_str(), value.as_str());
         }
         let body = match self.body {
             Some(chunks) => StreamBody::new(chunks.map(|c| c.map(Frame::data))).boxed_unsync(),
-            None => Full::new(self.full)
-                .map_err(|never: Infallible| match never {})
-                .boxed_unsync(),
+            None => net::full(self.full),
         };
         response.body(body).unwrap()
     }
@@ -232,11 +228,21 @@ pub fn standard(req: &Received) -> Option<Reply> {
 
 /// A successful `initialize` answer for request `id`.
 pub fn initialize_reply(id: &Value) -> Reply {
+    initialize_with(id, json!({"tools": {}}))
+}
+
+/// A successful `initialize` answer for request `id` declaring `tools.listChanged`.
+pub fn list_changed_initialize(id: &Value) -> Reply {
+    initialize_with(id, json!({"tools": {"listChanged": true}}))
+}
+
+/// An `initialize` answer (version 2025-06-18, session [`SESSION`]) with `capabilities`.
+fn initialize_with(id: &Value, capabilities: Value) -> Reply {
     Reply::json(&result(
         id,
         json!({
             "protocolVersion": "2025-06-18",
-            "capabilities": {"tools": {}},
+            "capabilities": capabilities,
             "serverInfo": {"name": "hostile", "version": "0"}
         }),
     ))
@@ -250,12 +256,14 @@ pub struct Server {
     pub url: String,
     pub port: u16,
     log: Arc<Mutex<Vec<Received>>>,
+    connections: Arc<Connections>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
         self.task.abort();
+        self.connections.cut(None);
     }
 }
 
@@ -266,6 +274,7 @@ impl Server {
     }
 
     /// Forgets the requests received so far (a long-running user such as the fuzz target).
+    #[allow(dead_code, reason = "the fuzz target decode_reply calls it")]
     pub fn clear(&self) {
         self.log.lock().unwrap().clear();
     }
@@ -290,21 +299,14 @@ impl Server {
         what: &str,
         done: impl Fn(&[Received]) -> bool,
     ) -> Vec<Received> {
-        let deadline = Instant::now() + limit;
-        loop {
-            let requests = self.requests();
-            if done(&requests) {
-                return requests;
-            }
-            if Instant::now() >= deadline {
-                let methods: Vec<String> = requests
-                    .iter()
-                    .map(|r| format!("{} {}", r.http_method, r.method()))
-                    .collect();
-                panic!("gave up after {limit:?} waiting for {what}; received: {methods:?}");
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        let found = || Some(self.requests()).filter(|requests| done(requests));
+        let received = || -> Vec<String> {
+            self.requests()
+                .iter()
+                .map(|r| format!("{} {}", r.http_method, r.method()))
+                .collect()
+        };
+        net::wait_for(limit, Duration::from_millis(5), what, found, received).await
     }
 
     /// Waits (at most 5 s) for a `notifications/cancelled`; returns the params of every one
@@ -328,8 +330,7 @@ where
     F: Fn(Received) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Reply> + Send + 'static,
 {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    serve_on(listener, handler)
+    serve_on(net::loopback().await.0, handler)
 }
 
 /// Like [`serve`], on a listener the test bound (e.g. to a port chosen earlier).
@@ -341,62 +342,45 @@ where
     let port = listener.local_addr().unwrap().port();
     let handler: Handler = Arc::new(move |req| Box::pin(handler(req)));
     let log: Arc<Mutex<Vec<Received>>> = Arc::default();
-    let task = tokio::spawn(accept_loop(listener, handler, Arc::clone(&log)));
+    let connections = Arc::new(Connections::default());
+    let service = {
+        let log = Arc::clone(&log);
+        move |_| {
+            let (handler, log) = (Arc::clone(&handler), Arc::clone(&log));
+            service_fn(move |request| record(request, Arc::clone(&handler), Arc::clone(&log)))
+        }
+    };
+    let task = tokio::spawn(net::accept(listener, Arc::clone(&connections), service));
     Server {
         url: format!("http://127.0.0.1:{port}/mcp"),
         port,
         log,
+        connections,
         task,
     }
 }
 
-async fn accept_loop(listener: TcpListener, handler: Handler, log: Arc<Mutex<Vec<Received>>>) {
-    let mut connections = tokio::task::JoinSet::new();
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
-        let handler = Arc::clone(&handler);
-        let log = Arc::clone(&log);
-        let service = service_fn(move |request: hyper::Request<Incoming>| {
-            let handler = Arc::clone(&handler);
-            let log = Arc::clone(&log);
-            async move {
-                let (parts, body) = request.into_parts();
-                let body = match body.collect().await {
-                    Ok(collected) => collected.to_bytes(),
-                    Err(_) => Bytes::new(),
-                };
-                let received = Received {
-                    http_method: parts.method.to_string(),
-                    target: parts
-                        .uri
-                        .path_and_query()
-                        .map_or_else(String::new, |p| p.as_str().to_string()),
-                    headers: parts.headers,
-                    rpc: serde_json::from_slice(&body).unwrap_or(Value::Null),
-                    body,
-                    at: Instant::now(),
-                };
-                log.lock().unwrap().push(received.clone());
-                Ok::<_, Infallible>(handler(received).await.into_response())
-            }
-        });
-        // Dropped (and so aborted) with the accept loop.
-        connections.spawn(async move {
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
-        while connections.try_join_next().is_some() {}
-    }
-}
-
-/// A port on 127.0.0.1 that nothing listens on (bound, then released).
-pub async fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    listener.local_addr().unwrap().port()
+/// Records `request` in `log` and answers it with `handler`.
+async fn record(
+    request: hyper::Request<Incoming>,
+    handler: Handler,
+    log: Arc<Mutex<Vec<Received>>>,
+) -> Result<hyper::Response<ReplyBody>, Infallible> {
+    let (parts, body) = request.into_parts();
+    let body = net::collect(body).await;
+    let received = Received {
+        http_method: parts.method.to_string(),
+        target: parts
+            .uri
+            .path_and_query()
+            .map_or_else(String::new, |p| p.as_str().to_string()),
+        headers: parts.headers,
+        rpc: serde_json::from_slice(&body).unwrap_or(Value::Null),
+        body,
+        at: Instant::now(),
+    };
+    log.lock().unwrap().push(received.clone());
+    Ok(handler(received).await.into_response())
 }
 
 /// The config entry `{"url": url}`.

@@ -1,26 +1,23 @@
-//! Harness for the real-server tests (`tests/interop.rs`): finding the peers that
+//! Harness for the real-server tests (`interop`, all `#[ignore]`d): finding the peers that
 //! `.ci/interop-setup.sh` installs into `.interop/`, running them on a free loopback port (killed
 //! when dropped), and a recording reverse proxy between the Pack and a peer, so a test can assert
 //! exactly what crossed the wire (methods, statuses, session ids, bodies) and can cut every
 //! connection the way a restarting server would.
-#![allow(dead_code)]
 
 use std::convert::Infallible;
 use std::io::Write as _;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use futures_util::StreamExt;
-use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Full, StreamBody};
+use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
-use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use tokio::task::AbortHandle;
+
+use super::net::{self, Connections, ReplyBody as ProxyBody, free_port, header};
 
 /// Set to `1` (as `.ci/interop.sh` does) to make a missing peer a failure instead of a skip.
 pub const STRICT_ENV: &str = "PLUGIN_MCP_INTEROP";
@@ -35,7 +32,7 @@ pub fn root() -> &'static Path {
 
 /// `.interop/<relative>` if it exists. When it does not: panics under `PLUGIN_MCP_INTEROP=1`,
 /// else prints a `skipped:` line straight to stderr (past the test harness's capture, so it
-/// shows in a plain `cargo test`) and returns `None`.
+/// shows in `cargo test -- --ignored`) and returns `None`.
 pub fn installed(test: &str, relative: &str) -> Option<PathBuf> {
     let strict = std::env::var(STRICT_ENV).as_deref() == Ok("1");
     match lookup(root().join(".interop").join(relative), strict) {
@@ -82,15 +79,6 @@ fn a_missing_peer_skips_or_fails() {
     assert_eq!(lookup(missing.clone(), true), Lookup::Fail(missing));
     assert_eq!(lookup(found.clone(), true), Lookup::Found(found.clone()));
     assert_eq!(lookup(found.clone(), false), Lookup::Found(found));
-}
-
-/// A free TCP port on 127.0.0.1 (bound, read, released).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind 127.0.0.1:0")
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A peer process listening on `127.0.0.1:<port>`; killed (and reaped) when dropped.
@@ -258,18 +246,16 @@ struct Shared {
     upstream: Mutex<String>,
     client: reqwest::Client,
     log: Mutex<Vec<Exchange>>,
-    connections: Mutex<Vec<AbortHandle>>,
+    connections: Arc<Connections>,
 }
 
 /// A recording reverse proxy on 127.0.0.1 in front of one upstream base URL. Dropping it stops
 /// it and closes every connection.
 pub struct Proxy {
     shared: Arc<Shared>,
-    addr: SocketAddr,
+    port: u16,
     accept: AbortHandle,
 }
-
-type ProxyBody = UnsyncBoxBody<Bytes, std::io::Error>;
 
 const HOP_BY_HOP: [&str; 6] = [
     "host",
@@ -283,8 +269,7 @@ const HOP_BY_HOP: [&str; 6] = [
 impl Proxy {
     /// A proxy forwarding to `upstream` (e.g. `http://127.0.0.1:1234`), paths unchanged.
     pub async fn start(upstream: &str) -> Proxy {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
+        let (listener, port) = net::loopback().await;
         let shared = Arc::new(Shared {
             upstream: Mutex::new(upstream.to_string()),
             // No pooling: every forwarded request opens its own upstream connection, so a
@@ -296,38 +281,27 @@ impl Proxy {
                 .build()
                 .unwrap(),
             log: Mutex::new(Vec::new()),
-            connections: Mutex::new(Vec::new()),
+            connections: Arc::default(),
         });
-        let accept_shared = Arc::clone(&shared);
-        let accept = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                let shared = Arc::clone(&accept_shared);
-                let service =
-                    hyper::service::service_fn(move |request| handle(Arc::clone(&shared), request));
-                let connection = tokio::spawn(async move {
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-                let mut connections = accept_shared.connections.lock().unwrap();
-                connections.retain(|c| !c.is_finished());
-                connections.push(connection.abort_handle());
+        let service = {
+            let shared = Arc::clone(&shared);
+            move |_| {
+                let shared = Arc::clone(&shared);
+                hyper::service::service_fn(move |request| handle(Arc::clone(&shared), request))
             }
-        })
-        .abort_handle();
+        };
+        let connections = Arc::clone(&shared.connections);
+        let accept = tokio::spawn(net::accept(listener, connections, service)).abort_handle();
         Proxy {
             shared,
-            addr,
+            port,
             accept,
         }
     }
 
     /// The proxy's URL for `path`, e.g. `http://127.0.0.1:5555/mcp`.
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
+        format!("http://127.0.0.1:{}{path}", self.port)
     }
 
     /// Every exchange so far, in order of arrival.
@@ -351,24 +325,15 @@ impl Proxy {
 
     /// Closes every client connection, mid-response or idle.
     pub fn sever(&self) {
-        for connection in self.shared.connections.lock().unwrap().drain(..) {
-            connection.abort();
-        }
+        self.shared.connections.cut(None);
     }
 
     /// Waits (at most `limit`) until some answered exchange (status known) satisfies `found`;
     /// panics with the log otherwise.
     pub async fn wait_for(&self, limit: Duration, found: impl Fn(&Exchange) -> bool) -> Exchange {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(exchange) = self.log().into_iter().find(|e| e.status != 0 && found(e)) {
-                return exchange;
-            }
-            if Instant::now() >= deadline {
-                panic!("gave up after {limit:?}; exchanges: {:?}", self.summary());
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let answered = || self.log().into_iter().find(|e| e.status != 0 && found(e));
+        let every = Duration::from_millis(10);
+        net::wait_for(limit, every, "an exchange", answered, || self.summary()).await
     }
 }
 
@@ -379,22 +344,12 @@ impl Drop for Proxy {
     }
 }
 
-fn header(headers: &hyper::HeaderMap, name: &str) -> Option<String> {
-    headers
-        .get(name)
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-}
-
 async fn handle(
     shared: Arc<Shared>,
     request: hyper::Request<hyper::body::Incoming>,
 ) -> Result<hyper::Response<ProxyBody>, Infallible> {
     let (parts, incoming) = request.into_parts();
-    let body = incoming
-        .collect()
-        .await
-        .map(|c| c.to_bytes())
-        .unwrap_or_default();
+    let body = net::collect(incoming).await;
     let response = Arc::new(Mutex::new(Vec::new()));
     let index = {
         let mut log = shared.log.lock().unwrap();
@@ -425,11 +380,7 @@ async fn handle(
         Ok(upstream) => upstream,
         Err(_) => {
             shared.log.lock().unwrap()[index].status = 502;
-            let mut reply = hyper::Response::new(
-                Full::new(Bytes::from_static(b"proxy: upstream unreachable"))
-                    .map_err(|never| match never {})
-                    .boxed_unsync(),
-            );
+            let mut reply = hyper::Response::new(net::full("proxy: upstream unreachable"));
             *reply.status_mut() = hyper::StatusCode::BAD_GATEWAY;
             return Ok(reply);
         }
@@ -459,13 +410,7 @@ async fn handle(
         let bytes = upstream.bytes().await.unwrap_or_default();
         response.lock().unwrap().extend_from_slice(&bytes);
         answered();
-        return Ok(reply
-            .body(
-                Full::new(bytes)
-                    .map_err(|never| match never {})
-                    .boxed_unsync(),
-            )
-            .expect("a valid response"));
+        return Ok(reply.body(net::full(bytes)).expect("a valid response"));
     }
     answered();
     let frames = upstream.bytes_stream().map(move |chunk| match chunk {

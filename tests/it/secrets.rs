@@ -4,41 +4,34 @@
 //!
 //! Every test here captures every log record at trace level (the Pack's `tracing` events and,
 //! through the `log` bridge, its HTTP stack's) into a buffer, with a subscriber set as the
-//! default for the test's (current-thread) runtime. Tests that set environment variables hold
-//! one lock for their whole run, so no other thread of this binary reads the environment while
-//! it changes.
+//! default for the test's (current-thread) runtime. The tests of this module hold one lock for
+//! their whole run and set only variables of their own (`MCP_SECRETS_*`, `MCP_BREAK10_*`), which
+//! no other module reads; the sign-in store they share with `signin` is set once, by
+//! [`support::oauth_store`](crate::support::oauth_store).
 #![allow(
     clippy::await_holding_lock,
     reason = "ENV_LOCK serializes whole tests, each on its own current-thread runtime: holding it across awaits is the point, and no task of another test can wait on it"
 )]
 
-#[path = "support/hostile.rs"]
-mod hostile;
-#[path = "support/oauth.rs"]
-#[allow(dead_code)] // Shared with other binaries; each uses a part.
-mod oauth;
-mod support;
-
-use std::io::Write;
 use std::sync::{Arc, Mutex, MutexGuard, Once};
 use std::time::Duration;
 
-use bytes::Bytes;
-use hostile::{
-    Received, Reply, Server, result, rpc_error, serve, server_entry, sse_event, standard,
+use crate::support::hostile::{
+    self, Received, Reply, Server, result, rpc_error, serve, server_entry, sse_event, standard,
     text_result, tool, tools_page,
 };
+use crate::support::{Host, logs, oauth};
+use bytes::Bytes;
 use proptest::prelude::*;
 use runvil_plugin::{ToolError, ToolErrorKind};
 use serde_json::{Value, json};
-use support::Host;
 
 // ---------------------------------------------------------------------------------------------
 // capture and environment
 
 static ENV_LOCK: Mutex<()> = Mutex::new(());
 
-/// Serializes the tests of this binary (they set environment variables) and installs, once, the
+/// Serializes the tests of this module (they set environment variables) and installs, once, the
 /// bridge from the `log` crate into `tracing`.
 fn exclusive() -> MutexGuard<'static, ()> {
     static BRIDGE: Once = Once::new();
@@ -55,42 +48,11 @@ fn exclusive() -> MutexGuard<'static, ()> {
 
 /// Sets `name` to `value` for this process.
 fn set_env(_guard: &MutexGuard<'static, ()>, name: &str, value: &str) {
-    // SAFETY: every test of this binary holds ENV_LOCK (the guard proves it) while it sets
-    // variables and while its Pack runs, on a current-thread runtime: no other thread of this
-    // process reads or writes the environment meanwhile.
+    // SAFETY: every test of this module holds ENV_LOCK (the guard proves it) while it sets
+    // variables and while its Pack runs, on a current-thread runtime, so no test here reads
+    // them meanwhile. The other modules' tests, on other threads, read the environment only
+    // through `std::env`, which takes the same process-wide lock as `set_var`.
     unsafe { std::env::set_var(name, value) };
-}
-
-/// A buffer every log line of the test is written to.
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Logs {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
-/// Captures every event at trace level on this thread until the guard drops.
-fn capture() -> (Logs, tracing::subscriber::DefaultGuard) {
-    let logs = Logs::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    (logs, tracing::subscriber::set_default(subscriber))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -194,14 +156,7 @@ async fn everything_visible(host: &Host) -> Vec<(String, String)> {
     record("listing".into(), get(json!({})).await);
     for ns in ["fail", "ok"] {
         record(format!("listing {ns}"), get(json!({"namespace": ns})).await);
-        record(
-            format!("call on {ns}"),
-            host.call(
-                "call_dynamic_tool",
-                json!({"namespace": ns, "toolName": "result"}),
-            )
-            .await,
-        );
+        record(format!("call on {ns}"), host.call_tool(ns, "result").await);
     }
     for name in ECHO_TOOLS {
         record(
@@ -249,6 +204,33 @@ fn assert_no_secret(label: &str, text: &str, secrets: &[String]) {
     }
 }
 
+/// A Host with the one server `namespace` at `url`, sending `X-Api-Key: key`, once it is ready.
+async fn keyed_host(namespace: &str, url: &str, key: &str) -> Host {
+    let host = Host::new(json!({namespace: {"url": url, "headers": {"X-Api-Key": key}}}));
+    host.ready(namespace, Duration::from_secs(10)).await;
+    host
+}
+
+/// The first captured line holding `event`: proof that the capture saw the event a secret would
+/// have been logged with, so that its absence from the capture means something. Panics with
+/// the capture when there is none.
+fn line_with<'a>(logs: &'a str, event: &str) -> &'a str {
+    logs.lines()
+        .find(|line| line.contains(event))
+        .unwrap_or_else(|| panic!("no line with {event:?} in the capture: {logs}"))
+}
+
+/// The reason the `warn` line of a failed start of `namespace` gives (everything after
+/// `reason=`).
+fn logged_reason<'a>(logs: &'a str, namespace: &str) -> &'a str {
+    let line = line_with(
+        logs,
+        &format!("server failed to start namespace={namespace} "),
+    );
+    assert!(line.starts_with(" WARN plugin_mcp::server: "), "{line}");
+    line.split_once(" reason=").unwrap().1
+}
+
 fn collect_strings(value: &Value, out: &mut Vec<String>) {
     match value {
         Value::String(s) => out.push(s.clone()),
@@ -283,7 +265,7 @@ fn no_secret_escapes(case: usize, literal: &str, token: &str, path: &str, query:
         .iter()
         .map(|s| s.to_string())
         .collect();
-    let (logs, _capture) = capture();
+    let (_capture, logs) = logs::capture("trace");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -382,7 +364,7 @@ proptest! {
 async fn server_text_with_a_secret_is_scrubbed_exactly() {
     let guard = exclusive();
     set_env(&guard, "MCP_SECRETS_EXACT_TOKEN", "env-secret-value-42");
-    let (logs, _capture) = capture();
+    let (_capture, logs) = logs::capture("trace");
     const SAY: &str = "Bearer sk-live-0123456789 / env-secret-value-42 / eight888 / short77";
     let failing = serve(|req| async move {
         match req.method() {
@@ -486,7 +468,7 @@ async fn server_text_with_a_secret_is_scrubbed_exactly() {
 #[tokio::test]
 async fn notification_method_with_a_secret_is_not_logged() {
     let _guard = exclusive();
-    let (logs, _capture) = capture();
+    let (_capture, logs) = logs::capture("trace");
     let server = serve(|req| async move {
         if let Some(reply) = standard(&req) {
             return reply;
@@ -503,17 +485,8 @@ async fn notification_method_with_a_secret_is_not_logged() {
         }
     })
     .await;
-    let host =
-        Host::new(json!({"n": {"url": server.url, "headers": {"X-Api-Key": "key-0123456789"}}}));
-    host.ready("n", Duration::from_secs(10)).await;
-    assert_eq!(
-        host.call(
-            "call_dynamic_tool",
-            json!({"namespace": "n", "toolName": "t"})
-        )
-        .await,
-        Ok("done".to_string())
-    );
+    let host = keyed_host("n", &server.url, "key-0123456789").await;
+    assert_eq!(host.call_tool("n", "t").await, Ok("done".to_string()));
     drop(host);
     let logs = logs.text();
     assert!(
@@ -563,8 +536,7 @@ async fn a_large_text_result_is_exact_and_scrubbed() {
         }
     })
     .await;
-    let host = Host::new(json!({"n": {"url": server.url, "headers": {"X-Api-Key": KEY}}}));
-    host.ready("n", Duration::from_secs(10)).await;
+    let host = keyed_host("n", &server.url, KEY).await;
     let body = "abcdefghij".repeat(30_000);
     for sse in [false, true] {
         for (tool, expected) in [
@@ -609,20 +581,13 @@ async fn secrets_in_raw_json_with_other_escapes_are_scrubbed() {
         Reply::raw(200, "application/json", body)
     })
     .await;
-    let host = Host::new(json!({"esc": {"url": server.url, "headers": {"X-Api-Key": KEY}}}));
-    host.ready("esc", Duration::from_secs(10)).await;
+    let host = keyed_host("esc", &server.url, KEY).await;
     let one = host
         .listing(json!({"namespace": "esc", "toolName": "t"}))
         .await;
     assert_eq!(one["inputSchema"]["default"], "[redacted]");
     assert_eq!(one["annotations"]["title"], "[redacted]");
-    let result = host
-        .call(
-            "call_dynamic_tool",
-            json!({"namespace": "esc", "toolName": "t"}),
-        )
-        .await
-        .unwrap();
+    let result = host.call_tool("esc", "t").await.unwrap();
     let result: Value = serde_json::from_str(&result).unwrap();
     assert_eq!(result, json!({"echo": "[redacted]"}));
 }
@@ -667,7 +632,7 @@ async fn percent_encoded_url_secrets_are_scrubbed() {
 #[tokio::test]
 async fn sse_echo_during_a_call_is_scrubbed() {
     let _guard = exclusive();
-    let (logs, _capture) = capture();
+    let (_capture, logs) = logs::capture("trace");
     let server = serve(|req| async move {
         if let Some(reply) = standard(&req) {
             return reply;
@@ -687,19 +652,18 @@ async fn sse_echo_during_a_call_is_scrubbed() {
         }
     })
     .await;
-    let host =
-        Host::new(json!({"s": {"url": server.url, "headers": {"X-Api-Key": "value-0123456789"}}}));
-    host.ready("s", Duration::from_secs(10)).await;
+    let host = keyed_host("s", &server.url, "value-0123456789").await;
     assert_eq!(
-        host.call(
-            "call_dynamic_tool",
-            json!({"namespace": "s", "toolName": "t"})
-        )
-        .await,
+        host.call_tool("s", "t").await,
         Ok("header was [redacted]".to_string())
     );
     drop(host);
-    assert!(!logs.text().contains("value-0123456789"));
+    let logs = logs.text();
+    assert_eq!(
+        line_with(&logs, "notifications/message"),
+        "TRACE plugin_mcp::notices: ignored a notifications/message without a level namespace=s"
+    );
+    assert!(!logs.contains("value-0123456789"), "{logs}");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -710,7 +674,7 @@ async fn sse_echo_during_a_call_is_scrubbed() {
 #[tokio::test]
 async fn percent_encoded_header_echoes_and_url_user_names_are_scrubbed() {
     let _guard = exclusive();
-    let (logs, _capture) = capture();
+    let (_capture, logs) = logs::capture("trace");
     let server = serve(|req| async move {
         match req.method() {
             "initialize" => {
@@ -751,6 +715,12 @@ async fn percent_encoded_header_echoes_and_url_user_names_are_scrubbed() {
     );
     drop(host);
     let logs = logs.text();
+    for namespace in ["header", "user"] {
+        assert_eq!(
+            logged_reason(&logs, namespace),
+            server_entry(&listing, namespace)["reason"]
+        );
+    }
     for secret in [
         "k3y%2Fwith",
         "ghp_4f9a8b7c6d5e",
@@ -861,7 +831,7 @@ async fn a_secret_split_by_the_preview_cut_leaves_no_prefix() {
 #[tokio::test]
 async fn a_secret_echoed_in_a_redirect_host_is_scrubbed() {
     let _guard = exclusive();
-    let (logs, _capture) = capture();
+    let (_capture, logs) = logs::capture("trace");
     let server = serve(|req| async move {
         let key = req.header("x-api-key").unwrap_or_default();
         Reply::raw(307, "text/plain", "")
@@ -877,10 +847,14 @@ async fn a_secret_echoed_in_a_redirect_host_is_scrubbed() {
         "the server answered with a redirect (HTTP 307) to \"https://[redacted].login.example/cb\", which this client does not follow so that the configured headers reach no other server; if that is the server's address, put that URL in the config's \"url\""
     );
     drop(host);
+    let logs = logs.text();
+    assert_eq!(
+        logged_reason(&logs, "echo"),
+        server_entry(&listing, "echo")["reason"]
+    );
     assert!(
-        !logs.text().to_lowercase().contains("sk-live-4f9a8b7c6d5e"),
-        "{}",
-        logs.text()
+        !logs.to_lowercase().contains("sk-live-4f9a8b7c6d5e"),
+        "{logs}"
     );
 }
 
@@ -919,7 +893,7 @@ async fn an_env_host_in_a_resolved_redirect_target_is_scrubbed() {
 #[tokio::test]
 async fn a_secret_json_escaped_in_an_error_body_is_scrubbed() {
     let guard = exclusive();
-    let (logs, _capture) = capture();
+    let (_capture, logs) = logs::capture("trace");
     set_env(&guard, "MCP_BREAK10_PW", "pässwort-geheim");
     let server = serve(|req| async move {
         match (req.method(), req.target.as_str()) {
@@ -955,6 +929,13 @@ async fn a_secret_json_escaped_in_an_error_body_is_scrubbed() {
     );
     drop(host);
     let logs = logs.text();
+    assert_eq!(
+        (logged_reason(&logs, "php"), logged_reason(&logs, "py")),
+        (
+            r#"HTTP 401 Unauthorized: {"error":"invalid key [redacted]"}"#,
+            r#"HTTP 401 Unauthorized: {"detail":"bad key [redacted]"}"#
+        )
+    );
     for leaked in [r"k3y\/abcdef", r"p\u00e4sswort"] {
         assert!(!logs.contains(leaked), "a log line shows {leaked}: {logs}");
     }
@@ -981,12 +962,7 @@ async fn a_secret_json_escaped_in_a_text_result_is_scrubbed() {
         "php": {"url": server.url, "headers": {"X-Api-Key": "k3y/abcdef+ghi"}},
     }));
     host.ready("php", Duration::from_secs(10)).await;
-    let text = host
-        .call(
-            "call_dynamic_tool",
-            json!({"namespace": "php", "toolName": "t"}),
-        )
-        .await;
+    let text = host.call_tool("php", "t").await;
     assert_eq!(text, Ok(r#"{"key":"[redacted]","ok":true}"#.to_string()));
 }
 
@@ -997,7 +973,7 @@ async fn a_secret_json_escaped_in_a_text_result_is_scrubbed() {
 #[tokio::test]
 async fn an_env_host_reaches_no_log_line_of_this_crate() {
     let guard = exclusive();
-    let (logs, _capture) = capture();
+    let (_capture, logs) = logs::capture("trace");
     set_env(&guard, "MCP_BREAK10_LHOST", "localhost");
     let server = serve(|req| async move {
         standard(&req).unwrap_or_else(|| Reply::json(&tools_page(&req.id(), vec![], None)))
@@ -1032,7 +1008,7 @@ async fn an_env_host_reaches_no_log_line_of_this_crate() {
 #[tokio::test]
 async fn a_literal_query_key_reaches_no_redirect_reason() {
     let _guard = exclusive();
-    let (logs, _capture) = capture();
+    let (_capture, logs) = logs::capture("trace");
     let server = serve(|req| async move {
         let query = req
             .target
@@ -1050,10 +1026,12 @@ async fn a_literal_query_key_reaches_no_redirect_reason() {
         .unwrap()
         .to_string();
     drop(host);
+    let logs = logs.text();
+    assert_eq!(logged_reason(&logs, "hosted"), reason);
     assert_eq!(
         (
             reason.contains("sk-live-4f9a8b7c6d5e"),
-            logs.text().contains("sk-live-4f9a8b7c6d5e")
+            logs.contains("sk-live-4f9a8b7c6d5e")
         ),
         (false, false),
         "reason: {reason}"
@@ -1092,11 +1070,9 @@ async fn an_env_port_in_a_one_slash_url_is_not_shown() {
 /// the sign-in, a refresh after a `401` (a new token learned at run time), and the calls.
 #[tokio::test]
 async fn tokens_learned_by_signing_in_never_escape() {
-    let guard = exclusive();
-    let dir = std::env::temp_dir().join(format!("plugin-mcp-secrets-oauth-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    set_env(&guard, "PLUGIN_MCP_OAUTH_DIR", dir.to_str().unwrap());
-    let (logs, _capture) = capture();
+    let _guard = exclusive();
+    crate::support::oauth_store();
+    let (_capture, logs) = logs::capture("trace");
     let server = oauth::TestServer::start(oauth::Options {
         echo: true,
         ..oauth::Options::default()
@@ -1147,14 +1123,7 @@ async fn tokens_learned_by_signing_in_never_escape() {
         host.call("get_dynamic_tools", json!({"namespace": "ok"}))
             .await,
     );
-    record(
-        "tool",
-        host.call(
-            "get_dynamic_tools",
-            json!({"namespace": "ok", "toolName": "whoami"}),
-        )
-        .await,
-    );
+    record("tool", host.lookup("ok", "whoami").await);
     drop(host);
     tokio::time::sleep(Duration::from_millis(50)).await;
 
@@ -1198,14 +1167,9 @@ async fn tokens_learned_by_signing_in_never_escape() {
 #[tokio::test]
 async fn a_header_value_echoed_into_the_sign_in_link_is_not_shown() {
     const KEY: &str = "sk-header-secret-12345";
-    let guard = exclusive();
-    let dir = std::env::temp_dir().join(format!(
-        "plugin-mcp-secrets-oauth-link-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    set_env(&guard, "PLUGIN_MCP_OAUTH_DIR", dir.to_str().unwrap());
-    let (logs, _capture) = capture();
+    let _guard = exclusive();
+    crate::support::oauth_store();
+    let (_capture, logs) = logs::capture("trace");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
     let learned: Arc<Mutex<String>> = Arc::default();
@@ -1252,12 +1216,7 @@ async fn a_header_value_echoed_into_the_sign_in_link_is_not_shown() {
             server_entry(l, "ok")["status"] == "error"
         })
         .await;
-    let call = host
-        .call(
-            "call_dynamic_tool",
-            json!({"namespace": "ok", "toolName": "x"}),
-        )
-        .await;
+    let call = host.call_tool("ok", "x").await;
     drop(host);
     let entry = server_entry(&listing, "ok");
     assert_eq!(entry["signInUrl"], serde_json::Value::Null, "{entry}");
@@ -1267,9 +1226,18 @@ async fn a_header_value_echoed_into_the_sign_in_link_is_not_shown() {
          refusing to show its link",
         "{entry}"
     );
-    let mut shown = vec![listing.to_string(), format!("{call:?}")];
-    shown.push(logs.text());
+    let logs = logs.text();
+    assert_eq!(
+        line_with(&logs, "repeats a configured secret"),
+        " WARN plugin_mcp::http::auth: the authorization server's metadata repeats a configured \
+         secret; refusing to show its link"
+    );
+    assert_eq!(
+        logged_reason(&logs, "ok"),
+        entry["reason"],
+        "the start failure is logged with the listing's reason"
+    );
+    let shown = [listing.to_string(), format!("{call:?}"), logs];
     let leaked: Vec<&String> = shown.iter().filter(|t| t.contains(KEY)).collect();
     assert_eq!(leaked, Vec::<&String>::new());
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,11 +1,37 @@
-//! A minimal Host for tests: installs the plugin through the `runvil-plugin` contract exactly as
-//! a runvil Host would, and waits on the listing with bounded waits.
-#![allow(dead_code)]
+//! What the integration tests share: a minimal Host that installs the plugin through the
+//! `runvil-plugin` contract exactly as a runvil Host would and waits on the listing with bounded
+//! waits, and the fake servers it talks to, all on 127.0.0.1.
+//!
+//! The servers, one family: [`hostile`] (hyper; a reply sent slowly, in pieces, endlessly, cut
+//! off or never), [`scripted`] (a strict stateful server recording a trail), [`mock`] (wiremock
+//! responders), [`oauth`] (an authorization server and protected resource, shared with the unit
+//! tests), [`demo_server`] (the examples' rmcp server) and [`interop`] (real peers behind a
+//! recording proxy). What they have in common, binding, serving connections and waiting on a
+//! record, is in [`net`]; log capture is in [`logs`].
 
+use std::path::PathBuf;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use runvil_plugin::{Pack, Packs, Services, TOKIO_RUNTIME, ToolError, Value};
 use serde_json::json;
+
+/// Points the sign-in store of every Pack of this process (`PLUGIN_MCP_OAUTH_DIR`, see README
+/// "Signing in") at one fresh directory, and returns it. Every test that signs in calls this
+/// before it starts anything; each has its own server (its own port), so its own store file.
+pub fn oauth_store() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("plugin-mcp-it-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        // SAFETY: set once, before any Pack that reads it is constructed (the OnceLock makes
+        // every other caller wait); other threads read the environment only through `std::env`,
+        // which takes the same process-wide lock as `set_var`.
+        unsafe { std::env::set_var("PLUGIN_MCP_OAUTH_DIR", &dir) };
+        dir
+    })
+    .clone()
+}
 
 /// A constructed `mcp` Pack on the current Tokio runtime.
 pub struct Host {
@@ -32,6 +58,18 @@ impl Host {
     /// Calls `mcp/<tool>` with `args`.
     pub async fn call(&self, tool: &str, args: Value) -> Result<String, ToolError> {
         self.pack.call(&format!("mcp/{tool}"), args).await
+    }
+
+    /// `get_dynamic_tools` for the one tool `name` of server `namespace`, as text.
+    pub async fn lookup(&self, namespace: &str, name: &str) -> Result<String, ToolError> {
+        let args = json!({"namespace": namespace, "toolName": name});
+        self.call("get_dynamic_tools", args).await
+    }
+
+    /// `call_dynamic_tool` of `tool` on server `namespace`, without arguments.
+    pub async fn call_tool(&self, namespace: &str, tool: &str) -> Result<String, ToolError> {
+        let args = json!({"namespace": namespace, "toolName": tool});
+        self.call("call_dynamic_tool", args).await
     }
 
     /// `get_dynamic_tools` with `args`, parsed.
@@ -81,5 +119,17 @@ impl Host {
     }
 }
 
+#[path = "../../../examples/common/demo_server.rs"]
+pub mod demo_server;
+pub mod hostile;
+pub mod interop;
 pub mod logs;
 pub mod mock;
+pub mod net;
+#[path = "../../support/oauth.rs"]
+#[allow(
+    dead_code,
+    reason = "shared with the unit tests (as crate::auth::testing), which use the rest"
+)]
+pub mod oauth;
+pub mod scripted;

@@ -1,4 +1,4 @@
-//! Hostile servers: each test stands up a small server of our own (tests/support/hostile.rs)
+//! Hostile servers: each test stands up a small server of our own (tests/it/support/hostile.rs)
 //! that lies, loops, floods, stalls or breaks the connection, and asserts the exact reason or
 //! error the Pack shows, and that it never hangs.
 //!
@@ -8,23 +8,19 @@
 //! handshake or a 4-minute tool takes milliseconds and the backoff is measured in exact
 //! virtual seconds.
 
-#[path = "support/hostile.rs"]
-mod hostile;
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::support::hostile::{
+    self, Received, Reply, SESSION, Server, entry, initialize_reply, list_changed_initialize,
+    result, rpc_error, serve, server_entry, sse_event, standard, text_result, tool, tools_page,
+};
+use crate::support::{Host, net};
 use bytes::Bytes;
 use futures_util::stream::{self, StreamExt};
-use hostile::{
-    Received, Reply, SESSION, Server, entry, initialize_reply, result, rpc_error, serve,
-    server_entry, sse_event, standard, text_result, tool, tools_page,
-};
 use runvil_plugin::{ToolError, ToolErrorKind};
 use serde_json::{Value, json};
-use support::Host;
 use tokio::time::Instant;
 
 const MIB: usize = 1024 * 1024;
@@ -924,7 +920,7 @@ async fn lying_initialize_answers_each_give_an_exact_reason() {
 }
 
 #[tokio::test]
-async fn tools_list_result_of_the_wrong_shape() {
+async fn a_malformed_tools_list_fails_the_start_and_a_nameless_tool_is_omitted() {
     let server = list_server(|req| Reply::json(&result(&req.id(), json!({"tools": "none"})))).await;
     let nameless = list_server(|req| {
         Reply::json(&tools_page(
@@ -1015,7 +1011,7 @@ async fn malformed_tools_are_omitted_and_the_rest_stay_ready() {
 }
 
 #[tokio::test]
-async fn tools_call_results_that_lie() {
+async fn call_results_with_a_wrong_shape_type_or_id_are_errors() {
     let server = serve(|req| async move {
         if let Some(reply) = standard(&req) {
             return reply;
@@ -1734,7 +1730,7 @@ async fn server_requests_inside_a_call_stream_are_answered() {
 /// 20,000 notifications (and responses to other ids) before the answer, in one stream and in a
 /// JSON batch: the call gets its answer, quickly.
 #[tokio::test]
-async fn notification_flood_during_a_call() {
+async fn a_flood_of_notifications_before_the_answer_does_not_starve_the_call() {
     let sse = tool_server(|req| async move {
         let mut text = String::new();
         for i in 0..20_000 {
@@ -1822,7 +1818,7 @@ async fn handshake_that_never_answers_hits_the_start_deadline_then_backs_off() {
 #[tokio::test(start_paused = true)]
 async fn server_down_at_start_becomes_ready_after_three_failed_attempts() {
     heartbeat();
-    let port = hostile::free_port().await;
+    let port = net::free_port();
     let url = format!("http://127.0.0.1:{port}/mcp");
     let t0 = Instant::now();
     let host = Host::new(json!({"late": entry(&url)}));
@@ -1910,22 +1906,14 @@ async fn throttled_starts_wait_what_retry_after_says() {
             "retryInSeconds": 8, "tools": []})
     );
     assert_eq!(
-        host.call(
-            "call_dynamic_tool",
-            json!({"namespace": "eight", "toolName": "t"}),
-        )
-        .await,
+        host.call_tool("eight", "t").await,
         Err(ToolError::new(
             ToolErrorKind::Unavailable,
             "server \"eight\" is unavailable: HTTP 503 Service Unavailable; it will be started again in 8 seconds"
         ))
     );
     assert_eq!(
-        host.call(
-            "call_dynamic_tool",
-            json!({"namespace": "zero", "toolName": "t"})
-        )
-        .await,
+        host.call_tool("zero", "t").await,
         Err(ToolError::new(
             ToolErrorKind::Unavailable,
             "server \"zero\" is unavailable: HTTP 429 Too Many Requests; it will be started again in 1 second"
@@ -2082,13 +2070,7 @@ async fn an_endless_event_on_the_standalone_stream_is_cut_and_the_stream_reopene
                 return Reply::raw(405, "text/plain", "");
             }
             if req.method() == "initialize" {
-                return Reply::json(&result(
-                    &req.id(),
-                    json!({"protocolVersion": "2025-06-18",
-                           "capabilities": {"tools": {"listChanged": true}},
-                           "serverInfo": {"name": "hostile", "version": "0"}}),
-                ))
-                .header("mcp-session-id", SESSION);
+                return list_changed_initialize(&req.id());
             }
             if let Some(reply) = standard(&req) {
                 return reply;
@@ -2151,13 +2133,7 @@ async fn the_standalone_stream_reopen_wait_doubles_and_a_long_stream_resets_it()
                 };
             }
             if req.method() == "initialize" {
-                return Reply::json(&result(
-                    &req.id(),
-                    json!({"protocolVersion": "2025-06-18",
-                           "capabilities": {"tools": {"listChanged": true}},
-                           "serverInfo": {"name": "hostile", "version": "0"}}),
-                ))
-                .header("mcp-session-id", SESSION);
+                return list_changed_initialize(&req.id());
             }
             if let Some(reply) = standard(&req) {
                 return reply;
@@ -2342,13 +2318,7 @@ async fn a_change_before_the_get_stream_opens_is_not_lost() {
                 );
             }
             if req.method() == "initialize" {
-                return Reply::json(&result(
-                    &req.id(),
-                    json!({"protocolVersion": "2025-06-18",
-                           "capabilities": {"tools": {"listChanged": true}},
-                           "serverInfo": {"name": "hostile", "version": "0"}}),
-                ))
-                .header("mcp-session-id", SESSION);
+                return list_changed_initialize(&req.id());
             }
             if let Some(reply) = standard(&req) {
                 return reply;
@@ -2401,13 +2371,7 @@ async fn a_stream_whose_relisting_meets_404_is_reopened_with_backoff() {
                 return Reply::raw(200, "text/event-stream", ": short\n\n");
             }
             if req.method() == "initialize" {
-                return Reply::json(&result(
-                    &req.id(),
-                    json!({"protocolVersion": "2025-06-18",
-                           "capabilities": {"tools": {"listChanged": true}},
-                           "serverInfo": {"name": "hostile", "version": "0"}}),
-                ))
-                .header("mcp-session-id", SESSION);
+                return list_changed_initialize(&req.id());
             }
             if let Some(reply) = standard(&req) {
                 return reply;
@@ -2452,7 +2416,7 @@ async fn a_stream_whose_relisting_meets_404_is_reopened_with_backoff() {
 /// no secret), not reqwest's chain of library text ("tcp connect error … (os error 111)").
 #[tokio::test]
 async fn connection_refused_reason_is_a_plain_sentence_naming_the_address() {
-    let port = hostile::free_port().await;
+    let port = net::free_port();
     let host = Host::new(json!({"down": entry(&format!("http://127.0.0.1:{port}/mcp"))}));
     assert_eq!(
         error_reason(&host, "down", Duration::from_secs(5)).await,

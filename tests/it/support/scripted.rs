@@ -12,22 +12,21 @@
 //!
 //! Every request lands in a trail: HTTP verb, JSON-RPC method and id, the session and version
 //! headers, and the status answered.
-#![allow(dead_code)]
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
+
+use super::hostile::{result, sse_event as event};
+use super::net::{self, Connections, ReplyBody as Body};
 
 /// One request and the status it was answered with.
 #[derive(Clone, Debug, PartialEq)]
@@ -106,9 +105,7 @@ struct Shared {
     port: u16,
     /// The accept loop (it owns the listener): aborted, connections are refused.
     accept: Mutex<Option<tokio::task::JoinHandle<()>>>,
-    /// Each open connection, by a number of its own.
-    connections: Mutex<HashMap<u64, tokio::task::AbortHandle>>,
-    next_connection: AtomicU64,
+    connections: Arc<Connections>,
 }
 
 impl Shared {
@@ -117,11 +114,7 @@ impl Shared {
         if let Some(task) = self.accept.lock().unwrap().take() {
             task.abort();
         }
-        for (id, connection) in self.connections.lock().unwrap().drain() {
-            if Some(id) != keep {
-                connection.abort();
-            }
-        }
+        self.connections.cut(keep);
         self.state.lock().unwrap().live.clear();
     }
 
@@ -133,7 +126,7 @@ impl Shared {
         Box::pin(async move {
             tokio::time::sleep(down).await;
             let listener = TcpListener::bind(("127.0.0.1", self.port)).await.unwrap();
-            let task = tokio::spawn(accept_loop(listener, Arc::clone(&self)));
+            let task = tokio::spawn(accept(listener, Arc::clone(&self)));
             *self.accept.lock().unwrap() = Some(task);
         })
     }
@@ -142,7 +135,6 @@ impl Shared {
 /// The running server; stops when dropped.
 pub struct Scripted {
     pub url: String,
-    pub port: u16,
     shared: Arc<Shared>,
     state: Arc<StateRef>,
 }
@@ -165,20 +157,17 @@ impl Drop for Scripted {
 impl Scripted {
     /// Starts a server on 127.0.0.1 (a free port).
     pub async fn start() -> Scripted {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
+        let (listener, port) = net::loopback().await;
         let shared = Arc::new(Shared {
             state: Mutex::default(),
             port,
             accept: Mutex::new(None),
-            connections: Mutex::default(),
-            next_connection: AtomicU64::new(0),
+            connections: Arc::default(),
         });
-        let task = tokio::spawn(accept_loop(listener, Arc::clone(&shared)));
+        let task = tokio::spawn(accept(listener, Arc::clone(&shared)));
         *shared.accept.lock().unwrap() = Some(task);
         Scripted {
             url: format!("http://127.0.0.1:{port}/mcp"),
-            port,
             state: Arc::new(StateRef(Arc::clone(&shared))),
             shared,
         }
@@ -186,7 +175,7 @@ impl Scripted {
 
     /// How many TCP connections the server has accepted so far.
     pub fn connections(&self) -> u64 {
-        self.shared.next_connection.load(Ordering::SeqCst)
+        self.shared.connections.accepted()
     }
 
     /// The trail so far.
@@ -270,20 +259,11 @@ impl Scripted {
         what: &str,
         done: impl Fn(&[Step]) -> bool,
     ) -> Vec<Step> {
-        let deadline = tokio::time::Instant::now() + limit;
-        loop {
-            let trail = self.trail();
-            if done(&trail) {
-                return trail;
-            }
-            if tokio::time::Instant::now() >= deadline {
-                panic!(
-                    "gave up after {limit:?} waiting for {what}; trail: {:#?}",
-                    self.lines()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        let found = || Some(self.trail()).filter(|trail| done(trail));
+        net::wait_for(limit, Duration::from_millis(5), what, found, || {
+            self.lines()
+        })
+        .await
     }
 
     /// Waits until the trail has been quiet for `quiet` (at most `limit`); returns it.
@@ -304,31 +284,17 @@ impl Scripted {
     }
 }
 
-type Body = http_body_util::combinators::UnsyncBoxBody<Bytes, std::io::Error>;
-
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
-        let number = shared.next_connection.fetch_add(1, Ordering::SeqCst);
-        let for_service = Arc::clone(&shared);
-        let service = service_fn(move |request: hyper::Request<Incoming>| {
-            let shared = Arc::clone(&for_service);
+/// Serves `listener` until aborted, each request answered by [`answer`] for its connection.
+async fn accept(listener: TcpListener, shared: Arc<Shared>) {
+    let connections = Arc::clone(&shared.connections);
+    net::accept(listener, connections, move |number| {
+        let shared = Arc::clone(&shared);
+        service_fn(move |request: hyper::Request<Incoming>| {
+            let shared = Arc::clone(&shared);
             async move { Ok::<_, Infallible>(answer(request, shared, number).await) }
-        });
-        let task = tokio::spawn(async move {
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
-        shared
-            .connections
-            .lock()
-            .unwrap()
-            .insert(number, task.abort_handle());
-    }
+        })
+    })
+    .await;
 }
 
 fn full(status: u16, content_type: Option<&str>, body: impl Into<Bytes>) -> hyper::Response<Body> {
@@ -336,13 +302,7 @@ fn full(status: u16, content_type: Option<&str>, body: impl Into<Bytes>) -> hype
     if let Some(ct) = content_type {
         response = response.header("content-type", ct);
     }
-    response
-        .body(
-            Full::new(body.into())
-                .map_err(|never: Infallible| match never {})
-                .boxed_unsync(),
-        )
-        .unwrap()
+    response.body(net::full(body)).unwrap()
 }
 
 /// A `status` response whose body `refused` follows `after` its headers.
@@ -375,14 +335,6 @@ fn capabilities(state: &State) -> Value {
     }
 }
 
-fn result(id: &Value, result: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "result": result})
-}
-
-fn event(message: &Value) -> String {
-    format!("event: message\ndata: {message}\n\n")
-}
-
 async fn answer(
     request: hyper::Request<Incoming>,
     shared: Arc<Shared>,
@@ -390,18 +342,9 @@ async fn answer(
 ) -> hyper::Response<Body> {
     let state = &shared.state;
     let (parts, body) = request.into_parts();
-    let body = body
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
+    let body = net::collect(body).await;
     let rpc: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let header = |name: &str| {
-        parts
-            .headers
-            .get(name)
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-    };
+    let header = |name: &str| net::header(&parts.headers, name);
     let verb = parts.method.to_string();
     let method = rpc["method"].as_str().unwrap_or("").to_string();
     let id = if method == "notifications/cancelled" {

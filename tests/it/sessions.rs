@@ -2,24 +2,20 @@
 //! on, its cancel goes there and only while it may be running, sessions are never leaked, and a
 //! call's I/O runs on the Host's runtime.
 //!
-//! Against a strict stateful server of our own (tests/support/scripted.rs) that records a trail
+//! Against a strict stateful server of our own (tests/it/support/scripted.rs) that records a trail
 //! of every request and the status it answered. First one regression test per failure this
 //! crate once had, each asserting the exact trail; then a property test that generates
 //! schedules (calls of random length, drops at random points, expiries, restarts, refusals, the
 //! Pack's drop) and checks the invariants on every trail.
 
-#[path = "support/scripted.rs"]
-mod scripted;
-mod support;
-
 use std::collections::HashMap;
 use std::time::Duration;
 
+use crate::support::Host;
+use crate::support::scripted::{InitStyle, Scripted, Step};
 use proptest::prelude::*;
 use runvil_plugin::{BoxFuture, ToolError};
-use scripted::{InitStyle, Scripted, Step};
 use serde_json::{Value, json};
-use support::Host;
 
 const WAIT: Duration = Duration::from_secs(10);
 

@@ -1,14 +1,12 @@
 //! Wire behaviour against a scripted server (`wiremock`): the headers and bodies the client
 //! sends, JSON and SSE replies, pagination, redirects, session expiry, errors.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::Host;
+use crate::support::mock::{self, body, header};
 use runvil_plugin::ToolErrorKind;
 use serde_json::{Value, json};
-use support::Host;
-use support::mock::{self, body, header};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
@@ -38,11 +36,7 @@ async fn ready_host(server: &MockServer) -> Host {
 
 /// `call_dynamic_tool` of the tool `name` of server `s`, with no arguments.
 async fn call_s(host: &Host, name: &str) -> Result<String, runvil_plugin::ToolError> {
-    host.call(
-        "call_dynamic_tool",
-        json!({"namespace": "s", "toolName": name}),
-    )
-    .await
+    host.call_tool("s", name).await
 }
 
 /// Asserts that a call failed with a transport error reading exactly `message`.
@@ -55,6 +49,34 @@ fn assert_transport(outcome: Result<String, runvil_plugin::ToolError>, message: 
     );
 }
 
+/// The JSON-RPC method of each request `requests` holds, in order (`""` where there is none,
+/// as for a `DELETE`).
+fn rpc_methods(requests: &[Request]) -> Vec<String> {
+    requests
+        .iter()
+        .map(|r| body(r)["method"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+/// Drops `host` and waits (at most [`WAIT`]) for the `DELETE` of its session; returns it and
+/// every request that came before it. The Pack's shutdown awaits the `notifications/cancelled`
+/// of dropped calls before it deletes a session, so a cancel that was ever going to be sent is
+/// among the requests before the `DELETE`.
+async fn until_delete(server: &MockServer, host: Host) -> (Request, Vec<Request>) {
+    drop(host);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let mut requests = server.received_requests().await.unwrap();
+        if let Some(at) = requests.iter().position(|r| r.method.as_str() == "DELETE") {
+            requests.truncate(at + 1);
+            let delete = requests.pop().unwrap();
+            return (delete, requests);
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no DELETE arrived");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 fn echo_call(request: &Request, params: &Value) -> ResponseTemplate {
     mock::result(
         request,
@@ -63,7 +85,7 @@ fn echo_call(request: &Request, params: &Value) -> ResponseTemplate {
 }
 
 #[tokio::test]
-async fn sends_the_right_headers_and_bodies() {
+async fn every_request_carries_the_configured_headers_and_session_headers() {
     let server = mock_server(mock::with_tools(json!([tool("search")]), echo_call)).await;
     let host = Host::new(json!({"docs": {
         "url": format!("{}/mcp", server.uri()),
@@ -497,16 +519,7 @@ async fn dropping_the_pack_deletes_the_session() {
         json!({"s": {"url": format!("{}/mcp", server.uri()), "headers": {"X-Key": "k"}}}),
     );
     host.ready("s", WAIT).await;
-    drop(host);
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let delete = loop {
-        let requests = server.received_requests().await.unwrap();
-        if let Some(delete) = requests.into_iter().find(|r| r.method.as_str() == "DELETE") {
-            break delete;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "no DELETE arrived");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
+    let (delete, _) = until_delete(&server, host).await;
     assert_eq!(header(&delete, "mcp-session-id").as_deref(), Some("s-1"));
     assert_eq!(
         header(&delete, "mcp-protocol-version").as_deref(),
@@ -682,17 +695,10 @@ async fn a_malformed_result_is_an_answer_and_is_not_cancelled() {
         call_s(&host, "t").await,
         "server \"s\": the server sent a resource_link block without a uri",
     );
-    // A cancellation would be sent at once, in the background; give it time to show up.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let methods: Vec<String> = server
-        .received_requests()
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| body(r)["method"].as_str().unwrap_or("").to_string())
-        .collect();
+    // A cancellation would be sent at once, in the background, and before the session's DELETE.
+    let (_, before_delete) = until_delete(&server, host).await;
     assert_eq!(
-        methods,
+        rpc_methods(&before_delete),
         [
             "initialize",
             "notifications/initialized",
@@ -910,7 +916,7 @@ async fn a_burst_of_notifications_causes_one_or_two_listings() {
 
 #[tokio::test]
 async fn a_failed_relisting_keeps_the_tools_and_ready_and_warns() {
-    let (_guard, logs) = support::logs::capture("plugin_mcp=warn");
+    let (_guard, logs) = crate::support::logs::capture("plugin_mcp=warn");
     let server = live_server(
         json!({"tools": {}}),
         None,
@@ -970,13 +976,7 @@ async fn a_miss_relists_once_then_answers_not_found() {
             r#"server "s" has no tool "c"; list its tools with mcp/get_dynamic_tools {"namespace":"s"}"#
         )
     );
-    let lookup = host
-        .call(
-            "get_dynamic_tools",
-            json!({"namespace": "s", "toolName": "d"}),
-        )
-        .await
-        .unwrap_err();
+    let lookup = host.lookup("s", "d").await.unwrap_err();
     assert_eq!(lookup.kind, ToolErrorKind::NotFound);
     assert_eq!(count(&server, "tools/list").await, 2);
     assert_eq!(count(&server, "tools/call").await, 1);
@@ -1238,7 +1238,7 @@ async fn instructions_reach_the_namespace_form_scrubbed_and_bounded() {
 
 #[tokio::test]
 async fn server_log_messages_become_tracing_events() {
-    let (_guard, logs) = support::logs::capture("plugin_mcp::server_log=debug");
+    let (_guard, logs) = crate::support::logs::capture("plugin_mcp::server_log=debug");
     let message = |level: &str, data: Value| {
         json!({"jsonrpc": "2.0", "method": "notifications/message",
                "params": {"level": level, "logger": "db", "data": data}})
@@ -1391,15 +1391,10 @@ async fn a_400_that_only_mentions_the_session_is_not_an_expiry() {
         call_s(&host, "t").await,
         r#"server "s": HTTP 400 Bad Request: {"jsonrpc":"2.0","id":3,"error":{"code":-32602,"message":"bad arguments","data":{"session":"fine"}}}"#,
     );
-    let methods: Vec<String> = server
-        .received_requests()
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| body(r)["method"].as_str().unwrap_or("").to_string())
-        .collect();
+    // No new initialize (nor a cancel) comes after the call, up to the session's DELETE.
+    let (_, before_delete) = until_delete(&server, host).await;
     assert_eq!(
-        methods,
+        rpc_methods(&before_delete),
         [
             "initialize",
             "notifications/initialized",

@@ -4,35 +4,15 @@
 //! second Pack, one refresh for concurrent calls, `invalid_grant`, and a configured
 //! `Authorization` header that never starts OAuth.
 
-#[path = "support/oauth.rs"]
-#[allow(dead_code)] // Shared with other binaries; each uses a part.
-mod oauth;
-mod support;
-
-use std::sync::Once;
 use std::time::Duration;
 
-use oauth::{Options, TestServer, play_browser, play_browser_page};
+use crate::support::oauth::{Options, TestServer, play_browser, play_browser_page};
+use crate::support::{Host, oauth_store};
 use reqwest::Url;
 use runvil_plugin::ToolErrorKind;
 use serde_json::{Value, json};
-use support::Host;
 
 const WAIT: Duration = Duration::from_secs(10);
-
-/// Points the credential store of every Pack of this binary at one fresh directory. Each test
-/// has its own server (its own port), so its own store file.
-fn store_dir() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let dir = std::env::temp_dir().join(format!("plugin-mcp-signin-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        // SAFETY: every test of this binary calls this first, before it starts anything; the
-        // Once makes the others wait until the variable is set, and nothing sets it again, so
-        // no thread reads the environment while it is written.
-        unsafe { std::env::set_var("PLUGIN_MCP_OAUTH_DIR", dir) };
-    });
-}
 
 /// The store file of `url` and `client`: the first 16 bytes of SHA-256 over the URL, a NUL and
 /// the client, in hex, plus `.json`.
@@ -46,8 +26,7 @@ fn store_file(url: &Url, client: &str) -> std::path::PathBuf {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
-    std::path::PathBuf::from(std::env::var_os("PLUGIN_MCP_OAUTH_DIR").unwrap())
-        .join(format!("{name}.json"))
+    oauth_store().join(format!("{name}.json"))
 }
 
 fn entry(server: &TestServer) -> Value {
@@ -72,11 +51,7 @@ async fn link_in_listing(host: &Host) -> String {
 }
 
 async fn call_whoami(host: &Host) -> Result<String, runvil_plugin::ToolError> {
-    host.call(
-        "call_dynamic_tool",
-        json!({"namespace": "docs", "toolName": "whoami"}),
-    )
-    .await
+    host.call_tool("docs", "whoami").await
 }
 
 /// Signs in through the listing's link; returns the link.
@@ -93,7 +68,7 @@ fn trail(server: &TestServer) -> Vec<String> {
 
 #[tokio::test]
 async fn a_401_shows_the_link_in_both_listings_and_the_browser_makes_the_server_ready() {
-    store_dir();
+    oauth_store();
     let server = TestServer::start(Options::default()).await;
     let host = Host::new(entry(&server));
 
@@ -148,7 +123,7 @@ async fn a_401_shows_the_link_in_both_listings_and_the_browser_makes_the_server_
 
 #[tokio::test]
 async fn the_browser_and_the_listing_tell_why_a_sign_in_failed_then_a_new_link_waits() {
-    store_dir();
+    oauth_store();
     let server = TestServer::start(Options {
         token_status: Some(axum::http::StatusCode::NOT_FOUND),
         ..Options::default()
@@ -181,7 +156,7 @@ async fn the_browser_and_the_listing_tell_why_a_sign_in_failed_then_a_new_link_w
 
 #[tokio::test]
 async fn a_second_pack_reuses_the_stored_grant_without_registering_or_signing_in() {
-    store_dir();
+    oauth_store();
     let server = TestServer::start(Options::default()).await;
     let first = Host::new(entry(&server));
     sign_in(&first).await;
@@ -229,7 +204,7 @@ async fn a_second_pack_reuses_the_stored_grant_without_registering_or_signing_in
 
 #[tokio::test]
 async fn concurrent_calls_refused_with_401_wait_for_one_refresh_and_retry_once() {
-    store_dir();
+    oauth_store();
     let server = TestServer::start(Options {
         refresh_delay: Duration::from_millis(800),
         ..Options::default()
@@ -270,7 +245,7 @@ async fn concurrent_calls_refused_with_401_wait_for_one_refresh_and_retry_once()
 
 #[tokio::test]
 async fn invalid_grant_asks_for_a_new_sign_in_once() {
-    store_dir();
+    oauth_store();
     let server = TestServer::start(Options::default()).await;
     let host = Host::new(entry(&server));
     let first_link = sign_in(&host).await;
@@ -332,7 +307,7 @@ async fn invalid_grant_asks_for_a_new_sign_in_once() {
 
 #[tokio::test]
 async fn a_configured_authorization_header_never_starts_oauth() {
-    store_dir();
+    oauth_store();
     let server = TestServer::start(Options::default()).await;
     let host = Host::new(json!({"docs": {
         "url": server.mcp_url().as_str(),
@@ -360,7 +335,7 @@ async fn a_configured_authorization_header_never_starts_oauth() {
 
 #[tokio::test]
 async fn a_restart_with_an_expired_revoked_grant_shows_the_link_at_once() {
-    store_dir();
+    oauth_store();
     let server = TestServer::start(Options {
         lifetime: 1,
         ..Options::default()
@@ -404,7 +379,7 @@ async fn trail_reaches(server: &TestServer, from: usize, line: &str) -> Vec<Stri
 
 #[tokio::test]
 async fn the_standalone_stream_refreshes_a_refused_token_without_a_new_sign_in() {
-    store_dir();
+    oauth_store();
     let server = TestServer::start(Options {
         sessions: true,
         list_changed: true,
@@ -455,7 +430,7 @@ async fn the_standalone_stream_refreshes_a_refused_token_without_a_new_sign_in()
 
 #[tokio::test]
 async fn the_delete_at_shutdown_refreshes_a_refused_token_once() {
-    store_dir();
+    oauth_store();
     let server = TestServer::start(Options {
         sessions: true,
         ..Options::default()
@@ -488,7 +463,7 @@ async fn the_delete_at_shutdown_refreshes_a_refused_token_once() {
 
 #[tokio::test]
 async fn a_delete_refused_after_a_revoked_grant_starts_no_sign_in() {
-    store_dir();
+    oauth_store();
     let server = TestServer::start(Options {
         sessions: true,
         ..Options::default()
@@ -519,7 +494,7 @@ async fn a_delete_refused_after_a_revoked_grant_starts_no_sign_in() {
 
 #[tokio::test]
 async fn a_403_insufficient_scope_asks_for_a_new_sign_in_with_the_union_of_scopes() {
-    store_dir();
+    oauth_store();
     let server = TestServer::start(Options {
         challenge_scope: Some("mcp:read"),
         call_scope: Some("mcp:write"),
@@ -587,7 +562,7 @@ fn grant_types(server: &TestServer) -> Vec<String> {
 #[tokio::test]
 
 async fn a_short_lived_token_is_refreshed_once_for_concurrent_calls() {
-    store_dir();
+    oauth_store();
     // 30 s tokens: shorter than the 60 s refresh margin, but valid for the whole test.
     let server = TestServer::start(Options {
         lifetime: 30,
@@ -620,7 +595,7 @@ async fn a_short_lived_token_is_refreshed_once_for_concurrent_calls() {
 #[tokio::test]
 
 async fn two_hosts_send_a_slow_refresh_token_once() {
-    store_dir();
+    oauth_store();
     let server = TestServer::start(Options::default()).await;
     let first = Host::new(entry(&server));
     sign_in(&first).await;
@@ -649,7 +624,7 @@ async fn two_hosts_send_a_slow_refresh_token_once() {
 
 #[tokio::test]
 async fn two_hosts_refreshing_at_once_send_the_refresh_token_once() {
-    store_dir();
+    oauth_store();
     let server = TestServer::start(Options {
         refresh_delay: Duration::from_millis(500),
         ..Options::default()
@@ -673,7 +648,7 @@ async fn two_hosts_refreshing_at_once_send_the_refresh_token_once() {
 
 #[tokio::test]
 async fn a_host_dropped_mid_refresh_does_not_hold_up_the_other() {
-    store_dir();
+    oauth_store();
     let server = TestServer::start(Options {
         refresh_delay: Duration::from_millis(1500),
         ..Options::default()
@@ -703,7 +678,7 @@ async fn a_host_dropped_mid_refresh_does_not_hold_up_the_other() {
 
 #[tokio::test]
 async fn a_lock_file_that_cannot_be_made_does_not_break_sign_in_or_refresh() {
-    store_dir();
+    oauth_store();
     let server = TestServer::start(Options::default()).await;
     let file = store_file(&server.mcp_url(), "");
     std::fs::create_dir_all(file.parent().unwrap()).unwrap();
@@ -723,7 +698,7 @@ async fn a_lock_file_that_cannot_be_made_does_not_break_sign_in_or_refresh() {
 
 #[tokio::test]
 async fn a_hanging_refresh_does_not_keep_the_delete_from_going_out() {
-    store_dir();
+    oauth_store();
     // 62 s tokens: within the 60 s refresh margin after 2 s, valid on the server for a minute.
     let server = TestServer::start(Options {
         sessions: true,
@@ -752,7 +727,7 @@ async fn a_hanging_refresh_does_not_keep_the_delete_from_going_out() {
 
 #[tokio::test]
 async fn a_stream_refused_after_its_refresh_does_not_refresh_on_every_reopen() {
-    store_dir();
+    oauth_store();
     let server = TestServer::start(Options {
         sessions: true,
         list_changed: true,
@@ -779,7 +754,7 @@ async fn a_stream_refused_after_its_refresh_does_not_refresh_on_every_reopen() {
 
 #[tokio::test]
 async fn a_scope_never_granted_stops_asking_after_two_step_ups() {
-    store_dir();
+    oauth_store();
     // The stream ends at once and each reopen re-lists: a tools/list 2xx between the calls.
     let server = TestServer::start(Options {
         sessions: true,
@@ -831,8 +806,8 @@ async fn a_scope_never_granted_stops_asking_after_two_step_ups() {
 
 #[tokio::test]
 async fn a_refused_refresh_quoting_the_access_token_shows_no_token() {
-    store_dir();
-    let (_guard, logs) = support::logs::capture("plugin_mcp=trace");
+    oauth_store();
+    let (_guard, logs) = crate::support::logs::capture("plugin_mcp=trace");
     let server = TestServer::start(Options {
         refresh_echo: true,
         ..Options::default()
@@ -854,14 +829,16 @@ async fn a_refused_refresh_quoting_the_access_token_shows_no_token() {
     assert_eq!(logs.lines_with("access-token-"), Vec::<String>::new());
 }
 
-#[tokio::test]
-async fn a_stream_401_without_a_bearer_challenge_spends_no_refresh_token() {
-    store_dir();
+/// A signed-in server whose standalone `GET` stream is refused `401` with `challenge`: the
+/// first GET and the reopen after 1 s are refused, and no refresh token is spent on them (the
+/// only grant is the sign-in's code exchange).
+async fn stream_refused_with(challenge: &'static str) {
+    oauth_store();
     let server = TestServer::start(Options {
         sessions: true,
         list_changed: true,
         get_refused: true,
-        get_challenge: Some("Basic realm=\"proxy\""),
+        get_challenge: Some(challenge),
         ..Options::default()
     })
     .await;
@@ -887,8 +864,13 @@ async fn a_stream_401_without_a_bearer_challenge_spends_no_refresh_token() {
 }
 
 #[tokio::test]
+async fn a_stream_401_without_a_bearer_challenge_spends_no_refresh_token() {
+    stream_refused_with("Basic realm=\"proxy\"").await;
+}
+
+#[tokio::test]
 async fn a_pack_dropped_while_a_sign_in_waits_closes_the_listener() {
-    store_dir();
+    oauth_store();
     let server = TestServer::start(Options::default()).await;
     let host = Host::new(entry(&server));
     let link = Url::parse(&link_in_listing(&host).await).unwrap();
@@ -915,7 +897,7 @@ async fn a_pack_dropped_while_a_sign_in_waits_closes_the_listener() {
 #[tokio::test]
 
 async fn two_hosts_send_a_revoked_refresh_token_once() {
-    store_dir();
+    oauth_store();
     let server = TestServer::start(Options {
         refresh_delay: Duration::from_millis(300),
         ..Options::default()
@@ -946,8 +928,8 @@ async fn two_hosts_send_a_revoked_refresh_token_once() {
 
 #[tokio::test]
 async fn a_refused_refresh_for_the_delete_logs_no_token() {
-    store_dir();
-    let (_guard, logs) = support::logs::capture("plugin_mcp=trace");
+    oauth_store();
+    let (_guard, logs) = crate::support::logs::capture("plugin_mcp=trace");
     let server = TestServer::start(Options {
         sessions: true,
         refresh_echo: true,
@@ -972,8 +954,8 @@ async fn a_refused_refresh_for_the_delete_logs_no_token() {
 
 #[tokio::test]
 async fn a_refused_code_exchange_quoting_a_configured_header_shows_it_nowhere() {
-    store_dir();
-    let (_guard, logs) = support::logs::capture("plugin_mcp=trace");
+    oauth_store();
+    let (_guard, logs) = crate::support::logs::capture("plugin_mcp=trace");
     let server = TestServer::start(Options {
         code_echo: true,
         ..Options::default()
@@ -1014,8 +996,8 @@ async fn a_refused_code_exchange_quoting_a_configured_header_shows_it_nowhere() 
 #[tokio::test]
 async fn a_refused_code_exchange_quoting_the_basic_credential_shows_it_nowhere() {
     use base64::Engine as _;
-    store_dir();
-    let (_guard, logs) = support::logs::capture("plugin_mcp=trace");
+    oauth_store();
+    let (_guard, logs) = crate::support::logs::capture("plugin_mcp=trace");
     let server = TestServer::start(Options {
         basic_echo: true,
         client: Some(("client-basic", "client-secret-value-778899")),
@@ -1064,40 +1046,13 @@ async fn a_refused_code_exchange_quoting_the_basic_credential_shows_it_nowhere()
 
 #[tokio::test]
 async fn a_stream_401_with_bearer_only_in_a_basic_realm_spends_no_refresh_token() {
-    store_dir();
-    let server = TestServer::start(Options {
-        sessions: true,
-        list_changed: true,
-        get_refused: true,
-        // RFC 9110 §11.6.1: the scheme is the challenge's first token; the realm is free text.
-        get_challenge: Some("Basic realm=\"bearer-gateway\""),
-        ..Options::default()
-    })
-    .await;
-    let host = Host::new(entry(&server));
-    sign_in(&host).await;
-    // The first GET, and the reopen after 1 s.
-    let from = trail(&server).len();
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while trail(&server)[from..]
-        .iter()
-        .filter(|t| t.starts_with("GET "))
-        .count()
-        < 2
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{:#?}",
-            trail(&server)
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(grant_types(&server), ["authorization_code"]);
+    // RFC 9110 §11.6.1: the scheme is the challenge's first token; the realm is free text.
+    stream_refused_with("Basic realm=\"bearer-gateway\"").await;
 }
 
 #[tokio::test]
 async fn a_withheld_scope_gets_no_third_link_after_another_tools_step_up() {
-    store_dir();
+    oauth_store();
     let server = TestServer::start(Options {
         challenge_scope: Some("mcp:read"),
         call_scope: Some("mcp:write"),
@@ -1149,11 +1104,7 @@ async fn a_withheld_scope_gets_no_third_link_after_another_tools_step_up() {
 }
 
 async fn call_tool(host: &Host, tool: &str) -> Result<String, runvil_plugin::ToolError> {
-    host.call(
-        "call_dynamic_tool",
-        json!({"namespace": "docs", "toolName": tool}),
-    )
-    .await
+    host.call_tool("docs", tool).await
 }
 
 /// A call to `tool` refused for a step-up; the browser signs in with the new link.
@@ -1214,7 +1165,7 @@ async fn host_login(config: &std::path::Path, dir: &std::path::Path) -> (Option<
 
 #[tokio::test]
 async fn host_login_fails_when_a_new_grant_could_not_replace_a_stored_one() {
-    store_dir();
+    oauth_store();
     let server = TestServer::start(Options::default()).await;
     let dir = std::env::temp_dir().join(format!("plugin-mcp-host-login-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -1270,8 +1221,8 @@ async fn host_login_fails_when_a_new_grant_could_not_replace_a_stored_one() {
 
 #[tokio::test]
 async fn a_configured_header_straddling_the_description_cut_leaves_no_prefix() {
-    store_dir();
-    let (_guard, logs) = support::logs::capture("plugin_mcp=trace");
+    oauth_store();
+    let (_guard, logs) = crate::support::logs::capture("plugin_mcp=trace");
     let server = TestServer::start(Options {
         code_echo: true,
         // The reason keeps 1021 bytes of the description: 1010 `a`s and 11 bytes of the key.
@@ -1308,8 +1259,8 @@ async fn a_configured_header_straddling_the_description_cut_leaves_no_prefix() {
 
 #[tokio::test]
 async fn a_redirect_error_straddling_its_cut_leaves_no_prefix_of_a_header() {
-    store_dir();
-    let (_guard, logs) = support::logs::capture("plugin_mcp=trace");
+    oauth_store();
+    let (_guard, logs) = crate::support::logs::capture("plugin_mcp=trace");
     let server = TestServer::start(Options::default()).await;
     let host = Host::new(json!({"docs": {
         "url": server.mcp_url().as_str(),
@@ -1352,7 +1303,7 @@ async fn a_redirect_error_straddling_its_cut_leaves_no_prefix_of_a_header() {
 
 #[tokio::test]
 async fn a_corrupt_store_file_does_not_drop_a_working_grant() {
-    store_dir();
+    oauth_store();
     let server = TestServer::start(Options::default()).await;
     let host = Host::new(entry(&server));
     sign_in(&host).await;
@@ -1377,7 +1328,7 @@ async fn a_corrupt_store_file_does_not_drop_a_working_grant() {
 
 #[tokio::test]
 async fn a_granted_step_up_after_each_new_sign_in_is_never_refused() {
-    store_dir();
+    oauth_store();
     let server = TestServer::start(Options {
         challenge_scope: Some("mcp:read"),
         call_scope: Some("mcp:write"),
@@ -1419,7 +1370,7 @@ async fn a_granted_step_up_after_each_new_sign_in_is_never_refused() {
 
 #[tokio::test]
 async fn a_client_id_from_the_environment_still_gets_a_link() {
-    store_dir();
+    oauth_store();
     let server = TestServer::start(Options {
         client: Some(("client-from-env-42", "client-secret-value-778899")),
         ..Options::default()

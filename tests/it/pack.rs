@@ -1,14 +1,12 @@
 //! The Pack through the Host contract: construction, the two tools' specs, the listing for every
 //! status, and every error a model can act on.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::Host;
+use crate::support::mock;
 use runvil_plugin::{Packs, Services, TOKIO_RUNTIME, ToolErrorKind, Unavailable};
 use serde_json::{Value, json};
-use support::Host;
-use support::mock;
 use wiremock::matchers::path;
 use wiremock::{Mock, MockServer};
 
@@ -190,13 +188,7 @@ async fn listing_shows_every_status_sorted() {
         text,
         r#"{"namespace":"zeta","status":"ready","tools":[{"name":"bare","description":"bare","inputSchema":{"type":"object"}},{"name":"fetch_page","description":"Fetch a page","inputSchema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object"}},{"name":"search","description":"Searches the docs","inputSchema":{"type":"object","properties":{"q":{"type":"string"}},"$defs":{"z":{},"a":{}}}}]}"#
     );
-    let one = host
-        .call(
-            "get_dynamic_tools",
-            json!({"namespace": "zeta", "toolName": "fetch_page"}),
-        )
-        .await
-        .unwrap();
+    let one = host.lookup("zeta", "fetch_page").await.unwrap();
     assert_eq!(
         one,
         r#"{"namespace":"zeta","name":"fetch_page","description":"Fetch a page","inputSchema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object"},"outputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}"#

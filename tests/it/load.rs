@@ -1,18 +1,14 @@
 //! Load: many concurrent calls over many servers each get their own answer, and dropped calls
 //! are cancelled on their server while the others complete.
 
-#[path = "support/hostile.rs"]
-mod hostile;
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use hostile::{
+use crate::support::Host;
+use crate::support::hostile::{
     Reply, Server, rpc_error, serve, sse_event, standard, text_result, tool, tools_page,
 };
 use serde_json::{Value, json};
-use support::Host;
 
 /// A small deterministic generator (xorshift64*), seeded per run and printed on failure.
 struct Rng(u64);

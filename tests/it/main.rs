@@ -1,0 +1,18 @@
+//! The integration tests, one binary with one module per concern, each driving the Pack through
+//! the `runvil-plugin` contract exactly as a Host would. The servers they talk to are in
+//! [`support`], all on loopback.
+//!
+//! Filter by module: `cargo test --test it wire::`. The ignored tests are run by CI on purpose:
+//! `cargo test --test it sessions:: -- --ignored` (the long generated schedules) and
+//! `cargo test --test it interop:: -- --ignored` (real peers, installed by `.ci/interop-setup.sh`).
+
+mod hostile;
+mod interop;
+mod load;
+mod pack;
+mod rmcp_peer;
+mod secrets;
+mod sessions;
+mod signin;
+mod support;
+mod wire;

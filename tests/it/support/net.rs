@@ -1,0 +1,149 @@
+//! The parts every fake server of [`super`] is built from: a listener on 127.0.0.1 on a port the
+//! OS picks, an accept loop serving each connection with hyper's HTTP/1 server on a task of its
+//! own (kept, so a server can cut its connections the way a restarting server does), the header
+//! and body helpers of a recorded request, and a bounded wait on what a server recorded.
+//!
+//! [`super::hostile`] is also compiled into the fuzz target `decode_reply`, which includes this
+//! file next to it.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::error::Error;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::Service;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::task::AbortHandle;
+use tokio::time::Instant;
+
+/// The body type of every fake server's responses: whole or streamed, an `Err` item cutting the
+/// connection mid-body.
+pub type ReplyBody = UnsyncBoxBody<Bytes, std::io::Error>;
+
+/// A listener on 127.0.0.1 on a port the OS picked, and that port.
+pub async fn loopback() -> (TcpListener, u16) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    (listener, port)
+}
+
+/// A port on 127.0.0.1 that nothing listens on (bound, read, released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind 127.0.0.1:0")
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The connections a server has accepted, numbered from 0 in order of arrival; each one that is
+/// still open can be cut.
+#[derive(Default)]
+pub struct Connections {
+    open: Mutex<HashMap<u64, AbortHandle>>,
+    next: AtomicU64,
+}
+
+impl Connections {
+    /// How many connections were accepted so far.
+    pub fn accepted(&self) -> u64 {
+        self.next.load(Ordering::SeqCst)
+    }
+
+    /// Cuts every open connection but `keep` (which goes on, e.g. to finish its answer).
+    pub fn cut(&self, keep: Option<u64>) {
+        for (number, connection) in self.open.lock().unwrap().drain() {
+            if Some(number) != keep {
+                connection.abort();
+            }
+        }
+    }
+}
+
+/// Accepts connections on `listener` until the task running it is aborted, serving each over
+/// HTTP/1 with `service(number)` on a task of its own, kept in `connections` (no Nagle delay, so
+/// a reply sent in pieces arrives in pieces).
+pub async fn accept<S, B>(
+    listener: TcpListener,
+    connections: std::sync::Arc<Connections>,
+    service: impl Fn(u64) -> S,
+) where
+    S: Service<hyper::Request<Incoming>, Response = hyper::Response<B>, Error = Infallible>
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn Error + Send + Sync>>,
+{
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let number = connections.next.fetch_add(1, Ordering::SeqCst);
+        let service = service(number);
+        let task = tokio::spawn(async move {
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+        let mut open = connections.open.lock().unwrap();
+        open.retain(|_, connection| !connection.is_finished());
+        open.insert(number, task.abort_handle());
+    }
+}
+
+/// The whole body of a request (empty when reading it fails).
+pub async fn collect(body: Incoming) -> Bytes {
+    body.collect()
+        .await
+        .map(|collected| collected.to_bytes())
+        .unwrap_or_default()
+}
+
+/// A header as text (invalid UTF-8 replaced), if present.
+pub fn header(headers: &hyper::HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get(name)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+}
+
+/// A whole body, sent at once.
+pub fn full(body: impl Into<Bytes>) -> ReplyBody {
+    Full::new(body.into())
+        .map_err(|never: Infallible| match never {})
+        .boxed_unsync()
+}
+
+/// Polls `found` every `every` until it gives a value, for at most `limit` (Tokio time, so a
+/// paused clock counts virtual seconds); panics with `what` and `record()` when the time runs out.
+pub async fn wait_for<T, R: std::fmt::Debug>(
+    limit: Duration,
+    every: Duration,
+    what: &str,
+    mut found: impl FnMut() -> Option<T>,
+    record: impl Fn() -> R,
+) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(value) = found() {
+            return value;
+        }
+        if Instant::now() >= deadline {
+            panic!(
+                "gave up after {limit:?} waiting for {what}; {:#?}",
+                record()
+            );
+        }
+        tokio::time::sleep(every).await;
+    }
+}
