@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The host CLI's login, logout and cleanup wait against small loopback servers, in the style of
-# .ci/examples.sh: --wait fractions, logout's store file, Ctrl-C during the cleanup wait, a 401
+# .ci/examples.sh: --wait fractions, logout's store file (with ${userHome} and ${env:NAME}), Ctrl-C during the cleanup wait, a 401
 # server without OAuth, and --wait after CONFIG. Traffic goes to 127.0.0.1 only.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,16 +25,38 @@ mkdir -m 700 "$tmp/store"
 printf '{"mcpServers": {"docs": {"url": "http://127.0.0.1:9/mcp", "oauth": {"clientMetadataUrl": "https://App.Example.com:443/client.json"}}}}' > "$tmp/cimd.json"
 name=$(printf 'http://127.0.0.1:9/mcp\0https://app.example.com/client.json' | sha256sum | cut -c1-32)
 echo '{}' > "$tmp/store/$name.json"
-rc=0; PLUGIN_MCP_OAUTH_DIR="$tmp/store" $host logout "$tmp/cimd.json" docs || rc=$?
+rc=0; out=$(PLUGIN_MCP_OAUTH_DIR="$tmp/store" $host logout "$tmp/cimd.json" docs) || rc=$?
 left=$(ls "$tmp/store")
-[ "$rc" = 0 ] && [ -z "$left" ] || finding "logout with a clientMetadataUrl: exit $rc, still stored: $left"
+[ "$rc" = 0 ] && [ -z "$left" ] && [ "$out" = 'deleted the stored sign-in of "docs"' ] \
+  || finding "logout with a clientMetadataUrl: exit $rc, $out, still stored: $left"
 
 # 2b. The same with `"clientId": ""` beside the metadata URL: an empty client id counts as none.
 printf '{"mcpServers": {"docs": {"url": "http://127.0.0.1:9/mcp", "oauth": {"clientId": "", "clientMetadataUrl": "https://app.example.com/client.json"}}}}' > "$tmp/cimd-empty.json"
 echo '{}' > "$tmp/store/$name.json"
-rc=0; PLUGIN_MCP_OAUTH_DIR="$tmp/store" $host logout "$tmp/cimd-empty.json" docs || rc=$?
+rc=0; out=$(PLUGIN_MCP_OAUTH_DIR="$tmp/store" $host logout "$tmp/cimd-empty.json" docs) || rc=$?
 left=$(ls "$tmp/store")
-[ "$rc" = 0 ] && [ -z "$left" ] || finding "logout with an empty clientId: exit $rc, still stored: $left"
+[ "$rc" = 0 ] && [ -z "$left" ] && [ "$out" = 'deleted the stored sign-in of "docs"' ] \
+  || finding "logout with an empty clientId: exit $rc, $out, still stored: $left"
+
+# 2c. An entry whose url uses `${userHome}` (the Pack expands it; a copy of the rules once
+# did not, and `logout` deleted nothing): the Pack deletes the grant and stdout says so; a second
+# logout finds nothing. `${env:NAME}` likewise.
+printf '{"mcpServers": {"home": {"url": "http://127.0.0.1:9/home${userHome}/mcp"}, "env": {"url": "http://${env:HOST_CLI_MCP_HOST}/mcp"}}}' > "$tmp/expanded.json"
+home_name=$(printf 'http://127.0.0.1:9/home/srv/tester/mcp\0' | sha256sum | cut -c1-32)
+env_name=$(printf 'http://127.0.0.1:9/mcp\0' | sha256sum | cut -c1-32)
+echo '{}' > "$tmp/store/$home_name.json"
+echo '{}' > "$tmp/store/$env_name.json"
+for round in first second; do
+  rc=0; out=$(HOME=/srv/tester PLUGIN_MCP_OAUTH_DIR="$tmp/store" $host logout "$tmp/expanded.json" home) || rc=$?
+  if [ $round = first ]; then said='deleted the stored sign-in of "home"'; else said='no sign-in of "home" was stored'; fi
+  [ "$rc" = 0 ] && [ "$out" = "$said" ] || finding "$round logout of a \${userHome} entry: exit $rc, $out"
+done
+[ ! -e "$tmp/store/$home_name.json" ] && [ -e "$tmp/store/$env_name.json" ] \
+  || finding "logout of a \${userHome} entry: the store holds $(ls "$tmp/store")"
+rc=0; out=$(HOST_CLI_MCP_HOST=127.0.0.1:9 PLUGIN_MCP_OAUTH_DIR="$tmp/store" $host logout "$tmp/expanded.json" env) || rc=$?
+left=$(ls "$tmp/store")
+[ "$rc" = 0 ] && [ "$out" = 'deleted the stored sign-in of "env"' ] && [ -z "$left" ] \
+  || finding "logout of an \${env:NAME} entry: exit $rc, $out, still stored: $left"
 
 # 3. A Ctrl-C during the cleanup wait after the last call (a DELETE the server holds for 30 s)
 # exits 130, every time.

@@ -8,7 +8,10 @@
 //! only awaits it. Dropping a call's future aborts the task and cancels the request while it may
 //! be running; dropping the Pack stops every task and call (README "Sessions and cancellation").
 //! A tool name that a ready server does not list re-lists that server once before the answer is
-//! `not_found` ([`crate::server::Server::relist_after_miss`]).
+//! `not_found` ([`crate::server::Server::relist_after_miss`]). Beside the two tools it answers
+//! the Host-only requests of [`host_only`], which [`Pack::tools`] never lists.
+
+mod host_only;
 
 use std::sync::Arc;
 
@@ -148,6 +151,10 @@ impl Pack for McpPack {
                 Ok(call) => Box::pin(call.spawn(self.id.clone(), shutdown)),
                 Err(e) => Box::pin(async move { Err(e) }),
             },
+            Some(host_only::LOGOUT) => Box::pin(async move { host_only::logout(&servers, &args) }),
+            Some(host_only::SIGN_IN_STATE) => {
+                Box::pin(async move { host_only::sign_in_state(&servers, &args) })
+            }
             _ => {
                 let message = format!(
                     "unknown tool {}; this Pack offers {id}/{GET} and {id}/{CALL}",

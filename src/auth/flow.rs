@@ -655,6 +655,12 @@ impl Tokens {
         *current = Some(grant);
     }
 
+    /// Whether the current grant came from the store or was saved there (`false` when saving
+    /// it failed, or the entry has no store).
+    pub(crate) fn in_store(&self) -> bool {
+        self.in_store.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// The scopes of the current grant.
     pub(crate) async fn scopes(&self) -> Vec<String> {
         self.grant

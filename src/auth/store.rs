@@ -167,7 +167,6 @@ impl Store {
             })
     }
 
-    #[cfg(test)]
     /// The directory.
     pub(crate) fn dir(&self) -> &Path {
         &self.dir
@@ -342,15 +341,15 @@ impl Store {
         }
     }
 
-    #[cfg(test)]
-    /// Deletes what is stored for `key`; nothing stored is not an error.
+    /// Deletes what is stored for `key` (a logout): `true` when a file was deleted, `false`
+    /// when none was there.
     ///
     /// # Errors
     /// [`Kind::Storage`] when the file exists and cannot be deleted.
-    pub(crate) fn delete(&self, key: &StoreKey) -> Result<(), Error> {
+    pub(crate) fn delete(&self, key: &StoreKey) -> Result<bool, Error> {
         match std::fs::remove_file(self.path(key)) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(Error::new(
                 Kind::Storage,
                 format!("a stored sign-in could not be deleted: {}", e.kind()),
@@ -524,8 +523,8 @@ mod tests {
             assert_eq!(mode(&dir), 0o700);
             assert_eq!(mode(&dir.join(&key.file)), 0o600);
         }
-        store.delete(&key).unwrap();
-        store.delete(&key).unwrap();
+        assert!(store.delete(&key).unwrap());
+        assert!(!store.delete(&key).unwrap());
         assert!(store.load(&key).grant.is_none());
         let _ = std::fs::remove_dir_all(dir.parent().unwrap());
     }

@@ -383,3 +383,55 @@ impl Auth {
         Err(Error::sign_in(link))
     }
 }
+
+/// What a logout found in the credential store (README "Signing in").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Logout {
+    /// The entry's file was deleted.
+    Deleted,
+    /// No file was stored for the entry.
+    NothingStored,
+}
+
+/// Where this connection's sign-in stands, for a Host that signs in ahead of time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SignInState {
+    /// A grant is held.
+    pub(crate) signed_in: bool,
+    /// The held grant came from the store or was saved there.
+    pub(crate) stored: bool,
+    /// The store's directory; `None` when no store is known.
+    pub(crate) store_dir: Option<std::path::PathBuf>,
+}
+
+/// The Host-only requests (README "Signing in"): both key the store exactly as a sign-in does
+/// ([`signin::store_key`] over the connection's URL and the entry's `oauth`).
+impl Auth {
+    /// Deletes the entry's file in the store. The grant in use stays until its access token
+    /// expires; its next refresh finds the file gone and asks for a new sign-in.
+    ///
+    /// # Errors
+    /// [`crate::auth::Kind::Storage`] when no store is known or the file cannot be deleted.
+    pub(super) fn logout(&self, server_url: &Url) -> Result<Logout, crate::auth::Error> {
+        let store = match &self.store {
+            Some(store) => store.clone(),
+            None => Store::from_env()?,
+        };
+        let deleted = store.delete(&signin::store_key(server_url, &self.config))?;
+        Ok(if deleted {
+            Logout::Deleted
+        } else {
+            Logout::NothingStored
+        })
+    }
+
+    /// Whether a grant is held and stored.
+    pub(super) fn state(&self) -> SignInState {
+        let tokens = lock(&self.tokens).clone();
+        SignInState {
+            signed_in: tokens.is_some(),
+            stored: tokens.is_some_and(|t| t.in_store()),
+            store_dir: self.store.as_ref().map(|s| s.dir().to_path_buf()),
+        }
+    }
+}

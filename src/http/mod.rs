@@ -35,6 +35,7 @@ use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub(crate) use auth::{Logout, SignInState};
 pub(crate) use client::Clients;
 pub(crate) use error::{Error, SIGN_IN_REQUIRED};
 pub(crate) use reply::Listened;
@@ -174,6 +175,20 @@ impl Connection {
     /// The link of the sign-in waiting for the browser, if one waits.
     pub(crate) fn sign_in_url(&self) -> Option<Arc<str>> {
         self.auth.as_ref().and_then(|a| a.link())
+    }
+
+    /// Deletes the entry's stored sign-in, keyed as its sign-ins key it; `Ok(None)` when the
+    /// entry configures an `Authorization` header (it never signs in, so nothing is stored).
+    ///
+    /// # Errors
+    /// [`crate::auth::Kind::Storage`] when no store is known or the file cannot be deleted.
+    pub(crate) fn logout(&self) -> Result<Option<Logout>, crate::auth::Error> {
+        self.auth.as_ref().map(|a| a.logout(&self.url)).transpose()
+    }
+
+    /// Where the entry's sign-in stands; `None` when it configures an `Authorization` header.
+    pub(crate) fn sign_in_state(&self) -> Option<SignInState> {
+        self.auth.as_ref().map(|a| a.state())
     }
 
     /// Resolves when a sign-in that waited for the browser ends; never without sign-in.

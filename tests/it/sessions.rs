@@ -706,30 +706,10 @@ fn generated_schedules_keep_the_session_invariants() {
     run_cases(6);
 }
 
-/// Runs `run` on `threads` threads at once and fails if any of them failed. The generated
-/// schedules spend their time waiting on loopback servers, not computing, so the long runs
-/// split their cases over threads (each case has its own runtime and servers; proptest seeds
-/// each thread's cases on its own).
-fn in_parallel(threads: usize, run: impl Fn() + Sync) {
-    std::thread::scope(|scope| {
-        let run = &run;
-        let handles: Vec<_> = (0..threads).map(|_| scope.spawn(run)).collect();
-        let failed = handles
-            .into_iter()
-            .map(|h| h.join())
-            .filter(Result::is_err)
-            .count();
-        assert_eq!(
-            failed, 0,
-            "{failed} of {threads} threads of generated cases failed"
-        );
-    });
-}
-
 #[test]
 #[ignore = "long run; .ci/run runs it"]
 fn generated_schedules_keep_the_session_invariants_long() {
-    in_parallel(8, || run_cases(25));
+    run_cases(200);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -964,7 +944,7 @@ fn generated_start_schedules_delete_every_session() {
 #[test]
 #[ignore = "long run; .ci/run runs it"]
 fn generated_start_schedules_delete_every_session_long() {
-    in_parallel(4, || run_start_cases(10));
+    run_start_cases(40);
 }
 
 /// The server refuses the call with HTTP 500, its status line and headers at once and its body

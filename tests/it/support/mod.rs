@@ -24,6 +24,10 @@ pub fn oauth_store() -> PathBuf {
     DIR.get_or_init(|| {
         let dir = std::env::temp_dir().join(format!("plugin-mcp-it-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
+        // As the Pack makes it: only the owner may read the grants.
+        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+            .create(&dir)
+            .unwrap();
         // SAFETY: set once, before any Pack that reads it is constructed (the OnceLock makes
         // every other caller wait); other threads read the environment only through `std::env`,
         // which takes the same process-wide lock as `set_var`.

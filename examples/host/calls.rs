@@ -1,0 +1,249 @@
+//! The call form: one call, or a script of calls on one Pack, each after waiting for what it
+//! needs.
+
+use std::collections::HashSet;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use runvil_plugin::{Pack, ToolError};
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt;
+use tokio::time::Instant;
+
+use crate::args::{Mode, Run};
+use crate::config::without_bom;
+use crate::script::{Step, parse_line};
+use crate::{Closed, emit, exit_code, settle};
+
+/// How often the listing is polled while waiting.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Runs `args` on the Pack built from `servers`; `script` holds the steps of a script file
+/// (read whole before the first call), `None` for stdin.
+pub(crate) async fn run(args: Run, servers: Value, script: Option<Vec<Step>>) -> ExitCode {
+    let (pack, id) = match crate::construct(servers, tokio::runtime::Handle::current()) {
+        Ok(built) => built,
+        Err(unavailable) => {
+            eprintln!("host: {}: {unavailable}", args.config);
+            return ExitCode::from(2);
+        }
+    };
+    let mut waiter = Waiter::new(&*pack, &id, args.wait).await;
+    pack.ready().await;
+
+    let code = match args.mode {
+        Mode::Single {
+            tool,
+            arguments,
+            json,
+        } => {
+            waiter.wait(&*pack, &tool, &arguments).await;
+            let outcome = pack.call(&tool, arguments).await;
+            match (json, outcome) {
+                (true, outcome) => exit_code(emit(&json_line(&outcome)).is_ok() && outcome.is_ok()),
+                (false, Ok(text)) => exit_code(emit(&text).is_ok()),
+                (false, Err(error)) => {
+                    eprintln!("{}: {}", error.kind, error.message);
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Mode::Script(_) => match script {
+            Some(steps) => {
+                let mut all_ok = true;
+                for step in steps {
+                    match run_step(&*pack, &mut waiter, step).await {
+                        Ok(ok) => all_ok &= ok,
+                        Err(Closed) => return stop(pack).await,
+                    }
+                }
+                exit_code(all_ok)
+            }
+            None => match run_stdin(&*pack, &mut waiter).await {
+                Ok(code) => code,
+                Err(Closed) => return stop(pack).await,
+            },
+        },
+    };
+    drop(pack);
+    settle().await;
+    code
+}
+
+/// Stdout was closed (`host ... | head -n 1`): drops the Pack and exits 1 without another word.
+async fn stop(pack: Box<dyn Pack>) -> ExitCode {
+    drop(pack);
+    settle().await;
+    ExitCode::from(1)
+}
+
+/// Runs the lines of stdin as they arrive; a bad line stops the script with exit 2.
+async fn run_stdin(pack: &dyn Pack, waiter: &mut Waiter) -> Result<ExitCode, Closed> {
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut all_ok = true;
+    let mut number = 0;
+    loop {
+        number += 1;
+        let line = match lines.next_line().await {
+            Ok(Some(line)) => line,
+            Ok(None) => return Ok(exit_code(all_ok)),
+            Err(e) => {
+                eprintln!("host: cannot read the script from stdin: {e}");
+                return Ok(ExitCode::from(2));
+            }
+        };
+        let line = if number == 1 {
+            without_bom(&line)
+        } else {
+            &line
+        };
+        match parse_line(line) {
+            Ok(Some(step)) => all_ok &= run_step(pack, waiter, step).await?,
+            Ok(None) => {}
+            Err(e) => {
+                eprintln!("host: stdin line {number}: {e}");
+                return Ok(ExitCode::from(2));
+            }
+        }
+    }
+}
+
+/// Runs one step; `Ok(false)` when it was a call that failed, `Err` when stdout is closed.
+async fn run_step(pack: &dyn Pack, waiter: &mut Waiter, step: Step) -> Result<bool, Closed> {
+    match step {
+        Step::Sleep(duration) => {
+            tokio::time::sleep(duration).await;
+            Ok(true)
+        }
+        Step::Call { tool, arguments } => {
+            waiter.wait(pack, &tool, &arguments).await;
+            let outcome = pack.call(&tool, arguments).await;
+            emit(&json_line(&outcome))?;
+            Ok(outcome.is_ok())
+        }
+    }
+}
+
+/// `{"ok":true,"text":...}` or `{"ok":false,"kind":...,"message":...}`.
+fn json_line(outcome: &Result<String, ToolError>) -> String {
+    match outcome {
+        Ok(text) => json!({"ok": true, "text": text}),
+        Err(error) => json!({"ok": false, "kind": error.kind.as_str(), "message": error.message}),
+    }
+    .to_string()
+}
+
+/// Waits, before each call, for what that call needs, until one shared deadline.
+struct Waiter {
+    /// `<id>/get_dynamic_tools`.
+    listing_tool: String,
+    /// `<id>/`, the prefix of the Pack's tools.
+    prefix: String,
+    deadline: Instant,
+    /// The namespaces whose config entry was refused: `error` before any I/O, and for good.
+    refused: HashSet<String>,
+}
+
+/// What a call needs before it is sent.
+enum Need {
+    Nothing,
+    /// No server is `loading`.
+    Settled,
+    /// This namespace is `ready`.
+    Ready(String),
+}
+
+impl Waiter {
+    async fn new(pack: &dyn Pack, id: &str, wait: Duration) -> Waiter {
+        let mut waiter = Waiter {
+            listing_tool: format!("{id}/get_dynamic_tools"),
+            prefix: format!("{id}/"),
+            deadline: Instant::now() + wait,
+            refused: HashSet::new(),
+        };
+        waiter.refused = waiter
+            .servers(pack)
+            .await
+            .into_iter()
+            .filter(|s| s.status == "error")
+            .map(|s| s.namespace)
+            .collect();
+        waiter
+    }
+
+    fn need(&self, tool: &str, arguments: &Value) -> Need {
+        let namespace = arguments.get("namespace").and_then(Value::as_str);
+        match (tool.strip_prefix(&self.prefix), namespace) {
+            (Some("get_dynamic_tools" | "call_dynamic_tool"), Some(namespace)) => {
+                Need::Ready(namespace.to_string())
+            }
+            (Some("get_dynamic_tools"), None) => Need::Settled,
+            _ => Need::Nothing,
+        }
+    }
+
+    /// Every server's namespace, status and reason, from the listing.
+    async fn servers(&self, pack: &dyn Pack) -> Vec<ServerState> {
+        let Ok(text) = pack.call(&self.listing_tool, json!({})).await else {
+            return Vec::new();
+        };
+        let listing: Value = serde_json::from_str(&text).unwrap_or_default();
+        let servers = listing["servers"].as_array().cloned().unwrap_or_default();
+        servers
+            .iter()
+            .map(|s| ServerState {
+                namespace: s["namespace"].as_str().unwrap_or_default().to_string(),
+                status: s["status"].as_str().unwrap_or_default().to_string(),
+                reason: s["reason"].as_str().map(str::to_string),
+            })
+            .collect()
+    }
+
+    async fn wait(&mut self, pack: &dyn Pack, tool: &str, arguments: &Value) {
+        let need = self.need(tool, arguments);
+        if matches!(need, Need::Nothing) {
+            return;
+        }
+        loop {
+            let pending: Vec<ServerState> = self
+                .servers(pack)
+                .await
+                .into_iter()
+                .filter(|s| match &need {
+                    Need::Nothing => false,
+                    Need::Settled => s.status == "loading",
+                    Need::Ready(namespace) => {
+                        s.namespace == *namespace
+                            && s.status != "ready"
+                            && !self.refused.contains(namespace)
+                    }
+                })
+                .collect();
+            if pending.is_empty() {
+                return;
+            }
+            if Instant::now() >= self.deadline {
+                let names: Vec<String> = pending.iter().map(ServerState::describe).collect();
+                eprintln!("host: the wait ran out; not ready: {}", names.join(", "));
+                return;
+            }
+            tokio::time::sleep(POLL.min(self.deadline - Instant::now())).await;
+        }
+    }
+}
+
+struct ServerState {
+    namespace: String,
+    status: String,
+    reason: Option<String>,
+}
+
+impl ServerState {
+    /// `docs (loading)` or `docs (error: <reason>)`.
+    fn describe(&self) -> String {
+        match &self.reason {
+            Some(reason) => format!("{} ({}: {reason})", self.namespace, self.status),
+            None => format!("{} ({})", self.namespace, self.status),
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! `host login` and `host logout` (README, "Signing in"). Everything about the store — which
+//! file belongs to an entry, whether a grant reached it — is the Pack's to say: the host asks
+//! it through the Host-only requests `<id>/sign_in_state` and `<id>/logout`.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use runvil_plugin::Pack;
+use serde_json::{Value, json};
+
+use crate::args::USAGE;
+
+/// How the Pack's reason names a failed sign-in.
+const SIGN_IN_FAILED: &str = "signing in failed: ";
+
+/// The entry of `namespace` in the config file at `path`.
+fn entry(path: &str, namespace: &str) -> Result<Value, String> {
+    let servers = crate::config::read_config(path)?;
+    servers
+        .get(namespace)
+        .cloned()
+        .ok_or_else(|| format!("{path} has no server {namespace:?}"))
+}
+
+fn usage(message: &str) -> ExitCode {
+    eprintln!("host: {message}\n{USAGE}");
+    ExitCode::from(2)
+}
+
+/// `host login [--wait SECONDS] CONFIG NAMESPACE`.
+pub(crate) fn login(wait: Duration, config: &str, namespace: &str) -> ExitCode {
+    let entry = match entry(config, namespace) {
+        Ok(entry) => entry,
+        Err(message) => return usage(&message),
+    };
+    // One thread, as for calls: the first listing, taken right after construction, shows an
+    // entry its config refused before any I/O ran.
+    let runtime = match crate::runtime() {
+        Ok(runtime) => runtime,
+        Err(code) => return code,
+    };
+    runtime.block_on(crate::interruptible(wait_ready(namespace, entry, wait)))
+}
+
+/// Starts only `namespace` and waits for it to be `ready`, printing each sign-in link. An entry
+/// its config refused fails at once; a sign-in made in this run that ends ready but whose grant
+/// the Pack could not save fails too: the next run would ask again.
+async fn wait_ready(namespace: &str, entry: Value, wait: Duration) -> ExitCode {
+    let (pack, id) = match crate::construct(
+        json!({ namespace: entry }),
+        tokio::runtime::Handle::current(),
+    ) {
+        Ok(built) => built,
+        Err(unavailable) => {
+            eprintln!("unavailable: the mcp Pack could not be built: {unavailable}");
+            return ExitCode::from(1);
+        }
+    };
+    let deadline = tokio::time::Instant::now() + wait;
+    let first = listing(&*pack, &id, namespace).await;
+    if first["status"] == "error" {
+        let reason = first["reason"].as_str().unwrap_or("refused by its config");
+        eprintln!("host: login failed: server {namespace:?} cannot start: {reason}");
+        drop(pack);
+        crate::settle().await;
+        return ExitCode::from(1);
+    }
+    let mut shown: Option<String> = None;
+    // The last reason the server was not ready, for when the wait runs out.
+    let mut last: Option<String> = None;
+    let outcome = loop {
+        let listing = listing(&*pack, &id, namespace).await;
+        let reason = listing["reason"].as_str().unwrap_or("");
+        match (listing["status"].as_str(), listing["signInUrl"].as_str()) {
+            (Some("ready"), _) => break Ok(()),
+            (Some("error"), Some(link)) => match &shown {
+                None => {
+                    println!("{link}");
+                    let _ = std::io::stdout().flush();
+                    shown = Some(link.to_string());
+                }
+                // The link is the only line on stdout: a new one means the first failed.
+                Some(first) if first != link => {
+                    break Err(last.take().unwrap_or_else(|| {
+                        "the sign-in did not complete and a new link was made".to_string()
+                    }));
+                }
+                Some(_) => {}
+            },
+            // The sign-in failed (or could not start), or the server refuses with no way to
+            // sign in (a 401 or 403 and no OAuth): the reason is final for a login.
+            (Some("error"), None)
+                if reason.contains(SIGN_IN_FAILED)
+                    || reason.starts_with("HTTP 401")
+                    || reason.starts_with("HTTP 403") =>
+            {
+                break Err(reason.to_string());
+            }
+            // Anything else (the server briefly down, still starting): the start is retried,
+            // so keep waiting.
+            (Some(_), None) if !reason.is_empty() => last = Some(reason.to_string()),
+            _ => {}
+        }
+        if tokio::time::Instant::now() >= deadline {
+            let why = last.map(|r| format!("; last: {r}")).unwrap_or_default();
+            break Err(format!(
+                "server {namespace:?} was not ready within {} seconds{why}",
+                wait.as_secs_f64()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    // A sign-in made in this run must have reached the store, or "ahead of time" did not
+    // happen.
+    let outcome = match (outcome, &shown) {
+        (Ok(()), Some(_)) => saved(&*pack, &id, namespace).await,
+        (outcome, _) => outcome,
+    };
+    drop(pack);
+    crate::settle().await;
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(reason) => {
+            eprintln!("host: login failed: {reason}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `Ok` when the Pack says the grant `namespace` holds is in the store (`<id>/sign_in_state`).
+async fn saved(pack: &dyn Pack, id: &str, namespace: &str) -> Result<(), String> {
+    let state = pack
+        .call(
+            &format!("{id}/sign_in_state"),
+            json!({ "namespace": namespace }),
+        )
+        .await
+        .map_err(|e| e.message)?;
+    let state: Value = serde_json::from_str(&state).unwrap_or_default();
+    match (state["stored"].as_bool(), state["storeDir"].as_str()) {
+        (Some(true), _) => Ok(()),
+        (_, Some(dir)) => Err(format!(
+            "signed in, but the sign-in could not be saved in {dir} (see the log with \
+             RUST_LOG=warn); the next run asks again"
+        )),
+        (_, None) => Err(
+            "signed in, but no store is known to save the sign-in in (set PLUGIN_MCP_OAUTH_DIR); \
+             the next run asks again"
+                .to_string(),
+        ),
+    }
+}
+
+/// The namespace form of the listing; `Null` when it cannot be had.
+async fn listing(pack: &dyn Pack, id: &str, namespace: &str) -> Value {
+    pack.call(
+        &format!("{id}/get_dynamic_tools"),
+        json!({ "namespace": namespace }),
+    )
+    .await
+    .ok()
+    .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+    .unwrap_or_default()
+}
+
+/// `host logout CONFIG NAMESPACE`: the Pack deletes the server's file in the credential store
+/// (`<id>/logout`), keyed with the Pack's own substitution and store key; stdout says whether
+/// there was one.
+pub(crate) fn logout(config: &str, namespace: &str) -> ExitCode {
+    let entry = match entry(config, namespace) {
+        Ok(entry) => entry,
+        Err(message) => return usage(&message),
+    };
+    // The Pack is built on a runtime that nothing drives: its server task never runs, so a
+    // logout contacts no server (and no refresh can write the grant back). The request itself
+    // only deletes a file; it is polled here, in the runtime's context.
+    let runtime = match crate::runtime() {
+        Ok(runtime) => runtime,
+        Err(code) => return code,
+    };
+    let _context = runtime.enter();
+    let (pack, id) = match crate::construct(json!({ namespace: entry }), runtime.handle().clone()) {
+        Ok(built) => built,
+        Err(unavailable) => {
+            eprintln!("unavailable: the mcp Pack could not be built: {unavailable}");
+            return ExitCode::from(1);
+        }
+    };
+    let answer = futures_executor::block_on(
+        pack.call(&format!("{id}/logout"), json!({ "namespace": namespace })),
+    );
+    drop(pack);
+    let deleted = match answer {
+        Ok(text) => serde_json::from_str::<Value>(&text).unwrap_or_default()["deleted"] == true,
+        Err(error) => {
+            eprintln!("host: logout failed: {}", error.message);
+            return ExitCode::from(1);
+        }
+    };
+    let line = if deleted {
+        format!("deleted the stored sign-in of {namespace:?}")
+    } else {
+        format!("no sign-in of {namespace:?} was stored")
+    };
+    crate::exit_code(crate::emit(&line).is_ok())
+}

@@ -1,0 +1,238 @@
+//! The Host-only requests `mcp/logout` and `mcp/sign_in_state` through the Host contract: the
+//! Pack deletes the store file it keys itself, for every substitution form a url or an `oauth`
+//! field may use, and never offers either request as a tool (README "Signing in").
+
+use std::path::PathBuf;
+use std::sync::Once;
+
+use runvil_plugin::{Pack, Packs, Services, TOKIO_RUNTIME, ToolError, ToolErrorKind};
+use serde_json::{Value, json};
+use url::Url;
+
+/// The variable a url's `${env:...}` names here.
+const HOST_VARIABLE: &str = "PLUGIN_MCP_LOGOUT_TEST_HOST";
+/// The variable an `oauth.clientId`'s `${env:...}` names here.
+const CLIENT_VARIABLE: &str = "PLUGIN_MCP_LOGOUT_TEST_CLIENT";
+
+/// The sign-in store of this test binary (`support::oauth_store`), with the variables the configs
+/// name set. `${userHome}` expands to the process's own `HOME`, which the test reads, never writes.
+fn store_dir() -> PathBuf {
+    static ONCE: Once = Once::new();
+    let dir = crate::support::oauth_store();
+    ONCE.call_once(|| {
+        // SAFETY: set once (the Once makes other callers wait), before the Packs that read them
+        // are constructed; other threads read the environment only through `std::env`, which
+        // takes the same process-wide lock as `set_var`.
+        unsafe {
+            std::env::set_var(HOST_VARIABLE, "127.0.0.1:9");
+            std::env::set_var(CLIENT_VARIABLE, "client-from-env");
+        }
+    });
+    assert!(
+        home().is_some(),
+        "the tests need HOME set, for ${{userHome}}"
+    );
+    dir
+}
+
+/// The home directory as README "Configuration" says `${userHome}` expands: `HOME`, else
+/// `USERPROFILE`, the first one set and not empty.
+fn home() -> Option<String> {
+    ["HOME", "USERPROFILE"]
+        .into_iter()
+        .filter_map(|name| std::env::var(name).ok())
+        .find(|home| !home.is_empty())
+}
+
+/// The store file README "Signing in" names for the server at `url` and `client`: the first 16
+/// bytes of SHA-256 over the URL, a NUL and the client, in hex, plus `.json`.
+fn store_file(url: &str, client: &str) -> PathBuf {
+    use sha2::{Digest, Sha256};
+    let url = Url::parse(url).unwrap();
+    let mut hash = Sha256::new();
+    hash.update(url.as_str().as_bytes());
+    hash.update([0]);
+    hash.update(client.as_bytes());
+    let name: String = hash.finalize()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    store_dir().join(format!("{name}.json"))
+}
+
+/// The Pack with `servers` as its `mcpServers`, constructed as a Host does it.
+fn pack(servers: Value) -> Box<dyn Pack> {
+    store_dir();
+    let mut packs = Packs::new();
+    plugin_mcp::install(&mut packs, &json!({ "mcp": servers }));
+    let mut services = Services::new();
+    services.insert(&TOKIO_RUNTIME, tokio::runtime::Handle::current());
+    let spec = packs.get("runvil/mcp").unwrap();
+    spec.construct(&spec.default_id, &services).unwrap()
+}
+
+async fn logout(pack: &dyn Pack, namespace: &str) -> Result<String, ToolError> {
+    pack.call("mcp/logout", json!({ "namespace": namespace }))
+        .await
+}
+
+#[tokio::test]
+async fn logout_deletes_the_file_the_pack_keys_for_every_substitution_form() {
+    let home = {
+        store_dir();
+        home().unwrap()
+    };
+    // Each entry, and the server URL and client its store file is keyed by.
+    let cases = [
+        (
+            "plain",
+            json!({"url": "http://127.0.0.1:9/plain/mcp"}),
+            "http://127.0.0.1:9/plain/mcp".to_string(),
+            "",
+        ),
+        (
+            "env",
+            json!({"url": format!("http://${{env:{HOST_VARIABLE}}}/env/mcp")}),
+            "http://127.0.0.1:9/env/mcp".to_string(),
+            "",
+        ),
+        // The drift a copy of the rules once had: `${userHome}` left as written.
+        (
+            "home",
+            json!({"url": "http://127.0.0.1:9/home${userHome}/mcp"}),
+            format!("http://127.0.0.1:9/home{home}/mcp"),
+            "",
+        ),
+        (
+            "client_env",
+            json!({"url": "http://127.0.0.1:9/client/mcp", "oauth": {"clientId": format!("${{env:{CLIENT_VARIABLE}}}")}}),
+            "http://127.0.0.1:9/client/mcp".to_string(),
+            "client-from-env",
+        ),
+        // The metadata URL as parsed: a lower-cased host and no default port.
+        (
+            "metadata",
+            json!({"url": "http://127.0.0.1:9/metadata/mcp", "oauth": {"clientId": "", "clientMetadataUrl": "https://App.Example.com:443/client.json"}}),
+            "http://127.0.0.1:9/metadata/mcp".to_string(),
+            "https://app.example.com/client.json",
+        ),
+    ];
+    let servers: serde_json::Map<String, Value> = cases
+        .iter()
+        .map(|(namespace, entry, _, _)| (namespace.to_string(), entry.clone()))
+        .collect();
+    let pack = pack(Value::Object(servers));
+    // A file of another server, which no logout here may touch.
+    let other = store_file("http://127.0.0.1:9/other/mcp", "");
+    std::fs::write(&other, "{}").unwrap();
+    for (namespace, _, url, client) in &cases {
+        let file = store_file(url, client);
+        std::fs::write(&file, "{}").unwrap();
+        assert_eq!(
+            logout(&*pack, namespace).await,
+            Ok(json!({"namespace": namespace, "deleted": true}).to_string()),
+            "{namespace}"
+        );
+        assert!(
+            !file.exists(),
+            "{namespace}: {} is still there",
+            file.display()
+        );
+        assert_eq!(
+            logout(&*pack, namespace).await,
+            Ok(json!({"namespace": namespace, "deleted": false}).to_string()),
+            "{namespace}, a second time"
+        );
+    }
+    assert!(other.exists());
+    std::fs::remove_file(other).unwrap();
+}
+
+#[tokio::test]
+async fn the_host_only_requests_are_not_tools() {
+    let pack = pack(json!({"docs": {"url": "http://127.0.0.1:9/listed/mcp"}}));
+    let names: Vec<String> = pack.tools().into_iter().map(|t| t.name).collect();
+    assert_eq!(names, ["mcp/get_dynamic_tools", "mcp/call_dynamic_tool"]);
+    let unknown = pack.call("mcp/logoutt", json!({})).await.unwrap_err();
+    assert_eq!(
+        unknown.message,
+        "unknown tool \"mcp/logoutt\"; this Pack offers mcp/get_dynamic_tools and mcp/call_dynamic_tool"
+    );
+}
+
+#[tokio::test]
+async fn logout_names_what_is_wrong_with_its_request() {
+    let pack = pack(json!({
+        "docs": {"url": "http://127.0.0.1:9/errors/mcp"},
+        "files": {"command": "npx"}
+    }));
+    let cases = [
+        (
+            json!({"namespace": "nowhere"}),
+            ToolErrorKind::NotFound,
+            "unknown namespace \"nowhere\"; known namespaces: docs, files",
+        ),
+        (
+            json!({"namespace": "files"}),
+            ToolErrorKind::Unavailable,
+            "the config entry of server \"files\" was refused, so its sign-in cannot be found: local MCP servers (command) are not supported yet",
+        ),
+        (
+            json!({}),
+            ToolErrorKind::InvalidArguments,
+            "\"namespace\" is required, e.g. {\"namespace\":\"docs\"}",
+        ),
+        (
+            json!({"namespace": "docs", "toolName": "x"}),
+            ToolErrorKind::InvalidArguments,
+            "unknown argument \"toolName\"; accepted arguments: namespace",
+        ),
+        (
+            json!({"namespace": 5}),
+            ToolErrorKind::InvalidArguments,
+            "\"namespace\" must be a string, found a number",
+        ),
+    ];
+    for (args, kind, message) in cases {
+        for request in ["mcp/logout", "mcp/sign_in_state"] {
+            assert_eq!(
+                pack.call(request, args.clone()).await,
+                Err(ToolError::new(kind, message)),
+                "{request} {args}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn sign_in_state_tells_a_server_that_is_not_signed_in() {
+    let dir = store_dir();
+    let pack = pack(json!({
+        "docs": {"url": "http://127.0.0.1:9/state/mcp"},
+        "keyed": {"url": "http://127.0.0.1:9/keyed/mcp", "headers": {"Authorization": "Bearer k"}}
+    }));
+    let state = |namespace: &str| pack.call("mcp/sign_in_state", json!({ "namespace": namespace }));
+    assert_eq!(
+        state("docs").await,
+        Ok(json!({"namespace": "docs", "signedIn": false, "stored": false, "storeDir": dir.to_str().unwrap()}).to_string())
+    );
+    // An entry that configures its own Authorization header never signs in: no store at all.
+    assert_eq!(
+        state("keyed").await,
+        Ok(
+            json!({"namespace": "keyed", "signedIn": false, "stored": false, "storeDir": null})
+                .to_string()
+        )
+    );
+    let file = store_file("http://127.0.0.1:9/keyed/mcp", "");
+    std::fs::write(&file, "{}").unwrap();
+    assert_eq!(
+        logout(&*pack, "keyed").await,
+        Ok(json!({"namespace": "keyed", "deleted": false}).to_string())
+    );
+    assert!(
+        file.exists(),
+        "the Pack never keys a file for an entry with its own header"
+    );
+    std::fs::remove_file(file).unwrap();
+}
