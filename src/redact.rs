@@ -170,8 +170,7 @@ fn push_forms(forms: &mut Vec<SecretString>, value: &str) {
             continue;
         }
         for form in std::iter::once(candidate.to_string()).chain(json_escaped_forms(candidate)) {
-            if form.len() >= MIN_SECRET_BYTES && !forms.iter().any(|s| s.expose_secret() == form)
-            {
+            if form.len() >= MIN_SECRET_BYTES && !forms.iter().any(|s| s.expose_secret() == form) {
                 forms.push(SecretString::from(form));
             }
         }
