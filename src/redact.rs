@@ -10,13 +10,17 @@
 //! `\u003c`), and percent-encoded the ways HTTP stacks encode text (a URL's path, query and
 //! user info, a form, JavaScript's `encodeURIComponent`, Python's `quote` and `quote_plus`, every
 //! non-alphanumeric byte), so every path that scrubs plain text also catches those echoes.
+//! All forms of all secrets, configured and learned, make one Aho-Corasick automaton, built
+//! when the set changes; a scrub is one pass over the text, and each maximal run of bytes that
+//! occurrences cover (overlapping or touching) becomes one `[redacted]` ([`Redactor::scrub`]).
 //! Scrubbing comes before any cut: a bound on server text applies to text already scrubbed, so
 //! a secret that straddles a cut never leaves its prefix behind.
 
 use std::borrow::Cow;
-
+use std::collections::VecDeque;
 use std::sync::{Arc, RwLock};
 
+use aho_corasick::{AhoCorasick, MatchKind};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use secrecy::{ExposeSecret, SecretString};
 
@@ -30,19 +34,125 @@ pub(crate) const REDACTED: &str = "[redacted]";
 /// The secrets of one server entry: its header values, the words of each header value (so the
 /// token of `Bearer <token>` is caught alone), and every substituted env value; plus the tokens
 /// a sign-in learns while the Pack runs ([`Redactor::learner`]).
+///
+/// The secret set lives behind one lock, shared with the learner and the scrubber; every change
+/// (a configured secret added, a token learned, the oldest learned token dropped) builds the
+/// matchers anew, so a scrub only takes the current matcher and searches.
 #[derive(Default)]
 pub(crate) struct Redactor {
-    /// Longest first, so a secret that contains another is replaced whole.
-    secrets: Vec<SecretString>,
+    set: Arc<RwLock<SecretSet>>,
+}
+
+/// Every secret a [`Redactor`] scrubs, in its forms, and the matchers built from them.
+#[derive(Default)]
+struct SecretSet {
+    /// The configured secrets' forms, each once, in the order added.
+    configured: Vec<SecretString>,
     /// Secrets learned at run time (tokens, a registered client's secret, a client assertion),
-    /// oldest first, each as its forms (see [`Redactor::add_secret`]), longest first; shared with
-    /// the learner.
-    learned: Arc<RwLock<Vec<Vec<SecretString>>>>,
+    /// oldest first, each as its forms (see [`Redactor::add_secret`]), the value as given first.
+    learned: VecDeque<Vec<SecretString>>,
+    /// The configured forms alone (for [`Redactor::configured_checker`]).
+    configured_matcher: Arc<Matcher>,
+    /// The configured and the learned forms (for every scrub).
+    matcher: Arc<Matcher>,
+}
+
+impl SecretSet {
+    /// Builds both matchers from the forms held now; called after every change.
+    fn rebuild(&mut self) {
+        self.configured_matcher = Arc::new(Matcher::new(&self.configured));
+        let all: Vec<&SecretString> = self
+            .configured
+            .iter()
+            .chain(self.learned.iter().flatten())
+            .collect();
+        self.matcher = Arc::new(Matcher::new(all));
+    }
+
+    /// Every form held, configured then learned.
+    fn forms(&self) -> impl Iterator<Item = &SecretString> {
+        self.configured.iter().chain(self.learned.iter().flatten())
+    }
+}
+
+/// One Aho-Corasick automaton over a set of secret forms; `None` when the set is empty.
+///
+/// Built with the standard match semantics and searched for every overlapping occurrence, so
+/// the covered bytes are exactly the union of all occurrences of all forms (see
+/// [`Matcher::covered`]).
+#[derive(Default)]
+struct Matcher(Option<AhoCorasick>);
+
+impl Matcher {
+    fn new<'a>(forms: impl IntoIterator<Item = &'a SecretString>) -> Self {
+        let forms: Vec<&[u8]> = forms
+            .into_iter()
+            .map(|s| s.expose_secret().as_bytes())
+            .collect();
+        if forms.is_empty() {
+            return Self(None);
+        }
+        // Building fails only past the default automaton's size limits, far beyond what a
+        // configuration and MAX_LEARNED tokens make; then the noncontiguous NFA, which has the
+        // most room, holds the set.
+        let built = AhoCorasick::builder()
+            .match_kind(MatchKind::Standard)
+            .build(&forms)
+            .or_else(|_| {
+                AhoCorasick::builder()
+                    .match_kind(MatchKind::Standard)
+                    .kind(Some(aho_corasick::AhoCorasickKind::NoncontiguousNFA))
+                    .build(&forms)
+            });
+        Self(built.ok())
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+
+    /// Whether `text` holds a form.
+    fn holds(&self, text: &str) -> bool {
+        self.0.as_ref().is_some_and(|ac| ac.is_match(text))
+    }
+
+    /// The byte ranges of `text` that some occurrence of some form covers, as maximal runs in
+    /// ascending order: overlapping and touching occurrences make one run. One pass over
+    /// `text`; the occurrences come in the order they end, so a run only ever grows back over
+    /// the runs just before it.
+    fn covered(&self, text: &str) -> Vec<std::ops::Range<usize>> {
+        let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+        let Some(ac) = &self.0 else {
+            return runs;
+        };
+        for found in ac.find_overlapping_iter(text) {
+            let (start, end) = (found.start(), found.end());
+            match runs.last_mut() {
+                Some(last) if start <= last.end => {
+                    last.end = last.end.max(end);
+                    last.start = last.start.min(start);
+                }
+                _ => runs.push(start..end),
+            }
+            // An occurrence reaching back past the run before the last merges them.
+            while let [.., prev, last] = runs.as_slice() {
+                if last.start > prev.end {
+                    break;
+                }
+                let merged = prev.start.min(last.start)..last.end.max(prev.end);
+                runs.pop();
+                if let Some(prev) = runs.last_mut() {
+                    *prev = merged;
+                }
+            }
+        }
+        runs
+    }
 }
 
 impl std::fmt::Debug for Redactor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Redactor({} secrets)", self.secrets.len())
+        write!(f, "Redactor({} secrets)", self.read().configured.len())
     }
 }
 
@@ -50,98 +160,121 @@ impl std::fmt::Debug for Redactor {
 /// its tokens for days, and a token older than these is long expired.
 const MAX_LEARNED: usize = 64;
 
+/// Pushes `value`, and each whitespace-separated word of it, when long enough, onto `forms`
+/// unless there already; also the forms the value takes inside a JSON string, when they differ
+/// (see [`json_escaped_forms`]).
+fn push_forms(forms: &mut Vec<SecretString>, value: &str) {
+    let words = value.split_whitespace();
+    for candidate in std::iter::once(value).chain(words) {
+        if candidate.len() < MIN_SECRET_BYTES {
+            continue;
+        }
+        for form in std::iter::once(candidate.to_string()).chain(json_escaped_forms(candidate)) {
+            if form.len() >= MIN_SECRET_BYTES && !forms.iter().any(|s| s.expose_secret() == form) {
+                forms.push(SecretString::from(form));
+            }
+        }
+    }
+}
+
+/// [`push_forms`] for `value` and for each percent-encoded form of it and of its words (see the
+/// module docs).
+fn push_secret_forms(forms: &mut Vec<SecretString>, value: &str) {
+    push_forms(forms, value);
+    for word in std::iter::once(value).chain(value.split_whitespace()) {
+        for form in percent_encoded_forms(word) {
+            if form != word {
+                push_forms(forms, &form);
+            }
+        }
+    }
+}
+
 impl Redactor {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, SecretSet> {
+        self.set.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The matcher of every form held now.
+    fn matcher(&self) -> Arc<Matcher> {
+        Arc::clone(&self.read().matcher)
+    }
+
     /// Adds `value`, and each whitespace-separated word of it, when long enough; also the forms
     /// the value takes inside a JSON string, when they differ (see [`json_escaped_forms`]).
     pub(crate) fn add(&mut self, value: &str) {
-        let words = value.split_whitespace();
-        for candidate in std::iter::once(value).chain(words) {
-            if candidate.len() < MIN_SECRET_BYTES {
-                continue;
-            }
-            for form in std::iter::once(candidate.to_string()).chain(json_escaped_forms(candidate))
-            {
-                if form.len() >= MIN_SECRET_BYTES
-                    && !self.secrets.iter().any(|s| s.expose_secret() == form)
-                {
-                    self.secrets.push(SecretString::from(form));
-                }
-            }
-        }
-        self.secrets
-            .sort_by_key(|s| std::cmp::Reverse(s.expose_secret().len()));
+        let mut set = self.set.write().unwrap_or_else(|e| e.into_inner());
+        push_forms(&mut set.configured, value);
+        set.rebuild();
     }
 
     /// A function that adds a secret learned at run time (a sign-in's access or refresh token,
     /// a registered client's secret, a client assertion) to this redactor, from any thread, in
     /// the same forms as a configured secret ([`Redactor::add_secret`]); values shorter than
-    /// [`MIN_SECRET_BYTES`] are skipped.
+    /// [`MIN_SECRET_BYTES`] are skipped. The newest [`MAX_LEARNED`] are kept.
     pub(crate) fn learner(&self) -> impl Fn(&SecretString) + Send + Sync + 'static {
-        let learned = Arc::clone(&self.learned);
+        let set = Arc::clone(&self.set);
         move |token: &SecretString| {
             let token = token.expose_secret();
             if token.len() < MIN_SECRET_BYTES {
                 return;
             }
-            let mut learned = learned.write().unwrap_or_else(|e| e.into_inner());
-            if learned
+            let mut set = set.write().unwrap_or_else(|e| e.into_inner());
+            if set
+                .learned
                 .iter()
                 .any(|forms| forms.first().is_some_and(|s| s.expose_secret() == token))
             {
                 return;
             }
-            if learned.len() >= MAX_LEARNED {
-                learned.remove(0);
+            if set.learned.len() >= MAX_LEARNED {
+                set.learned.pop_front();
             }
-            let mut forms = Redactor::default();
-            forms.add_secret(token);
             // The value as given comes first: it names the group.
             let mut group = vec![SecretString::from(token.to_string())];
-            group.extend(
-                forms
-                    .secrets
-                    .into_iter()
-                    .filter(|s| s.expose_secret() != token),
-            );
-            learned.push(group);
+            push_secret_forms(&mut group, token);
+            set.learned.push_back(group);
+            set.rebuild();
         }
     }
 
     /// A function telling whether a text holds one of the configured secrets (in any registered
     /// form), for text that is useless scrubbed, such as a link a user must open. Learned tokens
-    /// are not consulted.
+    /// are not consulted, nor secrets configured after this call.
     pub(crate) fn configured_checker(&self) -> impl Fn(&str) -> bool + Send + Sync + 'static {
-        let secrets = self.secrets.clone();
-        move |text: &str| secrets.iter().any(|s| text.contains(s.expose_secret()))
+        let matcher = Arc::clone(&self.read().configured_matcher);
+        move |text: &str| matcher.holds(text)
     }
 
     /// [`Redactor::add`] for `value` and for each percent-encoded form of it and of its words
     /// (see the module docs): how a secret reads when a server echoes a request back as a URL
     /// or a form.
     pub(crate) fn add_secret(&mut self, value: &str) {
-        self.add(value);
-        for word in std::iter::once(value).chain(value.split_whitespace()) {
-            for form in percent_encoded_forms(word) {
-                if form != word {
-                    self.add(&form);
-                }
-            }
-        }
+        let mut set = self.set.write().unwrap_or_else(|e| e.into_inner());
+        push_secret_forms(&mut set.configured, value);
+        set.rebuild();
     }
 
     /// `text` with every known secret replaced by [`REDACTED`]; borrowed when nothing matched.
+    ///
+    /// The rule: every byte that some occurrence of some form covers is scrubbed, and each
+    /// maximal run of such bytes (occurrences that overlap or touch) becomes one [`REDACTED`].
+    /// So secrets that overlap (`abcd` and `cdef` in `abcdef`), sit side by side, or contain
+    /// one another leave no byte of either behind. One pass over `text`.
     pub(crate) fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        let mut out = Cow::Borrowed(text);
-        let learned = self.learned.read().unwrap_or_else(|e| e.into_inner());
-        let mut learned: Vec<&SecretString> = learned.iter().flatten().collect();
-        learned.sort_by_key(|s| std::cmp::Reverse(s.expose_secret().len()));
-        for secret in learned.into_iter().chain(&self.secrets) {
-            let secret = secret.expose_secret();
-            if out.contains(secret) {
-                out = Cow::Owned(out.replace(secret, REDACTED));
-            }
+        let runs = self.matcher().covered(text);
+        if runs.is_empty() {
+            return Cow::Borrowed(text);
         }
-        out
+        let mut out = String::with_capacity(text.len());
+        let mut at = 0;
+        for run in runs {
+            out.push_str(&text[at..run.start]);
+            out.push_str(REDACTED);
+            at = run.end;
+        }
+        out.push_str(&text[at..]);
+        Cow::Owned(out)
     }
 
     /// [`Redactor::scrub`] for text that was cut from a longer one (an error body's preview):
@@ -149,11 +282,9 @@ impl Redactor {
     /// too, so no prefix of a secret survives the cut.
     pub(crate) fn scrub_cut<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let scrubbed = self.scrub(text);
-        let learned = self.learned.read().unwrap_or_else(|e| e.into_inner());
-        let tail = learned
-            .iter()
-            .flatten()
-            .chain(&self.secrets)
+        let set = self.read();
+        let tail = set
+            .forms()
             .filter_map(|secret| {
                 let secret = secret.expose_secret();
                 (1..secret.len())
@@ -176,12 +307,7 @@ impl Redactor {
     /// is decoded, its strings and keys scrubbed, and encoded again. Text that is not JSON is
     /// scrubbed as plain text.
     pub(crate) fn scrub_json<'a>(&self, json: &'a str) -> Cow<'a, str> {
-        let nothing_learned = self
-            .learned
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_empty();
-        if self.secrets.is_empty() && nothing_learned {
+        if self.matcher().is_empty() {
             return Cow::Borrowed(json);
         }
         if !json.contains('\\') {
@@ -235,8 +361,7 @@ impl Redactor {
     /// entry, such as a sign-in's failure reasons.
     pub(crate) fn scrubber(&self) -> impl Fn(&str) -> String + Send + Sync + 'static {
         let redactor = Redactor {
-            secrets: self.secrets.clone(),
-            learned: Arc::clone(&self.learned),
+            set: Arc::clone(&self.set),
         };
         move |text: &str| redactor.scrub(text).into_owned()
     }
@@ -525,5 +650,89 @@ mod tests {
         r.add_secret("correct horse staple!");
         // urllib.parse.urlencode({"pw": "correct horse staple!"})
         assert_eq!(r.scrub("pw=correct+horse+staple%21"), "pw=[redacted]");
+    }
+    #[test]
+    fn overlapping_adjacent_and_nested_secrets_leave_no_byte() {
+        let mut r = Redactor::default();
+        r.add("abcdefgh");
+        r.add("efghijkl");
+        r.add("mnopqrst");
+        r.add("nopqrs-inner");
+        r.add("opqrstuv");
+        // Overlapping: leftmost-longest alone would leave "ijkl".
+        assert_eq!(r.scrub("<abcdefghijkl>"), "<[redacted]>");
+        // Side by side: one run, one marker.
+        assert_eq!(r.scrub("abcdefghmnopqrst."), "[redacted].");
+        // One inside another, and one reaching past it.
+        assert_eq!(r.scrub("x mnopqrstuv y"), "x [redacted] y");
+        assert_eq!(r.scrub("abcdefg hijkl"), "abcdefg hijkl");
+        let learn = r.learner();
+        learn(&SecretString::from("ghijklmn"));
+        assert_eq!(r.scrub("abcdefghijklmnopqrstuv!"), "[redacted]!");
+    }
+
+    /// The reference model of [`Redactor::scrub`]: mark every byte any occurrence of any held
+    /// form covers, then write each maximal marked run as one [`REDACTED`].
+    fn reference_scrub(r: &Redactor, text: &str) -> String {
+        let mut covered = vec![false; text.len()];
+        for form in r.read().forms() {
+            let form = form.expose_secret().as_bytes();
+            for at in 0..text.len() {
+                if text.as_bytes()[at..].starts_with(form) {
+                    covered[at..at + form.len()].fill(true);
+                }
+            }
+        }
+        let mut out = String::new();
+        for (at, c) in text.char_indices() {
+            if !covered[at] {
+                out.push(c);
+            } else if at == 0 || !covered[at - 1] {
+                out.push_str(REDACTED);
+            }
+        }
+        out
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// Secrets cut from one base text overlap, nest and sit side by side; the text is made
+        /// of pieces of the same base, of the secrets and of their other forms.
+        #[test]
+        fn scrub_matches_the_reference_model(
+            base in "[ab/é]{8,40}",
+            cuts in proptest::collection::vec((0usize..40, 8usize..20, proptest::bool::ANY), 1..6),
+            pieces in proptest::collection::vec((0usize..40, 0usize..24, 0usize..4), 0..12),
+        ) {
+            let chars: Vec<char> = base.chars().collect();
+            // `len` characters of the base read round from `at`.
+            let slice = |at: usize, len: usize| -> String {
+                (at..at + len).map(|i| chars[i % chars.len()]).collect()
+            };
+            let mut r = Redactor::default();
+            let learn = r.learner();
+            let mut secrets = Vec::new();
+            for (at, len, learned) in cuts {
+                let secret = slice(at, len);
+                if learned {
+                    learn(&SecretString::from(secret.clone()));
+                } else {
+                    r.add_secret(&secret);
+                }
+                secrets.push(secret);
+            }
+            let forms: Vec<String> =
+                r.read().forms().map(|s| s.expose_secret().to_string()).collect();
+            let mut text = String::new();
+            for (at, len, kind) in pieces {
+                match kind {
+                    0 | 1 => text.push_str(&slice(at, len)),
+                    2 => text.push_str(&secrets[at % secrets.len()]),
+                    _ => text.push_str(&forms[at % forms.len()]),
+                }
+            }
+            proptest::prop_assert_eq!(r.scrub(&text).into_owned(), reference_scrub(&r, &text));
+        }
     }
 }

@@ -2,7 +2,8 @@
 //! same `rmcp` servers in the same run, with the physical floors measured alongside.
 //!
 //! `cargo run --release -p bench` runs the full set (a few minutes); `-- --smoke` a reduced one
-//! (under a minute). The last line printed is one JSON object with every ratio (`m1` … `m7`).
+//! (under a minute). The last line printed is one JSON object with every ratio (`m1` … `m7`,
+//! `scrub`).
 //! See `BENCHMARKS.md` for what each metric measures and what it means for a user.
 //!
 //! Layout: the servers run on their own thread (a current-thread Tokio runtime); every client —
@@ -719,6 +720,94 @@ async fn run(
         );
     }
 
+    if plan.runs("scrub") {
+        // ---- scrub: a 16 MiB result scrubbed of 64 configured secrets, ours vs the naive way.
+        eprintln!("scrub: a 16 MiB result with {SCRUB_SECRETS} secrets ...");
+        let surl = format!("http://{}/scrub", addrs.nodelay);
+        let headers: serde_json::Map<String, Value> = (0..SCRUB_SECRETS)
+            .map(|i| (format!("x-bench-secret-{i:02}"), json!(scrub_secret(i))))
+            .collect();
+        let secret = our_pack(json!({"s": {"url": surl, "headers": headers}}));
+        let plain = our_pack(json!({"s": {"url": surl}}));
+        wait_ready(secret.as_ref(), 1, Duration::from_secs(10)).await;
+        wait_ready(plain.as_ref(), 1, Duration::from_secs(10)).await;
+        let forms: Vec<String> = (0..SCRUB_SECRETS)
+            .flat_map(|i| secret_forms(&scrub_secret(i)))
+            .collect();
+        let args = json!({"namespace": "s", "toolName": "secrets_text", "arguments": {}});
+        let (sp, pp, forms, args) = (secret.as_ref(), plain.as_ref(), &forms, &args);
+        let mut s = [
+            Series::new(format!("ours: call, {SCRUB_SECRETS} secrets configured")),
+            Series::new("ours: call, no secrets (transport alone)"),
+            Series::new(format!(
+                "naive: call with no secrets + {} str::replace passes",
+                forms.len()
+            )),
+        ];
+        let n = plan.scrub_calls;
+        rounds(
+            &mut s,
+            plan.scrub_rounds,
+            plan.budget,
+            async |c, d| match c {
+                0 => {
+                    block(n, d, false, || async {
+                        let t = sp.call("mcp/call_dynamic_tool", args.clone()).await;
+                        let t = t.expect("secrets_text");
+                        assert_eq!(t.matches("[redacted]").count(), SCRUB_SECRETS);
+                        std::hint::black_box(t);
+                    })
+                    .await
+                }
+                1 => {
+                    block(n, d, false, || async {
+                        let t = pp.call("mcp/call_dynamic_tool", args.clone()).await;
+                        std::hint::black_box(t.expect("secrets_text"));
+                    })
+                    .await
+                }
+                _ => {
+                    block(n, d, false, || async {
+                        let t = pp.call("mcp/call_dynamic_tool", args.clone()).await;
+                        let mut t = t.expect("secrets_text");
+                        for form in forms {
+                            t = t.replace(form.as_str(), "[redacted]");
+                        }
+                        assert_eq!(t.matches("[redacted]").count(), SCRUB_SECRETS);
+                        std::hint::black_box(t);
+                    })
+                    .await
+                }
+            },
+        )
+        .await;
+        let vs_naive = ratio(&s[0], &s[2]);
+        let ms = |x: &Series| x.p50_us() / 1e3;
+        // The scrub alone, estimated as the difference from the call without secrets.
+        let (ours_scrub, naive_scrub) = (ms(&s[0]) - ms(&s[1]), ms(&s[2]) - ms(&s[1]));
+        rows.push(row(
+            "scrub 16 MiB × 64 secrets",
+            &s[0],
+            true,
+            format!(
+                "÷ naive {vs_naive:.3}; scrub alone ≈ {ours_scrub:.1} ms vs {naive_scrub:.1} ms"
+            ),
+        ));
+        rows.push(row("scrub 16 MiB × 64 secrets", &s[1], true, String::new()));
+        rows.push(row("scrub 16 MiB × 64 secrets", &s[2], true, String::new()));
+        summary.insert(
+            "scrub".into(),
+            json!({
+                "vs_naive": r2(vs_naive),
+                "ours_ms": r2(ms(&s[0])),
+                "transport_ms": r2(ms(&s[1])),
+                "naive_ms": r2(ms(&s[2])),
+            }),
+        );
+        drop(secret);
+        drop(plain);
+    }
+
     if let Some(Value::Object(m6)) = summary.get_mut("m6") {
         m6.extend(m6_plain);
     } else if !m6_plain.is_empty() {
@@ -726,7 +815,7 @@ async fn run(
     }
     // Keep key order m1..m7 for readers.
     let mut ordered = serde_json::Map::new();
-    for k in ["m1", "m2", "m3", "m4", "m5", "m6", "m7"] {
+    for k in ["m1", "m2", "m3", "m4", "m5", "m6", "m7", "scrub"] {
         if let Some(v) = summary.remove(k) {
             ordered.insert(k.into(), v);
         }

@@ -26,6 +26,8 @@ pub(crate) struct Plan {
     pub(crate) m6_plain_calls: usize,
     pub(crate) m7_rounds: usize,
     pub(crate) m7_bursts: usize,
+    pub(crate) scrub_rounds: usize,
+    pub(crate) scrub_calls: usize,
     pub(crate) budget: Duration,
 }
 
@@ -52,6 +54,8 @@ impl Plan {
             m6_plain_calls: 100,
             m7_rounds: 11,
             m7_bursts: 5,
+            scrub_rounds: 6,
+            scrub_calls: 1,
             budget: Duration::from_secs(40),
         }
     }
@@ -72,6 +76,8 @@ impl Plan {
             m6_plain_calls: 30,
             m7_rounds: 3,
             m7_bursts: 2,
+            scrub_rounds: 3,
+            scrub_calls: 1,
             budget: Duration::from_secs(6),
         }
     }

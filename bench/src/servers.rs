@@ -29,9 +29,53 @@ pub(crate) static NODELAY_ACCEPTED: AtomicUsize = AtomicUsize::new(0);
 
 pub(crate) const PAYLOAD: usize = 8 * 1024 * 1024;
 
+/// The scrub section's result text: 16 MiB less room for the JSON-RPC envelope and the SSE
+/// framing, so the message stays within the Pack's 16 MiB bound (`MAX_MESSAGE_BYTES`).
+pub(crate) const SCRUB_PAYLOAD: usize = 16 * 1024 * 1024 - 64 * 1024;
+
+/// How many secrets the scrub section configures.
+pub(crate) const SCRUB_SECRETS: usize = 64;
+
+/// Secret `i` of the scrub section. Letters, digits and one `/`: the Redactor registers it in
+/// exactly three forms (as written, JSON-escaped `\/`, percent-encoded `%2F`), see
+/// [`secret_forms`].
+pub(crate) fn scrub_secret(i: usize) -> String {
+    format!("tok/{i:03}a7Q9xWv3")
+}
+
+/// The forms of [`scrub_secret`] the naive baseline replaces, one pass each: as written, as
+/// PHP's `json_encode` writes it and percent-encoded.
+pub(crate) fn secret_forms(secret: &str) -> [String; 3] {
+    [
+        secret.to_string(),
+        secret.replace('/', "\\/"),
+        secret.replace('/', "%2F"),
+    ]
+}
+
+/// The scrub section's result: ASCII prose with one secret form every 256 KiB (each secret
+/// once, in a form chosen round-robin), [`SCRUB_PAYLOAD`] bytes.
+fn scrub_text() -> String {
+    let filler = "the quick brown fox jumps over the lazy dog; ";
+    let mut text = String::with_capacity(SCRUB_PAYLOAD);
+    let mut next = 0;
+    while text.len() < SCRUB_PAYLOAD {
+        if text.len() >= next * 256 * 1024 && next < SCRUB_SECRETS {
+            let forms = secret_forms(&scrub_secret(next));
+            text.push_str(&forms[next % forms.len()]);
+            text.push(' ');
+            next += 1;
+        }
+        text.push_str(filler);
+    }
+    text.truncate(SCRUB_PAYLOAD);
+    text
+}
+
 pub(crate) struct Shared {
     tools: Vec<Tool>,
     text: String,
+    scrub_text: String,
 }
 
 #[derive(Clone)]
@@ -65,6 +109,7 @@ impl ServerHandler for BenchServer {
                 let n = (int("n").max(0) as usize).min(self.shared.text.len());
                 self.shared.text[..n].to_string()
             }
+            "secrets_text" => self.shared.scrub_text.clone(),
             other => {
                 return Err(ErrorData::invalid_params(format!("no tool {other}"), None));
             }
@@ -184,6 +229,18 @@ pub(crate) fn tools() -> Vec<Tool> {
     out
 }
 
+/// The one tool of the scrub server (`/scrub`): `secrets_text`, the scrub section's result.
+fn scrub_tools() -> Vec<Tool> {
+    let Value::Object(schema) = json!({"type": "object"}) else {
+        unreachable!()
+    };
+    vec![Tool::new(
+        "secrets_text",
+        "Returns 16 MiB of ASCII text quoting the scrub section's secrets.",
+        Arc::new(schema),
+    )]
+}
+
 pub(crate) fn service(
     shared: &Arc<Shared>,
 ) -> StreamableHttpService<BenchServer, LocalSessionManager> {
@@ -223,7 +280,7 @@ pub(crate) fn rechunk(response: Response, frame: usize) -> Response {
     Response::from_parts(parts, Body::from_stream(frames))
 }
 
-pub(crate) fn router(shared: &Arc<Shared>) -> axum::Router {
+pub(crate) fn router(shared: &Arc<Shared>, scrub: &Arc<Shared>) -> axum::Router {
     let framed = |path: &str, frame: usize| {
         axum::Router::new()
             .nest_service(path, service(shared))
@@ -233,6 +290,7 @@ pub(crate) fn router(shared: &Arc<Shared>) -> axum::Router {
     };
     axum::Router::new()
         .nest_service("/mcp", service(shared))
+        .nest_service("/scrub", service(scrub))
         .merge(framed("/f1k", 1024))
         .merge(framed("/f16k", 16 * 1024))
         .merge(framed("/f64k", 64 * 1024))
@@ -254,7 +312,16 @@ pub(crate) fn start_servers() -> Addrs {
     let listing_bytes = serde_json::to_vec(&ListToolsResult::with_all_items(tools[..50].to_vec()))
         .expect("serializes")
         .len();
-    let shared = Arc::new(Shared { tools, text });
+    let shared = Arc::new(Shared {
+        tools,
+        text,
+        scrub_text: String::new(),
+    });
+    let scrub = Arc::new(Shared {
+        tools: scrub_tools(),
+        text: String::new(),
+        scrub_text: scrub_text(),
+    });
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("servers".into())
@@ -272,8 +339,8 @@ pub(crate) fn start_servers() -> Addrs {
                     NODELAY_ACCEPTED.fetch_add(1, Ordering::Relaxed);
                     let _ = tcp.set_nodelay(true);
                 });
-                let a = tokio::spawn(axum::serve(nodelay, router(&shared)).into_future());
-                let _ = axum::serve(plain, router(&shared)).await;
+                let a = tokio::spawn(axum::serve(nodelay, router(&shared, &scrub)).into_future());
+                let _ = axum::serve(plain, router(&shared, &scrub)).await;
                 let _ = a.await;
             });
         })

@@ -8,17 +8,22 @@
 //! listener keeps waiting: a stray or forged request does not end the sign-in. After
 //! [`crate::limits::SIGN_IN_WAIT`] without a code it closes; the sign-in needs a new link.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
+use http::{Method, Request, Response, StatusCode, header};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use secrecy::{ExposeSecret, SecretString};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
 
 use super::client::oauth_code;
 use super::flow::Redirect;
 use super::{Error, Kind};
 
-/// The largest request head the listener reads, in bytes.
+/// The largest request head the listener reads, in bytes; a longer one is refused (`431`).
 const MAX_REQUEST_BYTES: usize = 16 * 1024;
 
 /// How long one browser connection may take to send its request head.
@@ -40,9 +45,12 @@ const WRONG_HOST: &str = "<!doctype html><meta charset=utf-8><title>Wrong host</
 const NOT_FOUND: &str =
     "<!doctype html><meta charset=utf-8><title>Not found</title><p>Not found.</p>";
 
-/// The browser connection that brought the code, waiting for the sign-in's outcome.
+/// The browser connection that brought the code, waiting for the sign-in's outcome: the page
+/// to answer its request with goes to `page`, and `connection` (the HTTP connection, its
+/// request waiting for that page) is then driven until the page is written and it closes.
 pub(crate) struct Browser {
-    stream: TcpStream,
+    page: oneshot::Sender<Response<String>>,
+    connection: Pin<Box<dyn Future<Output = ()> + Send>>,
 }
 
 impl std::fmt::Debug for Browser {
@@ -67,14 +75,15 @@ impl Browser {
     ///
     /// # Cancel safety
     /// Cancel safe: dropping it closes the connection unanswered.
-    pub(crate) async fn answer(mut self, outcome: Outcome<'_>) {
-        match outcome {
-            Outcome::SignedIn => respond(&mut self.stream, "200 OK", SIGNED_IN).await,
-            Outcome::Finishing => respond(&mut self.stream, "200 OK", FINISHING).await,
-            Outcome::Failed(reason) => {
-                respond(&mut self.stream, "200 OK", &failed_page(reason)).await;
-            }
-        }
+    pub(crate) async fn answer(self, outcome: Outcome<'_>) {
+        let body = match outcome {
+            Outcome::SignedIn => SIGNED_IN.to_string(),
+            Outcome::Finishing => FINISHING.to_string(),
+            Outcome::Failed(reason) => failed_page(reason),
+        };
+        // The request is waiting for it: the receiver lives as long as the connection.
+        let _ = self.page.send(page(StatusCode::OK, body));
+        self.connection.await;
     }
 }
 
@@ -221,53 +230,127 @@ impl Listener {
     }
 }
 
-/// Answers one connection; `Some` when it ended the sign-in. `host` is the one `Host` header
-/// value accepted (`127.0.0.1:<port>`, compared ignoring ASCII case).
+/// What one request decided, for the connection that carried it.
+enum Verdict {
+    /// The redirect carried the expected `state` and an OAuth `error`, or no code: the sign-in
+    /// ends with this error (the browser is answered [`FAILED`]).
+    Failed(Error),
+    /// The redirect carried the expected `state` and a code; the request waits for the page
+    /// sent on the channel.
+    Code(Redirect, oneshot::Sender<Response<String>>),
+}
+
+/// Serves one connection (HTTP/1.1, RFC 9112, one request, then closed); `Some` when it ended
+/// the sign-in. `host` is the one `Host` header value accepted (`127.0.0.1:<port>`, compared
+/// ignoring ASCII case).
+///
+/// The request head must arrive within [`REQUEST_TIMEOUT`] and fit in [`MAX_REQUEST_BYTES`].
+/// A head HTTP/1.1 does not allow — among others a field name with whitespace before its
+/// colon, or a folded line (one starting with a space or tab), either of which could smuggle
+/// a `Host` (RFC 9112 §5.1, §5.2) — is refused by the HTTP parser with a `400`.
 async fn serve(
-    mut stream: TcpStream,
+    stream: TcpStream,
     state: std::sync::Arc<SecretString>,
     host: std::sync::Arc<str>,
 ) -> Option<Result<(Redirect, Browser), Error>> {
-    let head = match tokio::time::timeout(REQUEST_TIMEOUT, read_head(&mut stream)).await {
-        Ok(Some(head)) => head,
-        _ => return None,
+    let (verdicts, mut verdict) = mpsc::unbounded_channel();
+    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+        let decided = decide(&request, &state, &host);
+        let verdicts = verdicts.clone();
+        async move {
+            let response = match decided {
+                Decided::Refused(status, body) => page(status, body.to_string()),
+                Decided::Failed(status, error) => {
+                    let _ = verdicts.send(Verdict::Failed(error));
+                    page(status, FAILED.to_string())
+                }
+                Decided::Code(redirect) => {
+                    let (answer, page_sent) = oneshot::channel();
+                    let _ = verdicts.send(Verdict::Code(redirect, answer));
+                    // The sender goes with the Browser, which owns this connection: when it is
+                    // dropped unanswered, so is this request.
+                    page_sent
+                        .await
+                        .unwrap_or_else(|_| page(StatusCode::OK, FINISHING.to_string()))
+                }
+            };
+            Ok::<_, std::convert::Infallible>(response)
+        }
+    });
+    let mut connection = hyper::server::conn::http1::Builder::new()
+        .keep_alive(false)
+        .auto_date_header(false)
+        .max_buf_size(MAX_REQUEST_BYTES)
+        .timer(TokioTimer::new())
+        .header_read_timeout(REQUEST_TIMEOUT)
+        .serve_connection(TokioIo::new(stream), service);
+    let mut closed = false;
+    let decided = tokio::select! {
+        biased;
+        Some(decided) = verdict.recv() => decided,
+        ended = &mut connection => {
+            closed = true;
+            if ended.is_err_and(|e| e.is_parse()) {
+                tracing::warn!("a malformed request to the sign-in redirect listener was refused");
+            }
+            // The request may have been decided, answered and closed in one poll.
+            verdict.try_recv().ok()?
+        }
     };
-    let mut lines = head.lines();
-    let target = lines
-        .next()
-        .and_then(|line| line.strip_prefix("GET "))
-        .and_then(|rest| rest.split(' ').next())
-        .unwrap_or("");
-    // RFC 9112 §5.1, §5.2: a field name has no whitespace before its colon, and a folded line
-    // (one starting with a space or tab) is refused, so neither can smuggle a `Host`.
-    let fields: Option<Vec<(&str, &str)>> = lines
-        .take_while(|line| !line.is_empty())
-        .map(|line| {
-            let (name, value) = line.split_once(':')?;
-            let well_formed = !name.is_empty() && !name.contains(|c: char| c.is_ascii_whitespace());
-            well_formed.then(|| (name, value.trim()))
-        })
-        .collect();
-    let mut hosts = fields
-        .iter()
-        .flatten()
-        .filter(|(name, _)| name.eq_ignore_ascii_case("host"))
-        .map(|(_, value)| *value);
-    let host_matches = fields.is_some()
-        && match (hosts.next(), hosts.next()) {
-            (Some(got), None) => got.eq_ignore_ascii_case(&host),
-            _ => false,
-        };
+    match decided {
+        Verdict::Failed(error) => {
+            if !closed {
+                // The page is written, then the connection closes.
+                let _ = connection.await;
+            }
+            Some(Err(error))
+        }
+        Verdict::Code(redirect, page) => Some(Ok((
+            redirect,
+            Browser {
+                page,
+                // Never closed here: the request waits for its page.
+                connection: Box::pin(async move {
+                    if !closed {
+                        let _ = connection.await;
+                    }
+                }),
+            },
+        ))),
+    }
+}
+
+/// What the listener makes of one request.
+enum Decided {
+    /// Not the awaited redirect: answered with this status and page; the wait goes on.
+    Refused(StatusCode, &'static str),
+    /// The awaited redirect, without a code: answered with this status and [`FAILED`].
+    Failed(StatusCode, Error),
+    /// The awaited redirect with its code.
+    Code(Redirect),
+}
+
+/// Checks one request in order: its `Host`, its target (`GET /callback`), its `state`
+/// (compared in constant time), then its `error` or `code`.
+fn decide(request: &Request<Incoming>, state: &SecretString, host: &str) -> Decided {
+    let mut hosts = request.headers().get_all(header::HOST).iter();
+    let host_matches = match (hosts.next(), hosts.next()) {
+        (Some(got), None) => got
+            .to_str()
+            .is_ok_and(|got| got.trim().eq_ignore_ascii_case(host)),
+        _ => false,
+    };
     if !host_matches {
         tracing::warn!("a request to the sign-in redirect listener for another host was refused");
-        respond(&mut stream, "400 Bad Request", WRONG_HOST).await;
-        return None;
+        return Decided::Refused(StatusCode::BAD_REQUEST, WRONG_HOST);
     }
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    if path != "/callback" {
-        respond(&mut stream, "404 Not Found", NOT_FOUND).await;
-        return None;
+    // Only a GET in origin form (RFC 9112 §3.2.1) reaches the callback.
+    let uri = request.uri();
+    let origin_form = uri.scheme().is_none() && uri.authority().is_none();
+    if request.method() != Method::GET || !origin_form || uri.path() != "/callback" {
+        return Decided::Refused(StatusCode::NOT_FOUND, NOT_FOUND);
     }
+    let query = uri.query().unwrap_or("");
     let mut code = None;
     let mut got_state = None;
     let mut iss = None;
@@ -284,76 +367,63 @@ async fn serve(
     }
     let state_matches = got_state
         .as_deref()
-        .is_some_and(|got| same(got.as_bytes(), state.as_ref().expose_secret().as_bytes()));
+        .is_some_and(|got| same(got.as_bytes(), state.expose_secret().as_bytes()));
     if !state_matches {
         tracing::warn!("a sign-in redirect with another state was refused");
-        respond(&mut stream, "400 Bad Request", WRONG_STATE).await;
-        return None;
+        return Decided::Refused(StatusCode::BAD_REQUEST, WRONG_STATE);
     }
     if let Some(error) = error {
-        respond(&mut stream, "200 OK", FAILED).await;
-        return Some(Err(Error::new(
-            Kind::Callback,
-            format!(
-                "the authorization server did not grant access ({})",
-                oauth_code(&error)
+        return Decided::Failed(
+            StatusCode::OK,
+            Error::new(
+                Kind::Callback,
+                format!(
+                    "the authorization server did not grant access ({})",
+                    oauth_code(&error)
+                ),
             ),
-        )));
+        );
     }
     let Some(code) = code else {
-        respond(&mut stream, "400 Bad Request", FAILED).await;
-        return Some(Err(Error::new(
-            Kind::Callback,
-            "the sign-in redirect carried no code",
-        )));
+        return Decided::Failed(
+            StatusCode::BAD_REQUEST,
+            Error::new(Kind::Callback, "the sign-in redirect carried no code"),
+        );
     };
-    Some(Ok((
-        Redirect {
-            code: SecretString::from(code),
-            iss,
-        },
-        Browser { stream },
-    )))
+    Decided::Code(Redirect {
+        code: SecretString::from(code),
+        iss,
+    })
 }
 
-/// Compares without stopping at the first difference.
+/// Compares in constant time (no early exit at the first difference).
 fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    aws_lc_rs::constant_time::verify_slices_are_equal(a, b).is_ok()
 }
 
-/// Reads up to the end of the request head; `None` when the connection ends first or the head
-/// is too long.
-async fn read_head(stream: &mut TcpStream) -> Option<String> {
-    let mut buffer = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    loop {
-        let n = stream.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buffer.extend_from_slice(&chunk[..n]);
-        if buffer.windows(4).any(|w| w == b"\r\n\r\n") || buffer.windows(2).any(|w| w == b"\n\n") {
-            return String::from_utf8(buffer).ok();
-        }
-        if buffer.len() > MAX_REQUEST_BYTES {
-            return None;
-        }
-    }
-}
-
-async fn respond(stream: &mut TcpStream, status: &str, page: &str) {
-    let response = format!(
-        "HTTP/1.1 {status}\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\n\
-         cache-control: no-store\r\nconnection: close\r\n\r\n{page}",
-        page.len()
+/// A page answer: HTML, never cached, the connection closed after it.
+fn page(status: StatusCode, body: String) -> Response<String> {
+    let length = body.len();
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/html; charset=utf-8"),
     );
-    let _ = stream.write_all(response.as_bytes()).await;
-    let _ = stream.shutdown().await;
+    headers.insert(header::CONTENT_LENGTH, http::HeaderValue::from(length));
+    headers.insert(
+        header::CACHE_CONTROL,
+        http::HeaderValue::from_static("no-store"),
+    );
+    headers.insert(header::CONNECTION, http::HeaderValue::from_static("close"));
+    response
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     async fn get(port: u16, target: &str) -> (u16, String) {
         let client = reqwest::Client::builder()
@@ -560,30 +630,73 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn malformed_host_spellings_are_refused_as_another_host() {
+    async fn malformed_host_spellings_are_refused_and_the_wait_goes_on() {
         let listener = Listener::bind(None).await.unwrap();
         let port = listener.port();
         let state = SecretString::from("expected-state-123");
         let waiting =
             tokio::spawn(async move { listener.wait(&state, Duration::from_secs(30)).await });
-        let wrong_host = format!(
-            "HTTP/1.1 400 Bad Request\r\ncontent-type: text/html; charset=utf-8\r\n\
-             content-length: {}\r\ncache-control: no-store\r\nconnection: close\r\n\r\n{WRONG_HOST}",
-            WRONG_HOST.len()
-        );
-        // A wrong state tells which check refused: the Host check answers WRONG_HOST.
+        // The HTTP parser refuses both heads before any check of ours: not even the state is
+        // looked at (it is the right one here).
+        let refused = "HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n";
         let spaced = format!(
-            "GET /callback?code=c&state=forged HTTP/1.1\r\nHost : 127.0.0.1:{port}\r\n\r\n"
+            "GET /callback?code=c&state=expected-state-123 HTTP/1.1\r\nHost : 127.0.0.1:{port}\r\n\r\n"
         );
         let folded = format!(
-            "GET /callback?code=c&state=forged HTTP/1.1\r\nX-Note: a\r\n Host: 127.0.0.1:{port}\r\n\r\n"
+            "GET /callback?code=c&state=expected-state-123 HTTP/1.1\r\nX-Note: a\r\n Host: 127.0.0.1:{port}\r\n\r\n"
         );
         let answers = [
             raw_answer(port, &spaced).await,
             raw_answer(port, &folded).await,
         ];
+        assert_eq!(answers, [refused, refused]);
+        let browser = tokio::spawn(get(port, "/callback?code=real&state=expected-state-123"));
+        let (redirect, answer) = waiting.await.unwrap().unwrap();
+        assert_eq!(redirect.code.expose_secret(), "real");
+        answer.answer(Outcome::SignedIn).await;
+        assert_eq!(browser.await.unwrap(), (200, SIGNED_IN.to_string()));
+    }
+
+    #[tokio::test]
+    async fn a_head_longer_than_the_limit_is_refused() {
+        let listener = Listener::bind(None).await.unwrap();
+        let port = listener.port();
+        let state = SecretString::from("expected-state-123");
+        let waiting =
+            tokio::spawn(async move { listener.wait(&state, Duration::from_secs(30)).await });
+        let long = format!(
+            "GET /callback?code=c&state=expected-state-123 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Pad: {}\r\n\r\n",
+            "p".repeat(MAX_REQUEST_BYTES)
+        );
+        let answer = raw_answer(port, &long).await;
+        assert!(!waiting.is_finished());
         waiting.abort();
-        assert_eq!(answers, [wrong_host.clone(), wrong_host]);
+        assert_eq!(
+            answer.split("\r\n").next(),
+            Some("HTTP/1.1 431 Request Header Fields Too Large")
+        );
+    }
+
+    #[tokio::test]
+    async fn our_pages_are_answered_with_exactly_these_fields() {
+        let listener = Listener::bind(None).await.unwrap();
+        let port = listener.port();
+        let state = SecretString::from("expected-state-123");
+        let waiting =
+            tokio::spawn(async move { listener.wait(&state, Duration::from_secs(30)).await });
+        let rebound = format!(
+            "GET /callback?code=c&state=expected-state-123 HTTP/1.1\r\nHost: evil.example:{port}\r\n\r\n"
+        );
+        let answer = raw_answer(port, &rebound).await;
+        waiting.abort();
+        assert_eq!(
+            answer,
+            format!(
+                "HTTP/1.1 400 Bad Request\r\ncontent-type: text/html; charset=utf-8\r\n\
+                 content-length: {}\r\ncache-control: no-store\r\nconnection: close\r\n\r\n{WRONG_HOST}",
+                WRONG_HOST.len()
+            )
+        );
     }
 
     #[tokio::test]

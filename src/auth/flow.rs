@@ -428,22 +428,20 @@ fn jwt_assertion(
 ) -> Result<SecretString, Error> {
     use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
     use base64::Engine;
-    use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use rustls_pki_types::PrivatePkcs8KeyDer;
+    use rustls_pki_types::pem::PemObject;
     let bad_key = || {
         Error::new(
             Kind::Config,
             "oauth.privateKey is not a PKCS #8 PEM P-256 private key (BEGIN PRIVATE KEY)",
         )
     };
-    let pem = key.expose_secret();
-    let body: String = pem
-        .lines()
-        .filter(|l| !l.starts_with("-----"))
-        .flat_map(|l| l.trim().chars())
-        .collect();
-    let der = STANDARD.decode(body).map_err(|_| bad_key())?;
-    let pair =
-        EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &der).map_err(|_| bad_key())?;
+    // RFC 7468 §10: the `PRIVATE KEY` block holds a PKCS #8 key.
+    let der = PrivatePkcs8KeyDer::from_pem_slice(key.expose_secret().as_bytes())
+        .map_err(|_| bad_key())?;
+    let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, der.secret_pkcs8_der())
+        .map_err(|_| bad_key())?;
     let mut jti = [0u8; 16];
     aws_lc_rs::rand::fill(&mut jti)
         .map_err(|_| Error::new(Kind::Config, "no randomness for the client assertion"))?;
