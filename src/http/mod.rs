@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap};
 use reqwest::{Response, Url};
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
@@ -39,8 +39,6 @@ pub(crate) use client::Clients;
 pub(crate) use error::{Error, SIGN_IN_REQUIRED};
 pub(crate) use reply::Listened;
 pub(crate) use session::Initialized;
-#[allow(unused_imports)] // Named by tests and docs; the version list is the crate's contract.
-pub(crate) use session::{OFFERED_VERSION, SUPPORTED_VERSIONS};
 
 use crate::config::RemoteServer;
 use crate::jsonrpc;
@@ -50,12 +48,7 @@ use crate::redact::Redactor;
 use inflight::InFlight;
 use session::{Session, Sessions};
 
-const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
-const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
-const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
-const ACCEPT_BOTH: HeaderValue = HeaderValue::from_static("application/json, text/event-stream");
-const ACCEPT_SSE: HeaderValue = HeaderValue::from_static("text/event-stream");
-const JSON: HeaderValue = HeaderValue::from_static("application/json");
+use crate::protocol::{ACCEPT_BOTH, JSON, PROTOCOL_VERSION, SESSION_ID};
 
 /// What decoding a response's `result` gives; `Err` is the text of a malformed answer.
 pub(crate) type Decoded<T> = Result<T, String>;
@@ -570,6 +563,18 @@ impl Connection {
 
     fn http_error(&self, error: reqwest::Error) -> Error {
         Error::from_reqwest(error, self.origin.as_deref())
+    }
+}
+
+impl crate::notices::Origin for Connection {
+    fn namespace(&self) -> &str {
+        Connection::namespace(self)
+    }
+    fn signals(&self) -> &Signals {
+        Connection::signals(self)
+    }
+    fn server_text<'a>(&self, text: &'a str, max: usize) -> std::borrow::Cow<'a, str> {
+        Connection::server_text(self, text, max)
     }
 }
 
