@@ -25,6 +25,7 @@ jsonrpc
 sse
 notices
 auth::policy
+auth::challenge
 auth::net
 auth::discovery
 auth::config

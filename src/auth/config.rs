@@ -18,7 +18,7 @@ use reqwest::Url;
 use secrecy::SecretString;
 use serde_json::Value;
 
-use super::discovery::split_scopes;
+use super::challenge::split_scopes;
 use crate::json::json_type;
 
 /// Which grant gets the tokens.

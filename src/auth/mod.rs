@@ -5,6 +5,7 @@
 //! - [`config`]: the `oauth` object of a server entry;
 //! - [`policy`]: which URLs and addresses a sign-in may reach (SSRF);
 //! - [`net`]: the redirect-refusing, size-capped HTTP client every OAuth request goes through;
+//! - [`challenge`]: the `WWW-Authenticate` parser and the `Bearer` challenge;
 //! - [`discovery`]: from a `401` to the authorization server's endpoints;
 //! - [`client`]: the client identity (pre-registered, metadata document, or registered);
 //! - [`callback`]: the loopback listener the browser is redirected to;
@@ -18,6 +19,7 @@
 //! [`Error`], a log line or a `Debug` output.
 
 pub(crate) mod callback;
+pub(crate) mod challenge;
 pub(crate) mod client;
 pub(crate) mod config;
 pub(crate) mod discovery;

@@ -3,7 +3,7 @@
 //!
 //! Owns [`choose_scopes`] and the step-up count [`StepUp`].
 
-use super::discovery::Challenge;
+use super::challenge::Challenge;
 use super::{Error, Kind};
 
 /// How many new sign-ins in a row a `403 insufficient_scope` may ask for.

@@ -11,9 +11,10 @@ use secrecy::ExposeSecret;
 
 use super::Error;
 use super::callback::{Listener, Outcome};
+use super::challenge::Challenge;
 use super::client::{self, ClientIdentity};
 use super::config::{GrantType, OAuthConfig};
-use super::discovery::{self, Challenge, Discovered};
+use super::discovery::{self, Discovered};
 use super::flow::{self, Pending};
 use super::net::Net;
 use super::scopes;

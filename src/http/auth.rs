@@ -21,8 +21,8 @@ use secrecy::SecretString;
 use tokio::sync::Notify;
 
 use super::{Error, lock};
+use crate::auth::challenge::Challenge;
 use crate::auth::config::OAuthConfig;
-use crate::auth::discovery::Challenge;
 use crate::auth::scopes::StepUp;
 use crate::auth::signin::{self, Started};
 use crate::auth::store::Store;

@@ -36,10 +36,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub(crate) use client::Clients;
-pub(crate) use error::{Error, SIGN_IN_REQUIRED};
+pub(crate) use error::Error;
 pub(crate) use reply::Listened;
 pub(crate) use session::Initialized;
 
+use crate::auth::challenge::Challenge;
 use crate::config::RemoteServer;
 use crate::jsonrpc;
 use crate::limits;
@@ -603,27 +604,18 @@ fn request_key(body: &[u8]) -> String {
     }
 }
 
-/// The `WWW-Authenticate` challenge of a `401` or `403` (RFC 6750 §3), if the response is one.
-fn auth_challenge(response: &Response) -> Option<crate::auth::discovery::Challenge> {
+/// The `Bearer` challenge of a `401` or `403` (RFC 6750 §3), if the response is one; an empty
+/// one when it offers none.
+fn auth_challenge(response: &Response) -> Option<Challenge> {
     let status = response.status();
     if status != reqwest::StatusCode::UNAUTHORIZED && status != reqwest::StatusCode::FORBIDDEN {
         return None;
     }
-    Some(crate::auth::discovery::Challenge::from_headers(
-        response.headers(),
-    ))
+    Some(Challenge::from_headers(response.headers()))
 }
 
-/// Whether a `WWW-Authenticate` header of `response` offers the `Bearer` scheme: a challenge
-/// whose scheme token (the first word of the value or of a comma-separated part, with no `=`
-/// in it) is `Bearer` (RFC 9110 §11.6.1), so `Basic realm="bearer-gateway"` does not count.
+/// Whether a `WWW-Authenticate` challenge of `response` has the `Bearer` scheme (RFC 9110
+/// §11.6.1), so `Basic realm="bearer-gateway"` does not count.
 fn offers_bearer(response: &Response) -> bool {
-    response
-        .headers()
-        .get_all(reqwest::header::WWW_AUTHENTICATE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|part| part.split_whitespace().next())
-        .any(|word| !word.contains('=') && word.eq_ignore_ascii_case("bearer"))
+    Challenge::offered(response.headers()).is_some()
 }
