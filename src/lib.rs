@@ -11,15 +11,18 @@
 mod auth;
 mod config;
 mod http;
+mod json;
 mod jsonrpc;
 mod limits;
 mod listing;
 mod notices;
 mod pack;
+mod protocol;
 mod redact;
 mod result;
 mod server;
 mod sse;
+mod substitute;
 
 use runvil_plugin::{PackSpec, Packs, Value};
 

@@ -17,8 +17,19 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::sync::{Notify, watch};
 
-use crate::http::Connection;
 use crate::limits;
+
+/// The connection a notification came on, as [`handle`] needs it: implemented by
+/// `http::Connection`, so this module stays below the HTTP client that calls it.
+pub(crate) trait Origin {
+    /// The namespace of the server, for log fields.
+    fn namespace(&self) -> &str;
+    /// The signals to the server's task.
+    fn signals(&self) -> &Signals;
+    /// `text` from the server as a log line may show it: scrubbed of the entry's secrets,
+    /// control characters replaced, cut to `max` bytes.
+    fn server_text<'a>(&self, text: &'a str, max: usize) -> std::borrow::Cow<'a, str>;
+}
 
 /// The `tracing` target of server log messages.
 pub(crate) const SERVER_LOG_TARGET: &str = "plugin_mcp::server_log";
@@ -141,7 +152,7 @@ impl Signals {
 }
 
 /// Handles one notification from `connection`'s server.
-pub(crate) fn handle(connection: &Connection, method: &str, params: Option<&RawValue>) {
+pub(crate) fn handle(connection: &impl Origin, method: &str, params: Option<&RawValue>) {
     match method {
         "notifications/tools/list_changed" => {
             tracing::debug!(namespace = %connection.namespace(), "the server's tools changed");
@@ -179,7 +190,7 @@ pub(crate) fn tracing_level(level: &str) -> tracing::Level {
 /// Emits a server log message as a `tracing` event: fields `namespace`, `logger` (empty when the
 /// server named none) and the message (`data` when it is a string, else its JSON text), all
 /// scrubbed, single-line and bounded.
-fn log(connection: &Connection, params: Option<&RawValue>) {
+fn log(connection: &impl Origin, params: Option<&RawValue>) {
     let Some(params) = params.and_then(|p| serde_json::from_str::<LogParams<'_>>(p.get()).ok())
     else {
         tracing::trace!(namespace = %connection.namespace(), "ignored a notifications/message without a level");

@@ -22,10 +22,12 @@ use runvil_plugin::{
 use serde_json::{Map, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{self, Entry, ProcessEnvironment, json_type};
+use crate::config::{self, Entry};
 use crate::http::{Clients, Connection, Error};
+use crate::json::json_type;
 use crate::limits::{CALL_DEADLINE, truncate};
 use crate::server::{Server, Status, ToolList};
+use crate::substitute::ProcessEnvironment;
 use crate::{listing, result};
 
 const GET: &str = "get_dynamic_tools";

@@ -33,7 +33,7 @@ use serde_json::value::RawValue;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::http::{Connection, Error, Initialized, Listened, SIGN_IN_REQUIRED};
+use crate::http::{Connection, Error, Initialized, Listened};
 use crate::limits::{
     self, MAX_DESCRIPTION_BYTES, MAX_PAGES, MAX_SCHEMA_BYTES, MAX_TOOL_NAME_BYTES, MAX_TOOLS,
     START_DEADLINE,
@@ -97,28 +97,78 @@ pub(crate) struct Tool {
     pub(crate) annotations: Option<Box<RawValue>>,
 }
 
-/// Why a start failed: the reason (scrubbed) and the wait the server asked for, if any.
-struct StartFailure {
-    reason: String,
-    /// The `Retry-After` of the `429`/`503` that failed the start ([`Error::retry_after`]).
-    retry_after: Option<Duration>,
+/// Why a start (or a re-listing) failed. Decisions are made on the variant; its `Display` is
+/// the reason the listing shows (scrubbed: an [`Error`] never quotes a secret).
+enum StartFailure {
+    /// An exchange with the server failed: HTTP, transport, protocol, JSON-RPC, or a sign-in
+    /// the server needs ([`Error::sign_in_url`]).
+    Exchange(Error),
+    /// The start (`initialize` and every `tools/list` page) took over [`START_DEADLINE`].
+    StartDeadline,
+    /// A re-listing took over [`limits::RELIST_DEADLINE`].
+    RelistDeadline,
+    /// More than [`MAX_TOOLS`] tools: at least `listed` by page `page`.
+    TooManyTools { listed: usize, page: usize },
+    /// Page `page` returned the cursor it was asked with.
+    SameCursor { page: usize },
+    /// Page `page` returned a cursor an earlier page returned.
+    UsedCursor { page: usize },
+    /// More than [`MAX_PAGES`] pages.
+    TooManyPages,
 }
 
-impl From<Error> for StartFailure {
-    fn from(error: Error) -> Self {
-        Self {
-            reason: error.to_string(),
-            retry_after: error.retry_after(),
+impl StartFailure {
+    /// Whether the start waits for a user to sign in (the server answered with a sign-in link).
+    fn needs_sign_in(&self) -> bool {
+        matches!(self, StartFailure::Exchange(error) if error.sign_in_url().is_some())
+    }
+
+    /// The `Retry-After` of the `429`/`503` that failed the start ([`Error::retry_after`]);
+    /// the start's own rules ask for no wait.
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            StartFailure::Exchange(error) => error.retry_after(),
+            _ => None,
         }
     }
 }
 
-/// A failure of the start's own rules (bounds, pagination, deadline): no wait is asked for.
-impl From<String> for StartFailure {
-    fn from(reason: String) -> Self {
-        Self {
-            reason,
-            retry_after: None,
+impl From<Error> for StartFailure {
+    fn from(error: Error) -> Self {
+        StartFailure::Exchange(error)
+    }
+}
+
+impl std::fmt::Display for StartFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartFailure::Exchange(error) => error.fmt(f),
+            StartFailure::StartDeadline => write!(
+                f,
+                "the server did not finish starting (initialize and tools/list) within {} seconds",
+                START_DEADLINE.as_secs()
+            ),
+            StartFailure::RelistDeadline => write!(
+                f,
+                "tools/list did not finish within {} seconds",
+                limits::RELIST_DEADLINE.as_secs()
+            ),
+            StartFailure::TooManyTools { listed, page } => write!(
+                f,
+                "the server listed more than {MAX_TOOLS} tools (at least {listed} by page {page})"
+            ),
+            StartFailure::SameCursor { page } => write!(
+                f,
+                "tools/list page {page} returned the cursor it was asked with, so pagination would never end"
+            ),
+            StartFailure::UsedCursor { page } => write!(
+                f,
+                "tools/list page {page} returned a cursor already used by an earlier page, so pagination would loop"
+            ),
+            StartFailure::TooManyPages => write!(
+                f,
+                "the server had more than {MAX_PAGES} pages of tools (tools/list still returned a nextCursor)"
+            ),
         }
     }
 }
@@ -218,10 +268,7 @@ impl Server {
         let start = || async {
             let outcome = match tokio::time::timeout(START_DEADLINE, discover(&connection)).await {
                 Ok(result) => result,
-                Err(_) => Err(StartFailure::from(format!(
-                    "the server did not finish starting (initialize and tools/list) within {} seconds",
-                    START_DEADLINE.as_secs()
-                ))),
+                Err(_) => Err(StartFailure::StartDeadline),
             };
             if outcome.is_err() {
                 // A start that got as far as a session leaves none behind on the server.
@@ -243,13 +290,12 @@ impl Server {
                 }
             })
             .adjust(|failure: &StartFailure, step| {
-                step.map(|step| next_wait(step, failure.retry_after))
+                step.map(|step| next_wait(step, failure.retry_after()))
             })
             .notify(|failure: &StartFailure, wait| {
-                let reason = limits::truncate(&failure.reason, 2 * limits::MAX_REASON_BYTES);
-                let link = connection
-                    .sign_in_url()
-                    .filter(|_| failure.reason.starts_with(SIGN_IN_REQUIRED));
+                let whole = failure.to_string();
+                let reason = limits::truncate(&whole, 2 * limits::MAX_REASON_BYTES);
+                let link = connection.sign_in_url().filter(|_| failure.needs_sign_in());
                 if link.is_some() {
                     // The link was logged once when it was made; a start waiting for the
                     // sign-in is no news.
@@ -268,7 +314,7 @@ impl Server {
                 }
                 self.set_status(match link {
                     // The link is whole in the reason: a cut link could not be opened.
-                    Some(link) => Status::SignIn(failure.reason.as_str().into(), link),
+                    Some(link) => Status::SignIn(whole.as_str().into(), link),
                     None => Status::Error {
                         reason: reason.into(),
                         retry_at: Some(Instant::now() + wait),
@@ -287,7 +333,7 @@ impl Server {
                     self.set_status(Status::Ready(Arc::new(list)));
                 }
                 // The backoff has no last attempt; this arm only keeps a future change honest.
-                Err(failure) => self.set_status(Status::refused(failure.reason)),
+                Err(failure) => self.set_status(Status::refused(failure.to_string())),
             },
             () = shutdown.cancelled() => {}
         }
@@ -364,28 +410,20 @@ async fn list_tools(
         }
         let listed = tools.len() + omitted.len();
         if listed > MAX_TOOLS {
-            return Err(StartFailure::from(format!(
-                "the server listed more than {MAX_TOOLS} tools (at least {listed} by page {page})"
-            )));
+            return Err(StartFailure::TooManyTools { listed, page });
         }
         let Some(next) = next.filter(|c| !c.is_empty()) else {
             return Ok(finish(tools, omitted));
         };
         if cursor.as_deref() == Some(next.as_str()) {
-            return Err(StartFailure::from(format!(
-                "tools/list page {page} returned the cursor it was asked with, so pagination would never end"
-            )));
+            return Err(StartFailure::SameCursor { page });
         }
         if !cursors.insert(next.clone()) {
-            return Err(StartFailure::from(format!(
-                "tools/list page {page} returned a cursor already used by an earlier page, so pagination would loop"
-            )));
+            return Err(StartFailure::UsedCursor { page });
         }
         cursor = Some(next);
     }
-    Err(StartFailure::from(format!(
-        "the server had more than {MAX_PAGES} pages of tools (tools/list still returned a nextCursor)"
-    )))
+    Err(StartFailure::TooManyPages)
 }
 
 /// Sorts the tools by name (their names are unique); the omitted ones keep the listing order.
@@ -473,10 +511,7 @@ impl Server {
         let listing = list_tools(connection, &initialized);
         let outcome = match tokio::time::timeout(limits::RELIST_DEADLINE, listing).await {
             Ok(outcome) => outcome,
-            Err(_) => Err(StartFailure::from(format!(
-                "tools/list did not finish within {} seconds",
-                limits::RELIST_DEADLINE.as_secs()
-            ))),
+            Err(_) => Err(StartFailure::RelistDeadline),
         };
         match outcome {
             Ok(list) => {
@@ -489,7 +524,8 @@ impl Server {
                 self.set_status(Status::Ready(Arc::new(list)));
             }
             Err(failure) => {
-                let reason = limits::truncate(&failure.reason, 2 * limits::MAX_REASON_BYTES);
+                let reason = failure.to_string();
+                let reason = limits::truncate(&reason, 2 * limits::MAX_REASON_BYTES);
                 tracing::warn!(namespace = %self.namespace, reason = %reason, "re-listing the tools failed; keeping the previous list");
             }
         }

@@ -18,7 +18,8 @@ use reqwest::Url;
 use secrecy::SecretString;
 use serde_json::Value;
 
-use super::discovery::split_scopes;
+use super::challenge::split_scopes;
+use crate::json::json_type;
 
 /// Which grant gets the tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,7 +99,7 @@ pub(crate) fn parse(value: &Value, substitute: &mut Substitute<'_>) -> Result<OA
     let Value::Object(fields) = value else {
         return Err(format!(
             "oauth must be an object, found {}",
-            crate::config::json_type(value)
+            json_type(value)
         ));
     };
     let mut string = |key: &str| -> Result<Option<String>, String> {
@@ -107,7 +108,7 @@ pub(crate) fn parse(value: &Value, substitute: &mut Substitute<'_>) -> Result<OA
             Some(Value::String(text)) => substitute(text, &format!("oauth.{key}")).map(Some),
             Some(other) => Err(format!(
                 "oauth.{key} must be a string, found {}",
-                crate::config::json_type(other)
+                json_type(other)
             )),
         }
     };
@@ -157,7 +158,7 @@ pub(crate) fn parse(value: &Value, substitute: &mut Substitute<'_>) -> Result<OA
         Some(other) => {
             return Err(format!(
                 "oauth.callbackPort must be a number, found {}",
-                crate::config::json_type(other)
+                json_type(other)
             ));
         }
     }
@@ -177,7 +178,7 @@ pub(crate) fn parse(value: &Value, substitute: &mut Substitute<'_>) -> Result<OA
         Some(other) => {
             return Err(format!(
                 "oauth.scopes must be a string or an array of strings, found {}",
-                crate::config::json_type(other)
+                json_type(other)
             ));
         }
     }

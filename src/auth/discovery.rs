@@ -2,7 +2,8 @@
 //! Discovery"; RFC 9728; RFC 8414; OpenID Connect Discovery 1.0; MCP 2025-03-26 fallbacks).
 //!
 //! Owns the order of every lookup:
-//! 1. the `WWW-Authenticate` challenge ([`Challenge`]): `resource_metadata`, `scope`, `error`;
+//! 1. the `WWW-Authenticate` challenge ([`Challenge`], parsed by [`super::challenge`]):
+//!    `resource_metadata`, `scope`, `error`;
 //! 2. the protected resource metadata (RFC 9728 §3): the challenge's URL, else the well-known
 //!    URL with the server's path inserted, else the well-known URL at the root;
 //! 3. its first `authorization_servers` entry's metadata: for an issuer with a path, RFC 8414
@@ -15,129 +16,11 @@
 //! Every URL here comes from a server and passes the [`super::policy::UrlPolicy`].
 
 use reqwest::Url;
-use reqwest::header::{HeaderMap, WWW_AUTHENTICATE};
 use serde::Deserialize;
 
+use super::challenge::Challenge;
 use super::net::Net;
 use super::{Error, Kind};
-
-/// The `Bearer` challenge of a `401` or `403` (RFC 6750 §3, RFC 9728 §5.1).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Challenge {
-    /// The protected resource metadata URL, as sent.
-    pub(crate) resource_metadata: Option<String>,
-    /// The space-separated scopes the resource asks for.
-    pub(crate) scope: Option<String>,
-    /// The OAuth error code, such as `invalid_token` or `insufficient_scope`.
-    pub(crate) error: Option<String>,
-}
-
-impl Challenge {
-    /// The `Bearer` challenge among the `WWW-Authenticate` headers; an empty one when there is
-    /// none (a `401` without a challenge still starts discovery).
-    pub(crate) fn from_headers(headers: &HeaderMap) -> Challenge {
-        headers
-            .get_all(WWW_AUTHENTICATE)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .find_map(Challenge::parse)
-            .unwrap_or_default()
-    }
-
-    /// Parses one `WWW-Authenticate` value (which may hold several challenges) and returns its
-    /// `Bearer` challenge, if any. Parameter names are case-insensitive; values are tokens or
-    /// quoted strings (RFC 9110 §11.2).
-    pub(crate) fn parse(value: &str) -> Option<Challenge> {
-        let mut found: Option<Challenge> = None;
-        let mut in_bearer = false;
-        let mut rest = value;
-        loop {
-            rest = rest.trim_start_matches([' ', '\t', ',']);
-            if rest.is_empty() {
-                return found;
-            }
-            let name_end = rest.find(['=', ',', ' ', '\t']).unwrap_or(rest.len());
-            let name = &rest[..name_end];
-            let after = rest[name_end..].trim_start_matches([' ', '\t']);
-            if let Some(after_eq) = after.strip_prefix('=') {
-                if after_eq.starts_with('=') {
-                    // token68 padding: skip it.
-                    rest = after_eq.trim_start_matches('=');
-                    continue;
-                }
-                let after_eq = after_eq.trim_start_matches([' ', '\t']);
-                let (param, next) = if let Some(quoted) = after_eq.strip_prefix('"') {
-                    read_quoted(quoted)
-                } else {
-                    let end = after_eq.find([',', ' ', '\t']).unwrap_or(after_eq.len());
-                    (after_eq[..end].to_string(), &after_eq[end..])
-                };
-                if in_bearer {
-                    let challenge = found.get_or_insert_with(Challenge::default);
-                    let slot = match name.to_ascii_lowercase().as_str() {
-                        "resource_metadata" => Some(&mut challenge.resource_metadata),
-                        "scope" => Some(&mut challenge.scope),
-                        "error" => Some(&mut challenge.error),
-                        _ => None,
-                    };
-                    if let Some(slot) = slot {
-                        slot.get_or_insert(param);
-                    }
-                }
-                rest = next;
-            } else {
-                // A new scheme.
-                if found.is_some() && in_bearer {
-                    return found;
-                }
-                in_bearer = name.eq_ignore_ascii_case("bearer");
-                if in_bearer {
-                    found.get_or_insert_with(Challenge::default);
-                }
-                rest = after;
-            }
-        }
-    }
-
-    /// The challenge's scopes, in order, without duplicates.
-    pub(crate) fn scopes(&self) -> Vec<String> {
-        split_scopes(self.scope.as_deref().unwrap_or(""))
-    }
-
-    /// Whether this is a `403` step-up challenge (RFC 6750 §3.1 `insufficient_scope`).
-    pub(crate) fn is_insufficient_scope(&self) -> bool {
-        self.error.as_deref() == Some("insufficient_scope")
-    }
-}
-
-/// The unescaped quoted string that starts right after its opening quote, and what follows it.
-fn read_quoted(text: &str) -> (String, &str) {
-    let mut out = String::new();
-    let mut chars = text.char_indices();
-    while let Some((i, c)) = chars.next() {
-        match c {
-            '"' => return (out, &text[i + 1..]),
-            '\\' => {
-                if let Some((_, escaped)) = chars.next() {
-                    out.push(escaped);
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    (out, "")
-}
-
-/// Space-separated scopes, in order, without duplicates or empty words.
-pub(crate) fn split_scopes(text: &str) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for word in text.split_ascii_whitespace() {
-        if !out.iter().any(|s| s == word) {
-            out.push(word.to_string());
-        }
-    }
-    out
-}
 
 /// Protected resource metadata (RFC 9728 §2), the fields a client uses.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
@@ -483,54 +366,6 @@ mod tests {
 
     fn strings(urls: Vec<Url>) -> Vec<String> {
         urls.into_iter().map(String::from).collect()
-    }
-
-    #[test]
-    fn challenges_parse_params_quoted_strings_and_other_schemes() {
-        let c = Challenge::parse(
-            r#"Bearer realm="mcp", error="insufficient_scope", scope="files:read files:write", resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp""#,
-        )
-        .unwrap();
-        assert_eq!(
-            c,
-            Challenge {
-                resource_metadata: Some(
-                    "https://mcp.example.com/.well-known/oauth-protected-resource/mcp".into()
-                ),
-                scope: Some("files:read files:write".into()),
-                error: Some("insufficient_scope".into()),
-            }
-        );
-        assert!(c.is_insufficient_scope());
-        assert_eq!(c.scopes(), ["files:read", "files:write"]);
-
-        let two = Challenge::parse(
-            r#"Basic realm="x", Bearer Scope=a, error="bad \"q\"", DPoP algs="ES256""#,
-        )
-        .unwrap();
-        assert_eq!(two.scope.as_deref(), Some("a"));
-        assert_eq!(two.error.as_deref(), Some(r#"bad "q""#));
-        assert_eq!(two.resource_metadata, None);
-
-        assert_eq!(Challenge::parse("Bearer").unwrap(), Challenge::default());
-        assert_eq!(Challenge::parse(r#"Basic realm="x""#), None);
-        assert_eq!(Challenge::parse(""), None);
-        assert_eq!(
-            Challenge::parse("Negotiate abc==, bearer scope=\"s\"")
-                .unwrap()
-                .scope
-                .as_deref(),
-            Some("s")
-        );
-
-        let mut headers = HeaderMap::new();
-        headers.append(WWW_AUTHENTICATE, "Basic realm=\"a\"".parse().unwrap());
-        headers.append(WWW_AUTHENTICATE, "Bearer scope=\"x y x\"".parse().unwrap());
-        assert_eq!(Challenge::from_headers(&headers).scopes(), ["x", "y"]);
-        assert_eq!(
-            Challenge::from_headers(&HeaderMap::new()),
-            Challenge::default()
-        );
     }
 
     #[test]

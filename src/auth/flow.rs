@@ -3,12 +3,12 @@
 //! RFC 7523 assertions; MCP 2025-11-25 "Scope Selection Strategy" and "Step-Up Authorization
 //! Flow").
 //!
-//! Owns: the authorization request (PKCE S256 only, a random `state`, `resource`, scopes) and
-//! the code exchange (state and `iss` checked); refresh; client credentials; the scope choice
-//! and step-up limit; and [`Tokens`], the current grant of one server, refreshed single-flight
-//! and saved before use. The grants go through the `oauth2` crate over [`Net`].
-
-use std::sync::Arc;
+//! Owns the grant requests: the authorization request (PKCE S256 only, a random `state`,
+//! `resource`, scopes) and the code exchange (state and `iss` checked); refresh; client
+//! credentials with its ES256 assertion; and how a token endpoint's refusal becomes an
+//! [`Error`]. The grants go through the `oauth2` crate over [`Net`]. Which scopes to ask for is
+//! [`super::scopes`]'s; the current grant of a server, refreshed single-flight and saved before
+//! use, is [`super::tokens::Tokens`].
 
 use oauth2::basic::{BasicClient, BasicErrorResponse, BasicErrorResponseType};
 use oauth2::{
@@ -20,15 +20,11 @@ use reqwest::Url;
 use secrecy::{ExposeSecret, SecretString};
 
 use super::client::{AuthMethod, ClientIdentity, oauth_code};
-use super::discovery::{AuthorizationServer, Challenge};
+use super::discovery::AuthorizationServer;
 use super::net::{Net, NetError};
-use super::store::{Store, StoreKey};
 use super::{Error, Kind, now_secs};
-use crate::limits::{self, REFRESH_MARGIN};
+use crate::limits::REFRESH_MARGIN;
 use crate::redact::Redactor;
-
-/// How many new sign-ins in a row a `403 insufficient_scope` may ask for.
-pub(crate) const MAX_STEP_UPS: u32 = 2;
 
 /// Tokens from a token endpoint. Its `Debug` shows no token.
 #[derive(Clone)]
@@ -71,127 +67,6 @@ impl Grant {
         };
         self.expires_at
             .is_some_and(|at| at <= now.saturating_add(margin))
-    }
-}
-
-/// The scopes to ask for: the entry's `oauth.scopes`; else the challenge's `scope`; else the
-/// resource's `scopes_supported`; else none (MCP 2025-11-25 "Scope Selection Strategy").
-pub(crate) fn choose_scopes(
-    configured: Option<&[String]>,
-    challenge: &Challenge,
-    resource_scopes: Option<&[String]>,
-) -> Vec<String> {
-    if let Some(scopes) = configured {
-        return scopes.to_vec();
-    }
-    let from_challenge = challenge.scopes();
-    if !from_challenge.is_empty() {
-        return from_challenge;
-    }
-    resource_scopes.map(<[String]>::to_vec).unwrap_or_default()
-}
-
-/// Counts the new sign-ins `403 insufficient_scope` asked for, per scope: a scope asked for
-/// [`MAX_STEP_UPS`] times is not asked for again (a scope the authorization server never
-/// grants, or a server that refuses whatever is granted) until the request that was refused for
-/// it goes through. A request that passes in between with other scopes (a re-listing, another
-/// tool) changes nothing, and a step-up for another scope gets its own count.
-#[derive(Debug, Default)]
-pub(crate) struct StepUp {
-    state: std::sync::Mutex<StepUpState>,
-}
-
-#[derive(Debug, Default)]
-struct StepUpState {
-    /// Scope → step-ups that asked for it since a request refused for it went through.
-    asked: std::collections::HashMap<String, u32>,
-    /// The requests refused for scopes (their key: the method, and a tool call's name), newest
-    /// last, at most [`MAX_REFUSED`].
-    refused: Vec<(String, Vec<String>)>,
-}
-
-/// How many refused requests a [`StepUp`] remembers.
-const MAX_REFUSED: usize = 32;
-
-impl StepUp {
-    /// The scopes for the next sign-in after a `403` with `challenge` to the request `key`: the
-    /// union of `held` and the challenge's scopes.
-    ///
-    /// # Errors
-    /// [`Kind::Refused`] when every scope the challenge adds was asked for [`MAX_STEP_UPS`]
-    /// times already: the server keeps refusing, and signing in again would loop.
-    pub(crate) fn next(
-        &self,
-        held: &[String],
-        challenge: &Challenge,
-        key: &str,
-    ) -> Result<Vec<String>, Error> {
-        let challenged = challenge.scopes();
-        let mut wanted: Vec<String> = challenged
-            .iter()
-            .filter(|s| !held.contains(s))
-            .cloned()
-            .collect();
-        if wanted.is_empty() {
-            // The server wants scopes already held: count them all the same.
-            wanted.clone_from(&challenged);
-            if wanted.is_empty() {
-                wanted.push(String::new());
-            }
-        }
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if wanted
-            .iter()
-            .all(|s| state.asked.get(s).copied().unwrap_or(0) >= MAX_STEP_UPS)
-        {
-            return Err(Error::new(
-                Kind::Refused,
-                format!(
-                    "the server still answers 403 insufficient_scope after {MAX_STEP_UPS} new \
-                     sign-ins with more scopes; giving up"
-                ),
-            ));
-        }
-        for scope in &wanted {
-            *state.asked.entry(scope.clone()).or_default() += 1;
-        }
-        if state.refused.len() >= MAX_REFUSED {
-            state.refused.remove(0);
-        }
-        state.refused.push((key.to_string(), wanted));
-        let mut scopes = held.to_vec();
-        for scope in challenged {
-            if !scopes.contains(&scope) {
-                scopes.push(scope);
-            }
-        }
-        Ok(scopes)
-    }
-
-    /// Whether a request refused for a scope waits to go through: only then does
-    /// [`StepUp::succeeded`] need the request's key.
-    pub(crate) fn waiting(&self) -> bool {
-        !self
-            .state
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .refused
-            .is_empty()
-    }
-
-    /// The request `key` went through: the scopes it was refused for may be asked for again.
-    pub(crate) fn succeeded(&self, key: &str) {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let StepUpState { asked, refused } = &mut *state;
-        refused.retain(|(refused_key, scopes)| {
-            if refused_key != key {
-                return true;
-            }
-            for scope in scopes {
-                asked.remove(scope);
-            }
-            false
-        });
     }
 }
 
@@ -428,20 +303,22 @@ fn jwt_assertion(
 ) -> Result<SecretString, Error> {
     use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
     use base64::Engine;
-    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    use rustls_pki_types::PrivatePkcs8KeyDer;
-    use rustls_pki_types::pem::PemObject;
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
     let bad_key = || {
         Error::new(
             Kind::Config,
             "oauth.privateKey is not a PKCS #8 PEM P-256 private key (BEGIN PRIVATE KEY)",
         )
     };
-    // RFC 7468 §10: the `PRIVATE KEY` block holds a PKCS #8 key.
-    let der = PrivatePkcs8KeyDer::from_pem_slice(key.expose_secret().as_bytes())
-        .map_err(|_| bad_key())?;
-    let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, der.secret_pkcs8_der())
-        .map_err(|_| bad_key())?;
+    let pem = key.expose_secret();
+    let body: String = pem
+        .lines()
+        .filter(|l| !l.starts_with("-----"))
+        .flat_map(|l| l.trim().chars())
+        .collect();
+    let der = STANDARD.decode(body).map_err(|_| bad_key())?;
+    let pair =
+        EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &der).map_err(|_| bad_key())?;
     let mut jti = [0u8; 16];
     aws_lc_rs::rand::fill(&mut jti)
         .map_err(|_| Error::new(Kind::Config, "no randomness for the client assertion"))?;
@@ -549,465 +426,17 @@ fn refusal(
         ),
     }
 }
-
-/// How long a refresh waits for another Host's refresh of the same stored grant: longer than
-/// the two token requests that refresh may make.
-const STORE_LOCK_WAIT: std::time::Duration = limits::OAUTH_REQUEST_TIMEOUT
-    .saturating_mul(2)
-    .saturating_add(std::time::Duration::from_secs(5));
-
-/// Called with every token the Pack learns, so the entry's redactor scrubs it from server text.
-pub(crate) type LearnSecret = dyn Fn(&SecretString) + Send + Sync;
-
-/// Scrubs a text of the entry's secrets, configured and learned (see
-/// [`crate::redact::Redactor::scrubber`]).
-pub(crate) type ScrubText = dyn Fn(&str) -> String + Send + Sync;
-
-/// The grant of one server, shared by every request to it.
-///
-/// Invariants: at most one refresh runs at a time (the others wait for it and then use its
-/// result), across Hosts sharing the store too (its file lock, [`Store::lock`]); a refreshed grant is saved to the store before any request uses it; after
-/// `invalid_grant` a grant another Host stored meanwhile is adopted (and refreshed at most once
-/// more), else the stored grant is deleted if it is still the refused one and every caller
-/// gets [`Kind::SignInRequired`]. A
-/// client credentials grant has no refresh token: it is renewed by the same grant.
-pub(crate) struct Tokens {
-    net: Net,
-    server: AuthorizationServer,
-    identity: ClientIdentity,
-    resource: Url,
-    store: Option<(Store, StoreKey)>,
-    grant: tokio::sync::Mutex<Option<Grant>>,
-    learn: Box<LearnSecret>,
-    /// For the client credentials grant: the key and scopes to get a new grant with when the
-    /// current one expires (no refresh token is involved).
-    renewal: Option<Renewal>,
-    /// Whether the current grant came from, or was saved to, the store: then a store without a
-    /// grant means another Host found it refused and deleted it.
-    in_store: std::sync::atomic::AtomicBool,
-}
-
-/// How a client credentials grant is renewed.
-struct Renewal {
-    private_key: Option<SecretString>,
-    scopes: Vec<String>,
-}
-
-impl std::fmt::Debug for Tokens {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tokens")
-            .field("client_id", &self.identity.client_id)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Tokens {
-    pub(crate) fn new(
-        net: Net,
-        server: AuthorizationServer,
-        identity: ClientIdentity,
-        resource: Url,
-        store: Option<(Store, StoreKey)>,
-        grant: Option<Grant>,
-        learn: Box<LearnSecret>,
-    ) -> Tokens {
-        if let Some(grant) = &grant {
-            learn_grant(&*learn, grant);
-        }
-        let in_store = grant.is_some() && store.is_some();
-        Tokens {
-            net,
-            server,
-            identity,
-            resource,
-            store,
-            grant: tokio::sync::Mutex::new(grant),
-            learn,
-            renewal: None,
-            in_store: std::sync::atomic::AtomicBool::new(in_store),
-        }
-    }
-
-    /// Renews an expired grant with the client credentials grant (with `private_key` when set,
-    /// asking for `scopes`) instead of a refresh token.
-    pub(crate) fn renewing_by_client_credentials(
-        mut self,
-        private_key: Option<SecretString>,
-        scopes: Vec<String>,
-    ) -> Tokens {
-        self.renewal = Some(Renewal {
-            private_key,
-            scopes,
-        });
-        self
-    }
-
-    /// Saves `grant` (a new sign-in), then makes it current.
-    ///
-    /// # Cancel safety
-    /// Not cancel safe: dropped after the save, the grant is stored but not current here.
-    pub(crate) async fn install(&self, grant: Grant) {
-        learn_grant(&*self.learn, &grant);
-        let mut current = self.grant.lock().await;
-        self.save(Some(&grant));
-        *current = Some(grant);
-    }
-
-    /// Whether the current grant came from the store or was saved there (`false` when saving
-    /// it failed, or the entry has no store).
-    pub(crate) fn in_store(&self) -> bool {
-        self.in_store.load(std::sync::atomic::Ordering::Acquire)
-    }
-
-    /// The scopes of the current grant.
-    pub(crate) async fn scopes(&self) -> Vec<String> {
-        self.grant
-            .lock()
-            .await
-            .as_ref()
-            .map(|g| g.scopes.clone())
-            .unwrap_or_default()
-    }
-
-    /// An access token that does not expire within [`REFRESH_MARGIN`], refreshing first when
-    /// needed.
-    ///
-    /// # Errors
-    /// [`Kind::SignInRequired`] when there is no grant or the server refused the refresh with
-    /// `invalid_grant`; another kind when the refresh failed otherwise (the grant is kept).
-    ///
-    /// # Cancel safety
-    /// Cancel safe: a refresh runs in its own task and finishes, saved, even when this future
-    /// is dropped.
-    pub(crate) async fn access_token(self: &Arc<Self>) -> Result<SecretString, Error> {
-        {
-            let current = self.grant.lock().await;
-            match &*current {
-                Some(grant) if !grant.expires_soon(now_secs()) => {
-                    return Ok(grant.access_token.clone());
-                }
-                None => return Err(no_grant()),
-                Some(_) => {}
-            }
-        }
-        self.refresh_in_task(None).await
-    }
-
-    /// The server refused `rejected` with `401`: refreshes once, unless another request already
-    /// replaced that token, and returns the token to retry with.
-    ///
-    /// # Errors
-    /// As [`Tokens::access_token`].
-    ///
-    /// # Cancel safety
-    /// As [`Tokens::access_token`].
-    pub(crate) async fn rejected(
-        self: &Arc<Self>,
-        rejected: &SecretString,
-    ) -> Result<SecretString, Error> {
-        self.refresh_in_task(Some(rejected.expose_secret().to_string()))
-            .await
-    }
-
-    async fn refresh_in_task(
-        self: &Arc<Self>,
-        rejected: Option<String>,
-    ) -> Result<SecretString, Error> {
-        let this = Arc::clone(self);
-        let task = tokio::spawn(async move { this.refresh_locked(rejected).await });
-        task.await.unwrap_or_else(|_| {
-            Err(Error::new(
-                Kind::Transport,
-                "the token refresh stopped unexpectedly",
-            ))
-        })
-    }
-
-    async fn refresh_locked(&self, rejected: Option<String>) -> Result<SecretString, Error> {
-        let mut current = self.grant.lock().await;
-        let Some(grant) = current.clone() else {
-            return Err(no_grant());
-        };
-        let fresh = |g: &Grant| match &rejected {
-            Some(token) => g.access_token.expose_secret() != token && !g.expires_soon(now_secs()),
-            None => !g.expires_soon(now_secs()),
-        };
-        // Another request refreshed while this one waited for the lock.
-        if fresh(&grant) {
-            return Ok(grant.access_token.clone());
-        }
-        // Hosts sharing the store refresh one at a time: the one that waited here reads the
-        // grant the other saved instead of sending the same refresh token again.
-        let _locked = match &self.store {
-            Some((store, key)) => store.lock(key, STORE_LOCK_WAIT).await,
-            None => None,
-        };
-        // Another Host sharing the store refreshed (and maybe rotated the refresh token), or
-        // found the grant refused and deleted it (or a logout did): the same refresh token
-        // would be refused again (and could make the authorization server revoke the grant
-        // family).
-        let in_store = self.in_store.load(std::sync::atomic::Ordering::Acquire);
-        let grant = match self.load_stored_grant() {
-            Stored::Deleted if in_store => {
-                tracing::info!(
-                    "the stored grant is gone (another Host found it refused, or a logout \
-                     deleted it); a new sign-in is needed"
-                );
-                *current = None;
-                return Err(refused_grant());
-            }
-            Stored::Grant(stored)
-                if stored.access_token.expose_secret() != grant.access_token.expose_secret() =>
-            {
-                learn_grant(&*self.learn, &stored);
-                self.in_store
-                    .store(true, std::sync::atomic::Ordering::Release);
-                if fresh(&stored) {
-                    let token = stored.access_token.clone();
-                    *current = Some(stored);
-                    return Ok(token);
-                }
-                stored
-            }
-            _ => grant,
-        };
-        let mut grant = grant;
-        let mut retried = false;
-        loop {
-            match self.renew(&grant).await {
-                Ok(new) => {
-                    learn_grant(&*self.learn, &new);
-                    self.save(Some(&new));
-                    let token = new.access_token.clone();
-                    *current = Some(new);
-                    return Ok(token);
-                }
-                Err(e) if e.is_sign_in_required() => {
-                    // Another Host sharing the store may have rotated the grant after it was
-                    // read: adopt that one (once) instead of deleting it.
-                    match self.load_stored() {
-                        Some(stored) if !same_grant(&stored, &grant) && !retried => {
-                            learn_grant(&*self.learn, &stored);
-                            self.in_store
-                                .store(true, std::sync::atomic::Ordering::Release);
-                            if fresh(&stored) {
-                                let token = stored.access_token.clone();
-                                *current = Some(stored);
-                                return Ok(token);
-                            }
-                            retried = true;
-                            grant = stored;
-                        }
-                        _ => {
-                            tracing::info!("the stored grant was refused; a new sign-in is needed");
-                            self.clear_stored(&grant);
-                            *current = None;
-                            return Err(e);
-                        }
-                    }
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
-    /// Gets a new grant for `grant`: by its refresh token, or by the client credentials grant.
-    async fn renew(&self, grant: &Grant) -> Result<Grant, Error> {
-        match &self.renewal {
-            Some(renewal) if grant.refresh_token.is_none() => {
-                client_credentials(
-                    &self.net,
-                    &self.server,
-                    &self.identity,
-                    renewal.private_key.as_ref(),
-                    &self.resource,
-                    &renewal.scopes,
-                )
-                .await
-            }
-            _ => {
-                refresh(
-                    &self.net,
-                    &self.server,
-                    &self.identity,
-                    &self.resource,
-                    grant,
-                )
-                .await
-            }
-        }
-    }
-
-    /// Deletes the stored grant only while it is still `failed` (compare, then delete): a grant
-    /// another Host stored meanwhile is kept.
-    fn clear_stored(&self, failed: &Grant) {
-        let Some((store, key)) = &self.store else {
-            return;
-        };
-        let mut stored = store.load(key);
-        if !stored.grant.as_ref().is_some_and(|g| same_grant(g, failed)) {
-            return;
-        }
-        stored.grant = None;
-        if let Err(e) = store.save(key, &stored) {
-            tracing::warn!("the refused grant could not be deleted: {}", e.message());
-        }
-    }
-
-    /// What the store holds for this client: a grant, no grant (deleted, or never saved), or
-    /// something else (another client's registration, or a file the store ignored).
-    fn load_stored_grant(&self) -> Stored {
-        let Some((store, key)) = self.store.as_ref() else {
-            return Stored::Other;
-        };
-        let stored = store.load(key);
-        if stored.ignored {
-            return Stored::Other;
-        }
-        match (&stored.client, stored.grant) {
-            (Some(client), _) if client.client_id != self.identity.client_id => Stored::Other,
-            (_, Some(grant)) => Stored::Grant(grant),
-            (_, None) => Stored::Deleted,
-        }
-    }
-
-    /// The stored grant, when it was issued to this client (another Host may have stored its
-    /// own registration and grant meanwhile).
-    fn load_stored(&self) -> Option<Grant> {
-        let (store, key) = self.store.as_ref()?;
-        let stored = store.load(key);
-        match &stored.client {
-            Some(client) if client.client_id != self.identity.client_id => None,
-            _ => stored.grant,
-        }
-    }
-
-    fn save(&self, grant: Option<&Grant>) {
-        let Some((store, key)) = &self.store else {
-            return;
-        };
-        let mut stored = store.load(key);
-        stored.grant = grant.cloned();
-        // The grant is stored with the client it was issued to (a refresh needs both), even
-        // when another Host stored its own registration meanwhile.
-        if grant.is_some() && self.identity.source == super::client::Source::Registered {
-            stored.client = Some(self.identity.clone());
-        }
-        let saved = store.save(key, &stored);
-        if let Err(e) = &saved {
-            tracing::warn!("the grant could not be saved: {}", e.message());
-        }
-        self.in_store.store(
-            saved.is_ok() && grant.is_some(),
-            std::sync::atomic::Ordering::Release,
-        );
-    }
-}
-
-/// Whether `a` and `b` are the same grant (the same access and refresh tokens).
-fn same_grant(a: &Grant, b: &Grant) -> bool {
-    a.access_token.expose_secret() == b.access_token.expose_secret()
-        && a.refresh_token.as_ref().map(ExposeSecret::expose_secret)
-            == b.refresh_token.as_ref().map(ExposeSecret::expose_secret)
-}
-
-/// What the store holds for one client (see `Tokens::load_stored_grant`).
-enum Stored {
-    Grant(Grant),
-    Deleted,
-    Other,
-}
-
 /// The error of a grant the authorization server refused (`invalid_grant`).
-fn refused_grant() -> Error {
+pub(crate) fn refused_grant() -> Error {
     Error::new(
         Kind::SignInRequired,
         "the authorization server no longer accepts the grant (invalid_grant); sign in again",
     )
 }
 
-fn no_grant() -> Error {
-    Error::new(
-        Kind::SignInRequired,
-        "no stored sign-in for this server; sign in",
-    )
-}
-
-fn learn_grant(learn: &LearnSecret, grant: &Grant) {
-    learn(&grant.access_token);
-    if let Some(refresh) = &grant.refresh_token {
-        learn(refresh);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn scope_choice_order() {
-        let challenge = Challenge {
-            scope: Some("c1 c2".into()),
-            ..Challenge::default()
-        };
-        let configured = vec!["k".to_string()];
-        let supported = vec!["s1".to_string(), "s2".to_string()];
-        assert_eq!(
-            choose_scopes(Some(&configured), &challenge, Some(&supported)),
-            ["k"]
-        );
-        assert_eq!(
-            choose_scopes(None, &challenge, Some(&supported)),
-            ["c1", "c2"]
-        );
-        assert_eq!(
-            choose_scopes(None, &Challenge::default(), Some(&supported)),
-            ["s1", "s2"]
-        );
-        assert!(choose_scopes(None, &Challenge::default(), None).is_empty());
-    }
-
-    #[test]
-    fn step_up_takes_the_union_at_most_twice_per_scope() {
-        let step = StepUp::default();
-        let challenge = Challenge {
-            scope: Some("read write".into()),
-            error: Some("insufficient_scope".into()),
-            ..Challenge::default()
-        };
-        let held = vec!["read".to_string(), "other".to_string()];
-        assert_eq!(
-            step.next(&held, &challenge, "tools/call a").unwrap(),
-            ["read", "other", "write"]
-        );
-        // A re-listing that goes through changes nothing.
-        step.succeeded("tools/list");
-        assert_eq!(
-            step.next(&held, &challenge, "tools/call a").unwrap(),
-            ["read", "other", "write"]
-        );
-        assert_eq!(
-            step.next(&held, &challenge, "tools/call a")
-                .unwrap_err()
-                .message(),
-            "the server still answers 403 insufficient_scope after 2 new sign-ins with more \
-             scopes; giving up"
-        );
-        // Another scope has its own count.
-        let admin = Challenge {
-            scope: Some("admin".into()),
-            error: Some("insufficient_scope".into()),
-            ..Challenge::default()
-        };
-        assert_eq!(
-            step.next(&held, &admin, "tools/call b").unwrap(),
-            ["read", "other", "admin"]
-        );
-        // Once the refused request goes through, its scope may be asked for again.
-        assert!(step.waiting());
-        step.succeeded("tools/call a");
-        assert!(step.next(&held, &challenge, "tools/call a").is_ok());
-    }
 
     #[test]
     fn grant_debug_hides_tokens_and_expiry_uses_the_margin() {
@@ -1145,7 +574,7 @@ mod tests {
         // A token endpoint on 127.0.0.1 that refuses the request, quoting the assertion sent.
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        let sent = Arc::new(std::sync::Mutex::new(String::new()));
+        let sent = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         let seen = sent.clone();
         tokio::spawn(async move {
             let (mut stream, _) = listener.accept().await.unwrap();

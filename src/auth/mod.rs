@@ -5,26 +5,31 @@
 //! - [`config`]: the `oauth` object of a server entry;
 //! - [`policy`]: which URLs and addresses a sign-in may reach (SSRF);
 //! - [`net`]: the redirect-refusing, size-capped HTTP client every OAuth request goes through;
+//! - [`challenge`]: the `WWW-Authenticate` parser and the `Bearer` challenge;
 //! - [`discovery`]: from a `401` to the authorization server's endpoints;
 //! - [`client`]: the client identity (pre-registered, metadata document, or registered);
 //! - [`callback`]: the loopback listener the browser is redirected to;
-//! - [`flow`]: the grants (authorization code with PKCE, refresh, client credentials) and the
-//!   per-server token state;
+//! - [`flow`]: the grants (authorization code with PKCE, refresh, client credentials);
+//! - [`scopes`]: which scopes to ask for, and the step-up count;
 //! - [`store`]: registrations and grants on disk;
+//! - [`tokens`]: the per-server token state (the current grant, refreshed single-flight);
 //! - [`signin`]: one sign-in from the `401` to the tokens.
 //!
 //! Every token, secret, code and verifier is held in a [`secrecy`] type and never appears in an
 //! [`Error`], a log line or a `Debug` output.
 
 pub(crate) mod callback;
+pub(crate) mod challenge;
 pub(crate) mod client;
 pub(crate) mod config;
 pub(crate) mod discovery;
 pub(crate) mod flow;
 pub(crate) mod net;
 pub(crate) mod policy;
+pub(crate) mod scopes;
 pub(crate) mod signin;
 pub(crate) mod store;
+pub(crate) mod tokens;
 
 /// The local authorization server of the integration tests, shared with the unit tests.
 #[cfg(test)]

@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 use super::policy::{PolicyResolver, UrlPolicy};
 use super::{Error, Kind};
 use crate::limits::{self, MAX_OAUTH_DOCUMENT_BYTES, OAUTH_REQUEST_TIMEOUT};
+use crate::protocol::{OFFERED_VERSION, PROTOCOL_VERSION};
 
 /// A failed request as the `oauth2` crate sees it: the [`Error`] it becomes again.
 #[derive(Debug)]
@@ -131,7 +132,7 @@ impl Net {
             .client
             .get(url.clone())
             .header(reqwest::header::ACCEPT, "application/json")
-            .header("MCP-Protocol-Version", crate::http::OFFERED_VERSION)
+            .header(PROTOCOL_VERSION, OFFERED_VERSION)
             .build()
             .map_err(|e| Error::new(Kind::Refused, format!("{what}: {}", e.without_url())))?;
         let answer = self.send(request, what).await?;

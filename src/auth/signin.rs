@@ -11,12 +11,15 @@ use secrecy::ExposeSecret;
 
 use super::Error;
 use super::callback::{Listener, Outcome};
+use super::challenge::Challenge;
 use super::client::{self, ClientIdentity};
 use super::config::{GrantType, OAuthConfig};
-use super::discovery::{self, Challenge, Discovered};
-use super::flow::{self, LearnSecret, Pending, ScrubText, Tokens};
+use super::discovery::{self, Discovered};
+use super::flow::{self, Pending};
 use super::net::Net;
+use super::scopes;
 use super::store::{Store, StoreKey};
+use super::tokens::{LearnSecret, ScrubText, Tokens};
 use crate::limits::SIGN_IN_WAIT;
 
 /// How long the browser that brought the code waits for the code exchange before it is told
@@ -92,7 +95,7 @@ pub(crate) async fn begin(
     });
     let stored = store.as_ref().map(|(s, k)| s.load(k)).unwrap_or_default();
     let scopes = scopes.unwrap_or_else(|| {
-        flow::choose_scopes(
+        scopes::choose_scopes(
             config.scopes.as_deref(),
             challenge,
             discovered.resource_scopes.as_deref(),
@@ -759,7 +762,7 @@ mod tests {
         let config = OAuthConfig::default();
         let tokens = sign_in(&server, &config, None).await;
         assert_eq!(tokens.scopes().await, ["mcp:read"]);
-        let step = flow::StepUp::default();
+        let step = scopes::StepUp::default();
         let challenge =
             Challenge::parse(r#"Bearer error="insufficient_scope", scope="mcp:write""#).unwrap();
         let union = step

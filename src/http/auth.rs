@@ -21,11 +21,12 @@ use secrecy::SecretString;
 use tokio::sync::Notify;
 
 use super::{Error, lock};
+use crate::auth::challenge::Challenge;
 use crate::auth::config::OAuthConfig;
-use crate::auth::discovery::Challenge;
-use crate::auth::flow::{ScrubText, StepUp, Tokens};
+use crate::auth::scopes::StepUp;
 use crate::auth::signin::{self, Started};
 use crate::auth::store::Store;
+use crate::auth::tokens::{ScrubText, Tokens};
 use crate::redact::Redactor;
 
 /// How many times one request is sent again after the server refused its token.
@@ -229,8 +230,8 @@ impl Auth {
 
     /// The server answered `403 insufficient_scope` with `challenge` to the request `key` (its
     /// method, and a tool call's name): a new sign-in asking for the union of the held and the
-    /// challenged scopes, at most [`crate::auth::flow::MAX_STEP_UPS`] times per scope until a
-    /// request refused for it goes through ([`crate::auth::flow::StepUp`]).
+    /// challenged scopes, at most [`crate::auth::scopes::MAX_STEP_UPS`] times per scope until a
+    /// request refused for it goes through ([`crate::auth::scopes::StepUp`]).
     ///
     /// # Errors
     /// As [`Auth::unauthorized`]; [`Error::auth`] once the step-ups for the scopes are used up.

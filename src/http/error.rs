@@ -18,7 +18,7 @@ use crate::jsonrpc::RpcError;
 use crate::limits;
 
 /// How every reason of a server waiting for a sign-in starts.
-pub(crate) const SIGN_IN_REQUIRED: &str = "sign-in required";
+const SIGN_IN_REQUIRED: &str = "sign-in required";
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -182,7 +182,7 @@ impl Error {
             Kind::Builder
         } else if error.is_connect() {
             Kind::Connect {
-                why: classify_connect(&error, error.is_timeout()),
+                why: classify_connect(&error, error.is_timeout(), error.is_dns()),
                 origin: origin.map(str::to_string),
             }
         } else if error.is_body() || error.is_decode() {
@@ -324,13 +324,19 @@ impl Error {
     }
 }
 
-/// Finds why a connect failed by walking the source chain for the I/O error underneath.
-fn classify_connect(error: &(dyn std::error::Error + 'static), timed_out: bool) -> Connect {
+/// Finds why a connect failed by walking the source chain for the I/O error underneath;
+/// `timed_out` and `dns` are what `reqwest` says of it ([`reqwest::Error::is_timeout`],
+/// [`reqwest::Error::is_dns`]: its resolver's error is in the chain). A failed name lookup
+/// is [`Connect::Dns`] unless an I/O error underneath says more.
+fn classify_connect(
+    error: &(dyn std::error::Error + 'static),
+    timed_out: bool,
+    dns: bool,
+) -> Connect {
     if timed_out {
         return Connect::Timeout;
     }
     let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    let mut dns = false;
     while let Some(current) = cause {
         if let Some(io) = current.downcast_ref::<std::io::Error>() {
             match io.kind() {
@@ -341,11 +347,6 @@ fn classify_connect(error: &(dyn std::error::Error + 'static), timed_out: bool) 
                 std::io::ErrorKind::InvalidData => return Connect::Tls,
                 _ => {}
             }
-        }
-        // hyper-util marks a failed name lookup only by the text of its (private) connect
-        // error; it is used to pick the sentence, never to decide what to send.
-        if current.to_string() == "dns error" {
-            dns = true;
         }
         // An io::Error's source() skips the error it wraps; get_ref() is that error.
         cause = match current.downcast_ref::<std::io::Error>() {
@@ -588,19 +589,22 @@ mod tests {
             "tcp connect error",
             Some(Io::from(ErrorKind::ConnectionRefused)),
         );
-        assert_eq!(classify_connect(&refused, false), Connect::Refused);
+        assert_eq!(classify_connect(&refused, false, false), Connect::Refused);
         let dns = chain(
             "client error (Connect)",
             "dns error",
             Some(Io::other("failed to lookup address information")),
         );
-        assert_eq!(classify_connect(&dns, false), Connect::Dns);
+        assert_eq!(classify_connect(&dns, false, true), Connect::Dns);
+        // The text of hyper-util's connect error decides nothing: without reqwest's DNS
+        // error in the chain it is an unnamed failure.
+        assert_eq!(classify_connect(&dns, false, false), Connect::Other);
         let tls = chain(
             "client error (Connect)",
             "tls",
             Some(Io::new(ErrorKind::InvalidData, "corrupt message")),
         );
-        assert_eq!(classify_connect(&tls, false), Connect::Tls);
+        assert_eq!(classify_connect(&tls, false, false), Connect::Tls);
         // As tokio-rustls reports it: an io::Error wrapping an io::Error of kind InvalidData.
         let nested = chain(
             "client error (Connect)",
@@ -610,10 +614,10 @@ mod tests {
                 "corrupt message",
             ))),
         );
-        assert_eq!(classify_connect(&nested, false), Connect::Tls);
-        assert_eq!(classify_connect(&refused, true), Connect::Timeout);
+        assert_eq!(classify_connect(&nested, false, false), Connect::Tls);
+        assert_eq!(classify_connect(&refused, true, false), Connect::Timeout);
         let other = chain("client error (Connect)", "tcp connect error", None);
-        assert_eq!(classify_connect(&other, false), Connect::Other);
+        assert_eq!(classify_connect(&other, false, false), Connect::Other);
     }
 
     /// A refused connect to a URL holding a key: neither the sentence, nor `Debug`, nor any

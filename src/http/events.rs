@@ -2,14 +2,23 @@
 //! response chunk by chunk and hands the chunks to the crate's own framer ([`sse::Framer`],
 //! the WHATWG "event stream interpretation" rules), which bounds each event by
 //! [`crate::limits::MAX_MESSAGE_BYTES`] while it is read. Nothing else in the client knows how
-//! events are framed.
+//! events are framed. It also owns [`BodyError`], why reading any reply body failed.
 
 use std::time::Duration;
 
 use reqwest::Response;
 
-use super::reply::BodyError;
 use crate::sse;
+
+/// Why reading a body failed, as a JSON body ([`super::reply`]) or as events ([`SseStream`]).
+pub(super) enum BodyError {
+    /// The connection failed while the body was read.
+    Http(reqwest::Error),
+    /// The body, or one event of it, is over [`crate::limits::MAX_MESSAGE_BYTES`].
+    TooLarge,
+    /// The body, or one event of it, is not UTF-8.
+    Utf8,
+}
 
 /// The SSE events of a response and of the resumptions that continue it. The framer outlives
 /// each response, so the last event id and the server's `retry` carry over a resumption.

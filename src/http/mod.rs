@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap};
 use reqwest::{Response, Url};
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
@@ -37,12 +37,11 @@ use tokio_util::task::TaskTracker;
 
 pub(crate) use auth::{Logout, SignInState};
 pub(crate) use client::Clients;
-pub(crate) use error::{Error, SIGN_IN_REQUIRED};
+pub(crate) use error::Error;
 pub(crate) use reply::Listened;
 pub(crate) use session::Initialized;
-#[allow(unused_imports)] // Named by tests and docs; the version list is the crate's contract.
-pub(crate) use session::{OFFERED_VERSION, SUPPORTED_VERSIONS};
 
+use crate::auth::challenge::Challenge;
 use crate::config::RemoteServer;
 use crate::jsonrpc;
 use crate::limits;
@@ -51,12 +50,7 @@ use crate::redact::Redactor;
 use inflight::InFlight;
 use session::{Session, Sessions};
 
-const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
-const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
-const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
-const ACCEPT_BOTH: HeaderValue = HeaderValue::from_static("application/json, text/event-stream");
-const ACCEPT_SSE: HeaderValue = HeaderValue::from_static("text/event-stream");
-const JSON: HeaderValue = HeaderValue::from_static("application/json");
+use crate::protocol::{ACCEPT_BOTH, JSON, PROTOCOL_VERSION, SESSION_ID};
 
 /// What decoding a response's `result` gives; `Err` is the text of a malformed answer.
 pub(crate) type Decoded<T> = Result<T, String>;
@@ -588,6 +582,18 @@ impl Connection {
     }
 }
 
+impl crate::notices::Origin for Connection {
+    fn namespace(&self) -> &str {
+        Connection::namespace(self)
+    }
+    fn signals(&self) -> &Signals {
+        Connection::signals(self)
+    }
+    fn server_text<'a>(&self, text: &'a str, max: usize) -> std::borrow::Cow<'a, str> {
+        Connection::server_text(self, text, max)
+    }
+}
+
 /// What names a request for step-ups: its JSON-RPC `method`, and for `tools/call` the tool's
 /// `name` (`tools/call search`); empty when the body is not a request.
 fn request_key(body: &[u8]) -> String {
@@ -613,27 +619,18 @@ fn request_key(body: &[u8]) -> String {
     }
 }
 
-/// The `WWW-Authenticate` challenge of a `401` or `403` (RFC 6750 §3), if the response is one.
-fn auth_challenge(response: &Response) -> Option<crate::auth::discovery::Challenge> {
+/// The `Bearer` challenge of a `401` or `403` (RFC 6750 §3), if the response is one; an empty
+/// one when it offers none.
+fn auth_challenge(response: &Response) -> Option<Challenge> {
     let status = response.status();
     if status != reqwest::StatusCode::UNAUTHORIZED && status != reqwest::StatusCode::FORBIDDEN {
         return None;
     }
-    Some(crate::auth::discovery::Challenge::from_headers(
-        response.headers(),
-    ))
+    Some(Challenge::from_headers(response.headers()))
 }
 
-/// Whether a `WWW-Authenticate` header of `response` offers the `Bearer` scheme: a challenge
-/// whose scheme token (the first word of the value or of a comma-separated part, with no `=`
-/// in it) is `Bearer` (RFC 9110 §11.6.1), so `Basic realm="bearer-gateway"` does not count.
+/// Whether a `WWW-Authenticate` challenge of `response` has the `Bearer` scheme (RFC 9110
+/// §11.6.1), so `Basic realm="bearer-gateway"` does not count.
 fn offers_bearer(response: &Response) -> bool {
-    response
-        .headers()
-        .get_all(reqwest::header::WWW_AUTHENTICATE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|part| part.split_whitespace().next())
-        .any(|word| !word.contains('=') && word.eq_ignore_ascii_case("bearer"))
+    Challenge::offered(response.headers()).is_some()
 }

@@ -18,11 +18,12 @@ use reqwest::header::{
 use reqwest::{Response, StatusCode, Url};
 use serde_json::value::RawValue;
 
-use super::events::SseStream;
+use super::events::{BodyError, SseStream};
 use super::session::Session;
-use super::{ACCEPT_SSE, Connection, Current, Decoded, Error, LAST_EVENT_ID};
+use super::{Connection, Current, Decoded, Error};
 use crate::jsonrpc::{self, Kind, RpcError};
 use crate::limits::{self, MAX_MESSAGE_BYTES};
+use crate::protocol::{ACCEPT_SSE, LAST_EVENT_ID};
 use crate::redact::{REDACTED, Redactor};
 
 /// The longest redirect target a reason quotes, in bytes (after scrubbing).
@@ -37,13 +38,6 @@ pub(crate) enum Listened {
     NoSession,
     /// The server ended the stream.
     Ended,
-}
-
-/// Why reading a body failed.
-pub(super) enum BodyError {
-    Http(reqwest::Error),
-    TooLarge,
-    Utf8,
 }
 
 impl Connection {

@@ -28,19 +28,10 @@ use reqwest::header::HeaderValue;
 use serde::Deserialize;
 use tokio::sync::watch;
 
-use super::{Connection, Decoded, Error, SESSION_ID, lock};
+use super::{Connection, Decoded, Error, lock};
 use crate::jsonrpc;
 use crate::limits;
-
-/// The protocol version the client offers in `initialize`.
-pub(crate) const OFFERED_VERSION: &str = "2025-11-25";
-
-/// The protocol versions the client accepts in a server's `initialize` answer. A server on
-/// `2024-11-05` that speaks Streamable HTTP is spoken to like one on `2025-03-26` (as the
-/// official TypeScript and Python clients do); its version is still the one the
-/// `MCP-Protocol-Version` header carries.
-pub(crate) const SUPPORTED_VERSIONS: [&str; 4] =
-    ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+use crate::protocol::{OFFERED_VERSION, SESSION_ID, SUPPORTED_VERSIONS};
 
 /// What a server's `initialize` result declared that the Pack uses. Only `protocolVersion` is
 /// required of the result; each of these is read on its own, and one of an unexpected type
