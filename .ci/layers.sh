@@ -49,6 +49,7 @@ http
 server
 listing
 result
+pack::host_only
 pack
 crate
 '
