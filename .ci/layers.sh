@@ -2,13 +2,14 @@
 # Proves the module graph of src/ has no import circle and no import running back up.
 #
 # Every module of src/ is declared in LAYERS below, lowest first. A module may import only from
-# modules declared above it (lower in the stack), with one exception: a file of a directory
+# modules listed before it (lower in the stack), with one exception: a file of a directory
 # module may import from its own `mod.rs` (the facade that declares it and holds the type its
 # `impl` blocks extend, such as `http::Connection`). The edges are read from the code: every
 # `use` statement (multi-line `use crate::{...}` blocks included, `crate::`, `super::`, `self::`
 # and child-module paths) and every inline `crate::`/`super::` path, outside comments and
-# outside a `#[cfg(test)] mod tests { ... }` (which ends at the first `}` in column 0). A circle is then looked for with `tsort`, on
-# every edge but the facade ones, independently of the declared order.
+# outside a `#[cfg(test)] mod tests { ... }` (which ends at the first `}` in column 0). A
+# circle is then looked for with `tsort`, on every edge but the facade ones, independently of
+# the declared order.
 #
 # Usage: .ci/layers.sh [--graph]   (--graph prints the edges it found, `from -> to`)
 set -euo pipefail

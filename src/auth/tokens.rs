@@ -134,7 +134,7 @@ impl Tokens {
             .unwrap_or_default()
     }
 
-    /// An access token that does not expire within [`REFRESH_MARGIN`], refreshing first when
+    /// An access token that does not expire within [`limits::REFRESH_MARGIN`], refreshing first when
     /// needed.
     ///
     /// # Errors
