@@ -384,8 +384,9 @@ impl PreparedCall {
         let connection = &self.connection;
         tracing::debug!(namespace = %self.namespace, id, "tools/call");
         let redactor = connection.redactor();
-        let request = connection.request(id, "tools/call", &self.params, |raw, source| {
-            result::map(raw, source, redactor)
+        let tool = Some(self.tool_name.as_str());
+        let request = connection.request(id, "tools/call", tool, &self.params, |raw, source| {
+            result::map(raw, source, redactor).map_err(Error::malformed)
         });
         let outcome = tokio::select! {
             outcome = tokio::time::timeout(CALL_DEADLINE, request) => outcome,

@@ -166,13 +166,13 @@ pub(crate) fn map(
             is_error,
         });
     }
-    if let [block] = result.content.as_slice() {
-        if let Some(text) = received(block, source, redactor) {
-            return Ok(Mapped {
-                text: Text::Received(text),
-                is_error,
-            });
-        }
+    if let [block] = result.content.as_slice()
+        && let Some(text) = received(block, source, redactor)
+    {
+        return Ok(Mapped {
+            text: Text::Received(text),
+            is_error,
+        });
     }
     let mut text = String::new();
     for (i, block) in result.content.iter().enumerate() {

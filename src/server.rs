@@ -240,11 +240,11 @@ impl Server {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        if let (Status::Ready(_), Some(connection)) = (&status, &self.connection) {
-            if let Some(link) = connection.sign_in_url() {
-                let reason = Error::sign_in(Arc::clone(&link)).to_string();
-                return Status::SignIn(reason.into(), link);
-            }
+        if let (Status::Ready(_), Some(connection)) = (&status, &self.connection)
+            && let Some(link) = connection.sign_in_url()
+        {
+            let reason = Error::sign_in(Arc::clone(&link)).to_string();
+            return Status::SignIn(reason.into(), link);
         }
         status
     }
@@ -376,8 +376,8 @@ async fn list_tools(
         };
         let id = connection.next_id();
         let next = connection
-            .request(id, "tools/list", &params, |result, _| {
-                read_page(connection, result, page)
+            .request(id, "tools/list", None, &params, |result, _| {
+                read_page(connection, result, page).map_err(Error::malformed)
             })
             .await;
         let (listed_tools, next) = match next {

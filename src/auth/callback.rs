@@ -215,7 +215,7 @@ impl Listener {
                 }
                 () = tokio::time::sleep_until(deadline) => {
                     let secs = limit.as_secs();
-                    let within = if secs >= 60 && secs % 60 == 0 {
+                    let within = if secs >= 60 && secs.is_multiple_of(60) {
                         format!("{} minutes", secs / 60)
                     } else {
                         format!("{secs} seconds")

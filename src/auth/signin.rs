@@ -136,22 +136,21 @@ pub(crate) async fn begin(
         .client
         .clone()
         .filter(|c| fixed.is_none() && client::reusable(c, &discovered.server));
-    if reuse_grant {
-        if let (Some(grant), Some(identity)) =
+    if reuse_grant
+        && let (Some(grant), Some(identity)) =
             (stored.grant.clone(), fixed.clone().or(reused.clone()))
-        {
-            learn_client(&*learn, &identity);
-            let tokens = Arc::new(Tokens::new(
-                net,
-                discovered.server,
-                identity,
-                discovered.resource,
-                store,
-                Some(grant),
-                learn,
-            ));
-            return Ok(Started::Ready(tokens));
-        }
+    {
+        learn_client(&*learn, &identity);
+        let tokens = Arc::new(Tokens::new(
+            net,
+            discovered.server,
+            identity,
+            discovered.resource,
+            store,
+            Some(grant),
+            learn,
+        ));
+        return Ok(Started::Ready(tokens));
     }
 
     let (identity, listener) = match (fixed, reused) {

@@ -215,10 +215,9 @@ impl Error {
         if let Kind::Status {
             status, hint: slot, ..
         } = &mut self.inner.kind
+            && matches!(*status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN)
         {
-            if matches!(*status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
-                *slot = hint.map(str::to_string);
-            }
+            *slot = hint.map(str::to_string);
         }
         self
     }

@@ -52,8 +52,9 @@ use session::{Session, Sessions};
 
 use crate::protocol::{ACCEPT_BOTH, JSON, PROTOCOL_VERSION, SESSION_ID};
 
-/// What decoding a response's `result` gives; `Err` is the text of a malformed answer.
-pub(crate) type Decoded<T> = Result<T, String>;
+/// What decoding a response's `result` gives: the caller's value, or [`Error::malformed`] with
+/// the reason the result does not fit its schema.
+pub(crate) type Decoded<T> = Result<T, Error>;
 
 /// One server's connection: the endpoint, the configured headers, the entry's secrets, the
 /// session state and the in-flight table, over the Pack's shared [`Clients`]. All its I/O runs
@@ -263,6 +264,7 @@ impl Connection {
         self: &Arc<Self>,
         id: u64,
         method: &str,
+        tool: Option<&str>,
         params: &impl serde::Serialize,
         decode: impl Fn(&RawValue, &Bytes) -> Decoded<T>,
     ) -> Result<T, Error> {
@@ -270,7 +272,8 @@ impl Connection {
         if !lock(&self.flights).begin(id) {
             return Err(Error::closed());
         }
-        let outcome = self.exchange(id, method, body, &decode).await;
+        let key = step_up_key(method, tool);
+        let outcome = self.exchange(id, method, &key, body, &decode).await;
         let over = match &outcome {
             Ok(_) => true,
             Err(e) => !e.may_be_running(),
@@ -287,6 +290,7 @@ impl Connection {
         self: &Arc<Self>,
         id: u64,
         method: &str,
+        key: &str,
         body: Bytes,
         decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
     ) -> Result<T, Error> {
@@ -300,7 +304,7 @@ impl Connection {
                 // Cancelled (or shut down) while waiting for a session.
                 return Err(Error::closed());
             }
-            let response = match self.post_request(id, body.clone(), &session).await {
+            let response = match self.post_request(id, body.clone(), key, &session).await {
                 Ok(response) => response,
                 Err(e) if e.is_refused() && refused < limits::REINIT_RETRIES => {
                     // Nothing was sent (a server restarting): try again after the same short
@@ -373,7 +377,9 @@ impl Connection {
         session: Option<&Session>,
     ) -> Result<(), Error> {
         let body = jsonrpc::notification(method, params);
-        self.post(Bytes::from(body), session).await.map(drop)
+        self.post(Bytes::from(body), method, session)
+            .await
+            .map(drop)
     }
 
     /// The configured headers, and the session's id and negotiated version when it has them.
@@ -402,8 +408,15 @@ impl Connection {
     /// With sign-in state, the request carries the current access token; a `401` (or a `403
     /// insufficient_scope`) gets a token by refresh, stored grant or sign-in and the request is
     /// sent again, at most [`auth::MAX_AUTH_RETRIES`] times.
-    async fn post(&self, body: Bytes, session: Option<&Session>) -> Result<Response, Error> {
-        let response = self.send_post(body, session).await?;
+    ///
+    /// `key` names the message for step-ups ([`step_up_key`]).
+    async fn post(
+        &self,
+        body: Bytes,
+        key: &str,
+        session: Option<&Session>,
+    ) -> Result<Response, Error> {
+        let response = self.send_post(body, key, session).await?;
         self.check_status(response, session.is_some_and(|s| s.id.is_some()))
             .await
     }
@@ -415,9 +428,10 @@ impl Connection {
         &self,
         id: u64,
         body: Bytes,
+        key: &str,
         session: &Session,
     ) -> Result<Response, Error> {
-        let response = self.send_post(body, Some(session)).await?;
+        let response = self.send_post(body, key, Some(session)).await?;
         if !response.status().is_success() {
             lock(&self.flights).waiting(id);
         }
@@ -429,7 +443,12 @@ impl Connection {
     /// With sign-in state, the POST carries the current access token, and a `401` (or a `403
     /// insufficient_scope`) gets a token by refresh, stored grant or sign-in and the POST is
     /// sent again, at most [`auth::MAX_AUTH_RETRIES`] times.
-    async fn send_post(&self, body: Bytes, session: Option<&Session>) -> Result<Response, Error> {
+    async fn send_post(
+        &self,
+        body: Bytes,
+        key: &str,
+        session: Option<&Session>,
+    ) -> Result<Response, Error> {
         let Some(auth) = &self.auth else {
             return self.send_once(body, session).await;
         };
@@ -449,13 +468,13 @@ impl Connection {
             let Some((forbidden, challenge)) = refused.filter(|_| retries < auth::MAX_AUTH_RETRIES)
             else {
                 if status.is_success() && auth.step_up_waiting() {
-                    auth.succeeded(&request_key(&body));
+                    auth.succeeded(key);
                 }
                 return Ok(response);
             };
             retries += 1;
             let token = if forbidden {
-                auth.insufficient_scope(&self.url, &self.runtime, &challenge, &request_key(&body))
+                auth.insufficient_scope(&self.url, &self.runtime, &challenge, key)
                     .await
             } else {
                 auth.unauthorized(&self.url, &self.runtime, &challenge, sent.as_ref())
@@ -594,28 +613,13 @@ impl crate::notices::Origin for Connection {
     }
 }
 
-/// What names a request for step-ups: its JSON-RPC `method`, and for `tools/call` the tool's
-/// `name` (`tools/call search`); empty when the body is not a request.
-fn request_key(body: &[u8]) -> String {
-    #[derive(serde::Deserialize)]
-    struct Params<'a> {
-        #[serde(borrow)]
-        name: Option<std::borrow::Cow<'a, str>>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Request<'a> {
-        #[serde(borrow)]
-        method: Option<std::borrow::Cow<'a, str>>,
-        #[serde(borrow)]
-        params: Option<Params<'a>>,
-    }
-    let Ok(request) = serde_json::from_slice::<Request<'_>>(body) else {
-        return String::new();
-    };
-    let method = request.method.unwrap_or_default();
-    match request.params.and_then(|p| p.name) {
+/// What names a request for step-ups (MCP 2025-11-25 "Step-Up Authorization Flow"; README
+/// "Signing in"): its JSON-RPC `method`, and for `tools/call` the tool's name (`tools/call
+/// search`). Built from what the caller sends, never read back from the body.
+fn step_up_key(method: &str, tool: Option<&str>) -> String {
+    match tool {
         Some(name) if method == "tools/call" => format!("{method} {name}"),
-        _ => method.into_owned(),
+        _ => method.to_string(),
     }
 }
 

@@ -390,7 +390,7 @@ impl Connection {
     ) -> Option<Result<T, Error>> {
         match message.kind() {
             Kind::Response(rid, outcome) if jsonrpc::id_matches(rid, id) => Some(match outcome {
-                Ok(result) => decode(result, source).map_err(Error::malformed),
+                Ok(result) => decode(result, source),
                 Err(error) => Err(self.rpc_error(error)),
             }),
             Kind::ErrorWithoutId(error) => Some(Err(self.rpc_error(error))),
@@ -401,7 +401,8 @@ impl Connection {
             Kind::Request(rid, method) => {
                 tracing::debug!(namespace = %self.namespace, id, ping = method == "ping", "answering a server request");
                 let answer = jsonrpc::answer_server_request(rid, method);
-                if let Err(e) = self.post(Bytes::from(answer), Some(session)).await {
+                // An answer is no request: it names nothing for step-ups.
+                if let Err(e) = self.post(Bytes::from(answer), "", Some(session)).await {
                     tracing::debug!(namespace = %self.namespace, error = %e, "answering a server request failed");
                 }
                 None

@@ -365,7 +365,7 @@ impl Connection {
         let this = Arc::clone(self);
         let generation = lock(&self.sessions).generation;
         let work = async move {
-            let response = this.post(body, None).await?;
+            let response = this.post(body, "initialize", None).await?;
             let session_id = match response.headers().get(&SESSION_ID) {
                 Some(value) => Some(valid_session_id(value)?),
                 None => None,
@@ -411,14 +411,17 @@ impl Connection {
             #[serde(borrow, default)]
             instructions: Option<&'a serde_json::value::RawValue>,
         }
-        let decode = |result: &serde_json::value::RawValue,
-                      _: &Bytes|
-         -> Decoded<(String, Initialized)> {
-            let result: InitializeResult<'_> = serde_json::from_str(result.get())
-                .map_err(|_| "the server's initialize result has no protocolVersion".to_string())?;
-            let initialized = Initialized::read(self, result.capabilities, result.instructions);
-            Ok((result.protocol_version.into_owned(), initialized))
-        };
+        let decode =
+            |result: &serde_json::value::RawValue, _: &Bytes| -> Decoded<(String, Initialized)> {
+                let result: InitializeResult<'_> =
+                    serde_json::from_str(result.get()).map_err(|_| {
+                        Error::malformed(
+                            "the server's initialize result has no protocolVersion".to_string(),
+                        )
+                    })?;
+                let initialized = Initialized::read(self, result.capabilities, result.instructions);
+                Ok((result.protocol_version.into_owned(), initialized))
+            };
         let (chosen, initialized) = self.read_response(response, id, session, &decode).await?;
         let Some(version) = SUPPORTED_VERSIONS.iter().find(|v| **v == chosen.as_str()) else {
             let shown = self.server_text(&chosen, 64);

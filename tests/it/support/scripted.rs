@@ -420,13 +420,13 @@ async fn answer(
                        "error": {"code": -32000, "message": "Bad Request: no valid session"}})
                 .to_string(),
             );
-            if session.is_some() {
-                if let Some(down) = st.outage.take() {
-                    response
-                        .headers_mut()
-                        .insert("connection", "close".parse().unwrap());
-                    outage = Some(down);
-                }
+            if session.is_some()
+                && let Some(down) = st.outage.take()
+            {
+                response
+                    .headers_mut()
+                    .insert("connection", "close".parse().unwrap());
+                outage = Some(down);
             }
             Then::Now(response)
         } else if verb == "GET" {
