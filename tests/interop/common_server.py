@@ -3,6 +3,12 @@
 Each server builds its SDK's server object and passes it here with an Sdk naming the few things
 the two SDK generations spell differently. Both are run as scripts, so this directory is on
 sys.path and `import common_server` finds this file from any working directory.
+
+Default: responses to POSTs are SSE streams; --json-response: plain application/json.
+--growing declares tools.listChanged and adds two tools: grow registers the tool extra at run
+time and sends notifications/tools/list_changed on its own call's stream (none in
+--json-response mode); grow_more registers the tool more and sends it on the standalone GET
+stream. Nothing is printed when ready (log level WARNING): poll the port.
 """
 
 import argparse

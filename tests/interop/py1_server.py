@@ -4,16 +4,9 @@ Run with .interop/py1/bin/python (mcp<2, pinned by .ci/interop-setup.sh):
 
     .interop/py1/bin/python tests/interop/py1_server.py --port 18080 [--json-response] [--growing]
 
-Default: responses to POSTs are SSE streams; --json-response: plain application/json.
---growing declares tools.listChanged and adds two tools: grow registers the tool extra at run
-time and sends notifications/tools/list_changed on its own call's stream (none in
---json-response mode); grow_more registers the tool more and sends it on the standalone GET
-stream.
-Nothing is printed when ready (log level WARNING): poll the port. See python-servers.md; the
-tools are in common_server.py.
-
-In --json-response mode a server->client request has no stream to ride on, so
-ping_then_answer / ask_sampling give up after 10 s and say so in their text.
+The options (--json-response, --growing), the tools and what is printed are common_server.py's;
+see also python-servers.md. In --json-response mode a server->client request has no stream to
+ride on, so ping_then_answer / ask_sampling give up after 10 s and say so in their text.
 """
 
 from datetime import timedelta
