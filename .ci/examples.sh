@@ -58,25 +58,21 @@ for args in "fixtures/not-mcp.json mcp/get_dynamic_tools" "fixtures/missing.json
   [ -z "$out" ] || fail "host $args printed on stdout: $out"
   ok
 done
-rc=0; err=$($host "$tmp/both.json" mcp/get_dynamic_tools 2>&1) || rc=$?
-[ "$err" = "host: $tmp/both.json has both \"mcpServers\" and \"servers\"; keep one" ] || fail "both keys: $err"
-ok
-rc=0; err=$($host "$tmp/not-object.json" mcp/get_dynamic_tools 2>&1) || rc=$?
-[ "$err" = "host: $tmp/not-object.json: the mcp config must be an object of servers (the mcpServers of an mcp.json), found a number" ] \
-  || fail "not an object: $err"
-ok
-rc=0; err=$($host "$tmp/missing-comma.json" mcp/get_dynamic_tools 2>&1) || rc=$?
-[ "$err" = "host: $tmp/missing-comma.json is not JSON (comments and trailing commas are allowed): expected \`,\` or \`}\` at line 1 column 16" ] \
-  || fail "missing comma: $err"
-ok
-rc=0; err=$($host "$tmp/dup.json" mcp/get_dynamic_tools 2>&1) || rc=$?
-[ "$err" = "host: $tmp/dup.json names the key \"servers\" twice in one object; keep one at line 1 column 52" ] \
-  || fail "repeated key: $err"
-ok
-rc=0; err=$($host "$tmp/dup-entry.json" mcp/get_dynamic_tools 2>&1) || rc=$?
-[ "$err" = "host: $tmp/dup-entry.json names the key \"command\" twice in one object; keep one at line 1 column 50" ] \
-  || fail "repeated key in an entry: $err"
-ok
+# `host FILE mcp/get_dynamic_tools` (FILE in $tmp) fails with `host: $tmp/FILE` and then exactly
+# REST on stderr; else fails with LABEL.
+config_error() { # FILE REST LABEL
+  rc=0; err=$($host "$tmp/$1" mcp/get_dynamic_tools 2>&1) || rc=$?
+  [ "$err" = "host: $tmp/$1$2" ] || fail "$3: $err"
+  ok
+}
+config_error both.json ' has both "mcpServers" and "servers"; keep one' "both keys"
+config_error not-object.json ': the mcp config must be an object of servers (the mcpServers of an mcp.json), found a number' \
+  "not an object"
+config_error missing-comma.json ' is not JSON (comments and trailing commas are allowed): expected `,` or `}` at line 1 column 16' \
+  "missing comma"
+config_error dup.json ' names the key "servers" twice in one object; keep one at line 1 column 52' "repeated key"
+config_error dup-entry.json ' names the key "command" twice in one object; keep one at line 1 column 50' \
+  "repeated key in an entry"
 
 # --help: the usage on stdout, exit 0.
 help=$($host --help) || fail "--help should exit 0"

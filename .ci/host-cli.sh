@@ -24,19 +24,20 @@ rc=0; err=$($host login --wait 1.5 "$tmp/down.json" down 2>&1 >/dev/null) || rc=
 mkdir -m 700 "$tmp/store"
 printf '{"mcpServers": {"docs": {"url": "http://127.0.0.1:9/mcp", "oauth": {"clientMetadataUrl": "https://App.Example.com:443/client.json"}}}}' > "$tmp/cimd.json"
 name=$(printf 'http://127.0.0.1:9/mcp\0https://app.example.com/client.json' | sha256sum | cut -c1-32)
-echo '{}' > "$tmp/store/$name.json"
-rc=0; out=$(PLUGIN_MCP_OAUTH_DIR="$tmp/store" $host logout "$tmp/cimd.json" docs) || rc=$?
-left=$(ls "$tmp/store")
-[ "$rc" = 0 ] && [ -z "$left" ] && [ "$out" = 'deleted the stored sign-in of "docs"' ] \
-  || finding "logout with a clientMetadataUrl: exit $rc, $out, still stored: $left"
+# `logout CONFIG docs` deletes the store's only file, `$name.json`, and says so; else a finding
+# named LABEL.
+logout_deletes() {
+  echo '{}' > "$tmp/store/$name.json"
+  rc=0; out=$(PLUGIN_MCP_OAUTH_DIR="$tmp/store" $host logout "$1" docs) || rc=$?
+  left=$(ls "$tmp/store")
+  [ "$rc" = 0 ] && [ -z "$left" ] && [ "$out" = 'deleted the stored sign-in of "docs"' ] \
+    || finding "$2: exit $rc, $out, still stored: $left"
+}
+logout_deletes "$tmp/cimd.json" "logout with a clientMetadataUrl"
 
 # 2b. The same with `"clientId": ""` beside the metadata URL: an empty client id counts as none.
 printf '{"mcpServers": {"docs": {"url": "http://127.0.0.1:9/mcp", "oauth": {"clientId": "", "clientMetadataUrl": "https://app.example.com/client.json"}}}}' > "$tmp/cimd-empty.json"
-echo '{}' > "$tmp/store/$name.json"
-rc=0; out=$(PLUGIN_MCP_OAUTH_DIR="$tmp/store" $host logout "$tmp/cimd-empty.json" docs) || rc=$?
-left=$(ls "$tmp/store")
-[ "$rc" = 0 ] && [ -z "$left" ] && [ "$out" = 'deleted the stored sign-in of "docs"' ] \
-  || finding "logout with an empty clientId: exit $rc, $out, still stored: $left"
+logout_deletes "$tmp/cimd-empty.json" "logout with an empty clientId"
 
 # 2c. An entry whose url uses `${userHome}` (the Pack expands it; a copy of the rules once
 # did not, and `logout` deleted nothing): the Pack deletes the grant and stdout says so; a second

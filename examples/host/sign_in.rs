@@ -28,16 +28,32 @@ fn usage(message: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// The entry of `namespace` in the config file at `config`, and the one-thread runtime a
+/// command runs on; the exit code when either is missing (the usage and 2 for a missing entry).
+fn prepare(config: &str, namespace: &str) -> Result<(Value, tokio::runtime::Runtime), ExitCode> {
+    let entry = entry(config, namespace).map_err(|message| usage(&message))?;
+    Ok((entry, crate::runtime()?))
+}
+
+/// The Pack with `entry` as its only server, `namespace`, on `runtime`; exit code 1 and the
+/// reason on stderr when it cannot be built.
+fn construct(
+    namespace: &str,
+    entry: Value,
+    runtime: tokio::runtime::Handle,
+) -> Result<(Box<dyn Pack>, String), ExitCode> {
+    crate::construct(json!({ namespace: entry }), runtime).map_err(|unavailable| {
+        eprintln!("unavailable: the mcp Pack could not be built: {unavailable}");
+        ExitCode::from(1)
+    })
+}
+
 /// `host login [--wait SECONDS] CONFIG NAMESPACE`.
 pub(crate) fn login(wait: Duration, config: &str, namespace: &str) -> ExitCode {
-    let entry = match entry(config, namespace) {
-        Ok(entry) => entry,
-        Err(message) => return usage(&message),
-    };
     // One thread, as for calls: the first listing, taken right after construction, shows an
     // entry its config refused before any I/O ran.
-    let runtime = match crate::runtime() {
-        Ok(runtime) => runtime,
+    let (entry, runtime) = match prepare(config, namespace) {
+        Ok(prepared) => prepared,
         Err(code) => return code,
     };
     runtime.block_on(crate::interruptible(wait_ready(namespace, entry, wait)))
@@ -47,15 +63,9 @@ pub(crate) fn login(wait: Duration, config: &str, namespace: &str) -> ExitCode {
 /// its config refused fails at once; a sign-in made in this run that ends ready but whose grant
 /// the Pack could not save fails too: the next run would ask again.
 async fn wait_ready(namespace: &str, entry: Value, wait: Duration) -> ExitCode {
-    let (pack, id) = match crate::construct(
-        json!({ namespace: entry }),
-        tokio::runtime::Handle::current(),
-    ) {
+    let (pack, id) = match construct(namespace, entry, tokio::runtime::Handle::current()) {
         Ok(built) => built,
-        Err(unavailable) => {
-            eprintln!("unavailable: the mcp Pack could not be built: {unavailable}");
-            return ExitCode::from(1);
-        }
+        Err(code) => return code,
     };
     let deadline = tokio::time::Instant::now() + wait;
     let first = listing(&*pack, &id, namespace).await;
@@ -168,24 +178,17 @@ async fn listing(pack: &dyn Pack, id: &str, namespace: &str) -> Value {
 /// (`<id>/logout`), keyed with the Pack's own substitution and store key; stdout says whether
 /// there was one.
 pub(crate) fn logout(config: &str, namespace: &str) -> ExitCode {
-    let entry = match entry(config, namespace) {
-        Ok(entry) => entry,
-        Err(message) => return usage(&message),
-    };
     // The Pack is built on a runtime that nothing drives: its server task never runs, so a
     // logout contacts no server (and no refresh can write the grant back). The request itself
     // only deletes a file; it is polled here, in the runtime's context.
-    let runtime = match crate::runtime() {
-        Ok(runtime) => runtime,
+    let (entry, runtime) = match prepare(config, namespace) {
+        Ok(prepared) => prepared,
         Err(code) => return code,
     };
     let _context = runtime.enter();
-    let (pack, id) = match crate::construct(json!({ namespace: entry }), runtime.handle().clone()) {
+    let (pack, id) = match construct(namespace, entry, runtime.handle().clone()) {
         Ok(built) => built,
-        Err(unavailable) => {
-            eprintln!("unavailable: the mcp Pack could not be built: {unavailable}");
-            return ExitCode::from(1);
-        }
+        Err(code) => return code,
     };
     let answer = futures_executor::block_on(
         pack.call(&format!("{id}/logout"), json!({ "namespace": namespace })),

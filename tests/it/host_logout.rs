@@ -44,20 +44,11 @@ fn home() -> Option<String> {
         .find(|home| !home.is_empty())
 }
 
-/// The store file README "Signing in" names for the server at `url` and `client`: the first 16
-/// bytes of SHA-256 over the URL, a NUL and the client, in hex, plus `.json`.
+/// The store file README "Signing in" names for the server at `url` and `client`, with the
+/// variables the configs name set.
 fn store_file(url: &str, client: &str) -> PathBuf {
-    use sha2::{Digest, Sha256};
-    let url = Url::parse(url).unwrap();
-    let mut hash = Sha256::new();
-    hash.update(url.as_str().as_bytes());
-    hash.update([0]);
-    hash.update(client.as_bytes());
-    let name: String = hash.finalize()[..16]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    store_dir().join(format!("{name}.json"))
+    store_dir();
+    crate::support::store_file(&Url::parse(url).unwrap(), client)
 }
 
 /// The Pack with `servers` as its `mcpServers`, constructed as a Host does it.

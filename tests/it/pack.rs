@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::support::Host;
 use crate::support::mock;
-use runvil_plugin::{Packs, Services, TOKIO_RUNTIME, ToolErrorKind, Unavailable};
+use runvil_plugin::{Pack, Packs, Services, TOKIO_RUNTIME, ToolErrorKind, Unavailable};
 use serde_json::{Value, json};
 use wiremock::matchers::path;
 use wiremock::{Mock, MockServer};
@@ -17,6 +17,35 @@ async fn silent_server() -> (tokio::net::TcpListener, String) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     (listener, url)
+}
+
+/// A [`ready_server`] and a Host with it as `docs`, ready.
+async fn ready_docs() -> (MockServer, Host) {
+    let ready = ready_server().await;
+    let host = Host::new(json!({"docs": {"url": format!("{}/mcp", ready.uri())}}));
+    host.ready("docs", WAIT).await;
+    (ready, host)
+}
+
+/// A Host with a [`ready_server`] as `ready`, a [`silent_server`] as `silent` and the entries of
+/// `others`; the two servers.
+async fn ready_and_silent(
+    ready: &str,
+    silent: &str,
+    others: Value,
+) -> (MockServer, tokio::net::TcpListener, Host) {
+    let server = ready_server().await;
+    let (listener, silent_url) = silent_server().await;
+    let mut servers = others;
+    servers[ready] = json!({"url": format!("{}/mcp", server.uri())});
+    servers[silent] = json!({"url": silent_url});
+    (server, listener, Host::new(servers))
+}
+
+/// The kind and message of the error `pack` answers a call of `tool` (its full name) with.
+async fn refusal(pack: &dyn Pack, tool: &str, args: Value) -> (ToolErrorKind, String) {
+    let error = pack.call(tool, args).await.unwrap_err();
+    (error.kind, error.message)
 }
 
 async fn ready_server() -> MockServer {
@@ -122,15 +151,7 @@ async fn offers_exactly_two_tools_with_strict_schemas() {
     assert_eq!(host.pack.prelude(), None);
     host.pack.ready().await;
 
-    let mut packs = Packs::new();
-    plugin_mcp::install(&mut packs, &json!({}));
-    let mut services = Services::new();
-    services.insert(&TOKIO_RUNTIME, tokio::runtime::Handle::current());
-    let other = packs
-        .get("runvil/mcp")
-        .unwrap()
-        .construct("tools", &services)
-        .unwrap();
+    let other = crate::support::construct(&json!({}), "tools").unwrap();
     let other_tools = other.tools();
     assert!(
         other_tools[1]
@@ -151,168 +172,77 @@ async fn offers_exactly_two_tools_with_strict_schemas() {
         names,
         ["tools/get_dynamic_tools", "tools/call_dynamic_tool"]
     );
-    let wrong = host
-        .pack
-        .call("tools/get_dynamic_tools", json!({}))
-        .await
-        .unwrap_err();
     assert_eq!(
-        (wrong.kind, wrong.message.as_str()),
+        refusal(&*host.pack, "tools/get_dynamic_tools", json!({})).await,
         (
             ToolErrorKind::NotFound,
             "unknown tool \"tools/get_dynamic_tools\"; this Pack offers mcp/get_dynamic_tools and mcp/call_dynamic_tool"
+                .to_string()
         )
     );
 }
 
 #[tokio::test]
 async fn listing_shows_every_status_sorted() {
-    let ready = ready_server().await;
-    let (_silent, silent_url) = silent_server().await;
-    let host = Host::new(json!({
-        "zeta": {"url": format!("{}/mcp", ready.uri())},
-        "beta": {"url": silent_url},
+    let others = json!({
         "Alpha": {"command": "npx", "args": ["server"]},
         "legacy": {"type": "sse", "url": "https://legacy.example/sse"}
-    }));
+    });
+    let (_ready, _silent, host) = ready_and_silent("zeta", "beta", others).await;
     let listing = host.ready("zeta", WAIT).await;
     assert_eq!(
         listing.to_string(),
         r#"{"servers":[{"namespace":"Alpha","status":"error","reason":"local MCP servers (command) are not supported yet","tools":[]},{"namespace":"beta","status":"loading","tools":[]},{"namespace":"legacy","status":"error","reason":"the legacy HTTP+SSE transport (type \"sse\") is not supported; point \"url\" at the server's Streamable HTTP endpoint instead","tools":[]},{"namespace":"zeta","status":"ready","tools":["bare","fetch_page","search"]}]}"#
     );
-    let text = host
-        .call("get_dynamic_tools", json!({"namespace": "zeta"}))
-        .await
-        .unwrap();
-    assert_eq!(
-        text,
-        r#"{"namespace":"zeta","status":"ready","tools":[{"name":"bare","description":"bare","inputSchema":{"type":"object"}},{"name":"fetch_page","description":"Fetch a page","inputSchema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object"}},{"name":"search","description":"Searches the docs","inputSchema":{"type":"object","properties":{"q":{"type":"string"}},"$defs":{"z":{},"a":{}}}}]}"#
-    );
+    // One server of each status, by namespace.
+    #[rustfmt::skip]
+    let one_each = [
+        ("zeta", r#"{"namespace":"zeta","status":"ready","tools":[{"name":"bare","description":"bare","inputSchema":{"type":"object"}},{"name":"fetch_page","description":"Fetch a page","inputSchema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object"}},{"name":"search","description":"Searches the docs","inputSchema":{"type":"object","properties":{"q":{"type":"string"}},"$defs":{"z":{},"a":{}}}}]}"#),
+        ("beta", r#"{"namespace":"beta","status":"loading","tools":[]}"#),
+        ("Alpha", r#"{"namespace":"Alpha","status":"error","reason":"local MCP servers (command) are not supported yet","tools":[]}"#),
+    ];
+    for (namespace, expected) in one_each {
+        let text = host.call("get_dynamic_tools", json!({ "namespace": namespace }));
+        assert_eq!(text.await.unwrap(), expected);
+    }
     let one = host.lookup("zeta", "fetch_page").await.unwrap();
     assert_eq!(
         one,
         r#"{"namespace":"zeta","name":"fetch_page","description":"Fetch a page","inputSchema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object"},"outputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}"#
     );
-    let loading = host
-        .call("get_dynamic_tools", json!({"namespace": "beta"}))
-        .await
-        .unwrap();
-    assert_eq!(
-        loading,
-        r#"{"namespace":"beta","status":"loading","tools":[]}"#
-    );
-    let error = host
-        .call("get_dynamic_tools", json!({"namespace": "Alpha"}))
-        .await
-        .unwrap();
-    assert_eq!(
-        error,
-        r#"{"namespace":"Alpha","status":"error","reason":"local MCP servers (command) are not supported yet","tools":[]}"#
-    );
+}
+
+/// The rows of a table of calls that fail: `tool {arguments} => Kind "message";` each, as
+/// `(tool, arguments, ToolErrorKind::Kind, message)`.
+macro_rules! error_cases {
+    ($($tool:ident $args:tt => $kind:ident $message:literal;)*) => {
+        vec![$((stringify!($tool), json!($args), ToolErrorKind::$kind, $message)),*]
+    };
 }
 
 #[tokio::test]
 async fn errors_a_model_can_act_on() {
-    let ready = ready_server().await;
-    let (_silent, silent_url) = silent_server().await;
-    let host = Host::new(json!({
-        "docs": {"url": format!("{}/mcp", ready.uri())},
-        "github": {"url": silent_url},
-        "legacy": {"command": "old"}
-    }));
+    let others = json!({"legacy": {"command": "old"}});
+    let (_ready, _silent, host) = ready_and_silent("docs", "github", others).await;
     host.ready("docs", WAIT).await;
-    let cases: Vec<(&str, Value, ToolErrorKind, &str)> = vec![
-        (
-            "get_dynamic_tools",
-            json!({"namespace": "gitlab"}),
-            ToolErrorKind::NotFound,
-            "unknown namespace \"gitlab\"; known namespaces: docs, github, legacy",
-        ),
-        (
-            "get_dynamic_tools",
-            json!({"namespace": "docs", "toolName": "serach"}),
-            ToolErrorKind::NotFound,
-            "server \"docs\" has no tool \"serach\"; list its tools with mcp/get_dynamic_tools {\"namespace\":\"docs\"}",
-        ),
-        (
-            "get_dynamic_tools",
-            json!({"toolName": "search"}),
-            ToolErrorKind::InvalidArguments,
-            "toolName needs a namespace, e.g. {\"namespace\":\"docs\",\"toolName\":\"search\"}",
-        ),
-        (
-            "get_dynamic_tools",
-            json!({"namespace": "github", "toolName": "x"}),
-            ToolErrorKind::Unavailable,
-            "server \"github\" is still loading; try again shortly",
-        ),
-        (
-            "get_dynamic_tools",
-            json!({"name": "x"}),
-            ToolErrorKind::InvalidArguments,
-            "unknown argument \"name\"; accepted arguments: namespace, toolName",
-        ),
-        (
-            "get_dynamic_tools",
-            json!({"namespace": 3}),
-            ToolErrorKind::InvalidArguments,
-            "\"namespace\" must be a string, found a number",
-        ),
-        (
-            "get_dynamic_tools",
-            json!([]),
-            ToolErrorKind::InvalidArguments,
-            "the arguments must be a JSON object, found an array",
-        ),
-        (
-            "call_dynamic_tool",
-            json!({"namespace": "github", "toolName": "x"}),
-            ToolErrorKind::Unavailable,
-            "server \"github\" is still loading; try again shortly",
-        ),
-        (
-            "call_dynamic_tool",
-            json!({"namespace": "legacy", "toolName": "x"}),
-            ToolErrorKind::Unavailable,
-            "server \"legacy\" is unavailable: local MCP servers (command) are not supported yet",
-        ),
-        (
-            "call_dynamic_tool",
-            json!({"namespace": "docs", "toolName": "nope"}),
-            ToolErrorKind::NotFound,
-            "server \"docs\" has no tool \"nope\"; list its tools with mcp/get_dynamic_tools {\"namespace\":\"docs\"}",
-        ),
-        (
-            "call_dynamic_tool",
-            json!({"namespace": "nope", "toolName": "x"}),
-            ToolErrorKind::NotFound,
-            "unknown namespace \"nope\"; known namespaces: docs, github, legacy",
-        ),
-        (
-            "call_dynamic_tool",
-            json!({"toolName": "search"}),
-            ToolErrorKind::InvalidArguments,
-            "\"namespace\" is required, e.g. {\"namespace\":\"docs\",\"toolName\":\"search\",\"arguments\":{}}",
-        ),
-        (
-            "call_dynamic_tool",
-            json!({"namespace": "docs"}),
-            ToolErrorKind::InvalidArguments,
-            "\"toolName\" is required, e.g. {\"namespace\":\"docs\",\"toolName\":\"search\",\"arguments\":{}}",
-        ),
-        (
-            "call_dynamic_tool",
-            json!({"namespace": "docs", "toolName": "search", "arguments": "q=x"}),
-            ToolErrorKind::InvalidArguments,
-            "\"arguments\" must be an object, found a string",
-        ),
-        (
-            "call_dynamic_tool",
-            json!({"namespace": "docs", "toolName": "search", "args": {}}),
-            ToolErrorKind::InvalidArguments,
-            "unknown argument \"args\"; accepted arguments: namespace, toolName, arguments",
-        ),
-    ];
+    // Each row: the tool, its arguments, the error kind and the exact message.
+    let cases = error_cases! {
+        get_dynamic_tools {"namespace": "gitlab"} => NotFound "unknown namespace \"gitlab\"; known namespaces: docs, github, legacy";
+        get_dynamic_tools {"namespace": "docs", "toolName": "serach"} => NotFound "server \"docs\" has no tool \"serach\"; list its tools with mcp/get_dynamic_tools {\"namespace\":\"docs\"}";
+        get_dynamic_tools {"toolName": "search"} => InvalidArguments "toolName needs a namespace, e.g. {\"namespace\":\"docs\",\"toolName\":\"search\"}";
+        get_dynamic_tools {"namespace": "github", "toolName": "x"} => Unavailable "server \"github\" is still loading; try again shortly";
+        get_dynamic_tools {"name": "x"} => InvalidArguments "unknown argument \"name\"; accepted arguments: namespace, toolName";
+        get_dynamic_tools {"namespace": 3} => InvalidArguments "\"namespace\" must be a string, found a number";
+        get_dynamic_tools [] => InvalidArguments "the arguments must be a JSON object, found an array";
+        call_dynamic_tool {"namespace": "github", "toolName": "x"} => Unavailable "server \"github\" is still loading; try again shortly";
+        call_dynamic_tool {"namespace": "legacy", "toolName": "x"} => Unavailable "server \"legacy\" is unavailable: local MCP servers (command) are not supported yet";
+        call_dynamic_tool {"namespace": "docs", "toolName": "nope"} => NotFound "server \"docs\" has no tool \"nope\"; list its tools with mcp/get_dynamic_tools {\"namespace\":\"docs\"}";
+        call_dynamic_tool {"namespace": "nope", "toolName": "x"} => NotFound "unknown namespace \"nope\"; known namespaces: docs, github, legacy";
+        call_dynamic_tool {"toolName": "search"} => InvalidArguments "\"namespace\" is required, e.g. {\"namespace\":\"docs\",\"toolName\":\"search\",\"arguments\":{}}";
+        call_dynamic_tool {"namespace": "docs"} => InvalidArguments "\"toolName\" is required, e.g. {\"namespace\":\"docs\",\"toolName\":\"search\",\"arguments\":{}}";
+        call_dynamic_tool {"namespace": "docs", "toolName": "search", "arguments": "q=x"} => InvalidArguments "\"arguments\" must be an object, found a string";
+        call_dynamic_tool {"namespace": "docs", "toolName": "search", "args": {}} => InvalidArguments "unknown argument \"args\"; accepted arguments: namespace, toolName, arguments";
+    };
     for (tool, args, kind, message) in cases {
         let error = host.call(tool, args.clone()).await.unwrap_err();
         assert_eq!(
@@ -334,9 +264,7 @@ async fn errors_a_model_can_act_on() {
 
 #[tokio::test]
 async fn call_arguments_default_to_an_empty_object() {
-    let ready = ready_server().await;
-    let host = Host::new(json!({"docs": {"url": format!("{}/mcp", ready.uri())}}));
-    host.ready("docs", WAIT).await;
+    let (_ready, host) = ready_docs().await;
     for args in [
         json!({"namespace": "docs", "toolName": "search"}),
         json!({"namespace": "docs", "toolName": "search", "arguments": null}),
@@ -356,56 +284,18 @@ async fn call_arguments_default_to_an_empty_object() {
 
 #[tokio::test]
 async fn every_echo_of_model_input_is_cut() {
-    let ready = ready_server().await;
-    let host = Host::new(json!({"docs": {"url": format!("{}/mcp", ready.uri())}}));
-    host.ready("docs", WAIT).await;
+    let (_ready, host) = ready_docs().await;
     let huge = "a".repeat(1024 * 1024);
     // Cut to 200 bytes: 197 of the text and "…".
     let cut = format!("\"{}…\"", "a".repeat(197));
+    #[rustfmt::skip]
     let cases: Vec<(String, Value, ToolErrorKind, String)> = vec![
-        (
-            "get_dynamic_tools".into(),
-            json!({"namespace": huge}),
-            ToolErrorKind::NotFound,
-            format!("unknown namespace {cut}; known namespaces: docs"),
-        ),
-        (
-            "call_dynamic_tool".into(),
-            json!({"namespace": huge, "toolName": huge}),
-            ToolErrorKind::NotFound,
-            format!("unknown namespace {cut}; known namespaces: docs"),
-        ),
-        (
-            "get_dynamic_tools".into(),
-            json!({"namespace": "docs", "toolName": huge}),
-            ToolErrorKind::NotFound,
-            format!(
-                "server \"docs\" has no tool {cut}; list its tools with mcp/get_dynamic_tools {{\"namespace\":\"docs\"}}"
-            ),
-        ),
-        (
-            "call_dynamic_tool".into(),
-            json!({"namespace": "docs", "toolName": huge}),
-            ToolErrorKind::NotFound,
-            format!(
-                "server \"docs\" has no tool {cut}; list its tools with mcp/get_dynamic_tools {{\"namespace\":\"docs\"}}"
-            ),
-        ),
-        (
-            "get_dynamic_tools".into(),
-            json!({ huge.clone(): 1 }),
-            ToolErrorKind::InvalidArguments,
-            format!("unknown argument {cut}; accepted arguments: namespace, toolName"),
-        ),
-        (
-            huge.clone(),
-            json!({}),
-            ToolErrorKind::NotFound,
-            format!(
-                "unknown tool \"mcp/{}…\"; this Pack offers mcp/get_dynamic_tools and mcp/call_dynamic_tool",
-                "a".repeat(193)
-            ),
-        ),
+        ("get_dynamic_tools".into(), json!({"namespace": huge}), ToolErrorKind::NotFound, format!("unknown namespace {cut}; known namespaces: docs")),
+        ("call_dynamic_tool".into(), json!({"namespace": huge, "toolName": huge}), ToolErrorKind::NotFound, format!("unknown namespace {cut}; known namespaces: docs")),
+        ("get_dynamic_tools".into(), json!({"namespace": "docs", "toolName": huge}), ToolErrorKind::NotFound, format!("server \"docs\" has no tool {cut}; list its tools with mcp/get_dynamic_tools {{\"namespace\":\"docs\"}}")),
+        ("call_dynamic_tool".into(), json!({"namespace": "docs", "toolName": huge}), ToolErrorKind::NotFound, format!("server \"docs\" has no tool {cut}; list its tools with mcp/get_dynamic_tools {{\"namespace\":\"docs\"}}")),
+        ("get_dynamic_tools".into(), json!({ huge.clone(): 1 }), ToolErrorKind::InvalidArguments, format!("unknown argument {cut}; accepted arguments: namespace, toolName")),
+        (huge.clone(), json!({}), ToolErrorKind::NotFound, format!("unknown tool \"mcp/{}…\"; this Pack offers mcp/get_dynamic_tools and mcp/call_dynamic_tool", "a".repeat(193))),
     ];
     for (tool, args, kind, message) in cases {
         let error = host.call(&tool, args).await.unwrap_err();
@@ -418,18 +308,8 @@ async fn every_echo_of_model_input_is_cut() {
 #[tokio::test]
 async fn not_found_names_the_listing_tool_under_the_packs_id() {
     let ready = ready_server().await;
-    let mut packs = Packs::new();
-    plugin_mcp::install(
-        &mut packs,
-        &json!({"mcp": {"docs": {"url": format!("{}/mcp", ready.uri())}}}),
-    );
-    let mut services = Services::new();
-    services.insert(&TOKIO_RUNTIME, tokio::runtime::Handle::current());
-    let pack = packs
-        .get("runvil/mcp")
-        .unwrap()
-        .construct("tools", &services)
-        .unwrap();
+    let config = json!({"mcp": {"docs": {"url": format!("{}/mcp", ready.uri())}}});
+    let pack = crate::support::construct(&config, "tools").unwrap();
     let until = tokio::time::Instant::now() + WAIT;
     loop {
         let listing = pack
@@ -442,18 +322,13 @@ async fn not_found_names_the_listing_tool_under_the_packs_id() {
         assert!(tokio::time::Instant::now() < until, "{listing}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let error = pack
-        .call(
-            "tools/call_dynamic_tool",
-            json!({"namespace": "docs", "toolName": "nope"}),
-        )
-        .await
-        .unwrap_err();
+    let args = json!({"namespace": "docs", "toolName": "nope"});
     assert_eq!(
-        (error.kind, error.message.as_str()),
+        refusal(&*pack, "tools/call_dynamic_tool", args).await,
         (
             ToolErrorKind::NotFound,
             "server \"docs\" has no tool \"nope\"; list its tools with tools/get_dynamic_tools {\"namespace\":\"docs\"}"
+                .to_string()
         )
     );
 }

@@ -7,27 +7,12 @@
 use std::time::Duration;
 
 use crate::support::oauth::{Options, TestServer, play_browser, play_browser_page};
-use crate::support::{Host, oauth_store};
+use crate::support::{Host, oauth_store, store_file};
 use reqwest::Url;
 use runvil_plugin::ToolErrorKind;
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(10);
-
-/// The store file of `url` and `client`: the first 16 bytes of SHA-256 over the URL, a NUL and
-/// the client, in hex, plus `.json`.
-fn store_file(url: &Url, client: &str) -> std::path::PathBuf {
-    use sha2::{Digest, Sha256};
-    let mut hash = Sha256::new();
-    hash.update(url.as_str().as_bytes());
-    hash.update([0]);
-    hash.update(client.as_bytes());
-    let name: String = hash.finalize()[..16]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    oauth_store().join(format!("{name}.json"))
-}
 
 fn entry(server: &TestServer) -> Value {
     json!({"docs": {"url": server.mcp_url().as_str()}})
@@ -57,9 +42,141 @@ async fn call_whoami(host: &Host) -> Result<String, runvil_plugin::ToolError> {
 /// Signs in through the listing's link; returns the link.
 async fn sign_in(host: &Host) -> String {
     let link = link_in_listing(host).await;
-    assert_eq!(play_browser(&Url::parse(&link).unwrap()).await, 200);
-    host.ready("docs", WAIT).await;
+    browse(host, &link).await;
     link
+}
+
+/// Plays the browser for `link` (it answers `200`) and waits until `docs` is ready.
+async fn browse(host: &Host, link: &str) {
+    assert_eq!(play_browser(&Url::parse(link).unwrap()).await, 200);
+    host.ready("docs", WAIT).await;
+}
+
+/// A server started with the default options and a Host of it, not signed in yet.
+async fn not_signed_in() -> (TestServer, Host) {
+    let server = TestServer::start(Options::default()).await;
+    let host = Host::new(entry(&server));
+    (server, host)
+}
+
+/// A server started with `options` and a Host signed in to it.
+async fn signed_in(options: Options) -> (TestServer, Host) {
+    let server = TestServer::start(options).await;
+    let host = Host::new(entry(&server));
+    sign_in(&host).await;
+    (server, host)
+}
+
+/// The default options with a challenge naming `mcp:read` and calls needing `mcp:write` too
+/// (a `403 insufficient_scope` step-up, MCP 2025-11-25 "Authorization").
+fn step_up_scopes() -> Options {
+    Options {
+        challenge_scope: Some("mcp:read"),
+        call_scope: Some("mcp:write"),
+        ..Options::default()
+    }
+}
+
+/// The default options with sessions (`Mcp-Session-Id`).
+fn with_sessions() -> Options {
+    Options {
+        sessions: true,
+        ..Options::default()
+    }
+}
+
+/// Expires the access tokens and drops `host` (its session's `DELETE` goes out); returns the
+/// length of the trail before the drop.
+fn drop_with_expired_tokens(server: &TestServer, host: Host) -> usize {
+    server.expire_access_tokens();
+    let before = trail(server).len();
+    drop(host);
+    before
+}
+
+/// A server whose refreshes take `refresh_delay`, and two Hosts of it: the first signs in
+/// through the browser, the second reads the grant the first stored and is ready. Then the
+/// access tokens expire.
+async fn two_hosts(refresh_delay: Duration) -> (TestServer, Host, Host) {
+    let server = TestServer::start(Options {
+        refresh_delay,
+        ..Options::default()
+    })
+    .await;
+    let first = Host::new(entry(&server));
+    sign_in(&first).await;
+    let second = Host::new(entry(&server));
+    second.ready("docs", WAIT).await;
+    server.expire_access_tokens();
+    (server, first, second)
+}
+
+/// Both calls answered `signed in`.
+fn both_signed_in(
+    a: Result<String, runvil_plugin::ToolError>,
+    b: Result<String, runvil_plugin::ToolError>,
+) {
+    assert_eq!(
+        (a.unwrap(), b.unwrap()),
+        ("signed in".into(), "signed in".into())
+    );
+}
+
+/// `docs` at the server's MCP URL with one more `field` (`headers`, `oauth`) beside the URL.
+fn entry_with(server: &TestServer, field: &str, value: Value) -> Value {
+    json!({"docs": {"url": server.mcp_url().as_str(), field: value}})
+}
+
+/// A server started with the default options changed by `change`, and a Host whose `docs` has
+/// a configured `X-Api-Key: key` header (not `Authorization`: OAuth still signs in).
+async fn with_key(key: &str, change: impl FnOnce(&mut Options)) -> (TestServer, Host) {
+    let mut options = Options::default();
+    change(&mut options);
+    let server = TestServer::start(options).await;
+    let host = Host::new(entry_with(&server, "headers", json!({"X-Api-Key": key})));
+    (server, host)
+}
+
+/// Waits for the listing to show that signing in failed; returns the listing.
+async fn sign_in_failed(host: &Host) -> Value {
+    host.wait_for(WAIT, |l| {
+        l["servers"][0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("signing in failed"))
+    })
+    .await
+}
+
+/// Plays the browser for the listing's link and waits for the listing to show that signing in
+/// failed; returns the status and page the browser got and the listing's reason.
+async fn browse_to_failure(host: &Host) -> (u16, String, String) {
+    let link = link_in_listing(host).await;
+    let (status, page) = play_browser_page(&Url::parse(&link).unwrap()).await;
+    let listing = sign_in_failed(host).await;
+    let reason = listing["servers"][0]["reason"].as_str().unwrap();
+    (status, page, reason.to_string())
+}
+
+/// The texts of `texts` that contain `needle`.
+fn holding<'a>(texts: [&'a str; 2], needle: &str) -> Vec<&'a str> {
+    texts.into_iter().filter(|t| t.contains(needle)).collect()
+}
+
+/// Waits (at most [`WAIT`], polling every 20 ms) until `done()`; panics with `why()` when the
+/// time runs out.
+async fn until(mut done: impl FnMut() -> bool, why: impl Fn() -> String) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !done() {
+        assert!(tokio::time::Instant::now() < deadline, "{}", why());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The value of the query parameter `name` of `link`.
+fn query(link: &Url, name: &str) -> Option<String> {
+    link.query_pairs()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.into_owned())
 }
 
 fn trail(server: &TestServer) -> Vec<String> {
@@ -69,8 +186,7 @@ fn trail(server: &TestServer) -> Vec<String> {
 #[tokio::test]
 async fn a_401_shows_the_link_in_both_listings_and_the_browser_makes_the_server_ready() {
     oauth_store();
-    let server = TestServer::start(Options::default()).await;
-    let host = Host::new(entry(&server));
+    let (server, host) = not_signed_in().await;
 
     let link = link_in_listing(&host).await;
     let prefix = format!("{}authorize?", server.base);
@@ -96,8 +212,7 @@ async fn a_401_shows_the_link_in_both_listings_and_the_browser_makes_the_server_
 
     // The start continues as soon as the code arrives (the backoff is at 1 s or more by now;
     // the wait below does not depend on it).
-    assert_eq!(play_browser(&Url::parse(&link).unwrap()).await, 200);
-    host.ready("docs", WAIT).await;
+    browse(&host, &link).await;
     assert_eq!(call_whoami(&host).await.unwrap(), "signed in");
     let trail = trail(&server);
     let signed_in_at = trail
@@ -205,13 +320,11 @@ async fn a_second_pack_reuses_the_stored_grant_without_registering_or_signing_in
 #[tokio::test]
 async fn concurrent_calls_refused_with_401_wait_for_one_refresh_and_retry_once() {
     oauth_store();
-    let server = TestServer::start(Options {
+    let (server, host) = signed_in(Options {
         refresh_delay: Duration::from_millis(800),
         ..Options::default()
     })
     .await;
-    let host = Host::new(entry(&server));
-    sign_in(&host).await;
     server.expire_access_tokens();
     let before = trail(&server).len();
 
@@ -219,14 +332,11 @@ async fn concurrent_calls_refused_with_401_wait_for_one_refresh_and_retry_once()
     for result in calls {
         assert_eq!(result.unwrap(), "signed in");
     }
-    let log = server.log.lock().unwrap();
-    let grants: Vec<&str> = log
-        .token_requests
-        .iter()
-        .map(|form| form["grant_type"].as_str())
-        .collect();
-    assert_eq!(grants, ["authorization_code", "refresh_token"]);
-    let mut calls = log.mcp[before..].to_vec();
+    assert_eq!(
+        grant_types(&server),
+        ["authorization_code", "refresh_token"]
+    );
+    let mut calls = trail(&server)[before..].to_vec();
     calls.sort();
     assert_eq!(
         calls,
@@ -246,8 +356,7 @@ async fn concurrent_calls_refused_with_401_wait_for_one_refresh_and_retry_once()
 #[tokio::test]
 async fn invalid_grant_asks_for_a_new_sign_in_once() {
     oauth_store();
-    let server = TestServer::start(Options::default()).await;
-    let host = Host::new(entry(&server));
+    let (server, host) = not_signed_in().await;
     let first_link = sign_in(&host).await;
     server.expire_access_tokens();
     server.revoke_refresh_tokens();
@@ -292,27 +401,22 @@ async fn invalid_grant_asks_for_a_new_sign_in_once() {
         host.listing(json!({})).await,
         json!({"servers": [{"namespace": "docs", "status": "ready", "tools": ["whoami"]}]})
     );
-    let log = server.log.lock().unwrap();
-    let grants: Vec<&str> = log
-        .token_requests
-        .iter()
-        .map(|form| form["grant_type"].as_str())
-        .collect();
     assert_eq!(
-        grants,
+        grant_types(&server),
         ["authorization_code", "refresh_token", "authorization_code"]
     );
-    assert_eq!(log.registrations, 1);
+    assert_eq!(server.log.lock().unwrap().registrations, 1);
 }
 
 #[tokio::test]
 async fn a_configured_authorization_header_never_starts_oauth() {
     oauth_store();
     let server = TestServer::start(Options::default()).await;
-    let host = Host::new(json!({"docs": {
-        "url": server.mcp_url().as_str(),
-        "headers": {"Authorization": "Bearer configured-token-1"}
-    }}));
+    let host = Host::new(entry_with(
+        &server,
+        "headers",
+        json!({"Authorization": "Bearer configured-token-1"}),
+    ));
     let listing = host.settled(WAIT).await;
     let docs = &listing["servers"][0];
     assert_eq!(
@@ -363,31 +467,25 @@ async fn a_restart_with_an_expired_revoked_grant_shows_the_link_at_once() {
 
 /// Waits until the MCP trail holds `line` after index `from`; returns the trail.
 async fn trail_reaches(server: &TestServer, from: usize, line: &str) -> Vec<String> {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
+    let reached = || {
         let trail = trail(server);
-        if trail[from.min(trail.len())..].iter().any(|t| t == line) {
-            return trail;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no {line:?} after {from}: {trail:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        trail[from.min(trail.len())..].iter().any(|t| t == line)
+    };
+    until(reached, || {
+        format!("no {line:?} after {from}: {:#?}", trail(server))
+    })
+    .await;
+    trail(server)
 }
 
 #[tokio::test]
 async fn the_standalone_stream_refreshes_a_refused_token_without_a_new_sign_in() {
     oauth_store();
-    let server = TestServer::start(Options {
-        sessions: true,
+    let (server, host) = signed_in(Options {
         list_changed: true,
-        ..Options::default()
+        ..with_sessions()
     })
     .await;
-    let host = Host::new(entry(&server));
-    sign_in(&host).await;
     // The stream opens, ends at once, and its opening asks for a re-listing; once that
     // re-listing went out, the next request is the stream's reopening, 1 s later.
     let opened = trail_reaches(&server, 0, "GET access-token-000002").await;
@@ -413,15 +511,10 @@ async fn the_standalone_stream_refreshes_a_refused_token_without_a_new_sign_in()
             "GET access-token-000003"
         ]
     );
-    let grants: Vec<String> = server
-        .log
-        .lock()
-        .unwrap()
-        .token_requests
-        .iter()
-        .map(|form| form["grant_type"].clone())
-        .collect();
-    assert_eq!(grants, ["authorization_code", "refresh_token"]);
+    assert_eq!(
+        grant_types(&server),
+        ["authorization_code", "refresh_token"]
+    );
     assert_eq!(server.log.lock().unwrap().authorizations.len(), 1);
     let listing = host.listing(json!({"namespace": "docs"})).await;
     assert_eq!(listing["status"], "ready");
@@ -431,16 +524,8 @@ async fn the_standalone_stream_refreshes_a_refused_token_without_a_new_sign_in()
 #[tokio::test]
 async fn the_delete_at_shutdown_refreshes_a_refused_token_once() {
     oauth_store();
-    let server = TestServer::start(Options {
-        sessions: true,
-        ..Options::default()
-    })
-    .await;
-    let host = Host::new(entry(&server));
-    sign_in(&host).await;
-    server.expire_access_tokens();
-    let before = trail(&server).len();
-    drop(host);
+    let (server, host) = signed_in(with_sessions()).await;
+    let before = drop_with_expired_tokens(&server, host);
 
     let after = trail_reaches(&server, before, "DELETE access-token-000003").await;
     assert_eq!(
@@ -450,43 +535,26 @@ async fn the_delete_at_shutdown_refreshes_a_refused_token_once() {
             "DELETE access-token-000003"
         ]
     );
-    let grants: Vec<String> = server
-        .log
-        .lock()
-        .unwrap()
-        .token_requests
-        .iter()
-        .map(|form| form["grant_type"].clone())
-        .collect();
-    assert_eq!(grants, ["authorization_code", "refresh_token"]);
+    assert_eq!(
+        grant_types(&server),
+        ["authorization_code", "refresh_token"]
+    );
 }
 
 #[tokio::test]
 async fn a_delete_refused_after_a_revoked_grant_starts_no_sign_in() {
     oauth_store();
-    let server = TestServer::start(Options {
-        sessions: true,
-        ..Options::default()
-    })
-    .await;
-    let host = Host::new(entry(&server));
-    sign_in(&host).await;
-    server.expire_access_tokens();
+    let (server, host) = signed_in(with_sessions()).await;
     server.revoke_refresh_tokens();
-    let before = trail(&server).len();
-    drop(host);
+    let before = drop_with_expired_tokens(&server, host);
 
     let after = trail_reaches(&server, before, "DELETE access-token-000002 (refused)").await;
     // Give a sign-in (registration, authorization) the chance to show up if one started.
     tokio::time::sleep(Duration::from_millis(300)).await;
+    let grants = grant_types(&server);
     let log = server.log.lock().unwrap();
     assert_eq!(log.mcp[before..], ["DELETE access-token-000002 (refused)"]);
     assert_eq!(after.len(), log.mcp.len());
-    let grants: Vec<&str> = log
-        .token_requests
-        .iter()
-        .map(|form| form["grant_type"].as_str())
-        .collect();
     assert_eq!(grants, ["authorization_code", "refresh_token"]);
     assert_eq!(log.registrations, 1);
     assert_eq!(log.authorizations.len(), 1);
@@ -495,14 +563,7 @@ async fn a_delete_refused_after_a_revoked_grant_starts_no_sign_in() {
 #[tokio::test]
 async fn a_403_insufficient_scope_asks_for_a_new_sign_in_with_the_union_of_scopes() {
     oauth_store();
-    let server = TestServer::start(Options {
-        challenge_scope: Some("mcp:read"),
-        call_scope: Some("mcp:write"),
-        ..Options::default()
-    })
-    .await;
-    let host = Host::new(entry(&server));
-    sign_in(&host).await;
+    let (server, host) = signed_in(step_up_scopes()).await;
 
     // The call's token lacks `mcp:write`: a new link, asking for both scopes, in its message.
     let refused = call_whoami(&host).await.unwrap_err();
@@ -512,14 +573,9 @@ async fn a_403_insufficient_scope_asks_for_a_new_sign_in_with_the_union_of_scope
         refused.message,
         format!("server \"docs\" is unavailable: {}", reason_for(&link))
     );
-    let scope = Url::parse(&link)
-        .unwrap()
-        .query_pairs()
-        .find(|(name, _)| name == "scope")
-        .map(|(_, value)| value.into_owned());
+    let scope = query(&Url::parse(&link).unwrap(), "scope");
     assert_eq!(scope.as_deref(), Some("mcp:read mcp:write"));
-    assert_eq!(play_browser(&Url::parse(&link).unwrap()).await, 200);
-    host.ready("docs", WAIT).await;
+    browse(&host, &link).await;
     assert_eq!(call_whoami(&host).await.unwrap(), "signed in");
     let calls: Vec<String> = trail(&server)
         .into_iter()
@@ -534,29 +590,36 @@ async fn a_403_insufficient_scope_asks_for_a_new_sign_in_with_the_union_of_scope
             "tools/call access-token-000004"
         ]
     );
-    let grants: Vec<String> = server
-        .log
-        .lock()
-        .unwrap()
-        .token_requests
-        .iter()
-        .map(|form| form["grant_type"].clone())
-        .collect();
-    assert_eq!(grants, ["authorization_code", "authorization_code"]);
+    assert_eq!(
+        grant_types(&server),
+        ["authorization_code", "authorization_code"]
+    );
 }
 
 // What two reviews that attacked the sign-in through the contract found, one test each.
 
-/// The grant types of the token requests, in order.
-fn grant_types(server: &TestServer) -> Vec<String> {
+/// The form field `field` of each token request whose `grant_type` is `grant` (of every
+/// request with `None`), in order.
+fn token_fields(server: &TestServer, grant: Option<&str>, field: &str) -> Vec<String> {
     server
         .log
         .lock()
         .unwrap()
         .token_requests
         .iter()
-        .map(|form| form["grant_type"].clone())
+        .filter(|form| grant.is_none_or(|grant| form["grant_type"] == grant))
+        .map(|form| form[field].clone())
         .collect()
+}
+
+/// The refresh tokens the token requests sent, in order.
+fn refresh_tokens_sent(server: &TestServer) -> Vec<String> {
+    token_fields(server, Some("refresh_token"), "refresh_token")
+}
+
+/// The grant types of the token requests, in order.
+fn grant_types(server: &TestServer) -> Vec<String> {
+    token_fields(server, None, "grant_type")
 }
 
 #[tokio::test]
@@ -564,13 +627,11 @@ fn grant_types(server: &TestServer) -> Vec<String> {
 async fn a_short_lived_token_is_refreshed_once_for_concurrent_calls() {
     oauth_store();
     // 30 s tokens: shorter than the 60 s refresh margin, but valid for the whole test.
-    let server = TestServer::start(Options {
+    let (server, host) = signed_in(Options {
         lifetime: 30,
         ..Options::default()
     })
     .await;
-    let host = Host::new(entry(&server));
-    sign_in(&host).await;
     let before = trail(&server).len();
     let calls = futures_util::future::join_all((0..4).map(|_| call_whoami(&host))).await;
     for result in calls {
@@ -596,50 +657,21 @@ async fn a_short_lived_token_is_refreshed_once_for_concurrent_calls() {
 
 async fn two_hosts_send_a_slow_refresh_token_once() {
     oauth_store();
-    let server = TestServer::start(Options::default()).await;
-    let first = Host::new(entry(&server));
-    sign_in(&first).await;
     // The second Host reads the grant the first stored.
-    let second = Host::new(entry(&server));
-    second.ready("docs", WAIT).await;
-    server.expire_access_tokens();
+    let (server, first, second) = two_hosts(Duration::ZERO).await;
     // Slower than the 15 s lock wait, faster than the 30 s OAuth request timeout.
     server.delay_refreshes(Duration::from_secs(17));
     let (a, b) = tokio::join!(call_whoami(&first), call_whoami(&second));
-    assert_eq!(
-        (a.unwrap(), b.unwrap()),
-        ("signed in".into(), "signed in".into())
-    );
-    let refresh_tokens: Vec<String> = server
-        .log
-        .lock()
-        .unwrap()
-        .token_requests
-        .iter()
-        .filter(|form| form["grant_type"] == "refresh_token")
-        .map(|form| form["refresh_token"].clone())
-        .collect();
-    assert_eq!(refresh_tokens, ["refresh-token-000002"]);
+    both_signed_in(a, b);
+    assert_eq!(refresh_tokens_sent(&server), ["refresh-token-000002"]);
 }
 
 #[tokio::test]
 async fn two_hosts_refreshing_at_once_send_the_refresh_token_once() {
     oauth_store();
-    let server = TestServer::start(Options {
-        refresh_delay: Duration::from_millis(500),
-        ..Options::default()
-    })
-    .await;
-    let first = Host::new(entry(&server));
-    sign_in(&first).await;
-    let second = Host::new(entry(&server));
-    second.ready("docs", WAIT).await;
-    server.expire_access_tokens();
+    let (server, first, second) = two_hosts(Duration::from_millis(500)).await;
     let (a, b) = tokio::join!(call_whoami(&first), call_whoami(&second));
-    assert_eq!(
-        (a.unwrap(), b.unwrap()),
-        ("signed in".into(), "signed in".into())
-    );
+    both_signed_in(a, b);
     assert_eq!(
         grant_types(&server),
         ["authorization_code", "refresh_token"]
@@ -649,16 +681,7 @@ async fn two_hosts_refreshing_at_once_send_the_refresh_token_once() {
 #[tokio::test]
 async fn a_host_dropped_mid_refresh_does_not_hold_up_the_other() {
     oauth_store();
-    let server = TestServer::start(Options {
-        refresh_delay: Duration::from_millis(1500),
-        ..Options::default()
-    })
-    .await;
-    let first = Host::new(entry(&server));
-    sign_in(&first).await;
-    let second = Host::new(entry(&server));
-    second.ready("docs", WAIT).await;
-    server.expire_access_tokens();
+    let (server, first, second) = two_hosts(Duration::from_millis(1500)).await;
     // The first Host's call starts the refresh; the Host is dropped while it runs.
     let call = call_whoami(&first);
     let _ = tokio::time::timeout(Duration::from_millis(300), call).await;
@@ -700,14 +723,11 @@ async fn a_lock_file_that_cannot_be_made_does_not_break_sign_in_or_refresh() {
 async fn a_hanging_refresh_does_not_keep_the_delete_from_going_out() {
     oauth_store();
     // 62 s tokens: within the 60 s refresh margin after 2 s, valid on the server for a minute.
-    let server = TestServer::start(Options {
-        sessions: true,
+    let (server, host) = signed_in(Options {
         lifetime: 62,
-        ..Options::default()
+        ..with_sessions()
     })
     .await;
-    let host = Host::new(entry(&server));
-    sign_in(&host).await;
     assert_eq!(call_whoami(&host).await.unwrap(), "signed in");
     let held = trail(&server).last().unwrap()["tools/call ".len()..].to_string();
     server.delay_refreshes(Duration::from_secs(120));
@@ -728,15 +748,12 @@ async fn a_hanging_refresh_does_not_keep_the_delete_from_going_out() {
 #[tokio::test]
 async fn a_stream_refused_after_its_refresh_does_not_refresh_on_every_reopen() {
     oauth_store();
-    let server = TestServer::start(Options {
-        sessions: true,
+    let (server, _host) = signed_in(Options {
         list_changed: true,
         get_refused: true,
-        ..Options::default()
+        ..with_sessions()
     })
     .await;
-    let host = Host::new(entry(&server));
-    sign_in(&host).await;
     // Reopened after 1 s, 2 s, 4 s: give it three reopens.
     tokio::time::sleep(Duration::from_millis(7500)).await;
     let gets: Vec<String> = trail(&server)
@@ -756,39 +773,24 @@ async fn a_stream_refused_after_its_refresh_does_not_refresh_on_every_reopen() {
 async fn a_scope_never_granted_stops_asking_after_two_step_ups() {
     oauth_store();
     // The stream ends at once and each reopen re-lists: a tools/list 2xx between the calls.
-    let server = TestServer::start(Options {
-        sessions: true,
+    let (server, host) = signed_in(Options {
         list_changed: true,
-        challenge_scope: Some("mcp:read"),
-        call_scope: Some("mcp:write"),
         withheld_scope: Some("mcp:write"),
-        ..Options::default()
+        sessions: true,
+        ..step_up_scopes()
     })
     .await;
-    let host = Host::new(entry(&server));
-    sign_in(&host).await;
     // Two step-ups, each signed in through the browser, each still without `mcp:write`.
     for _ in 0..2 {
-        let refused = call_whoami(&host).await.unwrap_err();
-        assert_eq!(
-            refused.kind,
-            ToolErrorKind::Unavailable,
-            "{}",
-            refused.message
-        );
-        let link = link_in_listing(&host).await;
-        assert_eq!(play_browser(&Url::parse(&link).unwrap()).await, 200);
-        host.ready("docs", WAIT).await;
+        step_up(&host, "whoami").await;
         // Wait for a re-listing with the new token (the stream reopens after 1 s).
         let from = trail(&server).len();
-        let deadline = tokio::time::Instant::now() + WAIT;
-        while !trail(&server)[from..]
-            .iter()
-            .any(|t| t.starts_with("tools/list "))
-        {
-            assert!(tokio::time::Instant::now() < deadline, "no re-listing");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let relisted = || {
+            trail(&server)[from..]
+                .iter()
+                .any(|t| t.starts_with("tools/list "))
+        };
+        until(relisted, || "no re-listing".to_string()).await;
     }
     // The third 403 in a row gives up instead of making a third step-up link.
     let third = call_whoami(&host).await.unwrap_err();
@@ -808,16 +810,8 @@ async fn a_scope_never_granted_stops_asking_after_two_step_ups() {
 async fn a_refused_refresh_quoting_the_access_token_shows_no_token() {
     oauth_store();
     let (_guard, logs) = crate::support::logs::capture("plugin_mcp=trace");
-    let server = TestServer::start(Options {
-        refresh_echo: true,
-        ..Options::default()
-    })
-    .await;
     // A configured header that is not `Authorization`: OAuth still signs in.
-    let host = Host::new(json!({"docs": {
-        "url": server.mcp_url().as_str(),
-        "headers": {"X-Api-Key": "sk-configured-key-123456"}
-    }}));
+    let (server, host) = with_key("sk-configured-key-123456", |o| o.refresh_echo = true).await;
     sign_in(&host).await;
     server.expire_access_tokens();
     let refused = call_whoami(&host).await.unwrap_err();
@@ -834,32 +828,23 @@ async fn a_refused_refresh_quoting_the_access_token_shows_no_token() {
 /// only grant is the sign-in's code exchange).
 async fn stream_refused_with(challenge: &'static str) {
     oauth_store();
-    let server = TestServer::start(Options {
-        sessions: true,
+    let (server, _host) = signed_in(Options {
         list_changed: true,
         get_refused: true,
         get_challenge: Some(challenge),
-        ..Options::default()
+        ..with_sessions()
     })
     .await;
-    let host = Host::new(entry(&server));
-    sign_in(&host).await;
     // The first GET, and the reopen after 1 s.
     let from = trail(&server).len();
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while trail(&server)[from..]
-        .iter()
-        .filter(|t| t.starts_with("GET "))
-        .count()
-        < 2
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{:#?}",
-            trail(&server)
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let reopened = || {
+        trail(&server)[from..]
+            .iter()
+            .filter(|t| t.starts_with("GET "))
+            .count()
+            >= 2
+    };
+    until(reopened, || format!("{:#?}", trail(&server))).await;
     assert_eq!(grant_types(&server), ["authorization_code"]);
 }
 
@@ -871,14 +856,9 @@ async fn a_stream_401_without_a_bearer_challenge_spends_no_refresh_token() {
 #[tokio::test]
 async fn a_pack_dropped_while_a_sign_in_waits_closes_the_listener() {
     oauth_store();
-    let server = TestServer::start(Options::default()).await;
-    let host = Host::new(entry(&server));
+    let (_server, host) = not_signed_in().await;
     let link = Url::parse(&link_in_listing(&host).await).unwrap();
-    let redirect = link
-        .query_pairs()
-        .find(|(name, _)| name == "redirect_uri")
-        .map(|(_, value)| Url::parse(&value).unwrap())
-        .unwrap();
+    let redirect = Url::parse(&query(&link, "redirect_uri").unwrap()).unwrap();
     let port = redirect.port().unwrap();
     drop(host);
     let deadline = tokio::time::Instant::now() + WAIT;
@@ -898,56 +878,33 @@ async fn a_pack_dropped_while_a_sign_in_waits_closes_the_listener() {
 
 async fn two_hosts_send_a_revoked_refresh_token_once() {
     oauth_store();
-    let server = TestServer::start(Options {
-        refresh_delay: Duration::from_millis(300),
-        ..Options::default()
-    })
-    .await;
-    let first = Host::new(entry(&server));
-    sign_in(&first).await;
-    let second = Host::new(entry(&server));
-    second.ready("docs", WAIT).await;
-    server.expire_access_tokens();
+    let (server, first, second) = two_hosts(Duration::from_millis(300)).await;
     server.revoke_refresh_tokens();
     let (a, b) = tokio::join!(call_whoami(&first), call_whoami(&second));
     assert_eq!(
         (a.unwrap_err().kind, b.unwrap_err().kind),
         (ToolErrorKind::Unavailable, ToolErrorKind::Unavailable)
     );
-    let refresh_tokens: Vec<String> = server
-        .log
-        .lock()
-        .unwrap()
-        .token_requests
-        .iter()
-        .filter(|form| form["grant_type"] == "refresh_token")
-        .map(|form| form["refresh_token"].clone())
-        .collect();
-    assert_eq!(refresh_tokens, ["refresh-token-000002"]);
+    assert_eq!(refresh_tokens_sent(&server), ["refresh-token-000002"]);
 }
 
 #[tokio::test]
 async fn a_refused_refresh_for_the_delete_logs_no_token() {
     oauth_store();
     let (_guard, logs) = crate::support::logs::capture("plugin_mcp=trace");
-    let server = TestServer::start(Options {
-        sessions: true,
+    let (server, host) = signed_in(Options {
         refresh_echo: true,
-        ..Options::default()
+        ..with_sessions()
     })
     .await;
-    let host = Host::new(entry(&server));
-    sign_in(&host).await;
-    server.expire_access_tokens();
-    let before = trail(&server).len();
-    drop(host);
+    let before = drop_with_expired_tokens(&server, host);
     trail_reaches(&server, before, "DELETE access-token-000002 (refused)").await;
     // The refresh the DELETE's 401 asks for, refused.
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while grant_types(&server).len() < 2 {
-        assert!(tokio::time::Instant::now() < deadline, "no refresh");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until(
+        || grant_types(&server).len() >= 2,
+        || "no refresh".to_string(),
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(logs.lines_with("access-token-"), Vec::<String>::new());
 }
@@ -956,15 +913,7 @@ async fn a_refused_refresh_for_the_delete_logs_no_token() {
 async fn a_refused_code_exchange_quoting_a_configured_header_shows_it_nowhere() {
     oauth_store();
     let (_guard, logs) = crate::support::logs::capture("plugin_mcp=trace");
-    let server = TestServer::start(Options {
-        code_echo: true,
-        ..Options::default()
-    })
-    .await;
-    let host = Host::new(json!({"docs": {
-        "url": server.mcp_url().as_str(),
-        "headers": {"X-Api-Key": "sk-configured-key-654321"}
-    }}));
+    let (_server, host) = with_key("sk-configured-key-654321", |o| o.code_echo = true).await;
     let link = link_in_listing(&host).await;
     let (status, page) = play_browser_page(&Url::parse(&link).unwrap()).await;
     let reason = "the token endpoint refused the request (invalid_request): code refused; your \
@@ -979,13 +928,7 @@ async fn a_refused_code_exchange_quoting_a_configured_header_shows_it_nowhere() 
             )
         )
     );
-    let listing = host
-        .wait_for(WAIT, |l| {
-            l["servers"][0]["reason"]
-                .as_str()
-                .is_some_and(|r| r.starts_with("signing in failed"))
-        })
-        .await;
+    let listing = sign_in_failed(&host).await;
     assert_eq!(
         listing["servers"][0]["reason"],
         format!("signing in failed: {reason}")
@@ -1005,42 +948,19 @@ async fn a_refused_code_exchange_quoting_the_basic_credential_shows_it_nowhere()
         ..Options::default()
     })
     .await;
-    let host = Host::new(json!({"docs": {
-        "url": server.mcp_url().as_str(),
-        "oauth": {"clientId": "client-basic", "clientSecret": "client-secret-value-778899"}
-    }}));
+    let host = Host::new(entry_with(
+        &server,
+        "oauth",
+        json!({"clientId": "client-basic", "clientSecret": "client-secret-value-778899"}),
+    ));
     // RFC 6749 §2.3.1: the id and secret, form-encoded, joined by `:`, in base64.
     let basic =
         base64::engine::general_purpose::STANDARD.encode("client-basic:client-secret-value-778899");
-    let link = link_in_listing(&host).await;
-    let (status, page) = play_browser_page(&Url::parse(&link).unwrap()).await;
-    let listing = host
-        .wait_for(WAIT, |l| {
-            l["servers"][0]["reason"]
-                .as_str()
-                .is_some_and(|r| r.starts_with("signing in failed"))
-        })
-        .await;
-    let reason = listing["servers"][0]["reason"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (status, page, reason) = browse_to_failure(&host).await;
     // The exchange did go out with the credential (the server quoted what it received).
-    let token_auth: Vec<String> = server
-        .log
-        .lock()
-        .unwrap()
-        .token_requests
-        .iter()
-        .map(|form| form["auth"].clone())
-        .collect();
-    assert_eq!(token_auth, ["client_secret_basic"]);
+    assert_eq!(token_fields(&server, None, "auth"), ["client_secret_basic"]);
     assert_eq!(status, 200);
-    let leaks: Vec<&str> = [page.as_str(), reason.as_str()]
-        .into_iter()
-        .filter(|text| text.contains(&basic))
-        .collect();
-    assert_eq!(leaks, Vec::<&str>::new());
+    assert_eq!(holding([&page, &reason], &basic), Vec::<&str>::new());
     assert_eq!(logs.lines_with(&basic), Vec::<String>::new());
 }
 
@@ -1053,16 +973,12 @@ async fn a_stream_401_with_bearer_only_in_a_basic_realm_spends_no_refresh_token(
 #[tokio::test]
 async fn a_withheld_scope_gets_no_third_link_after_another_tools_step_up() {
     oauth_store();
-    let server = TestServer::start(Options {
-        challenge_scope: Some("mcp:read"),
-        call_scope: Some("mcp:write"),
+    let (server, host) = signed_in(Options {
         tool_scope: Some(("admin", "mcp:admin")),
         withheld_scope: Some("mcp:admin"),
-        ..Options::default()
+        ..step_up_scopes()
     })
     .await;
-    let host = Host::new(entry(&server));
-    sign_in(&host).await;
     // `admin` needs `mcp:admin`, never granted: two step-ups, then an error.
     step_up(&host, "admin").await;
     step_up(&host, "admin").await;
@@ -1117,8 +1033,7 @@ async fn step_up(host: &Host, tool: &str) {
         refused.message
     );
     let link = link_in_listing(host).await;
-    assert_eq!(play_browser(&Url::parse(&link).unwrap()).await, 200);
-    host.ready("docs", WAIT).await;
+    browse(host, &link).await;
 }
 
 /// `examples/host.rs` as built beside this test binary (`target/<profile>/examples/host`).
@@ -1129,6 +1044,17 @@ fn host_example() -> std::path::PathBuf {
         .parent()
         .unwrap()
         .join("examples/host")
+}
+
+/// A store directory `plugin-mcp-<tag>-<pid>` (emptied, not made) and a config file
+/// `plugin-mcp-<tag>-<pid>.json` beside it with `servers` as its `mcpServers`, in the temp
+/// directory, for the host example.
+fn host_config(tag: &str, servers: Value) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("plugin-mcp-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let config = dir.with_extension("json");
+    std::fs::write(&config, json!({ "mcpServers": servers }).to_string()).unwrap();
+    (dir, config)
 }
 
 /// Runs `host login --wait 20 CONFIG docs` with the store in `dir`; plays the browser for the
@@ -1167,15 +1093,7 @@ async fn host_login(config: &std::path::Path, dir: &std::path::Path) -> (Option<
 async fn host_login_fails_when_a_new_grant_could_not_replace_a_stored_one() {
     oauth_store();
     let server = TestServer::start(Options::default()).await;
-    let dir = std::env::temp_dir().join(format!("plugin-mcp-host-login-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let config =
-        std::env::temp_dir().join(format!("plugin-mcp-host-login-{}.json", std::process::id()));
-    std::fs::write(
-        &config,
-        json!({"mcpServers": {"docs": {"url": server.mcp_url().as_str()}}}).to_string(),
-    )
-    .unwrap();
+    let (dir, config) = host_config("host-login", entry(&server));
     // A first login stores a registration and a grant.
     assert_eq!(host_login(&config, &dir).await, (Some(0), String::new()));
     // The user revoked the grant; the store becomes unwritable (an immutable directory: the
@@ -1223,37 +1141,16 @@ async fn host_login_fails_when_a_new_grant_could_not_replace_a_stored_one() {
 async fn a_configured_header_straddling_the_description_cut_leaves_no_prefix() {
     oauth_store();
     let (_guard, logs) = crate::support::logs::capture("plugin_mcp=trace");
-    let server = TestServer::start(Options {
-        code_echo: true,
+    let (_server, host) = with_key("sk-configured-key-654321", |o| {
+        o.code_echo = true;
         // The reason keeps 1021 bytes of the description: 1010 `a`s and 11 bytes of the key.
-        code_echo_pad: 1010,
-        ..Options::default()
+        o.code_echo_pad = 1010;
     })
     .await;
-    let host = Host::new(json!({"docs": {
-        "url": server.mcp_url().as_str(),
-        "headers": {"X-Api-Key": "sk-configured-key-654321"}
-    }}));
-    let link = link_in_listing(&host).await;
-    let (status, page) = play_browser_page(&Url::parse(&link).unwrap()).await;
-    let listing = host
-        .wait_for(WAIT, |l| {
-            l["servers"][0]["reason"]
-                .as_str()
-                .is_some_and(|r| r.starts_with("signing in failed"))
-        })
-        .await;
-    let reason = listing["servers"][0]["reason"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (status, page, reason) = browse_to_failure(&host).await;
     assert_eq!(status, 200);
     // What follows the padding is never a piece of the key.
-    let leaks: Vec<&str> = [page.as_str(), reason.as_str()]
-        .into_iter()
-        .filter(|text| text.contains("aask-conf"))
-        .collect();
-    assert_eq!(leaks, Vec::<&str>::new());
+    assert_eq!(holding([&page, &reason], "aask-conf"), Vec::<&str>::new());
     assert_eq!(logs.lines_with("sk-conf"), Vec::<String>::new());
 }
 
@@ -1261,18 +1158,9 @@ async fn a_configured_header_straddling_the_description_cut_leaves_no_prefix() {
 async fn a_redirect_error_straddling_its_cut_leaves_no_prefix_of_a_header() {
     oauth_store();
     let (_guard, logs) = crate::support::logs::capture("plugin_mcp=trace");
-    let server = TestServer::start(Options::default()).await;
-    let host = Host::new(json!({"docs": {
-        "url": server.mcp_url().as_str(),
-        "headers": {"X-Api-Key": "sk-configured-key-654321"}
-    }}));
+    let (_server, host) = with_key("sk-configured-key-654321", |_| ()).await;
     let link = Url::parse(&link_in_listing(&host).await).unwrap();
-    let query = |name: &str| {
-        link.query_pairs()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.into_owned())
-            .unwrap()
-    };
+    let query = |name: &str| query(&link, name).unwrap();
     // The authorization server (or anyone with the state) redirects with an `error` that
     // quotes the key after 54 characters: the 64 kept end inside it.
     let mut redirect = Url::parse(&query("redirect_uri")).unwrap();
@@ -1285,13 +1173,7 @@ async fn a_redirect_error_straddling_its_cut_leaves_no_prefix_of_a_header() {
         );
     let status = reqwest::get(redirect).await.unwrap().status();
     assert_eq!(status, 200);
-    let listing = host
-        .wait_for(WAIT, |l| {
-            l["servers"][0]["reason"]
-                .as_str()
-                .is_some_and(|r| r.starts_with("signing in failed"))
-        })
-        .await;
+    let listing = sign_in_failed(&host).await;
     let reason = listing["servers"][0]["reason"].as_str().unwrap();
     assert_eq!(
         reason.matches("aask-conf").count(),
@@ -1304,9 +1186,7 @@ async fn a_redirect_error_straddling_its_cut_leaves_no_prefix_of_a_header() {
 #[tokio::test]
 async fn a_corrupt_store_file_does_not_drop_a_working_grant() {
     oauth_store();
-    let server = TestServer::start(Options::default()).await;
-    let host = Host::new(entry(&server));
-    sign_in(&host).await;
+    let (server, host) = signed_in(Options::default()).await;
     let file = store_file(&server.mcp_url(), "");
     assert!(file.is_file());
     // Something (a crash of another program, an editor) leaves the file unreadable.
@@ -1329,14 +1209,7 @@ async fn a_corrupt_store_file_does_not_drop_a_working_grant() {
 #[tokio::test]
 async fn a_granted_step_up_after_each_new_sign_in_is_never_refused() {
     oauth_store();
-    let server = TestServer::start(Options {
-        challenge_scope: Some("mcp:read"),
-        call_scope: Some("mcp:write"),
-        ..Options::default()
-    })
-    .await;
-    let host = Host::new(entry(&server));
-    sign_in(&host).await;
+    let (server, host) = signed_in(step_up_scopes()).await;
     let mut answers = Vec::new();
     for round in 0..3 {
         if round > 0 {
@@ -1349,16 +1222,14 @@ async fn a_granted_step_up_after_each_new_sign_in_is_never_refused() {
                 ToolErrorKind::Unavailable
             );
             let link = link_in_listing(&host).await;
-            assert_eq!(play_browser(&Url::parse(&link).unwrap()).await, 200);
-            host.ready("docs", WAIT).await;
+            browse(&host, &link).await;
         }
         // `whoami` needs `mcp:write`: a step-up, granted.
         let refused = call_whoami(&host).await.unwrap_err();
         answers.push(
             match host.listing(json!({"namespace": "docs"})).await["signInUrl"].as_str() {
                 Some(link) => {
-                    assert_eq!(play_browser(&Url::parse(link).unwrap()).await, 200);
-                    host.ready("docs", WAIT).await;
+                    browse(&host, link).await;
                     call_whoami(&host).await.map_err(|e| e.message)
                 }
                 None => Err(refused.message),
@@ -1376,17 +1247,10 @@ async fn a_client_id_from_the_environment_still_gets_a_link() {
         ..Options::default()
     })
     .await;
-    let dir = std::env::temp_dir().join(format!("plugin-mcp-env-client-{}", std::process::id()));
-    let config =
-        std::env::temp_dir().join(format!("plugin-mcp-env-client-{}.json", std::process::id()));
-    std::fs::write(
-        &config,
-        json!({"mcpServers": {"docs": {"url": server.mcp_url().as_str(), "oauth": {
-            "clientId": "${env:DOCS_CLIENT_ID}", "clientSecret": "${env:DOCS_CLIENT_SECRET}"
-        }}}})
-        .to_string(),
-    )
-    .unwrap();
+    let oauth = json!({
+        "clientId": "${env:DOCS_CLIENT_ID}", "clientSecret": "${env:DOCS_CLIENT_SECRET}"
+    });
+    let (dir, config) = host_config("env-client", entry_with(&server, "oauth", oauth));
     // The environment is the child's: this test binary's own stays untouched.
     let out = tokio::process::Command::new(host_example())
         .args(["--wait", "3"])
@@ -1407,10 +1271,7 @@ async fn a_client_id_from_the_environment_still_gets_a_link() {
         .as_str()
         .map(|l| Url::parse(l).unwrap());
     assert_eq!(
-        link.map(|l| l
-            .query_pairs()
-            .find(|(k, _)| k == "client_id")
-            .map(|(_, v)| v.into_owned())),
+        link.map(|l| query(&l, "client_id")),
         Some(Some("client-from-env-42".to_string())),
         "{listing}"
     );

@@ -37,6 +37,33 @@ pub fn oauth_store() -> PathBuf {
     .clone()
 }
 
+/// The store file README "Signing in" names for the server at `url` and `client`, in
+/// [`oauth_store`]: the first 16 bytes of SHA-256 over the URL, a NUL and the client, in hex,
+/// plus `.json`.
+pub fn store_file(url: &reqwest::Url, client: &str) -> PathBuf {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    hash.update(url.as_str().as_bytes());
+    hash.update([0]);
+    hash.update(client.as_bytes());
+    let name: String = hash.finalize()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    oauth_store().join(format!("{name}.json"))
+}
+
+/// Installs the plugin with the plugin config `config` and constructs its Pack under `id` on
+/// the current Tokio runtime, as a Host does.
+pub fn construct(config: &Value, id: &str) -> Result<Box<dyn Pack>, runvil_plugin::Unavailable> {
+    let mut packs = Packs::new();
+    plugin_mcp::install(&mut packs, config);
+    let mut services = Services::new();
+    services.insert(&TOKIO_RUNTIME, tokio::runtime::Handle::current());
+    let spec = packs.get("runvil/mcp").expect("install inserts runvil/mcp");
+    spec.construct(id, &services)
+}
+
 /// A constructed `mcp` Pack on the current Tokio runtime.
 pub struct Host {
     pub pack: Box<dyn Pack>,
@@ -50,12 +77,7 @@ impl Host {
 
     /// Like [`Host::new`], returning the unavailable reason instead of panicking.
     pub fn try_new(servers: Value) -> Result<Host, runvil_plugin::Unavailable> {
-        let mut packs = Packs::new();
-        plugin_mcp::install(&mut packs, &json!({ "mcp": servers }));
-        let mut services = Services::new();
-        services.insert(&TOKIO_RUNTIME, tokio::runtime::Handle::current());
-        let spec = packs.get("runvil/mcp").expect("install inserts runvil/mcp");
-        let pack = spec.construct("mcp", &services)?;
+        let pack = construct(&json!({ "mcp": servers }), "mcp")?;
         Ok(Host { pack })
     }
 
