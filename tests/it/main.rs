@@ -11,6 +11,7 @@ mod hostile;
 mod interop;
 mod load;
 mod pack;
+mod review;
 mod rmcp_peer;
 mod secrets;
 mod sessions;
