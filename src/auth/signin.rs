@@ -340,6 +340,7 @@ mod tests {
     use std::time::Duration;
 
     use secrecy::SecretString;
+    use tokio::task::JoinHandle;
 
     use super::*;
     use crate::auth::Kind;
@@ -374,17 +375,55 @@ mod tests {
         store: Option<Store>,
         scopes: Option<Vec<String>>,
     ) -> Result<Started, Error> {
+        begin_at(server, config, store, false, scopes, learner().1).await
+    }
+
+    /// [`begin`] against `server`, answering the challenge its MCP endpoint sends.
+    async fn begin_at(
+        server: &TestServer,
+        config: &OAuthConfig,
+        store: Option<Store>,
+        reuse_grant: bool,
+        scopes: Option<Vec<String>>,
+        learn: Box<LearnSecret>,
+    ) -> Result<Started, Error> {
         let challenge = Challenge::parse(&server.challenge()).unwrap();
         begin(
             &server.mcp_url(),
             config,
             store,
             &challenge,
-            false,
+            reuse_grant,
             scopes,
-            learner().1,
+            learn,
         )
         .await
+    }
+
+    /// A new sign-in with the default config whose learned secrets are kept in the list.
+    async fn start_learning(server: &TestServer) -> (Learned, Box<SignIn>) {
+        let (learned, learn) = learner();
+        let started = begin_at(server, &OAuthConfig::default(), None, false, None, learn).await;
+        let Started::Link(sign_in) = started.unwrap() else {
+            panic!("a link")
+        };
+        (learned, sign_in)
+    }
+
+    /// The task finishing `sign_in`, with the status the browser saw for its redirect.
+    async fn play(sign_in: Box<SignIn>) -> (u16, JoinHandle<Result<Arc<Tokens>, Error>>) {
+        let link = sign_in.url().clone();
+        let finish = tokio::spawn(sign_in.finish());
+        (play_browser(&link).await, finish)
+    }
+
+    /// The `grant_type` of each token request the server saw, in order.
+    fn grant_types(server: &TestServer) -> Vec<String> {
+        let log = server.log.lock().unwrap();
+        log.token_requests
+            .iter()
+            .map(|form| form["grant_type"].clone())
+            .collect()
     }
 
     /// Signs in, playing the browser; returns the server's tokens.
@@ -396,9 +435,8 @@ mod tests {
         let Started::Link(sign_in) = start(server, config, store, None).await.unwrap() else {
             panic!("a new sign-in needs a link");
         };
-        let link = sign_in.url().clone();
-        let finish = tokio::spawn(sign_in.finish());
-        assert_eq!(play_browser(&link).await, 200);
+        let (status, finish) = play(sign_in).await;
+        assert_eq!(status, 200);
         finish.await.unwrap().unwrap()
     }
 
@@ -542,12 +580,10 @@ mod tests {
             assert_eq!(ids, ["client-1", "client-1"]);
         }
         // A third start (another Host) finds the stored grant and needs no link.
-        let challenge = Challenge::parse(&server.challenge()).unwrap();
-        let started = begin(
-            &server.mcp_url(),
+        let started = begin_at(
+            &server,
             &config,
             Some(store.clone()),
-            &challenge,
             true,
             None,
             learner().1,
@@ -587,17 +623,12 @@ mod tests {
             saved.refresh_token.unwrap().expose_secret(),
             "refresh-token-000004"
         );
+        assert_eq!(
+            grant_types(&server),
+            ["authorization_code", "refresh_token", "refresh_token"]
+        );
         {
             let log = server.log.lock().unwrap();
-            let grants: Vec<&str> = log
-                .token_requests
-                .iter()
-                .map(|t| t["grant_type"].as_str())
-                .collect();
-            assert_eq!(
-                grants,
-                ["authorization_code", "refresh_token", "refresh_token"]
-            );
             let used: Vec<&str> = log.token_requests[1..]
                 .iter()
                 .map(|t| t["refresh_token"].as_str())
@@ -692,18 +723,8 @@ mod tests {
         store: &Store,
     ) -> (Arc<Tokens>, Arc<Tokens>) {
         let host_a = sign_in(server, config, Some(store.clone())).await;
-        let challenge = Challenge::parse(&server.challenge()).unwrap();
-        let Started::Ready(host_b) = begin(
-            &server.mcp_url(),
-            config,
-            Some(store.clone()),
-            &challenge,
-            true,
-            None,
-            learner().1,
-        )
-        .await
-        .unwrap() else {
+        let started = begin_at(server, config, Some(store.clone()), true, None, learner().1).await;
+        let Started::Ready(host_b) = started.unwrap() else {
             panic!("host B reuses the stored grant")
         };
         (host_a, host_b)
@@ -873,14 +894,12 @@ mod tests {
         server.expire_access_tokens();
         let renewed = tokens.rejected(&first).await.unwrap();
         assert!(server.accepts(renewed.expose_secret()));
+        assert_eq!(
+            grant_types(&server),
+            ["client_credentials", "client_credentials"]
+        );
         {
             let log = server.log.lock().unwrap();
-            let grants: Vec<&str> = log
-                .token_requests
-                .iter()
-                .map(|t| t["grant_type"].as_str())
-                .collect();
-            assert_eq!(grants, ["client_credentials", "client_credentials"]);
             assert_eq!(log.token_requests[1]["auth"], "client_secret_basic");
             assert_eq!(log.token_requests[1]["scope"], "mcp:read mcp:write");
         }
@@ -940,21 +959,7 @@ mod tests {
             ..Options::default()
         })
         .await;
-        let (learned, learn) = learner();
-        let challenge = Challenge::parse(&server.challenge()).unwrap();
-        let Started::Link(sign_in) = begin(
-            &server.mcp_url(),
-            &OAuthConfig::default(),
-            None,
-            &challenge,
-            false,
-            None,
-            learn,
-        )
-        .await
-        .unwrap() else {
-            panic!("a link")
-        };
+        let (learned, sign_in) = start_learning(&server).await;
         let debug = format!("{sign_in:?}");
         let link = sign_in.url().clone();
         let state = link
@@ -965,8 +970,7 @@ mod tests {
             .into_owned();
         assert!(!debug.contains(&state), "{debug}");
         assert!(!debug.contains("client-secret"), "{debug}");
-        let finish = tokio::spawn(sign_in.finish());
-        play_browser(&link).await;
+        let (_, finish) = play(sign_in).await;
         let tokens = finish.await.unwrap().unwrap();
         // Past the 1-second token's expiry (seconds resolution): the next use refreshes it.
         tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -998,9 +1002,7 @@ mod tests {
         else {
             panic!("a link");
         };
-        let link = sign_in.url().clone();
-        let finish = tokio::spawn(sign_in.finish());
-        play_browser(&link).await;
+        let (_, finish) = play(sign_in).await;
         let err = finish.await.unwrap().unwrap_err();
         assert_eq!(
             err.message(),
@@ -1081,15 +1083,10 @@ mod tests {
         // The store's lock let one Host refresh; the other read its grant: the refresh token
         // was sent once, so an authorization server that revokes a grant whose rotated refresh
         // token is replayed has nothing to revoke.
-        let grants: Vec<String> = server
-            .log
-            .lock()
-            .unwrap()
-            .token_requests
-            .iter()
-            .map(|form| form["grant_type"].clone())
-            .collect();
-        assert_eq!(grants, ["authorization_code", "refresh_token"]);
+        assert_eq!(
+            grant_types(&server),
+            ["authorization_code", "refresh_token"]
+        );
         let _ = std::fs::remove_dir_all(store.dir());
     }
 
@@ -1100,24 +1097,8 @@ mod tests {
             ..Options::default()
         })
         .await;
-        let (learned, learn) = learner();
-        let challenge = Challenge::parse(&server.challenge()).unwrap();
-        let Started::Link(sign_in) = begin(
-            &server.mcp_url(),
-            &OAuthConfig::default(),
-            None,
-            &challenge,
-            false,
-            None,
-            learn,
-        )
-        .await
-        .unwrap() else {
-            panic!("a link")
-        };
-        let link = sign_in.url().clone();
-        let finish = tokio::spawn(sign_in.finish());
-        play_browser(&link).await;
+        let (learned, sign_in) = start_learning(&server).await;
+        let (_, finish) = play(sign_in).await;
         finish.await.unwrap().unwrap();
         assert_eq!(
             server.log.lock().unwrap().token_requests[0]["auth"],
@@ -1159,9 +1140,8 @@ mod tests {
         };
         assert_eq!(server.log.lock().unwrap().registrations, 2);
         // The user completes A's sign-in.
-        let link = first.url().clone();
-        let finish = tokio::spawn(first.finish());
-        assert_eq!(play_browser(&link).await, 200);
+        let (status, finish) = play(first).await;
+        assert_eq!(status, 200);
         let tokens = finish.await.unwrap().unwrap();
         assert_eq!(
             format!("{tokens:?}"),
