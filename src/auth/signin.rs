@@ -15,7 +15,7 @@ use super::challenge::Challenge;
 use super::client::{self, ClientIdentity};
 use super::config::{GrantType, OAuthConfig};
 use super::discovery::{self, Discovered};
-use super::flow::{self, Pending};
+use super::flow::{self, Grant, Pending};
 use super::net::Net;
 use super::scopes;
 use super::store::{Store, StoreKey};
@@ -55,6 +55,26 @@ impl std::fmt::Debug for SignIn {
             .field("pending", &self.pending)
             .finish_non_exhaustive()
     }
+}
+
+/// The tokens of `identity` for the discovered resource, from `grant` when one is held.
+fn tokens_at(
+    net: Net,
+    discovered: Discovered,
+    identity: ClientIdentity,
+    store: Option<(Store, StoreKey)>,
+    grant: Option<Grant>,
+    learn: Box<LearnSecret>,
+) -> Tokens {
+    Tokens::new(
+        net,
+        discovered.server,
+        identity,
+        discovered.resource,
+        store,
+        grant,
+        learn,
+    )
 }
 
 /// The key of the store file for `server_url` and the entry's client.
@@ -116,16 +136,8 @@ pub(crate) async fn begin(
         )
         .await?;
         let tokens = Arc::new(
-            Tokens::new(
-                net,
-                discovered.server,
-                identity,
-                discovered.resource,
-                store,
-                None,
-                learn,
-            )
-            .renewing_by_client_credentials(config.private_key.clone(), scopes),
+            tokens_at(net, discovered, identity, store, None, learn)
+                .renewing_by_client_credentials(config.private_key.clone(), scopes),
         );
         tokens.install(grant).await;
         return Ok(Started::Ready(tokens));
@@ -141,11 +153,10 @@ pub(crate) async fn begin(
             (stored.grant.clone(), fixed.clone().or(reused.clone()))
         {
             learn_client(&*learn, &identity);
-            let tokens = Arc::new(Tokens::new(
+            let tokens = Arc::new(tokens_at(
                 net,
-                discovered.server,
+                discovered,
                 identity,
-                discovered.resource,
                 store,
                 Some(grant),
                 learn,
@@ -276,25 +287,16 @@ impl SignIn {
     /// Cancel safe until the redirect arrives (dropping it closes the listener); dropped during
     /// the code exchange, the sign-in is lost and a new link is needed.
     pub(crate) async fn finish(self: Box<Self>) -> Result<Arc<Tokens>, Error> {
-        let SignIn {
-            net,
-            discovered,
-            identity,
-            store,
-            listener,
-            pending,
-            learn,
-            scrub,
-        } = *self;
-        let state = secrecy::SecretString::from(pending.state.expose_secret().to_string());
-        let (redirect, browser) = listener.wait(&state, SIGN_IN_WAIT).await?;
+        let this = *self;
+        let state = secrecy::SecretString::from(this.pending.state.expose_secret().to_string());
+        let (redirect, browser) = this.listener.wait(&state, SIGN_IN_WAIT).await?;
         let exchanged = {
             let exchange = flow::exchange_code(
-                &net,
-                &discovered.server,
-                &identity,
-                &discovered.resource,
-                pending,
+                &this.net,
+                &this.discovered.server,
+                &this.identity,
+                &this.discovered.resource,
+                this.pending,
                 redirect,
             );
             tokio::pin!(exchange);
@@ -302,7 +304,7 @@ impl SignIn {
             // code arrived and the exchange goes on.
             match tokio::time::timeout(BROWSER_WAIT, &mut exchange).await {
                 Ok(exchanged) => {
-                    let failed = exchanged.as_ref().err().map(|e| match &scrub {
+                    let failed = exchanged.as_ref().err().map(|e| match &this.scrub {
                         Some(scrub) => scrub(e.message()),
                         None => e.message().to_string(),
                     });
@@ -320,14 +322,13 @@ impl SignIn {
             }
         };
         let grant = exchanged?;
-        let tokens = Arc::new(Tokens::new(
-            net,
-            discovered.server,
-            identity,
-            discovered.resource,
-            store,
+        let tokens = Arc::new(tokens_at(
+            this.net,
+            this.discovered,
+            this.identity,
+            this.store,
             None,
-            learn,
+            this.learn,
         ));
         tokens.install(grant).await;
         Ok(tokens)
@@ -415,6 +416,25 @@ mod tests {
         let link = sign_in.url().clone();
         let finish = tokio::spawn(sign_in.finish());
         (play_browser(&link).await, finish)
+    }
+
+    /// A server that knows the pre-registered client `(id, secret)`, and the config naming it.
+    async fn pre_registered(
+        client: (&'static str, &'static str),
+        grant_type: GrantType,
+    ) -> (TestServer, OAuthConfig) {
+        let server = TestServer::start(Options {
+            client: Some(client),
+            ..Options::default()
+        })
+        .await;
+        let config = OAuthConfig {
+            client_id: Some(client.0.into()),
+            client_secret: Some(SecretString::from(client.1)),
+            grant_type,
+            ..OAuthConfig::default()
+        };
+        (server, config)
     }
 
     /// The `grant_type` of each token request the server saw, in order.
@@ -569,16 +589,16 @@ mod tests {
         let first = sign_in(&server, &config, Some(store.clone())).await;
         let second = sign_in(&server, &config, Some(store.clone())).await;
         assert_ne!(token(&first).await, token(&second).await);
-        {
-            let log = server.log.lock().unwrap();
-            assert_eq!(log.registrations, 1);
-            let ids: Vec<&str> = log
-                .authorizations
-                .iter()
-                .map(|a| a["client_id"].as_str())
-                .collect();
-            assert_eq!(ids, ["client-1", "client-1"]);
-        }
+        assert_eq!(server.log.lock().unwrap().registrations, 1);
+        let ids: Vec<String> = server
+            .log
+            .lock()
+            .unwrap()
+            .authorizations
+            .iter()
+            .map(|a| a["client_id"].clone())
+            .collect();
+        assert_eq!(ids, ["client-1", "client-1"]);
         // A third start (another Host) finds the stored grant and needs no link.
         let started = begin_at(
             &server,
@@ -855,16 +875,11 @@ mod tests {
         }
 
         // A pre-registered client is used as configured.
-        let pre = TestServer::start(Options {
-            client: Some(("pre-client", "pre-secret-12345")),
-            ..Options::default()
-        })
+        let (pre, config) = pre_registered(
+            ("pre-client", "pre-secret-12345"),
+            GrantType::AuthorizationCode,
+        )
         .await;
-        let config = OAuthConfig {
-            client_id: Some("pre-client".into()),
-            client_secret: Some(SecretString::from("pre-secret-12345")),
-            ..OAuthConfig::default()
-        };
         sign_in(&pre, &config, None).await;
         let log = pre.log.lock().unwrap();
         assert_eq!(log.registrations, 0);
@@ -874,17 +889,11 @@ mod tests {
 
     #[tokio::test]
     async fn client_credentials_with_a_secret_and_with_a_signed_assertion() {
-        let server = TestServer::start(Options {
-            client: Some(("machine", "machine-secret-1")),
-            ..Options::default()
-        })
+        let (server, config) = pre_registered(
+            ("machine", "machine-secret-1"),
+            GrantType::ClientCredentials,
+        )
         .await;
-        let config = OAuthConfig {
-            client_id: Some("machine".into()),
-            client_secret: Some(SecretString::from("machine-secret-1")),
-            grant_type: GrantType::ClientCredentials,
-            ..OAuthConfig::default()
-        };
         let Started::Ready(tokens) = start(&server, &config, None, None).await.unwrap() else {
             panic!("no browser for client credentials");
         };
