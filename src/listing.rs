@@ -17,8 +17,9 @@ use serde_json::value::RawValue;
 
 use crate::server::{Server, Status, Tool, retry_in_seconds};
 
+/// The fields a server's entry starts with in both listings: its namespace and its status.
 #[derive(Serialize)]
-struct Summary<'a> {
+struct Head<'a> {
     namespace: &'a str,
     status: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -27,19 +28,19 @@ struct Summary<'a> {
     retry_in_seconds: Option<u64>,
     #[serde(rename = "signInUrl", skip_serializing_if = "Option::is_none")]
     sign_in_url: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct Summary<'a> {
+    #[serde(flatten)]
+    head: Head<'a>,
     tools: Vec<&'a str>,
 }
 
 #[derive(Serialize)]
 struct Detail<'a> {
-    namespace: &'a str,
-    status: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<&'a str>,
-    #[serde(rename = "retryInSeconds", skip_serializing_if = "Option::is_none")]
-    retry_in_seconds: Option<u64>,
-    #[serde(rename = "signInUrl", skip_serializing_if = "Option::is_none")]
-    sign_in_url: Option<&'a str>,
+    #[serde(flatten)]
+    head: Head<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     instructions: Option<&'a str>,
     tools: Vec<ToolEntry<'a>>,
@@ -74,15 +75,23 @@ struct OneTool<'a> {
     annotations: Option<&'a RawValue>,
 }
 
-/// The status name, its reason, `retryInSeconds` and the sign-in link.
-fn status_fields(status: &Status) -> (&'static str, Option<&str>, Option<u64>, Option<&str>) {
-    match status {
+/// The entry's head for the server at `namespace` in `status`: the status name, its reason,
+/// `retryInSeconds` and the sign-in link.
+fn head<'a>(namespace: &'a str, status: &'a Status) -> Head<'a> {
+    let (status, reason, retry_in_seconds, sign_in_url) = match status {
         Status::Loading => ("loading", None, None, None),
         Status::Ready(_) => ("ready", None, None, None),
         Status::Error { reason, retry_at } => {
-            ("error", Some(reason), retry_in_seconds(*retry_at), None)
+            ("error", Some(&**reason), retry_in_seconds(*retry_at), None)
         }
-        Status::SignIn(reason, link) => ("error", Some(reason), None, Some(link)),
+        Status::SignIn(reason, link) => ("error", Some(&**reason), None, Some(&**link)),
+    };
+    Head {
+        namespace,
+        status,
+        reason,
+        retry_in_seconds,
+        sign_in_url,
     }
 }
 
@@ -97,17 +106,12 @@ pub(crate) fn all(servers: &[std::sync::Arc<Server>]) -> String {
         .iter()
         .zip(&statuses)
         .map(|(server, status)| {
-            let (status_name, reason, retry_in_seconds, sign_in_url) = status_fields(status);
             let tools = match status {
                 Status::Ready(list) => list.tools.iter().map(|t| t.name.as_str()).collect(),
                 _ => Vec::new(),
             };
             Summary {
-                namespace: &server.namespace,
-                status: status_name,
-                reason,
-                retry_in_seconds,
-                sign_in_url,
+                head: head(&server.namespace, status),
                 tools,
             }
         })
@@ -121,7 +125,6 @@ pub(crate) fn all(servers: &[std::sync::Arc<Server>]) -> String {
 
 /// One server's tools with their input schemas, and its `instructions` while it is ready.
 pub(crate) fn one_server(server: &Server, status: &Status) -> String {
-    let (status_name, reason, retry_in_seconds, sign_in_url) = status_fields(status);
     let instructions = match status {
         Status::Ready(_) => server.instructions(),
         _ => None,
@@ -147,11 +150,7 @@ pub(crate) fn one_server(server: &Server, status: &Status) -> String {
         _ => (Vec::new(), Vec::new()),
     };
     to_json(&Detail {
-        namespace: &server.namespace,
-        status: status_name,
-        reason,
-        retry_in_seconds,
-        sign_in_url,
+        head: head(&server.namespace, status),
         instructions: instructions.as_deref(),
         tools,
         omitted,

@@ -253,6 +253,17 @@ impl Server {
         *self.status.write().unwrap_or_else(|e| e.into_inner()) = status;
     }
 
+    /// Makes `list` the server's tools (`ready`) and logs `news` with how many there are.
+    fn set_ready(&self, list: ToolList, news: &str) {
+        tracing::info!(
+            namespace = %self.namespace,
+            tools = list.tools.len(),
+            omitted = list.omitted.len(),
+            "{news}"
+        );
+        self.set_status(Status::Ready(Arc::new(list)));
+    }
+
     /// The background task of a remote server: start until ready (or the Pack is dropped), then
     /// wait for the Pack to be dropped and end the session.
     ///
@@ -323,15 +334,7 @@ impl Server {
             });
         tokio::select! {
             outcome = started => match outcome {
-                Ok(list) => {
-                    tracing::info!(
-                        namespace = %self.namespace,
-                        tools = list.tools.len(),
-                        omitted = list.omitted.len(),
-                        "server ready"
-                    );
-                    self.set_status(Status::Ready(Arc::new(list)));
-                }
+                Ok(list) => self.set_ready(list, "server ready"),
                 // The backoff has no last attempt; this arm only keeps a future change honest.
                 Err(failure) => self.set_status(Status::refused(failure.to_string())),
             },
@@ -514,15 +517,7 @@ impl Server {
             Err(_) => Err(StartFailure::RelistDeadline),
         };
         match outcome {
-            Ok(list) => {
-                tracing::info!(
-                    namespace = %self.namespace,
-                    tools = list.tools.len(),
-                    omitted = list.omitted.len(),
-                    "tools re-listed"
-                );
-                self.set_status(Status::Ready(Arc::new(list)));
-            }
+            Ok(list) => self.set_ready(list, "tools re-listed"),
             Err(failure) => {
                 let reason = failure.to_string();
                 let reason = limits::truncate(&reason, 2 * limits::MAX_REASON_BYTES);

@@ -438,6 +438,30 @@ mod tests {
         (response.status().as_u16(), response.text().await.unwrap())
     }
 
+    /// A bound listener's wait for `state`, `secs` seconds long, as a task.
+    type Waiting = tokio::task::JoinHandle<Result<(Redirect, Browser), Error>>;
+
+    fn wait_on(listener: Listener, state: &str, secs: u64) -> Waiting {
+        let state = SecretString::from(state);
+        tokio::spawn(async move { listener.wait(&state, Duration::from_secs(secs)).await })
+    }
+
+    /// Binds a listener on a free port and starts its wait; returns the port and the wait.
+    async fn listening(state: &str, secs: u64) -> (u16, Waiting) {
+        let listener = Listener::bind(None).await.unwrap();
+        let port = listener.port();
+        (port, wait_on(listener, state, secs))
+    }
+
+    /// The browser's real redirect: its code is taken and the browser is told it signed in.
+    async fn the_real_redirect_is_served(port: u16, waiting: Waiting) {
+        let browser = tokio::spawn(get(port, "/callback?code=real&state=expected-state-123"));
+        let (redirect, answer) = waiting.await.unwrap().unwrap();
+        assert_eq!(redirect.code.expose_secret(), "real");
+        answer.answer(Outcome::SignedIn).await;
+        assert_eq!(browser.await.unwrap(), (200, SIGNED_IN.to_string()));
+    }
+
     #[tokio::test]
     async fn one_code_with_the_right_state_wrong_states_refused() {
         let listener = Listener::bind(None).await.unwrap();
@@ -446,9 +470,7 @@ mod tests {
             listener.redirect_uri(),
             format!("http://127.0.0.1:{port}/callback")
         );
-        let state = SecretString::from("expected-state-123");
-        let waiting =
-            tokio::spawn(async move { listener.wait(&state, Duration::from_secs(30)).await });
+        let waiting = wait_on(listener, "expected-state-123", 30);
         assert_eq!(get(port, "/other").await.0, 404);
         assert_eq!(
             get(port, "/callback?code=evil&state=forged").await,
@@ -485,11 +507,7 @@ mod tests {
                     .to_string(),
             ),
         ] {
-            let listener = Listener::bind(None).await.unwrap();
-            let port = listener.port();
-            let state = SecretString::from("s-1234567");
-            let waiting =
-                tokio::spawn(async move { listener.wait(&state, Duration::from_secs(30)).await });
+            let (port, waiting) = listening("s-1234567", 30).await;
             let browser = tokio::spawn(get(port, "/callback?code=c&state=s-1234567"));
             let (_, answer) = waiting.await.unwrap().unwrap();
             answer.answer(outcome).await;
@@ -506,11 +524,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_error_ends_the_wait_and_time_runs_out() {
-        let listener = Listener::bind(None).await.unwrap();
-        let port = listener.port();
-        let state = SecretString::from("s-1234567");
-        let waiting =
-            tokio::spawn(async move { listener.wait(&state, Duration::from_secs(30)).await });
+        let (port, waiting) = listening("s-1234567", 30).await;
         assert_eq!(
             get(port, "/callback?error=access_denied&state=s-1234567")
                 .await
@@ -551,13 +565,19 @@ mod tests {
         );
     }
 
-    /// Sends a raw request head and reads the status line's code.
-    async fn raw(port: u16, head: &str) -> u16 {
+    /// Sends a raw request head and reads the whole answer (empty when closed unanswered).
+    async fn raw_answer(port: u16, head: &str) -> String {
         let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
         stream.write_all(head.as_bytes()).await.unwrap();
-        let mut answer = String::new();
-        stream.read_to_string(&mut answer).await.unwrap();
-        answer
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer).await;
+        String::from_utf8_lossy(&answer).into_owned()
+    }
+
+    /// Sends a raw request head and reads the status line's code.
+    async fn raw(port: u16, head: &str) -> u16 {
+        raw_answer(port, head)
+            .await
             .split(' ')
             .nth(1)
             .and_then(|c| c.parse().ok())
@@ -566,11 +586,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_redirect_for_another_host_is_refused_and_the_wait_goes_on() {
-        let listener = Listener::bind(None).await.unwrap();
-        let port = listener.port();
-        let state = SecretString::from("expected-state-123");
-        let waiting =
-            tokio::spawn(async move { listener.wait(&state, Duration::from_secs(30)).await });
+        let (port, waiting) = listening("expected-state-123", 30).await;
         let rebound = format!(
             "GET /callback?code=rebound&state=expected-state-123 HTTP/1.1\r\nHost: evil.example:{port}\r\n\r\n"
         );
@@ -587,20 +603,12 @@ mod tests {
             port.wrapping_add(1)
         );
         assert_eq!(raw(port, &other_port).await, 400);
-        let browser = tokio::spawn(get(port, "/callback?code=real&state=expected-state-123"));
-        let (redirect, answer) = waiting.await.unwrap().unwrap();
-        assert_eq!(redirect.code.expose_secret(), "real");
-        answer.answer(Outcome::SignedIn).await;
-        assert_eq!(browser.await.unwrap(), (200, SIGNED_IN.to_string()));
+        the_real_redirect_is_served(port, waiting).await;
     }
 
     #[tokio::test]
     async fn an_idle_connection_does_not_hold_up_the_redirect() {
-        let listener = Listener::bind(None).await.unwrap();
-        let port = listener.port();
-        let state = SecretString::from("expected-state-123");
-        let waiting =
-            tokio::spawn(async move { listener.wait(&state, Duration::from_secs(60)).await });
+        let (port, waiting) = listening("expected-state-123", 60).await;
         // Idle sockets that send nothing, as a browser's speculative preconnects do.
         let mut idle = Vec::new();
         for _ in 0..3 {
@@ -620,22 +628,9 @@ mod tests {
 
     // What a review that attacked the listener found, one test each.
 
-    /// Sends a raw request head and reads the whole answer (empty when closed unanswered).
-    async fn raw_answer(port: u16, head: &str) -> String {
-        let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-        stream.write_all(head.as_bytes()).await.unwrap();
-        let mut answer = Vec::new();
-        let _ = stream.read_to_end(&mut answer).await;
-        String::from_utf8_lossy(&answer).into_owned()
-    }
-
     #[tokio::test]
     async fn malformed_host_spellings_are_refused_and_the_wait_goes_on() {
-        let listener = Listener::bind(None).await.unwrap();
-        let port = listener.port();
-        let state = SecretString::from("expected-state-123");
-        let waiting =
-            tokio::spawn(async move { listener.wait(&state, Duration::from_secs(30)).await });
+        let (port, waiting) = listening("expected-state-123", 30).await;
         // The HTTP parser refuses both heads before any check of ours: not even the state is
         // looked at (it is the right one here).
         let refused = "HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n";
@@ -650,20 +645,12 @@ mod tests {
             raw_answer(port, &folded).await,
         ];
         assert_eq!(answers, [refused, refused]);
-        let browser = tokio::spawn(get(port, "/callback?code=real&state=expected-state-123"));
-        let (redirect, answer) = waiting.await.unwrap().unwrap();
-        assert_eq!(redirect.code.expose_secret(), "real");
-        answer.answer(Outcome::SignedIn).await;
-        assert_eq!(browser.await.unwrap(), (200, SIGNED_IN.to_string()));
+        the_real_redirect_is_served(port, waiting).await;
     }
 
     #[tokio::test]
     async fn a_head_longer_than_the_limit_is_refused() {
-        let listener = Listener::bind(None).await.unwrap();
-        let port = listener.port();
-        let state = SecretString::from("expected-state-123");
-        let waiting =
-            tokio::spawn(async move { listener.wait(&state, Duration::from_secs(30)).await });
+        let (port, waiting) = listening("expected-state-123", 30).await;
         let long = format!(
             "GET /callback?code=c&state=expected-state-123 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Pad: {}\r\n\r\n",
             "p".repeat(MAX_REQUEST_BYTES)
@@ -679,11 +666,7 @@ mod tests {
 
     #[tokio::test]
     async fn our_pages_are_answered_with_exactly_these_fields() {
-        let listener = Listener::bind(None).await.unwrap();
-        let port = listener.port();
-        let state = SecretString::from("expected-state-123");
-        let waiting =
-            tokio::spawn(async move { listener.wait(&state, Duration::from_secs(30)).await });
+        let (port, waiting) = listening("expected-state-123", 30).await;
         let rebound = format!(
             "GET /callback?code=c&state=expected-state-123 HTTP/1.1\r\nHost: evil.example:{port}\r\n\r\n"
         );
@@ -701,11 +684,7 @@ mod tests {
 
     #[tokio::test]
     async fn sixteen_idle_connections_do_not_keep_the_redirect_out() {
-        let listener = Listener::bind(None).await.unwrap();
-        let port = listener.port();
-        let state = SecretString::from("expected-state-123");
-        let waiting =
-            tokio::spawn(async move { listener.wait(&state, Duration::from_secs(60)).await });
+        let (port, waiting) = listening("expected-state-123", 60).await;
         let mut idle = Vec::new();
         for _ in 0..MAX_CONNECTIONS {
             idle.push(TcpStream::connect(("127.0.0.1", port)).await.unwrap());
@@ -736,11 +715,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_redirect_written_a_byte_at_a_time_is_served() {
-        let listener = Listener::bind(None).await.unwrap();
-        let port = listener.port();
-        let state = SecretString::from("expected-state-123");
-        let waiting =
-            tokio::spawn(async move { listener.wait(&state, Duration::from_secs(30)).await });
+        let (port, waiting) = listening("expected-state-123", 30).await;
         let head = format!(
             "GET /callback?code=bytewise&state=expected-state-123 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
         );

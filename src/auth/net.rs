@@ -91,14 +91,10 @@ impl Net {
         self.policy
             .check(request.url(), what)
             .map_err(|e| Error::new(Kind::Refused, e))?;
-        let response = self.client.execute(request).await.map_err(|e| {
-            let why = if e.is_timeout() {
-                "did not answer in time"
-            } else {
-                "could not be reached"
-            };
-            Error::new(Kind::Transport, format!("{what} {why}"))
-        })?;
+        let response =
+            self.client.execute(request).await.map_err(|e| {
+                transport(what, &e, "did not answer in time", "could not be reached")
+            })?;
         let status = response.status();
         if status.is_redirection() {
             return Err(Error::new(
@@ -238,12 +234,12 @@ async fn read_capped(mut response: reqwest::Response, what: &str) -> Result<Vec<
     let mut body = Vec::new();
     loop {
         let chunk = response.chunk().await.map_err(|e| {
-            let why = if e.is_timeout() {
-                "did not finish its answer in time"
-            } else {
-                "broke off its answer"
-            };
-            Error::new(Kind::Transport, format!("{what} {why}"))
+            transport(
+                what,
+                &e,
+                "did not finish its answer in time",
+                "broke off its answer",
+            )
         })?;
         let Some(chunk) = chunk else {
             return Ok(body);
@@ -256,6 +252,12 @@ async fn read_capped(mut response: reqwest::Response, what: &str) -> Result<Vec<
         }
         body.extend_from_slice(&chunk);
     }
+}
+
+/// A transport failure of `what`: `late` when `e` is a timeout, else `lost`.
+fn transport(what: &str, e: &reqwest::Error, late: &str, lost: &str) -> Error {
+    let why = if e.is_timeout() { late } else { lost };
+    Error::new(Kind::Transport, format!("{what} {why}"))
 }
 
 #[cfg(test)]

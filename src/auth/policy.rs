@@ -240,6 +240,28 @@ mod tests {
         Url::parse(text).unwrap()
     }
 
+    /// What a token endpoint at a restricted address is told.
+    const RESTRICTED: &str = "the token endpoint points at a loopback, private, link-local or \
+                              metadata-service address";
+
+    /// Cloud metadata services, refused to every server.
+    const METADATA_SERVICES: [&str; 3] = [
+        "https://169.254.169.254/latest/meta-data",
+        "https://[fd00:ec2::254]/",
+        "https://metadata.google.internal/computeMetadata",
+    ];
+
+    /// Asserts `policy` refuses each of `targets` as [`RESTRICTED`].
+    fn all_restricted<'a>(policy: &UrlPolicy, targets: impl IntoIterator<Item = &'a str>) {
+        for target in targets {
+            assert_eq!(
+                policy.check(&url(target), "the token endpoint"),
+                Err(RESTRICTED.to_string()),
+                "{target}"
+            );
+        }
+    }
+
     #[test]
     fn restricted_addresses() {
         for ip in [
@@ -302,20 +324,17 @@ mod tests {
             refused("ftp://auth.example.com/token"),
             "the token endpoint is not an https URL"
         );
-        let restricted = "the token endpoint points at a loopback, private, link-local or \
-                          metadata-service address";
-        for target in [
-            "https://169.254.169.254/latest/meta-data",
-            "https://[fd00:ec2::254]/",
-            "https://10.0.0.5/token",
-            "https://127.0.0.1/token",
-            "https://[::ffff:127.0.0.1]/token",
-            "https://localhost/token",
-            "https://metadata.google.internal/computeMetadata",
-            "https://METADATA.google.internal./x",
-        ] {
-            assert_eq!(refused(target), restricted, "{target}");
-        }
+        all_restricted(&policy, METADATA_SERVICES);
+        all_restricted(
+            &policy,
+            [
+                "https://10.0.0.5/token",
+                "https://127.0.0.1/token",
+                "https://[::ffff:127.0.0.1]/token",
+                "https://localhost/token",
+                "https://METADATA.google.internal./x",
+            ],
+        );
         assert_eq!(
             refused("https://user:pw@auth.example.com/"),
             "the token endpoint carries credentials in its URL"
@@ -370,23 +389,16 @@ mod tests {
     #[test]
     fn a_private_network_server_still_may_not_reach_the_metadata_service() {
         let policy = UrlPolicy::for_server(&url("https://10.0.0.7/mcp"));
-        let metadata = "the token endpoint points at a loopback, private, link-local or \
-                        metadata-service address";
-        for target in [
-            "https://169.254.169.254/latest/meta-data",
-            "https://[fd00:ec2::254]/",
-            "https://100.100.100.200/latest",
-            "https://metadata.google.internal/computeMetadata",
-            "https://[::ffff:169.254.169.254]/",
-            "https://[64:ff9b::6464:64c8]/",
-            "https://[2002:a9fe:a9fe::]/",
-        ] {
-            assert_eq!(
-                policy.check(&url(target), "the token endpoint"),
-                Err(metadata.to_string()),
-                "{target}"
-            );
-        }
+        all_restricted(&policy, METADATA_SERVICES);
+        all_restricted(
+            &policy,
+            [
+                "https://100.100.100.200/latest",
+                "https://[::ffff:169.254.169.254]/",
+                "https://[64:ff9b::6464:64c8]/",
+                "https://[2002:a9fe:a9fe::]/",
+            ],
+        );
         assert!(!policy.allows("169.254.169.254".parse().unwrap()));
         assert!(!policy.allows("fd00:ec2::254".parse().unwrap()));
         assert!(policy.allows("10.0.0.8".parse().unwrap()));

@@ -15,7 +15,7 @@ use super::challenge::Challenge;
 use super::client::{self, ClientIdentity};
 use super::config::{GrantType, OAuthConfig};
 use super::discovery::{self, Discovered};
-use super::flow::{self, Pending};
+use super::flow::{self, Grant, Pending};
 use super::net::Net;
 use super::scopes;
 use super::store::{Store, StoreKey};
@@ -55,6 +55,26 @@ impl std::fmt::Debug for SignIn {
             .field("pending", &self.pending)
             .finish_non_exhaustive()
     }
+}
+
+/// The tokens of `identity` for the discovered resource, from `grant` when one is held.
+fn tokens_at(
+    net: Net,
+    discovered: Discovered,
+    identity: ClientIdentity,
+    store: Option<(Store, StoreKey)>,
+    grant: Option<Grant>,
+    learn: Box<LearnSecret>,
+) -> Tokens {
+    Tokens::new(
+        net,
+        discovered.server,
+        identity,
+        discovered.resource,
+        store,
+        grant,
+        learn,
+    )
 }
 
 /// The key of the store file for `server_url` and the entry's client.
@@ -116,16 +136,8 @@ pub(crate) async fn begin(
         )
         .await?;
         let tokens = Arc::new(
-            Tokens::new(
-                net,
-                discovered.server,
-                identity,
-                discovered.resource,
-                store,
-                None,
-                learn,
-            )
-            .renewing_by_client_credentials(config.private_key.clone(), scopes),
+            tokens_at(net, discovered, identity, store, None, learn)
+                .renewing_by_client_credentials(config.private_key.clone(), scopes),
         );
         tokens.install(grant).await;
         return Ok(Started::Ready(tokens));
@@ -141,11 +153,10 @@ pub(crate) async fn begin(
             (stored.grant.clone(), fixed.clone().or(reused.clone()))
     {
         learn_client(&*learn, &identity);
-        let tokens = Arc::new(Tokens::new(
+        let tokens = Arc::new(tokens_at(
             net,
-            discovered.server,
+            discovered,
             identity,
-            discovered.resource,
             store,
             Some(grant),
             learn,
@@ -275,25 +286,16 @@ impl SignIn {
     /// Cancel safe until the redirect arrives (dropping it closes the listener); dropped during
     /// the code exchange, the sign-in is lost and a new link is needed.
     pub(crate) async fn finish(self: Box<Self>) -> Result<Arc<Tokens>, Error> {
-        let SignIn {
-            net,
-            discovered,
-            identity,
-            store,
-            listener,
-            pending,
-            learn,
-            scrub,
-        } = *self;
-        let state = secrecy::SecretString::from(pending.state.expose_secret().to_string());
-        let (redirect, browser) = listener.wait(&state, SIGN_IN_WAIT).await?;
+        let this = *self;
+        let state = secrecy::SecretString::from(this.pending.state.expose_secret().to_string());
+        let (redirect, browser) = this.listener.wait(&state, SIGN_IN_WAIT).await?;
         let exchanged = {
             let exchange = flow::exchange_code(
-                &net,
-                &discovered.server,
-                &identity,
-                &discovered.resource,
-                pending,
+                &this.net,
+                &this.discovered.server,
+                &this.identity,
+                &this.discovered.resource,
+                this.pending,
                 redirect,
             );
             tokio::pin!(exchange);
@@ -301,7 +303,7 @@ impl SignIn {
             // code arrived and the exchange goes on.
             match tokio::time::timeout(BROWSER_WAIT, &mut exchange).await {
                 Ok(exchanged) => {
-                    let failed = exchanged.as_ref().err().map(|e| match &scrub {
+                    let failed = exchanged.as_ref().err().map(|e| match &this.scrub {
                         Some(scrub) => scrub(e.message()),
                         None => e.message().to_string(),
                     });
@@ -319,14 +321,13 @@ impl SignIn {
             }
         };
         let grant = exchanged?;
-        let tokens = Arc::new(Tokens::new(
-            net,
-            discovered.server,
-            identity,
-            discovered.resource,
-            store,
+        let tokens = Arc::new(tokens_at(
+            this.net,
+            this.discovered,
+            this.identity,
+            this.store,
             None,
-            learn,
+            this.learn,
         ));
         tokens.install(grant).await;
         Ok(tokens)
@@ -339,6 +340,7 @@ mod tests {
     use std::time::Duration;
 
     use secrecy::SecretString;
+    use tokio::task::JoinHandle;
 
     use super::*;
     use crate::auth::Kind;
@@ -373,17 +375,74 @@ mod tests {
         store: Option<Store>,
         scopes: Option<Vec<String>>,
     ) -> Result<Started, Error> {
+        begin_at(server, config, store, false, scopes, learner().1).await
+    }
+
+    /// [`begin`] against `server`, answering the challenge its MCP endpoint sends.
+    async fn begin_at(
+        server: &TestServer,
+        config: &OAuthConfig,
+        store: Option<Store>,
+        reuse_grant: bool,
+        scopes: Option<Vec<String>>,
+        learn: Box<LearnSecret>,
+    ) -> Result<Started, Error> {
         let challenge = Challenge::parse(&server.challenge()).unwrap();
         begin(
             &server.mcp_url(),
             config,
             store,
             &challenge,
-            false,
+            reuse_grant,
             scopes,
-            learner().1,
+            learn,
         )
         .await
+    }
+
+    /// A new sign-in with the default config whose learned secrets are kept in the list.
+    async fn start_learning(server: &TestServer) -> (Learned, Box<SignIn>) {
+        let (learned, learn) = learner();
+        let started = begin_at(server, &OAuthConfig::default(), None, false, None, learn).await;
+        let Started::Link(sign_in) = started.unwrap() else {
+            panic!("a link")
+        };
+        (learned, sign_in)
+    }
+
+    /// The task finishing `sign_in`, with the status the browser saw for its redirect.
+    async fn play(sign_in: Box<SignIn>) -> (u16, JoinHandle<Result<Arc<Tokens>, Error>>) {
+        let link = sign_in.url().clone();
+        let finish = tokio::spawn(sign_in.finish());
+        (play_browser(&link).await, finish)
+    }
+
+    /// A server that knows the pre-registered client `(id, secret)`, and the config naming it.
+    async fn pre_registered(
+        client: (&'static str, &'static str),
+        grant_type: GrantType,
+    ) -> (TestServer, OAuthConfig) {
+        let server = TestServer::start(Options {
+            client: Some(client),
+            ..Options::default()
+        })
+        .await;
+        let config = OAuthConfig {
+            client_id: Some(client.0.into()),
+            client_secret: Some(SecretString::from(client.1)),
+            grant_type,
+            ..OAuthConfig::default()
+        };
+        (server, config)
+    }
+
+    /// The `grant_type` of each token request the server saw, in order.
+    fn grant_types(server: &TestServer) -> Vec<String> {
+        let log = server.log.lock().unwrap();
+        log.token_requests
+            .iter()
+            .map(|form| form["grant_type"].clone())
+            .collect()
     }
 
     /// Signs in, playing the browser; returns the server's tokens.
@@ -395,9 +454,8 @@ mod tests {
         let Started::Link(sign_in) = start(server, config, store, None).await.unwrap() else {
             panic!("a new sign-in needs a link");
         };
-        let link = sign_in.url().clone();
-        let finish = tokio::spawn(sign_in.finish());
-        assert_eq!(play_browser(&link).await, 200);
+        let (status, finish) = play(sign_in).await;
+        assert_eq!(status, 200);
         finish.await.unwrap().unwrap()
     }
 
@@ -530,23 +588,21 @@ mod tests {
         let first = sign_in(&server, &config, Some(store.clone())).await;
         let second = sign_in(&server, &config, Some(store.clone())).await;
         assert_ne!(token(&first).await, token(&second).await);
-        {
-            let log = server.log.lock().unwrap();
-            assert_eq!(log.registrations, 1);
-            let ids: Vec<&str> = log
-                .authorizations
-                .iter()
-                .map(|a| a["client_id"].as_str())
-                .collect();
-            assert_eq!(ids, ["client-1", "client-1"]);
-        }
+        assert_eq!(server.log.lock().unwrap().registrations, 1);
+        let ids: Vec<String> = server
+            .log
+            .lock()
+            .unwrap()
+            .authorizations
+            .iter()
+            .map(|a| a["client_id"].clone())
+            .collect();
+        assert_eq!(ids, ["client-1", "client-1"]);
         // A third start (another Host) finds the stored grant and needs no link.
-        let challenge = Challenge::parse(&server.challenge()).unwrap();
-        let started = begin(
-            &server.mcp_url(),
+        let started = begin_at(
+            &server,
             &config,
             Some(store.clone()),
-            &challenge,
             true,
             None,
             learner().1,
@@ -586,17 +642,12 @@ mod tests {
             saved.refresh_token.unwrap().expose_secret(),
             "refresh-token-000004"
         );
+        assert_eq!(
+            grant_types(&server),
+            ["authorization_code", "refresh_token", "refresh_token"]
+        );
         {
             let log = server.log.lock().unwrap();
-            let grants: Vec<&str> = log
-                .token_requests
-                .iter()
-                .map(|t| t["grant_type"].as_str())
-                .collect();
-            assert_eq!(
-                grants,
-                ["authorization_code", "refresh_token", "refresh_token"]
-            );
             let used: Vec<&str> = log.token_requests[1..]
                 .iter()
                 .map(|t| t["refresh_token"].as_str())
@@ -691,18 +742,8 @@ mod tests {
         store: &Store,
     ) -> (Arc<Tokens>, Arc<Tokens>) {
         let host_a = sign_in(server, config, Some(store.clone())).await;
-        let challenge = Challenge::parse(&server.challenge()).unwrap();
-        let Started::Ready(host_b) = begin(
-            &server.mcp_url(),
-            config,
-            Some(store.clone()),
-            &challenge,
-            true,
-            None,
-            learner().1,
-        )
-        .await
-        .unwrap() else {
+        let started = begin_at(server, config, Some(store.clone()), true, None, learner().1).await;
+        let Started::Ready(host_b) = started.unwrap() else {
             panic!("host B reuses the stored grant")
         };
         (host_a, host_b)
@@ -833,16 +874,11 @@ mod tests {
         }
 
         // A pre-registered client is used as configured.
-        let pre = TestServer::start(Options {
-            client: Some(("pre-client", "pre-secret-12345")),
-            ..Options::default()
-        })
+        let (pre, config) = pre_registered(
+            ("pre-client", "pre-secret-12345"),
+            GrantType::AuthorizationCode,
+        )
         .await;
-        let config = OAuthConfig {
-            client_id: Some("pre-client".into()),
-            client_secret: Some(SecretString::from("pre-secret-12345")),
-            ..OAuthConfig::default()
-        };
         sign_in(&pre, &config, None).await;
         let log = pre.log.lock().unwrap();
         assert_eq!(log.registrations, 0);
@@ -852,17 +888,11 @@ mod tests {
 
     #[tokio::test]
     async fn client_credentials_with_a_secret_and_with_a_signed_assertion() {
-        let server = TestServer::start(Options {
-            client: Some(("machine", "machine-secret-1")),
-            ..Options::default()
-        })
+        let (server, config) = pre_registered(
+            ("machine", "machine-secret-1"),
+            GrantType::ClientCredentials,
+        )
         .await;
-        let config = OAuthConfig {
-            client_id: Some("machine".into()),
-            client_secret: Some(SecretString::from("machine-secret-1")),
-            grant_type: GrantType::ClientCredentials,
-            ..OAuthConfig::default()
-        };
         let Started::Ready(tokens) = start(&server, &config, None, None).await.unwrap() else {
             panic!("no browser for client credentials");
         };
@@ -872,14 +902,12 @@ mod tests {
         server.expire_access_tokens();
         let renewed = tokens.rejected(&first).await.unwrap();
         assert!(server.accepts(renewed.expose_secret()));
+        assert_eq!(
+            grant_types(&server),
+            ["client_credentials", "client_credentials"]
+        );
         {
             let log = server.log.lock().unwrap();
-            let grants: Vec<&str> = log
-                .token_requests
-                .iter()
-                .map(|t| t["grant_type"].as_str())
-                .collect();
-            assert_eq!(grants, ["client_credentials", "client_credentials"]);
             assert_eq!(log.token_requests[1]["auth"], "client_secret_basic");
             assert_eq!(log.token_requests[1]["scope"], "mcp:read mcp:write");
         }
@@ -939,21 +967,7 @@ mod tests {
             ..Options::default()
         })
         .await;
-        let (learned, learn) = learner();
-        let challenge = Challenge::parse(&server.challenge()).unwrap();
-        let Started::Link(sign_in) = begin(
-            &server.mcp_url(),
-            &OAuthConfig::default(),
-            None,
-            &challenge,
-            false,
-            None,
-            learn,
-        )
-        .await
-        .unwrap() else {
-            panic!("a link")
-        };
+        let (learned, sign_in) = start_learning(&server).await;
         let debug = format!("{sign_in:?}");
         let link = sign_in.url().clone();
         let state = link
@@ -964,8 +978,7 @@ mod tests {
             .into_owned();
         assert!(!debug.contains(&state), "{debug}");
         assert!(!debug.contains("client-secret"), "{debug}");
-        let finish = tokio::spawn(sign_in.finish());
-        play_browser(&link).await;
+        let (_, finish) = play(sign_in).await;
         let tokens = finish.await.unwrap().unwrap();
         // Past the 1-second token's expiry (seconds resolution): the next use refreshes it.
         tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -997,9 +1010,7 @@ mod tests {
         else {
             panic!("a link");
         };
-        let link = sign_in.url().clone();
-        let finish = tokio::spawn(sign_in.finish());
-        play_browser(&link).await;
+        let (_, finish) = play(sign_in).await;
         let err = finish.await.unwrap().unwrap_err();
         assert_eq!(
             err.message(),
@@ -1080,15 +1091,10 @@ mod tests {
         // The store's lock let one Host refresh; the other read its grant: the refresh token
         // was sent once, so an authorization server that revokes a grant whose rotated refresh
         // token is replayed has nothing to revoke.
-        let grants: Vec<String> = server
-            .log
-            .lock()
-            .unwrap()
-            .token_requests
-            .iter()
-            .map(|form| form["grant_type"].clone())
-            .collect();
-        assert_eq!(grants, ["authorization_code", "refresh_token"]);
+        assert_eq!(
+            grant_types(&server),
+            ["authorization_code", "refresh_token"]
+        );
         let _ = std::fs::remove_dir_all(store.dir());
     }
 
@@ -1099,24 +1105,8 @@ mod tests {
             ..Options::default()
         })
         .await;
-        let (learned, learn) = learner();
-        let challenge = Challenge::parse(&server.challenge()).unwrap();
-        let Started::Link(sign_in) = begin(
-            &server.mcp_url(),
-            &OAuthConfig::default(),
-            None,
-            &challenge,
-            false,
-            None,
-            learn,
-        )
-        .await
-        .unwrap() else {
-            panic!("a link")
-        };
-        let link = sign_in.url().clone();
-        let finish = tokio::spawn(sign_in.finish());
-        play_browser(&link).await;
+        let (learned, sign_in) = start_learning(&server).await;
+        let (_, finish) = play(sign_in).await;
         finish.await.unwrap().unwrap();
         assert_eq!(
             server.log.lock().unwrap().token_requests[0]["auth"],
@@ -1158,9 +1148,8 @@ mod tests {
         };
         assert_eq!(server.log.lock().unwrap().registrations, 2);
         // The user completes A's sign-in.
-        let link = first.url().clone();
-        let finish = tokio::spawn(first.finish());
-        assert_eq!(play_browser(&link).await, 200);
+        let (status, finish) = play(first).await;
+        assert_eq!(status, 200);
         let tokens = finish.await.unwrap().unwrap();
         assert_eq!(
             format!("{tokens:?}"),

@@ -459,6 +459,20 @@ mod tests {
         }
     }
 
+    /// An entry holding only a grant whose access token is `access`.
+    fn holding(access: &str) -> Stored {
+        Stored {
+            client: None,
+            grant: Some(grant(access)),
+            ignored: false,
+        }
+    }
+
+    /// The key of the entry for `url` without a client.
+    fn key_for(url: &str) -> StoreKey {
+        StoreKey::new(&Url::parse(url).unwrap(), "")
+    }
+
     fn temp_dir(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!(
             "plugin-mcp-store-{name}-{}-{}",
@@ -473,7 +487,7 @@ mod tests {
     fn round_trip_with_private_modes() {
         let dir = temp_dir("modes").join("nested");
         let store = Store::at(&dir);
-        let key = StoreKey::new(&Url::parse("https://mcp.example.com/mcp").unwrap(), "");
+        let key = key_for("https://mcp.example.com/mcp");
         assert!(store.load(&key).grant.is_none());
         let stored = Stored {
             client: Some(ClientIdentity {
@@ -533,8 +547,8 @@ mod tests {
     async fn the_lock_is_held_by_one_taker_at_a_time() {
         let dir = temp_dir("lock");
         let store = Store::at(&dir);
-        let key = StoreKey::new(&Url::parse("https://mcp.example/mcp").unwrap(), "");
-        let other = StoreKey::new(&Url::parse("https://other.example/mcp").unwrap(), "");
+        let key = key_for("https://mcp.example/mcp");
+        let other = key_for("https://other.example/mcp");
         let short = std::time::Duration::from_millis(100);
         let held = store
             .lock(&key, short)
@@ -566,16 +580,7 @@ mod tests {
         let key = StoreKey::new(&url, "");
         let other = StoreKey::new(&url, "client-x");
         assert_ne!(key.file, other.file);
-        store
-            .save(
-                &other,
-                &Stored {
-                    client: None,
-                    grant: Some(grant("access-token-other")),
-                    ignored: false,
-                },
-            )
-            .unwrap();
+        store.save(&other, &holding("access-token-other")).unwrap();
         // A file copied over another server's name belongs to another client: ignored.
         std::fs::copy(dir.join(&other.file), dir.join(&key.file)).unwrap();
         assert!(store.load(&key).grant.is_none());
@@ -595,17 +600,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         let store = Store::at(&dir);
-        let key = StoreKey::new(&Url::parse("https://mcp.example.com/mcp").unwrap(), "");
-        store
-            .save(
-                &key,
-                &Stored {
-                    client: None,
-                    grant: Some(grant("access-token-loose-1")),
-                    ignored: false,
-                },
-            )
-            .unwrap();
+        let key = key_for("https://mcp.example.com/mcp");
+        store.save(&key, &holding("access-token-loose-1")).unwrap();
         let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
         let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(format!("{mode:o}"), "700");
@@ -615,18 +611,8 @@ mod tests {
     fn a_secret_in_the_server_url_is_not_written_to_the_store() {
         let dir = temp_dir("url-secret");
         let store = Store::at(&dir);
-        let url = Url::parse("https://mcp.example.com/mcp?api_key=sk-live-url-secret-123").unwrap();
-        let key = StoreKey::new(&url, "");
-        store
-            .save(
-                &key,
-                &Stored {
-                    client: None,
-                    grant: Some(grant("access-token-url-1")),
-                    ignored: false,
-                },
-            )
-            .unwrap();
+        let key = key_for("https://mcp.example.com/mcp?api_key=sk-live-url-secret-123");
+        store.save(&key, &holding("access-token-url-1")).unwrap();
         let text = std::fs::read_to_string(dir.join(&key.file)).unwrap();
         let _ = std::fs::remove_dir_all(&dir);
         let leaked: Vec<&str> = text
@@ -641,7 +627,7 @@ mod tests {
     fn a_store_file_that_never_ends_is_ignored() {
         let dir = temp_dir("fifo");
         std::fs::create_dir_all(&dir).unwrap();
-        let key = StoreKey::new(&Url::parse("https://mcp.example.com/mcp").unwrap(), "");
+        let key = key_for("https://mcp.example.com/mcp");
         let path = dir.join(&key.file);
         let made = std::process::Command::new("mkfifo")
             .arg(&path)

@@ -224,15 +224,10 @@ impl Tokens {
             Stored::Grant(stored)
                 if stored.access_token.expose_secret() != grant.access_token.expose_secret() =>
             {
-                learn_grant(&*self.learn, &stored);
-                self.in_store
-                    .store(true, std::sync::atomic::Ordering::Release);
-                if fresh(&stored) {
-                    let token = stored.access_token.clone();
-                    *current = Some(stored);
-                    return Ok(token);
+                match self.adopt(stored, &fresh, &mut current) {
+                    Ok(token) => return Ok(token),
+                    Err(stale) => stale,
                 }
-                stored
             }
             _ => grant,
         };
@@ -252,16 +247,13 @@ impl Tokens {
                     // read: adopt that one (once) instead of deleting it.
                     match self.load_stored() {
                         Some(stored) if !same_grant(&stored, &grant) && !retried => {
-                            learn_grant(&*self.learn, &stored);
-                            self.in_store
-                                .store(true, std::sync::atomic::Ordering::Release);
-                            if fresh(&stored) {
-                                let token = stored.access_token.clone();
-                                *current = Some(stored);
-                                return Ok(token);
+                            match self.adopt(stored, &fresh, &mut current) {
+                                Ok(token) => return Ok(token),
+                                Err(stale) => {
+                                    retried = true;
+                                    grant = stale;
+                                }
                             }
-                            retried = true;
-                            grant = stored;
                         }
                         _ => {
                             tracing::info!("the stored grant was refused; a new sign-in is needed");
@@ -277,6 +269,26 @@ impl Tokens {
     }
 
     /// Gets a new grant for `grant`: by its refresh token, or by the client credentials grant.
+    /// Adopts `stored`, a grant another Host saved: learns its secrets and marks the grant as
+    /// one in the store. A `fresh` one becomes `current` and its access token is returned; a
+    /// stale one is handed back (`Err`) to be renewed.
+    fn adopt(
+        &self,
+        stored: Grant,
+        fresh: &dyn Fn(&Grant) -> bool,
+        current: &mut Option<Grant>,
+    ) -> Result<SecretString, Grant> {
+        learn_grant(&*self.learn, &stored);
+        self.in_store
+            .store(true, std::sync::atomic::Ordering::Release);
+        if !fresh(&stored) {
+            return Err(stored);
+        }
+        let token = stored.access_token.clone();
+        *current = Some(stored);
+        Ok(token)
+    }
+
     async fn renew(&self, grant: &Grant) -> Result<Grant, Error> {
         match &self.renewal {
             Some(renewal) if grant.refresh_token.is_none() => {

@@ -657,41 +657,43 @@ mod tests {
 
     #[test]
     fn connect_sentences_name_the_origin_only_when_given() {
-        let with = |why| {
-            Error::new(
-                Kind::Connect {
-                    why,
-                    origin: Some("https://a.example:443".into()),
-                },
-                None,
-            )
-            .to_string()
-        };
-        let without = |why| Error::new(Kind::Connect { why, origin: None }, None).to_string();
-        assert_eq!(
-            with(Connect::Dns),
-            "the host name of https://a.example:443 could not be resolved (DNS failure)"
-        );
-        assert_eq!(
-            without(Connect::Dns),
-            "the host name of the configured URL could not be resolved (DNS failure)"
-        );
-        assert_eq!(
-            without(Connect::Refused),
-            "connection refused (no server is listening at the configured URL)"
-        );
-        assert_eq!(
-            with(Connect::Timeout),
-            "connecting to https://a.example:443 timed out after 30 seconds"
-        );
-        assert_eq!(
-            without(Connect::Tls),
-            "the TLS handshake with the server failed (is it an https URL for a plain-HTTP port?)"
-        );
-        assert_eq!(
-            with(Connect::Other),
-            "could not connect to https://a.example:443"
-        );
+        // (why, whether the origin is given, the sentence)
+        for (why, named, sentence) in [
+            (
+                Connect::Dns,
+                true,
+                "the host name of https://a.example:443 could not be resolved (DNS failure)",
+            ),
+            (
+                Connect::Dns,
+                false,
+                "the host name of the configured URL could not be resolved (DNS failure)",
+            ),
+            (
+                Connect::Refused,
+                false,
+                "connection refused (no server is listening at the configured URL)",
+            ),
+            (
+                Connect::Timeout,
+                true,
+                "connecting to https://a.example:443 timed out after 30 seconds",
+            ),
+            (
+                Connect::Tls,
+                false,
+                "the TLS handshake with the server failed (is it an https URL for a plain-HTTP port?)",
+            ),
+            (
+                Connect::Other,
+                true,
+                "could not connect to https://a.example:443",
+            ),
+        ] {
+            let origin = named.then(|| "https://a.example:443".into());
+            let error = Error::new(Kind::Connect { why, origin }, None);
+            assert_eq!(error.to_string(), sentence);
+        }
     }
 
     #[test]
@@ -723,22 +725,25 @@ mod tests {
                 preview.to_string(),
             )
         };
-        assert_eq!(
-            status(401, "").with_auth_hint(hint).to_string(),
-            "HTTP 401 Unauthorized; the environment variable \"K\" used in header \"X\" is set but empty"
-        );
-        assert_eq!(
-            status(403, "no").with_auth_hint(hint).to_string(),
-            "HTTP 403 Forbidden: no; the environment variable \"K\" used in header \"X\" is set but empty"
-        );
-        assert_eq!(
-            status(404, "").with_auth_hint(hint).to_string(),
-            "HTTP 404 Not Found"
-        );
-        assert_eq!(
-            status(401, "").with_auth_hint(None).to_string(),
-            "HTTP 401 Unauthorized"
-        );
+        for (code, preview, given, sentence) in [
+            (
+                401,
+                "",
+                hint,
+                "HTTP 401 Unauthorized; the environment variable \"K\" used in header \"X\" is set but empty",
+            ),
+            (
+                403,
+                "no",
+                hint,
+                "HTTP 403 Forbidden: no; the environment variable \"K\" used in header \"X\" is set but empty",
+            ),
+            (404, "", hint, "HTTP 404 Not Found"),
+            (401, "", None, "HTTP 401 Unauthorized"),
+        ] {
+            let error = status(code, preview).with_auth_hint(given);
+            assert_eq!(error.to_string(), sentence);
+        }
         assert_eq!(
             Error::session_expired().with_auth_hint(hint).to_string(),
             "the server no longer knows this session"

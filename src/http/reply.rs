@@ -25,6 +25,7 @@ use crate::jsonrpc::{self, Kind, RpcError};
 use crate::limits::{self, MAX_MESSAGE_BYTES};
 use crate::protocol::{ACCEPT_SSE, LAST_EVENT_ID};
 use crate::redact::{REDACTED, Redactor};
+use crate::sse::Event;
 
 /// The longest redirect target a reason quotes, in bytes (after scrubbing).
 const MAX_LOCATION_BYTES: usize = 512;
@@ -216,14 +217,8 @@ impl Connection {
                     continue;
                 }
             };
-            if event.data.is_empty() || event.event != "message" {
+            let Some(text) = message_text(&event)? else {
                 continue;
-            }
-            let Ok(text) = event.text() else {
-                return Err(Error::stream(
-                    "the server's event stream is not UTF-8",
-                    None,
-                ));
             };
             let messages = match jsonrpc::decode(text) {
                 Ok(messages) => messages,
@@ -331,14 +326,8 @@ impl Connection {
             if !id.is_empty() && id.len() <= limits::MAX_EVENT_ID_BYTES && id != last_event_id {
                 *last_event_id = id.to_string();
             }
-            if event.data.is_empty() || event.event != "message" {
+            let Some(text) = message_text(&event)? else {
                 continue;
-            }
-            let Ok(text) = event.text() else {
-                return Err(Error::stream(
-                    "the server's event stream is not UTF-8",
-                    None,
-                ));
             };
             let Ok(messages) = jsonrpc::decode(text) else {
                 tracing::debug!(namespace = %self.namespace, "skipped an event that is not JSON-RPC");
@@ -440,6 +429,24 @@ impl Connection {
             ),
             BodyError::Utf8 => Error::protocol("the server's reply is not UTF-8"),
         }
+    }
+}
+
+/// The JSON-RPC text an event carries: `None` for an event to skip (no data, or a type other
+/// than `message`).
+///
+/// # Errors
+/// A stream error when the data is not UTF-8.
+fn message_text(event: &Event) -> Result<Option<&str>, Error> {
+    if event.data.is_empty() || event.event != "message" {
+        return Ok(None);
+    }
+    match event.text() {
+        Ok(text) => Ok(Some(text)),
+        Err(_) => Err(Error::stream(
+            "the server's event stream is not UTF-8",
+            None,
+        )),
     }
 }
 
@@ -639,68 +646,67 @@ mod tests {
         assert_eq!(retry_after(&HeaderMap::new()), None);
     }
 
-    #[test]
-    fn redirect_targets_resolve_against_the_request_url() {
-        let base = Url::parse("http://127.0.0.1:8000/mcp").unwrap();
+    /// [`redirect_target`] of a `Location` for a request to `base`, with `secrets` learned.
+    fn targets(base: &str, secrets: &[&str], hide_host: bool) -> impl Fn(&str) -> (String, bool) {
+        let base = Url::parse(base).unwrap();
         let mut redactor = Redactor::default();
-        redactor.add_secret("Sk-Live-4F9A8B7C6D5E");
-        let target = |location: &str| {
+        for secret in secrets {
+            redactor.add_secret(secret);
+        }
+        move |location| {
             redirect_target(
                 &HeaderValue::from_str(location).unwrap(),
                 &base,
                 &redactor,
-                false,
+                hide_host,
             )
-        };
-        assert_eq!(
-            target("/mcp/"),
-            ("http://127.0.0.1:8000/mcp/".into(), false)
+        }
+    }
+
+    #[test]
+    fn redirect_targets_resolve_against_the_request_url() {
+        let target = targets(
+            "http://127.0.0.1:8000/mcp",
+            &["Sk-Live-4F9A8B7C6D5E"],
+            false,
         );
-        assert_eq!(
-            target("/mcp/?api_key=sk-1234567890#frag"),
-            ("http://127.0.0.1:8000/mcp/".into(), true)
-        );
-        assert_eq!(
-            target("https://other.example/x"),
-            ("https://other.example/x".into(), false)
-        );
-        assert_eq!(
-            target("https://Sk-Live-4F9A8B7C6D5E.Login.example/cb?x=1"),
-            ("https://[redacted].Login.example/cb".into(), true)
-        );
-        assert_eq!(
-            target("//other.example/x"),
-            ("http://other.example/x".into(), false)
-        );
-        assert_eq!(target("http://[::1"), ("http://[::1".into(), false));
+        // (Location, the target shown, whether a query was left out)
+        for (location, shown, omitted) in [
+            ("/mcp/", "http://127.0.0.1:8000/mcp/", false),
+            (
+                "/mcp/?api_key=sk-1234567890#frag",
+                "http://127.0.0.1:8000/mcp/",
+                true,
+            ),
+            ("https://other.example/x", "https://other.example/x", false),
+            (
+                "https://Sk-Live-4F9A8B7C6D5E.Login.example/cb?x=1",
+                "https://[redacted].Login.example/cb",
+                true,
+            ),
+            ("//other.example/x", "http://other.example/x", false),
+            ("http://[::1", "http://[::1", false),
+        ] {
+            assert_eq!(target(location), (shown.into(), omitted), "{location}");
+        }
     }
 
     #[test]
     fn a_secret_host_is_never_shown_in_a_redirect_target() {
-        let base = Url::parse("http://localhost:8000/a/mcp?k=v").unwrap();
-        let mut redactor = Redactor::default();
-        redactor.add_secret("LocalHost");
-        redactor.add_secret("localhost");
-        let target = |location: &str| {
-            redirect_target(
-                &HeaderValue::from_str(location).unwrap(),
-                &base,
-                &redactor,
-                true,
-            )
-            .0
-        };
-        assert_eq!(target("/mcp/"), "http://[redacted]:8000/mcp/");
-        assert_eq!(target("mcp/"), "http://[redacted]:8000/a/mcp/");
-        assert_eq!(
-            target("http://LocalHost:8000/x"),
-            "http://[redacted]:8000/x"
+        let target = targets(
+            "http://localhost:8000/a/mcp?k=v",
+            &["LocalHost", "localhost"],
+            true,
         );
-        assert_eq!(
-            target("http://localhost:8000/x"),
-            "http://[redacted]:8000/x"
-        );
-        assert_eq!(target("//other.example/x"), "http://other.example/x");
+        for (location, shown) in [
+            ("/mcp/", "http://[redacted]:8000/mcp/"),
+            ("mcp/", "http://[redacted]:8000/a/mcp/"),
+            ("http://LocalHost:8000/x", "http://[redacted]:8000/x"),
+            ("http://localhost:8000/x", "http://[redacted]:8000/x"),
+            ("//other.example/x", "http://other.example/x"),
+        ] {
+            assert_eq!(target(location).0, shown, "{location}");
+        }
     }
 
     #[test]
