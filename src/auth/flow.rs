@@ -469,18 +469,28 @@ mod tests {
         assert!(!long.expires_soon(1000 - 61));
     }
 
-    #[test]
-    fn token_errors_scrub_what_was_sent_and_never_quote_a_body() {
-        let refresh = SecretString::from("refresh-token-echoed-1");
-        let secret = SecretString::from("client-secret-echoed-1");
+    /// What [`token_error`] makes of an `invalid_client` refusal saying `description`, to a
+    /// request that sent the refresh token `refresh` and the client secret `secret`.
+    fn invalid_client_echo(description: &str, refresh: &str, secret: &str) -> Error {
+        let refresh = SecretString::from(refresh);
+        let secret = SecretString::from(secret);
         let echo = BasicErrorResponse::new(
             BasicErrorResponseType::InvalidClient,
-            Some("bad client-secret-echoed-1 for refresh-token-echoed-1".to_string()),
+            Some(description.to_string()),
             None,
         );
-        let err = token_error(
+        token_error(
             RequestTokenError::ServerResponse(echo),
             &[Some(&refresh), Some(&secret)],
+        )
+    }
+
+    #[test]
+    fn token_errors_scrub_what_was_sent_and_never_quote_a_body() {
+        let err = invalid_client_echo(
+            "bad client-secret-echoed-1 for refresh-token-echoed-1",
+            "refresh-token-echoed-1",
+            "client-secret-echoed-1",
         );
         assert_eq!(err.kind(), Kind::Denied);
         assert_eq!(
@@ -529,19 +539,10 @@ mod tests {
 
     #[test]
     fn token_errors_scrub_percent_encoded_echoes() {
-        let refresh = SecretString::from("rt/abc+def=12345678");
-        let secret = SecretString::from("cs/secret+value=987");
-        let echo = BasicErrorResponse::new(
-            BasicErrorResponseType::InvalidClient,
-            Some(
-                "got refresh_token=rt%2Fabc%2Bdef%3D12345678&client_secret=cs%2Fsecret%2Bvalue%3D987"
-                    .to_string(),
-            ),
-            None,
-        );
-        let err = token_error(
-            RequestTokenError::ServerResponse(echo),
-            &[Some(&refresh), Some(&secret)],
+        let err = invalid_client_echo(
+            "got refresh_token=rt%2Fabc%2Bdef%3D12345678&client_secret=cs%2Fsecret%2Bvalue%3D987",
+            "rt/abc+def=12345678",
+            "cs/secret+value=987",
         );
         assert_eq!(
             err.message(),

@@ -336,6 +336,7 @@ impl SignIn {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
     use std::sync::Mutex;
     use std::time::Duration;
 
@@ -438,11 +439,12 @@ mod tests {
 
     /// The `grant_type` of each token request the server saw, in order.
     fn grant_types(server: &TestServer) -> Vec<String> {
-        let log = server.log.lock().unwrap();
-        log.token_requests
-            .iter()
-            .map(|form| form["grant_type"].clone())
-            .collect()
+        each(&server.log.lock().unwrap().token_requests, "grant_type")
+    }
+
+    /// The `name` parameter of each logged request, in order.
+    fn each(requests: &[HashMap<String, String>], name: &str) -> Vec<String> {
+        requests.iter().map(|form| form[name].clone()).collect()
     }
 
     /// Signs in, playing the browser; returns the server's tokens.
@@ -589,14 +591,7 @@ mod tests {
         let second = sign_in(&server, &config, Some(store.clone())).await;
         assert_ne!(token(&first).await, token(&second).await);
         assert_eq!(server.log.lock().unwrap().registrations, 1);
-        let ids: Vec<String> = server
-            .log
-            .lock()
-            .unwrap()
-            .authorizations
-            .iter()
-            .map(|a| a["client_id"].clone())
-            .collect();
+        let ids = each(&server.log.lock().unwrap().authorizations, "client_id");
         assert_eq!(ids, ["client-1", "client-1"]);
         // A third start (another Host) finds the stored grant and needs no link.
         let started = begin_at(
