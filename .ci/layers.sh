@@ -14,6 +14,7 @@
 # Usage: .ci/layers.sh [--graph]   (--graph prints the edges it found, `from -> to`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+code_lines=$(<.ci/code-lines.awk)  # the shared prelude: test blocks and comments skipped
 
 # Lowest first. A new module must be placed here, or the check fails.
 LAYERS='
@@ -69,7 +70,7 @@ modules=$(for f in $files; do module_of "$f"; done)
 
 edges=$(
     for f in $files; do
-        awk -v self="$(module_of "$f")" -v known="$(printf '%s ' $modules)" '
+        awk -v self="$(module_of "$f")" -v known="$(printf '%s ' $modules)" "$code_lines"'
         function parent(m) { if (m == "crate" || index(m, "::") == 0) return "crate"; sub(/::[^:]*$/, "", m); return m }
         function child(base, seg) { return base == "crate" ? seg : base "::" seg }
         function resolve(path,   n, seg, i, base) {
@@ -117,14 +118,7 @@ edges=$(
             }
         }
         BEGIN { n = split(known, list, " "); for (i = 1; i <= n; i++) mods[list[i]] = 1 }
-        in_tests { if ($0 ~ /^}/) in_tests = 0; next }
-        /^#\[cfg\(test\)\]/ { test_attr = 1; next }
-        test_attr && /^(pub(\([a-z]+\))? )?mod tests/ { test_attr = 0; if ($0 !~ /;/) in_tests = 1; next }
-        { test_attr = 0 }
-        /^[ \t]*\/\// { next }
         {
-            line = $0
-            sub(/[ \t]\/\/ .*$/, "", line)
             if (stmt == "" && line !~ /^[ \t]*(pub(\([a-z]+\))? )?use /) { inline(line); next }
             stmt = stmt " " line
             if (index(stmt, ";") == 0) next

@@ -13,6 +13,7 @@
 #     `.ends_with(` or `== "`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+code_lines=$(<.ci/code-lines.awk)  # the shared prelude: test blocks and comments skipped
 
 # Functions allowed to read a server's words, each documented and unit-tested where it is.
 #   speaks_of_session (src/http/reply.rs): a 400 whose JSON-RPC error message says the session
@@ -24,15 +25,8 @@ ALLOWED_FILES='src/redact.rs'
 hits=$(
     for f in $(find src -name '*.rs' | sort); do
         [[ " $ALLOWED_FILES " == *" $f "* ]] && continue
-        awk -v file="$f" -v allowed=" $ALLOWED " '
-        in_tests { if ($0 ~ /^}/) in_tests = 0; next }
-        /^#\[cfg\(test\)\]/ { test_attr = 1; next }
-        test_attr && /^(pub(\([a-z]+\))? )?mod tests/ { test_attr = 0; if ($0 !~ /;/) in_tests = 1; next }
-        { test_attr = 0 }
-        /^[ \t]*\/\// { next }
+        awk -v file="$f" -v allowed=" $ALLOWED " "$code_lines"'
         {
-            line = $0
-            sub(/[ \t]\/\/ .*$/, "", line)
             if (match(line, /fn [A-Za-z_][A-Za-z_0-9]*/)) fn_name = substr(line, RSTART + 3, RLENGTH - 3)
             subject = "(reason|message|text|body|preview|error|err|e)(\\.(message|to_string|as_str)\\(\\))?"
             bad = line ~ /to_string\(\)[ \t]*==/ \

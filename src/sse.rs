@@ -395,6 +395,51 @@ impl Framer {
     }
 }
 
+/// Everything a [`Framer`] made of a stream: the events, the error that stopped it if any, and
+/// the last event id and the reconnection time at the end.
+#[cfg(any(test, fuzzing))]
+pub(crate) type Framed = (Vec<Event>, Option<SseError>, String, Option<Duration>);
+
+/// Frames `stream` fed in chunks of `sizes` bytes (used in turn, each at least 1), calling
+/// `each` with the framer after every chunk's feed and before each event is kept. The test
+/// oracle shared by the unit tests and the fuzz target: where the chunks are cut must never
+/// change what it made.
+#[cfg(any(test, fuzzing))]
+pub(crate) fn frame_in_chunks(
+    stream: &Bytes,
+    sizes: &[usize],
+    mut each: impl FnMut(&Framer, Option<&Event>),
+) -> Framed {
+    let mut framer = Framer::new();
+    let mut events = Vec::new();
+    let (mut at, mut turn) = (0, 0);
+    while at < stream.len() {
+        let size = sizes[turn % sizes.len()].min(stream.len() - at);
+        turn += 1;
+        framer.feed(stream.slice(at..at + size));
+        at += size;
+        loop {
+            each(&framer, None);
+            match framer.next() {
+                Ok(Some(event)) => {
+                    each(&framer, Some(&event));
+                    events.push(event);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    return (
+                        events,
+                        Some(e),
+                        framer.last_event_id().into(),
+                        framer.retry(),
+                    );
+                }
+            }
+        }
+    }
+    (events, None, framer.last_event_id().into(), framer.retry())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -835,37 +880,8 @@ mod tests {
         }
     }
 
-    /// Everything a framer makes of `stream` fed in chunks of `sizes` (used in turn): the
-    /// events, the error that stopped it if any, and the last id and retry at the end.
-    fn outcome(
-        stream: &[u8],
-        sizes: &[usize],
-    ) -> (Vec<Event>, Option<SseError>, String, Option<Duration>) {
-        let stream = Bytes::copy_from_slice(stream);
-        let mut framer = Framer::new();
-        let mut events = Vec::new();
-        let (mut at, mut turn) = (0, 0);
-        while at < stream.len() {
-            let size = sizes[turn % sizes.len()].min(stream.len() - at);
-            turn += 1;
-            framer.feed(stream.slice(at..at + size));
-            at += size;
-            loop {
-                match framer.next() {
-                    Ok(Some(event)) => events.push(event),
-                    Ok(None) => break,
-                    Err(e) => {
-                        return (
-                            events,
-                            Some(e),
-                            framer.last_event_id().into(),
-                            framer.retry(),
-                        );
-                    }
-                }
-            }
-        }
-        (events, None, framer.last_event_id().into(), framer.retry())
+    fn outcome(stream: &[u8], sizes: &[usize]) -> Framed {
+        frame_in_chunks(&Bytes::copy_from_slice(stream), sizes, |_, _| {})
     }
 
     proptest! {

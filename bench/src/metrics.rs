@@ -162,22 +162,16 @@ impl Series {
 
 /// Median over rounds of `a`'s round median ÷ `b`'s round median.
 pub(crate) fn ratio(a: &Series, b: &Series) -> f64 {
-    let mut r: Vec<f64> = a
-        .round_medians
-        .iter()
-        .zip(&b.round_medians)
-        .map(|(x, y)| x / y)
-        .collect();
-    median(&mut r)
+    median_of_ratios(&a.round_medians, &b.round_medians)
 }
 
+/// Median over rounds of `a`'s round CPU time ÷ `b`'s.
 pub(crate) fn cpu_ratio(a: &Series, b: &Series) -> f64 {
-    let mut r: Vec<f64> = a
-        .round_cpu
-        .iter()
-        .zip(&b.round_cpu)
-        .map(|(x, y)| x / y)
-        .collect();
+    median_of_ratios(&a.round_cpu, &b.round_cpu)
+}
+
+fn median_of_ratios(a: &[f64], b: &[f64]) -> f64 {
+    let mut r: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
     median(&mut r)
 }
 

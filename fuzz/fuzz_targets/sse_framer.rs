@@ -23,47 +23,16 @@ mod sse;
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 
-/// Everything the framer produced: the events (or the error that stopped it), the last event id
-/// and the reconnection time at the end.
-type Outcome = (
-    Vec<sse::Event>,
-    Option<sse::SseError>,
-    String,
-    Option<std::time::Duration>,
-);
-
-fn frame(stream: &Bytes, sizes: &[usize]) -> Outcome {
-    let mut framer = sse::Framer::new();
-    let mut events = Vec::new();
-    let mut at = 0;
-    let mut turn = 0;
-    while at < stream.len() {
-        let size = sizes[turn % sizes.len()].min(stream.len() - at);
-        turn += 1;
-        framer.feed(stream.slice(at..at + size));
-        at += size;
-        loop {
-            assert!(framer.held() <= limits::MAX_MESSAGE_BYTES);
-            match framer.next() {
-                Ok(Some(event)) => {
-                    assert!(event.data.len() <= limits::MAX_MESSAGE_BYTES);
-                    assert!(!event.event.is_empty());
-                    let _ = event.text();
-                    events.push(event);
-                }
-                Ok(None) => break,
-                Err(error) => {
-                    return (
-                        events,
-                        Some(error),
-                        framer.last_event_id().to_string(),
-                        framer.retry(),
-                    );
-                }
-            }
+/// Frames `stream` in chunks of `sizes`, checking the bounds at every step.
+fn frame(stream: &Bytes, sizes: &[usize]) -> sse::Framed {
+    sse::frame_in_chunks(stream, sizes, |framer, event| {
+        assert!(framer.held() <= limits::MAX_MESSAGE_BYTES);
+        if let Some(event) = event {
+            assert!(event.data.len() <= limits::MAX_MESSAGE_BYTES);
+            assert!(!event.event.is_empty());
+            let _ = event.text();
         }
-    }
-    (events, None, framer.last_event_id().to_string(), framer.retry())
+    })
 }
 
 fuzz_target!(|data: &[u8]| {

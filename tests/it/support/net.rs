@@ -50,6 +50,9 @@ pub fn free_port() -> u16 {
 pub struct Connections {
     open: Mutex<HashMap<u64, AbortHandle>>,
     next: AtomicU64,
+    /// Bumped (under `open`'s lock) by [`Connections::close`]: an accept loop started before
+    /// drops what it accepts from then on.
+    closes: AtomicU64,
 }
 
 impl Connections {
@@ -60,7 +63,20 @@ impl Connections {
 
     /// Cuts every open connection but `keep` (which goes on, e.g. to finish its answer).
     pub fn cut(&self, keep: Option<u64>) {
-        for (number, connection) in self.open.lock().unwrap().drain() {
+        Self::cut_in(&mut self.open.lock().unwrap(), keep);
+    }
+
+    /// As [`Connections::cut`], and the accept loop running now serves nothing more, even a
+    /// connection it is accepting at this moment (the loop's task is being aborted: a server
+    /// going down). A loop started afterwards serves as usual.
+    pub fn close(&self, keep: Option<u64>) {
+        let mut open = self.open.lock().unwrap();
+        self.closes.fetch_add(1, Ordering::SeqCst);
+        Self::cut_in(&mut open, keep);
+    }
+
+    fn cut_in(open: &mut HashMap<u64, AbortHandle>, keep: Option<u64>) {
+        for (number, connection) in open.drain() {
             if Some(number) != keep {
                 connection.abort();
             }
@@ -84,11 +100,17 @@ pub async fn accept<S, B>(
     B::Data: Send,
     B::Error: Into<Box<dyn Error + Send + Sync>>,
 {
+    let life = connections.closes.load(Ordering::SeqCst);
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
         let _ = stream.set_nodelay(true);
+        // Spawned and entered under the lock, so a `close` either sees it or makes it unserved.
+        let mut open = connections.open.lock().unwrap();
+        if connections.closes.load(Ordering::SeqCst) != life {
+            return;
+        }
         let number = connections.next.fetch_add(1, Ordering::SeqCst);
         let service = service(number);
         let task = tokio::spawn(async move {
@@ -96,7 +118,6 @@ pub async fn accept<S, B>(
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
         });
-        let mut open = connections.open.lock().unwrap();
         open.retain(|_, connection| !connection.is_finished());
         open.insert(number, task.abort_handle());
     }

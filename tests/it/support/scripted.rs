@@ -97,6 +97,10 @@ struct State {
     pending_init: Option<(Value, String)>,
     /// Declares `tools.listChanged` and serves the standalone `GET` stream.
     list_changed: bool,
+    /// Which life of the server this is: each going down ends one. A request still being
+    /// handled on a connection of an earlier life is moot (its connection is cut): it changes
+    /// nothing and is not recorded.
+    life: u64,
 }
 
 /// What the server and its connections share.
@@ -114,8 +118,10 @@ impl Shared {
         if let Some(task) = self.accept.lock().unwrap().take() {
             task.abort();
         }
-        self.connections.cut(keep);
-        self.state.lock().unwrap().live.clear();
+        self.connections.close(keep);
+        let mut state = self.state.lock().unwrap();
+        state.live.clear();
+        state.life += 1;
     }
 
     /// Listens again on the same port after `down`.
@@ -287,11 +293,12 @@ impl Scripted {
 /// Serves `listener` until aborted, each request answered by [`answer`] for its connection.
 async fn accept(listener: TcpListener, shared: Arc<Shared>) {
     let connections = Arc::clone(&shared.connections);
+    let life = shared.state.lock().unwrap().life;
     net::accept(listener, connections, move |number| {
         let shared = Arc::clone(&shared);
         service_fn(move |request: hyper::Request<Incoming>| {
             let shared = Arc::clone(&shared);
-            async move { Ok::<_, Infallible>(answer(request, shared, number).await) }
+            async move { Ok::<_, Infallible>(answer(request, shared, number, life).await) }
         })
     })
     .await;
@@ -339,6 +346,7 @@ async fn answer(
     request: hyper::Request<Incoming>,
     shared: Arc<Shared>,
     connection: u64,
+    life: u64,
 ) -> hyper::Response<Body> {
     let state = &shared.state;
     let (parts, body) = request.into_parts();
@@ -372,6 +380,9 @@ async fn answer(
     let mut outage = None;
     let then = {
         let mut st = state.lock().unwrap();
+        if st.life != life {
+            return full(503, None, "");
+        }
         let down = st
             .down_until
             .is_some_and(|until| tokio::time::Instant::now() < until);
