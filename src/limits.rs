@@ -31,6 +31,15 @@ pub(crate) const REINIT_RETRIES: usize = 5;
 /// How long a best-effort `DELETE` of a session, or a `notifications/cancelled`, may take.
 pub(crate) const GOODBYE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// At the Pack's drop, how long an `initialize` still unanswered may take to bring the session
+/// id it makes (then deleted); after that it is given up. A server that hangs costs no more.
+pub(crate) const HANDSHAKE_GRACE: Duration = Duration::from_secs(1);
+
+/// The whole of a connection's cleanup at the Pack's drop: cancels, then `DELETE`s. The steps
+/// before the `DELETE`s end [`GOODBYE_TIMEOUT`] before it, so the `DELETE`s always get their
+/// time; README's host CLI waits 11 s.
+pub(crate) const CLOSE_DEADLINE: Duration = Duration::from_secs(10);
+
 /// How long connecting a TCP (and TLS) connection may take; the start and call deadlines still
 /// govern everything after it.
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);

@@ -47,12 +47,6 @@ pub(crate) struct Signals {
     relist: Notify,
     /// The highest request number a finished re-listing covered.
     listed: watch::Sender<u64>,
-    /// Wakes the standalone stream's loop when a request other than a listing initialized the
-    /// session again.
-    renewed: Notify,
-    /// Wakes the standalone stream's loop when a listing's own request initialized the session
-    /// again.
-    renewed_by_listing: Notify,
 }
 
 impl Default for Signals {
@@ -61,8 +55,6 @@ impl Default for Signals {
             requested: AtomicU64::new(0),
             relist: Notify::new(),
             listed: watch::Sender::new(0),
-            renewed: Notify::new(),
-            renewed_by_listing: Notify::new(),
         }
     }
 }
@@ -109,18 +101,12 @@ impl Signals {
     /// The session was initialized again (the connection's renewal task calls it once per
     /// renewal, when it installs the new session). When a call or the standalone stream waited
     /// for the renewal too (`by_listing` false), asks for a re-listing (a restarted server may
-    /// offer other tools) and wakes the standalone stream's loop at once ([`Signals::renewed`]).
-    /// When only listings' own `tools/list` requests waited for it, the listing goes on in the
-    /// new session, so it asks for none:
-    /// otherwise a server that forgets every session on `tools/list` (a load balancer without
-    /// sticky sessions) would be initialized and listed again in a loop. It then only wakes a
-    /// loop that waits for a session ([`Signals::any_renewal`]), without cutting its backoff
-    /// short.
+    /// offer other tools). When only listings' own `tools/list` requests waited for it, the
+    /// listing goes on in the new session, so it asks for none: otherwise a server that forgets
+    /// every session on `tools/list` (a load balancer without sticky sessions) would be
+    /// initialized and listed again in a loop.
     pub(crate) fn session_renewed(&self, by_listing: bool) {
-        if by_listing {
-            self.renewed_by_listing.notify_one();
-        } else {
-            self.renewed.notify_one();
+        if !by_listing {
             self.request_relist();
         }
     }
@@ -129,25 +115,6 @@ impl Signals {
     /// stream was open was announced nowhere.
     pub(crate) fn stream_opened(&self) {
         self.request_relist();
-    }
-
-    /// Waits until a call or the standalone stream initializes the session again.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: a wake-up not yet taken stays stored.
-    pub(crate) async fn renewed(&self) {
-        self.renewed.notified().await;
-    }
-
-    /// Waits until the session is initialized again, by anyone.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: a wake-up not yet taken stays stored.
-    pub(crate) async fn any_renewal(&self) {
-        tokio::select! {
-            () = self.renewed.notified() => {}
-            () = self.renewed_by_listing.notified() => {}
-        }
     }
 }
 

@@ -315,7 +315,7 @@ async fn lookup(
     }
     let relisted = tokio::select! {
         relisted = server.relist_after_miss() => relisted,
-        () = shutdown.cancelled() => false,
+        () = shutdown.cancelled() => return Err(stopped(&server.namespace)),
     };
     if relisted {
         let list = ready_tools(server)?;
@@ -324,6 +324,18 @@ async fn lookup(
         }
     }
     Err(not_found(id, server, name))
+}
+
+/// The `transport` error of work on `namespace` that the Pack's drop stopped (README "Sessions
+/// and cancellation": a call future that outlives the Pack resolves to it).
+fn stopped(namespace: &str) -> ToolError {
+    ToolError::new(
+        ToolErrorKind::Transport,
+        format!(
+            "the call to server {} was stopped because the mcp Pack was shut down",
+            quoted(namespace)
+        ),
+    )
 }
 
 /// The `NotFound` error for a tool `server` does not list, naming the Pack `id`'s
@@ -379,8 +391,17 @@ impl PreparedCall {
         id: u64,
         shutdown: CancellationToken,
     ) -> Result<String, ToolError> {
-        lookup(&pack_id, &self.server, &self.tool_name, &shutdown).await?;
         let ns = quoted(&self.namespace);
+        // One deadline for the whole call: a miss's wait for a re-listing counts too.
+        let deadline = tokio::time::Instant::now() + CALL_DEADLINE;
+        let looked_up = tokio::time::timeout_at(
+            deadline,
+            lookup(&pack_id, &self.server, &self.tool_name, &shutdown),
+        );
+        match looked_up.await {
+            Ok(found) => drop(found?),
+            Err(_) => return Err(call_deadline(&ns)),
+        }
         let connection = &self.connection;
         tracing::debug!(namespace = %self.namespace, id, "tools/call");
         let redactor = connection.redactor();
@@ -389,22 +410,13 @@ impl PreparedCall {
             result::map(raw, source, redactor).map_err(Error::malformed)
         });
         let outcome = tokio::select! {
-            outcome = tokio::time::timeout(CALL_DEADLINE, request) => outcome,
-            () = shutdown.cancelled() => return Err(ToolError::new(
-                ToolErrorKind::Transport,
-                format!("the call to server {ns} was stopped because the mcp Pack was shut down"),
-            )),
+            outcome = tokio::time::timeout_at(deadline, request) => outcome,
+            () = shutdown.cancelled() => return Err(stopped(&self.namespace)),
         };
         let outcome = match outcome {
             Err(_) => {
                 connection.cancel(id, DEADLINE);
-                return Err(ToolError::new(
-                    ToolErrorKind::Transport,
-                    format!(
-                        "server {ns} did not answer the tool call within {} minutes",
-                        CALL_DEADLINE.as_secs() / 60
-                    ),
-                ));
+                return Err(call_deadline(&ns));
             }
             Ok(outcome) => outcome,
         };
@@ -428,6 +440,17 @@ impl PreparedCall {
             Err(error) => Err(call_error(&ns, &error)),
         }
     }
+}
+
+/// The `transport` error of a call whose [`CALL_DEADLINE`] passed.
+fn call_deadline(ns: &str) -> ToolError {
+    ToolError::new(
+        ToolErrorKind::Transport,
+        format!(
+            "server {ns} did not answer the tool call within {} minutes",
+            CALL_DEADLINE.as_secs() / 60
+        ),
+    )
 }
 
 /// The model-facing error of a failed `tools/call`.
@@ -469,7 +492,10 @@ impl std::future::Future for CallFuture {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
         let joined = std::task::ready!(std::pin::Pin::new(&mut self.task).poll(cx));
-        self.armed = None;
+        if let Some((connection, id)) = self.armed.take() {
+            // Over: a lookup that failed never sent it, a request that ended left the table.
+            connection.finish(id);
+        }
         std::task::Poll::Ready(joined.unwrap_or_else(|e| {
             Err(ToolError::new(
                 ToolErrorKind::Transport,

@@ -77,6 +77,9 @@ pub(crate) struct ToolList {
     pub(crate) tools: Vec<Tool>,
     /// Tools left out, in the order the server listed them.
     pub(crate) omitted: Vec<Omitted>,
+    /// The `instructions` of the session the listing was made on (its `initialize` answer), so
+    /// they stay shown while a later session is being made.
+    pub(crate) instructions: Option<Arc<str>>,
 }
 
 /// A tool left out of the listing, and why.
@@ -356,15 +359,23 @@ impl Server {
 /// sorted by name and the ones left out.
 async fn discover(connection: &Arc<Connection>) -> Result<ToolList, StartFailure> {
     let initialized = connection.initialize().await?;
-    list_tools(connection, &initialized).await
+    list_tools(connection, &initialized, ABANDONED_START).await
 }
+
+/// The `reason` of the cancel of a start's page that the start deadline dropped.
+const ABANDONED_START: &str = "the client abandoned the start of the session";
+/// The `reason` of the cancel of a re-listing's page that its deadline (or the Pack's drop)
+/// dropped.
+const RELIST_STOPPED: &str = "the client stopped waiting for tools/list";
 
 /// Every `tools/list` page, bounded by the page, tool-count and cursor rules of
 /// [`crate::limits`], on a session whose `initialize` declared `initialized`; a start's and a
-/// re-listing's. Returns the tools sorted by name and the ones left out.
+/// re-listing's. Returns the tools sorted by name and the ones left out. A page dropped before
+/// its answer (a deadline) is cancelled with `dropped` as the reason.
 async fn list_tools(
     connection: &Arc<Connection>,
     initialized: &Initialized,
+    dropped: &'static str,
 ) -> Result<ToolList, StartFailure> {
     let mut tools: Vec<Tool> = Vec::new();
     let mut omitted: Vec<Omitted> = Vec::new();
@@ -378,6 +389,9 @@ async fn list_tools(
             None => serde_json::json!({}),
         };
         let id = connection.next_id();
+        // A page the start's or the re-listing's deadline drops is cancelled (MCP lifecycle,
+        // "Timeouts").
+        let _cancel = connection.cancel_on_drop(id, dropped);
         let next = connection
             .request(id, "tools/list", None, &params, |result, _| {
                 read_page(connection, result, page).map_err(Error::malformed)
@@ -394,7 +408,10 @@ async fn list_tools(
                         .is_some_and(|e| !initialized.tools || e.code == METHOD_NOT_FOUND) =>
             {
                 tracing::debug!(namespace = %connection.namespace(), code = ?error.rpc().map(|e| e.code), declared = initialized.tools, "tools/list refused; ready with no tools");
-                return Ok(ToolList::default());
+                return Ok(ToolList {
+                    instructions: initialized.instructions.clone(),
+                    ..ToolList::default()
+                });
             }
             Err(error) => return Err(error.into()),
         };
@@ -416,7 +433,7 @@ async fn list_tools(
             return Err(StartFailure::TooManyTools { listed, page });
         }
         let Some(next) = next.filter(|c| !c.is_empty()) else {
-            return Ok(finish(tools, omitted));
+            return Ok(finish(tools, omitted, initialized));
         };
         if cursor.as_deref() == Some(next.as_str()) {
             return Err(StartFailure::SameCursor { page });
@@ -430,9 +447,13 @@ async fn list_tools(
 }
 
 /// Sorts the tools by name (their names are unique); the omitted ones keep the listing order.
-fn finish(mut tools: Vec<Tool>, omitted: Vec<Omitted>) -> ToolList {
+fn finish(mut tools: Vec<Tool>, omitted: Vec<Omitted>, initialized: &Initialized) -> ToolList {
     tools.sort_by(|a, b| a.name.cmp(&b.name));
-    ToolList { tools, omitted }
+    ToolList {
+        tools,
+        omitted,
+        instructions: initialized.instructions.clone(),
+    }
 }
 
 #[derive(Deserialize)]
@@ -507,11 +528,12 @@ impl Server {
     /// It reads the pages like a start ([`list_tools`], with what the current session's
     /// `initialize` declared), so it yields the same [`ToolList`], omitted tools included.
     async fn relist(&self, connection: &Arc<Connection>) {
-        let initialized = connection
-            .current()
-            .map(|current| current.initialized)
-            .unwrap_or_default();
-        let listing = list_tools(connection, &initialized);
+        // Bound to the session its pages go out on: while a session is being made the
+        // re-listing waits for it, and reads the pages by what that session declared.
+        let listing = async {
+            let live = connection.live().await?;
+            list_tools(connection, &live.initialized, RELIST_STOPPED).await
+        };
         let outcome = match tokio::time::timeout(limits::RELIST_DEADLINE, listing).await {
             Ok(outcome) => outcome,
             Err(_) => Err(StartFailure::RelistDeadline),
@@ -555,28 +577,54 @@ impl Server {
         true
     }
 
-    /// The server's `instructions` while it is ready, scrubbed and bounded.
+    /// The server's `instructions` while it is ready (those of the session its tools were
+    /// listed on), scrubbed and bounded.
     pub(crate) fn instructions(&self) -> Option<Arc<str>> {
-        self.connection
-            .as_ref()
-            .and_then(|c| c.current())
-            .and_then(|current| current.initialized.instructions)
+        match &*self.status.read().unwrap_or_else(|e| e.into_inner()) {
+            Status::Ready(list) => list.instructions.clone(),
+            _ => None,
+        }
     }
 }
 
-/// Holds the standalone `GET` stream open while the session's server declared
-/// `capabilities.tools.listChanged`: reopens it with `Last-Event-ID` after 1 s, doubling to
-/// 60 s (a stream that stayed open a minute resets the wait); after a 405, never asks again in
-/// that session. A 404 (the server forgot the session) joins or starts the connection's renewal
-/// ([`Connection::renew_after`]), which re-lists.
-/// Each stream that opens asks for one re-listing (in `Connection::listen`), so a change made
-/// while no stream was open is not lost. A session a call renewed (see
-/// [`crate::notices::Signals::session_renewed`]) is looked at as soon as it exists; after this
-/// loop's own renewal, or one a listing caused, the backoff is waited out, so that a server
-/// answering every `GET` (or every `tools/list` after the stream opens) with 404 is not asked in a
-/// tight loop. Never returns.
+/// Where the standalone `GET` stream of one session stands (MCP 2025-11-25, transports,
+/// "Listening for Messages from the Server").
+///
+/// ```text
+///   Fresh ──2xx stream──▶ Answered ──ends / breaks──▶ (reopen after the backoff)
+///     │                     │
+///     │ 405, or 404 after   │ 404: the server forgot the session ─▶ renew, next session
+///     │ the last session's  │
+///     │ GET was 404 too     │
+///     ▼                     ▼
+///   NotOffered (until another session is installed)
+/// ```
+enum Stream {
+    /// No `GET` on this session was answered with a stream yet.
+    Fresh {
+        last_event_id: String,
+    },
+    /// A `GET` on this session was answered with a stream at least once.
+    Answered {
+        last_event_id: String,
+    },
+    /// The server offers no stream on this session.
+    NotOffered,
+}
+
+/// Holds the standalone `GET` stream open on every live 2025-era session (whether or not it
+/// declared `tools.listChanged`: servers send log messages, `list_changed` and requests there
+/// regardless): reopens it with `Last-Event-ID` after 1 s, doubling to 60 s (a stream that
+/// stayed open a minute resets the wait). A 405 means no stream on that session. A 404 means
+/// the server forgot the session: the loop joins or starts the connection's renewal
+/// ([`Connection::renew_after`]), which re-lists — unless the session was fresh and the last
+/// session's `GET` was answered 404 too: then the server has no `GET` endpoint, and it is
+/// treated like a 405 (said once at debug level). With no session and none being made (a
+/// renewal failed while the server was down), the loop makes one after the backoff, so a long
+/// restart does not silence `list_changed` until a call comes. Each stream that opens asks for
+/// one re-listing (in `Connection::listen`), so a change made while no stream was open is not
+/// lost. Never returns.
 async fn listen(connection: &Arc<Connection>) {
-    let signals = connection.signals();
     let backoff = || {
         ExponentialBuilder::new()
             .with_min_delay(limits::LISTEN_RETRY_FIRST)
@@ -585,48 +633,80 @@ async fn listen(connection: &Arc<Connection>) {
             .without_max_times()
             .build()
     };
+    let mut installs = connection.installs();
     let mut waits = backoff();
-    let mut last_event_id = String::new();
-    // The session the stream was last opened on, and whether it answered 405.
-    let mut seen: Option<(crate::http::Current, bool)> = None;
+    // The session the stream was last opened on, and its stream's state.
+    let mut on: Option<(crate::http::Current, Stream)> = None;
+    // Whether the last session's GET ended with a 404; and whether that was said.
+    let mut last_was_404 = false;
+    let mut said_no_endpoint = false;
     loop {
+        let seen = *installs.borrow_and_update();
         let Some(current) = connection.current() else {
-            signals.any_renewal().await;
+            let wait = waits.next().unwrap_or(limits::RETRY_MAX);
+            tokio::select! {
+                _ = installs.changed() => {}
+                () = tokio::time::sleep(wait) => {
+                    if let Err(error) = connection.renew_after(None).await {
+                        tracing::debug!(namespace = %connection.namespace(), reason = %error, "initializing again failed");
+                    }
+                }
+            }
             continue;
         };
-        let known = seen.as_ref().is_some_and(|(s, _)| s.is(&current));
-        if !known {
-            seen = Some((current, false));
-            last_event_id.clear();
+        if !on.as_ref().is_some_and(|(s, _)| s.is(&current)) {
+            on = Some((
+                current,
+                Stream::Fresh {
+                    last_event_id: String::new(),
+                },
+            ));
         }
-        let Some((session, not_offered)) = &mut seen else {
+        let Some((session, stream)) = &mut on else {
             continue;
         };
-        if !session.initialized.tools_list_changed || *not_offered {
-            signals.any_renewal().await;
-            continue;
-        }
+        let (last_event_id, fresh) = match stream {
+            Stream::NotOffered => {
+                let _ = installs.changed().await;
+                continue;
+            }
+            Stream::Fresh { last_event_id } => (last_event_id, true),
+            Stream::Answered { last_event_id } => (last_event_id, false),
+        };
         let opened = tokio::time::Instant::now();
-        let mut wake_on_renewal = true;
-        match connection.listen(session, &mut last_event_id).await {
+        let mut wake_on_install = true;
+        match connection.listen(session, last_event_id).await {
             Ok(Listened::NotOffered) => {
                 tracing::debug!(namespace = %connection.namespace(), "the server offers no standalone stream (405)");
-                *not_offered = true;
+                *stream = Stream::NotOffered;
                 continue;
             }
             Ok(Listened::NoSession) => {
-                signals.any_renewal().await;
+                let _ = installs.changed().await;
                 continue;
             }
             Ok(Listened::Ended) => {
                 tracing::debug!(namespace = %connection.namespace(), "the standalone stream ended");
+                last_was_404 = false;
+                *stream = Stream::Answered {
+                    last_event_id: std::mem::take(last_event_id),
+                };
+            }
+            Err(error) if error.is_session_expired() && fresh && last_was_404 => {
+                if !said_no_endpoint {
+                    said_no_endpoint = true;
+                    tracing::debug!(namespace = %connection.namespace(), "a fresh session's standalone GET was answered 404 too: the server offers no standalone stream");
+                }
+                *stream = Stream::NotOffered;
+                continue;
             }
             Err(error) if error.is_session_expired() => {
                 tracing::debug!(namespace = %connection.namespace(), "the standalone stream's session expired; initializing again");
-                if let Err(error) = connection.renew_after(session).await {
+                last_was_404 = true;
+                if let Err(error) = connection.renew_after(Some(session)).await {
                     tracing::debug!(namespace = %connection.namespace(), reason = %error, "initializing again failed");
                 }
-                wake_on_renewal = false;
+                wake_on_install = false;
             }
             Err(error) => {
                 tracing::debug!(namespace = %connection.namespace(), reason = %error, "the standalone stream failed");
@@ -636,10 +716,13 @@ async fn listen(connection: &Arc<Connection>) {
             waits = backoff();
         }
         let wait = waits.next().unwrap_or(limits::RETRY_MAX);
-        if wake_on_renewal {
+        if wake_on_install {
+            // A session a call renewed is looked at at once; one a listing alone renewed waits
+            // out the backoff, so a server forgetting every session on tools/list is not asked
+            // in a tight loop.
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
-                () = signals.renewed() => {}
+                _ = installs.wait_for(|n| n.not_by_listing > seen.not_by_listing) => {}
             }
         } else {
             tokio::time::sleep(wait).await;

@@ -1,6 +1,6 @@
 //! The in-flight table: which requests may be running on the server, and on which session.
 //!
-//! A request enters the table before it is sent and leaves it when the server answered it,
+//! A request enters the table when its id is handed out, before any of its code runs, and leaves it when the server answered it,
 //! refused it (an HTTP error status, an expired session), or never got it (a failed connect).
 //! While it is on the wire its entry names the session it went out on — the resend after a new
 //! `initialize` included — so a `notifications/cancelled` for it goes to that session with that
@@ -35,13 +35,17 @@ pub(super) struct InFlight {
 }
 
 impl InFlight {
-    /// Enters request `id`, not yet sent. `false` once the connection is closed.
-    pub(super) fn begin(&mut self, id: u64) -> bool {
-        if self.closed {
-            return false;
+    /// Enters request `id`, not yet sent, as its id is handed out (so a cancel that comes
+    /// before the request's own code runs finds it). Nothing once the connection is closed.
+    pub(super) fn reserve(&mut self, id: u64) {
+        if !self.closed {
+            self.entries.insert(id, Flight::Waiting);
         }
-        self.entries.insert(id, Flight::Waiting);
-        true
+    }
+
+    /// Whether request `id` may go ahead: its entry is still there (not cancelled, not closed).
+    pub(super) fn begin(&self, id: u64) -> bool {
+        self.entries.contains_key(&id)
     }
 
     /// Records that `id` goes out on `session`. `false` when the entry is gone (the request was

@@ -39,7 +39,7 @@ pub(crate) use auth::{Logout, SignInState};
 pub(crate) use client::Clients;
 pub(crate) use error::Error;
 pub(crate) use reply::Listened;
-pub(crate) use session::Initialized;
+pub(crate) use session::{Initialized, Installs};
 
 use crate::auth::challenge::Challenge;
 use crate::config::RemoteServer;
@@ -110,6 +110,19 @@ impl Current {
     /// Whether both name the same session.
     pub(crate) fn is(&self, other: &Current) -> bool {
         Arc::ptr_eq(&self.session, &other.session)
+    }
+}
+
+/// See [`Connection::cancel_on_drop`].
+pub(crate) struct CancelOnDrop {
+    connection: Arc<Connection>,
+    id: u64,
+    reason: &'static str,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.connection.cancel(self.id, self.reason);
     }
 }
 
@@ -218,17 +231,45 @@ impl Connection {
         })
     }
 
-    /// Initializes a new session because the server forgot `stale` (the standalone stream's
-    /// 404), unless something already replaced it; joins a renewal that runs. Such a renewal
-    /// asks for a re-listing ([`Signals::session_renewed`]).
+    /// The live session, waiting for the one being made (or starting a renewal when there is
+    /// none), and what its `initialize` declared.
     ///
     /// # Errors
     /// The renewal failed, or the connection is closed.
     ///
     /// # Cancel safety
     /// Cancel safe: the renewal runs in its own task and finishes without the caller.
-    pub(crate) async fn renew_after(self: &Arc<Self>, stale: &Current) -> Result<(), Error> {
-        self.session(Some(&stale.session), false).await.map(drop)
+    pub(crate) async fn live(self: &Arc<Self>) -> Result<Current, Error> {
+        let session = self.session(None, true).await?;
+        let initialized = session.initialized().cloned().unwrap_or_default();
+        Ok(Current {
+            session,
+            initialized,
+        })
+    }
+
+    /// Changes each time a session is installed (the first start's, or a renewal's).
+    pub(crate) fn installs(&self) -> tokio::sync::watch::Receiver<Installs> {
+        lock(&self.sessions).installs()
+    }
+
+    /// Initializes a new session because the server forgot `stale` (the standalone stream's
+    /// 404), unless something already replaced it, or because there is none (`None`: a renewal
+    /// failed while the server was down); joins a renewal that runs. Such a renewal asks for a
+    /// re-listing ([`Signals::session_renewed`]).
+    ///
+    /// # Errors
+    /// The renewal failed, or the connection is closed.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the renewal runs in its own task and finishes without the caller.
+    pub(crate) async fn renew_after(
+        self: &Arc<Self>,
+        stale: Option<&Current>,
+    ) -> Result<(), Error> {
+        self.session(stale.map(|s| &s.session), false)
+            .await
+            .map(drop)
     }
 
     /// The Host's runtime, where every exchange of this connection runs.
@@ -236,9 +277,34 @@ impl Connection {
         &self.runtime
     }
 
-    /// A fresh JSON-RPC request id.
+    /// A fresh JSON-RPC request id, entered in the in-flight table at once: a cancel from then
+    /// on (a dropped call racing its own task) keeps the request from being sent. The caller
+    /// sends it with [`Connection::request`], or ends it with [`Connection::finish`].
     pub(crate) fn next_id(&self) -> u64 {
+        let id = self.fresh_id();
+        lock(&self.flights).reserve(id);
+        id
+    }
+
+    /// A guard that cancels request `id` with `reason` when dropped, if it may still be running
+    /// then (the in-flight table decides; a no-op once the request is over). For work that is
+    /// dropped by a deadline of its own, such as a listing's pages.
+    pub(crate) fn cancel_on_drop(self: &Arc<Self>, id: u64, reason: &'static str) -> CancelOnDrop {
+        CancelOnDrop {
+            connection: Arc::clone(self),
+            id,
+            reason,
+        }
+    }
+
+    /// A fresh id outside the in-flight table (the handshake's `initialize`).
+    fn fresh_id(&self) -> u64 {
         self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Ends request `id` without a cancel: it is over, or was never sent.
+    pub(crate) fn finish(&self, id: u64) {
+        lock(&self.flights).finish(id);
     }
 
     /// Sends the request `method` with `params` as JSON-RPC id `id` (see
@@ -270,6 +336,7 @@ impl Connection {
     ) -> Result<T, Error> {
         let body = Bytes::from(jsonrpc::request(id, method, params));
         if !lock(&self.flights).begin(id) {
+            // Cancelled before it could be sent, or the connection closed.
             return Err(Error::closed());
         }
         let key = step_up_key(method, tool);

@@ -390,9 +390,17 @@ impl Connection {
             Kind::Request(rid, method) => {
                 tracing::debug!(namespace = %self.namespace, id, ping = method == "ping", "answering a server request");
                 let answer = jsonrpc::answer_server_request(rid, method);
-                // An answer is no request: it names nothing for step-ups.
-                if let Err(e) = self.post(Bytes::from(answer), "", Some(session)).await {
-                    tracing::debug!(namespace = %self.namespace, error = %e, "answering a server request failed");
+                // An answer is no request: it names nothing for step-ups. Bounded, so a server
+                // that never answers this POST cannot stall the stream it asked on.
+                let post = self.post(Bytes::from(answer), "", Some(session));
+                match tokio::time::timeout(limits::GOODBYE_TIMEOUT, post).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => {
+                        tracing::debug!(namespace = %self.namespace, error = %e, "answering a server request failed");
+                    }
+                    Err(_) => {
+                        tracing::debug!(namespace = %self.namespace, "answering a server request timed out");
+                    }
                 }
                 None
             }

@@ -2,21 +2,23 @@
 //! session every request after it carries, the single-flight task that initializes again when
 //! the server forgot the session, and the `DELETE` that ends a session.
 //!
-//! What a reader of the state sees:
-//! - `current` is the session new requests go out on; `None` before the first handshake, after
-//!   the server forgot it, and after the connection ended its sessions.
-//! - `owned` holds every session id a response header gave us that we have not deleted and the
-//!   server has not forgotten — from the moment the header arrived, before the handshake
-//!   finished. Ending the sessions (a failed start, the Pack's drop) deletes each of them, so no
-//!   session the server issued is left behind, however a handshake was interrupted.
-//! - `renewal` is the one running (re-)initialize task, spawned on the Host's runtime. Every
-//!   request that finds no current session awaits the same task, so concurrent requests that saw
-//!   the same expiry cause one `initialize`; a caller that gives up leaves the task running to
-//!   completion, and the session it makes is owned like any other. Once it installed its session
-//!   it tells the server's task ([`crate::notices::Signals::session_renewed`]), with whether only
-//!   `tools/list` requests waited for it (then the listing goes on and asks for no re-listing).
+//! The state is one machine, [`Link`] (`Idle`, `Initializing`, `Live`, `Closed`), behind the
+//! connection's lock; its transitions are the methods of [`Sessions`] and nothing else writes it:
+//! - `Live` holds the session new requests go out on. A request carries the session it was
+//!   sent on from then on (the in-flight table records it), never "the current one".
+//! - `Initializing` holds the one running (re-)initialize task, spawned on the Host's runtime.
+//!   Every request that finds no live session awaits the same task, so concurrent requests that
+//!   saw the same expiry cause one `initialize`; a caller that gives up leaves the task running
+//!   to completion, and the session it makes is owned like any other. It installs its session
+//!   only while it is still the renewal the state holds, and then tells the server's task
+//!   ([`crate::notices::Signals::session_renewed`]) whether only `tools/list` requests waited.
+//! - Beside the machine, `owned` holds every session id a response header gave us that we have
+//!   not deleted and the server has not forgotten — from the moment the header arrived, before
+//!   the handshake finished. Ending the sessions (a failed start, the Pack's drop) deletes each
+//!   of them, so no session the server issued is left behind, however a handshake was
+//!   interrupted.
 //! - Each session keeps what its `initialize` declared ([`Initialized`]: `tools`,
-//!   `tools.listChanged`, `instructions`), which the server's task reads for the current one.
+//!   `tools.listChanged`, `instructions`); a listing reads the one of the session it is made on.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -136,11 +138,14 @@ impl Session {
 }
 
 /// What a renewal ends with, shared with every waiter.
-type Outcome = Option<Result<Arc<Session>, Arc<Error>>>;
+type Renewed = Option<Result<Arc<Session>, Arc<Error>>>;
 
 /// The running (re-)initialize task.
-struct Renewal {
-    outcome: watch::Receiver<Outcome>,
+pub(super) struct Renewal {
+    /// Which renewal this is: the task installs its session only while it is still the one
+    /// the state holds.
+    number: u64,
+    outcome: watch::Receiver<Renewed>,
     task: tokio::task::JoinHandle<()>,
     /// Whether only `tools/list` requests (a listing's pages) asked for this renewal so far.
     /// Every requester that joins clears it unless it is one too; the task reads it, under the
@@ -148,23 +153,137 @@ struct Renewal {
     by_listing: bool,
 }
 
-/// A connection's session state; see the module docs.
-#[derive(Default)]
+/// Where a connection's session stands: the one machine every request, listing page, stream
+/// and cancel reads (ARCHITECTURE "The connection machine").
+///
+/// ```text
+///            initialize ok              server forgot it (404, "no valid session")
+///   Idle ───────────────────▶ Live(s) ─────────────────────────────▶ Idle
+///    │  ▲                      ▲  │                                   │
+///    │  │ renewal failed,      │  │ a request finds no session        │
+///    │  │ start abandoned      │  ▼                                   │
+///    │  └──────────────── Initializing(renewal) ◀─────────────────────┘
+///    │                          renewal ok ─▶ Live(new)
+///    └── close (from any state) ─▶ Closed   (a renewal running is awaited, bounded, then stopped)
+/// ```
+pub(super) enum Link {
+    /// No session: before the first handshake, after the server forgot the last one, after a
+    /// renewal failed and after a failed start was abandoned. The next request starts a renewal.
+    Idle,
+    /// A renewal task is making a session; every request that needs one awaits it.
+    Initializing(Renewal),
+    /// The session new requests go out on, with what its `initialize` declared.
+    Live(Arc<Session>),
+    /// The connection ended (the Pack was dropped): no session is made or handed out any more.
+    Closed,
+}
+
+/// How many sessions a connection installed so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Installs {
+    /// Every session installed.
+    pub(crate) all: u64,
+    /// The first start's and those of renewals that a call or the standalone stream waited for
+    /// (not only a listing's own pages; see [`crate::notices::Signals::session_renewed`]).
+    pub(crate) not_by_listing: u64,
+}
+
+/// A connection's session state: the [`Link`], and every session id the server gave that the
+/// client still has to delete; see the module docs.
 pub(super) struct Sessions {
-    current: Option<Arc<Session>>,
+    link: Link,
     owned: Vec<Arc<Session>>,
-    renewal: Option<Renewal>,
-    /// Set at shutdown: no session is made or handed out any more.
-    closed: bool,
     /// Counts the abandoned starts: an `initialize` sent before the latest abandon gives a
     /// session that is deleted as soon as its header arrives.
     generation: u64,
+    /// Numbers the renewals.
+    renewals: u64,
+    /// Counts the sessions installed (`Live` entered): all of them, and those not made for
+    /// listings alone. The standalone stream's loop waits on it.
+    installs: watch::Sender<Installs>,
+}
+
+impl Default for Sessions {
+    fn default() -> Self {
+        Self {
+            link: Link::Idle,
+            owned: Vec::new(),
+            generation: 0,
+            renewals: 0,
+            installs: watch::Sender::new(Installs::default()),
+        }
+    }
 }
 
 impl Sessions {
     /// The session new requests go out on, if any.
     pub(super) fn current(&self) -> Option<Arc<Session>> {
-        self.current.clone()
+        match &self.link {
+            Link::Live(session) => Some(Arc::clone(session)),
+            _ => None,
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        matches!(self.link, Link::Closed)
+    }
+
+    /// Sees each session installed from now on.
+    pub(super) fn installs(&self) -> watch::Receiver<Installs> {
+        self.installs.subscribe()
+    }
+
+    /// Transition: a handshake made `session` (the first start's, or renewal `number`'s).
+    /// Installed unless the connection closed, or the renewal is no longer the one running (a
+    /// failed start abandoned it). Returns whether it was installed and, for a renewal, whether
+    /// only listings asked for it.
+    fn install(&mut self, session: &Arc<Session>, renewal: Option<u64>) -> Option<bool> {
+        let by_listing = match (&self.link, renewal) {
+            (Link::Closed, _) => return None,
+            (Link::Initializing(running), Some(number)) if running.number == number => {
+                running.by_listing
+            }
+            (_, Some(_)) => return None,
+            (_, None) => true,
+        };
+        self.link = Link::Live(Arc::clone(session));
+        self.installs.send_modify(|n| {
+            n.all += 1;
+            if !by_listing || renewal.is_none() {
+                n.not_by_listing += 1;
+            }
+        });
+        Some(by_listing)
+    }
+
+    /// Transition: renewal `number` failed; back to `Idle` if it is still the one running.
+    fn renewal_failed(&mut self, number: u64) {
+        if matches!(&self.link, Link::Initializing(r) if r.number == number) {
+            self.link = Link::Idle;
+        }
+    }
+
+    /// Transition: the server said it does not know `stale`. The live session goes `Idle` if it
+    /// is that one; either way it is no longer owned (there is nothing left to delete).
+    fn forget(&mut self, stale: &Arc<Session>) {
+        if matches!(&self.link, Link::Live(s) if Arc::ptr_eq(s, stale)) {
+            self.link = Link::Idle;
+        }
+        self.owned.retain(|s| !Arc::ptr_eq(s, stale));
+    }
+
+    /// Transition: the sessions end (`close`: for good). Returns the renewal that was running
+    /// and the live session, leaving `Idle` (or `Closed`).
+    fn end(&mut self, close: bool) -> (Option<Renewal>, Option<Arc<Session>>) {
+        if !close {
+            self.generation += 1;
+        }
+        let after = if close { Link::Closed } else { Link::Idle };
+        match std::mem::replace(&mut self.link, after) {
+            Link::Initializing(renewal) => (Some(renewal), None),
+            Link::Live(session) => (None, Some(session)),
+            Link::Idle | Link::Closed => (None, None),
+        }
     }
 }
 
@@ -182,12 +301,10 @@ impl Connection {
     /// with [`Connection::abandon`] or [`Connection::close`], which delete it.
     pub(crate) async fn initialize(self: &Arc<Self>) -> Result<Initialized, Error> {
         let (session, initialized) = self.handshake().await?;
-        let mut state = lock(&self.sessions);
-        if state.closed {
-            return Err(Error::closed());
+        match lock(&self.sessions).install(&session, None) {
+            Some(_) => Ok(initialized),
+            None => Err(Error::closed()),
         }
-        state.current = Some(session);
-        Ok(initialized)
     }
 
     /// The session a request goes out on: the current one, or the outcome of the renewal task
@@ -208,29 +325,17 @@ impl Connection {
     ) -> Result<Arc<Session>, Error> {
         let mut outcome = {
             let mut state = lock(&self.sessions);
-            if state.closed {
-                return Err(Error::closed());
-            }
             if let Some(stale) = stale {
-                if state
-                    .current
-                    .as_ref()
-                    .is_some_and(|c| Arc::ptr_eq(c, stale))
-                {
-                    state.current = None;
-                }
-                // The server forgot it: there is nothing left to delete.
-                state.owned.retain(|s| !Arc::ptr_eq(s, stale));
+                state.forget(stale);
             }
-            if let Some(current) = &state.current {
-                return Ok(Arc::clone(current));
-            }
-            match &mut state.renewal {
-                Some(renewal) => {
+            match &mut state.link {
+                Link::Closed => return Err(Error::closed()),
+                Link::Live(current) => return Ok(Arc::clone(current)),
+                Link::Initializing(renewal) => {
                     renewal.by_listing &= by_listing;
                     renewal.outcome.clone()
                 }
-                None => self.spawn_renewal(&mut state, by_listing),
+                Link::Idle => self.spawn_renewal(&mut state, by_listing),
             }
         };
         let done = outcome
@@ -254,22 +359,22 @@ impl Connection {
         self: &Arc<Self>,
         state: &mut Sessions,
         by_listing: bool,
-    ) -> watch::Receiver<Outcome> {
+    ) -> watch::Receiver<Renewed> {
         tracing::debug!(namespace = %self.namespace, "initializing again");
+        state.renewals += 1;
+        let number = state.renewals;
         let (done, outcome) = watch::channel(None);
         let this = Arc::clone(self);
         let task = self.runtime.spawn(async move {
             let made = this.renew().await;
             let installed = {
                 let mut state = lock(&this.sessions);
-                // Taken out by a shutdown that now waits for this task: nobody else joins.
-                let by_listing = state.renewal.take().is_none_or(|r| r.by_listing);
                 match &made {
-                    Ok(session) if !state.closed => {
-                        state.current = Some(Arc::clone(session));
-                        Some(by_listing)
+                    Ok(session) => state.install(session, Some(number)),
+                    Err(_) => {
+                        state.renewal_failed(number);
+                        None
                     }
-                    _ => None,
                 }
             };
             if let Some(by_listing) = installed {
@@ -277,7 +382,8 @@ impl Connection {
             }
             let _ = done.send(Some(made.map_err(Arc::new)));
         });
-        state.renewal = Some(Renewal {
+        state.link = Link::Initializing(Renewal {
+            number,
             outcome: outcome.clone(),
             task,
             by_listing,
@@ -332,7 +438,7 @@ impl Connection {
             "capabilities": {},
             "clientInfo": {"name": "plugin-mcp", "version": env!("CARGO_PKG_VERSION")},
         });
-        let id = self.next_id();
+        let id = self.fresh_id();
         let body = jsonrpc::request(id, "initialize", &params);
         let (response, session) = self.post_initialize(Bytes::from(body)).await?;
         match self.negotiate(response, id, &session).await {
@@ -349,7 +455,7 @@ impl Connection {
     /// gives, or deletes it at once when the connection closed meanwhile. The caller only
     /// awaits the task: dropping the caller (the Pack's drop, the start deadline) lets the POST
     /// finish, so the session the server made is learnt and deleted. Once the connection
-    /// closes, a POST still unanswered [`limits::GOODBYE_TIMEOUT`] later is given up. A session
+    /// closes, a POST still unanswered [`limits::HANDSHAKE_GRACE`] later is given up. A session
     /// whose header arrives after the start was abandoned (its deadline passed) is deleted at
     /// once.
     ///
@@ -386,7 +492,7 @@ impl Connection {
                     outcome = work => outcome,
                     () = async {
                         closing.cancelled().await;
-                        tokio::time::sleep(limits::GOODBYE_TIMEOUT).await;
+                        tokio::time::sleep(limits::HANDSHAKE_GRACE).await;
                     } => Err(Error::closed()),
                 }
             },
@@ -443,14 +549,14 @@ impl Connection {
     }
 
     fn is_closed(&self) -> bool {
-        lock(&self.sessions).closed
+        lock(&self.sessions).is_closed()
     }
 
     /// Adds a session to the owned set; `false` once the connection is closed or the start
     /// whose `initialize` (sent in `generation`) gave it was abandoned.
     fn own(&self, session: &Arc<Session>, generation: u64) -> bool {
         let mut state = lock(&self.sessions);
-        if state.closed || state.generation != generation {
+        if state.is_closed() || state.generation != generation {
             return false;
         }
         state.owned.push(Arc::clone(session));
@@ -483,7 +589,8 @@ impl Connection {
         let this = Arc::clone(self);
         let cleanup = self.cleanups.spawn_on(
             async move {
-                this.end_sessions(false, "the client abandoned the start of the session")
+                let ended = lock(&this.sessions).end(false);
+                this.end_sessions(ended, None, "the client abandoned the start of the session")
                     .await;
             },
             &self.runtime,
@@ -492,41 +599,54 @@ impl Connection {
     }
 
     /// Ends the connection for good (the Pack was dropped): no request or session is made any
-    /// more; a running renewal is stopped; every request in flight is sent its
-    /// `notifications/cancelled` on the session it went out on, and the cancels of dropped calls
-    /// already on their way are awaited — all bounded by [`limits::GOODBYE_TIMEOUT`] — and only
-    /// then is each owned session deleted (`DELETE`, bounded by the same timeout).
-    ///
-    /// Cleanups of failed starts still running ([`Connection::abandon`]) finish first; each
-    /// of their steps is bounded by the same timeout.
+    /// more; a running renewal is stopped (an `initialize` it has out gets
+    /// [`limits::HANDSHAKE_GRACE`] to bring its session id, then deleted); every request in
+    /// flight is sent its `notifications/cancelled` on the session it went out on, and the
+    /// cancels of dropped calls already on their way are awaited — and only then is each owned
+    /// session deleted (`DELETE`, each bounded by [`limits::GOODBYE_TIMEOUT`]). Cleanups of
+    /// failed starts still running ([`Connection::abandon`]) are awaited first. The steps before
+    /// the `DELETE`s end [`limits::GOODBYE_TIMEOUT`] before [`limits::CLOSE_DEADLINE`], so the
+    /// whole close takes at most that; a connection with nothing to end takes no time.
     ///
     /// # Cancel safety
     /// Not cancel safe: dropping it part-way may leave sessions undeleted. The Pack runs it to
     /// completion in the server's task.
     pub(crate) async fn close(&self) {
+        let deadline = tokio::time::Instant::now() + limits::CLOSE_DEADLINE;
+        let before_deletes = deadline - limits::GOODBYE_TIMEOUT;
         if let Some(auth) = &self.auth {
             auth.stop();
         }
-        lock(&self.sessions).closed = true;
+        let (renewal, live) = lock(&self.sessions).end(true);
         self.closing.cancel();
+        if let Some(renewal) = renewal {
+            // Its `initialize` POST, if one is out, runs in a task of its own (`handshakes`)
+            // that owns the session id it brings: nothing is lost by stopping the rest now.
+            renewal.task.abort();
+        }
         self.cleanups.close();
-        self.cleanups.wait().await;
-        self.end_sessions(true, "the client was shut down").await;
+        let _ = tokio::time::timeout_at(before_deletes, self.cleanups.wait()).await;
+        let until = Some(before_deletes);
+        self.end_sessions((None, live), until, "the client was shut down")
+            .await;
     }
 
-    /// The work of [`Connection::abandon`] and [`Connection::close`].
+    /// The work of [`Connection::abandon`] (`until` is `None`) and [`Connection::close`]
+    /// (`until`: when the steps before the `DELETE`s must have ended).
     ///
     /// # Cancel safety
     /// Not cancel safe: the owned sessions are taken out before their `DELETE`s.
-    async fn end_sessions(&self, close: bool, reason: &'static str) {
-        let renewal = {
-            let mut state = lock(&self.sessions);
-            if close {
-                state.closed = true;
-            } else {
-                state.generation += 1;
-            }
-            state.renewal.take()
+    async fn end_sessions(
+        &self,
+        (renewal, live): (Option<Renewal>, Option<Arc<Session>>),
+        until: Option<tokio::time::Instant>,
+        reason: &'static str,
+    ) {
+        let close = until.is_some();
+        // Each step before the DELETEs: bounded by GOODBYE_TIMEOUT, and at shutdown by `until`.
+        let step = || {
+            let bound = tokio::time::Instant::now() + limits::GOODBYE_TIMEOUT;
+            until.map_or(bound, |until| bound.min(until))
         };
         if let Some(mut renewal) = renewal {
             // Let a handshake in progress finish (bounded), so the session the server is making
@@ -544,29 +664,26 @@ impl Connection {
         // (closed, or its start abandoned); at shutdown, wait for those (bounded).
         if close {
             self.handshakes.close();
-            let _ = tokio::time::timeout(limits::GOODBYE_TIMEOUT, self.handshakes.wait()).await;
+            let grace = tokio::time::Instant::now() + limits::HANDSHAKE_GRACE;
+            let _ = tokio::time::timeout_at(grace.min(step()), self.handshakes.wait()).await;
         }
-        let (sessions, idless) = {
+        // A renewal stopped part-way may still have installed its session: end that one too.
+        let (live, sessions) = {
             let mut state = lock(&self.sessions);
-            let current = state.current.take();
-            let owned = std::mem::take(&mut state.owned);
-            let idless = current.filter(|c| c.id.is_none());
-            (owned, idless)
+            let installed = state.end(close).1;
+            (live.or(installed), std::mem::take(&mut state.owned))
         };
+        let idless = live.filter(|c| c.id.is_none());
         let mut on: Vec<Arc<Session>> = sessions.clone();
         on.extend(idless);
         let cancels = lock(&self.flights).drain(&on, close);
         let sends = cancels
             .iter()
             .map(|(id, session)| self.send_cancel(*id, session, reason));
-        let _ = tokio::time::timeout(
-            limits::GOODBYE_TIMEOUT,
-            futures_util::future::join_all(sends),
-        )
-        .await;
+        let _ = tokio::time::timeout_at(step(), futures_util::future::join_all(sends)).await;
         // Cancels of dropped calls that are already on their way go before the DELETE too.
         self.cancels.close();
-        let _ = tokio::time::timeout(limits::GOODBYE_TIMEOUT, self.cancels.wait()).await;
+        let _ = tokio::time::timeout_at(step(), self.cancels.wait()).await;
         if !close {
             self.cancels.reopen();
         }
