@@ -12,6 +12,46 @@
 //! - every token learned is given to the entry's redactor before any request carries it;
 //! - a sign-in link or metadata URL holding a configured secret is never shown: that sign-in
 //!   is refused (a scrubbed link would be useless).
+//!
+//! # The sign-in phase
+//!
+//! Where the sign-in stands is one [`Phase`] behind one lock, changed only by its event
+//! methods; a grant held while a link waits, or a link without its task, cannot be written.
+//!
+//! ```text
+//!                       grant adopted
+//!     +-----------+ ---------------------------> +-----------------+
+//!     | SignedOut |                              | SignedIn(grant) |
+//!     +-----------+ <--------------------------- +-----------------+
+//!       |      ^           grant refused             |          ^
+//!       |      | failure                   link made |          | redirect done
+//!       |      | reported            (a step-up; the |          | (tokens)
+//!       |      | (by the next start)  grant dropped) v          |
+//!       |    +------------------+  redirect done  +----------------------+
+//!       |    | Failed{reason}   | <-------------- | Waiting{link, task}  |
+//!       |    +------------------+    (error)      +----------------------+
+//!       |                                                ^
+//!       +------------------- link made ------------------+
+//!
+//!     any phase --stop--> Stopped{grant}    (final: no sign-in starts, no link waits)
+//! ```
+//!
+//! What each phase owns:
+//! - `SignedOut`: nothing; the next `401` starts a sign-in (a stored grant first).
+//! - `SignedIn(grant)`: the [`Tokens`] every request's token comes from.
+//! - `Waiting{link, task}`: the link shown in the status and the task waiting for the
+//!   browser's redirect; no grant (a grant refused or stepped up from was dropped before).
+//! - `Failed{reason}`: why the browser's sign-in did not complete; the next start reports it
+//!   once (as [`Error::auth`], so it shows in the status), then makes a new link.
+//! - `Stopped{grant}`: the connection is closing; the grant it held, if any, still serves the
+//!   goodbye requests (and a grant a start adopts meanwhile joins it), but no link is made.
+//!
+//! A logout changes no phase: it deletes the store's file only, and a held grant stays until
+//! its next refresh finds the file gone (README "Signing in").
+//!
+//! Starts are serialized (single-flight) by a separate async mutex that holds no state: a
+//! start awaits the network between its events, and the phase's lock is never held across an
+//! await.
 
 use std::sync::{Arc, Mutex};
 
@@ -19,6 +59,7 @@ use reqwest::Url;
 use reqwest::header::HeaderMap;
 use secrecy::SecretString;
 use tokio::sync::Notify;
+use tokio::task::AbortHandle;
 
 use super::{Error, lock};
 use crate::auth::challenge::Challenge;
@@ -65,6 +106,189 @@ fn link_holds_secret(
     }
 }
 
+/// Where one connection's sign-in stands (see the module docs' diagram). Changed only by the
+/// event methods below; each takes the phase it finds and leaves exactly one.
+enum Phase {
+    /// No grant, no sign-in running.
+    SignedOut,
+    /// A grant is held; requests carry its access token.
+    SignedIn(Arc<Tokens>),
+    /// A sign-in waits for the browser.
+    Waiting {
+        /// The link shown in the status.
+        link: Arc<str>,
+        /// The task waiting for the redirect; aborted when the phase leaves `Waiting` any
+        /// other way than by that redirect.
+        task: AbortHandle,
+    },
+    /// The browser's sign-in did not complete; the next start reports why, once.
+    Failed {
+        /// Scrubbed of the entry's secrets and cut ([`Auth::reason`]).
+        reason: String,
+    },
+    /// The connection is closing: final.
+    Stopped {
+        /// The grant held when it stopped (or adopted after), for the goodbye requests.
+        grant: Option<Arc<Tokens>>,
+    },
+}
+
+/// What a start finds ([`Phase::start`]).
+enum Start {
+    /// A grant is held (another request signed in while this one waited): use it.
+    Held(Arc<Tokens>),
+    /// A sign-in already waits for the browser: show its link.
+    Waiting(Arc<str>),
+    /// The last sign-in failed: report why (the phase is now `SignedOut`).
+    Failed(String),
+    /// The connection is closing: no sign-in starts.
+    Stopped,
+    /// Begin a sign-in.
+    Begin,
+}
+
+/// Only the phase's name: a link carries the sign-in's `state`, and a grant its tokens.
+impl std::fmt::Debug for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Phase::SignedOut => "SignedOut",
+            Phase::SignedIn(_) => "SignedIn",
+            Phase::Waiting { .. } => "Waiting",
+            Phase::Failed { .. } => "Failed",
+            Phase::Stopped { grant: Some(_) } => "Stopped(with a grant)",
+            Phase::Stopped { grant: None } => "Stopped",
+        })
+    }
+}
+
+impl Phase {
+    /// The grant requests' tokens come from: held signed in, or kept by a stop.
+    fn grant(&self) -> Option<Arc<Tokens>> {
+        match self {
+            Phase::SignedIn(tokens)
+            | Phase::Stopped {
+                grant: Some(tokens),
+            } => Some(Arc::clone(tokens)),
+            _ => None,
+        }
+    }
+
+    /// The link of the sign-in waiting for the browser.
+    fn link(&self) -> Option<Arc<str>> {
+        match self {
+            Phase::Waiting { link, .. } => Some(Arc::clone(link)),
+            _ => None,
+        }
+    }
+
+    /// Event: a start (serialized) looks at the phase. A held grant serves it unless it asks
+    /// for more scopes (`step_up`); a waiting link is shown; a failure is reported once
+    /// (`Failed` -> `SignedOut`); a stopped connection starts nothing.
+    fn start(&mut self, step_up: bool) -> Start {
+        match self {
+            Phase::SignedIn(tokens)
+            | Phase::Stopped {
+                grant: Some(tokens),
+            } if !step_up => Start::Held(Arc::clone(tokens)),
+            Phase::Waiting { link, .. } => Start::Waiting(Arc::clone(link)),
+            Phase::Failed { reason } => {
+                let reason = std::mem::take(reason);
+                *self = Phase::SignedOut;
+                Start::Failed(reason)
+            }
+            Phase::Stopped { .. } => Start::Stopped,
+            Phase::SignedOut | Phase::SignedIn(_) => Start::Begin,
+        }
+    }
+
+    /// Event: a grant adopted (a stored grant, or one from the client credentials grant): it
+    /// becomes the grant, replacing any other (a waiting sign-in is aborted, and `true` says it
+    /// ended). Stopped, it is kept for the goodbye requests and the phase stays final.
+    fn grant_adopted(&mut self, tokens: Arc<Tokens>) -> bool {
+        match self {
+            Phase::Stopped { grant } => {
+                *grant = Some(tokens);
+                false
+            }
+            Phase::Waiting { task, .. } => {
+                task.abort();
+                *self = Phase::SignedIn(tokens);
+                true
+            }
+            Phase::SignedOut | Phase::SignedIn(_) | Phase::Failed { .. } => {
+                *self = Phase::SignedIn(tokens);
+                false
+            }
+        }
+    }
+
+    /// Event: the grant `tokens` was refused (`invalid_grant`, or a step-up asks for more): it
+    /// is dropped, unless another start already replaced it.
+    fn grant_refused(&mut self, tokens: &Arc<Tokens>) {
+        match self {
+            Phase::SignedIn(held) if Arc::ptr_eq(held, tokens) => *self = Phase::SignedOut,
+            Phase::Stopped { grant } if grant.as_ref().is_some_and(|g| Arc::ptr_eq(g, tokens)) => {
+                *grant = None;
+            }
+            _ => {}
+        }
+    }
+
+    /// Event: a sign-in link made, with the `task` waiting for its redirect: the phase waits
+    /// for the browser, dropping a grant still held (a step-up's: requests go without a token
+    /// until the new grant arrives, as after the grant refused). Stopped, the task is aborted
+    /// and `false` says no link waits.
+    fn link_made(&mut self, link: Arc<str>, task: AbortHandle) -> bool {
+        match self {
+            Phase::Stopped { .. } => {
+                task.abort();
+                false
+            }
+            Phase::Waiting { task: earlier, .. } => {
+                // Not reached (a start finding a link shows it); at most one link waits.
+                earlier.abort();
+                *self = Phase::Waiting { link, task };
+                true
+            }
+            Phase::SignedOut | Phase::SignedIn(_) | Phase::Failed { .. } => {
+                *self = Phase::Waiting { link, task };
+                true
+            }
+        }
+    }
+
+    /// Event: the browser's redirect done for the sign-in of `link`, with its grant or the
+    /// reason it failed. `true` when that sign-in was the one waiting (it ended); otherwise
+    /// (stopped, or replaced) nothing changes.
+    fn redirect_done(&mut self, link: &Arc<str>, outcome: Result<Arc<Tokens>, String>) -> bool {
+        match self {
+            Phase::Waiting { link: waiting, .. } if Arc::ptr_eq(waiting, link) => {
+                *self = match outcome {
+                    Ok(tokens) => Phase::SignedIn(tokens),
+                    Err(reason) => Phase::Failed { reason },
+                };
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Event: stop (the connection is closing): a waiting sign-in is aborted; a held grant is
+    /// kept for the goodbye requests.
+    fn stop(&mut self) {
+        let grant = match std::mem::replace(self, Phase::Stopped { grant: None }) {
+            Phase::Waiting { task, .. } => {
+                task.abort();
+                None
+            }
+            Phase::SignedIn(tokens) => Some(tokens),
+            Phase::Stopped { grant } => grant,
+            Phase::SignedOut | Phase::Failed { .. } => None,
+        };
+        *self = Phase::Stopped { grant };
+    }
+}
+
 /// One connection's sign-in state.
 pub(crate) struct Auth {
     config: OAuthConfig,
@@ -76,18 +300,12 @@ pub(crate) struct Auth {
     /// Scrubs the entry's secrets (configured and learned) from every failure reason and log
     /// line: an authorization server may echo a token or a header value into its errors.
     scrub: Arc<ScrubText>,
-    tokens: Mutex<Option<Arc<Tokens>>>,
-    /// The link of the sign-in waiting for the browser.
-    link: Mutex<Option<Arc<str>>>,
-    /// The task waiting for the browser's redirect; aborted when the connection closes.
-    waiting: Mutex<Option<tokio::task::AbortHandle>>,
-    /// Serializes sign-in starts (single-flight).
+    /// Where the sign-in stands: the one place its state lives.
+    phase: Mutex<Phase>,
+    /// Serializes sign-in starts (single-flight); holds no state.
     starting: tokio::sync::Mutex<()>,
     /// Notified when a waiting sign-in ends (tokens, or a failure that needs a new link).
     ended: Notify,
-    /// Why the last sign-in failed; the next start reports it once (as [`Error::auth`]) before
-    /// it makes a new link, so the failure shows in the status.
-    failed: Mutex<Option<String>>,
     step_up: StepUp,
 }
 
@@ -119,19 +337,21 @@ impl Auth {
             learn: Arc::new(redactor.learner()),
             holds_secret,
             scrub: Arc::new(redactor.scrubber()),
-            tokens: Mutex::default(),
-            link: Mutex::default(),
-            waiting: Mutex::default(),
+            phase: Mutex::new(Phase::SignedOut),
             starting: tokio::sync::Mutex::new(()),
             ended: Notify::new(),
-            failed: Mutex::default(),
             step_up: StepUp::default(),
         }))
     }
 
+    /// The sign-in phase, locked.
+    fn phase(&self) -> std::sync::MutexGuard<'_, Phase> {
+        lock(&self.phase)
+    }
+
     /// The link of the sign-in waiting for the browser, if one waits.
     pub(super) fn link(&self) -> Option<Arc<str>> {
-        lock(&self.link).clone()
+        self.phase().link()
     }
 
     /// Resolves when a waiting sign-in ends (at once if one ended since the last call).
@@ -143,11 +363,9 @@ impl Auth {
     }
 
     /// Stops a sign-in waiting for the browser (the connection is closing).
+    /// Final: no sign-in starts after it; a held grant still serves the goodbye requests.
     pub(super) fn stop(&self) {
-        if let Some(task) = lock(&self.waiting).take() {
-            task.abort();
-        }
-        *lock(&self.link) = None;
+        self.phase().stop();
     }
 
     /// The access token to send now, refreshed first when it expires soon; `None` before any
@@ -159,7 +377,7 @@ impl Auth {
     /// # Cancel safety
     /// Cancel safe (a refresh finishes in its own task).
     pub(super) async fn token(&self) -> Result<Option<SecretString>, Error> {
-        let tokens = lock(&self.tokens).clone();
+        let tokens = self.phase().grant();
         let Some(tokens) = tokens else {
             return Ok(None);
         };
@@ -181,7 +399,7 @@ impl Auth {
     /// # Cancel safety
     /// Cancel safe (a refresh finishes in its own task).
     pub(super) async fn refreshed(&self, sent: &SecretString) -> Option<SecretString> {
-        let tokens = lock(&self.tokens).clone()?;
+        let tokens = self.phase().grant()?;
         match tokens.rejected(sent).await {
             Ok(token) => Some(token),
             Err(e) => {
@@ -214,7 +432,7 @@ impl Auth {
         challenge: &Challenge,
         sent: Option<&SecretString>,
     ) -> Result<SecretString, Error> {
-        let tokens = lock(&self.tokens).clone();
+        let tokens = self.phase().grant();
         if let (Some(tokens), Some(sent)) = (tokens, sent) {
             match tokens.rejected(sent).await {
                 Ok(token) => return Ok(token),
@@ -245,7 +463,7 @@ impl Auth {
         challenge: &Challenge,
         key: &str,
     ) -> Result<SecretString, Error> {
-        let tokens = lock(&self.tokens).clone();
+        let tokens = self.phase().grant();
         let held = match &tokens {
             Some(tokens) => tokens.scopes().await,
             None => Vec::new(),
@@ -288,15 +506,20 @@ impl Auth {
 
     /// Drops `tokens` as the current grant, unless another start already replaced it.
     fn forget(&self, tokens: &Arc<Tokens>) {
-        let mut current = lock(&self.tokens);
-        if current.as_ref().is_some_and(|t| Arc::ptr_eq(t, tokens)) {
-            *current = None;
+        self.phase().grant_refused(tokens);
+    }
+
+    /// Adopts `tokens` as the grant ([`Phase::grant_adopted`]).
+    fn adopt(&self, tokens: &Arc<Tokens>) {
+        let ended = self.phase().grant_adopted(Arc::clone(tokens));
+        if ended {
+            self.ended.notify_one();
         }
     }
 
     /// Starts a sign-in (single-flight): a grant ready now gives its token; a sign-in needing
     /// the browser leaves its link and a task waiting for the redirect, and gives
-    /// [`Error::sign_in`].
+    /// [`Error::sign_in`]; a stopped connection gives [`Error::closed`].
     async fn start(
         self: &Arc<Self>,
         server_url: &Url,
@@ -306,21 +529,19 @@ impl Auth {
         scopes: Option<Vec<String>>,
     ) -> Result<SecretString, Error> {
         let _one = self.starting.lock().await;
-        if scopes.is_none() {
-            let current = lock(&self.tokens).clone();
-            if let Some(tokens) = current {
-                // Another request signed in while this one waited.
+        let found = self.phase().start(scopes.is_some());
+        match found {
+            // Another request signed in while this one waited.
+            Start::Held(tokens) => {
                 return tokens
                     .access_token()
                     .await
                     .map_err(|e| self.error(e.message()));
             }
-        }
-        if let Some(link) = self.link() {
-            return Err(Error::sign_in(link));
-        }
-        if let Some(reason) = lock(&self.failed).take() {
-            return Err(Error::auth(reason));
+            Start::Waiting(link) => return Err(Error::sign_in(link)),
+            Start::Failed(reason) => return Err(Error::auth(reason)),
+            Start::Stopped => return Err(Error::closed()),
+            Start::Begin => {}
         }
         let mut reuse_grant = reuse_grant;
         let sign_in = loop {
@@ -341,7 +562,7 @@ impl Auth {
                 Started::Link(sign_in) => break sign_in,
                 Started::Ready(tokens) => tokens,
             };
-            *lock(&self.tokens) = Some(Arc::clone(&tokens));
+            self.adopt(&tokens);
             match tokens.access_token().await {
                 Ok(token) => return Ok(token),
                 // A stored grant the server refused (a revoked refresh token after a restart):
@@ -359,28 +580,35 @@ impl Auth {
             return Err(Error::auth(REPEATS_SECRET));
         }
         let link: Arc<str> = sign_in.url().as_str().into();
-        *lock(&self.link) = Some(Arc::clone(&link));
-        tracing::info!(link = %link, "the server needs a sign-in; its link waits in the listing");
         let this = Arc::clone(self);
         let mut sign_in = sign_in;
         sign_in.scrubbing(Arc::clone(&self.scrub));
+        let waited = Arc::clone(&link);
+        // Spawned with the phase locked, so the task's end finds its `Waiting` in place.
+        let mut phase = self.phase();
         let task = runtime.spawn(async move {
-            match sign_in.finish().await {
+            let outcome = match sign_in.finish().await {
                 Ok(tokens) => {
                     tracing::info!("signed in");
-                    *lock(&this.tokens) = Some(tokens);
+                    Ok(tokens)
                 }
                 Err(e) => {
                     let reason = this.reason(e.message());
                     tracing::warn!("the sign-in did not complete: {reason}");
-                    *lock(&this.failed) = Some(reason);
+                    Err(reason)
                 }
+            };
+            let ended = this.phase().redirect_done(&waited, outcome);
+            if ended {
+                this.ended.notify_one();
             }
-            *lock(&this.link) = None;
-            *lock(&this.waiting) = None;
-            this.ended.notify_one();
         });
-        *lock(&self.waiting) = Some(task.abort_handle());
+        let made = phase.link_made(Arc::clone(&link), task.abort_handle());
+        drop(phase);
+        if !made {
+            return Err(Error::closed());
+        }
+        tracing::info!(link = %link, "the server needs a sign-in; its link waits in the listing");
         Err(Error::sign_in(link))
     }
 }
@@ -428,11 +656,339 @@ impl Auth {
 
     /// Whether a grant is held and stored.
     pub(super) fn state(&self) -> SignInState {
-        let tokens = lock(&self.tokens).clone();
+        let tokens = self.phase().grant();
         SignInState {
             signed_in: tokens.is_some(),
             stored: tokens.is_some_and(|t| t.in_store()),
             store_dir: self.store.as_ref().map(|s| s.dir().to_path_buf()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use secrecy::ExposeSecret;
+
+    use super::*;
+    use crate::auth::client::{self, AuthMethod, ClientIdentity};
+    use crate::auth::discovery::{self, AuthorizationServer, ServerMetadata};
+    use crate::auth::net::Net;
+    use crate::auth::testing::{Options, TestServer, play_browser};
+
+    /// A grant that is never asked for a token (no request leaves the test).
+    fn grant() -> Arc<Tokens> {
+        let url = Url::parse("http://127.0.0.1:9/mcp").unwrap();
+        let server = AuthorizationServer {
+            issuer: None,
+            authorization_endpoint: url.join("/authorize").unwrap(),
+            token_endpoint: url.join("/token").unwrap(),
+            registration_endpoint: None,
+            metadata: ServerMetadata::default(),
+            source: discovery::Source::Defaults,
+        };
+        let identity = ClientIdentity {
+            client_id: "test-client".into(),
+            client_secret: None,
+            auth_method: AuthMethod::None,
+            source: client::Source::Configured,
+            token_endpoint: None,
+            redirect_uri: None,
+        };
+        let net = Net::new(&url).unwrap();
+        Arc::new(Tokens::new(
+            net,
+            server,
+            identity,
+            url,
+            None,
+            None,
+            Box::new(|_| {}),
+        ))
+    }
+
+    /// A task standing in for one waiting for the browser; its handle tells whether it was
+    /// aborted.
+    fn waiting_task() -> tokio::task::JoinHandle<()> {
+        tokio::spawn(std::future::pending())
+    }
+
+    /// Whether `task` ended by an abort.
+    async fn aborted(task: tokio::task::JoinHandle<()>) -> bool {
+        match tokio::time::timeout(std::time::Duration::from_secs(5), task).await {
+            Ok(Err(e)) => e.is_cancelled(),
+            _ => false,
+        }
+    }
+
+    fn link(text: &str) -> Arc<str> {
+        text.into()
+    }
+
+    /// The phase's grant is exactly `tokens`.
+    fn holds(phase: &Phase, tokens: &Arc<Tokens>) -> bool {
+        phase.grant().is_some_and(|g| Arc::ptr_eq(&g, tokens))
+    }
+
+    /// An `Auth` without a store (nothing is written outside the test).
+    fn auth(config: OAuthConfig) -> Arc<Auth> {
+        let redactor = Redactor::default();
+        Arc::new(Auth {
+            holds_secret: Box::new(link_holds_secret(&redactor, &config)),
+            config,
+            store: None,
+            learn: Arc::new(redactor.learner()),
+            scrub: Arc::new(redactor.scrubber()),
+            phase: Mutex::new(Phase::SignedOut),
+            starting: tokio::sync::Mutex::new(()),
+            ended: Notify::new(),
+            step_up: StepUp::default(),
+        })
+    }
+
+    #[test]
+    fn a_grant_adopted_then_refused_signs_out_and_a_stale_refusal_changes_nothing() {
+        let mut phase = Phase::SignedOut;
+        assert_eq!(format!("{phase:?}"), "SignedOut");
+        assert!(phase.grant().is_none());
+        let first = grant();
+        assert!(!phase.grant_adopted(Arc::clone(&first)));
+        assert_eq!(format!("{phase:?}"), "SignedIn");
+        assert!(holds(&phase, &first));
+        assert_eq!(phase.link(), None);
+        // A refusal of a grant that is no longer held (another start replaced it) is stale.
+        let second = grant();
+        assert!(!phase.grant_adopted(Arc::clone(&second)));
+        phase.grant_refused(&first);
+        assert_eq!(format!("{phase:?}"), "SignedIn");
+        assert!(holds(&phase, &second));
+        phase.grant_refused(&second);
+        assert_eq!(format!("{phase:?}"), "SignedOut");
+        assert!(phase.grant().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_link_made_waits_and_its_redirect_signs_in() {
+        let mut phase = Phase::SignedOut;
+        let task = waiting_task();
+        let shown = link("https://as.example/authorize?client_id=a");
+        assert!(phase.link_made(Arc::clone(&shown), task.abort_handle()));
+        assert_eq!(format!("{phase:?}"), "Waiting");
+        assert_eq!(
+            phase.link().as_deref(),
+            Some("https://as.example/authorize?client_id=a")
+        );
+        assert!(phase.grant().is_none());
+        assert!(matches!(phase.start(false), Start::Waiting(l) if Arc::ptr_eq(&l, &shown)));
+        let tokens = grant();
+        assert!(phase.redirect_done(&shown, Ok(Arc::clone(&tokens))));
+        assert_eq!(format!("{phase:?}"), "SignedIn");
+        assert!(holds(&phase, &tokens));
+        assert_eq!(phase.link(), None);
+        assert!(matches!(phase.start(false), Start::Held(t) if Arc::ptr_eq(&t, &tokens)));
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn a_failed_redirect_is_reported_by_one_start_then_the_next_begins() {
+        let mut phase = Phase::SignedOut;
+        let task = waiting_task();
+        let shown = link("https://as.example/authorize");
+        assert!(phase.link_made(Arc::clone(&shown), task.abort_handle()));
+        assert!(phase.redirect_done(&shown, Err("the sign-in timed out".into())));
+        assert_eq!(format!("{phase:?}"), "Failed");
+        assert_eq!(phase.link(), None);
+        assert!(phase.grant().is_none());
+        assert!(matches!(phase.start(false), Start::Failed(r) if r == "the sign-in timed out"));
+        assert_eq!(format!("{phase:?}"), "SignedOut");
+        assert!(matches!(phase.start(false), Start::Begin));
+        assert_eq!(format!("{phase:?}"), "SignedOut");
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn only_the_waiting_sign_in_ends_the_wait() {
+        let mut phase = Phase::SignedOut;
+        let task = waiting_task();
+        let shown = link("https://as.example/authorize");
+        assert!(phase.link_made(Arc::clone(&shown), task.abort_handle()));
+        // The same text, another sign-in's link.
+        let other = link("https://as.example/authorize");
+        assert!(!phase.redirect_done(&other, Ok(grant())));
+        assert_eq!(format!("{phase:?}"), "Waiting");
+        assert!(phase.grant().is_none());
+        assert!(!phase.redirect_done(&other, Err("late".into())));
+        assert_eq!(format!("{phase:?}"), "Waiting");
+        task.abort();
+    }
+
+    #[test]
+    fn a_start_finds_a_held_grant_unless_it_steps_up() {
+        let tokens = grant();
+        let mut phase = Phase::SignedIn(Arc::clone(&tokens));
+        assert!(matches!(phase.start(false), Start::Held(t) if Arc::ptr_eq(&t, &tokens)));
+        assert!(matches!(phase.start(true), Start::Begin));
+        assert_eq!(format!("{phase:?}"), "SignedIn");
+        let mut phase = Phase::SignedOut;
+        assert!(matches!(phase.start(false), Start::Begin));
+        assert!(matches!(phase.start(true), Start::Begin));
+    }
+
+    /// Closed: "waiting for the browser" and "signed in" at once. A step-up's link made after
+    /// another request adopted a grant (the step-up dropped the grant it had, then waited for
+    /// the start lock) used to leave that grant next to the link.
+    #[tokio::test]
+    async fn a_link_made_while_signed_in_never_leaves_the_grant_next_to_the_link() {
+        let tokens = grant();
+        let mut phase = Phase::SignedIn(Arc::clone(&tokens));
+        let task = waiting_task();
+        assert!(phase.link_made(link("https://as.example/authorize"), task.abort_handle()));
+        assert_eq!(format!("{phase:?}"), "Waiting");
+        assert!(phase.grant().is_none());
+        assert_eq!(
+            phase.link().as_deref(),
+            Some("https://as.example/authorize")
+        );
+        task.abort();
+    }
+
+    /// Closed: a link waiting with no task behind it, or two tasks for one link. A grant adopted
+    /// while a sign-in waits ends that sign-in (its task aborted, `ended` told).
+    #[tokio::test]
+    async fn a_grant_adopted_while_waiting_aborts_the_waiting_sign_in() {
+        let mut phase = Phase::SignedOut;
+        let task = waiting_task();
+        assert!(phase.link_made(link("https://as.example/authorize"), task.abort_handle()));
+        let tokens = grant();
+        assert!(phase.grant_adopted(Arc::clone(&tokens)));
+        assert_eq!(format!("{phase:?}"), "SignedIn");
+        assert!(holds(&phase, &tokens));
+        assert_eq!(phase.link(), None);
+        assert!(aborted(task).await);
+
+        let mut phase = Phase::SignedOut;
+        let first = waiting_task();
+        let second = waiting_task();
+        assert!(phase.link_made(link("https://as.example/1"), first.abort_handle()));
+        assert!(phase.link_made(link("https://as.example/2"), second.abort_handle()));
+        assert_eq!(phase.link().as_deref(), Some("https://as.example/2"));
+        assert!(aborted(first).await);
+        phase.stop();
+        assert!(aborted(second).await);
+    }
+
+    #[tokio::test]
+    async fn stop_aborts_a_waiting_sign_in_and_is_final() {
+        let mut phase = Phase::SignedOut;
+        let task = waiting_task();
+        let shown = link("https://as.example/authorize");
+        assert!(phase.link_made(Arc::clone(&shown), task.abort_handle()));
+        phase.stop();
+        assert_eq!(format!("{phase:?}"), "Stopped");
+        assert_eq!(phase.link(), None);
+        assert!(phase.grant().is_none());
+        assert!(aborted(task).await);
+        // Nothing leaves `Stopped`: a late redirect, a start, a link, a second stop.
+        assert!(!phase.redirect_done(&shown, Ok(grant())));
+        assert_eq!(format!("{phase:?}"), "Stopped");
+        assert!(matches!(phase.start(false), Start::Stopped));
+        assert!(matches!(phase.start(true), Start::Stopped));
+        phase.stop();
+        assert_eq!(format!("{phase:?}"), "Stopped");
+        let tokens = grant();
+        assert!(!phase.grant_adopted(Arc::clone(&tokens)));
+        assert_eq!(format!("{phase:?}"), "Stopped(with a grant)");
+        assert!(holds(&phase, &tokens));
+        phase.grant_refused(&tokens);
+        assert_eq!(format!("{phase:?}"), "Stopped");
+    }
+
+    #[test]
+    fn stop_keeps_a_held_grant_for_the_goodbye_requests() {
+        let tokens = grant();
+        let mut phase = Phase::SignedIn(Arc::clone(&tokens));
+        phase.stop();
+        assert_eq!(format!("{phase:?}"), "Stopped(with a grant)");
+        assert!(holds(&phase, &tokens));
+        assert!(matches!(phase.start(false), Start::Held(t) if Arc::ptr_eq(&t, &tokens)));
+        assert!(matches!(phase.start(true), Start::Stopped));
+        phase.grant_refused(&grant());
+        assert!(holds(&phase, &tokens));
+
+        let mut phase = Phase::Failed {
+            reason: "the sign-in timed out".into(),
+        };
+        phase.stop();
+        assert_eq!(format!("{phase:?}"), "Stopped");
+        assert!(matches!(phase.start(false), Start::Stopped));
+    }
+
+    /// Closed: a sign-in started after the connection stopped — a new link and a task waiting
+    /// for the browser on a closed connection. A link made then is refused and its task
+    /// aborted.
+    #[tokio::test]
+    async fn a_link_made_after_stop_is_refused_and_its_task_aborted() {
+        let mut phase = Phase::SignedOut;
+        phase.stop();
+        let task = waiting_task();
+        assert!(!phase.link_made(link("https://as.example/authorize"), task.abort_handle()));
+        assert_eq!(format!("{phase:?}"), "Stopped");
+        assert_eq!(phase.link(), None);
+        assert!(aborted(task).await);
+    }
+
+    #[tokio::test]
+    async fn a_401_after_stop_starts_no_sign_in() {
+        let server = TestServer::start(Options::default()).await;
+        let auth = auth(OAuthConfig::default());
+        auth.stop();
+        let challenge = Challenge::parse(&server.challenge()).unwrap();
+        let runtime = tokio::runtime::Handle::current();
+        let refused = auth
+            .unauthorized(&server.mcp_url(), &runtime, &challenge, None)
+            .await
+            .unwrap_err();
+        assert!(refused.is_closed(), "{refused:?}");
+        assert_eq!(auth.link(), None);
+        assert!(server.requests().is_empty(), "{:?}", server.requests());
+        assert!(!auth.state().signed_in);
+    }
+
+    #[tokio::test]
+    async fn a_browser_sign_in_walks_signed_out_waiting_signed_in() {
+        let server = TestServer::start(Options::default()).await;
+        let auth = auth(OAuthConfig::default());
+        let challenge = Challenge::parse(&server.challenge()).unwrap();
+        let runtime = tokio::runtime::Handle::current();
+        assert_eq!(format!("{:?}", auth.phase()), "SignedOut");
+        assert!(auth.token().await.unwrap().is_none());
+        let refused = auth
+            .unauthorized(&server.mcp_url(), &runtime, &challenge, None)
+            .await
+            .unwrap_err();
+        let shown = refused.sign_in_url().unwrap().clone();
+        assert_eq!(format!("{:?}", auth.phase()), "Waiting");
+        assert_eq!(auth.link().as_deref(), Some(&*shown));
+        assert!(!auth.state().signed_in);
+        // A second 401 while it waits shows the same link and starts nothing.
+        let again = auth
+            .unauthorized(&server.mcp_url(), &runtime, &challenge, None)
+            .await
+            .unwrap_err();
+        assert_eq!(again.sign_in_url().map(|l| &**l), Some(&*shown));
+        assert_eq!(play_browser(&Url::parse(&shown).unwrap()).await, 200);
+        tokio::time::timeout(std::time::Duration::from_secs(10), auth.ended())
+            .await
+            .unwrap();
+        assert_eq!(format!("{:?}", auth.phase()), "SignedIn");
+        assert_eq!(auth.link(), None);
+        assert!(auth.state().signed_in);
+        let token = auth.token().await.unwrap().unwrap();
+        assert!(server.accepts(token.expose_secret()));
+        auth.stop();
+        assert_eq!(format!("{:?}", auth.phase()), "Stopped(with a grant)");
+        // The goodbye requests still carry the grant's token.
+        let kept = auth.token().await.unwrap().unwrap();
+        assert_eq!(kept.expose_secret(), token.expose_secret());
+        assert!(auth.state().signed_in);
     }
 }
