@@ -10,6 +10,7 @@ mod host_logout;
 mod hostile;
 mod interop;
 mod load;
+mod machine;
 mod pack;
 mod review;
 mod rmcp_peer;
