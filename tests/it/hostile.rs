@@ -616,7 +616,7 @@ async fn single_sse_event_over_the_cap_is_refused() {
         )
     })
     .await;
-    over_the_cap("sse", &server.url).await;
+    let _host = over_the_cap("sse", &server.url).await;
     let at_error = sent.load(Ordering::SeqCst);
     assert!(
         (16 * MIB - 64 * 1024..40 * MIB).contains(&at_error),
