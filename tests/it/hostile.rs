@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use crate::support::hostile::{
     self, Received, Reply, SESSION, Server, entry, initialize_reply, list_changed_initialize,
-    result, rpc_error, serve, server_entry, sse_event, standard, text_result, tool, tools_page,
+    result, rpc_error, serve, serve_routes, server_entry, sse_event, standard, text_result, tool,
+    tools_page,
 };
 use crate::support::{Host, net};
 use bytes::Bytes;
@@ -25,6 +26,8 @@ use tokio::time::Instant;
 
 const MIB: usize = 1024 * 1024;
 const CAP_MESSAGE: &str = "the server sent a message larger than the 16 MiB limit";
+const START_DEADLINE: &str =
+    "the server did not finish starting (initialize and tools/list) within 120 seconds";
 
 // ---------------------------------------------------------------------------------------------
 // helpers
@@ -42,6 +45,11 @@ where
         async move { reply }
     })
     .await
+}
+
+/// A server whose `tools/list` answer is one page of `tools`; everything else is [`standard`].
+async fn tools_server(tools: Vec<Value>) -> Server {
+    list_server(move |req| Reply::json(&tools_page(&req.id(), tools.clone(), None))).await
 }
 
 /// A server with one tool `t` whose `tools/call` answers come from `call`.
@@ -76,12 +84,86 @@ async fn ready_host(ns: &str, url: &str) -> Host {
     host
 }
 
+/// A Host with the servers `a` and `b` (namespace, server), both waited on until ready.
+async fn ready_pair(a: (&str, &Server), b: (&str, &Server)) -> Host {
+    let host = Host::new(json!({ a.0: entry(&a.1.url), b.0: entry(&b.1.url) }));
+    host.ready(a.0, Duration::from_secs(10)).await;
+    host.ready(b.0, Duration::from_secs(10)).await;
+    host
+}
+
+/// A server declaring `tools.listChanged` whose standalone `GET`s are answered by `get` and
+/// whose `tools/list` by `list`; the rest as [`serve_routes`].
+async fn stream_server<G, L>(get: G, list: L) -> Server
+where
+    G: Fn(&Received) -> Reply + Send + Sync + 'static,
+    L: Fn(&Received) -> Reply + Send + Sync + 'static,
+{
+    serve_routes(move |req| {
+        let reply = match (req.http_method.as_str(), req.method()) {
+            ("GET", _) => Some(get(&req)),
+            (_, "initialize") => Some(list_changed_initialize(&req.id())),
+            (_, "tools/list") => Some(list(&req)),
+            _ => None,
+        };
+        async move { reply }
+    })
+    .await
+}
+
+/// Waits (at most `limit`) until `server` has had `n` `GET`s; the gaps between them, in ms.
+async fn get_gaps(server: &Server, limit: Duration, what: &str, n: usize) -> Vec<u128> {
+    let is_get = |r: &&Received| r.http_method == "GET";
+    let requests = server
+        .wait_until(limit, what, |requests| {
+            requests.iter().filter(is_get).count() == n
+        })
+        .await;
+    let at: Vec<Instant> = requests.iter().filter(is_get).map(|r| r.at).collect();
+    at.windows(2).map(|w| (w[1] - w[0]).as_millis()).collect()
+}
+
+/// A Host with one server `ns` at `url`, waited on (at most `limit`) until it shows `error`; the
+/// Host and the reason.
+async fn failed_start(ns: &str, url: &str, limit: Duration) -> (Host, String) {
+    let host = Host::new(json!({ ns: entry(url) }));
+    let reason = error_reason(&host, ns, limit).await;
+    (host, reason)
+}
+
+/// Starts `ns` at `url` (on a paused clock) and asserts that the start fails at its 2-minute
+/// deadline, 120 s in; the Host, and when it was made.
+async fn failed_at_the_start_deadline(ns: &str, url: &str) -> (Host, Instant) {
+    let t0 = Instant::now();
+    let (host, reason) = failed_start(ns, url, Duration::from_secs(200)).await;
+    assert_eq!(reason, START_DEADLINE);
+    assert_eq!((Instant::now() - t0).as_secs(), 120);
+    (host, t0)
+}
+
+/// A start whose `tools/list` pages each list `tools` and hand out the cursor `next(asked)`
+/// (`asked`: the cursor the page was asked with) fails with `reason`; its pages were asked with
+/// `cursors`.
+async fn assert_pagination_fails(
+    ns: &str,
+    tools: Vec<Value>,
+    next: fn(Option<&str>) -> &str,
+    reason: &str,
+    cursors: &[Value],
+) {
+    let server = list_server(move |req| {
+        let next = next(req.rpc["params"]["cursor"].as_str());
+        Reply::json(&tools_page(&req.id(), tools.clone(), Some(next)))
+    })
+    .await;
+    let (_host, got) = failed_start(ns, &server.url, Duration::from_secs(10)).await;
+    assert_eq!(got, reason);
+    assert_eq!(cursors_asked(&first_start(&server)), cursors);
+}
+
 /// Waits until `ns` shows `error`; returns its reason.
 async fn error_reason(host: &Host, ns: &str, limit: Duration) -> String {
-    let listing = host
-        .wait_for(limit, |l| server_entry(l, ns)["status"] == "error")
-        .await;
-    server_entry(&listing, ns)["reason"]
+    host.failed(ns, limit).await["reason"]
         .as_str()
         .expect("an error has a reason")
         .to_string()
@@ -98,6 +180,37 @@ async fn call_t(host: &Host, ns: &str, limit: Duration) -> Result<String, ToolEr
     )
     .await
     .unwrap_or_else(|_| panic!("the call did not return within {limit:?}"))
+}
+
+/// A Host with one server `ns` at `url` whose start fails for a message over the 16 MiB cap.
+async fn over_the_cap(ns: &str, url: &str) -> Host {
+    let host = Host::new(json!({ ns: entry(url) }));
+    assert_eq!(
+        error_reason(&host, ns, Duration::from_secs(30)).await,
+        CAP_MESSAGE
+    );
+    host
+}
+
+/// `sent` bytes had gone out when the Pack gave up on an endless body of 64 KiB chunks: it read
+/// up to the 16 MiB cap, and stopped near it.
+fn assert_read_to_the_cap(sent: usize) {
+    assert!(
+        sent >= 16 * MIB - 64 * 1024,
+        "the Pack read up to the cap: {sent}"
+    );
+    assert!(
+        sent < 40 * MIB,
+        "the Pack stopped reading near the cap: {sent}"
+    );
+}
+
+/// The description of `name` in the detail listing of `ns`.
+async fn description(host: &Host, ns: &str, name: &str) -> Value {
+    let detail = host
+        .listing(json!({"namespace": ns, "toolName": name}))
+        .await;
+    detail["description"].clone()
 }
 
 fn transport(message: &str) -> Result<String, ToolError> {
@@ -155,59 +268,45 @@ fn offsets_ms(server: &Server, method: &str, t0: Instant) -> Vec<u128> {
 
 #[tokio::test]
 async fn cursor_echoed_on_the_last_page_fails_the_start() {
-    let server = list_server(|req| {
-        let next = match req.rpc["params"]["cursor"].as_str() {
+    assert_pagination_fails(
+        "echo",
+        vec![tool("a", "A")],
+        |asked| match asked {
             None => "page-2",
             Some(asked) => asked, // echo: the "last" page hands back the cursor it was given
-        };
-        Reply::json(&tools_page(&req.id(), vec![tool("a", "A")], Some(next)))
-    })
+        },
+        "tools/list page 2 returned the cursor it was asked with, so pagination would never end",
+        &[Value::Null, json!("page-2")],
+    )
     .await;
-    let host = Host::new(json!({"echo": entry(&server.url)}));
-    assert_eq!(
-        error_reason(&host, "echo", Duration::from_secs(10)).await,
-        "tools/list page 2 returned the cursor it was asked with, so pagination would never end"
-    );
-    assert_eq!(
-        cursors_asked(&first_start(&server)),
-        [Value::Null, json!("page-2")]
-    );
 }
 
 #[tokio::test]
 async fn cursor_cycle_a_b_a_fails_the_start() {
-    let server = list_server(|req| {
-        let next = match req.rpc["params"]["cursor"].as_str() {
+    assert_pagination_fails(
+        "cycle",
+        vec![],
+        |asked| match asked {
             None => "A",
             Some("A") => "B",
             Some(_) => "A",
-        };
-        Reply::json(&tools_page(&req.id(), vec![], Some(next)))
-    })
+        },
+        "tools/list page 3 returned a cursor already used by an earlier page, so pagination would loop",
+        &[Value::Null, json!("A"), json!("B")],
+    )
     .await;
-    let host = Host::new(json!({"cycle": entry(&server.url)}));
-    assert_eq!(
-        error_reason(&host, "cycle", Duration::from_secs(10)).await,
-        "tools/list page 3 returned a cursor already used by an earlier page, so pagination would loop"
-    );
-    assert_eq!(
-        cursors_asked(&first_start(&server)),
-        [Value::Null, json!("A"), json!("B")]
-    );
 }
 
 #[tokio::test]
 async fn unique_cursors_with_empty_pages_forever_stop_at_the_page_cap() {
-    let pages = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&pages);
-    let server = list_server(move |req| {
-        let n = counter.fetch_add(1, Ordering::SeqCst);
-        Reply::json(&tools_page(&req.id(), vec![], Some(&format!("c{n}"))))
+    let server = list_server(|req| {
+        let cursor = format!("c{}", req.nth);
+        Reply::json(&tools_page(&req.id(), vec![], Some(&cursor)))
     })
     .await;
-    let host = Host::new(json!({"forever": entry(&server.url)}));
+    let (_host, reason) = failed_start("forever", &server.url, Duration::from_secs(20)).await;
     assert_eq!(
-        error_reason(&host, "forever", Duration::from_secs(20)).await,
+        reason,
         "the server had more than 100 pages of tools (tools/list still returned a nextCursor)"
     );
     let asked = cursors_asked(&first_start(&server));
@@ -247,11 +346,8 @@ async fn slow_pages_are_bounded_by_the_start_deadline() {
         Reply::json(&tools_page(&req.id(), vec![], Some(&format!("c{n}"))))
     })
     .await;
-    let host = Host::new(json!({"slow": entry(&server.url)}));
-    assert_eq!(
-        error_reason(&host, "slow", Duration::from_secs(200)).await,
-        "the server did not finish starting (initialize and tools/list) within 120 seconds"
-    );
+    let (_host, reason) = failed_start("slow", &server.url, Duration::from_secs(200)).await;
+    assert_eq!(reason, START_DEADLINE);
     assert_eq!(cursors_asked(&first_start(&server)).len(), 18);
     // The page in flight at the deadline is cancelled, then the session is deleted.
     let start = first_start(&server);
@@ -404,18 +500,12 @@ async fn duplicate_tool_names_first_wins_within_and_across_pages() {
 
 #[tokio::test]
 async fn long_descriptions_are_cut_on_a_char_boundary() {
-    let server = list_server(|req| {
-        Reply::json(&tools_page(
-            &req.id(),
-            vec![
-                tool("ascii", &"x".repeat(10_000)),
-                tool("accents", &"é".repeat(5_000)),
-                json!({"name": "titled", "title": "t".repeat(4097)}),
-                tool("exact", &"y".repeat(4096)),
-            ],
-            None,
-        ))
-    })
+    let server = tools_server(vec![
+        tool("ascii", &"x".repeat(10_000)),
+        tool("accents", &"é".repeat(5_000)),
+        json!({"name": "titled", "title": "t".repeat(4097)}),
+        tool("exact", &"y".repeat(4096)),
+    ])
     .await;
     let host = ready_host("long", &server.url).await;
     let described = |name: &str| {
@@ -444,10 +534,9 @@ async fn long_descriptions_are_cut_on_a_char_boundary() {
 #[tokio::test]
 async fn json_body_over_the_cap_sent_slowly_is_refused_while_reading() {
     let sent = Arc::new(AtomicUsize::new(0));
-    let attempts = Arc::new(AtomicUsize::new(0));
-    let (sent2, attempts2) = (Arc::clone(&sent), Arc::clone(&attempts));
+    let sent2 = Arc::clone(&sent);
     let server = list_server(move |req| {
-        if attempts2.fetch_add(1, Ordering::SeqCst) == 0 {
+        if req.nth == 0 {
             Reply::endless(
                 200,
                 "application/json",
@@ -464,20 +553,8 @@ async fn json_body_over_the_cap_sent_slowly_is_refused_while_reading() {
         }
     })
     .await;
-    let host = Host::new(json!({"flood": entry(&server.url)}));
-    assert_eq!(
-        error_reason(&host, "flood", Duration::from_secs(30)).await,
-        CAP_MESSAGE
-    );
-    let at_error = sent.load(Ordering::SeqCst);
-    assert!(
-        at_error >= 16 * MIB - 64 * 1024,
-        "the Pack read up to the cap: {at_error}"
-    );
-    assert!(
-        at_error < 40 * MIB,
-        "the Pack stopped reading near the cap: {at_error}"
-    );
+    let host = over_the_cap("flood", &server.url).await;
+    assert_read_to_the_cap(sent.load(Ordering::SeqCst));
     let listing = host.ready("flood", Duration::from_secs(10)).await;
     assert_eq!(server_entry(&listing, "flood")["tools"], json!(["t"]));
     // The connection was dropped, not merely left unread.
@@ -539,11 +616,7 @@ async fn single_sse_event_over_the_cap_is_refused() {
         )
     })
     .await;
-    let host = Host::new(json!({"sse": entry(&server.url)}));
-    assert_eq!(
-        error_reason(&host, "sse", Duration::from_secs(30)).await,
-        CAP_MESSAGE
-    );
+    let _host = over_the_cap("sse", &server.url).await;
     let at_error = sent.load(Ordering::SeqCst);
     assert!(
         (16 * MIB - 64 * 1024..40 * MIB).contains(&at_error),
@@ -568,11 +641,7 @@ async fn many_events_totalling_more_than_the_cap_are_fine() {
     })
     .await;
     let host = ready_host("big-stream", &server.url).await;
-    assert_eq!(
-        host.listing(json!({"namespace": "big-stream", "toolName": "t"}))
-            .await["description"],
-        "after 24 MiB"
-    );
+    assert_eq!(description(&host, "big-stream", "t").await, "after 24 MiB");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -611,59 +680,50 @@ fn encoded(content_type: &str, name: &str, encode: fn(&[u8]) -> Vec<u8>, body: &
 /// request offers the three in `Accept-Encoding`.
 #[tokio::test]
 async fn compressed_json_and_sse_replies_are_decoded() {
-    let calls = Arc::new(AtomicUsize::new(0));
-    let server = serve(move |req| {
-        let calls = Arc::clone(&calls);
-        async move {
-            let id = req.id();
-            match req.method() {
-                "initialize" => {
-                    let body = serde_json::to_vec(&result(
-                        &id,
-                        json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+    let server = serve(|req| async move {
+        let id = req.id();
+        match req.method() {
+            "initialize" => {
+                let body = serde_json::to_vec(&result(
+                    &id,
+                    json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
                                "serverInfo": {"name": "z", "version": "1"}}),
-                    ))
-                    .unwrap();
-                    encoded("application/json", "zstd", zstd, &body)
-                        .header("mcp-session-id", SESSION)
-                }
-                "tools/list" => encoded(
-                    "text/event-stream",
+                ))
+                .unwrap();
+                encoded("application/json", "zstd", zstd, &body).header("mcp-session-id", SESSION)
+            }
+            "tools/list" => encoded(
+                "text/event-stream",
+                "gzip",
+                gzip,
+                sse_event(&tools_page(&id, vec![tool("t", "squeezed")], None)).as_bytes(),
+            ),
+            "tools/call" => match req.nth {
+                0 => encoded(
+                    "application/json",
                     "gzip",
                     gzip,
-                    sse_event(&tools_page(&id, vec![tool("t", "squeezed")], None)).as_bytes(),
+                    &serde_json::to_vec(&text_result(&id, "gzip json")).unwrap(),
                 ),
-                "tools/call" => match calls.fetch_add(1, Ordering::SeqCst) {
-                    0 => encoded(
-                        "application/json",
-                        "gzip",
-                        gzip,
-                        &serde_json::to_vec(&text_result(&id, "gzip json")).unwrap(),
-                    ),
-                    1 => encoded(
-                        "text/event-stream",
-                        "br",
-                        brotli,
-                        sse_event(&text_result(&id, "br sse")).as_bytes(),
-                    ),
-                    _ => encoded(
-                        "text/event-stream",
-                        "zstd",
-                        zstd,
-                        sse_event(&text_result(&id, &"z".repeat(100_000))).as_bytes(),
-                    ),
-                },
-                _ => standard(&req).unwrap_or_else(Reply::accepted),
-            }
+                1 => encoded(
+                    "text/event-stream",
+                    "br",
+                    brotli,
+                    sse_event(&text_result(&id, "br sse")).as_bytes(),
+                ),
+                _ => encoded(
+                    "text/event-stream",
+                    "zstd",
+                    zstd,
+                    sse_event(&text_result(&id, &"z".repeat(100_000))).as_bytes(),
+                ),
+            },
+            _ => standard(&req).unwrap_or_else(Reply::accepted),
         }
     })
     .await;
     let host = ready_host("z", &server.url).await;
-    assert_eq!(
-        host.listing(json!({"namespace": "z", "toolName": "t"}))
-            .await["description"],
-        "squeezed"
-    );
+    assert_eq!(description(&host, "z", "t").await, "squeezed");
     let timeout = Duration::from_secs(10);
     assert_eq!(call_t(&host, "z", timeout).await, Ok("gzip json".into()));
     assert_eq!(call_t(&host, "z", timeout).await, Ok("br sse".into()));
@@ -1012,39 +1072,27 @@ async fn malformed_tools_are_omitted_and_the_rest_stay_ready() {
 
 #[tokio::test]
 async fn call_results_with_a_wrong_shape_type_or_id_are_errors() {
-    let server = serve(|req| async move {
-        if let Some(reply) = standard(&req) {
-            return reply;
-        }
+    let names = [
+        "shape",
+        "textless",
+        "html",
+        "wrong-id",
+        "huge-error",
+        "empty-error",
+    ];
+    let server = hostile::serve_tools(names.iter().map(|n| tool(n, n)).collect(), |req| {
         let id = req.id();
-        match req.method() {
-            "tools/list" => Reply::json(&tools_page(
+        match req.rpc["params"]["name"].as_str().unwrap() {
+            "shape" => Reply::json(&result(&id, json!({"content": "text"}))),
+            "textless" => Reply::json(&result(&id, json!({"content": [{"type": "text"}]}))),
+            "html" => Reply::raw(200, "text/html", "<p>hi</p>"),
+            "wrong-id" => Reply::json(&text_result(&json!(12345), "for someone else")),
+            "huge-error" => Reply::json(&rpc_error(
                 &id,
-                [
-                    "shape",
-                    "textless",
-                    "html",
-                    "wrong-id",
-                    "huge-error",
-                    "empty-error",
-                ]
-                .iter()
-                .map(|n| tool(n, n))
-                .collect(),
-                None,
+                -32000,
+                &format!("line1\nline2{}", "z".repeat(5000)),
             )),
-            _ => match req.rpc["params"]["name"].as_str().unwrap() {
-                "shape" => Reply::json(&result(&id, json!({"content": "text"}))),
-                "textless" => Reply::json(&result(&id, json!({"content": [{"type": "text"}]}))),
-                "html" => Reply::raw(200, "text/html", "<p>hi</p>"),
-                "wrong-id" => Reply::json(&text_result(&json!(12345), "for someone else")),
-                "huge-error" => Reply::json(&rpc_error(
-                    &id,
-                    -32000,
-                    &format!("line1\nline2{}", "z".repeat(5000)),
-                )),
-                _ => Reply::json(&rpc_error(&id, -32001, "")),
-            },
+            _ => Reply::json(&rpc_error(&id, -32001, "")),
         }
     })
     .await;
@@ -1256,13 +1304,10 @@ async fn an_error_with_a_null_id_answers_the_request() {
         }
     })
     .await;
-    let init = serve(|req| async move {
-        match req.method() {
-            "initialize" => Reply::json(
-                &json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": "Invalid Request"}}),
-            ),
-            _ => standard(&req).unwrap(),
-        }
+    let init = hostile::serve_initialize(|_| {
+        Reply::json(
+            &json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": "Invalid Request"}}),
+        )
     })
     .await;
     let host = Host::new(json!({"calls": entry(&calls.url), "init": entry(&init.url)}));
@@ -1361,9 +1406,9 @@ async fn servers_without_tools_are_ready_with_none() {
 async fn a_declared_tools_server_whose_tools_list_fails_is_an_error() {
     let server =
         list_server(|req| Reply::json(&rpc_error(&req.id(), -32603, "database down"))).await;
-    let host = Host::new(json!({"strict": entry(&server.url)}));
+    let (_host, reason) = failed_start("strict", &server.url, Duration::from_secs(10)).await;
     assert_eq!(
-        error_reason(&host, "strict", Duration::from_secs(10)).await,
+        reason,
         "the server answered with error -32603: database down"
     );
 }
@@ -1454,9 +1499,7 @@ async fn call_stream_reset_mid_response_is_a_transport_error_at_once() {
         Reply::stream(200, "application/json", cut_after(b"{\"jsonrpc\":\"2.0\","))
     })
     .await;
-    let host = Host::new(json!({"reset": entry(&server.url), "jsoncut": entry(&json_cut.url)}));
-    host.ready("reset", Duration::from_secs(10)).await;
-    host.ready("jsoncut", Duration::from_secs(10)).await;
+    let host = ready_pair(("reset", &server), ("jsoncut", &json_cut)).await;
     let started = std::time::Instant::now();
     assert_eq!(
         call_t(&host, "reset", Duration::from_secs(10)).await,
@@ -1754,9 +1797,7 @@ async fn a_flood_of_notifications_before_the_answer_does_not_starve_the_call() {
         Reply::json(&Value::Array(messages))
     })
     .await;
-    let host = Host::new(json!({"sse": entry(&sse.url), "batch": entry(&batch.url)}));
-    host.ready("sse", Duration::from_secs(10)).await;
-    host.ready("batch", Duration::from_secs(10)).await;
+    let host = ready_pair(("sse", &sse), ("batch", &batch)).await;
     let started = std::time::Instant::now();
     assert_eq!(
         call_t(&host, "sse", Duration::from_secs(20)).await,
@@ -1781,26 +1822,15 @@ async fn a_flood_of_notifications_before_the_answer_does_not_starve_the_call() {
 #[tokio::test(start_paused = true)]
 async fn handshake_that_never_answers_hits_the_start_deadline_then_backs_off() {
     heartbeat();
-    let inits = Arc::new(AtomicUsize::new(0));
-    let inits2 = Arc::clone(&inits);
-    let server = serve(move |req| {
-        let inits = Arc::clone(&inits2);
-        async move {
-            if req.method() == "initialize" && inits.fetch_add(1, Ordering::SeqCst) < 2 {
-                std::future::pending::<()>().await;
-            }
-            standard(&req)
-                .unwrap_or_else(|| Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)))
+    let server = serve(|req| async move {
+        if req.method() == "initialize" && req.nth < 2 {
+            std::future::pending::<()>().await;
         }
+        standard(&req)
+            .unwrap_or_else(|| Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)))
     })
     .await;
-    let t0 = Instant::now();
-    let host = Host::new(json!({"mute": entry(&server.url)}));
-    assert_eq!(
-        error_reason(&host, "mute", Duration::from_secs(200)).await,
-        "the server did not finish starting (initialize and tools/list) within 120 seconds"
-    );
-    assert_eq!((Instant::now() - t0).as_secs(), 120);
+    let (host, t0) = failed_at_the_start_deadline("mute", &server.url).await;
     host.ready("mute", Duration::from_secs(300)).await;
     // Each start runs 120 s; the waits after them are 1 s and 2 s plus up to as much jitter.
     let at = offsets_ms(&server, "initialize", t0);
@@ -1846,16 +1876,11 @@ async fn server_down_at_start_becomes_ready_after_three_failed_attempts() {
 
 /// A server that answers `initialize` with `status` and, when given, `Retry-After: retry_after`.
 async fn throttled(status: u16, retry_after: Option<&'static str>) -> Server {
-    serve(move |req| async move {
-        match req.method() {
-            "initialize" => {
-                let reply = Reply::raw(status, "text/plain", "");
-                match retry_after {
-                    Some(wait) => reply.header("retry-after", wait),
-                    None => reply,
-                }
-            }
-            _ => standard(&req).unwrap(),
+    hostile::serve_initialize(move |_| {
+        let reply = Reply::raw(status, "text/plain", "");
+        match retry_after {
+            Some(wait) => reply.header("retry-after", wait),
+            None => reply,
         }
     })
     .await
@@ -1883,22 +1908,14 @@ async fn throttled_starts_wait_what_retry_after_says() {
         let s = server_entry(&listing, ns);
         (s["reason"].clone(), s["retryInSeconds"].clone())
     };
-    assert_eq!(
-        shown("zero"),
-        (json!("HTTP 429 Too Many Requests"), json!(1))
-    );
-    assert_eq!(
-        shown("eight"),
-        (json!("HTTP 503 Service Unavailable"), json!(8))
-    );
-    assert_eq!(
-        shown("hour"),
-        (json!("HTTP 429 Too Many Requests"), json!(60))
-    );
-    assert_eq!(
-        shown("date"),
-        (json!("HTTP 503 Service Unavailable"), json!(1))
-    );
+    for (ns, reason, retry) in [
+        ("zero", "HTTP 429 Too Many Requests", 1),
+        ("eight", "HTTP 503 Service Unavailable", 8),
+        ("hour", "HTTP 429 Too Many Requests", 60),
+        ("date", "HTTP 503 Service Unavailable", 1),
+    ] {
+        assert_eq!(shown(ns), (json!(reason), json!(retry)), "{ns}");
+    }
     let eight_detail = host.listing(json!({"namespace": "eight"})).await;
     assert_eq!(
         eight_detail,
@@ -1986,19 +2003,24 @@ async fn slow_tool_server(secs: u64) -> Server {
     .await
 }
 
+/// Calls `t` of a [`slow_tool_server`] of `secs` seconds, as server `ns` (a call deadline of 400
+/// s of our own): the server, the Host, the result, and how many seconds the call took.
+async fn call_slow_tool(secs: u64, ns: &str) -> (Server, Host, Result<String, ToolError>, u64) {
+    heartbeat();
+    let server = slow_tool_server(secs).await;
+    let host = ready_host(ns, &server.url).await;
+    let t0 = Instant::now();
+    let got = call_t(&host, ns, Duration::from_secs(400)).await;
+    (server, host, got, (Instant::now() - t0).as_secs())
+}
+
 /// Slow but legal: a tool that takes 4 minutes, sending progress, is inside the 5-minute call
 /// deadline.
 #[tokio::test(start_paused = true)]
 async fn tool_taking_four_minutes_with_progress_succeeds() {
-    heartbeat();
-    let server = slow_tool_server(240).await;
-    let host = ready_host("slow", &server.url).await;
-    let t0 = Instant::now();
-    assert_eq!(
-        call_t(&host, "slow", Duration::from_secs(400)).await,
-        Ok("finally".into())
-    );
-    assert_eq!((Instant::now() - t0).as_secs(), 240);
+    let (server, _host, got, took) = call_slow_tool(240, "slow").await;
+    assert_eq!(got, Ok("finally".into()));
+    assert_eq!(took, 240);
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(server.count("notifications/cancelled"), 0);
 }
@@ -2007,15 +2029,12 @@ async fn tool_taking_four_minutes_with_progress_succeeds() {
 /// server is told why.
 #[tokio::test(start_paused = true)]
 async fn tool_taking_six_minutes_hits_the_call_deadline() {
-    heartbeat();
-    let server = slow_tool_server(360).await;
-    let host = ready_host("slower", &server.url).await;
-    let t0 = Instant::now();
+    let (server, _host, got, took) = call_slow_tool(360, "slower").await;
     assert_eq!(
-        call_t(&host, "slower", Duration::from_secs(400)).await,
+        got,
         transport("server \"slower\" did not answer the tool call within 5 minutes")
     );
-    assert_eq!((Instant::now() - t0).as_secs(), 300);
+    assert_eq!(took, 300);
     assert_eq!(
         server.cancellations().await,
         [json!({"requestId": 3, "reason": "the client's deadline for the call passed"})]
@@ -2034,13 +2053,7 @@ async fn keep_alives_forever_do_not_outlive_the_start_deadline() {
         Reply::stream(200, "text/event-stream", pings)
     })
     .await;
-    let t0 = Instant::now();
-    let host = Host::new(json!({"chatty": entry(&server.url)}));
-    assert_eq!(
-        error_reason(&host, "chatty", Duration::from_secs(200)).await,
-        "the server did not finish starting (initialize and tools/list) within 120 seconds"
-    );
-    assert_eq!((Instant::now() - t0).as_secs(), 120);
+    failed_at_the_start_deadline("chatty", &server.url).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2051,52 +2064,25 @@ async fn keep_alives_forever_do_not_outlive_the_start_deadline() {
 #[tokio::test]
 async fn an_endless_event_on_the_standalone_stream_is_cut_and_the_stream_reopened() {
     let sent = Arc::new(AtomicUsize::new(0));
-    let gets = Arc::new(AtomicUsize::new(0));
-    let (sent2, gets2) = (Arc::clone(&sent), Arc::clone(&gets));
-    let server = serve(move |req| {
-        let (sent, gets) = (Arc::clone(&sent2), Arc::clone(&gets2));
-        async move {
-            if req.http_method == "GET" {
-                if gets.fetch_add(1, Ordering::SeqCst) == 0 {
-                    return Reply::endless(
-                        200,
-                        "text/event-stream",
-                        "data: ",
-                        Bytes::from(vec![b'x'; 64 * 1024]),
-                        Duration::from_millis(1),
-                        sent,
-                    );
-                }
-                return Reply::raw(405, "text/plain", "");
-            }
-            if req.method() == "initialize" {
-                return list_changed_initialize(&req.id());
-            }
-            if let Some(reply) = standard(&req) {
-                return reply;
-            }
-            match req.method() {
-                "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)),
-                _ => Reply::raw(400, "text/plain", ""),
-            }
-        }
+    let sent2 = Arc::clone(&sent);
+    let get = move |req: &Received| match req.nth {
+        0 => Reply::endless(
+            200,
+            "text/event-stream",
+            "data: ",
+            Bytes::from(vec![b'x'; 64 * 1024]),
+            Duration::from_millis(1),
+            Arc::clone(&sent2),
+        ),
+        _ => Reply::raw(405, "text/plain", ""),
+    };
+    let server = stream_server(get, |req| {
+        Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None))
     })
     .await;
     let host = ready_host("flood", &server.url).await;
-    server
-        .wait_until(Duration::from_secs(30), "a second GET", |requests| {
-            requests.iter().filter(|r| r.http_method == "GET").count() == 2
-        })
-        .await;
-    let at_reopen = sent.load(Ordering::SeqCst);
-    assert!(
-        at_reopen >= 16 * MIB - 64 * 1024,
-        "the Pack read up to the cap: {at_reopen}"
-    );
-    assert!(
-        at_reopen < 40 * MIB,
-        "the Pack stopped reading near the cap: {at_reopen}"
-    );
+    get_gaps(&server, Duration::from_secs(30), "a second GET", 2).await;
+    assert_read_to_the_cap(sent.load(Ordering::SeqCst));
     let listing = host.listing(json!({})).await;
     assert_eq!(
         server_entry(&listing, "flood"),
@@ -2111,49 +2097,26 @@ async fn an_endless_event_on_the_standalone_stream_is_cut_and_the_stream_reopene
 #[tokio::test(start_paused = true)]
 async fn the_standalone_stream_reopen_wait_doubles_and_a_long_stream_resets_it() {
     heartbeat();
-    let gets = Arc::new(AtomicUsize::new(0));
-    let gets2 = Arc::clone(&gets);
-    let server = serve(move |req| {
-        let gets = Arc::clone(&gets2);
-        async move {
-            if req.http_method == "GET" {
-                return match gets.fetch_add(1, Ordering::SeqCst) + 1 {
-                    1 | 2 => Reply::raw(200, "text/event-stream", ": short\n\n"),
-                    3 => Reply::stream(
-                        200,
-                        "text/event-stream",
-                        stream::once(async { Ok(Bytes::from_static(b": long\n\n")) }).chain(
-                            stream::once(async {
-                                tokio::time::sleep(Duration::from_secs(61)).await;
-                                Ok(Bytes::from_static(b": bye\n\n"))
-                            }),
-                        ),
-                    ),
-                    _ => Reply::raw(405, "text/plain", ""),
-                };
-            }
-            if req.method() == "initialize" {
-                return list_changed_initialize(&req.id());
-            }
-            if let Some(reply) = standard(&req) {
-                return reply;
-            }
-            Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None))
-        }
+    let get = |req: &Received| match req.nth + 1 {
+        1 | 2 => Reply::raw(200, "text/event-stream", ": short\n\n"),
+        3 => Reply::stream(
+            200,
+            "text/event-stream",
+            stream::once(async { Ok(Bytes::from_static(b": long\n\n")) }).chain(stream::once(
+                async {
+                    tokio::time::sleep(Duration::from_secs(61)).await;
+                    Ok(Bytes::from_static(b": bye\n\n"))
+                },
+            )),
+        ),
+        _ => Reply::raw(405, "text/plain", ""),
+    };
+    let server = stream_server(get, |req| {
+        Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None))
     })
     .await;
     let _host = ready_host("long", &server.url).await;
-    let requests = server
-        .wait_until(Duration::from_secs(200), "four GETs", |requests| {
-            requests.iter().filter(|r| r.http_method == "GET").count() == 4
-        })
-        .await;
-    let at: Vec<Instant> = requests
-        .iter()
-        .filter(|r| r.http_method == "GET")
-        .map(|r| r.at)
-        .collect();
-    let gaps: Vec<u128> = at.windows(2).map(|w| (w[1] - w[0]).as_millis()).collect();
+    let gaps = get_gaps(&server, Duration::from_secs(200), "four GETs", 4).await;
     // 1 s, 2 s, then the 61 s stream and 1 s again (not 4 s).
     assert_eq!(gaps, [1000, 2000, 62_000]);
 }
@@ -2168,29 +2131,18 @@ async fn the_standalone_stream_reopen_wait_doubles_and_a_long_stream_resets_it()
 /// server with `initialize` + `tools/list` in a tight loop.
 #[tokio::test]
 async fn a_relisting_that_keeps_meeting_404_does_not_loop() {
-    let lists = Arc::new(AtomicUsize::new(0));
-    let lists2 = Arc::clone(&lists);
-    let server = serve(move |req| {
-        let lists = Arc::clone(&lists2);
-        async move {
-            if let Some(reply) = standard(&req) {
-                return reply;
+    let server = serve_routes(|req| async move {
+        Some(match req.method() {
+            "tools/list" if req.nth == 0 => {
+                Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None))
             }
-            match req.method() {
-                "tools/list" => {
-                    if lists.fetch_add(1, Ordering::SeqCst) == 0 {
-                        Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None))
-                    } else {
-                        Reply::raw(404, "text/plain", "no such session")
-                    }
-                }
-                "tools/call" => Reply::sse(&[
-                    json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
-                    text_result(&req.id(), "done"),
-                ]),
-                _ => Reply::raw(400, "text/plain", ""),
-            }
-        }
+            "tools/list" => Reply::raw(404, "text/plain", "no such session"),
+            "tools/call" => Reply::sse(&[
+                json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
+                text_result(&req.id(), "done"),
+            ]),
+            _ => return None,
+        })
     })
     .await;
     let host = ready_host("lb", &server.url).await;
@@ -2212,31 +2164,17 @@ async fn a_relisting_that_keeps_meeting_404_does_not_loop() {
 /// causes no extra re-listing by waiting for the running one), not `not_found`.
 #[tokio::test]
 async fn a_miss_racing_a_miss_relisting_sees_the_new_tool() {
-    let lists = Arc::new(AtomicUsize::new(0));
-    let lists2 = Arc::clone(&lists);
-    let server = serve(move |req| {
-        let lists = Arc::clone(&lists2);
-        async move {
-            if let Some(reply) = standard(&req) {
-                return reply;
-            }
-            match req.method() {
-                "tools/list" => {
-                    if lists.fetch_add(1, Ordering::SeqCst) == 0 {
-                        Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None))
-                    } else {
-                        // The re-listing is slow: the second lookup lands while it runs.
-                        tokio::time::sleep(Duration::from_millis(500)).await;
-                        Reply::json(&tools_page(
-                            &req.id(),
-                            vec![tool("t", "t"), tool("u", "u")],
-                            None,
-                        ))
-                    }
-                }
-                _ => Reply::raw(400, "text/plain", ""),
-            }
+    let server = serve_routes(|req| async move {
+        if req.method() != "tools/list" {
+            return None;
         }
+        let mut tools = vec![tool("t", "t")];
+        if req.nth > 0 {
+            // The re-listing is slow: the second lookup lands while it runs.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            tools.push(tool("u", "u"));
+        }
+        Some(Reply::json(&tools_page(&req.id(), tools, None)))
     })
     .await;
     let host = ready_host("slow", &server.url).await;
@@ -2267,24 +2205,20 @@ async fn a_miss_racing_a_miss_relisting_sees_the_new_tool() {
 /// with a reason saying the result has no `protocolVersion` when it has one.
 #[tokio::test]
 async fn odd_optional_initialize_fields_do_not_fail_the_start() {
-    let server = serve(|req| async move {
-        if req.method() == "initialize" {
-            return Reply::json(&result(
-                &req.id(),
+    let server = serve_routes(|req| async move {
+        let id = req.id();
+        Some(match req.method() {
+            "initialize" => Reply::json(&result(
+                &id,
                 json!({"protocolVersion": "2025-06-18",
                        "capabilities": {"tools": true},
                        "instructions": ["use search first"],
                        "serverInfo": {"name": "hostile", "version": "0"}}),
             ))
-            .header("mcp-session-id", SESSION);
-        }
-        if let Some(reply) = standard(&req) {
-            return reply;
-        }
-        match req.method() {
-            "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)),
-            _ => Reply::raw(400, "text/plain", ""),
-        }
+            .header("mcp-session-id", SESSION),
+            "tools/list" => Reply::json(&tools_page(&id, vec![tool("t", "t")], None)),
+            _ => return None,
+        })
     })
     .await;
     let host = Host::new(json!({ "odd": entry(&server.url) }));
@@ -2301,41 +2235,24 @@ async fn odd_optional_initialize_fields_do_not_fail_the_start() {
 /// re-listing closes the gap, and the listing shows the tool without any call having to miss.
 #[tokio::test]
 async fn a_change_before_the_get_stream_opens_is_not_lost() {
-    let lists = Arc::new(AtomicUsize::new(0));
-    let lists2 = Arc::clone(&lists);
-    let server = serve(move |req| {
-        let lists = Arc::clone(&lists2);
-        async move {
-            if req.http_method == "GET" {
-                // Held open, with nothing to say: the change happened before it opened.
-                return Reply::endless(
-                    200,
-                    "text/event-stream",
-                    ": open\n\n",
-                    Bytes::from_static(b": idle\n\n"),
-                    Duration::from_millis(500),
-                    Arc::new(AtomicUsize::new(0)),
-                );
-            }
-            if req.method() == "initialize" {
-                return list_changed_initialize(&req.id());
-            }
-            if let Some(reply) = standard(&req) {
-                return reply;
-            }
-            match req.method() {
-                // The first answer is the start's; the tool `u` is added right after it.
-                "tools/list" => {
-                    let tools = if lists.fetch_add(1, Ordering::SeqCst) == 0 {
-                        vec![tool("t", "t")]
-                    } else {
-                        vec![tool("t", "t"), tool("u", "u")]
-                    };
-                    Reply::json(&tools_page(&req.id(), tools, None))
-                }
-                _ => Reply::raw(400, "text/plain", ""),
-            }
-        }
+    // Held open, with nothing to say: the change happened before it opened.
+    let get = |_: &Received| {
+        Reply::endless(
+            200,
+            "text/event-stream",
+            ": open\n\n",
+            Bytes::from_static(b": idle\n\n"),
+            Duration::from_millis(500),
+            Arc::new(AtomicUsize::new(0)),
+        )
+    };
+    // The first answer is the start's; the tool `u` is added right after it.
+    let server = stream_server(get, |req| {
+        let tools = match req.nth {
+            0 => vec![tool("t", "t")],
+            _ => vec![tool("t", "t"), tool("u", "u")],
+        };
+        Reply::json(&tools_page(&req.id(), tools, None))
     })
     .await;
     let host = ready_host("gap", &server.url).await;
@@ -2362,42 +2279,14 @@ async fn a_change_before_the_get_stream_opens_is_not_lost() {
 #[tokio::test(start_paused = true)]
 async fn a_stream_whose_relisting_meets_404_is_reopened_with_backoff() {
     heartbeat();
-    let lists = Arc::new(AtomicUsize::new(0));
-    let lists2 = Arc::clone(&lists);
-    let server = serve(move |req| {
-        let lists = Arc::clone(&lists2);
-        async move {
-            if req.http_method == "GET" {
-                return Reply::raw(200, "text/event-stream", ": short\n\n");
-            }
-            if req.method() == "initialize" {
-                return list_changed_initialize(&req.id());
-            }
-            if let Some(reply) = standard(&req) {
-                return reply;
-            }
-            match req.method() {
-                "tools/list" if lists.fetch_add(1, Ordering::SeqCst) == 0 => {
-                    Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None))
-                }
-                "tools/list" => Reply::raw(404, "text/plain", "no such session"),
-                _ => Reply::raw(400, "text/plain", ""),
-            }
-        }
+    let get = |_: &Received| Reply::raw(200, "text/event-stream", ": short\n\n");
+    let server = stream_server(get, |req| match req.nth {
+        0 => Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)),
+        _ => Reply::raw(404, "text/plain", "no such session"),
     })
     .await;
     let host = ready_host("lb", &server.url).await;
-    let requests = server
-        .wait_until(Duration::from_secs(10), "three GETs", |requests| {
-            requests.iter().filter(|r| r.http_method == "GET").count() == 3
-        })
-        .await;
-    let gets: Vec<Instant> = requests
-        .iter()
-        .filter(|r| r.http_method == "GET")
-        .map(|r| r.at)
-        .collect();
-    let gaps: Vec<u128> = gets.windows(2).map(|w| (w[1] - w[0]).as_millis()).collect();
+    let gaps = get_gaps(&server, Duration::from_secs(10), "three GETs", 3).await;
     assert_eq!(gaps, [1000, 2000]);
     // Long enough for the third stream's re-listing, well before a fourth stream (at 7 s).
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -2446,19 +2335,13 @@ async fn tls_to_a_plain_http_port_is_a_plain_sentence_naming_the_address() {
 /// listed first shows last.
 #[tokio::test]
 async fn omitted_tools_keep_the_order_the_server_listed_them() {
-    let server = list_server(|req| {
-        Reply::json(&tools_page(
-            &req.id(),
-            vec![
-                tool("b", "first b"),
-                tool("b", "second b"),
-                json!({"name": "x", "description": {}}),
-                tool("a", "first a"),
-                tool("a", "second a"),
-            ],
-            None,
-        ))
-    })
+    let server = tools_server(vec![
+        tool("b", "first b"),
+        tool("b", "second b"),
+        json!({"name": "x", "description": {}}),
+        tool("a", "first a"),
+        tool("a", "second a"),
+    ])
     .await;
     let host = ready_host("o", &server.url).await;
     let detail = host.listing(json!({"namespace": "o"})).await;

@@ -105,6 +105,17 @@ async fn everything(test: &str) -> Option<(Peer, Proxy, Host)> {
     Some((peer, proxy, host))
 }
 
+/// [`everything`] for the test `test`, or a return from that test when server-everything is not
+/// installed.
+macro_rules! everything_or_return {
+    ($test:literal) => {
+        match everything($test).await {
+            Some(started) => started,
+            None => return,
+        }
+    };
+}
+
 /// One summary line per exchange.
 fn summaries(log: &[Exchange]) -> Vec<String> {
     log.iter().map(Exchange::summary).collect()
@@ -232,11 +243,8 @@ fn assert_renewed(after: &[Exchange], old: &str, params: &Value) -> String {
 #[tokio::test]
 #[ignore = "needs server-everything (Node 22) in .interop/; run by .ci/interop.sh"]
 async fn everything_lists_its_tools_and_maps_each_kind_of_result() {
-    let Some((_peer, proxy, host)) =
-        everything("everything_lists_its_tools_and_maps_each_kind_of_result").await
-    else {
-        return;
-    };
+    let (_peer, proxy, host) =
+        everything_or_return!("everything_lists_its_tools_and_maps_each_kind_of_result");
 
     // The server's instructions reach the namespace form, whole (they are under 8 KiB).
     let one = host.listing(json!({"namespace": EVERYTHING})).await;
@@ -350,26 +358,26 @@ async fn everything_lists_its_tools_and_maps_each_kind_of_result() {
         json!({"temperature": 36, "conditions": "Light rain / drizzle", "humidity": 82})
     );
     // gzip of "hello", from a data: URI (no network), both output types.
-    assert_eq!(
-        ok(
-            &host,
-            EVERYTHING,
-            "gzip-file-as-resource",
-            json!({"name": "hello.txt.gz", "data": "data:text/plain;base64,aGVsbG8=", "outputType": "resourceLink"})
-        )
-        .await,
-        "[resource: demo://resource/session/hello.txt.gz]"
-    );
-    assert_eq!(
-        ok(
-            &host,
-            EVERYTHING,
-            "gzip-file-as-resource",
-            json!({"name": "hello2.txt.gz", "data": "data:text/plain;base64,aGVsbG8=", "outputType": "resource"})
-        )
-        .await,
-        "[binary resource omitted: application/gzip]"
-    );
+    for (name, output, shown) in [
+        (
+            "hello.txt.gz",
+            "resourceLink",
+            "[resource: demo://resource/session/hello.txt.gz]",
+        ),
+        (
+            "hello2.txt.gz",
+            "resource",
+            "[binary resource omitted: application/gzip]",
+        ),
+    ] {
+        let args =
+            json!({"name": name, "data": "data:text/plain;base64,aGVsbG8=", "outputType": output});
+        assert_eq!(
+            ok(&host, EVERYTHING, "gzip-file-as-resource", args).await,
+            shown,
+            "{name}"
+        );
+    }
     let gzip = &tools_calls(&proxy, "gzip-file-as-resource")[1];
     assert_eq!(
         messages(gzip).last().unwrap()["result"]["content"][0]["resource"]["blob"],
@@ -442,11 +450,8 @@ async fn everything_lists_its_tools_and_maps_each_kind_of_result() {
 #[tokio::test]
 #[ignore = "needs server-everything (Node 22) in .interop/; run by .ci/interop.sh"]
 async fn everything_hears_notifications_cancelled_when_a_call_is_dropped() {
-    let Some((_peer, proxy, host)) =
-        everything("everything_hears_notifications_cancelled_when_a_call_is_dropped").await
-    else {
-        return;
-    };
+    let (_peer, proxy, host) =
+        everything_or_return!("everything_hears_notifications_cancelled_when_a_call_is_dropped");
     let started = Instant::now();
     let dropped = tokio::time::timeout(
         Duration::from_millis(500),
@@ -511,11 +516,8 @@ async fn everything_hears_notifications_cancelled_when_a_call_is_dropped() {
 #[tokio::test]
 #[ignore = "needs server-everything (Node 22) in .interop/; run by .ci/interop.sh"]
 async fn everything_session_deleted_or_lost_in_a_restart_is_renewed() {
-    let Some((mut peer, proxy, host)) =
-        everything("everything_session_deleted_or_lost_in_a_restart_is_renewed").await
-    else {
-        return;
-    };
+    let (mut peer, proxy, host) =
+        everything_or_return!("everything_session_deleted_or_lost_in_a_restart_is_renewed");
     assert_eq!(
         ok(&host, EVERYTHING, "echo", json!({"message": "one"})).await,
         "Echo: one"
@@ -867,30 +869,6 @@ async fn python_scenario(test: &str, sdk: Sdk, mode: Mode) {
     );
 }
 
-#[tokio::test]
-#[ignore = "needs the Python mcp SDK 1.x in .interop/; run by .ci/interop.sh"]
-async fn python_sdk1_fastmcp_sse() {
-    python_scenario("python_sdk1_fastmcp_sse", Sdk::V1, Mode::Sse).await;
-}
-
-#[tokio::test]
-#[ignore = "needs the Python mcp SDK 1.x in .interop/; run by .ci/interop.sh"]
-async fn python_sdk1_fastmcp_json_response() {
-    python_scenario("python_sdk1_fastmcp_json_response", Sdk::V1, Mode::Json).await;
-}
-
-#[tokio::test]
-#[ignore = "needs the Python mcp SDK 2.x in .interop/; run by .ci/interop.sh"]
-async fn python_sdk2_mcpserver_sse() {
-    python_scenario("python_sdk2_mcpserver_sse", Sdk::V2, Mode::Sse).await;
-}
-
-#[tokio::test]
-#[ignore = "needs the Python mcp SDK 2.x in .interop/; run by .ci/interop.sh"]
-async fn python_sdk2_mcpserver_json_response() {
-    python_scenario("python_sdk2_mcpserver_json_response", Sdk::V2, Mode::Json).await;
-}
-
 /// FastMCP (declaring `tools.listChanged`) registers a tool at run time. With SSE responses it
 /// says so on the call's own stream and the Pack lists again at once; with JSON responses the
 /// notification has no stream to ride on, and the first call naming the new tool re-lists (a
@@ -980,38 +958,27 @@ async fn python_tool_added_at_run_time(test: &str, sdk: Sdk, mode: Mode) {
     assert_eq!(proxy.log().iter().filter(|e| e.method == "GET").count(), 1);
 }
 
-#[tokio::test]
-#[ignore = "needs the Python mcp SDK 1.x in .interop/; run by .ci/interop.sh"]
-async fn python_sdk1_tool_added_at_run_time_sse() {
-    python_tool_added_at_run_time("python_sdk1_tool_added_at_run_time_sse", Sdk::V1, Mode::Sse)
-        .await;
+/// One ignored test per Python peer and scenario: `name => scenario(sdk, mode)` runs
+/// `scenario("name", Sdk::sdk, Mode::mode)`, under the `#[ignore]` reason before its group.
+macro_rules! python_tests {
+    ($($needs:literal: $($name:ident => $scenario:ident($sdk:ident, $mode:ident);)*)*) => {$($(
+        #[tokio::test]
+        #[ignore = $needs]
+        async fn $name() {
+            $scenario(stringify!($name), Sdk::$sdk, Mode::$mode).await;
+        }
+    )*)*};
 }
 
-#[tokio::test]
-#[ignore = "needs the Python mcp SDK 1.x in .interop/; run by .ci/interop.sh"]
-async fn python_sdk1_tool_added_at_run_time_json_response() {
-    python_tool_added_at_run_time(
-        "python_sdk1_tool_added_at_run_time_json_response",
-        Sdk::V1,
-        Mode::Json,
-    )
-    .await;
-}
-
-#[tokio::test]
-#[ignore = "needs the Python mcp SDK 2.x in .interop/; run by .ci/interop.sh"]
-async fn python_sdk2_tool_added_at_run_time_sse() {
-    python_tool_added_at_run_time("python_sdk2_tool_added_at_run_time_sse", Sdk::V2, Mode::Sse)
-        .await;
-}
-
-#[tokio::test]
-#[ignore = "needs the Python mcp SDK 2.x in .interop/; run by .ci/interop.sh"]
-async fn python_sdk2_tool_added_at_run_time_json_response() {
-    python_tool_added_at_run_time(
-        "python_sdk2_tool_added_at_run_time_json_response",
-        Sdk::V2,
-        Mode::Json,
-    )
-    .await;
+python_tests! {
+    "needs the Python mcp SDK 1.x in .interop/; run by .ci/interop.sh":
+        python_sdk1_fastmcp_sse => python_scenario(V1, Sse);
+        python_sdk1_fastmcp_json_response => python_scenario(V1, Json);
+        python_sdk1_tool_added_at_run_time_sse => python_tool_added_at_run_time(V1, Sse);
+        python_sdk1_tool_added_at_run_time_json_response => python_tool_added_at_run_time(V1, Json);
+    "needs the Python mcp SDK 2.x in .interop/; run by .ci/interop.sh":
+        python_sdk2_mcpserver_sse => python_scenario(V2, Sse);
+        python_sdk2_mcpserver_json_response => python_scenario(V2, Json);
+        python_sdk2_tool_added_at_run_time_sse => python_tool_added_at_run_time(V2, Sse);
+        python_sdk2_tool_added_at_run_time_json_response => python_tool_added_at_run_time(V2, Json);
 }

@@ -40,6 +40,14 @@ async fn keyed(url: &str, key: &str) -> Host {
     host
 }
 
+/// The text of a call of `t` on a [`raw_server`] whose schema is `{"type":"object"}` and whose
+/// result is `result`, by a Host that sends [`NUMERIC_KEY`].
+async fn keyed_call(result: &'static str) -> String {
+    let server = raw_server(r#"{"type":"object"}"#, result).await;
+    let host = keyed(&server.url, NUMERIC_KEY).await;
+    host.call_tool("k", "t").await.expect("the call answers")
+}
+
 /// `Server::read_tool`'s `scrubbed_json`: the plain scrub turns `"default":2024...` into
 /// `"default":[redacted]`, which is not JSON, and the fallback for text that does not parse
 /// is the *unscrubbed* raw schema.
@@ -68,13 +76,8 @@ async fn a_numeric_secret_echoed_as_a_schema_number_is_shown() {
 #[tokio::test]
 #[ignore = "finding: a secret echoed as a JSON number in structuredContent that also holds an escape (\\/) is returned unscrubbed"]
 async fn a_numeric_secret_in_structured_content_with_an_escape_is_shown() {
-    let server = raw_server(
-        r#"{"type":"object"}"#,
-        r#"{"structuredContent":{"account":20240517123456789,"path":"a\/b"}}"#,
-    )
-    .await;
-    let host = keyed(&server.url, NUMERIC_KEY).await;
-    let text = host.call_tool("k", "t").await.expect("the call answers");
+    let text =
+        keyed_call(r#"{"structuredContent":{"account":20240517123456789,"path":"a\/b"}}"#).await;
     assert!(
         !text.contains(NUMERIC_KEY),
         "the result shows the configured header value: {text}"
@@ -86,13 +89,7 @@ async fn a_numeric_secret_in_structured_content_with_an_escape_is_shown() {
 #[tokio::test]
 #[ignore = "finding: scrubbing a JSON number in structuredContent makes the result text invalid JSON ([redacted] unquoted)"]
 async fn a_numeric_secret_in_structured_content_leaves_valid_json() {
-    let server = raw_server(
-        r#"{"type":"object"}"#,
-        r#"{"structuredContent":{"account":20240517123456789}}"#,
-    )
-    .await;
-    let host = keyed(&server.url, NUMERIC_KEY).await;
-    let text = host.call_tool("k", "t").await.expect("the call answers");
+    let text = keyed_call(r#"{"structuredContent":{"account":20240517123456789}}"#).await;
     assert!(!text.contains(NUMERIC_KEY), "{text}");
     serde_json::from_str::<serde_json::Value>(&text)
         .unwrap_or_else(|e| panic!("the scrubbed structuredContent is not JSON ({e}): {text}"));

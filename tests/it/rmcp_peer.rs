@@ -18,6 +18,17 @@ async fn ready_demo(server: &demo_server::DemoServer) -> Host {
     host
 }
 
+/// Calls the demo server's `echo` with `text`; asserts that `text` comes back.
+async fn assert_echoes(host: &Host, text: &str) {
+    let echo = host
+        .call(
+            "call_dynamic_tool",
+            call("demo", "echo", json!({"text": text})),
+        )
+        .await;
+    assert_eq!(echo.unwrap(), text);
+}
+
 fn call(namespace: &str, tool: &str, arguments: serde_json::Value) -> serde_json::Value {
     json!({"namespace": namespace, "toolName": tool, "arguments": arguments})
 }
@@ -130,13 +141,7 @@ async fn json_response_mode_answers_calls_and_cancels_a_dropped_one() {
     config.legacy_session_mode = false;
     let server = demo_server::start_with(config).await.unwrap();
     let host = ready_demo(&server).await;
-    let echo = host
-        .call(
-            "call_dynamic_tool",
-            call("demo", "echo", json!({"text": "plain JSON"})),
-        )
-        .await;
-    assert_eq!(echo.unwrap(), "plain JSON");
+    assert_echoes(&host, "plain JSON").await;
 }
 
 #[tokio::test]
@@ -178,13 +183,7 @@ async fn dropping_a_call_cancels_it_on_the_server() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     // The session is still good for the next call.
-    let echo = host
-        .call(
-            "call_dynamic_tool",
-            call("demo", "echo", json!({"text": "still here"})),
-        )
-        .await;
-    assert_eq!(echo.unwrap(), "still here");
+    assert_echoes(&host, "still here").await;
 }
 
 #[tokio::test]

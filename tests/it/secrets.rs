@@ -366,32 +366,21 @@ async fn server_text_with_a_secret_is_scrubbed_exactly() {
     set_env(&guard, "MCP_SECRETS_EXACT_TOKEN", "env-secret-value-42");
     let (_capture, logs) = logs::capture("trace");
     const SAY: &str = "Bearer sk-live-0123456789 / env-secret-value-42 / eight888 / short77";
-    let failing = serve(|req| async move {
-        match req.method() {
-            "initialize" => Reply::raw(500, "text/plain", format!("denied: {SAY}")),
-            _ => standard(&req).unwrap(),
-        }
-    })
-    .await;
-    let working = serve(|req| async move {
-        if let Some(reply) = standard(&req) {
-            return reply;
-        }
+    let failing =
+        hostile::serve_initialize(|_| Reply::raw(500, "text/plain", format!("denied: {SAY}")))
+            .await;
+    let tools = ["ok", "is_error", "rpc_error"]
+        .iter()
+        .map(|n| tool(n, &format!("{n} {SAY}")));
+    let working = hostile::serve_tools(tools.collect(), |req| {
         let id = req.id();
-        match req.method() {
-            "tools/list" => Reply::json(&tools_page(
+        match req.rpc["params"]["name"].as_str().unwrap() {
+            "ok" => Reply::json(&text_result(&id, &format!("ok {SAY}"))),
+            "is_error" => Reply::json(&result(
                 &id,
-                ["ok", "is_error", "rpc_error"].iter().map(|n| tool(n, &format!("{n} {SAY}"))).collect(),
-                None,
+                json!({"content": [{"type": "text", "text": format!("is_error {SAY}")}], "isError": true}),
             )),
-            _ => match req.rpc["params"]["name"].as_str().unwrap() {
-                "ok" => Reply::json(&text_result(&id, &format!("ok {SAY}"))),
-                "is_error" => Reply::json(&result(
-                    &id,
-                    json!({"content": [{"type": "text", "text": format!("is_error {SAY}")}], "isError": true}),
-                )),
-                _ => Reply::json(&rpc_error(&id, -32000, &format!("rpc_error {SAY}"))),
-            },
+            _ => Reply::json(&rpc_error(&id, -32000, &format!("rpc_error {SAY}"))),
         }
     })
     .await;
@@ -406,14 +395,10 @@ async fn server_text_with_a_secret_is_scrubbed_exactly() {
         "ok": {"url": working.url, "headers": headers},
     }));
     host.ready("ok", Duration::from_secs(10)).await;
-    let listing = host
-        .wait_for(Duration::from_secs(10), |l| {
-            server_entry(l, "fail")["status"] == "error"
-        })
-        .await;
+    let failed = host.failed("fail", Duration::from_secs(10)).await;
     const SCRUBBED: &str = "[redacted] / [redacted] / [redacted] / short77";
     assert_eq!(
-        server_entry(&listing, "fail")["reason"],
+        failed["reason"],
         format!("HTTP 500 Internal Server Error: denied: {SCRUBBED}")
     );
     assert_eq!(
@@ -469,20 +454,12 @@ async fn server_text_with_a_secret_is_scrubbed_exactly() {
 async fn notification_method_with_a_secret_is_not_logged() {
     let _guard = exclusive();
     let (_capture, logs) = logs::capture("trace");
-    let server = serve(|req| async move {
-        if let Some(reply) = standard(&req) {
-            return reply;
-        }
-        match req.method() {
-            "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)),
-            _ => {
-                let key = req.header("x-api-key").unwrap();
-                Reply::sse(&[
-                    json!({"jsonrpc": "2.0", "method": format!("notifications/{key}")}),
-                    text_result(&req.id(), "done"),
-                ])
-            }
-        }
+    let server = hostile::serve_tools(vec![tool("t", "t")], |req| {
+        let key = req.header("x-api-key").unwrap();
+        Reply::sse(&[
+            json!({"jsonrpc": "2.0", "method": format!("notifications/{key}")}),
+            text_result(&req.id(), "done"),
+        ])
     })
     .await;
     let host = keyed_host("n", &server.url, "key-0123456789").await;
@@ -506,33 +483,21 @@ async fn notification_method_with_a_secret_is_not_logged() {
 async fn a_large_text_result_is_exact_and_scrubbed() {
     let _guard = exclusive();
     const KEY: &str = "key-large-0123456789";
-    let server = serve(|req| async move {
-        if let Some(reply) = standard(&req) {
-            return reply;
-        }
-        let id = req.id();
-        match req.method() {
-            "tools/list" => Reply::json(&tools_page(
-                &id,
-                vec![tool("plain", "p"), tool("secret", "s")],
-                None,
-            )),
-            _ => {
-                let name = req.rpc["params"]["name"].as_str().unwrap_or("").to_string();
-                let tail = if name == "secret" { KEY } else { "" };
-                let text = format!("{}{tail}", "abcdefghij".repeat(30_000));
-                let answer = text_result(&id, &text);
-                if req.rpc["params"]["arguments"]["sse"] == json!(true) {
-                    let event = Bytes::from(sse_event(&answer));
-                    let chunks: Vec<Result<Bytes, std::io::Error>> = (0..event.len())
-                        .step_by(1000)
-                        .map(|at| Ok(event.slice(at..(at + 1000).min(event.len()))))
-                        .collect();
-                    Reply::stream(200, "text/event-stream", futures_util::stream::iter(chunks))
-                } else {
-                    Reply::json(&answer)
-                }
-            }
+    let tools = vec![tool("plain", "p"), tool("secret", "s")];
+    let server = hostile::serve_tools(tools, |req| {
+        let name = req.rpc["params"]["name"].as_str().unwrap_or("").to_string();
+        let tail = if name == "secret" { KEY } else { "" };
+        let text = format!("{}{tail}", "abcdefghij".repeat(30_000));
+        let answer = text_result(&req.id(), &text);
+        if req.rpc["params"]["arguments"]["sse"] == json!(true) {
+            let event = Bytes::from(sse_event(&answer));
+            let chunks: Vec<Result<Bytes, std::io::Error>> = (0..event.len())
+                .step_by(1000)
+                .map(|at| Ok(event.slice(at..(at + 1000).min(event.len()))))
+                .collect();
+            Reply::stream(200, "text/event-stream", futures_util::stream::iter(chunks))
+        } else {
+            Reply::json(&answer)
         }
     })
     .await;
@@ -602,27 +567,20 @@ async fn percent_encoded_url_secrets_are_scrubbed() {
         "MCP_SECRETS_URL_QUERY",
         "pass word{with}\"specials\"",
     );
-    let server = serve(|req| async move {
-        match req.method() {
-            "initialize" => Reply::raw(500, "text/plain", format!("bad target {}", req.target)),
-            _ => standard(&req).unwrap(),
-        }
+    let server = hostile::serve_initialize(|req| {
+        Reply::raw(500, "text/plain", format!("bad target {}", req.target))
     })
     .await;
     let host = Host::new(
         json!({"pct": {"url": format!("{}?key=${{env:MCP_SECRETS_URL_QUERY}}", server.url)}}),
     );
-    let listing = host
-        .wait_for(Duration::from_secs(10), |l| {
-            server_entry(l, "pct")["status"] == "error"
-        })
-        .await;
+    let failed = host.failed("pct", Duration::from_secs(10)).await;
     assert_eq!(
         server.requests()[0].target,
         "/mcp?key=pass%20word{with}%22specials%22"
     );
     assert_eq!(
-        server_entry(&listing, "pct")["reason"],
+        failed["reason"],
         "HTTP 500 Internal Server Error: bad target /mcp?key=[redacted]"
     );
 }
@@ -675,16 +633,11 @@ async fn sse_echo_during_a_call_is_scrubbed() {
 async fn percent_encoded_header_echoes_and_url_user_names_are_scrubbed() {
     let _guard = exclusive();
     let (_capture, logs) = logs::capture("trace");
-    let server = serve(|req| async move {
-        match req.method() {
-            "initialize" => {
-                let key = req.header("x-api-key").unwrap_or_default();
-                let auth = req.header("authorization").unwrap_or_default();
-                let encoded: String = url_encode(&key) + " / " + &url_encode(&auth) + " / " + &auth;
-                Reply::raw(401, "text/plain", format!("rejected {encoded}"))
-            }
-            _ => standard(&req).unwrap(),
-        }
+    let server = hostile::serve_initialize(|req| {
+        let key = req.header("x-api-key").unwrap_or_default();
+        let auth = req.header("authorization").unwrap_or_default();
+        let encoded: String = url_encode(&key) + " / " + &url_encode(&auth) + " / " + &auth;
+        Reply::raw(401, "text/plain", format!("rejected {encoded}"))
     })
     .await;
     let user_url = server
@@ -700,11 +653,7 @@ async fn percent_encoded_header_echoes_and_url_user_names_are_scrubbed() {
         "HTTP 401 Unauthorized: rejected [redacted] /  / "
     );
     // base64("ghp_4f9a8b7c6d5e/q:") is the Basic token; the user name alone and encoded too.
-    let sent = server
-        .requests()
-        .into_iter()
-        .find(|r| r.header("authorization").is_some())
-        .unwrap();
+    let sent = server.first(|r| r.header("authorization").is_some());
     assert_eq!(
         sent.header("authorization").unwrap(),
         "Basic Z2hwXzRmOWE4YjdjNmQ1ZS9xOg=="
@@ -749,13 +698,10 @@ fn url_encode(text: &str) -> String {
 async fn refused_requests_hint_at_unexpanded_and_empty_variables() {
     let guard = exclusive();
     set_env(&guard, "MCP_SECRETS_EMPTY_KEY", "");
-    let server = serve(|req| async move {
-        match (req.method(), req.target.as_str()) {
-            ("initialize", "/unexpanded") => Reply::raw(401, "text/plain", "bad token"),
-            ("initialize", "/empty") => Reply::raw(403, "text/plain", ""),
-            ("initialize", _) => Reply::raw(500, "text/plain", ""),
-            _ => standard(&req).unwrap(),
-        }
+    let server = hostile::serve_initialize(|req| match req.target.as_str() {
+        "/unexpanded" => Reply::raw(401, "text/plain", "bad token"),
+        "/empty" => Reply::raw(403, "text/plain", ""),
+        _ => Reply::raw(500, "text/plain", ""),
     })
     .await;
     let base = format!("http://127.0.0.1:{}", server.port);
@@ -777,11 +723,7 @@ async fn refused_requests_hint_at_unexpanded_and_empty_variables() {
         server_entry(&listing, "other")["reason"],
         "HTTP 500 Internal Server Error"
     );
-    let sent = server
-        .requests()
-        .into_iter()
-        .find(|r| r.target == "/unexpanded")
-        .unwrap();
+    let sent = server.first(|r| r.target == "/unexpanded");
     assert_eq!(
         sent.header("authorization").as_deref(),
         Some("Bearer ${API_KEY}")
@@ -796,16 +738,8 @@ async fn a_secret_split_by_the_preview_cut_leaves_no_prefix() {
     let _guard = exclusive();
     let token = format!("tok-{}", "a1b2c3d4".repeat(25)); // 204 bytes
     let body = format!("{token} ").repeat(60); // 12,300 bytes; the cut is inside copy 40
-    let server = serve(move |req| {
-        let body = body.clone();
-        async move {
-            match req.method() {
-                "initialize" => Reply::raw(401, "text/plain", body),
-                _ => standard(&req).unwrap(),
-            }
-        }
-    })
-    .await;
+    let server =
+        hostile::serve_initialize(move |_| Reply::raw(401, "text/plain", body.clone())).await;
     let host = Host::new(json!({
         "long": {"url": server.url, "headers": {"Authorization": format!("Bearer {token}")}}
     }));
@@ -895,20 +829,12 @@ async fn a_secret_json_escaped_in_an_error_body_is_scrubbed() {
     let guard = exclusive();
     let (_capture, logs) = logs::capture("trace");
     set_env(&guard, "MCP_BREAK10_PW", "pässwort-geheim");
-    let server = serve(|req| async move {
-        match (req.method(), req.target.as_str()) {
-            ("initialize", "/php") => Reply::raw(
-                401,
-                "application/json",
-                r#"{"error":"invalid key k3y\/abcdef+ghi"}"#,
-            ),
-            ("initialize", _) => Reply::raw(
-                401,
-                "application/json",
-                r#"{"detail":"bad key p\u00e4sswort-geheim"}"#,
-            ),
-            _ => standard(&req).unwrap(),
-        }
+    let server = hostile::serve_initialize(|req| {
+        let body = match req.target.as_str() {
+            "/php" => r#"{"error":"invalid key k3y\/abcdef+ghi"}"#,
+            _ => r#"{"detail":"bad key p\u00e4sswort-geheim"}"#,
+        };
+        Reply::raw(401, "application/json", body)
     })
     .await;
     let base = format!("http://127.0.0.1:{}", server.port);
@@ -1050,13 +976,8 @@ async fn an_env_port_in_a_one_slash_url_is_not_shown() {
     };
     set_env(&guard, "MCP_SECRETS_PORT", &port.to_string());
     let host = Host::new(json!({"p": {"url": "http:/127.0.0.1:${env:MCP_SECRETS_PORT}/mcp"}}));
-    let listing = host
-        .wait_for(Duration::from_secs(10), |l| {
-            server_entry(l, "p")["status"] == "error"
-        })
-        .await;
     assert_eq!(
-        server_entry(&listing, "p")["reason"],
+        host.failed("p", Duration::from_secs(10)).await["reason"],
         "connection refused (no server is listening at the configured URL)"
     );
 }

@@ -26,6 +26,13 @@ async fn ready_host(server: &Scripted) -> Host {
     host
 }
 
+/// A [`Scripted`] server and a Host with it as `s`, ready.
+async fn started() -> (Scripted, Host) {
+    let server = Scripted::start().await;
+    let host = ready_host(&server).await;
+    (server, host)
+}
+
 /// `call_dynamic_tool` of `t` on `s` with `arguments` (the server's script for the call).
 fn call(host: &Host, arguments: Value) -> BoxFuture<Result<String, ToolError>> {
     host.pack.call(
@@ -90,6 +97,16 @@ fn trail_of(lines: &[&str]) -> Vec<String> {
     START.iter().chain(lines).map(|l| l.to_string()).collect()
 }
 
+/// Drops `host` and asserts that the trail, once settled, is the start and then `lines`.
+async fn assert_trail_at_drop(server: &Scripted, host: Host, lines: &[&str]) {
+    assert_eq!(drop_and_settle(server, host).await, trail_of(lines));
+}
+
+/// Drops `host` and asserts that the trail after the start is `line`, then the `DELETE` of s-1.
+async fn assert_deleted_after(server: &Scripted, host: Host, line: &str) {
+    assert_trail_at_drop(server, host, &[line, "DELETE - - s-1 200"]).await;
+}
+
 fn transport(message: &str) -> Result<String, ToolError> {
     Err(ToolError::new(
         runvil_plugin::ToolErrorKind::Transport,
@@ -107,8 +124,7 @@ fn transport(message: &str) -> Result<String, ToolError> {
 /// and twelve calls, answered as JSON and as event streams in turn.
 #[tokio::test]
 async fn sequential_calls_reuse_one_connection() {
-    let server = Scripted::start().await;
-    let host = ready_host(&server).await;
+    let (server, host) = started().await;
     for i in 0..12u64 {
         let text = call(&host, json!({"sse": i % 2 == 1})).await.unwrap();
         assert_eq!(text, format!("done {}", i + 3));
@@ -122,8 +138,7 @@ async fn sequential_calls_reuse_one_connection() {
 /// them: the server accepts exactly eight connections in all.
 #[tokio::test]
 async fn a_second_burst_reuses_the_connections_of_the_first() {
-    let server = Scripted::start().await;
-    let host = ready_host(&server).await;
+    let (server, host) = started().await;
     for burst in 0..2u64 {
         let calls = (0..8u64).map(|i| call(&host, json!({"ms": 300, "sse": i % 2 == 1})));
         let texts: Vec<String> = futures_util::future::join_all(calls)
@@ -140,8 +155,7 @@ async fn a_second_burst_reuses_the_connections_of_the_first() {
 
 #[tokio::test]
 async fn cancel_goes_to_the_session_the_call_was_sent_on() {
-    let server = Scripted::start().await;
-    let host = ready_host(&server).await;
+    let (server, host) = started().await;
     let a = call(&host, json!({"ms": 10_000}));
     saw(&server, "POST tools/call 3 s-1 200").await;
     server.expire("s-1");
@@ -174,8 +188,7 @@ async fn cancel_goes_to_the_session_the_call_was_sent_on() {
 /// second cancel.
 #[tokio::test]
 async fn cancel_after_shutdown_goes_before_the_delete() {
-    let server = Scripted::start().await;
-    let host = ready_host(&server).await;
+    let (server, host) = started().await;
     let a = tokio::spawn(call(&host, json!({"ms": 10_000})));
     let b = call(&host, json!({"ms": 10_000}));
     saw(&server, "POST tools/call 3 s-1 200").await;
@@ -213,8 +226,7 @@ async fn cancel_after_shutdown_goes_before_the_delete() {
 /// re-initialize failed.
 #[tokio::test]
 async fn no_cancel_for_a_refused_call() {
-    let server = Scripted::start().await;
-    let host = ready_host(&server).await;
+    let (server, host) = started().await;
     for status in [400, 500, 503] {
         let reason = match status {
             400 => "Bad Request",
@@ -325,8 +337,7 @@ async fn the_initialize_stream_carries_its_session() {
 /// another executor, and one dropped on a plain thread still cancels its request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_can_be_polled_by_any_executor() {
-    let server = Scripted::start().await;
-    let host = ready_host(&server).await;
+    let (server, host) = started().await;
     let quick = call(&host, json!({}));
     let answer = std::thread::spawn(move || futures_executor::block_on(quick))
         .join()
@@ -345,15 +356,17 @@ async fn a_call_can_be_polled_by_any_executor() {
     .join()
     .unwrap();
     saw(&server, "POST notifications/cancelled 4 s-1 202").await;
-    assert_eq!(
-        drop_and_settle(&server, host).await,
-        trail_of(&[
+    assert_trail_at_drop(
+        &server,
+        host,
+        &[
             "POST tools/call 3 s-1 200",
             "POST tools/call 4 s-1 200",
             "POST notifications/cancelled 4 s-1 202",
             "DELETE - - s-1 200",
-        ])
-    );
+        ],
+    )
+    .await;
 }
 
 /// The re-initialize is one task of its own: the caller that saw the expiry may be dropped and
@@ -361,8 +374,7 @@ async fn a_call_can_be_polled_by_any_executor() {
 /// re-initialize deletes the session that the initialize brings.
 #[tokio::test]
 async fn reinitialize_survives_its_caller_and_the_pack() {
-    let server = Scripted::start().await;
-    let host = ready_host(&server).await;
+    let (server, host) = started().await;
     server.set_init_delay(Duration::from_millis(300));
     server.expire("s-1");
     let b = call(&host, json!({}));
@@ -373,20 +385,21 @@ async fn reinitialize_survives_its_caller_and_the_pack() {
     // The new session is listed again, then the next call goes out on it.
     saw(&server, "POST tools/list 5 s-2 200").await;
     assert_eq!(call(&host, json!({})).await, Ok("done 6".into()));
-    assert_eq!(
-        drop_and_settle(&server, host).await,
-        trail_of(&[
+    assert_trail_at_drop(
+        &server,
+        host,
+        &[
             "POST tools/call 3 s-1 404",
             "POST initialize 4 - 200",
             "POST notifications/initialized - s-2 202",
             "POST tools/list 5 s-2 200",
             "POST tools/call 6 s-2 200",
             "DELETE - - s-2 200",
-        ])
-    );
+        ],
+    )
+    .await;
 
-    let server = Scripted::start().await;
-    let host = ready_host(&server).await;
+    let (server, host) = started().await;
     server.set_init_delay(Duration::from_millis(300));
     server.expire("s-1");
     let b = tokio::spawn(call(&host, json!({})));
@@ -411,8 +424,7 @@ async fn reinitialize_survives_its_caller_and_the_pack() {
 /// call once it is back: the re-initialize is retried 100 ms, 200 ms … later.
 #[tokio::test]
 async fn a_restarting_server_serves_the_call() {
-    let server = Scripted::start().await;
-    let host = ready_host(&server).await;
+    let (server, host) = started().await;
     server.restart_with_404(Duration::from_millis(250));
     assert_eq!(call(&host, json!({})).await, Ok("done 3".into()));
     relisted_on(&server, "s-2").await;
@@ -511,6 +523,26 @@ enum Ended {
     Dropped,
 }
 
+/// Runs the call `future` of schedule step `tag` as a task of its own, dropped after
+/// `drop_after` ms when given.
+fn spawn_call(
+    future: BoxFuture<Result<String, ToolError>>,
+    tag: usize,
+    drop_after: Option<u64>,
+) -> tokio::task::JoinHandle<(usize, Ended)> {
+    tokio::spawn(async move {
+        match drop_after {
+            Some(after) => {
+                tokio::select! {
+                    outcome = future => (tag, Ended::Resolved(outcome)),
+                    () = tokio::time::sleep(Duration::from_millis(after)) => (tag, Ended::Dropped),
+                }
+            }
+            None => (tag, Ended::Resolved(future.await)),
+        }
+    })
+}
+
 /// Runs one schedule; with `list_changed` the server declares `tools.listChanged`, so the
 /// standalone `GET` stream and the re-listings its notifications cause are in play too.
 async fn run_schedule(ops: Vec<Op>, wait_before_drop: u64, list_changed: bool) {
@@ -530,32 +562,11 @@ async fn run_schedule(ops: Vec<Op>, wait_before_drop: u64, list_changed: bool) {
                 if let Some(status) = status {
                     args["status"] = json!(status);
                 }
-                let future = call(&host, args);
-                calls.push(tokio::spawn(async move {
-                    match drop_after {
-                        Some(after) => {
-                            tokio::select! {
-                                outcome = future => (tag, Ended::Resolved(outcome)),
-                                () = tokio::time::sleep(Duration::from_millis(after)) => (tag, Ended::Dropped),
-                            }
-                        }
-                        None => (tag, Ended::Resolved(future.await)),
-                    }
-                }));
+                calls.push(spawn_call(call(&host, args), tag, drop_after));
             }
             Op::CutCall { drop_after } => {
                 let future = call(&host, json!({"tag": tag, "cut": true}));
-                calls.push(tokio::spawn(async move {
-                    match drop_after {
-                        Some(after) => {
-                            tokio::select! {
-                                outcome = future => (tag, Ended::Resolved(outcome)),
-                                () = tokio::time::sleep(Duration::from_millis(after)) => (tag, Ended::Dropped),
-                            }
-                        }
-                        None => (tag, Ended::Resolved(future.await)),
-                    }
-                }));
+                calls.push(spawn_call(future, tag, drop_after));
             }
             Op::Wait(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
             Op::Expire => {
@@ -780,8 +791,7 @@ async fn an_initialize_answered_after_the_start_deadline_is_deleted() {
 /// it is as safe to retry as the re-initialize the client already retries after a refusal.
 #[tokio::test]
 async fn a_call_during_a_refusing_restart_is_served_after_it() {
-    let server = Scripted::start().await;
-    let host = ready_host(&server).await;
+    let (server, host) = started().await;
     let (_, outcome) = tokio::join!(server.restart_refusing(Duration::from_millis(300)), async {
         tokio::time::sleep(Duration::from_millis(50)).await;
         call(&host, json!({})).await
@@ -802,8 +812,7 @@ async fn a_call_during_a_refusing_restart_is_served_after_it() {
 /// the server's refusal rather than "rejected the session again".
 #[tokio::test]
 async fn a_400_about_a_session_argument_is_not_an_expiry() {
-    let server = Scripted::start().await;
-    let host = ready_host(&server).await;
+    let (server, host) = started().await;
     let outcome = call(
         &host,
         json!({"status": 400, "rpc": "Invalid params: sessionId is required"}),
@@ -815,10 +824,7 @@ async fn a_400_about_a_session_argument_is_not_an_expiry() {
             "server \"s\": HTTP 400 Bad Request: {\"jsonrpc\":\"2.0\",\"id\":3,\"error\":{\"code\":-32602,\"message\":\"Invalid params: sessionId is required\"}}"
         )
     );
-    assert_eq!(
-        drop_and_settle(&server, host).await,
-        trail_of(&["POST tools/call 3 s-1 400", "DELETE - - s-1 200"])
-    );
+    assert_deleted_after(&server, host, "POST tools/call 3 s-1 400").await;
 }
 
 /// A reply stream that ends before the answer (no event id, so no resumption): the request may
@@ -826,8 +832,7 @@ async fn a_400_about_a_session_argument_is_not_an_expiry() {
 /// server reads must not say it did.
 #[tokio::test]
 async fn a_broken_stream_is_cancelled_with_its_own_reason() {
-    let server = Scripted::start().await;
-    let host = ready_host(&server).await;
+    let (server, host) = started().await;
     let outcome = call(&host, json!({"cut": true})).await;
     assert!(outcome.is_err(), "{outcome:?}");
     saw(&server, "POST notifications/cancelled 3 s-1 202").await;
@@ -952,8 +957,7 @@ fn generated_start_schedules_delete_every_session_long() {
 /// said the server did not accept the request, so no cancel may follow it.
 #[tokio::test]
 async fn no_cancel_for_a_refused_call_dropped_while_its_body_is_read() {
-    let server = Scripted::start().await;
-    let host = ready_host(&server).await;
+    let (server, host) = started().await;
     let refused = call(&host, json!({"status": 500, "slow_body_ms": 1000}));
     let refused = tokio::spawn(async move {
         tokio::select! {
@@ -964,26 +968,19 @@ async fn no_cancel_for_a_refused_call_dropped_while_its_body_is_read() {
     saw(&server, "POST tools/call 3 s-1 500").await;
     assert_eq!(refused.await.unwrap(), None, "dropped before the body came");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(
-        drop_and_settle(&server, host).await,
-        trail_of(&["POST tools/call 3 s-1 500", "DELETE - - s-1 200"])
-    );
+    assert_deleted_after(&server, host, "POST tools/call 3 s-1 500").await;
 }
 
 /// As above, but the Pack is dropped while the refusal's body is on its way: the shutdown has
 /// nothing to cancel, and the session is deleted.
 #[tokio::test]
 async fn no_cancel_at_pack_drop_for_a_call_whose_refusal_body_is_read() {
-    let server = Scripted::start().await;
-    let host = ready_host(&server).await;
+    let (server, host) = started().await;
     let refused = call(&host, json!({"status": 500, "slow_body_ms": 1000}));
     let refused = tokio::spawn(refused);
     saw(&server, "POST tools/call 3 s-1 500").await;
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(
-        drop_and_settle(&server, host).await,
-        trail_of(&["POST tools/call 3 s-1 500", "DELETE - - s-1 200"])
-    );
+    assert_deleted_after(&server, host, "POST tools/call 3 s-1 500").await;
     assert_eq!(
         refused.await.unwrap(),
         transport("the call to server \"s\" was stopped because the mcp Pack was shut down")
@@ -998,8 +995,7 @@ async fn no_cancel_at_pack_drop_for_a_call_whose_refusal_body_is_read() {
 /// Racy by nature, so many rounds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_dropped_at_once_cancel_everything_that_was_sent() {
-    let server = Scripted::start().await;
-    let host = ready_host(&server).await;
+    let (server, host) = started().await;
     for i in 0..300u64 {
         let dropped = call(&host, json!({"ms": 20_000, "tag": i}));
         match i % 3 {

@@ -34,6 +34,37 @@ async fn ready_host(server: &MockServer) -> Host {
     host
 }
 
+/// Every request `server` received so far.
+async fn requests(server: &MockServer) -> Vec<Request> {
+    server.received_requests().await.unwrap()
+}
+
+/// A Host with the one server `s` at `server`'s `/mcp`, once settled; asserts that `s` is ready
+/// with `tools`.
+async fn assert_ready_with(server: &MockServer, tools: Value) -> Host {
+    let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
+    let listing = host.settled(WAIT).await;
+    assert_eq!(
+        listing,
+        json!({"servers": [{"namespace": "s", "status": "ready", "tools": tools}]})
+    );
+    host
+}
+
+/// Answers every `http_method` request to `server` with `status`, before its other mocks.
+async fn answer_first(server: &MockServer, http_method: &str, status: u16) {
+    Mock::given(method(http_method))
+        .respond_with(ResponseTemplate::new(status))
+        .with_priority(1)
+        .mount(server)
+        .await;
+}
+
+/// The bodies of `requests`, as JSON, for which `keep` holds.
+fn bodies(requests: &[Request], keep: impl Fn(&Value) -> bool) -> Vec<Value> {
+    requests.iter().map(body).filter(|b| keep(b)).collect()
+}
+
 /// `call_dynamic_tool` of the tool `name` of server `s`, with no arguments.
 async fn call_s(host: &Host, name: &str) -> Result<String, runvil_plugin::ToolError> {
     host.call_tool("s", name).await
@@ -46,6 +77,29 @@ fn assert_transport(outcome: Result<String, runvil_plugin::ToolError>, message: 
     assert_eq!(
         (error.kind, error.message.as_str()),
         (ToolErrorKind::Transport, message)
+    );
+}
+
+/// A Host with `s` at `server`, ready; asserts that a call of `t` fails with a transport error
+/// reading exactly `message`.
+async fn assert_call_fails(server: &MockServer, message: &str) -> Host {
+    let host = ready_host(server).await;
+    assert_transport(call_s(&host, "t").await, message);
+    host
+}
+
+/// Drops `host`; asserts that the requests before the `DELETE` of its session are the start's
+/// and the one call (no cancel, no new `initialize`).
+async fn assert_only_the_call_before_delete(server: &MockServer, host: Host) {
+    let (_, before_delete) = until_delete(server, host).await;
+    assert_eq!(
+        rpc_methods(&before_delete),
+        [
+            "initialize",
+            "notifications/initialized",
+            "tools/list",
+            "tools/call"
+        ]
     );
 }
 
@@ -66,7 +120,7 @@ async fn until_delete(server: &MockServer, host: Host) -> (Request, Vec<Request>
     drop(host);
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
-        let mut requests = server.received_requests().await.unwrap();
+        let mut requests = requests(server).await;
         if let Some(at) = requests.iter().position(|r| r.method.as_str() == "DELETE") {
             requests.truncate(at + 1);
             let delete = requests.pop().unwrap();
@@ -100,7 +154,7 @@ async fn every_request_carries_the_configured_headers_and_session_headers() {
         .await;
     assert_eq!(answer.unwrap(), "called \"search\"");
 
-    let requests = server.received_requests().await.unwrap();
+    let requests = requests(&server).await;
     let methods: Vec<String> = requests
         .iter()
         .map(|r| body(r)["method"].as_str().unwrap().to_string())
@@ -185,7 +239,7 @@ async fn negotiated_older_version_is_sent_back_and_unknown_versions_fail() {
                     listing,
                     json!({"servers": [{"namespace": "s", "status": "ready", "tools": []}]})
                 );
-                let requests = server.received_requests().await.unwrap();
+                let requests = requests(&server).await;
                 assert_eq!(
                     header(&requests[2], "mcp-protocol-version").as_deref(),
                     Some(version)
@@ -226,12 +280,8 @@ async fn sse_replies_with_priming_pings_and_other_ids() {
     let host = ready_host(&server).await;
     let text = call_s(&host, "a").await.unwrap();
     assert_eq!(text, "done");
-    let requests = server.received_requests().await.unwrap();
-    let answers: Vec<Value> = requests
-        .iter()
-        .map(body)
-        .filter(|b| b.get("method").is_none())
-        .collect();
+    let requests = requests(&server).await;
+    let answers = bodies(&requests, |b| b.get("method").is_none());
     assert_eq!(
         answers,
         [
@@ -277,12 +327,7 @@ async fn multi_line_data_is_joined() {
         _ => ResponseTemplate::new(202),
     }))
     .await;
-    let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
-    let listing = host.settled(WAIT).await;
-    assert_eq!(
-        listing,
-        json!({"servers": [{"namespace": "s", "status": "ready", "tools": []}]})
-    );
+    let _host = assert_ready_with(&server, json!([])).await;
 }
 
 #[tokio::test]
@@ -304,16 +349,9 @@ async fn every_tools_list_page_is_fetched() {
         }
     }))
     .await;
-    let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
-    let listing = host.settled(WAIT).await;
-    assert_eq!(
-        listing,
-        json!({"servers": [{"namespace": "s", "status": "ready", "tools": ["a", "b", "c", "d"]}]})
-    );
-    let cursors: Vec<Value> = server
-        .received_requests()
+    let _host = assert_ready_with(&server, json!(["a", "b", "c", "d"])).await;
+    let cursors: Vec<Value> = requests(&server)
         .await
-        .unwrap()
         .iter()
         .map(body)
         .filter(|b| b["method"] == "tools/list")
@@ -353,7 +391,7 @@ async fn redirects_are_refused_and_their_target_receives_nothing() {
             )
         );
     }
-    assert!(target.received_requests().await.unwrap().is_empty());
+    assert!(requests(&target).await.is_empty());
 }
 
 #[tokio::test]
@@ -448,7 +486,7 @@ async fn a_forgotten_session_is_initialized_again_once() {
         // The new session is listed again (a restarted server may offer other tools), beside
         // the resent call, in either order.
         wait_count(&server, "tools/list", 2).await;
-        let requests = server.received_requests().await.unwrap();
+        let requests = requests(&server).await;
         let relisting: Vec<(Option<String>, Value)> = requests
             .iter()
             .filter(|r| body(r)["method"] == "tools/list")
@@ -501,11 +539,11 @@ async fn a_session_forgotten_again_at_once_is_a_transport_error() {
         }))
         .mount(&server)
         .await;
-    let host = ready_host(&server).await;
-    assert_transport(
-        call_s(&host, "t").await,
+    let _host = assert_call_fails(
+        &server,
         "server \"s\": the server rejected the session again right after a new initialize",
-    );
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -584,20 +622,10 @@ async fn a_refused_resumption_names_the_resumption() {
         _ => ResponseTemplate::new(202),
     }))
     .await;
-    Mock::given(method("GET"))
-        .respond_with(ResponseTemplate::new(405))
-        .with_priority(1)
-        .mount(&server)
-        .await;
-    let host = ready_host(&server).await;
-    assert_transport(
-        call_s(&host, "t").await,
-        "server \"s\": resuming the event stream (GET with Last-Event-ID) failed: HTTP 405 Method Not Allowed",
-    );
-    let get = server
-        .received_requests()
+    answer_first(&server, "GET", 405).await;
+    let _host = assert_call_fails(&server, "server \"s\": resuming the event stream (GET with Last-Event-ID) failed: HTTP 405 Method Not Allowed").await;
+    let get = requests(&server)
         .await
-        .unwrap()
         .into_iter()
         .find(|r| r.method.as_str() == "GET")
         .unwrap();
@@ -612,11 +640,7 @@ async fn a_start_that_fails_after_initialize_deletes_its_session() {
         ResponseTemplate::new(500).set_body_string("listing broke")
     }))
     .await;
-    Mock::given(method("DELETE"))
-        .respond_with(ResponseTemplate::new(204))
-        .with_priority(1)
-        .mount(&server)
-        .await;
+    answer_first(&server, "DELETE", 204).await;
     let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
     let listing = host
         .wait_for(WAIT, |l| l["servers"][0]["status"] == "error")
@@ -627,10 +651,8 @@ async fn a_start_that_fails_after_initialize_deletes_its_session() {
     );
     let deadline = tokio::time::Instant::now() + WAIT;
     let trail = loop {
-        let trail: Vec<(String, String, Option<String>)> = server
-            .received_requests()
+        let trail: Vec<(String, String, Option<String>)> = requests(&server)
             .await
-            .unwrap()
             .iter()
             .map(|r| {
                 (
@@ -669,15 +691,9 @@ async fn an_overlong_event_id_is_not_sent_back() {
         _ => ResponseTemplate::new(202),
     }))
     .await;
-    let host = ready_host(&server).await;
-    assert_transport(
-        call_s(&host, "t").await,
-        "server \"s\": resuming the event stream (GET with Last-Event-ID) failed: the server's SSE event id is longer than 1024 bytes",
-    );
-    let verbs: Vec<String> = server
-        .received_requests()
+    let _host = assert_call_fails(&server, "server \"s\": resuming the event stream (GET with Last-Event-ID) failed: the server's SSE event id is longer than 1024 bytes").await;
+    let verbs: Vec<String> = requests(&server)
         .await
-        .unwrap()
         .iter()
         .map(|r| r.method.to_string())
         .collect();
@@ -690,22 +706,13 @@ async fn a_malformed_result_is_an_answer_and_is_not_cancelled() {
         mock::result(request, json!({"content": [{"type": "resource_link"}]}))
     }))
     .await;
-    let host = ready_host(&server).await;
-    assert_transport(
-        call_s(&host, "t").await,
+    let host = assert_call_fails(
+        &server,
         "server \"s\": the server sent a resource_link block without a uri",
-    );
+    )
+    .await;
     // A cancellation would be sent at once, in the background, and before the session's DELETE.
-    let (_, before_delete) = until_delete(&server, host).await;
-    assert_eq!(
-        rpc_methods(&before_delete),
-        [
-            "initialize",
-            "notifications/initialized",
-            "tools/list",
-            "tools/call"
-        ]
-    );
+    assert_only_the_call_before_delete(&server, host).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -721,6 +728,11 @@ fn tools(names: &[&str]) -> Value {
 }
 
 type Answer = Box<dyn Fn(&Request, usize) -> ResponseTemplate + Send + Sync>;
+
+/// What answers the n-th request (from 1) of one kind, for [`Live`].
+trait Answers: Fn(&Request, usize) -> ResponseTemplate + Send + Sync + 'static {}
+
+impl<F: Fn(&Request, usize) -> ResponseTemplate + Send + Sync + 'static> Answers for F {}
 
 /// A server (session `s-1`) whose `initialize` result carries `capabilities` and, when given,
 /// `instructions`; it answers the n-th `tools/list` (from 1) with `list(request, n)`, the n-th
@@ -766,13 +778,144 @@ async fn live_server(
     server
 }
 
+/// A [`live_server`] to start: unless told otherwise, its `initialize` declares `{"tools": {}}`
+/// and no instructions, it lists `a`, answers every call `ok` and every `GET` 405.
+struct Live {
+    capabilities: Value,
+    instructions: Option<String>,
+    list: Answer,
+    call: Answer,
+    get: Answer,
+}
+
+impl Live {
+    fn new() -> Live {
+        Live {
+            capabilities: json!({"tools": {}}),
+            instructions: None,
+            list: Box::new(|r, _| mock::result(r, tools(&["a"]))),
+            call: Box::new(|r, _| mock::result(r, text_result("ok"))),
+            get: Box::new(|_, _| ResponseTemplate::new(405)),
+        }
+    }
+
+    /// `initialize` declares `tools.listChanged`.
+    fn list_changed(mut self) -> Live {
+        self.capabilities = json!({"tools": {"listChanged": true}});
+        self
+    }
+
+    fn instructions(mut self, text: &str) -> Live {
+        self.instructions = Some(text.to_string());
+        self
+    }
+
+    fn list(mut self, list: impl Answers) -> Live {
+        self.list = Box::new(list);
+        self
+    }
+
+    /// Lists `a` the first time, `a` and `b` from then on (the server added `b`).
+    fn adding_b(self) -> Live {
+        self.list(|r, n| mock::result(r, tools(if n == 1 { &["a"] } else { &["a", "b"] })))
+    }
+
+    fn call(mut self, call: impl Answers) -> Live {
+        self.call = Box::new(call);
+        self
+    }
+
+    fn get(mut self, get: impl Answers) -> Live {
+        self.get = Box::new(get);
+        self
+    }
+
+    /// Every call answers `text`.
+    fn answering(self, text: &'static str) -> Live {
+        self.call(move |r, _| mock::result(r, text_result(text)))
+    }
+
+    /// The first call's answer `first` comes on an event stream after a `list_changed`; the
+    /// later calls answer `then`.
+    fn changing_at_the_first_call(self, first: &'static str, then: &'static str) -> Live {
+        self.call(move |r, n| match n {
+            1 => sse_then(r, &[list_changed()], text_result(first)),
+            _ => mock::result(r, text_result(then)),
+        })
+    }
+
+    /// Starts the server, and a Host with it as `s`, ready.
+    async fn ready(self) -> (MockServer, Host) {
+        let server = self.start().await;
+        let host = ready_host(&server).await;
+        (server, host)
+    }
+
+    async fn start(self) -> MockServer {
+        let instructions = self.instructions.as_deref();
+        live_server(
+            self.capabilities,
+            instructions,
+            self.list,
+            self.call,
+            self.get,
+        )
+        .await
+    }
+}
+
+/// A Host with the one server `s` at `server`'s `/mcp`, sending `X-Key: sekrit-value-123`, once
+/// it is ready.
+async fn keyed_host(server: &MockServer) -> Host {
+    let host = Host::new(json!({"s": {
+        "url": format!("{}/mcp", server.uri()),
+        "headers": {"X-Key": "sekrit-value-123"}
+    }}));
+    host.ready("s", WAIT).await;
+    host
+}
+
+/// A server whose n-th `initialize` (from 0) is answered by `initialize(request, n)` (which starts
+/// the session `s-<n>`), and every other request by `rest(request, method, on_first)`: `method`
+/// its JSON-RPC method (`""` for none), `on_first` whether it carries the first session, `s-0`.
+async fn session_server(
+    initialize: impl Fn(&Request, usize) -> ResponseTemplate + Send + Sync + 'static,
+    rest: impl Fn(&Request, &str, bool) -> ResponseTemplate + Send + Sync + 'static,
+) -> MockServer {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let server = MockServer::builder().start().await;
+    let inits = AtomicUsize::new(0);
+    Mock::given(path("/mcp"))
+        .respond_with(move |request: &Request| {
+            match body(request)["method"].as_str().unwrap_or("") {
+                "initialize" => initialize(request, inits.fetch_add(1, SeqCst)),
+                method => {
+                    let on_first = header(request, "mcp-session-id").as_deref() == Some("s-0");
+                    rest(request, method, on_first)
+                }
+            }
+        })
+        .mount(&server)
+        .await;
+    server
+}
+
+/// Every request `server` received: its HTTP method, its JSON-RPC method and its session (`""`
+/// where there is none).
+async fn session_trail(server: &MockServer) -> Vec<(String, String, String)> {
+    let step = |r: &Request| {
+        let what = body(r)["method"].as_str().unwrap_or("").to_string();
+        let session = header(r, "mcp-session-id").unwrap_or_default();
+        (r.method.to_string(), what, session)
+    };
+    requests(server).await.iter().map(step).collect()
+}
+
 /// How many requests `server` received whose JSON-RPC method is `rpc`, or whose HTTP method is
 /// `rpc` when it is upper case (`GET`).
 async fn count(server: &MockServer, rpc: &str) -> usize {
-    server
-        .received_requests()
+    requests(server)
         .await
-        .unwrap()
         .iter()
         .filter(|r| {
             if rpc.chars().all(|c| c.is_ascii_uppercase()) {
@@ -824,18 +967,11 @@ async fn settles_at(server: &MockServer, rpc: &str, n: usize) {
 
 #[tokio::test]
 async fn a_list_changed_notification_on_a_call_stream_relists() {
-    let server = live_server(
-        json!({"tools": {}}),
-        None,
-        Box::new(|r, n| mock::result(r, tools(if n == 1 { &["a"] } else { &["a", "b"] }))),
-        Box::new(|r, n| match n {
-            1 => sse_then(r, &[list_changed()], text_result("added b")),
-            _ => mock::result(r, text_result("plain")),
-        }),
-        Box::new(|_, _| ResponseTemplate::new(405)),
-    )
-    .await;
-    let host = ready_host(&server).await;
+    let (server, host) = Live::new()
+        .adding_b()
+        .changing_at_the_first_call("added b", "plain")
+        .ready()
+        .await;
     assert_eq!(call_s(&host, "a").await.unwrap(), "added b");
     wait_tools(&host, &["a", "b"]).await;
     assert_eq!(call_s(&host, "b").await.unwrap(), "plain");
@@ -849,18 +985,13 @@ async fn a_list_changed_notification_on_a_call_stream_relists() {
 
 #[tokio::test]
 async fn a_change_during_the_start_listing_is_not_lost() {
-    let server = live_server(
-        json!({"tools": {}}),
-        None,
-        Box::new(|r, n| match n {
+    let (server, host) = Live::new()
+        .list(|r, n| match n {
             1 => sse_then(r, &[list_changed()], tools(&["a"])),
             _ => mock::result(r, tools(&["a", "b"])),
-        }),
-        Box::new(|r, _| mock::result(r, text_result("ok"))),
-        Box::new(|_, _| ResponseTemplate::new(405)),
-    )
-    .await;
-    let host = ready_host(&server).await;
+        })
+        .ready()
+        .await;
     wait_tools(&host, &["a", "b"]).await;
     settles_at(&server, "tools/list", 2).await;
 }
@@ -869,22 +1000,15 @@ async fn a_change_during_the_start_listing_is_not_lost() {
 async fn a_notification_racing_an_in_flight_listing_causes_exactly_one_more() {
     // The re-listing's own answer carries a second notification: that change may have missed
     // the page just listed, so exactly one more listing follows.
-    let server = live_server(
-        json!({"tools": {}}),
-        None,
-        Box::new(|r, n| match n {
+    let (server, host) = Live::new()
+        .list(|r, n| match n {
             1 => mock::result(r, tools(&["a"])),
             2 => sse_then(r, &[list_changed()], tools(&["a", "b"])),
             _ => mock::result(r, tools(&["a", "b", "c"])),
-        }),
-        Box::new(|r, n| match n {
-            1 => sse_then(r, &[list_changed()], text_result("changed")),
-            _ => mock::result(r, text_result("ok")),
-        }),
-        Box::new(|_, _| ResponseTemplate::new(405)),
-    )
-    .await;
-    let host = ready_host(&server).await;
+        })
+        .changing_at_the_first_call("changed", "ok")
+        .ready()
+        .await;
     assert_eq!(call_s(&host, "a").await.unwrap(), "changed");
     wait_tools(&host, &["a", "b", "c"]).await;
     settles_at(&server, "tools/list", 3).await;
@@ -892,18 +1016,14 @@ async fn a_notification_racing_an_in_flight_listing_causes_exactly_one_more() {
 
 #[tokio::test]
 async fn a_burst_of_notifications_causes_one_or_two_listings() {
-    let server = live_server(
-        json!({"tools": {}}),
-        None,
-        Box::new(|r, n| mock::result(r, tools(if n == 1 { &["a"] } else { &["a", "b"] }))),
-        Box::new(|r, n| match n {
+    let (server, host) = Live::new()
+        .adding_b()
+        .call(|r, n| match n {
             1 => sse_then(r, &vec![list_changed(); 100], text_result("burst")),
             _ => mock::result(r, text_result("ok")),
-        }),
-        Box::new(|_, _| ResponseTemplate::new(405)),
-    )
-    .await;
-    let host = ready_host(&server).await;
+        })
+        .ready()
+        .await;
     assert_eq!(call_s(&host, "a").await.unwrap(), "burst");
     wait_tools(&host, &["a", "b"]).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -917,22 +1037,15 @@ async fn a_burst_of_notifications_causes_one_or_two_listings() {
 #[tokio::test]
 async fn a_failed_relisting_keeps_the_tools_and_ready_and_warns() {
     let (_guard, logs) = crate::support::logs::capture("plugin_mcp=warn");
-    let server = live_server(
-        json!({"tools": {}}),
-        None,
-        Box::new(|r, n| match n {
+    let server = Live::new()
+        .list(|r, n| match n {
             1 => mock::result(r, tools(&["a"])),
             _ => ResponseTemplate::new(500).set_body_string("listing broke for sekrit-value-123"),
-        }),
-        Box::new(|r, _| sse_then(r, &[list_changed()], text_result("changed"))),
-        Box::new(|_, _| ResponseTemplate::new(405)),
-    )
-    .await;
-    let host = Host::new(json!({"s": {
-        "url": format!("{}/mcp", server.uri()),
-        "headers": {"X-Key": "sekrit-value-123"}
-    }}));
-    host.ready("s", WAIT).await;
+        })
+        .call(|r, _| sse_then(r, &[list_changed()], text_result("changed")))
+        .start()
+        .await;
+    let host = keyed_host(&server).await;
     assert_eq!(call_s(&host, "a").await.unwrap(), "changed");
     wait_count(&server, "tools/list", 2).await;
     let deadline = tokio::time::Instant::now() + WAIT;
@@ -956,15 +1069,7 @@ async fn a_failed_relisting_keeps_the_tools_and_ready_and_warns() {
 #[tokio::test]
 async fn a_miss_relists_once_then_answers_not_found() {
     // The server adds `b` without telling anyone.
-    let server = live_server(
-        json!({"tools": {}}),
-        None,
-        Box::new(|r, n| mock::result(r, tools(if n == 1 { &["a"] } else { &["a", "b"] }))),
-        Box::new(|r, _| mock::result(r, text_result("called"))),
-        Box::new(|_, _| ResponseTemplate::new(405)),
-    )
-    .await;
-    let host = ready_host(&server).await;
+    let (server, host) = Live::new().adding_b().answering("called").ready().await;
     assert_eq!(call_s(&host, "b").await.unwrap(), "called");
     assert_eq!(count(&server, "tools/list").await, 2);
     // Another miss within 10 s does not re-list: not_found at once, for calls and lookups.
@@ -984,15 +1089,7 @@ async fn a_miss_relists_once_then_answers_not_found() {
 
 #[tokio::test]
 async fn a_lookup_miss_relists_too() {
-    let server = live_server(
-        json!({"tools": {}}),
-        None,
-        Box::new(|r, n| mock::result(r, tools(if n == 1 { &["a"] } else { &["a", "b"] }))),
-        Box::new(|r, _| mock::result(r, text_result("called"))),
-        Box::new(|_, _| ResponseTemplate::new(405)),
-    )
-    .await;
-    let host = ready_host(&server).await;
+    let (server, host) = Live::new().adding_b().answering("called").ready().await;
     let b = host
         .listing(json!({"namespace": "s", "toolName": "b"}))
         .await;
@@ -1002,19 +1099,11 @@ async fn a_lookup_miss_relists_too() {
 
 #[tokio::test]
 async fn a_get_answered_405_is_not_asked_again() {
-    let server = live_server(
-        json!({"tools": {"listChanged": true}}),
-        None,
-        Box::new(|r, _| mock::result(r, tools(&["a"]))),
-        Box::new(|r, _| mock::result(r, text_result("ok"))),
-        Box::new(|_, _| ResponseTemplate::new(405)),
-    )
-    .await;
-    let host = ready_host(&server).await;
+    let (server, host) = Live::new().list_changed().ready().await;
     wait_count(&server, "GET", 1).await;
     // Longer than the first reopen wait (1 s).
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let requests = server.received_requests().await.unwrap();
+    let requests = requests(&server).await;
     let gets: Vec<&Request> = requests
         .iter()
         .filter(|r| r.method.as_str() == "GET")
@@ -1036,38 +1125,31 @@ async fn a_get_answered_405_is_not_asked_again() {
 #[tokio::test]
 async fn the_get_stream_carries_notifications_and_server_requests_and_is_reopened() {
     let ping = json!({"jsonrpc": "2.0", "id": "p-1", "method": "ping"});
-    let server = live_server(
-        json!({"tools": {"listChanged": true}}),
-        None,
+    let (server, host) = Live::new()
+        .list_changed()
         // `b` only from the third listing on: the start's and the one after the stream opened
         // (which runs while the ping is answered) come before the notification.
-        Box::new(|r, n| mock::result(r, tools(if n <= 2 { &["a"] } else { &["a", "b"] }))),
-        Box::new(|r, _| mock::result(r, text_result("ok"))),
-        Box::new(move |_, n| match n {
+        .list(|r, n| mock::result(r, tools(if n <= 2 { &["a"] } else { &["a", "b"] })))
+        .get(move |_, n| match n {
             1 => mock::sse(format!(
                 "id: ev-1\nevent: message\ndata: {ping}\n\nid: ev-2\nevent: message\ndata: {}\n\n",
                 list_changed()
             )),
             _ => ResponseTemplate::new(405),
-        }),
-    )
-    .await;
-    let host = ready_host(&server).await;
+        })
+        .ready()
+        .await;
     wait_tools(&host, &["a", "b"]).await;
     // The stream ended: reopened after 1 s with the last event id; the 405 ends the asking.
     wait_count(&server, "GET", 2).await;
-    let requests = server.received_requests().await.unwrap();
+    let requests = requests(&server).await;
     let gets: Vec<Option<String>> = requests
         .iter()
         .filter(|r| r.method.as_str() == "GET")
         .map(|r| header(r, "last-event-id"))
         .collect();
     assert_eq!(gets, [None, Some("ev-2".to_string())]);
-    let answers: Vec<Value> = requests
-        .iter()
-        .map(body)
-        .filter(|b| b.get("result").is_some())
-        .collect();
+    let answers = bodies(&requests, |b| b.get("result").is_some());
     assert_eq!(
         answers,
         [json!({"jsonrpc": "2.0", "id": "p-1", "result": {}})]
@@ -1080,36 +1162,23 @@ async fn the_get_stream_carries_notifications_and_server_requests_and_is_reopene
 #[tokio::test]
 async fn a_renewed_session_is_listed_again() {
     // The server forgets session s-0 at the first call; the new session offers another tool.
-    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-    let server = MockServer::builder().start().await;
-    let inits = AtomicUsize::new(0);
-    Mock::given(path("/mcp"))
-        .respond_with(move |request: &Request| {
-            let session = header(request, "mcp-session-id");
-            match body(request)["method"].as_str().unwrap_or("") {
-                "initialize" => {
-                    let n = inits.fetch_add(1, SeqCst);
-                    mock::initialize(request, "2025-11-25", Some(&format!("s-{n}")))
-                }
-                "tools/list" if session.as_deref() == Some("s-0") => {
-                    mock::result(request, tools(&["t"]))
-                }
-                "tools/list" => mock::result(request, tools(&["t", "u"])),
-                "tools/call" if session.as_deref() == Some("s-0") => ResponseTemplate::new(404),
-                "tools/call" => mock::result(request, text_result("fresh")),
-                _ => ResponseTemplate::new(202),
-            }
-        })
-        .mount(&server)
-        .await;
+    let server = session_server(
+        |request, n| mock::initialize(request, "2025-11-25", Some(&format!("s-{n}"))),
+        |request, method, on_first| match method {
+            "tools/list" if on_first => mock::result(request, tools(&["t"])),
+            "tools/list" => mock::result(request, tools(&["t", "u"])),
+            "tools/call" if on_first => ResponseTemplate::new(404),
+            "tools/call" => mock::result(request, text_result("fresh")),
+            _ => ResponseTemplate::new(202),
+        },
+    )
+    .await;
     let host = ready_host(&server).await;
     assert_eq!(call_s(&host, "t").await.unwrap(), "fresh");
     wait_tools(&host, &["t", "u"]).await;
     settles_at(&server, "tools/list", 2).await;
-    let lists: Vec<Option<String>> = server
-        .received_requests()
+    let lists: Vec<Option<String>> = requests(&server)
         .await
-        .unwrap()
         .iter()
         .filter(|r| body(r)["method"] == "tools/list")
         .map(|r| header(r, "mcp-session-id"))
@@ -1123,41 +1192,32 @@ async fn a_renewed_session_is_listed_again() {
 #[tokio::test]
 async fn a_renewal_shared_by_a_relisting_and_a_call_lists_the_new_session() {
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-    let server = MockServer::builder().start().await;
-    let (inits, lists, calls) = (
-        AtomicUsize::new(0),
-        AtomicUsize::new(0),
-        AtomicUsize::new(0),
-    );
-    Mock::given(path("/mcp"))
-        .respond_with(move |request: &Request| {
-            let on_first = header(request, "mcp-session-id").as_deref() == Some("s-0");
-            match body(request)["method"].as_str().unwrap_or("") {
-                "initialize" => {
-                    let n = inits.fetch_add(1, SeqCst);
-                    let reply = mock::initialize(request, "2025-11-25", Some(&format!("s-{n}")));
-                    // The renewal is slow, so the call's 404 lands while it runs.
-                    if n == 0 {
-                        reply
-                    } else {
-                        reply.set_delay(Duration::from_millis(500))
-                    }
-                }
-                "tools/list" if on_first => match lists.fetch_add(1, SeqCst) {
-                    0 => mock::result(request, tools(&["t"])),
-                    _ => ResponseTemplate::new(404),
-                },
-                "tools/list" => mock::result(request, tools(&["t", "u"])),
-                "tools/call" if on_first => match calls.fetch_add(1, SeqCst) {
-                    0 => sse_then(request, &[list_changed()], text_result("changed")),
-                    _ => ResponseTemplate::new(404),
-                },
-                "tools/call" => mock::result(request, text_result("fresh")),
-                _ => ResponseTemplate::new(202),
+    let (lists, calls) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    let server = session_server(
+        |request, n| {
+            let reply = mock::initialize(request, "2025-11-25", Some(&format!("s-{n}")));
+            // The renewal is slow, so the call's 404 lands while it runs.
+            if n == 0 {
+                reply
+            } else {
+                reply.set_delay(Duration::from_millis(500))
             }
-        })
-        .mount(&server)
-        .await;
+        },
+        move |request, method, on_first| match method {
+            "tools/list" if on_first => match lists.fetch_add(1, SeqCst) {
+                0 => mock::result(request, tools(&["t"])),
+                _ => ResponseTemplate::new(404),
+            },
+            "tools/list" => mock::result(request, tools(&["t", "u"])),
+            "tools/call" if on_first => match calls.fetch_add(1, SeqCst) {
+                0 => sse_then(request, &[list_changed()], text_result("changed")),
+                _ => ResponseTemplate::new(404),
+            },
+            "tools/call" => mock::result(request, text_result("fresh")),
+            _ => ResponseTemplate::new(202),
+        },
+    )
+    .await;
     let host = ready_host(&server).await;
     assert_eq!(call_s(&host, "t").await.unwrap(), "changed");
     // The re-listing met 404 and its re-initialize runs: the call joins it.
@@ -1165,16 +1225,10 @@ async fn a_renewal_shared_by_a_relisting_and_a_call_lists_the_new_session() {
     assert_eq!(call_s(&host, "t").await.unwrap(), "fresh");
     wait_tools(&host, &["t", "u"]).await;
     settles_at(&server, "tools/list", 4).await;
-    let trail: Vec<String> = server
-        .received_requests()
+    let trail: Vec<String> = session_trail(&server)
         .await
-        .unwrap()
-        .iter()
-        .map(|r| {
-            let what = body(r)["method"].as_str().unwrap_or("").to_string();
-            let session = header(r, "mcp-session-id").unwrap_or_default();
-            format!("{what} {session}").trim().to_string()
-        })
+        .into_iter()
+        .map(|(_, what, session)| format!("{what} {session}").trim().to_string())
         .filter(|line| line.starts_with("tools/list") || line.starts_with("initialize"))
         .collect();
     assert_eq!(
@@ -1197,19 +1251,8 @@ async fn instructions_reach_the_namespace_form_scrubbed_and_bounded() {
         "Use search first. Token: sekrit-value-123\n{}",
         "x".repeat(9000)
     );
-    let server = live_server(
-        json!({"tools": {}}),
-        Some(&long),
-        Box::new(|r, _| mock::result(r, tools(&["a"]))),
-        Box::new(|r, _| mock::result(r, text_result("ok"))),
-        Box::new(|_, _| ResponseTemplate::new(405)),
-    )
-    .await;
-    let host = Host::new(json!({"s": {
-        "url": format!("{}/mcp", server.uri()),
-        "headers": {"X-Key": "sekrit-value-123"}
-    }}));
-    host.ready("s", WAIT).await;
+    let server = Live::new().instructions(&long).start().await;
+    let host = keyed_host(&server).await;
     let one = host.listing(json!({"namespace": "s"})).await;
     let instructions = one["instructions"].as_str().unwrap();
     assert!(
@@ -1219,14 +1262,7 @@ async fn instructions_reach_the_namespace_form_scrubbed_and_bounded() {
     assert!(instructions.ends_with("x…"), "cut, ending in …");
     assert_eq!(instructions.len(), 8 * 1024);
     // Without instructions the field is absent.
-    let plain = live_server(
-        json!({"tools": {}}),
-        None,
-        Box::new(|r, _| mock::result(r, tools(&["a"]))),
-        Box::new(|r, _| mock::result(r, text_result("ok"))),
-        Box::new(|_, _| ResponseTemplate::new(405)),
-    )
-    .await;
+    let plain = Live::new().start().await;
     let host = ready_host(&plain).await;
     assert_eq!(
         host.call("get_dynamic_tools", json!({"namespace": "s"}))
@@ -1252,19 +1288,11 @@ async fn server_log_messages_become_tracing_events() {
         message("debug", json!("x".repeat(5000))),
         message("notice", json!("hello")),
     ];
-    let server = live_server(
-        json!({"tools": {}}),
-        None,
-        Box::new(|r, _| mock::result(r, tools(&["a"]))),
-        Box::new(move |r, _| sse_then(r, &messages, text_result("logged"))),
-        Box::new(|_, _| ResponseTemplate::new(405)),
-    )
-    .await;
-    let host = Host::new(json!({"s": {
-        "url": format!("{}/mcp", server.uri()),
-        "headers": {"X-Key": "sekrit-value-123"}
-    }}));
-    host.ready("s", WAIT).await;
+    let server = Live::new()
+        .call(move |r, _| sse_then(r, &messages, text_result("logged")))
+        .start()
+        .await;
+    let host = keyed_host(&server).await;
     assert_eq!(call_s(&host, "a").await.unwrap(), "logged");
     let lines = logs.lines_with("server_log");
     assert_eq!(lines.len(), 4, "{lines:?}");
@@ -1287,48 +1315,37 @@ async fn server_log_messages_become_tracing_events() {
 
 #[tokio::test]
 async fn a_get_answered_404_renews_the_session_which_is_listed_again() {
-    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-    let server = MockServer::builder().start().await;
-    let inits = AtomicUsize::new(0);
-    Mock::given(path("/mcp"))
-        .respond_with(move |request: &Request| {
-            let first = header(request, "mcp-session-id").as_deref() == Some("s-0");
+    let server = session_server(
+        |request, n| {
+            mock::result(
+                request,
+                json!({"protocolVersion": "2025-11-25",
+                       "capabilities": {"tools": {"listChanged": true}},
+                       "serverInfo": {"name": "m", "version": "1"}}),
+            )
+            .insert_header("mcp-session-id", format!("s-{n}").as_str())
+        },
+        |request, method, first| {
             if request.method.as_str() == "GET" {
                 return ResponseTemplate::new(if first { 404 } else { 405 });
             }
-            match body(request)["method"].as_str().unwrap_or("") {
-                "initialize" => {
-                    let n = inits.fetch_add(1, SeqCst);
-                    mock::result(
-                        request,
-                        json!({"protocolVersion": "2025-11-25",
-                               "capabilities": {"tools": {"listChanged": true}},
-                               "serverInfo": {"name": "m", "version": "1"}}),
-                    )
-                    .insert_header("mcp-session-id", format!("s-{n}").as_str())
-                }
+            match method {
                 "tools/list" if first => mock::result(request, tools(&["a"])),
                 "tools/list" => mock::result(request, tools(&["a", "b"])),
                 _ => ResponseTemplate::new(202),
             }
-        })
-        .mount(&server)
-        .await;
+        },
+    )
+    .await;
     let host = ready_host(&server).await;
     wait_tools(&host, &["a", "b"]).await;
     // The new session's stream is asked for after the first wait (1 s): 405, asked no more.
     wait_count(&server, "GET", 2).await;
     settles_at(&server, "GET", 2).await;
-    let trail: Vec<String> = server
-        .received_requests()
+    let trail: Vec<String> = session_trail(&server)
         .await
-        .unwrap()
-        .iter()
-        .map(|r| {
-            let what = body(r)["method"].as_str().unwrap_or("").to_string();
-            let session = header(r, "mcp-session-id").unwrap_or_default();
-            format!("{} {what} {session}", r.method).trim().to_string()
-        })
+        .into_iter()
+        .map(|(http, what, session)| format!("{http} {what} {session}").trim().to_string())
         .collect();
     assert_eq!(
         trail,
@@ -1348,20 +1365,16 @@ async fn a_get_answered_404_renews_the_session_which_is_listed_again() {
 #[tokio::test]
 async fn a_call_in_flight_outlives_the_replacement_of_its_tool() {
     // `slow` is dropped from the listing while a call to it is under way.
-    let server = live_server(
-        json!({"tools": {}}),
-        None,
-        Box::new(|r, n| mock::result(r, tools(if n == 1 { &["a", "slow"] } else { &["a"] }))),
-        Box::new(|r, _| match body(r)["params"]["name"].as_str() {
+    let (server, host) = Live::new()
+        .list(|r, n| mock::result(r, tools(if n == 1 { &["a", "slow"] } else { &["a"] })))
+        .call(|r, _| match body(r)["params"]["name"].as_str() {
             Some("slow") => {
                 mock::result(r, text_result("slow done")).set_delay(Duration::from_millis(500))
             }
             _ => sse_then(r, &[list_changed()], text_result("changed")),
-        }),
-        Box::new(|_, _| ResponseTemplate::new(405)),
-    )
-    .await;
-    let host = ready_host(&server).await;
+        })
+        .ready()
+        .await;
     let (slow, changed) = tokio::join!(call_s(&host, "slow"), async {
         wait_count(&server, "tools/call", 1).await;
         let changed = call_s(&host, "a").await;
@@ -1386,20 +1399,7 @@ async fn a_400_that_only_mentions_the_session_is_not_an_expiry() {
         )
     }))
     .await;
-    let host = ready_host(&server).await;
-    assert_transport(
-        call_s(&host, "t").await,
-        r#"server "s": HTTP 400 Bad Request: {"jsonrpc":"2.0","id":3,"error":{"code":-32602,"message":"bad arguments","data":{"session":"fine"}}}"#,
-    );
+    let host = assert_call_fails(&server, r#"server "s": HTTP 400 Bad Request: {"jsonrpc":"2.0","id":3,"error":{"code":-32602,"message":"bad arguments","data":{"session":"fine"}}}"#).await;
     // No new initialize (nor a cancel) comes after the call, up to the session's DELETE.
-    let (_, before_delete) = until_delete(&server, host).await;
-    assert_eq!(
-        rpc_methods(&before_delete),
-        [
-            "initialize",
-            "notifications/initialized",
-            "tools/list",
-            "tools/call"
-        ]
-    );
+    assert_only_the_call_before_delete(&server, host).await;
 }

@@ -42,6 +42,10 @@ pub struct Received {
     pub rpc: Value,
     /// When it arrived (Tokio time: virtual under a paused clock).
     pub at: Instant,
+    /// How many requests of the same HTTP method and JSON-RPC method arrived before this one
+    /// (0 for the first), so a handler can answer the first `tools/list` or `GET` differently
+    /// without a counter of its own.
+    pub nth: usize,
 }
 
 impl Received {
@@ -279,6 +283,13 @@ impl Server {
         self.log.lock().unwrap().clear();
     }
 
+    /// The first request received for which `found` holds; panics when there is none.
+    pub fn first(&self, found: impl Fn(&Received) -> bool) -> Received {
+        let requests = self.requests();
+        let first = requests.iter().find(|r| found(r)).cloned();
+        first.unwrap_or_else(|| panic!("no such request among {} received", requests.len()))
+    }
+
     /// The requests whose JSON-RPC method is `method`.
     pub fn with_method(&self, method: &str) -> Vec<Received> {
         self.requests()
@@ -299,14 +310,13 @@ impl Server {
         what: &str,
         done: impl Fn(&[Received]) -> bool,
     ) -> Vec<Received> {
-        let found = || Some(self.requests()).filter(|requests| done(requests));
         let received = || -> Vec<String> {
             self.requests()
                 .iter()
                 .map(|r| format!("{} {}", r.http_method, r.method()))
                 .collect()
         };
-        net::wait_for(limit, Duration::from_millis(5), what, found, received).await
+        net::wait_on(limit, what, || self.requests(), done, received).await
     }
 
     /// Waits (at most 5 s) for a `notifications/cancelled`; returns the params of every one
@@ -331,6 +341,56 @@ where
     Fut: Future<Output = Reply> + Send + 'static,
 {
     serve_on(net::loopback().await.0, handler)
+}
+
+/// Starts a server (as [`serve`]) that answers with `route` the requests it is about (`Some`),
+/// the rest with [`standard`], and anything neither answers with `400`.
+pub async fn serve_routes<F, Fut>(route: F) -> Server
+where
+    F: Fn(Received) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Option<Reply>> + Send + 'static,
+{
+    let route = Arc::new(route);
+    serve(move |req| {
+        let route = Arc::clone(&route);
+        async move {
+            let rest = standard(&req).unwrap_or_else(|| Reply::raw(400, "text/plain", ""));
+            route(req).await.unwrap_or(rest)
+        }
+    })
+    .await
+}
+
+/// Starts a server (as [`serve`]) that lists `tools` (one page) and answers every request neither
+/// that nor [`standard`] with `call` (a `tools/call`, where the tests use it).
+pub async fn serve_tools<F>(tools: Vec<Value>, call: F) -> Server
+where
+    F: Fn(&Received) -> Reply + Send + Sync + 'static,
+{
+    serve(move |req| {
+        let reply = standard(&req).unwrap_or_else(|| match req.method() {
+            "tools/list" => Reply::json(&tools_page(&req.id(), tools.clone(), None)),
+            _ => call(&req),
+        });
+        async move { reply }
+    })
+    .await
+}
+
+/// Starts a server (as [`serve`]) whose `initialize` is answered by `initialize`, everything else
+/// by [`standard`].
+pub async fn serve_initialize<F>(initialize: F) -> Server
+where
+    F: Fn(&Received) -> Reply + Send + Sync + 'static,
+{
+    serve(move |req| {
+        let reply = match req.method() {
+            "initialize" => initialize(&req),
+            _ => standard(&req).unwrap(),
+        };
+        async move { reply }
+    })
+    .await
 }
 
 /// Like [`serve`], on a listener the test bound (e.g. to a port chosen earlier).
@@ -368,7 +428,7 @@ async fn record(
 ) -> Result<hyper::Response<ReplyBody>, Infallible> {
     let (parts, body) = request.into_parts();
     let body = net::collect(body).await;
-    let received = Received {
+    let mut received = Received {
         http_method: parts.method.to_string(),
         target: parts
             .uri
@@ -378,8 +438,16 @@ async fn record(
         rpc: serde_json::from_slice(&body).unwrap_or(Value::Null),
         body,
         at: Instant::now(),
+        nth: 0,
     };
-    log.lock().unwrap().push(received.clone());
+    {
+        let mut log = log.lock().unwrap();
+        received.nth = log
+            .iter()
+            .filter(|r| r.http_method == received.http_method && r.method() == received.method())
+            .count();
+        log.push(received.clone());
+    }
     Ok(handler(received).await.into_response())
 }
 

@@ -128,6 +128,16 @@ impl Host {
         .await
     }
 
+    /// Waits (at most `limit`) until `namespace` shows `error`; returns its listing entry.
+    pub async fn failed(&self, namespace: &str, limit: Duration) -> Value {
+        let listing = self
+            .wait_for(limit, |listing| {
+                hostile::server_entry(listing, namespace)["status"] == "error"
+            })
+            .await;
+        hostile::server_entry(&listing, namespace).clone()
+    }
+
     /// Waits (at most `limit`, polling every 10 ms) until `done(listing)`; panics with the last
     /// listing when the time runs out.
     pub async fn wait_for(&self, limit: Duration, done: impl Fn(&Value) -> bool) -> Value {

@@ -168,3 +168,16 @@ pub async fn wait_for<T, R: std::fmt::Debug>(
         tokio::time::sleep(every).await;
     }
 }
+
+/// Takes `snapshot()` every 5 ms until `done` holds for it and returns it, for at most `limit`
+/// (as [`wait_for`]); panics with `what` and `record()` when the time runs out.
+pub async fn wait_on<T, R: std::fmt::Debug>(
+    limit: Duration,
+    what: &str,
+    snapshot: impl Fn() -> Vec<T>,
+    done: impl Fn(&[T]) -> bool,
+    record: impl Fn() -> R,
+) -> Vec<T> {
+    let found = || Some(snapshot()).filter(|now| done(now));
+    wait_for(limit, Duration::from_millis(5), what, found, record).await
+}

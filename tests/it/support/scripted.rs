@@ -259,17 +259,13 @@ impl Scripted {
     }
 
     /// Waits (at most `limit`) until `done(trail)`; panics with the trail otherwise.
-    pub async fn wait_until(
+    pub async fn wait_until<D: Fn(&[Step]) -> bool>(
         &self,
         limit: Duration,
         what: &str,
-        done: impl Fn(&[Step]) -> bool,
+        done: D,
     ) -> Vec<Step> {
-        let found = || Some(self.trail()).filter(|trail| done(trail));
-        net::wait_for(limit, Duration::from_millis(5), what, found, || {
-            self.lines()
-        })
-        .await
+        net::wait_on(limit, what, || self.trail(), done, || self.lines()).await
     }
 
     /// Waits until the trail has been quiet for `quiet` (at most `limit`); returns it.
