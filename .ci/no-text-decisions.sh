@@ -16,8 +16,9 @@ cd "$(dirname "$0")/.."
 code_lines=$(<.ci/code-lines.awk)  # the shared prelude: test blocks and comments skipped
 
 # Functions allowed to read a server's words, each documented and unit-tested where it is.
-#   speaks_of_session (src/http/reply.rs): a 400 whose JSON-RPC error message says the session
-#   is gone ("No valid session ID", "Session not found"), the only signal old servers give.
+#   speaks_of_session (src/http/reply.rs): a 400 whose JSON-RPC error message, or plain-text
+#   body, says the session is gone ("No valid session ID", "Session not found"), the only signal
+#   old servers give.
 ALLOWED='speaks_of_session'
 # Modules whose job is searching text, not deciding on it: the Redactor finds secrets in text.
 ALLOWED_FILES='src/redact.rs'

@@ -16,12 +16,18 @@
 //!   line with a colon is `name:value` with one leading space of the value removed; a line
 //!   without a colon is a field with an empty value.
 //! - `data` values are joined with LF; `event` sets the type (`message` when none or empty);
-//!   `id` sets the last event id unless its value contains NUL; `retry` sets the reconnection
-//!   time when its value is ASCII digits only (milliseconds); other fields are ignored.
-//! - The last event id and the reconnection time change when their field is read, whether or not
-//!   the event then dispatches anything (an event without `data` dispatches nothing). They
-//!   outlive the stream: [`Framer::restart`] keeps them for a resumed stream.
+//!   `id` sets the last event ID buffer unless its value contains NUL; `retry` sets the
+//!   reconnection time when its value is ASCII digits only (milliseconds); other fields are
+//!   ignored.
+//! - The reconnection time changes when its field is read. The last event ID (the one a
+//!   resumption sends as `Last-Event-ID`) changes only when an event is dispatched: the empty
+//!   line copies the buffer into it, whether or not the event then dispatches anything (an event
+//!   without `data` dispatches nothing). An event cut before its empty line never dispatches, so
+//!   its `id` never becomes the last event ID.
 //! - At the end of the stream an unfinished event is discarded.
+//! - The last event ID and the reconnection time outlive the stream: [`Framer::restart`] keeps
+//!   them for a resumed stream, whose last event ID buffer starts as the last event ID (the
+//!   resumed stream goes on from there) instead of empty.
 //!
 //! # UTF-8
 //! The standard decodes the stream as UTF-8 and turns invalid bytes into U+FFFD. A JSON-RPC
@@ -32,8 +38,8 @@
 //! decoded text.)
 //!
 //! # Bounds and copies
-//! The bytes held for one event — its `data` values, its type, the last event id and the line
-//! still being read, field names included — never exceed [`MAX_MESSAGE_BYTES`]: a line that would
+//! The bytes held for one event — its `data` values, its type, the last event ID (buffer and
+//! dispatched value, once each) and the line still being read, field names included — never exceed [`MAX_MESSAGE_BYTES`]: a line that would
 //! pass it is refused with [`SseError::TooLarge`] before it is kept. A comment line is skipped as
 //! it arrives and holds nothing, however long.
 //!
@@ -126,7 +132,9 @@ pub(crate) struct Framer {
     event_type: Option<Bytes>,
     /// This event's `retry`, if it had a valid one.
     event_retry: Option<Duration>,
-    /// The last event id buffer.
+    /// The last event ID buffer: set by an `id` field, copied to `last_id` by a dispatch.
+    id_buffer: Arc<str>,
+    /// The last event ID: the buffer as the last dispatched (or skipped, data-less) event left it.
     last_id: Arc<str>,
     /// The reconnection time, once a `retry` field set one.
     reconnect: Option<Duration>,
@@ -151,23 +159,28 @@ impl Framer {
             data_len: 0,
             event_type: None,
             event_retry: None,
+            id_buffer: Arc::from(""),
             last_id: Arc::from(""),
             reconnect: None,
         }
     }
 
     /// Starts over at the start of a new stream (a resumption): drops every unfinished line and
-    /// event and looks for a BOM again, but keeps the last event id and the reconnection time.
+    /// event (the `id` of an unfinished event included) and looks for a BOM again, but keeps the
+    /// last event ID, which also starts the new stream's buffer, and the reconnection time.
     pub(crate) fn restart(&mut self) {
         let last_id = std::mem::replace(&mut self.last_id, Arc::from(""));
         let reconnect = self.reconnect;
         *self = Self::new();
+        self.id_buffer = Arc::clone(&last_id);
         self.last_id = last_id;
         self.reconnect = reconnect;
     }
 
-    /// The last event id: the value of the last `id` field without NUL, even one in an event
-    /// that dispatched nothing; empty when there was none (or the server sent `id` empty).
+    /// The last event ID: the value of the last `id` field without NUL of an event that was
+    /// dispatched (ended by its empty line), even one that dispatched nothing; empty when there
+    /// was none (or the server sent `id` empty). An `id` of an event still unfinished does not
+    /// count: if the stream ends there, that event never arrived.
     pub(crate) fn last_event_id(&self) -> &str {
         &self.last_id
     }
@@ -189,13 +202,20 @@ impl Framer {
         self.input = chunk;
     }
 
-    /// The bytes held for the current event (its data, type, the last id and the pending line);
-    /// never more than [`MAX_MESSAGE_BYTES`].
+    /// The bytes held for the current event (its data, type, the last event ID buffer, the
+    /// dispatched last event ID when it is another value, and the pending line); never more than
+    /// [`MAX_MESSAGE_BYTES`].
     pub(crate) fn held(&self) -> usize {
+        let dispatched = if Arc::ptr_eq(&self.last_id, &self.id_buffer) {
+            0
+        } else {
+            self.last_id.len()
+        };
         self.line.len()
             + self.data_len
             + self.event_type.as_ref().map_or(0, Bytes::len)
-            + self.last_id.len()
+            + self.id_buffer.len()
+            + dispatched
     }
 
     /// Refuses to hold `more` bytes on top of what is held.
@@ -342,7 +362,7 @@ impl Framer {
             // An id with NUL is ignored.
             b"id" if !value.contains(&0) => {
                 let id = std::str::from_utf8(&value).map_err(|_| SseError::Utf8)?;
-                self.last_id = Arc::from(id);
+                self.id_buffer = Arc::from(id);
             }
             b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
                 // Saturates: a value past u64 milliseconds means "as long as possible".
@@ -358,8 +378,12 @@ impl Framer {
         Ok(None)
     }
 
-    /// Ends the current event: the event, if it has data.
+    /// Ends the current event: the last event ID buffer becomes the last event ID, and the
+    /// event is dispatched if it has data.
     fn dispatch(&mut self) -> Result<Option<Event>, SseError> {
+        if !Arc::ptr_eq(&self.last_id, &self.id_buffer) {
+            self.last_id = Arc::clone(&self.id_buffer);
+        }
         let event_type = self.event_type.take();
         let retry = self.event_retry.take();
         self.data_len = 0;
@@ -636,19 +660,82 @@ mod tests {
             feed(&mut framer, b"data: y\n\n").unwrap(),
             [ev("message", "y", "p1", None)]
         );
-        // Even an unfinished event's id counts: it is read when its line ends.
+        // An unfinished event's id is only in the buffer: its dispatch makes it the last one.
         assert_eq!(feed(&mut framer, b"id: p2\ndata: cut off").unwrap(), []);
-        assert_eq!(framer.last_event_id(), "p2");
+        assert_eq!(framer.last_event_id(), "p1");
         assert_eq!(
             feed(&mut framer, b"\n\n").unwrap(),
             [ev("message", "cut off", "p2", None)]
         );
+        assert_eq!(framer.last_event_id(), "p2");
         // An empty id clears it, and an event sees the id as it stands when it dispatches.
         assert_eq!(
             feed(&mut framer, b"data: z\nid\n\n").unwrap(),
             [ev("message", "z", "", None)]
         );
         assert_eq!(framer.last_event_id(), "");
+    }
+
+    /// WHATWG "Interpreting an event stream": `id` sets the last event ID buffer, only the
+    /// dispatch copies it into the last event ID, and an event the stream cuts before its empty
+    /// line is never dispatched. A resumption must ask for what comes after the last event that
+    /// arrived, not after one that was cut off.
+    #[test]
+    fn an_event_cut_before_its_empty_line_leaves_the_last_event_id() {
+        let mut framer = Framer::new();
+        assert_eq!(
+            feed(&mut framer, b"id: e1\ndata: n\n\nid: e2\ndata: {partial").unwrap(),
+            [ev("message", "n", "e1", None)]
+        );
+        assert_eq!(framer.last_event_id(), "e1");
+        // An event without data dispatches nothing but still sets the last event ID, once its
+        // empty line arrives; until then its id is only in the buffer.
+        let mut framer = Framer::new();
+        assert_eq!(feed(&mut framer, b"id: e1\n\nid: e2\n").unwrap(), []);
+        assert_eq!(framer.last_event_id(), "e1");
+        assert_eq!(feed(&mut framer, b"\r").unwrap(), []);
+        assert_eq!(framer.last_event_id(), "e2");
+        // The cut event's id does not carry over a resumption: the new stream's events see the
+        // last dispatched id until one of them sets another.
+        let mut framer = Framer::new();
+        assert_eq!(
+            feed(&mut framer, b"id: e1\ndata: n\n\nid: e2\ndata: {partial").unwrap(),
+            [ev("message", "n", "e1", None)]
+        );
+        framer.restart();
+        assert_eq!(framer.last_event_id(), "e1");
+        assert_eq!(
+            feed(&mut framer, b"data: a\n\nid: e2\ndata: b\n\n").unwrap(),
+            [
+                ev("message", "a", "e1", None),
+                ev("message", "b", "e2", None)
+            ]
+        );
+        assert_eq!(framer.last_event_id(), "e2");
+        // At the end of a stream cut mid-event the last event ID is that of the last dispatch,
+        // however the chunks were cut.
+        let stream = Bytes::from_static(b"id: e1\ndata: n\n\nid: e2\ndata: {partial");
+        for sizes in [&[1][..], &[3, 7], &[100]] {
+            let (events, error, last, _) = frame_in_chunks(&stream, sizes, |_, _| {});
+            assert_eq!(events.len(), 1);
+            assert_eq!(error, None);
+            assert_eq!(last, "e1", "{sizes:?}");
+        }
+    }
+
+    /// The buffer and the dispatched last event ID are held once each, once each when they are
+    /// the same value.
+    #[test]
+    fn the_last_event_id_is_held_once_when_dispatched() {
+        let mut framer = Framer::new();
+        assert_eq!(feed(&mut framer, b"id: abc\n\n").unwrap(), []);
+        assert_eq!(framer.held(), 3);
+        assert_eq!(feed(&mut framer, b"id: defgh\n").unwrap(), []);
+        assert_eq!(framer.held(), 3 + 5);
+        assert_eq!(feed(&mut framer, b"\n").unwrap(), []);
+        assert_eq!(framer.held(), 5);
+        framer.restart();
+        assert_eq!(framer.held(), 5);
     }
 
     #[test]
@@ -725,7 +812,11 @@ mod tests {
     fn restart_drops_the_unfinished_event_but_keeps_id_and_retry() {
         let mut framer = Framer::new();
         assert_eq!(
-            feed(&mut framer, b"id: 9\nretry: 300\n\nevent: e\ndata: half").unwrap(),
+            feed(
+                &mut framer,
+                b"id: 9\nretry: 300\n\nid: 10\nevent: e\ndata: half"
+            )
+            .unwrap(),
             []
         );
         framer.restart();

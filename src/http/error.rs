@@ -77,9 +77,15 @@ enum Kind {
         /// Whether the `Location` had a query or fragment, which is not shown.
         query_omitted: bool,
     },
-    /// A 404 to a request that carried a session id, or a 400 whose JSON-RPC error speaks of
-    /// the session: the server does not know the session (it did not process the request).
+    /// A 404 to a request that carried a session id, or a 400 whose body speaks of the session
+    /// (a JSON-RPC error, or the plain text of older SDKs): the server does not know the session
+    /// (it did not process the request).
     SessionExpired,
+    /// The server forgot the session while request `id` was running: the resumption of its
+    /// event stream (`GET` + `Last-Event-ID`) was refused as [`Kind::SessionExpired`]. The
+    /// request is over (nothing to cancel, no session to cancel it on), but it may have run, so
+    /// it is never sent again.
+    SessionLost(u64),
     /// The resend after a new `initialize` was refused as expired too.
     ExpiredAgain,
     /// A JSON-RPC error answered the request.
@@ -141,9 +147,10 @@ impl Error {
         )
     }
 
-    /// Whether the server no longer knows the session the request carried.
+    /// Whether the server no longer knows the session the request carried (also when it forgot
+    /// it while the request was running: [`Error::session_lost`]).
     pub(crate) fn is_session_expired(&self) -> bool {
-        matches!(self.inner.kind, Kind::SessionExpired)
+        matches!(self.inner.kind, Kind::SessionExpired | Kind::SessionLost(_))
     }
 
     /// The JSON-RPC error that answered the request.
@@ -243,6 +250,12 @@ impl Error {
         Self::new(Kind::SessionExpired, None)
     }
 
+    /// The server forgot the session while request `id` was running (its stream's resumption
+    /// was refused as an expired session). Not [`Error::may_be_running`]; never to be resent.
+    pub(crate) fn session_lost(id: u64) -> Self {
+        Self::new(Kind::SessionLost(id), None)
+    }
+
     pub(crate) fn expired_again() -> Self {
         Self::new(Kind::ExpiredAgain, None)
     }
@@ -309,6 +322,7 @@ impl Error {
             Kind::Status { .. } => "status",
             Kind::Redirect { .. } => "redirect",
             Kind::SessionExpired => "session expired",
+            Kind::SessionLost(_) => "session lost",
             Kind::ExpiredAgain => "session expired again",
             Kind::Rpc(_) => "rpc",
             Kind::Malformed(_) => "malformed",
@@ -439,6 +453,10 @@ impl fmt::Display for Error {
                 }
             }
             Kind::SessionExpired => f.write_str("the server no longer knows this session"),
+            Kind::SessionLost(id) => write!(
+                f,
+                "the server forgot the session while request {id} was running (it refused to resume the event stream, GET with Last-Event-ID, for an unknown session); the request may have run, so it was not sent again"
+            ),
             Kind::ExpiredAgain => {
                 f.write_str("the server rejected the session again right after a new initialize")
             }
@@ -834,6 +852,13 @@ mod tests {
         assert!(timeout.is_timeout() && timeout.is_connect() && !timeout.is_refused());
         assert!(!timeout.may_be_running());
         assert!(Error::session_expired().is_session_expired());
+        let lost = Error::session_lost(3);
+        assert!(lost.is_session_expired() && !lost.may_be_running());
+        assert_eq!(
+            lost.to_string(),
+            "the server forgot the session while request 3 was running (it refused to resume the event stream, GET with Last-Event-ID, for an unknown session); the request may have run, so it was not sent again"
+        );
+        assert_eq!(format!("{lost:?}"), r#"Error { kind: "session lost" }"#);
         assert!(Error::closed().is_closed());
         assert!(!Error::protocol("x").may_be_running());
     }

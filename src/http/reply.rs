@@ -148,6 +148,10 @@ impl Connection {
     /// Reads the answer to `id` from an SSE stream, resuming it with `GET` + `Last-Event-ID`
     /// when it ends (or breaks) after an event id: the server may close a stream and expect the
     /// client to poll after `retry` (MCP 2025-11-25, transports: resumability and redelivery).
+    /// The id sent is that of the last event dispatched ([`crate::sse`]): an event the stream
+    /// cut before its end never arrived, so the server is asked to send it again. A resumption
+    /// refused as an expired session ends the request with [`Error::session_lost`] (not
+    /// running, so never cancelled, and never resent).
     /// Only resumptions that bring no new event id count, up to [`limits::MAX_RESUMPTIONS`];
     /// the call's deadline bounds the rest. The wait is the server's `retry`, bounded to
     /// [`limits::MIN_RETRY`]..=[`limits::MAX_RETRY`].
@@ -206,12 +210,18 @@ impl Connection {
                     tracing::debug!(namespace = %self.namespace, id, fruitless, retry_ms = retry.as_millis() as u64, "resuming event stream");
                     let last_event_id = last_event_id.to_string();
                     tokio::time::sleep(retry).await;
-                    let resumed = self.resume(&last_event_id, session).await.map_err(|e| {
-                        Error::stream(
-                            "resuming the event stream (GET with Last-Event-ID) failed",
-                            Some(e),
-                        )
-                    })?;
+                    let resumed = match self.resume(&last_event_id, session).await {
+                        Ok(resumed) => resumed,
+                        // The server forgot the session (MCP 2025-11-25, transports, session
+                        // management): the request is over on it and may have run.
+                        Err(e) if e.is_session_expired() => return Err(Error::session_lost(id)),
+                        Err(e) => {
+                            return Err(Error::stream(
+                                "resuming the event stream (GET with Last-Event-ID) failed",
+                                Some(e),
+                            ));
+                        }
+                    };
                     asked = Some(last_event_id);
                     events.resume(resumed);
                     continue;
@@ -533,12 +543,19 @@ fn has_scheme(reference: &str) -> bool {
         && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
 }
 
-/// Whether an error body is a JSON-RPC error that says the session is gone: its `message` names
-/// the session and says it is missing, unknown, invalid, expired, terminated or not found (as
-/// server-everything and the TypeScript and Python SDKs answer: "Bad Request: No valid session
-/// ID provided", "Session not found"), and its code is not -32602 (invalid params) or -32601
-/// (method not found), which are about the request itself — a tool's own `sessionId` argument,
-/// say. Anything else is an ordinary 400.
+/// Whether an error body says the session is gone: it names the session and says it is
+/// missing, unknown, invalid, expired, terminated or not found. Two forms are read:
+///
+/// - a JSON-RPC error whose `message` says so (as server-everything and the TypeScript SDK
+///   answer: "Bad Request: No valid session ID provided", "Session not found") and whose code is
+///   not -32602 (invalid params) or -32601 (method not found), which are about the request
+///   itself — a tool's own `sessionId` argument, say;
+/// - a body that is not JSON-RPC, read as plain text, which must name the session as a word of
+///   its own ("session", not "sessionId" or "session_id", an argument's name): the Python SDK
+///   `mcp` 1.8–1.25 (and FastMCP 2.x on it) answers "Bad Request: No valid session ID provided"
+///   or "Bad Request: Missing session ID", others "Invalid or expired session".
+///
+/// Anything else is an ordinary 400.
 fn speaks_of_session(preview: &str) -> bool {
     const GONE: [&str; 7] = [
         "missing",
@@ -549,18 +566,27 @@ fn speaks_of_session(preview: &str) -> bool {
         "terminated",
         "not found",
     ];
-    let Ok(messages) = jsonrpc::decode(preview) else {
-        return false;
-    };
-    messages.iter().any(|m| {
-        m.error.as_ref().is_some_and(|e| {
-            let message = e.message.to_ascii_lowercase();
-            e.code != -32602
-                && e.code != -32601
-                && message.contains("session")
-                && GONE.iter().any(|word| message.contains(word))
-        })
-    })
+    let says_gone = |message: &str| GONE.iter().any(|word| message.contains(word));
+    match jsonrpc::decode(preview) {
+        Ok(messages) => messages.iter().any(|m| {
+            m.error.as_ref().is_some_and(|e| {
+                let message = e.message.to_ascii_lowercase();
+                e.code != -32602
+                    && e.code != -32601
+                    && message.contains("session")
+                    && says_gone(&message)
+            })
+        }),
+        Err(_) => {
+            let text = preview.to_ascii_lowercase();
+            let word = |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_');
+            let names_session = text.match_indices("session").any(|(at, found)| {
+                let before = at.checked_sub(1).and_then(|i| text.as_bytes().get(i));
+                !word(before) && !word(text.as_bytes().get(at + found.len()))
+            });
+            names_session && says_gone(&text)
+        }
+    }
 }
 
 enum MediaType {
@@ -748,5 +774,43 @@ mod tests {
         ));
         assert!(!speaks_of_session("Bad Request: no session"));
         assert!(!speaks_of_session(r#"{"hint":"session"}"#));
+    }
+
+    /// The plain-text answers of the Python SDK `mcp` 1.8–1.25 (FastMCP 2.x on it) and others
+    /// to a session they forgot, and the near misses that stay ordinary 400s.
+    #[test]
+    fn a_plain_text_body_about_the_session_is_an_expiry() {
+        for text in [
+            "Bad Request: No valid session ID provided",
+            "Bad Request: Missing session ID",
+            "Invalid or expired session",
+            "Not Found: Invalid or expired session ID",
+            "Session not found\n",
+            "  bad request: no valid session id provided  ",
+            "session terminated",
+            "Unknown session (s-1)",
+            "Bad Request: Session-Id is missing",
+        ] {
+            assert!(speaks_of_session(text), "{text:?}");
+        }
+        for text in [
+            "",
+            "Bad Request",
+            "Bad Request: no session",
+            "Bad Request: Invalid JSON",
+            "Bad Request: Missing MCP-Protocol-Version header",
+            "Session busy, try later",
+            // A request's own argument named after the session is about the request.
+            "Missing required argument: sessionId",
+            "Invalid session_id parameter",
+            "invalid params: sessions must be an array",
+            "Missing argument: subsession",
+            // JSON-RPC keeps its own rule (the code decides), whatever its text says.
+            r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32602,"message":"Bad Request: No valid session ID provided"}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32601,"message":"Invalid or expired session"}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"result":{"text":"invalid session"}}"#,
+        ] {
+            assert!(!speaks_of_session(text), "{text:?}");
+        }
     }
 }

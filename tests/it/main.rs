@@ -17,5 +17,6 @@ mod rmcp_peer;
 mod secrets;
 mod sessions;
 mod signin;
+mod streams;
 mod support;
 mod wire;
