@@ -251,20 +251,15 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_renewal_by_a_listing_asks_for_no_relisting_and_cuts_no_backoff() {
+    async fn a_renewal_by_a_listing_asks_for_no_relisting() {
         let signals = Signals::default();
         signals.session_renewed(true);
-        // It wakes a loop waiting for a session, but neither the re-list worker nor a backoff.
-        signals.any_renewal().await;
         assert!(signals.relist_wanted().now_or_never().is_none());
-        signals.session_renewed(true);
-        assert!(signals.renewed().now_or_never().is_none());
-        // A call's renewal asks for a re-listing and wakes both waits.
+        // A call's renewal asks for a re-listing.
         signals.session_renewed(false);
         assert_eq!(signals.relist_wanted().await, 1);
-        signals.renewed().await;
         signals.session_renewed(false);
-        signals.any_renewal().await;
+        assert_eq!(signals.relist_wanted().await, 2);
         // An opened stream asks for one re-listing.
         signals.stream_opened();
         assert_eq!(signals.relist_wanted().await, 3);

@@ -601,13 +601,9 @@ impl Server {
 /// ```
 enum Stream {
     /// No `GET` on this session was answered with a stream yet.
-    Fresh {
-        last_event_id: String,
-    },
+    Fresh { last_event_id: String },
     /// A `GET` on this session was answered with a stream at least once.
-    Answered {
-        last_event_id: String,
-    },
+    Answered { last_event_id: String },
     /// The server offers no stream on this session.
     NotOffered,
 }

@@ -395,7 +395,13 @@ impl Connection {
                 }
                 Err(e) => return Err(e),
             };
-            return self.read_response(response, id, &session, decode).await;
+            let read = self.read_response(response, id, &session, decode).await;
+            if read.as_ref().is_err_and(Error::is_session_expired) {
+                // The server said, mid-reply, that it forgot the session: it is gone without a
+                // DELETE, and the next request makes a new one. This one is not resent.
+                lock(&self.sessions).forget(&session);
+            }
+            return read;
         }
     }
 

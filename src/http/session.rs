@@ -265,7 +265,7 @@ impl Sessions {
 
     /// Transition: the server said it does not know `stale`. The live session goes `Idle` if it
     /// is that one; either way it is no longer owned (there is nothing left to delete).
-    fn forget(&mut self, stale: &Arc<Session>) {
+    pub(super) fn forget(&mut self, stale: &Arc<Session>) {
         if matches!(&self.link, Link::Live(s) if Arc::ptr_eq(s, stale)) {
             self.link = Link::Idle;
         }

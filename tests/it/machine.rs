@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 
 use crate::support::Host;
 use crate::support::hostile::{
-    Received, Reply, Server, entry, result, rpc_error, serve, sse_event, text_result, tool,
-    tools_page,
+    Received, Reply, Server, entry, result, rpc_error, serve_every_get, sse_event, text_result,
+    tool, tools_page,
 };
 
 /// On a paused clock, keeps a timer at most 50 ms ahead, so no jump skips past a deadline while
@@ -62,7 +62,7 @@ impl Sessioned {
         let state = Arc::new(Mutex::new(State::default()));
         let answer: Answer = Arc::new(answer);
         let shared = Arc::clone(&state);
-        let server = serve(move |req| {
+        let server = serve_every_get(move |req| {
             let state = Arc::clone(&shared);
             let answer = Arc::clone(&answer);
             async move {
@@ -394,11 +394,15 @@ async fn requests_and_list_changed_on_the_standalone_stream_are_heard_without_li
     let requests = server
         .server
         .wait_until(Duration::from_secs(10), "the ping's answer", |r| {
-            r.iter().any(|r| r.rpc["id"] == "srv-1" && r.rpc.get("result").is_some())
+            r.iter()
+                .any(|r| r.rpc["id"] == "srv-1" && r.rpc.get("result").is_some())
         })
         .await;
     let answer = requests.iter().find(|r| r.rpc["id"] == "srv-1").unwrap();
-    assert_eq!(answer.rpc, json!({"jsonrpc": "2.0", "id": "srv-1", "result": {}}));
+    assert_eq!(
+        answer.rpc,
+        json!({"jsonrpc": "2.0", "id": "srv-1", "result": {}})
+    );
     assert_eq!(answer.header("mcp-session-id").as_deref(), Some("m-1"));
     // The first listing, the one the opened stream asks for, and the list_changed's: at least 2.
     server
@@ -456,7 +460,11 @@ async fn the_call_deadline_covers_the_wait_for_a_refresh_on_miss() {
     heartbeat();
     let server = Sessioned::start(|req, _| match req.method() {
         "tools/list" if req.id() != json!(1) && req.id() != json!(2) => {
-            let page = tools_page(&req.id(), vec![tool("t", "a tool"), tool("late", "late")], None);
+            let page = tools_page(
+                &req.id(),
+                vec![tool("t", "a tool"), tool("late", "late")],
+                None,
+            );
             let slow = futures_util::stream::once(async move {
                 tokio::time::sleep(Duration::from_secs(110)).await;
                 Ok(bytes::Bytes::from(page.to_string()))

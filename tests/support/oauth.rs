@@ -416,6 +416,12 @@ fn mcp(shared: &Shared, verb: &Method, headers: &HeaderMap, body: &[u8]) -> Resp
     if let Some(key) = headers.get("x-api-key").and_then(|v| v.to_str().ok()) {
         shared.log.lock().unwrap().api_key = Some(key.to_string());
     }
+    // The client opens the standalone stream on every session; a server offering none (no
+    // `list_changed`, nothing refused) answers 405 and does not log it, so the trails of the
+    // sign-in tests stay about sign-in.
+    if *verb == Method::GET && !shared.options.list_changed && !shared.options.get_refused {
+        return StatusCode::METHOD_NOT_ALLOWED.into_response();
+    }
     let message: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let method = match *verb {
         Method::POST => message["method"].as_str().unwrap_or("").to_string(),

@@ -399,15 +399,57 @@ where
     F: Fn(Received) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Reply> + Send + 'static,
 {
+    serve_with(listener, Gets::UnlessListChanged, handler)
+}
+
+/// Starts a server (as [`serve`]) whose `handler` sees and the log records every standalone
+/// `GET` too, whatever the sessions declared.
+pub async fn serve_every_get<F, Fut>(handler: F) -> Server
+where
+    F: Fn(Received) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Reply> + Send + 'static,
+{
+    serve_with(net::loopback().await.0, Gets::All, handler)
+}
+
+/// Which standalone `GET`s (no `Last-Event-ID`) reach the handler and the log.
+#[derive(Clone, Copy)]
+enum Gets {
+    /// All of them.
+    All,
+    /// Only once an `initialize` answer declared `tools.listChanged`; before, they are answered
+    /// 405 (no stream offered) and not recorded. The client opens the stream on every session,
+    /// so this keeps the trails of tests about other things exact; tests about the stream
+    /// itself declare `listChanged` or use [`serve_every_get`].
+    UnlessListChanged,
+}
+
+fn serve_with<F, Fut>(listener: TcpListener, gets: Gets, handler: F) -> Server
+where
+    F: Fn(Received) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Reply> + Send + 'static,
+{
     let port = listener.local_addr().unwrap().port();
     let handler: Handler = Arc::new(move |req| Box::pin(handler(req)));
     let log: Arc<Mutex<Vec<Received>>> = Arc::default();
     let connections = Arc::new(Connections::default());
+    let streams = Arc::new(std::sync::atomic::AtomicBool::new(matches!(
+        gets,
+        Gets::All
+    )));
     let service = {
         let log = Arc::clone(&log);
         move |_| {
-            let (handler, log) = (Arc::clone(&handler), Arc::clone(&log));
-            service_fn(move |request| record(request, Arc::clone(&handler), Arc::clone(&log)))
+            let (handler, log, streams) =
+                (Arc::clone(&handler), Arc::clone(&log), Arc::clone(&streams));
+            service_fn(move |request| {
+                record(
+                    request,
+                    Arc::clone(&handler),
+                    Arc::clone(&log),
+                    Arc::clone(&streams),
+                )
+            })
         }
     };
     let task = tokio::spawn(net::accept(listener, Arc::clone(&connections), service));
@@ -425,8 +467,17 @@ async fn record(
     request: hyper::Request<Incoming>,
     handler: Handler,
     log: Arc<Mutex<Vec<Received>>>,
+    streams: Arc<std::sync::atomic::AtomicBool>,
 ) -> Result<hyper::Response<ReplyBody>, Infallible> {
     let (parts, body) = request.into_parts();
+    // The client's standalone stream: a GET for an event stream, not resuming one (OAuth
+    // metadata GETs ask for JSON).
+    let standalone = parts.method == hyper::Method::GET
+        && !parts.headers.contains_key("last-event-id")
+        && net::header(&parts.headers, "accept").is_some_and(|a| a.contains("text/event-stream"));
+    if standalone && !streams.load(Ordering::SeqCst) {
+        return Ok(Reply::raw(405, "text/plain", "").into_response());
+    }
     let body = net::collect(body).await;
     let mut received = Received {
         http_method: parts.method.to_string(),
@@ -448,7 +499,25 @@ async fn record(
             .count();
         log.push(received.clone());
     }
-    Ok(handler(received).await.into_response())
+    let initialize = received.method() == "initialize";
+    let reply = handler(received).await;
+    if initialize && declares_list_changed(&reply.full) {
+        streams.store(true, Ordering::SeqCst);
+    }
+    Ok(reply.into_response())
+}
+
+/// Whether a whole `initialize` answer (JSON, or SSE events) declares `tools.listChanged: true`.
+fn declares_list_changed(body: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(body);
+    let json = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim);
+    std::iter::once(text.as_ref())
+        .chain(json)
+        .filter_map(|t| serde_json::from_str::<Value>(t).ok())
+        .any(|v| v["result"]["capabilities"]["tools"]["listChanged"] == true)
 }
 
 /// The config entry `{"url": url}`.

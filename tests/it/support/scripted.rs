@@ -371,6 +371,7 @@ async fn answer(
     // Decide under the lock; hold (sleep) outside it.
     enum Then {
         Now(hyper::Response<Body>),
+        Unrecorded(hyper::Response<Body>),
         Hold(Duration, hyper::Response<Body>),
     }
     let mut outage = None;
@@ -451,6 +452,10 @@ async fn answer(
                     sse_reply(event(&json!({"jsonrpc": "2.0",
                                             "method": "notifications/tools/list_changed"}))),
                 ),
+                // A standalone GET to a session that declared no listChanged: no stream. The
+                // client opens one on every session; it is not recorded, so the trails of
+                // tests about other things stay exact.
+                (None, _) => Then::Unrecorded(full(405, None, "")),
                 _ => Then::Now(full(405, None, "")),
             }
         } else if version.is_none() && !method.is_empty() && rpc.get("id").is_some() {
@@ -523,7 +528,7 @@ async fn answer(
         tokio::spawn(Arc::clone(&shared).come_back(down));
     }
     match then {
-        Then::Now(response) => response,
+        Then::Now(response) | Then::Unrecorded(response) => response,
         Then::Hold(wait, response) => {
             // Recorded when it arrives (status 200: accepted, answer pending).
             step.status = 200;
