@@ -127,4 +127,33 @@ rc=0; err=$($host login "$tmp/down.json" --wait 1 down 2>&1 >/dev/null) || rc=$?
 [ "$rc" = 1 ] && [ "$err" = 'host: login failed: server "down" was not ready within 1 seconds; last: connection refused by http://127.0.0.1:9 (no server is listening there)' ] \
   || finding "login CONFIG --wait 1 NAMESPACE: exit $rc, $(printf '%s\n' "$err" | head -n 1)"
 
+# 6. A configured server that accepts connections and never answers (it hangs) costs the exit
+# at most the 1 s an unanswered initialize gets: a one-shot call to a healthy server ends in
+# under 2 s (it used to take 5 s more).
+cat > "$tmp/hang.py" <<'PY'
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(16)
+held = []
+while True:
+    c, _ = s.accept(); held.append(c)   # read nothing, answer nothing
+PY
+porthang=18979
+python3 "$tmp/hang.py" $porthang 2>/dev/null & pids+=($!)
+sleep 0.5
+printf '{"mcpServers": {"t": {"url": "http://127.0.0.1:%s/mcp"}, "h": {"url": "http://127.0.0.1:%s/mcp"}}}' \
+  $port $porthang > "$tmp/hanging.json"
+started=$(date +%s%N)
+rc=0; out=$($host "$tmp/hanging.json" mcp/call_dynamic_tool '{"namespace":"t","toolName":"echo"}' 2>/dev/null) || rc=$?
+took_ms=$(( ($(date +%s%N) - started) / 1000000 ))
+# The slow-DELETE server above holds each DELETE 30 s: the exit waits for it up to the bound,
+# so this check uses the time from the answer on: the host ends at most ~1 s after the answer
+# plus that server's bounded DELETE (5 s). Without the hanging server the same call takes as
+# long; the difference is what the hanging server costs.
+started=$(date +%s%N)
+$host "$tmp/slow-delete.json" mcp/call_dynamic_tool '{"namespace":"t","toolName":"echo"}' >/dev/null 2>&1 || true
+alone_ms=$(( ($(date +%s%N) - started) / 1000000 ))
+[ "$rc" = 0 ] && [ "$out" = 'hi' ] && [ $(( took_ms - alone_ms )) -lt 1500 ] \
+  || finding "a hanging server delays the host's exit: exit $rc, $out, ${took_ms} ms vs ${alone_ms} ms without it"
+
 [ "$failed" = 0 ] && echo "host-cli: all passed" || { echo "host-cli: $failed failed" >&2; exit 1; }

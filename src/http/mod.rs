@@ -253,10 +253,12 @@ impl Connection {
         lock(&self.sessions).installs()
     }
 
-    /// Initializes a new session because the server forgot `stale` (the standalone stream's
-    /// 404), unless something already replaced it, or because there is none (`None`: a renewal
-    /// failed while the server was down); joins a renewal that runs. Such a renewal asks for a
-    /// re-listing ([`Signals::session_renewed`]).
+    /// Initializes a new session because the standalone stream's `GET` on `stale` was answered
+    /// 404, unless something already replaced it, or because there is none (`None`: a renewal
+    /// failed while the server was down); joins a renewal that runs. `stale` stays owned and is
+    /// deleted with the others (that 404 may mean the server has no `GET` endpoint, not that
+    /// it forgot the session). Such a renewal asks for a re-listing
+    /// ([`Signals::session_renewed`]).
     ///
     /// # Errors
     /// The renewal failed, or the connection is closed.
@@ -267,9 +269,10 @@ impl Connection {
         self: &Arc<Self>,
         stale: Option<&Current>,
     ) -> Result<(), Error> {
-        self.session(stale.map(|s| &s.session), false)
-            .await
-            .map(drop)
+        if let Some(stale) = stale {
+            lock(&self.sessions).retire(&stale.session);
+        }
+        self.session(None, false).await.map(drop)
     }
 
     /// The Host's runtime, where every exchange of this connection runs.

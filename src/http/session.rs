@@ -272,6 +272,15 @@ impl Sessions {
         self.owned.retain(|s| !Arc::ptr_eq(s, stale));
     }
 
+    /// Transition: the live session goes `Idle` if it is `stale`, which stays owned (it is
+    /// deleted with the others): a `404` to the standalone `GET` may mean no `GET` endpoint
+    /// rather than a forgotten session, so the client does not take it as one.
+    pub(super) fn retire(&mut self, stale: &Arc<Session>) {
+        if matches!(&self.link, Link::Live(s) if Arc::ptr_eq(s, stale)) {
+            self.link = Link::Idle;
+        }
+    }
+
     /// Transition: the sessions end (`close`: for good). Returns the renewal that was running
     /// and the live session, leaving `Idle` (or `Closed`).
     fn end(&mut self, close: bool) -> (Option<Renewal>, Option<Arc<Session>>) {

@@ -498,6 +498,19 @@ enum Op {
     CutCall {
         drop_after: Option<u64>,
     },
+    /// A call whose reply stream is cut inside the answer's own event; the resumption (after
+    /// the last whole event) replays it.
+    CutInEvent,
+    /// A call of a tool the listing lacks: a re-listing, racing whatever renewal runs.
+    Miss,
+    /// From now on a forgotten session is answered like Python SDK 1.8–1.25 does: a plain-text
+    /// `400 Bad Request: No valid session ID provided`.
+    PlainTextExpiry,
+    /// From now on every standalone `GET` is answered 404 (no `GET` endpoint).
+    NoGetEndpoint,
+    /// The server forgets every session and refuses connections for longer than the client's
+    /// own re-initialize retries (about 3 s).
+    LongRestart(u64),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -513,6 +526,13 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::SseInit),
         1 => prop_oneof![Just(None), (0u64..50).prop_map(Some)]
             .prop_map(|drop_after| Op::CutCall { drop_after }),
+        1 => Just(Op::CutInEvent),
+        1 => Just(Op::Miss),
+        1 => Just(Op::PlainTextExpiry),
+        1 => Just(Op::NoGetEndpoint),
+        // Rare: each costs seconds of real time.
+        1 => prop_oneof![19 => Just(None), 1 => (3_500u64..4_500).prop_map(Some)]
+            .prop_map(|ms| ms.map_or(Op::Wait(10), Op::LongRestart)),
     ]
 }
 
@@ -578,9 +598,28 @@ async fn run_schedule(ops: Vec<Op>, wait_before_drop: u64, list_changed: bool) {
             Op::RestartRefusing(ms) => server.restart_refusing(Duration::from_millis(ms)).await,
             Op::SlowInit(ms) => server.set_init_delay(Duration::from_millis(ms)),
             Op::SseInit => server.set_init_style(InitStyle::SseWithPingAndResume),
+            Op::CutInEvent => {
+                let future = call(&host, json!({"tag": tag, "cut_in_event": true}));
+                calls.push(spawn_call(future, tag, None));
+            }
+            Op::Miss => {
+                let future = host.pack.call(
+                    "mcp/call_dynamic_tool",
+                    json!({"namespace": "s", "toolName": "unlisted", "arguments": {"tag": tag}}),
+                );
+                calls.push(spawn_call(future, tag, None));
+            }
+            Op::PlainTextExpiry => server.set_plain_text_expiry(),
+            Op::NoGetEndpoint => server.set_no_get_endpoint(),
+            Op::LongRestart(ms) => server.restart_refusing(Duration::from_millis(ms)).await,
         }
     }
     tokio::time::sleep(Duration::from_millis(wait_before_drop)).await;
+    // A failed re-listing keeps the tools: the ready server still lists `t`, whatever ran.
+    let listing = host.listing(json!({"namespace": "s"})).await;
+    if listing["status"] == "ready" {
+        assert_eq!(listing["tools"][0]["name"], "t", "{listing}");
+    }
     drop(host);
     // Every call resolves (or was dropped) soon after the Pack's drop.
     let mut ended: HashMap<u64, Ended> = HashMap::new();

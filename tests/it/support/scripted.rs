@@ -97,6 +97,13 @@ struct State {
     pending_init: Option<(Value, String)>,
     /// Declares `tools.listChanged` and serves the standalone `GET` stream.
     list_changed: bool,
+    /// A forgotten session is answered with a plain-text 400 (Python SDK 1.8–1.25).
+    plain_text_expiry: bool,
+    /// Every standalone GET is answered 404.
+    no_get_endpoint: bool,
+    /// The answers a resumption after event `e1` replays, by session: of calls whose stream
+    /// was cut inside the answer's event.
+    replays: std::collections::HashMap<String, Value>,
     /// Which life of the server this is: each going down ends one. A request still being
     /// handled on a connection of an earlier life is moot (its connection is cut): it changes
     /// nothing and is not recorded.
@@ -229,6 +236,17 @@ impl Scripted {
     /// for `down`.
     pub fn restart_refusing_at_next_404(&self, down: Duration) {
         self.state.lock().outage = Some(down);
+    }
+
+    /// From now on a forgotten session is answered `400 text/plain` "Bad Request: No valid
+    /// session ID provided", as Python SDK `mcp` 1.8–1.25 do.
+    pub fn set_plain_text_expiry(&self) {
+        self.state.lock().plain_text_expiry = true;
+    }
+
+    /// From now on every standalone `GET` is answered 404 (the server has no `GET` endpoint).
+    pub fn set_no_get_endpoint(&self) {
+        self.state.lock().no_get_endpoint = true;
     }
 
     /// `initialize` answers with `version`.
@@ -420,6 +438,12 @@ async fn answer(
                 Some(delay) => Then::Hold(delay, response),
                 None => Then::Now(response),
             }
+        } else if !known && st.plain_text_expiry && session.is_some() {
+            Then::Now(full(
+                400,
+                Some("text/plain"),
+                "Bad Request: No valid session ID provided",
+            ))
         } else if !known {
             let mut response = full(
                 if session.is_some() { 404 } else { 400 },
@@ -438,7 +462,15 @@ async fn answer(
             }
             Then::Now(response)
         } else if verb == "GET" {
+            let replay = match header("last-event-id").as_deref() {
+                Some("e1") => session.as_ref().and_then(|s| st.replays.remove(s)),
+                _ => None,
+            };
             match (header("last-event-id").as_deref(), st.pending_init.take()) {
+                (Some("e1"), _) if replay.is_some() => {
+                    Then::Now(sse_reply(event(&replay.unwrap_or_default())))
+                }
+                (None, _) if st.no_get_endpoint => Then::Now(full(404, Some("text/plain"), "Not Found")),
                 (Some("init-1"), Some((init_id, sid))) if session.as_deref() == Some(&sid) => {
                     let version = st.version.clone().unwrap_or_else(|| "2025-11-25".into());
                     Then::Now(sse_reply(event(&result(
@@ -447,10 +479,15 @@ async fn answer(
                                "serverInfo": {"name": "scripted", "version": "0"}}),
                     ))))
                 }
+                // A server request first (answered on this stream's session), then the news.
                 _ if st.list_changed => Then::Hold(
                     Duration::from_millis(300),
-                    sse_reply(event(&json!({"jsonrpc": "2.0",
-                                            "method": "notifications/tools/list_changed"}))),
+                    sse_reply(format!(
+                        "{}{}",
+                        event(&json!({"jsonrpc": "2.0", "id": "get-ping", "method": "ping"})),
+                        event(&json!({"jsonrpc": "2.0",
+                                      "method": "notifications/tools/list_changed"}))
+                    )),
                 ),
                 // A standalone GET to a session that declared no listChanged: no stream. The
                 // client opens one on every session; it is not recorded, so the trails of
@@ -499,6 +536,16 @@ async fn answer(
                 // `{"cut": true}`: an event stream that ends before the answer, with no event id.
                 None if args["cut"].as_bool() == Some(true) => {
                     Then::Now(sse_reply(": working\n\n".to_string()))
+                }
+                // `{"cut_in_event": true}`: a whole event `e1`, then the answer's event `e2` cut
+                // before its end; a resumption after `e1` replays the answer.
+                None if args["cut_in_event"].as_bool() == Some(true) => {
+                    if let Some(s) = &session {
+                        st.replays.insert(s.clone(), result(&id, text));
+                    }
+                    Then::Now(sse_reply(
+                        "id: e1\nretry: 10\ndata:\n\nid: e2\ndata: {\"jsonrpc\": \"2.0\", \"id\"".to_string(),
+                    ))
                 }
                 None => {
                     let answer = result(&id, text);
