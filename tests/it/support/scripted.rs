@@ -470,7 +470,9 @@ async fn answer(
                 (Some("e1"), _) if replay.is_some() => {
                     Then::Now(sse_reply(event(&replay.unwrap_or_default())))
                 }
-                (None, _) if st.no_get_endpoint => Then::Now(full(404, Some("text/plain"), "Not Found")),
+                (None, _) if st.no_get_endpoint => {
+                    Then::Now(full(404, Some("text/plain"), "Not Found"))
+                }
                 (Some("init-1"), Some((init_id, sid))) if session.as_deref() == Some(&sid) => {
                     let version = st.version.clone().unwrap_or_else(|| "2025-11-25".into());
                     Then::Now(sse_reply(event(&result(
@@ -544,7 +546,8 @@ async fn answer(
                         st.replays.insert(s.clone(), result(&id, text));
                     }
                     Then::Now(sse_reply(
-                        "id: e1\nretry: 10\ndata:\n\nid: e2\ndata: {\"jsonrpc\": \"2.0\", \"id\"".to_string(),
+                        "id: e1\nretry: 10\ndata:\n\nid: e2\ndata: {\"jsonrpc\": \"2.0\", \"id\""
+                            .to_string(),
                     ))
                 }
                 None => {
