@@ -493,8 +493,8 @@ impl std::future::Future for CallFuture {
     ) -> std::task::Poll<Self::Output> {
         let joined = std::task::ready!(std::pin::Pin::new(&mut self.task).poll(cx));
         if let Some((connection, id)) = self.armed.take() {
-            // Over: a lookup that failed never sent it, a request that ended left the table.
-            connection.finish(id);
+            // A lookup that failed never sent it; one that went out ended on its own path.
+            connection.finish_unsent(id);
         }
         std::task::Poll::Ready(joined.unwrap_or_else(|e| {
             Err(ToolError::new(

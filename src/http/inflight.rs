@@ -68,6 +68,14 @@ impl InFlight {
         }
     }
 
+    /// Removes `id` if it was never sent (still waiting): a call whose lookup failed. A request
+    /// that went out stays, for whoever ends it (its own code, a cancel, the shutdown).
+    pub(super) fn finish_unsent(&mut self, id: u64) {
+        if matches!(self.entries.get(&id), Some(Flight::Waiting)) {
+            self.entries.remove(&id);
+        }
+    }
+
     /// Removes `id`: it is over, nothing to cancel.
     pub(super) fn finish(&mut self, id: u64) {
         self.entries.remove(&id);

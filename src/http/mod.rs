@@ -282,7 +282,7 @@ impl Connection {
 
     /// A fresh JSON-RPC request id, entered in the in-flight table at once: a cancel from then
     /// on (a dropped call racing its own task) keeps the request from being sent. The caller
-    /// sends it with [`Connection::request`], or ends it with [`Connection::finish`].
+    /// sends it with [`Connection::request`], or ends it with [`Connection::finish_unsent`].
     pub(crate) fn next_id(&self) -> u64 {
         let id = self.fresh_id();
         lock(&self.flights).reserve(id);
@@ -305,9 +305,10 @@ impl Connection {
         self.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Ends request `id` without a cancel: it is over, or was never sent.
-    pub(crate) fn finish(&self, id: u64) {
-        lock(&self.flights).finish(id);
+    /// Ends request `id` if it was never sent (its call ended before [`Connection::request`]:
+    /// a lookup that failed). One that went out is left to its own end, a cancel or the close.
+    pub(crate) fn finish_unsent(&self, id: u64) {
+        lock(&self.flights).finish_unsent(id);
     }
 
     /// Sends the request `method` with `params` as JSON-RPC id `id` (see

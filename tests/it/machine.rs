@@ -41,6 +41,8 @@ struct State {
     instructions: Option<String>,
     /// Declares `tools.listChanged`.
     list_changed: bool,
+    /// `notifications/cancelled` and `DELETE` get no answer (their headers never come).
+    hang_goodbyes: bool,
 }
 
 type Answer = Arc<dyn Fn(&Received, &Arc<Mutex<State>>) -> Option<Reply> + Send + Sync>;
@@ -104,8 +106,13 @@ impl Sessioned {
 }
 
 fn respond_delay(req: &Received, state: &Arc<Mutex<State>>) -> Option<Duration> {
+    let state = state.lock().unwrap();
+    let goodbye = req.http_method == "DELETE" || req.method() == "notifications/cancelled";
+    if goodbye && state.hang_goodbyes {
+        return Some(Duration::from_secs(3600));
+    }
     (req.method() == "initialize")
-        .then(|| state.lock().unwrap().init_delay)
+        .then_some(state.init_delay)
         .flatten()
 }
 
@@ -495,4 +502,134 @@ async fn the_call_deadline_covers_the_wait_for_a_refresh_on_miss() {
         "{waited:?}"
     );
     assert_eq!(server.server.count("tools/call"), 1);
+}
+
+/// A Pack on a runtime of its own (its tasks alone), for `servers`; the runtime is returned so
+/// the test can watch its tasks end after the Pack's drop.
+fn pack_on_own_runtime(servers: Value) -> (tokio::runtime::Runtime, Box<dyn runvil_plugin::Pack>) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let pack = {
+        let _entered = runtime.enter();
+        crate::support::construct(&json!({ "mcp": servers }), "mcp").expect("the Pack constructs")
+    };
+    (runtime, pack)
+}
+
+/// How long after the Pack's drop every task of `runtime` has ended (at most `limit`).
+async fn cleanup_time(runtime: &tokio::runtime::Runtime, limit: Duration) -> Duration {
+    let t0 = tokio::time::Instant::now();
+    while runtime.metrics().num_alive_tasks() > 0 && t0.elapsed() < limit {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    t0.elapsed()
+}
+
+/// A server that accepts connections and never answers (it hangs) costs the Pack's drop at
+/// most the 1 s an unanswered `initialize` gets to bring its session id; it used to cost 5 s.
+#[tokio::test]
+async fn a_server_that_hangs_costs_the_packs_drop_at_most_a_second() {
+    let (listener, port) = crate::support::net::loopback().await;
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            open.push(socket);
+        }
+    });
+    let healthy = Sessioned::start(|_, _| None).await;
+    let (runtime, pack) = pack_on_own_runtime(json!({
+        "m": entry(&healthy.server.url),
+        "h": entry(&format!("http://127.0.0.1:{port}/mcp")),
+    }));
+    let host = Host { pack };
+    host.ready("m", Duration::from_secs(20)).await;
+    assert_eq!(
+        host.call("call_dynamic_tool", call_args("t")).await,
+        Ok("done".into())
+    );
+    drop(host);
+    let took = cleanup_time(&runtime, Duration::from_secs(10)).await;
+    assert!(took < Duration::from_millis(1_500), "{took:?}");
+    assert_eq!(
+        healthy.lines().last().map(String::as_str),
+        Some("DELETE  m-1")
+    );
+    held.abort();
+    runtime.shutdown_background();
+}
+
+/// The Pack's drop is bounded as a whole for a connection: with a call in flight whose cancel
+/// the server never answers and a `DELETE` it never answers either, every step waiting its
+/// own 5 s would add up past the host CLI's 11 s; the whole cleanup ends within 10 s.
+#[tokio::test]
+async fn the_cleanup_of_a_connection_is_bounded_as_a_whole() {
+    let server = Sessioned::start(|req, _| {
+        (req.method() == "tools/call")
+            .then(|| Reply::stream(200, "application/json", futures_util::stream::pending()))
+    })
+    .await;
+    server.set(|s| s.hang_goodbyes = true);
+    let (runtime, pack) = pack_on_own_runtime(json!({"m": entry(&server.server.url)}));
+    let host = Host { pack };
+    host.ready("m", Duration::from_secs(20)).await;
+    let call = runtime.spawn(host.pack.call("mcp/call_dynamic_tool", call_args("t")));
+    server
+        .server
+        .wait_until(Duration::from_secs(5), "the call", |r| {
+            r.iter().any(|r| r.method() == "tools/call")
+        })
+        .await;
+    drop(host);
+    let took = cleanup_time(&runtime, Duration::from_secs(30)).await;
+    // The cancel waits 5 s (it may not eat into the DELETE's time), the DELETE 5 s.
+    assert!(
+        took >= Duration::from_secs(9) && took <= Duration::from_millis(10_500),
+        "{took:?}"
+    );
+    let ended = call.await.unwrap();
+    assert_eq!(ended.unwrap_err().kind, ToolErrorKind::Transport);
+    assert!(
+        server.lines().contains(&"DELETE  m-1".to_string()),
+        "{:#?}",
+        server.lines()
+    );
+    runtime.shutdown_background();
+}
+
+/// A call dropped the moment it was made, racing its own task on a multi-thread runtime, is
+/// either never sent or cancelled: no `tools/call` reaches the server without its cancel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_dropped_racing_its_own_task_is_never_left_running() {
+    let server = Sessioned::start(|req, _| {
+        (req.method() == "tools/call")
+            .then(|| Reply::stream(200, "application/json", futures_util::stream::pending()))
+    })
+    .await;
+    let host = ready(&server).await;
+    for _ in 0..200 {
+        drop(host.pack.call("mcp/call_dynamic_tool", call_args("t")));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let sent: Vec<Value> = server
+        .server
+        .with_method("tools/call")
+        .iter()
+        .map(|r| r.id())
+        .collect();
+    let cancelled: Vec<Value> = server
+        .server
+        .with_method("notifications/cancelled")
+        .iter()
+        .map(|r| r.rpc["params"]["requestId"].clone())
+        .collect();
+    for id in &sent {
+        assert!(
+            cancelled.contains(id),
+            "request {id} was sent and never cancelled"
+        );
+    }
+    drop(host);
 }
