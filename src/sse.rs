@@ -510,6 +510,24 @@ mod tests {
         Ok(out)
     }
 
+    /// Feeds `framer` one chunk: it completes exactly `events`, and the last event ID is then
+    /// `last`.
+    #[track_caller]
+    fn fed(framer: &mut Framer, chunk: &[u8], events: &[Seen], last: &str) {
+        assert_eq!(feed(framer, chunk).unwrap(), events);
+        assert_eq!(framer.last_event_id(), last);
+    }
+
+    /// Feeds `framer` each chunk in turn: each completes no event, and the framer then holds
+    /// the bytes given with it.
+    #[track_caller]
+    fn fed_holding(framer: &mut Framer, steps: &[(&[u8], usize)]) {
+        for &(chunk, held) in steps {
+            assert_eq!(feed(framer, chunk).unwrap(), [], "{chunk:?}");
+            assert_eq!(framer.held(), held, "{chunk:?}");
+        }
+    }
+
     /// Frames `chunks` in order with a new framer; every event, in order.
     fn frame(chunks: &[&[u8]]) -> Vec<Seen> {
         let mut framer = Framer::new();
@@ -578,9 +596,7 @@ mod tests {
         assert_eq!(frame(&[b"data\n\n"]), [msg("")]);
         assert_eq!(frame(&[b"data\ndata\n\n"]), [msg("\n")]);
         assert_eq!(frame(&[b"data: x\nevent\n\n"]), [msg("x")]);
-        let mut framer = Framer::new();
-        assert_eq!(feed(&mut framer, b"id: 5\nid\n\n").unwrap(), []);
-        assert_eq!(framer.last_event_id(), "");
+        fed(&mut Framer::new(), b"id: 5\nid\n\n", &[], "");
     }
 
     #[test]
@@ -648,32 +664,18 @@ mod tests {
     #[test]
     fn an_id_counts_even_when_its_event_dispatches_nothing() {
         let mut framer = Framer::new();
-        assert_eq!(
-            feed(&mut framer, b"id: p0\nretry: 5\ndata: x\n\n").unwrap(),
-            [ev("message", "x", "p0", Some(5))]
-        );
-        assert_eq!(feed(&mut framer, b"id: p1\nretry: 250\n\n").unwrap(), []);
-        assert_eq!(framer.last_event_id(), "p1");
+        let first = [ev("message", "x", "p0", Some(5))];
+        fed(&mut framer, b"id: p0\nretry: 5\ndata: x\n\n", &first, "p0");
+        fed(&mut framer, b"id: p1\nretry: 250\n\n", &[], "p1");
         assert_eq!(framer.retry(), Some(Duration::from_millis(250)));
         // The id stays with later events until another replaces it; retry is per event.
-        assert_eq!(
-            feed(&mut framer, b"data: y\n\n").unwrap(),
-            [ev("message", "y", "p1", None)]
-        );
+        let later = [msg_with_id("y", "p1")];
+        fed(&mut framer, b"data: y\n\n", &later, "p1");
         // An unfinished event's id is only in the buffer: its dispatch makes it the last one.
-        assert_eq!(feed(&mut framer, b"id: p2\ndata: cut off").unwrap(), []);
-        assert_eq!(framer.last_event_id(), "p1");
-        assert_eq!(
-            feed(&mut framer, b"\n\n").unwrap(),
-            [ev("message", "cut off", "p2", None)]
-        );
-        assert_eq!(framer.last_event_id(), "p2");
+        fed(&mut framer, b"id: p2\ndata: cut off", &[], "p1");
+        fed(&mut framer, b"\n\n", &[msg_with_id("cut off", "p2")], "p2");
         // An empty id clears it, and an event sees the id as it stands when it dispatches.
-        assert_eq!(
-            feed(&mut framer, b"data: z\nid\n\n").unwrap(),
-            [ev("message", "z", "", None)]
-        );
-        assert_eq!(framer.last_event_id(), "");
+        fed(&mut framer, b"data: z\nid\n\n", &[msg("z")], "");
     }
 
     /// WHATWG "Interpreting an event stream": `id` sets the last event ID buffer, only the
@@ -682,39 +684,30 @@ mod tests {
     /// arrived, not after one that was cut off.
     #[test]
     fn an_event_cut_before_its_empty_line_leaves_the_last_event_id() {
-        let mut framer = Framer::new();
-        assert_eq!(
-            feed(&mut framer, b"id: e1\ndata: n\n\nid: e2\ndata: {partial").unwrap(),
-            [ev("message", "n", "e1", None)]
-        );
-        assert_eq!(framer.last_event_id(), "e1");
+        const CUT: &[u8] = b"id: e1\ndata: n\n\nid: e2\ndata: {partial";
+        let dispatched = [msg_with_id("n", "e1")];
+        fed(&mut Framer::new(), CUT, &dispatched, "e1");
         // An event without data dispatches nothing but still sets the last event ID, once its
         // empty line arrives; until then its id is only in the buffer.
         let mut framer = Framer::new();
-        assert_eq!(feed(&mut framer, b"id: e1\n\nid: e2\n").unwrap(), []);
-        assert_eq!(framer.last_event_id(), "e1");
-        assert_eq!(feed(&mut framer, b"\r").unwrap(), []);
-        assert_eq!(framer.last_event_id(), "e2");
+        fed(&mut framer, b"id: e1\n\nid: e2\n", &[], "e1");
+        fed(&mut framer, b"\r", &[], "e2");
         // The cut event's id does not carry over a resumption: the new stream's events see the
         // last dispatched id until one of them sets another.
         let mut framer = Framer::new();
-        assert_eq!(
-            feed(&mut framer, b"id: e1\ndata: n\n\nid: e2\ndata: {partial").unwrap(),
-            [ev("message", "n", "e1", None)]
-        );
+        fed(&mut framer, CUT, &dispatched, "e1");
         framer.restart();
         assert_eq!(framer.last_event_id(), "e1");
-        assert_eq!(
-            feed(&mut framer, b"data: a\n\nid: e2\ndata: b\n\n").unwrap(),
-            [
-                ev("message", "a", "e1", None),
-                ev("message", "b", "e2", None)
-            ]
+        let resumed = [msg_with_id("a", "e1"), msg_with_id("b", "e2")];
+        fed(
+            &mut framer,
+            b"data: a\n\nid: e2\ndata: b\n\n",
+            &resumed,
+            "e2",
         );
-        assert_eq!(framer.last_event_id(), "e2");
         // At the end of a stream cut mid-event the last event ID is that of the last dispatch,
         // however the chunks were cut.
-        let stream = Bytes::from_static(b"id: e1\ndata: n\n\nid: e2\ndata: {partial");
+        let stream = Bytes::from_static(CUT);
         for sizes in [&[1][..], &[3, 7], &[100]] {
             let (events, error, last, _) = frame_in_chunks(&stream, sizes, |_, _| {});
             assert_eq!(events.len(), 1);
@@ -728,30 +721,24 @@ mod tests {
     #[test]
     fn the_last_event_id_is_held_once_when_dispatched() {
         let mut framer = Framer::new();
-        assert_eq!(feed(&mut framer, b"id: abc\n\n").unwrap(), []);
-        assert_eq!(framer.held(), 3);
-        assert_eq!(feed(&mut framer, b"id: defgh\n").unwrap(), []);
-        assert_eq!(framer.held(), 3 + 5);
-        assert_eq!(feed(&mut framer, b"\n").unwrap(), []);
-        assert_eq!(framer.held(), 5);
+        fed_holding(
+            &mut framer,
+            &[(b"id: abc\n\n", 3), (b"id: defgh\n", 3 + 5), (b"\n", 5)],
+        );
         framer.restart();
         assert_eq!(framer.held(), 5);
     }
 
     #[test]
     fn an_id_with_nul_is_ignored() {
-        let mut framer = Framer::new();
-        assert_eq!(
-            feed(&mut framer, b"id: a\nid: b\0c\ndata: x\n\n").unwrap(),
-            [ev("message", "x", "a", None)]
-        );
-        assert_eq!(framer.last_event_id(), "a");
+        let chunk = b"id: a\nid: b\0c\ndata: x\n\n";
+        fed(&mut Framer::new(), chunk, &[msg_with_id("x", "a")], "a");
     }
 
     #[test]
     fn retry_takes_ascii_digits_only() {
         let mut framer = Framer::new();
-        for bad in [
+        let bad = [
             "retry: -1",
             "retry: +5",
             "retry: 1.5",
@@ -760,25 +747,25 @@ mod tests {
             "retry",
             "retry:  7",
             "retry: ١",
-        ] {
+        ]
+        .map(|lines| (lines, None));
+        let good = [
+            ("retry: 0250", Some(Duration::from_millis(250))),
+            ("retry: 0", Some(Duration::ZERO)),
+            (
+                "retry: 99999999999999999999999",
+                Some(Duration::from_millis(u64::MAX)),
+            ),
+            // A bad value leaves the last good one.
+            ("retry: 5\nretry: x", Some(Duration::from_millis(5))),
+        ];
+        for (lines, retry) in bad.into_iter().chain(good) {
             assert_eq!(
-                feed(&mut framer, format!("{bad}\n\n").as_bytes()).unwrap(),
+                feed(&mut framer, format!("{lines}\n\n").as_bytes()).unwrap(),
                 []
             );
-            assert_eq!(framer.retry(), None, "{bad}");
+            assert_eq!(framer.retry(), retry, "{lines}");
         }
-        assert_eq!(feed(&mut framer, b"retry: 0250\n\n").unwrap(), []);
-        assert_eq!(framer.retry(), Some(Duration::from_millis(250)));
-        assert_eq!(feed(&mut framer, b"retry: 0\n\n").unwrap(), []);
-        assert_eq!(framer.retry(), Some(Duration::ZERO));
-        assert_eq!(
-            feed(&mut framer, b"retry: 99999999999999999999999\n\n").unwrap(),
-            []
-        );
-        assert_eq!(framer.retry(), Some(Duration::from_millis(u64::MAX)));
-        // A bad value leaves the last good one.
-        assert_eq!(feed(&mut framer, b"retry: 5\nretry: x\n\n").unwrap(), []);
-        assert_eq!(framer.retry(), Some(Duration::from_millis(5)));
     }
 
     #[test]

@@ -745,59 +745,84 @@ mod tests {
         })
     }
 
+    /// The link every sign-in of these tests shows, unless it names its own.
+    const AUTHORIZE: &str = "https://as.example/authorize";
+
+    /// A phase that went from signed out to waiting for the browser at `url`, the link it
+    /// shows, and the task waiting behind it.
+    fn waiting_at(url: &str) -> (Phase, Arc<str>, tokio::task::JoinHandle<()>) {
+        let mut phase = Phase::SignedOut;
+        let task = waiting_task();
+        let shown = link(url);
+        assert!(phase.link_made(Arc::clone(&shown), task.abort_handle()));
+        (phase, shown, task)
+    }
+
+    /// The phase is `name` (as `Debug` shows it), shows the link `shown` and holds exactly the
+    /// grant `held`, or none.
+    #[track_caller]
+    fn assert_phase(phase: &Phase, name: &str, shown: Option<&str>, held: Option<&Arc<Tokens>>) {
+        assert_eq!(format!("{phase:?}"), name);
+        assert_eq!(phase.link().as_deref(), shown);
+        match held {
+            Some(tokens) => assert!(holds(phase, tokens)),
+            None => assert!(phase.grant().is_none()),
+        }
+    }
+
+    /// A test server and an `Auth` for it.
+    async fn started() -> (TestServer, Arc<Auth>) {
+        let server = TestServer::start(Options::default()).await;
+        (server, auth(OAuthConfig::default()))
+    }
+
+    /// What `auth` answers a 401 of `server` that carries the server's challenge; it refuses.
+    async fn refusal_of_401(auth: &Arc<Auth>, server: &TestServer) -> Error {
+        let challenge = Challenge::parse(&server.challenge()).unwrap();
+        let runtime = tokio::runtime::Handle::current();
+        auth.unauthorized(&server.mcp_url(), &runtime, &challenge, None)
+            .await
+            .unwrap_err()
+    }
+
     #[test]
     fn a_grant_adopted_then_refused_signs_out_and_a_stale_refusal_changes_nothing() {
         let mut phase = Phase::SignedOut;
-        assert_eq!(format!("{phase:?}"), "SignedOut");
-        assert!(phase.grant().is_none());
+        assert_phase(&phase, "SignedOut", None, None);
         let first = grant();
         assert!(!phase.grant_adopted(Arc::clone(&first)));
-        assert_eq!(format!("{phase:?}"), "SignedIn");
-        assert!(holds(&phase, &first));
-        assert_eq!(phase.link(), None);
+        assert_phase(&phase, "SignedIn", None, Some(&first));
         // A refusal of a grant that is no longer held (another start replaced it) is stale.
         let second = grant();
         assert!(!phase.grant_adopted(Arc::clone(&second)));
         phase.grant_refused(&first);
-        assert_eq!(format!("{phase:?}"), "SignedIn");
-        assert!(holds(&phase, &second));
+        assert_phase(&phase, "SignedIn", None, Some(&second));
         phase.grant_refused(&second);
-        assert_eq!(format!("{phase:?}"), "SignedOut");
-        assert!(phase.grant().is_none());
+        assert_phase(&phase, "SignedOut", None, None);
     }
 
     #[tokio::test]
     async fn a_link_made_waits_and_its_redirect_signs_in() {
-        let mut phase = Phase::SignedOut;
-        let task = waiting_task();
-        let shown = link("https://as.example/authorize?client_id=a");
-        assert!(phase.link_made(Arc::clone(&shown), task.abort_handle()));
-        assert_eq!(format!("{phase:?}"), "Waiting");
-        assert_eq!(
-            phase.link().as_deref(),
-            Some("https://as.example/authorize?client_id=a")
+        let (mut phase, shown, task) = waiting_at("https://as.example/authorize?client_id=a");
+        assert_phase(
+            &phase,
+            "Waiting",
+            Some("https://as.example/authorize?client_id=a"),
+            None,
         );
-        assert!(phase.grant().is_none());
         assert!(matches!(phase.start(false), Start::Waiting(l) if Arc::ptr_eq(&l, &shown)));
         let tokens = grant();
         assert!(phase.redirect_done(&shown, Ok(Arc::clone(&tokens))));
-        assert_eq!(format!("{phase:?}"), "SignedIn");
-        assert!(holds(&phase, &tokens));
-        assert_eq!(phase.link(), None);
+        assert_phase(&phase, "SignedIn", None, Some(&tokens));
         assert!(matches!(phase.start(false), Start::Held(t) if Arc::ptr_eq(&t, &tokens)));
         task.abort();
     }
 
     #[tokio::test]
     async fn a_failed_redirect_is_reported_by_one_start_then_the_next_begins() {
-        let mut phase = Phase::SignedOut;
-        let task = waiting_task();
-        let shown = link("https://as.example/authorize");
-        assert!(phase.link_made(Arc::clone(&shown), task.abort_handle()));
+        let (mut phase, shown, task) = waiting_at(AUTHORIZE);
         assert!(phase.redirect_done(&shown, Err("the sign-in timed out".into())));
-        assert_eq!(format!("{phase:?}"), "Failed");
-        assert_eq!(phase.link(), None);
-        assert!(phase.grant().is_none());
+        assert_phase(&phase, "Failed", None, None);
         assert!(matches!(phase.start(false), Start::Failed(r) if r == "the sign-in timed out"));
         assert_eq!(format!("{phase:?}"), "SignedOut");
         assert!(matches!(phase.start(false), Start::Begin));
@@ -807,15 +832,11 @@ mod tests {
 
     #[tokio::test]
     async fn only_the_waiting_sign_in_ends_the_wait() {
-        let mut phase = Phase::SignedOut;
-        let task = waiting_task();
-        let shown = link("https://as.example/authorize");
-        assert!(phase.link_made(Arc::clone(&shown), task.abort_handle()));
+        let (mut phase, _shown, task) = waiting_at(AUTHORIZE);
         // The same text, another sign-in's link.
-        let other = link("https://as.example/authorize");
+        let other = link(AUTHORIZE);
         assert!(!phase.redirect_done(&other, Ok(grant())));
-        assert_eq!(format!("{phase:?}"), "Waiting");
-        assert!(phase.grant().is_none());
+        assert_phase(&phase, "Waiting", Some(AUTHORIZE), None);
         assert!(!phase.redirect_done(&other, Err("late".into())));
         assert_eq!(format!("{phase:?}"), "Waiting");
         task.abort();
@@ -841,13 +862,8 @@ mod tests {
         let tokens = grant();
         let mut phase = Phase::SignedIn(Arc::clone(&tokens));
         let task = waiting_task();
-        assert!(phase.link_made(link("https://as.example/authorize"), task.abort_handle()));
-        assert_eq!(format!("{phase:?}"), "Waiting");
-        assert!(phase.grant().is_none());
-        assert_eq!(
-            phase.link().as_deref(),
-            Some("https://as.example/authorize")
-        );
+        assert!(phase.link_made(link(AUTHORIZE), task.abort_handle()));
+        assert_phase(&phase, "Waiting", Some(AUTHORIZE), None);
         task.abort();
     }
 
@@ -855,20 +871,14 @@ mod tests {
     /// while a sign-in waits ends that sign-in (its task aborted, `ended` told).
     #[tokio::test]
     async fn a_grant_adopted_while_waiting_aborts_the_waiting_sign_in() {
-        let mut phase = Phase::SignedOut;
-        let task = waiting_task();
-        assert!(phase.link_made(link("https://as.example/authorize"), task.abort_handle()));
+        let (mut phase, _shown, task) = waiting_at(AUTHORIZE);
         let tokens = grant();
         assert!(phase.grant_adopted(Arc::clone(&tokens)));
-        assert_eq!(format!("{phase:?}"), "SignedIn");
-        assert!(holds(&phase, &tokens));
-        assert_eq!(phase.link(), None);
+        assert_phase(&phase, "SignedIn", None, Some(&tokens));
         assert!(aborted(task).await);
 
-        let mut phase = Phase::SignedOut;
-        let first = waiting_task();
+        let (mut phase, _first_shown, first) = waiting_at("https://as.example/1");
         let second = waiting_task();
-        assert!(phase.link_made(link("https://as.example/1"), first.abort_handle()));
         assert!(phase.link_made(link("https://as.example/2"), second.abort_handle()));
         assert_eq!(phase.link().as_deref(), Some("https://as.example/2"));
         assert!(aborted(first).await);
@@ -878,14 +888,9 @@ mod tests {
 
     #[tokio::test]
     async fn stop_aborts_a_waiting_sign_in_and_is_final() {
-        let mut phase = Phase::SignedOut;
-        let task = waiting_task();
-        let shown = link("https://as.example/authorize");
-        assert!(phase.link_made(Arc::clone(&shown), task.abort_handle()));
+        let (mut phase, shown, task) = waiting_at(AUTHORIZE);
         phase.stop();
-        assert_eq!(format!("{phase:?}"), "Stopped");
-        assert_eq!(phase.link(), None);
-        assert!(phase.grant().is_none());
+        assert_phase(&phase, "Stopped", None, None);
         assert!(aborted(task).await);
         // Nothing leaves `Stopped`: a late redirect, a start, a link, a second stop.
         assert!(!phase.redirect_done(&shown, Ok(grant())));
@@ -896,8 +901,7 @@ mod tests {
         assert_eq!(format!("{phase:?}"), "Stopped");
         let tokens = grant();
         assert!(!phase.grant_adopted(Arc::clone(&tokens)));
-        assert_eq!(format!("{phase:?}"), "Stopped(with a grant)");
-        assert!(holds(&phase, &tokens));
+        assert_phase(&phase, "Stopped(with a grant)", None, Some(&tokens));
         phase.grant_refused(&tokens);
         assert_eq!(format!("{phase:?}"), "Stopped");
     }
@@ -907,8 +911,7 @@ mod tests {
         let tokens = grant();
         let mut phase = Phase::SignedIn(Arc::clone(&tokens));
         phase.stop();
-        assert_eq!(format!("{phase:?}"), "Stopped(with a grant)");
-        assert!(holds(&phase, &tokens));
+        assert_phase(&phase, "Stopped(with a grant)", None, Some(&tokens));
         assert!(matches!(phase.start(false), Start::Held(t) if Arc::ptr_eq(&t, &tokens)));
         assert!(matches!(phase.start(true), Start::Stopped));
         phase.grant_refused(&grant());
@@ -930,23 +933,16 @@ mod tests {
         let mut phase = Phase::SignedOut;
         phase.stop();
         let task = waiting_task();
-        assert!(!phase.link_made(link("https://as.example/authorize"), task.abort_handle()));
-        assert_eq!(format!("{phase:?}"), "Stopped");
-        assert_eq!(phase.link(), None);
+        assert!(!phase.link_made(link(AUTHORIZE), task.abort_handle()));
+        assert_phase(&phase, "Stopped", None, None);
         assert!(aborted(task).await);
     }
 
     #[tokio::test]
     async fn a_401_after_stop_starts_no_sign_in() {
-        let server = TestServer::start(Options::default()).await;
-        let auth = auth(OAuthConfig::default());
+        let (server, auth) = started().await;
         auth.stop();
-        let challenge = Challenge::parse(&server.challenge()).unwrap();
-        let runtime = tokio::runtime::Handle::current();
-        let refused = auth
-            .unauthorized(&server.mcp_url(), &runtime, &challenge, None)
-            .await
-            .unwrap_err();
+        let refused = refusal_of_401(&auth, &server).await;
         assert!(refused.is_closed(), "{refused:?}");
         assert_eq!(auth.link(), None);
         assert!(server.requests().is_empty(), "{:?}", server.requests());
@@ -955,25 +951,19 @@ mod tests {
 
     #[tokio::test]
     async fn a_browser_sign_in_walks_signed_out_waiting_signed_in() {
-        let server = TestServer::start(Options::default()).await;
-        let auth = auth(OAuthConfig::default());
-        let challenge = Challenge::parse(&server.challenge()).unwrap();
-        let runtime = tokio::runtime::Handle::current();
+        let (server, auth) = started().await;
         assert_eq!(format!("{:?}", auth.phase()), "SignedOut");
         assert!(auth.token().await.unwrap().is_none());
-        let refused = auth
-            .unauthorized(&server.mcp_url(), &runtime, &challenge, None)
+        let shown = refusal_of_401(&auth, &server)
             .await
-            .unwrap_err();
-        let shown = refused.sign_in_url().unwrap().clone();
+            .sign_in_url()
+            .unwrap()
+            .clone();
         assert_eq!(format!("{:?}", auth.phase()), "Waiting");
         assert_eq!(auth.link().as_deref(), Some(&*shown));
         assert!(!auth.state().signed_in);
         // A second 401 while it waits shows the same link and starts nothing.
-        let again = auth
-            .unauthorized(&server.mcp_url(), &runtime, &challenge, None)
-            .await
-            .unwrap_err();
+        let again = refusal_of_401(&auth, &server).await;
         assert_eq!(again.sign_in_url().map(|l| &**l), Some(&*shown));
         assert_eq!(play_browser(&Url::parse(&shown).unwrap()).await, 200);
         tokio::time::timeout(std::time::Duration::from_secs(10), auth.ended())

@@ -216,6 +216,25 @@ async fn call_t(host: &Host, arguments: Value) -> Result<String, ToolError> {
     .expect("the call returns")
 }
 
+/// Starts a server that forgets every session (a restart) when `tools/call` arrives and answers
+/// it with `reply()`; makes the call from a host ready on it. The host is kept so that the trail
+/// stays the call's.
+async fn call_across_a_restart(
+    forgotten: Forgotten,
+    reply: fn() -> Reply,
+) -> (Sessions, Host, Result<String, ToolError>) {
+    let server = Sessions::start(forgotten, move |req, st| {
+        (req.method() == "tools/call").then(|| {
+            st.restart();
+            reply()
+        })
+    })
+    .await;
+    let host = ready_host(&server).await;
+    let called = call_t(&host, json!({})).await;
+    (server, host, called)
+}
+
 fn transport(message: &str) -> Result<String, ToolError> {
     Err(ToolError::new(ToolErrorKind::Transport, message))
 }
@@ -278,20 +297,12 @@ async fn a_stream_cut_inside_the_responses_own_event_resumes_after_the_last_whol
 /// call, which may have run, is not sent again.
 #[tokio::test]
 async fn a_resumption_answered_404_sends_no_cancel_and_says_the_session_was_forgotten() {
-    let server = Sessions::start(Forgotten::NotFound, |req, st| {
-        if req.method() == "tools/call" {
-            st.restart();
-            return Some(cut_after(format!(
-                "retry: 100\nid: e1\ndata: {}\n\n",
-                progress()
-            )));
-        }
-        None
+    let (server, _host, called) = call_across_a_restart(Forgotten::NotFound, || {
+        cut_after(format!("retry: 100\nid: e1\ndata: {}\n\n", progress()))
     })
     .await;
-    let host = ready_host(&server).await;
     assert_eq!(
-        call_t(&host, json!({})).await,
+        called,
         transport(
             "server \"s\": the server forgot the session while request 3 was running (it refused to resume the event stream, GET with Last-Event-ID, for an unknown session); the request may have run, so it was not sent again"
         )
@@ -345,21 +356,16 @@ async fn a_plain_text_400_about_the_session_initializes_again_once_and_resends()
 /// every call costs one `initialize`, and the call fails as rejected again.
 #[tokio::test]
 async fn a_plain_text_400_after_the_new_initialize_is_not_resent_again() {
-    let server = Sessions::start(Forgotten::PlainText400, |req, st| {
-        if req.method() == "tools/call" {
-            st.restart();
-            return Some(Reply::raw(
-                400,
-                "text/plain",
-                "Bad Request: No valid session ID provided",
-            ));
-        }
-        None
+    let (server, _host, called) = call_across_a_restart(Forgotten::PlainText400, || {
+        Reply::raw(
+            400,
+            "text/plain",
+            "Bad Request: No valid session ID provided",
+        )
     })
     .await;
-    let host = ready_host(&server).await;
     assert_eq!(
-        call_t(&host, json!({})).await,
+        called,
         transport(
             "server \"s\": the server rejected the session again right after a new initialize"
         )
