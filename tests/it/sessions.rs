@@ -139,6 +139,13 @@ async fn sequential_calls_reuse_one_connection() {
 #[tokio::test]
 async fn a_second_burst_reuses_the_connections_of_the_first() {
     let (server, host) = started().await;
+    // The standalone GET (405) is answered first, so its connection is back in the pool.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while server.unrecorded_gets() == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "no standalone GET");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
     for burst in 0..2u64 {
         let calls = (0..8u64).map(|i| call(&host, json!({"ms": 300, "sse": i % 2 == 1})));
         let texts: Vec<String> = futures_util::future::join_all(calls)

@@ -97,6 +97,8 @@ struct State {
     pending_init: Option<(Value, String)>,
     /// Declares `tools.listChanged` and serves the standalone `GET` stream.
     list_changed: bool,
+    /// How many standalone GETs were answered 405 without being recorded.
+    unrecorded_gets: usize,
     /// A forgotten session is answered with a plain-text 400 (Python SDK 1.8–1.25).
     plain_text_expiry: bool,
     /// Every standalone GET is answered 404.
@@ -236,6 +238,12 @@ impl Scripted {
     /// for `down`.
     pub fn restart_refusing_at_next_404(&self, down: Duration) {
         self.state.lock().outage = Some(down);
+    }
+
+    /// How many standalone `GET`s (of sessions that declared no `listChanged`) were answered
+    /// 405; they are not in the trail.
+    pub fn unrecorded_gets(&self) -> usize {
+        self.state.lock().unrecorded_gets
     }
 
     /// From now on a forgotten session is answered `400 text/plain` "Bad Request: No valid
@@ -494,7 +502,10 @@ async fn answer(
                 // A standalone GET to a session that declared no listChanged: no stream. The
                 // client opens one on every session; it is not recorded, so the trails of
                 // tests about other things stay exact.
-                (None, _) => Then::Unrecorded(full(405, None, "")),
+                (None, _) => {
+                    st.unrecorded_gets += 1;
+                    Then::Unrecorded(full(405, None, ""))
+                }
                 _ => Then::Now(full(405, None, "")),
             }
         } else if version.is_none() && !method.is_empty() && rpc.get("id").is_some() {
