@@ -6,6 +6,7 @@
 //! `cargo test --test it sessions:: -- --ignored` (the long generated schedules) and
 //! `cargo test --test it interop:: -- --ignored` (real peers, installed by `.ci/interop-setup.sh`).
 
+mod attack;
 mod host_logout;
 mod hostile;
 mod interop;
