@@ -591,19 +591,14 @@ impl Server {
 /// "Listening for Messages from the Server").
 ///
 /// ```text
-///   Fresh ──2xx stream──▶ Answered ──ends / breaks──▶ (reopen after the backoff)
-///     │                     │
-///     │ 405, or 404 after   │ 404: the server forgot the session ─▶ renew, next session
-///     │ the last session's  │
-///     │ GET was 404 too     │
-///     ▼                     ▼
-///   NotOffered (until another session is installed)
+///   Open ──ends / breaks──▶ Open (reopened after the backoff, with Last-Event-ID)
+///   Open ──405──▶ NotOffered
+///   Open ──404, and a ping on the session answered──▶ NotOffered (no GET endpoint)
+///   Open ──404, and the ping 404 too (session forgotten)──▶ renew; the next session is Open
 /// ```
 enum Stream {
-    /// No `GET` on this session was answered with a stream yet.
-    Fresh { last_event_id: String },
-    /// A `GET` on this session was answered with a stream at least once.
-    Answered { last_event_id: String },
+    /// The stream may be opened on this session; the last event id it carried.
+    Open { last_event_id: String },
     /// The server offers no stream on this session.
     NotOffered,
 }
@@ -612,10 +607,10 @@ enum Stream {
 /// declared `tools.listChanged`: servers send log messages, `list_changed` and requests there
 /// regardless): reopens it with `Last-Event-ID` after 1 s, doubling to 60 s (a stream that
 /// stayed open a minute resets the wait). A 405 means no stream on that session. A 404 means
-/// the server forgot the session: the loop joins or starts the connection's renewal
-/// ([`Connection::renew_after`]), which re-lists — unless the session was fresh and the last
-/// session's `GET` was answered 404 too: then the server has no `GET` endpoint, and it is
-/// treated like a 405 (said once at debug level). With no session and none being made (a
+/// either that the server forgot the session or that it has no `GET` endpoint: a `ping` on
+/// the session tells ([`Connection::still_knows`]). Answered, the stream is not offered (said
+/// once at debug level); forgotten, the loop joins or starts the connection's renewal
+/// ([`Connection::renew_after`]), which re-lists. With no session and none being made (a
 /// renewal failed while the server was down), the loop makes one after the backoff, so a long
 /// restart does not silence `list_changed` until a call comes. Each stream that opens asks for
 /// one re-listing (in `Connection::listen`), so a change made while no stream was open is not
@@ -633,8 +628,6 @@ async fn listen(connection: &Arc<Connection>) {
     let mut waits = backoff();
     // The session the stream was last opened on, and its stream's state.
     let mut on: Option<(crate::http::Current, Stream)> = None;
-    // Whether the last session's GET ended with a 404; and whether that was said.
-    let mut last_was_404 = false;
     let mut said_no_endpoint = false;
     loop {
         let seen = *installs.borrow_and_update();
@@ -653,7 +646,7 @@ async fn listen(connection: &Arc<Connection>) {
         if !on.as_ref().is_some_and(|(s, _)| s.is(&current)) {
             on = Some((
                 current,
-                Stream::Fresh {
+                Stream::Open {
                     last_event_id: String::new(),
                 },
             ));
@@ -661,13 +654,9 @@ async fn listen(connection: &Arc<Connection>) {
         let Some((session, stream)) = &mut on else {
             continue;
         };
-        let (last_event_id, fresh) = match stream {
-            Stream::NotOffered => {
-                let _ = installs.changed().await;
-                continue;
-            }
-            Stream::Fresh { last_event_id } => (last_event_id, true),
-            Stream::Answered { last_event_id } => (last_event_id, false),
+        let Stream::Open { last_event_id } = stream else {
+            let _ = installs.changed().await;
+            continue;
         };
         let opened = tokio::time::Instant::now();
         let mut wake_on_install = true;
@@ -683,27 +672,28 @@ async fn listen(connection: &Arc<Connection>) {
             }
             Ok(Listened::Ended) => {
                 tracing::debug!(namespace = %connection.namespace(), "the standalone stream ended");
-                last_was_404 = false;
-                *stream = Stream::Answered {
-                    last_event_id: std::mem::take(last_event_id),
-                };
             }
-            Err(error) if error.is_session_expired() && fresh && last_was_404 => {
-                if !said_no_endpoint {
-                    said_no_endpoint = true;
-                    tracing::debug!(namespace = %connection.namespace(), "a fresh session's standalone GET was answered 404 too: the server offers no standalone stream");
+            Err(error) if error.is_session_expired() => match connection.still_knows(session).await
+            {
+                Ok(()) => {
+                    if !said_no_endpoint {
+                        said_no_endpoint = true;
+                        tracing::debug!(namespace = %connection.namespace(), "the standalone GET was answered 404 on a live session: the server offers no standalone stream");
+                    }
+                    *stream = Stream::NotOffered;
+                    continue;
                 }
-                *stream = Stream::NotOffered;
-                continue;
-            }
-            Err(error) if error.is_session_expired() => {
-                tracing::debug!(namespace = %connection.namespace(), "the standalone stream's session expired; initializing again");
-                last_was_404 = true;
-                if let Err(error) = connection.renew_after(Some(session)).await {
-                    tracing::debug!(namespace = %connection.namespace(), reason = %error, "initializing again failed");
+                Err(gone) if gone.is_session_expired() => {
+                    tracing::debug!(namespace = %connection.namespace(), "the standalone stream's session expired; initializing again");
+                    if let Err(error) = connection.renew_after(Some(session)).await {
+                        tracing::debug!(namespace = %connection.namespace(), reason = %error, "initializing again failed");
+                    }
+                    wake_on_install = false;
                 }
-                wake_on_install = false;
-            }
+                Err(error) => {
+                    tracing::debug!(namespace = %connection.namespace(), reason = %error, "asking whether the session is live failed");
+                }
+            },
             Err(error) => {
                 tracing::debug!(namespace = %connection.namespace(), reason = %error, "the standalone stream failed");
             }

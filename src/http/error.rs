@@ -77,10 +77,14 @@ enum Kind {
         /// Whether the `Location` had a query or fragment, which is not shown.
         query_omitted: bool,
     },
-    /// A 404 to a request that carried a session id, or a 400 whose body speaks of the session
-    /// (a JSON-RPC error, or the plain text of older SDKs): the server does not know the session
-    /// (it did not process the request).
+    /// A 404 to a request that carried a session id: the server does not know the session (it
+    /// did not process the request).
     SessionExpired,
+    /// A 400 to such a request whose body speaks of the session (a JSON-RPC error, or the plain
+    /// text of older SDKs): read as [`Kind::SessionExpired`], but from the server's words, so the
+    /// session is not taken as gone for sure (it is still deleted) and a server whose fresh
+    /// session gets the same 400 stops being read that way.
+    SessionExpiredByText,
     /// The server forgot the session while request `id` was running: the resumption of its
     /// event stream (`GET` + `Last-Event-ID`) was refused as [`Kind::SessionExpired`]. The
     /// request is over (nothing to cancel, no session to cancel it on), but it may have run, so
@@ -150,7 +154,10 @@ impl Error {
     /// Whether the server no longer knows the session the request carried (also when it forgot
     /// it while the request was running: [`Error::session_lost`]).
     pub(crate) fn is_session_expired(&self) -> bool {
-        matches!(self.inner.kind, Kind::SessionExpired | Kind::SessionLost(_))
+        matches!(
+            self.inner.kind,
+            Kind::SessionExpired | Kind::SessionExpiredByText | Kind::SessionLost(_)
+        )
     }
 
     /// The JSON-RPC error that answered the request.
@@ -250,6 +257,16 @@ impl Error {
         Self::new(Kind::SessionExpired, None)
     }
 
+    /// A 400 whose body speaks of the session ([`Kind::SessionExpiredByText`]).
+    pub(crate) fn session_expired_by_text() -> Self {
+        Self::new(Kind::SessionExpiredByText, None)
+    }
+
+    /// Whether the expiry was read from a 400's words, not a 404.
+    pub(crate) fn is_expired_by_text(&self) -> bool {
+        matches!(self.inner.kind, Kind::SessionExpiredByText)
+    }
+
     /// The server forgot the session while request `id` was running (its stream's resumption
     /// was refused as an expired session). Not [`Error::may_be_running`]; never to be resent.
     pub(crate) fn session_lost(id: u64) -> Self {
@@ -322,6 +339,7 @@ impl Error {
             Kind::Status { .. } => "status",
             Kind::Redirect { .. } => "redirect",
             Kind::SessionExpired => "session expired",
+            Kind::SessionExpiredByText => "session expired (400)",
             Kind::SessionLost(_) => "session lost",
             Kind::ExpiredAgain => "session expired again",
             Kind::Rpc(_) => "rpc",
@@ -452,7 +470,9 @@ impl fmt::Display for Error {
                     ),
                 }
             }
-            Kind::SessionExpired => f.write_str("the server no longer knows this session"),
+            Kind::SessionExpired | Kind::SessionExpiredByText => {
+                f.write_str("the server no longer knows this session")
+            }
             Kind::SessionLost(id) => write!(
                 f,
                 "the server forgot the session while request {id} was running (it refused to resume the event stream, GET with Last-Event-ID, for an unknown session); the request may have run, so it was not sent again"

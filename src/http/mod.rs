@@ -96,6 +96,10 @@ pub(crate) struct Connection {
     refused_after_refresh: Mutex<Option<secrecy::SecretString>>,
     /// What notifications and session renewals tell the server's task.
     signals: Signals,
+    /// Whether a 400 whose words speak of the session is read as a forgotten session; cleared
+    /// when a fresh session got the same 400 (then those words are about the request, such as
+    /// a tool's own "session").
+    session_400s: std::sync::atomic::AtomicBool,
 }
 
 /// The current session as the server's task sees it: a handle for [`Connection::listen`] and
@@ -168,6 +172,7 @@ impl Connection {
             cleanups: TaskTracker::new(),
             closing: CancellationToken::new(),
             signals: Signals::default(),
+            session_400s: std::sync::atomic::AtomicBool::new(true),
         }
     }
 
@@ -248,16 +253,59 @@ impl Connection {
         })
     }
 
+    /// Asks the server, with a `ping` on session `on` alone (no renewal, no resend), whether it
+    /// still knows that session (MCP 2025-11-25, utilities: ping): for a `404` to the
+    /// standalone `GET`, which means either a forgotten session or no `GET` endpoint. `Ok` when
+    /// the server answered (any JSON-RPC answer: the session is live). A session the server
+    /// says it does not know is forgotten here (no `DELETE`).
+    ///
+    /// # Errors
+    /// [`Error::is_session_expired`] when the server forgot the session; any other failure.
+    ///
+    /// # Cancel safety
+    /// Cancel safe as to state: a drop leaves the ping in the in-flight table only as it would
+    /// any dropped request, cancelled by whoever ends it.
+    pub(crate) async fn still_knows(self: &Arc<Self>, on: &Current) -> Result<(), Error> {
+        let session = &on.session;
+        let id = self.next_id();
+        let body = Bytes::from(jsonrpc::request(id, "ping", &serde_json::json!({})));
+        let _cancel = self.cancel_on_drop(id, "the client stopped waiting for ping");
+        if !lock(&self.flights).sent(id, session) {
+            return Err(Error::closed());
+        }
+        let answered = match self.post_request(id, body, "ping", session).await {
+            Ok(response) => {
+                let any = |_: &RawValue, _: &Bytes| -> Decoded<()> { Ok(()) };
+                match self.read_response(response, id, session, &any).await {
+                    Err(e) if e.rpc().is_some() => Ok(()),
+                    other => other,
+                }
+            }
+            Err(e) => Err(e),
+        };
+        match &answered {
+            Err(e) if e.is_expired_by_text() => lock(&self.sessions).retire(session),
+            Err(e) if e.is_session_expired() => lock(&self.sessions).forget(session),
+            _ => {}
+        }
+        if answered
+            .as_ref()
+            .map_or_else(|e| !e.may_be_running(), |()| true)
+        {
+            lock(&self.flights).finish(id);
+        }
+        answered
+    }
+
     /// Changes each time a session is installed (the first start's, or a renewal's).
     pub(crate) fn installs(&self) -> tokio::sync::watch::Receiver<Installs> {
         lock(&self.sessions).installs()
     }
 
-    /// Initializes a new session because the standalone stream's `GET` on `stale` was answered
-    /// 404, unless something already replaced it, or because there is none (`None`: a renewal
-    /// failed while the server was down); joins a renewal that runs. `stale` stays owned and is
-    /// deleted with the others (that 404 may mean the server has no `GET` endpoint, not that
-    /// it forgot the session). Such a renewal asks for a re-listing
+    /// Initializes a new session because the server forgot `stale` (the standalone stream's
+    /// `GET` was answered 404 and a `ping` on it too, [`Connection::still_knows`]), unless
+    /// something already replaced it, or because there is none (`None`: a renewal failed while
+    /// the server was down); joins a renewal that runs. Such a renewal asks for a re-listing
     /// ([`Signals::session_renewed`]).
     ///
     /// # Errors
@@ -269,10 +317,9 @@ impl Connection {
         self: &Arc<Self>,
         stale: Option<&Current>,
     ) -> Result<(), Error> {
-        if let Some(stale) = stale {
-            lock(&self.sessions).retire(&stale.session);
-        }
-        self.session(None, false).await.map(drop)
+        self.session(stale.map(|s| &s.session), false)
+            .await
+            .map(drop)
     }
 
     /// The Host's runtime, where every exchange of this connection runs.
@@ -389,12 +436,23 @@ impl Connection {
                 }
                 Err(e) if e.is_session_expired() => {
                     lock(&self.flights).waiting(id);
+                    let by_text = e.is_expired_by_text();
                     if resent {
+                        if by_text {
+                            tracing::debug!(namespace = %self.namespace, method, id, "a fresh session got the same 400: such 400s are the request's own from now on");
+                            self.session_400s.store(false, Ordering::Relaxed);
+                        }
                         return Err(Error::expired_again());
                     }
                     resent = true;
                     tracing::debug!(namespace = %self.namespace, method, id, "session expired; initializing again");
-                    session = self.session(Some(&session), by_listing).await?;
+                    if by_text {
+                        // The server's words, not a 404: the session is left (still deleted).
+                        lock(&self.sessions).retire(&session);
+                        session = self.session(None, by_listing).await?;
+                    } else {
+                        session = self.session(Some(&session), by_listing).await?;
+                    }
                     continue;
                 }
                 Err(e) => return Err(e),

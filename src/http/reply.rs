@@ -78,8 +78,12 @@ impl Connection {
             _ => None,
         };
         let preview = read_preview(response).await;
-        if carried_session && status == StatusCode::BAD_REQUEST && speaks_of_session(&preview) {
-            return Err(Error::session_expired());
+        if carried_session
+            && status == StatusCode::BAD_REQUEST
+            && self.session_400s.load(std::sync::atomic::Ordering::Relaxed)
+            && speaks_of_session(&preview)
+        {
+            return Err(Error::session_expired_by_text());
         }
         // A preview cut at its bound (less up to 3 bytes of a split character) may end inside
         // a secret: redact that piece too.

@@ -105,7 +105,8 @@ pub(crate) struct Session {
     /// The negotiated protocol version, for `MCP-Protocol-Version`; unset until the server's
     /// `initialize` answer was read and accepted.
     version: OnceLock<HeaderValue>,
-    /// Set once the client sent the `DELETE` for it.
+    /// Set once the client sent the `DELETE` for it, or the server said it forgot it: no
+    /// request, cancel or `DELETE` goes to it any more.
     deleted: AtomicBool,
     /// What the server's `initialize` answer declared; unset until it was read and accepted.
     initialized: OnceLock<Initialized>,
@@ -131,7 +132,7 @@ impl Session {
         self.initialized.get()
     }
 
-    /// Whether the client already deleted it.
+    /// Whether the client deleted it or the server forgot it.
     pub(super) fn is_deleted(&self) -> bool {
         self.deleted.load(Ordering::Acquire)
     }
@@ -269,12 +270,13 @@ impl Sessions {
         if matches!(&self.link, Link::Live(s) if Arc::ptr_eq(s, stale)) {
             self.link = Link::Idle;
         }
+        // Marked as ended: a cancel of a request still held on it is not sent there.
+        stale.deleted.store(true, Ordering::Release);
         self.owned.retain(|s| !Arc::ptr_eq(s, stale));
     }
 
-    /// Transition: the live session goes `Idle` if it is `stale`, which stays owned (it is
-    /// deleted with the others): a `404` to the standalone `GET` may mean no `GET` endpoint
-    /// rather than a forgotten session, so the client does not take it as one.
+    /// Transition: the live session goes `Idle` if it is `stale`, which stays owned and is
+    /// deleted with the others: the server's words (a 400) said it is gone, not a 404.
     pub(super) fn retire(&mut self, stale: &Arc<Session>) {
         if matches!(&self.link, Link::Live(s) if Arc::ptr_eq(s, stale)) {
             self.link = Link::Idle;

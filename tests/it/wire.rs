@@ -1345,6 +1345,8 @@ async fn a_get_answered_404_renews_the_session_which_is_listed_again() {
             match method {
                 "tools/list" if first => mock::result(request, tools(&["a"])),
                 "tools/list" => mock::result(request, tools(&["a", "b"])),
+                // Asked whether s-0 is live after its GET's 404: it is gone.
+                "ping" if first => ResponseTemplate::new(404),
                 _ => ResponseTemplate::new(202),
             }
         },
@@ -1367,6 +1369,7 @@ async fn a_get_answered_404_renews_the_session_which_is_listed_again() {
             "POST notifications/initialized s-0",
             "POST tools/list s-0",
             "GET  s-0",
+            "POST ping s-0",
             "POST initialize",
             "POST notifications/initialized s-1",
             "POST tools/list s-1",
