@@ -200,7 +200,22 @@ struct Shared {
 impl TestServer {
     /// Starts a server with `options` on 127.0.0.1.
     pub async fn start(options: Options) -> TestServer {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        // A port no earlier test server of this process had: the sign-in store is keyed by the
+        // server's URL and shared by the process, so a reused port would find the grant and
+        // registration of another server (which this one refuses as `invalid_client`).
+        static USED: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+        let mut refused = Vec::new();
+        let listener = loop {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let mut used = USED.lock().unwrap();
+            if !used.contains(&port) {
+                used.push(port);
+                break listener;
+            }
+            refused.push(listener);
+        };
+        drop(refused);
         let base = Url::parse(&format!("http://{}", listener.local_addr().unwrap())).unwrap();
         let options = Arc::new(options);
         let log = Arc::new(Mutex::new(Log::default()));
