@@ -152,8 +152,8 @@ fn scripted_cancels(server: &Scripted) -> Vec<String> {
 /// README "Sessions and cancellation": "No cancel follows ... an expired session". Call A is
 /// held on `s-1`; the server then forgets `s-1`, and call B is answered 404 on it (the session
 /// is forgotten and B goes on in `s-2`). Dropping A must not send its cancel to `s-1`, the
-/// session the server just said it forgot (issue: "every cancel names a request in flight on
-/// the session it is sent to"); at the Pack's drop the same request is rightly left out.
+/// session the server just said it forgot (every cancel names a request in flight on the
+/// session it is sent to); at the Pack's drop the same request is rightly left out.
 #[tokio::test]
 async fn a_dropped_call_sends_its_cancel_to_a_session_another_call_found_forgotten() {
     let server = Scripted::start().await;
@@ -248,11 +248,11 @@ async fn a_dropped_call_sends_its_cancel_to_a_session_the_standalone_get_found_g
 }
 
 /// README "The standalone stream": after a restart "the stream's loop makes a session itself
-/// ... so `list_changed` is heard again without waiting for a call"; issue: "the GET stream is
-/// open whenever the session is live and the server allows it". Two restarts in a row: the
+/// ... so `list_changed` is heard again without waiting for a call": the `GET` stream is open
+/// whenever the session is live and the server allows it. Two restarts in a row: the
 /// first is found by the `GET` on `m-1` (404, a new session `m-2`); the second forgets `m-2`
-/// before its first `GET`. That `GET` is 404 too, and the loop takes the server for one without
-/// a `GET` endpoint: no session is made and the stream stays shut until some call comes.
+/// before its first `GET`. That `GET` is 404 too; the loop used to take the server for one
+/// without a `GET` endpoint, so no session was made and the stream stayed shut until a call.
 #[tokio::test(start_paused = true)]
 async fn two_restarts_in_a_row_leave_the_standalone_stream_shut_until_a_call() {
     heartbeat();
@@ -302,11 +302,11 @@ async fn two_restarts_in_a_row_leave_the_standalone_stream_shut_until_a_call() {
     drop(host);
 }
 
-/// Issue 16 (9): "a restart must be recovered from, without a re-initialize storm on genuine
-/// 400s"; README "Sessions and cancellation": each session the client holds is deleted. A tool
+/// README "Sessions and cancellation": a restart is recovered from without a re-initialize
+/// storm on genuine 400s, and each session the client holds is deleted. A tool
 /// whose plain-text 400 speaks of an application's session ("the booking session 42 was not
-/// found") while the MCP session is alive: each call forgets a session the server still knows
-/// (never sent its `DELETE`) and makes a new one.
+/// found") while the MCP session is alive: each call used to forget a session the server still
+/// knew (never sent its `DELETE`) and make a new one.
 #[tokio::test]
 async fn a_tools_plain_text_400_about_its_own_session_leaks_a_session_per_call() {
     let server = Sessioned::start(|req, _| {

@@ -1,4 +1,4 @@
-//! Findings of a review of the refactor (issue 15), each pinned as a test through the Host
+//! Findings of a review of the module-layers refactor, each pinned as a test through the Host
 //! contract. A test marked `#[ignore = "finding: ..."]` fails on the code under review; the
 //! others confirm behaviour the review probed and found right.
 //!
