@@ -1,12 +1,12 @@
 //! The in-flight table: which requests may be running on the server, and on which session.
 //!
-//! A request enters the table when its id is handed out, before any of its code runs, and leaves it when the server answered it,
-//! refused it (an HTTP error status, an expired session), or never got it (a failed connect).
-//! While it is on the wire its entry names the session it went out on — the resend after a new
-//! `initialize` included — so a `notifications/cancelled` for it goes to that session with that
-//! session's headers. Taking an entry out is the one way to decide to cancel, so a request is
-//! cancelled at most once, however many parties (the dropped call, its deadline, the Pack's
-//! shutdown) want it cancelled.
+//! A request enters the table when its id is handed out, before any of its code runs, and leaves it
+//! when the server answered it, refused it (an HTTP error status, an expired session), or never got
+//! it (a failed connect). While it is on the wire its entry names the session it went out on — the
+//! resend after a new `initialize` included — so a `notifications/cancelled` for it goes to that
+//! session with that session's headers. Taking an entry out is the one way to decide to cancel, so
+//! a request is cancelled at most once, however many parties (the dropped call, its deadline, the
+//! Pack's shutdown) want it cancelled.
 //!
 //! "On the wire" starts when the POST is handed to the HTTP client and ends as soon as an error
 //! status arrives (before its body is read). A request dropped just after it was handed over may

@@ -165,7 +165,7 @@ pub(super) struct Renewal {
 ///    │  │ start abandoned      │  ▼                                   │
 ///    │  └──────────────── Initializing(renewal) ◀─────────────────────┘
 ///    │                          renewal ok ─▶ Live(new)
-///    └── close (from any state) ─▶ Closed   (a renewal running is awaited, bounded, then stopped)
+///    └── close (from any state) ─▶ Closed   (a renewal running is stopped)
 /// ```
 pub(super) enum Link {
     /// No session: before the first handshake, after the server forgot the last one, after a
