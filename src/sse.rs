@@ -39,9 +39,9 @@
 //!
 //! # Bounds and copies
 //! The bytes held for one event — its `data` values, its type, the last event ID (buffer and
-//! dispatched value, once each) and the line still being read, field names included — never exceed [`MAX_MESSAGE_BYTES`]: a line that would
-//! pass it is refused with [`SseError::TooLarge`] before it is kept. A comment line is skipped as
-//! it arrives and holds nothing, however long.
+//! dispatched value, once each) and the line still being read, field names included — never
+//! exceed [`MAX_MESSAGE_BYTES`]: a line that would pass it is refused with [`SseError::TooLarge`]
+//! before it is kept. A comment line is skipped as it arrives and holds nothing, however long.
 //!
 //! A line that arrives inside one chunk is a [`Bytes::slice`] of that chunk. A line cut by chunk
 //! boundaries is copied piece by piece, as each chunk arrives, into one buffer of the framer's
