@@ -6,138 +6,15 @@
 //! hostile harness that hands out sessions `m-1`, `m-2`, …, can forget them, and lets each test
 //! script `tools/call` and the standalone `GET`).
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use runvil_plugin::ToolErrorKind;
 use serde_json::{Value, json};
 
+use crate::machine::{Sessioned, heartbeat, ready, saw_get, streaming};
 use crate::support::Host;
-use crate::support::hostile::{
-    Received, Reply, Server, entry, result, rpc_error, serve_every_get, text_result, tool,
-    tools_page,
-};
+use crate::support::hostile::{Reply, entry, tool};
 use crate::support::scripted::Scripted;
-
-/// On a paused clock, keeps a timer at most 50 ms ahead, so no jump skips past a deadline while
-/// the peers are between two socket reads.
-fn heartbeat() {
-    tokio::spawn(async {
-        loop {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    });
-}
-
-#[derive(Default)]
-struct State {
-    issued: usize,
-    live: Vec<String>,
-    list_changed: bool,
-}
-
-type Answer = Arc<dyn Fn(&Received, &Arc<Mutex<State>>) -> Option<Reply> + Send + Sync>;
-
-/// A scripted 2025-era server with sessions (as in the machine tests): a request carrying a
-/// session it does not know gets 404; `initialize` makes `m-<n>`; `DELETE` ends a session; a
-/// `GET` not handled is 405; `tools/list` lists `t`; `tools/call` not handled answers `done`.
-struct Sessioned {
-    server: Server,
-    state: Arc<Mutex<State>>,
-}
-
-impl Sessioned {
-    async fn start(
-        answer: impl Fn(&Received, &Arc<Mutex<State>>) -> Option<Reply> + Send + Sync + 'static,
-    ) -> Sessioned {
-        let state = Arc::new(Mutex::new(State::default()));
-        let answer: Answer = Arc::new(answer);
-        let shared = Arc::clone(&state);
-        let server = serve_every_get(move |req| {
-            let state = Arc::clone(&shared);
-            let answer = Arc::clone(&answer);
-            async move { respond(&req, &state, &answer) }
-        })
-        .await;
-        Sessioned { server, state }
-    }
-
-    fn forget_all(&self) {
-        self.state.lock().unwrap().live.clear();
-    }
-
-    fn issued(&self) -> usize {
-        self.state.lock().unwrap().issued
-    }
-
-    fn live(&self) -> Vec<String> {
-        self.state.lock().unwrap().live.clone()
-    }
-
-    fn lines(&self) -> Vec<String> {
-        self.server
-            .requests()
-            .iter()
-            .map(|r| {
-                let session = r.header("mcp-session-id").unwrap_or_else(|| "-".into());
-                format!("{} {} {session}", r.http_method, r.method())
-            })
-            .collect()
-    }
-}
-
-fn respond(req: &Received, state: &Arc<Mutex<State>>, answer: &Answer) -> Reply {
-    let session = req.header("mcp-session-id");
-    {
-        let mut st = state.lock().unwrap();
-        if let Some(s) = &session
-            && !st.live.contains(s)
-        {
-            return Reply::raw(404, "text/plain", "no such session");
-        }
-        if req.method() == "initialize" {
-            st.issued += 1;
-            let id = format!("m-{}", st.issued);
-            st.live.push(id.clone());
-            let tools = if st.list_changed {
-                json!({"listChanged": true})
-            } else {
-                json!({})
-            };
-            let body = json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": tools},
-                              "serverInfo": {"name": "sessioned", "version": "0"}});
-            return Reply::json(&result(&req.id(), body)).header("mcp-session-id", &id);
-        }
-        if req.http_method == "DELETE" {
-            st.live.retain(|s| Some(s) != session.as_ref());
-            return Reply::raw(200, "text/plain", "");
-        }
-    }
-    if let Some(reply) = answer(req, state) {
-        return reply;
-    }
-    if req.http_method == "GET" {
-        return Reply::raw(405, "text/plain", "");
-    }
-    if req.rpc.get("id").is_none() || req.rpc.get("method").is_none() {
-        return Reply::accepted();
-    }
-    match req.method() {
-        "tools/list" => Reply::json(&tools_page(
-            &req.id(),
-            vec![tool("t", "a tool"), tool("book", "books")],
-            None,
-        )),
-        "tools/call" => Reply::json(&text_result(&req.id(), "done")),
-        _ => Reply::json(&rpc_error(&req.id(), -32601, "Method not found")),
-    }
-}
-
-async fn ready(server: &Sessioned) -> Host {
-    let host = Host::new(json!({"m": entry(&server.server.url)}));
-    host.ready("m", Duration::from_secs(20)).await;
-    host
-}
 
 /// The scripted server's `notifications/cancelled` steps, as `session status`.
 fn scripted_cancels(server: &Scripted) -> Vec<String> {
@@ -212,12 +89,7 @@ async fn a_dropped_call_sends_its_cancel_to_a_session_the_standalone_get_found_g
     })
     .await;
     let host = ready(&server).await;
-    server
-        .server
-        .wait_until(Duration::from_secs(5), "a GET on m-1", |r| {
-            r.iter().any(|r| r.http_method == "GET")
-        })
-        .await;
+    saw_get(&server).await;
     let held = tokio::spawn(host.pack.call(
         "mcp/call_dynamic_tool",
         json!({"namespace": "m", "toolName": "t", "arguments": {}}),
@@ -256,24 +128,7 @@ async fn a_dropped_call_sends_its_cancel_to_a_session_the_standalone_get_found_g
 #[tokio::test(start_paused = true)]
 async fn two_restarts_in_a_row_leave_the_standalone_stream_shut_until_a_call() {
     heartbeat();
-    let server = Sessioned::start(|req, _| {
-        (req.http_method == "GET").then(|| {
-            let ends = futures_util::stream::once(async {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                Ok(bytes::Bytes::from_static(b": bye\n\n"))
-            });
-            Reply::stream(200, "text/event-stream", ends)
-        })
-    })
-    .await;
-    server.state.lock().unwrap().list_changed = true;
-    let host = ready(&server).await;
-    server
-        .server
-        .wait_until(Duration::from_secs(5), "a GET on m-1", |r| {
-            r.iter().any(|r| r.http_method == "GET")
-        })
-        .await;
+    let (server, host) = streaming().await;
     // Restart 1: found by the GET on m-1, which makes m-2 and re-lists on it.
     server.forget_all();
     server
@@ -319,6 +174,7 @@ async fn a_tools_plain_text_400_about_its_own_session_leaks_a_session_per_call()
         })
     })
     .await;
+    server.set(|s| s.tools.push(tool("book", "books")));
     let host = ready(&server).await;
     for _ in 0..3 {
         let called = tokio::time::timeout(

@@ -20,7 +20,7 @@ use crate::support::hostile::{
 
 /// On a paused clock, keeps a timer at most 50 ms ahead, so no jump skips past a deadline while
 /// the peers are between two socket reads (as in the hostile tests).
-fn heartbeat() {
+pub(crate) fn heartbeat() {
     tokio::spawn(async {
         loop {
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -30,27 +30,29 @@ fn heartbeat() {
 
 /// What a [`Sessioned`] server knows and how it answers.
 #[derive(Default)]
-struct State {
-    issued: usize,
-    live: Vec<String>,
+pub(crate) struct State {
+    pub(crate) issued: usize,
+    pub(crate) live: Vec<String>,
     /// `initialize` answers after this long (none: at once).
-    init_delay: Option<Duration>,
+    pub(crate) init_delay: Option<Duration>,
     /// `initialize` answers 404 (a server restarting) while set.
-    restarting: bool,
+    pub(crate) restarting: bool,
     /// The `instructions` of each `initialize` answer.
-    instructions: Option<String>,
+    pub(crate) instructions: Option<String>,
     /// Declares `tools.listChanged`.
-    list_changed: bool,
+    pub(crate) list_changed: bool,
     /// `notifications/cancelled` and `DELETE` get no answer (their headers never come).
-    hang_goodbyes: bool,
+    pub(crate) hang_goodbyes: bool,
+    /// Listed beside `t`.
+    pub(crate) tools: Vec<Value>,
 }
 
 type Answer = Arc<dyn Fn(&Received, &Arc<Mutex<State>>) -> Option<Reply> + Send + Sync>;
 
 /// A scripted 2025-era server with sessions.
-struct Sessioned {
-    server: Server,
-    state: Arc<Mutex<State>>,
+pub(crate) struct Sessioned {
+    pub(crate) server: Server,
+    pub(crate) state: Arc<Mutex<State>>,
 }
 
 impl Sessioned {
@@ -58,7 +60,7 @@ impl Sessioned {
     /// request carrying a session the server does not know gets 404 first, `initialize` makes a
     /// session, notifications get 202, `DELETE` ends the session, a `GET` not handled is 405,
     /// `tools/list` not handled lists one tool `t`, `tools/call` not handled answers `done`.
-    async fn start(
+    pub(crate) async fn start(
         answer: impl Fn(&Received, &Arc<Mutex<State>>) -> Option<Reply> + Send + Sync + 'static,
     ) -> Sessioned {
         let state = Arc::new(Mutex::new(State::default()));
@@ -79,21 +81,26 @@ impl Sessioned {
         Sessioned { server, state }
     }
 
-    fn set(&self, change: impl FnOnce(&mut State)) {
+    pub(crate) fn set(&self, change: impl FnOnce(&mut State)) {
         change(&mut self.state.lock().unwrap());
     }
 
     /// Forgets every session (a restart that kept the port).
-    fn forget_all(&self) {
+    pub(crate) fn forget_all(&self) {
         self.state.lock().unwrap().live.clear();
     }
 
-    fn issued(&self) -> usize {
+    pub(crate) fn issued(&self) -> usize {
         self.state.lock().unwrap().issued
     }
 
+    /// The sessions it still knows, in the order it issued them.
+    pub(crate) fn live(&self) -> Vec<String> {
+        self.state.lock().unwrap().live.clone()
+    }
+
     /// `VERB method session` of every request, in arrival order.
-    fn lines(&self) -> Vec<String> {
+    pub(crate) fn lines(&self) -> Vec<String> {
         self.server
             .requests()
             .iter()
@@ -159,19 +166,52 @@ fn respond(req: &Received, state: &Arc<Mutex<State>>, answer: &Answer) -> Reply 
         return Reply::accepted();
     }
     match req.method() {
-        "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool("t", "a tool")], None)),
+        "tools/list" => {
+            let mut tools = vec![tool("t", "a tool")];
+            tools.extend(state.lock().unwrap().tools.iter().cloned());
+            Reply::json(&tools_page(&req.id(), tools, None))
+        }
         "tools/call" => Reply::json(&text_result(&req.id(), "done")),
         _ => Reply::json(&rpc_error(&req.id(), -32601, "Method not found")),
     }
 }
 
-async fn ready(server: &Sessioned) -> Host {
+pub(crate) async fn ready(server: &Sessioned) -> Host {
     let host = Host::new(json!({"m": entry(&server.server.url)}));
     host.ready("m", Duration::from_secs(20)).await;
     host
 }
 
-fn call_args(tool: &str) -> Value {
+/// A ready [`Sessioned`] server declaring `listChanged` whose standalone streams each end after
+/// 1 s, once its first `GET` (on `m-1`) arrived.
+pub(crate) async fn streaming() -> (Sessioned, Host) {
+    let server = Sessioned::start(|req, _| {
+        (req.http_method == "GET").then(|| {
+            let ends = futures_util::stream::once(async {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                Ok(bytes::Bytes::from_static(b": bye\n\n"))
+            });
+            Reply::stream(200, "text/event-stream", ends)
+        })
+    })
+    .await;
+    server.set(|s| s.list_changed = true);
+    let host = ready(&server).await;
+    saw_get(&server).await;
+    (server, host)
+}
+
+/// Waits (at most 5 s) until a standalone `GET` arrived.
+pub(crate) async fn saw_get(server: &Sessioned) {
+    server
+        .server
+        .wait_until(Duration::from_secs(5), "a GET", |r| {
+            r.iter().any(|r| r.http_method == "GET")
+        })
+        .await;
+}
+
+pub(crate) fn call_args(tool: &str) -> Value {
     json!({"namespace": "m", "toolName": tool, "arguments": {}})
 }
 
@@ -285,25 +325,7 @@ async fn a_relisting_that_hits_its_deadline_cancels_its_page() {
 #[tokio::test(start_paused = true)]
 async fn after_a_long_restart_the_standalone_stream_reopens_without_a_call() {
     heartbeat();
-    let server = Sessioned::start(|req, _| {
-        // Each standalone stream ends after 1 s.
-        (req.http_method == "GET").then(|| {
-            let ends = futures_util::stream::once(async {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                Ok(bytes::Bytes::from_static(b": bye\n\n"))
-            });
-            Reply::stream(200, "text/event-stream", ends)
-        })
-    })
-    .await;
-    server.set(|s| s.list_changed = true);
-    let host = ready(&server).await;
-    server
-        .server
-        .wait_until(Duration::from_secs(5), "a GET on m-1", |r| {
-            r.iter().any(|r| r.http_method == "GET")
-        })
-        .await;
+    let (server, host) = streaming().await;
     // The restart: m-1 forgotten, initialize refused for 20 s.
     server.forget_all();
     server.set(|s| s.restarting = true);

@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use crate::support::Host;
 use crate::support::mock;
+use crate::support::mock::matchers::path;
+use crate::support::mock::{Mock, MockServer};
 use runvil_plugin::{Pack, Packs, Services, TOKIO_RUNTIME, ToolErrorKind, Unavailable};
 use serde_json::{Value, json};
-use wiremock::matchers::path;
-use wiremock::{Mock, MockServer};
 
 const WAIT: Duration = Duration::from_secs(10);
 

@@ -1,14 +1,14 @@
-//! Wire behaviour against a scripted server (`wiremock`): the headers and bodies the client
+//! Wire behaviour against a scripted server ([`crate::support::mock`]): the headers and bodies the client
 //! sends, JSON and SSE replies, pagination, redirects, session expiry, errors.
 
 use std::time::Duration;
 
 use crate::support::Host;
+use crate::support::mock::matchers::{method, path};
 use crate::support::mock::{self, body, header};
+use crate::support::mock::{Mock, MockServer, Request, ResponseTemplate};
 use runvil_plugin::ToolErrorKind;
 use serde_json::{Value, json};
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
 const WAIT: Duration = Duration::from_secs(10);
 

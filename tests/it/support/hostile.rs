@@ -1,5 +1,5 @@
 //! A small MCP-ish server for hostile-server tests, built on hyper so that a reply can be sent
-//! slowly, in pieces, endlessly, cut off mid-body, or never (wiremock can do none of these).
+//! slowly, in pieces, endlessly, cut off mid-body, or never.
 //!
 //! Every request is recorded (HTTP method, headers, body, and when it arrived, in Tokio time so
 //! paused-time tests read virtual seconds). The test gives an async handler that turns each
