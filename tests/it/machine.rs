@@ -290,7 +290,13 @@ async fn a_relisting_during_a_renewal_keeps_the_tools() {
         host.call("call_dynamic_tool", call_args("unlisted")).await
     });
     assert_eq!(called, Ok("done".into()));
-    assert_eq!(missed.unwrap_err().kind, ToolErrorKind::NotFound);
+    assert_eq!(
+        missed,
+        Err(ToolError::new(
+            ToolErrorKind::NotFound,
+            "server \"m\" has no tool \"unlisted\"; list its tools with mcp/get_dynamic_tools {\"namespace\":\"m\"}"
+        ))
+    );
     assert_eq!(tool_names(&host).await, ["t"]);
     assert_eq!(server.issued(), 2);
 }
@@ -307,7 +313,13 @@ async fn a_relisting_that_hits_its_deadline_cancels_its_page() {
     .await;
     let host = ready(&server).await;
     let missed = host.call("call_dynamic_tool", call_args("unlisted")).await;
-    assert_eq!(missed.unwrap_err().kind, ToolErrorKind::NotFound);
+    assert_eq!(
+        missed,
+        Err(ToolError::new(
+            ToolErrorKind::NotFound,
+            "server \"m\" has no tool \"unlisted\"; list its tools with mcp/get_dynamic_tools {\"namespace\":\"m\"}"
+        ))
+    );
     let page = server.server.with_method("tools/list")[1].id();
     assert_eq!(
         server.server.cancellations().await,
@@ -614,7 +626,10 @@ async fn the_cleanup_of_a_connection_is_bounded_as_a_whole() {
         "{took:?}"
     );
     let ended = call.await.unwrap();
-    assert_eq!(ended.unwrap_err().kind, ToolErrorKind::Transport);
+    assert_eq!(
+        ended,
+        Err(ToolError::new(ToolErrorKind::Transport, STOPPED))
+    );
     assert!(
         server.lines().contains(&"DELETE  m-1".to_string()),
         "{:#?}",
