@@ -42,6 +42,7 @@ auth
 config
 http::error
 http::events
+http::modern
 http::client
 http::session
 http::inflight

@@ -23,12 +23,46 @@ pub(crate) struct Incoming<'a> {
     pub(crate) error: Option<RpcError>,
 }
 
-/// A JSON-RPC error object.
-#[derive(Deserialize, Debug, Clone, PartialEq)]
+/// A JSON-RPC error object. `data` is kept raw (and unscrubbed: it is read, never shown whole)
+/// for the modern errors whose `data` says what to do (MCP 2026-07-28, schema: "Errors").
+#[derive(Deserialize, Clone, Default)]
 pub(crate) struct RpcError {
     pub(crate) code: i64,
     #[serde(default)]
     pub(crate) message: String,
+    #[serde(default)]
+    pub(crate) data: Option<Box<RawValue>>,
+}
+
+impl RpcError {
+    /// An error with no `data`.
+    #[cfg(test)]
+    pub(crate) fn new(code: i64, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+}
+
+impl PartialEq for RpcError {
+    fn eq(&self, other: &Self) -> bool {
+        self.code == other.code
+            && self.message == other.message
+            && self.data.as_ref().map(|d| d.get()) == other.data.as_ref().map(|d| d.get())
+    }
+}
+
+/// Shows `data` by its size only: it is the server's, unscrubbed.
+impl std::fmt::Debug for RpcError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RpcError")
+            .field("code", &self.code)
+            .field("message", &self.message)
+            .field("data_bytes", &self.data.as_ref().map(|d| d.get().len()))
+            .finish()
+    }
 }
 
 /// What an incoming message is.
@@ -111,6 +145,27 @@ pub(crate) fn request(id: u64, method: &str, params: &impl serde::Serialize) -> 
         params,
     })
     .expect("a request of plain data serializes")
+}
+
+/// A modern request body (MCP 2026-07-28, basic "Request metadata"): as [`request`], with
+/// `meta` (the text of one JSON object) as the `_meta` member of `params`, which must be the
+/// text of a JSON object without `_meta`.
+pub(crate) fn request_with_meta(id: u64, method: &str, params: &str, meta: &str) -> Vec<u8> {
+    let method = serde_json::to_string(method).expect("a string serializes");
+    let rest = params.trim_start().strip_prefix('{').unwrap_or("}");
+    let rest = rest.trim_start();
+    let comma = if rest.starts_with('}') { "" } else { "," };
+    let mut body = Vec::with_capacity(64 + method.len() + params.len() + meta.len());
+    body.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    body.extend_from_slice(id.to_string().as_bytes());
+    body.extend_from_slice(br#","method":"#);
+    body.extend_from_slice(method.as_bytes());
+    body.extend_from_slice(br#","params":{"_meta":"#);
+    body.extend_from_slice(meta.as_bytes());
+    body.extend_from_slice(comma.as_bytes());
+    body.extend_from_slice(rest.as_bytes());
+    body.push(b'}');
+    body
 }
 
 /// A notification body: `{"jsonrpc":"2.0","method":<method>,"params":<params>}`.
@@ -244,6 +299,14 @@ mod tests {
         assert_eq!(
             notification("notifications/initialized", &serde_json::json!({})),
             br#"{"jsonrpc":"2.0","method":"notifications/initialized","params":{}}"#
+        );
+        assert_eq!(
+            request_with_meta(4, "tools/list", "{}", r#"{"v":1}"#),
+            br#"{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{"_meta":{"v":1}}}"#
+        );
+        assert_eq!(
+            request_with_meta(5, "tools/call", r#"{"name":"a","arguments":{}}"#, "{}"),
+            br#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"_meta":{},"name":"a","arguments":{}}}"#
         );
         let id = RawValue::from_string("\"abc\"".into()).unwrap();
         assert_eq!(

@@ -51,6 +51,15 @@ pub(crate) const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 /// How much of an error response's body is read and quoted, in bytes (cut on a char boundary).
 pub(crate) const ERROR_PREVIEW_BYTES: usize = 8 * 1024;
 
+/// The longest a `tools/list` ttl (`ttlMs`, MCP 2026-07-28, server/utilities/caching) is
+/// taken for: a day.
+pub(crate) const MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The largest `data` of a modern JSON-RPC error that is read (MCP 2026-07-28: the `supported`
+/// versions of `UnsupportedProtocolVersion`, the `requiredCapabilities` of
+/// `MissingRequiredClientCapability`); a larger one counts as absent.
+pub(crate) const MAX_ERROR_DATA_BYTES: usize = 4 * 1024;
+
 /// How many `tools/list` pages one start may fetch.
 pub(crate) const MAX_PAGES: usize = 100;
 

@@ -2,14 +2,17 @@
 //!
 //! - no arguments: `{"servers":[{"namespace","status","reason"?,"retryInSeconds"?,"signInUrl"?,
 //!   "tools":[names]}]}`, servers sorted by namespace and tool names sorted, both in byte order;
-//! - `namespace`: `{"namespace","status","reason"?,"retryInSeconds"?,"signInUrl"?,"instructions"?,
-//!   "tools":[{"name","description","inputSchema"}],"omitted"?:[{"name","reason"}]}`;
+//! - `namespace`: `{"namespace","status","reason"?,"retryInSeconds"?,"signInUrl"?,
+//!   "protocolVersion"?,"instructions"?,"tools":[{"name","description","inputSchema"}],
+//!   "omitted"?:[{"name","reason"}]}`;
 //! - `namespace` + `toolName`: `{"namespace","name","description","inputSchema","outputSchema"?,
 //!   "annotations"?}`.
 //!
 //! `retryInSeconds` (whole seconds, rounded up) is there when a failed start will be tried
 //! again; a refused entry has none. `omitted` is there when a ready server's listing left tools
-//! out; `instructions` (scrubbed, at most 8 KiB) when a ready server's `initialize` gave them.
+//! out; `protocolVersion` while a server is ready (the version its requests carry:
+//! `2026-07-28`, or the one `initialize` negotiated); `instructions` (scrubbed, at most 8 KiB)
+//! when a ready server's `server/discover` or `initialize` gave them.
 //! Schemas and annotations are written out verbatim, exactly as the server sent them.
 
 use serde::Serialize;
@@ -41,6 +44,8 @@ struct Summary<'a> {
 struct Detail<'a> {
     #[serde(flatten)]
     head: Head<'a>,
+    #[serde(rename = "protocolVersion", skip_serializing_if = "Option::is_none")]
+    protocol_version: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     instructions: Option<&'a str>,
     tools: Vec<ToolEntry<'a>>,
@@ -149,8 +154,13 @@ pub(crate) fn one_server(server: &Server, status: &Status) -> String {
         ),
         _ => (Vec::new(), Vec::new()),
     };
+    let protocol_version = match status {
+        Status::Ready(list) => Some(list.protocol_version).filter(|v| !v.is_empty()),
+        _ => None,
+    };
     to_json(&Detail {
         head: head(&server.namespace, status),
+        protocol_version,
         instructions: instructions.as_deref(),
         tools,
         omitted,

@@ -23,7 +23,9 @@ use serde_json::{Map, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, Entry};
-use crate::http::{Clients, Connection, Error};
+use crate::http::{Clients, Connection, Error, Wire};
+use crate::limits;
+use crate::protocol::codes;
 use crate::json::json_type;
 use crate::limits::{CALL_DEADLINE, truncate};
 use crate::server::{Server, Status, ToolList};
@@ -398,31 +400,69 @@ impl PreparedCall {
             deadline,
             lookup(&pack_id, &self.server, &self.tool_name, &shutdown),
         );
-        match looked_up.await {
-            Ok(found) => drop(found?),
+        let mut mirrored = match looked_up.await {
+            Ok(found) => self.mirrored(&found?),
             Err(_) => return Err(call_deadline(&ns)),
-        }
+        };
         let connection = &self.connection;
-        tracing::debug!(namespace = %self.namespace, id, "tools/call");
         let redactor = connection.redactor();
         let tool = Some(self.tool_name.as_str());
-        let request = connection.request(id, "tools/call", tool, &self.params, |raw, source| {
-            result::map(raw, source, redactor).map_err(Error::malformed)
-        });
-        let outcome = tokio::select! {
-            outcome = tokio::time::timeout_at(deadline, request) => outcome,
-            () = shutdown.cancelled() => return Err(stopped(&self.namespace)),
-        };
-        let outcome = match outcome {
-            Err(_) => {
-                connection.cancel(id, DEADLINE);
-                return Err(call_deadline(&ns));
+        let decode = |raw: &serde_json::value::RawValue, source: &bytes::Bytes| {
+            if let Some(asked) = crate::http::input_required(raw) {
+                return Err(Error::input_required(
+                    connection.server_text(&asked, limits::MAX_REASON_BYTES).into_owned(),
+                ));
             }
-            Ok(outcome) => outcome,
+            result::map(raw, source, redactor).map_err(Error::malformed)
         };
-        // A no-op unless the request may still be running (the in-flight table decides): its
-        // reply broke off before the answer.
-        connection.cancel(id, LOST);
+        let mut id = id;
+        // The retry after a `HeaderMismatch` goes out under an id of its own, cancelled when the
+        // call is dropped.
+        let mut retry_guard = None;
+        let outcome = loop {
+            tracing::debug!(namespace = %self.namespace, id, "tools/call");
+            let request = connection.request(id, Wire::new("tools/call", tool, &mirrored), &self.params, decode);
+            let outcome = tokio::select! {
+                outcome = tokio::time::timeout_at(deadline, request) => outcome,
+                () = shutdown.cancelled() => return Err(stopped(&self.namespace)),
+            };
+            let outcome = match outcome {
+                Err(_) => {
+                    connection.cancel(id, DEADLINE);
+                    return Err(call_deadline(&ns));
+                }
+                Ok(outcome) => outcome,
+            };
+            // A no-op unless the request may still be running (the in-flight table decides):
+            // its reply broke off before the answer.
+            connection.cancel(id, LOST);
+            match outcome {
+                Err(e)
+                    if retry_guard.is_none()
+                        && e.rpc().is_some_and(|r| r.code == codes::HEADER_MISMATCH) =>
+                {
+                    // MCP 2026-07-28, transports "Client Behavior": the tool's inputSchema may
+                    // have changed; list again, then send once more with its headers.
+                    tracing::debug!(namespace = %self.namespace, id, "HeaderMismatch; re-listing and calling once more");
+                    let relisted = tokio::time::timeout_at(deadline, async {
+                        tokio::select! {
+                            () = self.server.relist_now() => {}
+                            () = shutdown.cancelled() => {}
+                        }
+                        lookup(&pack_id, &self.server, &self.tool_name, &shutdown).await
+                    });
+                    mirrored = match relisted.await {
+                        Ok(found) => self.mirrored(&found?),
+                        Err(_) => return Err(call_deadline(&ns)),
+                    };
+                    id = connection.next_id();
+                    retry_guard = Some(connection.cancel_on_drop(id, DROPPED));
+                    continue;
+                }
+                outcome => break outcome,
+            }
+        };
+        drop(retry_guard);
         match outcome {
             Ok(mapped) => {
                 let text = mapped.text.into_string();
@@ -437,8 +477,22 @@ impl PreparedCall {
                     Ok(text)
                 }
             }
-            Err(error) => Err(call_error(&ns, &error)),
+            Err(error) => Err(call_error(&ns, &error, connection)),
         }
+    }
+}
+
+impl PreparedCall {
+    /// The `Mcp-Param-{Name}` headers of this call for the tool `found` names (its
+    /// `x-mcp-header` parameters, read from the call's `arguments`).
+    fn mirrored(&self, found: &(Arc<ToolList>, usize)) -> Vec<(http::HeaderName, http::HeaderValue)> {
+        let (list, i) = found;
+        let tool = &list.tools[*i];
+        if tool.mirrored.is_empty() {
+            return Vec::new();
+        }
+        tool.mirrored
+            .headers(self.params.get("arguments").unwrap_or(&Value::Null))
     }
 }
 
@@ -454,14 +508,29 @@ fn call_deadline(ns: &str) -> ToolError {
 }
 
 /// The model-facing error of a failed `tools/call`.
-fn call_error(ns: &str, error: &Error) -> ToolError {
+fn call_error(ns: &str, error: &Error, connection: &Connection) -> ToolError {
     if error.sign_in_url().is_some() {
         return ToolError::new(
             ToolErrorKind::Unavailable,
             format!("server {ns} is unavailable: {error}"),
         );
     }
+    if error.is_input_required() {
+        return ToolError::new(ToolErrorKind::Backend, format!("server {ns}: {error}"));
+    }
     match error.rpc() {
+        Some(rpc) if rpc.code == codes::MISSING_REQUIRED_CLIENT_CAPABILITY => {
+            let asked = crate::http::required_capabilities(rpc.data.as_deref())
+                .map(|names| format!(" ({})", connection.server_text(&names, 256)))
+                .unwrap_or_default();
+            ToolError::new(
+                ToolErrorKind::Backend,
+                format!(
+                    "server {ns} needs a client capability{asked} that this client does not have (it declares none): {}",
+                    rpc.message
+                ),
+            )
+        }
         Some(rpc) => {
             let message = if rpc.message.is_empty() {
                 format!("server {ns} answered with JSON-RPC error {}", rpc.code)

@@ -1,10 +1,15 @@
 //! The protocol's constants both sides of the stack name: the MCP versions the client offers
-//! and accepts, and the Streamable HTTP header names and values (MCP 2025-11-25, basic/
-//! transports "Streamable HTTP"). A leaf: the HTTP client and the OAuth requests import it.
+//! and accepts in each era, and the Streamable HTTP header names and values (MCP 2025-11-25 and
+//! 2026-07-28, basic/transports "Streamable HTTP"). A leaf: the HTTP client and the OAuth
+//! requests import it.
 
 use http::{HeaderName, HeaderValue};
 
-/// The protocol version the client offers in `initialize`.
+/// The modern protocol version (MCP 2026-07-28, basic/versioning): stateless, declared in each
+/// request's `_meta` and its `MCP-Protocol-Version` header. The client tries it first.
+pub(crate) const MODERN_VERSION: &str = "2026-07-28";
+
+/// The protocol version the client offers in `initialize` (the legacy era).
 pub(crate) const OFFERED_VERSION: &str = "2025-11-25";
 
 /// The protocol versions the client accepts in a server's `initialize` answer. A server on
@@ -13,6 +18,14 @@ pub(crate) const OFFERED_VERSION: &str = "2025-11-25";
 /// `MCP-Protocol-Version` header carries.
 pub(crate) const SUPPORTED_VERSIONS: [&str; 4] =
     ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// Every version this client speaks, newest first, as a reason lists them.
+pub(crate) fn versions_offered() -> String {
+    std::iter::once(MODERN_VERSION)
+        .chain(SUPPORTED_VERSIONS)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 /// The session header (MCP 2025-11-25, transports: "Session Management").
 pub(crate) const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
@@ -35,3 +48,36 @@ pub(crate) const ACCEPT_SSE: HeaderValue = HeaderValue::from_static("text/event-
 
 /// The `Content-Type` of a POST body.
 pub(crate) const JSON: HeaderValue = HeaderValue::from_static("application/json");
+
+/// The method header every modern POST carries (MCP 2026-07-28, transports: "Standard Request
+/// Headers").
+pub(crate) const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+
+/// The name header of a modern `tools/call` (MCP 2026-07-28, transports: "Standard Request
+/// Headers"): the tool's name, Base64-wrapped when it is not a safe header value.
+pub(crate) const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
+
+/// How the header of a tool parameter marked `x-mcp-header` starts (MCP 2026-07-28,
+/// transports: "Custom Headers from Tool Parameters").
+pub(crate) const MCP_PARAM_PREFIX: &str = "mcp-param-";
+
+/// The modern JSON-RPC error codes (MCP 2026-07-28, schema: "Errors"): their answer identifies
+/// a modern server (basic/versioning "Backward Compatibility").
+pub(crate) mod codes {
+    /// `HeaderMismatch`: the HTTP headers do not match the body.
+    pub(crate) const HEADER_MISMATCH: i64 = -32020;
+    /// `MissingRequiredClientCapability`: the request needs a client capability not declared.
+    pub(crate) const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
+    /// `UnsupportedProtocolVersion`: `data.supported` lists the versions the server speaks.
+    pub(crate) const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+    /// JSON-RPC's `Method not found`.
+    pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
+
+    /// Whether `code` is one of the errors only a modern server sends.
+    pub(crate) fn is_modern(code: i64) -> bool {
+        matches!(
+            code,
+            HEADER_MISMATCH | MISSING_REQUIRED_CLIENT_CAPABILITY | UNSUPPORTED_PROTOCOL_VERSION
+        )
+    }
+}

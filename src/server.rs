@@ -1,8 +1,9 @@
 //! One configured server: its status, its tools, and the background task that starts it
 //! (README "Lifecycle and limits").
 //!
-//! A start is connect + `initialize` + `notifications/initialized` + every `tools/list` page,
-//! inside [`START_DEADLINE`]. A server that declares no `tools` capability is still asked for
+//! A start is connect + the era probe (`server/discover`, MCP 2026-07-28) + for a legacy server
+//! `initialize` + `notifications/initialized`, then every `tools/list` page, inside
+//! [`START_DEADLINE`]. A server that declares no `tools` capability is still asked for
 //! `tools/list` once: it lists its tools if it answers, and is ready with no tools if it answers
 //! with any JSON-RPC error. One that declares `tools` and answers `-32601 Method not found` is
 //! ready with no tools too; any other error fails its start. A tool that is malformed
@@ -33,7 +34,7 @@ use serde_json::value::RawValue;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::http::{Connection, Error, Initialized, Listened};
+use crate::http::{Connection, Error, Initialized, Listened, Mirrored, Wire};
 use crate::limits::{
     self, MAX_DESCRIPTION_BYTES, MAX_PAGES, MAX_SCHEMA_BYTES, MAX_TOOL_NAME_BYTES, MAX_TOOLS,
     START_DEADLINE,
@@ -71,7 +72,6 @@ impl Status {
 }
 
 /// What a start found.
-#[derive(Default)]
 pub(crate) struct ToolList {
     /// Sorted by name, names unique.
     pub(crate) tools: Vec<Tool>,
@@ -80,6 +80,35 @@ pub(crate) struct ToolList {
     /// The `instructions` of the session the listing was made on (its `initialize` answer), so
     /// they stay shown while a later session is being made.
     pub(crate) instructions: Option<Arc<str>>,
+    /// The protocol version the listing was made in (`2026-07-28`, or the version
+    /// `initialize` negotiated).
+    pub(crate) protocol_version: &'static str,
+    /// How long the listing is fresh, from `listed_at`: the smallest positive `ttlMs` of its
+    /// pages (MCP 2026-07-28, server/utilities/caching); `None` when no page gave one (a ttl
+    /// of 0, absent or negative adds no time-based refresh).
+    pub(crate) ttl: Option<Duration>,
+    /// When the listing's last page arrived.
+    pub(crate) listed_at: Instant,
+}
+
+impl Default for ToolList {
+    fn default() -> Self {
+        Self {
+            tools: Vec::new(),
+            omitted: Vec::new(),
+            instructions: None,
+            protocol_version: "",
+            ttl: None,
+            listed_at: Instant::now(),
+        }
+    }
+}
+
+impl ToolList {
+    /// Whether the listing is older than its ttl (never without one).
+    pub(crate) fn is_stale(&self) -> bool {
+        self.ttl.is_some_and(|ttl| self.listed_at.elapsed() >= ttl)
+    }
 }
 
 /// A tool left out of the listing, and why.
@@ -98,6 +127,9 @@ pub(crate) struct Tool {
     pub(crate) input_schema: Box<RawValue>,
     pub(crate) output_schema: Option<Box<RawValue>>,
     pub(crate) annotations: Option<Box<RawValue>>,
+    /// The parameters its `inputSchema` mirrors into headers (`x-mcp-header`; sent on a modern
+    /// route only).
+    pub(crate) mirrored: Mirrored,
 }
 
 /// Why a start (or a re-listing) failed. Decisions are made on the variant; its `Display` is
@@ -128,8 +160,13 @@ impl StartFailure {
 
     /// The `Retry-After` of the `429`/`503` that failed the start ([`Error::retry_after`]);
     /// the start's own rules ask for no wait.
+    /// A server sharing no protocol version with this client asks for the longest wait: its
+    /// versions change only when it is updated.
     fn retry_after(&self) -> Option<Duration> {
         match self {
+            StartFailure::Exchange(error) if error.is_no_mutual_version() => {
+                Some(limits::RETRY_MAX)
+            }
             StartFailure::Exchange(error) => error.retry_after(),
             _ => None,
         }
@@ -212,6 +249,8 @@ pub(crate) struct Server {
     pub(crate) connection: Option<Arc<Connection>>,
     /// When a miss last asked this server for a re-listing, and that request's number.
     last_miss: Mutex<Option<(tokio::time::Instant, u64)>>,
+    /// When a stale listing last asked for a refresh ([`Server::refresh_if_stale`]).
+    last_refresh: Mutex<Option<Instant>>,
 }
 
 impl Server {
@@ -222,6 +261,7 @@ impl Server {
             status: RwLock::new(Status::refused(reason)),
             connection: None,
             last_miss: Mutex::new(None),
+            last_refresh: Mutex::new(None),
         }
     }
 
@@ -232,17 +272,23 @@ impl Server {
             status: RwLock::new(Status::Loading),
             connection: Some(connection),
             last_miss: Mutex::new(None),
+            last_refresh: Mutex::new(None),
         }
     }
 
     /// The current status. A ready server whose grant was lost (`invalid_grant`, a step-up)
-    /// shows the waiting sign-in instead, until it completes.
+    /// shows the waiting sign-in instead, until it completes. Every use of the listing comes
+    /// through here, so a listing older than its ttl asks for its refresh here
+    /// ([`Server::refresh_if_stale`]).
     pub(crate) fn status(&self) -> Status {
         let status = self
             .status
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
+        if let Status::Ready(list) = &status {
+            self.refresh_if_stale(list);
+        }
         if let (Status::Ready(_), Some(connection)) = (&status, &self.connection)
             && let Some(link) = connection.sign_in_url()
         {
@@ -280,7 +326,7 @@ impl Server {
         shutdown: CancellationToken,
     ) {
         let start = || async {
-            let outcome = match tokio::time::timeout(START_DEADLINE, discover(&connection)).await {
+            let outcome = match tokio::time::timeout(START_DEADLINE, start_once(&connection)).await {
                 Ok(result) => result,
                 Err(_) => Err(StartFailure::StartDeadline),
             };
@@ -355,10 +401,10 @@ impl Server {
     }
 }
 
-/// One start: the handshake and every `tools/list` page ([`list_tools`]). Returns the tools
-/// sorted by name and the ones left out.
-async fn discover(connection: &Arc<Connection>) -> Result<ToolList, StartFailure> {
-    let initialized = connection.initialize().await?;
+/// One start: the era probe and the handshake ([`Connection::start`]) and every `tools/list`
+/// page ([`list_tools`]). Returns the tools sorted by name and the ones left out.
+async fn start_once(connection: &Arc<Connection>) -> Result<ToolList, StartFailure> {
+    let initialized = connection.start().await?;
     list_tools(connection, &initialized, ABANDONED_START).await
 }
 
@@ -383,6 +429,7 @@ async fn list_tools(
     let mut names: HashSet<String> = HashSet::new();
     let mut cursors: HashSet<String> = HashSet::new();
     let mut cursor: Option<String> = None;
+    let mut ttl: Option<Duration> = None;
     for page in 1..=MAX_PAGES {
         let params = match &cursor {
             Some(c) => serde_json::json!({ "cursor": c }),
@@ -393,11 +440,11 @@ async fn list_tools(
         // "Timeouts").
         let _cancel = connection.cancel_on_drop(id, dropped);
         let next = connection
-            .request(id, "tools/list", None, &params, |result, _| {
+            .request(id, Wire::new("tools/list", None, &[]), &params, |result, _| {
                 read_page(connection, result, page).map_err(Error::malformed)
             })
             .await;
-        let (listed_tools, next) = match next {
+        let (listed_tools, next, page_ttl) = match next {
             Ok(read) => read,
             // A server that declared no `tools` capability is asked once anyway (some offer
             // tools without declaring them); any JSON-RPC error then means it has none.
@@ -410,12 +457,23 @@ async fn list_tools(
                 tracing::debug!(namespace = %connection.namespace(), code = ?error.rpc().map(|e| e.code), declared = initialized.tools, "tools/list refused; ready with no tools");
                 return Ok(ToolList {
                     instructions: initialized.instructions.clone(),
+                    protocol_version: initialized.version,
                     ..ToolList::default()
                 });
             }
             Err(error) => return Err(error.into()),
         };
-        for listed in listed_tools {
+        ttl = match (ttl, page_ttl) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        // A page asked for with "" that lists only tools already kept is an older server's
+        // first page again ("" meant "no more" to it): dropped, and the walk ends below.
+        let repeat = cursor.as_deref() == Some("")
+            && listed_tools
+                .iter()
+                .all(|t| matches!(t, Ok(tool) if names.contains(&tool.name)));
+        for listed in listed_tools.into_iter().filter(|_| !repeat) {
             match listed {
                 Ok(tool) if names.contains(&tool.name) => omitted.push(Omitted {
                     name: tool.name,
@@ -432,8 +490,11 @@ async fn list_tools(
         if listed > MAX_TOOLS {
             return Err(StartFailure::TooManyTools { listed, page });
         }
-        let Some(next) = next.filter(|c| !c.is_empty()) else {
-            return Ok(finish(tools, omitted, initialized));
+        // "" is a cursor like any other (MCP 2026-07-28, server/utilities/pagination), but a
+        // page asked for with "" that answers "" again ends the walk: older servers meant "no
+        // more" by it.
+        let Some(next) = next.filter(|c| !(c.is_empty() && cursor.as_deref() == Some(""))) else {
+            return Ok(finish(tools, omitted, initialized, ttl));
         };
         if cursor.as_deref() == Some(next.as_str()) {
             return Err(StartFailure::SameCursor { page });
@@ -447,12 +508,20 @@ async fn list_tools(
 }
 
 /// Sorts the tools by name (their names are unique); the omitted ones keep the listing order.
-fn finish(mut tools: Vec<Tool>, omitted: Vec<Omitted>, initialized: &Initialized) -> ToolList {
+fn finish(
+    mut tools: Vec<Tool>,
+    omitted: Vec<Omitted>,
+    initialized: &Initialized,
+    ttl: Option<Duration>,
+) -> ToolList {
     tools.sort_by(|a, b| a.name.cmp(&b.name));
     ToolList {
         tools,
         omitted,
         instructions: initialized.instructions.clone(),
+        protocol_version: initialized.version,
+        ttl,
+        listed_at: Instant::now(),
     }
 }
 
@@ -463,6 +532,12 @@ struct ListToolsResult<'a> {
     tools: Vec<&'a RawValue>,
     #[serde(rename = "nextCursor", default)]
     next_cursor: Option<String>,
+    /// MCP 2026-07-28, server/utilities/caching; read leniently.
+    #[serde(rename = "ttlMs", borrow, default)]
+    ttl_ms: Option<&'a RawValue>,
+    /// MCP 2026-07-28, basic "Result types": absent means `complete`.
+    #[serde(rename = "resultType", borrow, default)]
+    result_type: Option<&'a RawValue>,
 }
 
 /// A tool's fields, each still raw JSON, so a field of the wrong type is named, not fatal.
@@ -483,8 +558,8 @@ struct WireTool<'a> {
 }
 
 /// One page's tools in the order the server listed them (each fit for the listing, or left
-/// out), and its `nextCursor`.
-type Page = (Vec<Result<Tool, Omitted>>, Option<String>);
+/// out), its `nextCursor`, and its positive `ttlMs`.
+type Page = (Vec<Result<Tool, Omitted>>, Option<String>, Option<Duration>);
 
 /// Decodes one `tools/list` result into tools fit for the listing and the ones left out, in
 /// listing order.
@@ -494,6 +569,17 @@ fn read_page(connection: &Connection, result: &RawValue, page: usize) -> Result<
         return Err(malformed());
     }
     let list: ListToolsResult<'_> = serde_json::from_str(result.get()).map_err(|_| malformed())?;
+    let result_type: Option<String> =
+        crate::jsonrpc::optional(connection.namespace(), "resultType", list.result_type);
+    if result_type.as_deref().is_some_and(|t| t != "complete") {
+        return Err(format!(
+            "tools/list page {page} asked for more input (resultType \"{}\"), which this client cannot provide",
+            connection.server_text(result_type.as_deref().unwrap_or_default(), 64)
+        ));
+    }
+    let ttl = crate::jsonrpc::optional::<f64>(connection.namespace(), "ttlMs", list.ttl_ms)
+        .filter(|ms| ms.is_finite() && *ms >= 1.0)
+        .map(|ms| Duration::from_millis(ms.min(limits::MAX_TTL.as_millis() as f64) as u64));
     let redactor = connection.redactor();
     let mut tools = Vec::with_capacity(list.tools.len());
     for (i, raw) in list.tools.into_iter().enumerate() {
@@ -503,7 +589,7 @@ fn read_page(connection: &Connection, result: &RawValue, page: usize) -> Result<
             Omitted { name, reason }
         }));
     }
-    Ok((tools, list.next_cursor))
+    Ok((tools, list.next_cursor, ttl))
 }
 
 // The listing's life once ready: re-listings (coalesced, one at a time), the miss throttle, and
@@ -575,6 +661,39 @@ impl Server {
         };
         signals.wait_relisted(number).await;
         true
+    }
+
+    /// Re-lists now (no throttle) and waits for it: a call answered `HeaderMismatch` (MCP
+    /// 2026-07-28, transports "Client Behavior") needs the tool's current `inputSchema`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the re-listing runs in the server's task; dropping this only stops waiting.
+    pub(crate) async fn relist_now(&self) {
+        if let Some(connection) = &self.connection {
+            let number = connection.signals().request_relist();
+            connection.signals().wait_relisted(number).await;
+        }
+    }
+
+    /// Asks for a re-listing in the background when `list` is older than its ttl (MCP
+    /// 2026-07-28, server/utilities/caching: refreshed on the next use), at most once per ttl:
+    /// the re-listing is single-flight and its result is fresh for the ttl again; a failed one
+    /// keeps the old tools and is asked for again a ttl later.
+    fn refresh_if_stale(&self, list: &ToolList) {
+        let (Some(ttl), Some(connection)) = (list.ttl, &self.connection) else {
+            return;
+        };
+        if !list.is_stale() {
+            return;
+        }
+        let mut last = self.last_refresh.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        if last.is_some_and(|at| now.duration_since(at) < ttl) {
+            return;
+        }
+        *last = Some(now);
+        tracing::debug!(namespace = %self.namespace, ttl_ms = ttl.as_millis() as u64, "the listing is older than its ttl; re-listing");
+        connection.signals().request_relist();
     }
 
     /// The server's `instructions` while it is ready (those of the session its tools were
@@ -781,6 +900,10 @@ fn read_tool(raw: &RawValue, redactor: &crate::redact::Redactor) -> Result<Tool,
         )));
     }
     let input_schema = object("inputSchema", wire.input_schema)?;
+    let mirrored = match &input_schema {
+        Some(schema) => Mirrored::declared(schema).map_err(fail)?,
+        None => Mirrored::default(),
+    };
     let output_schema = object("outputSchema", wire.output_schema)?;
     let annotations = object("annotations", wire.annotations)?;
     let description = description
@@ -798,6 +921,7 @@ fn read_tool(raw: &RawValue, redactor: &crate::redact::Redactor) -> Result<Tool,
         description,
         output_schema,
         annotations,
+        mirrored,
     })
 }
 

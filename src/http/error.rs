@@ -102,6 +102,17 @@ enum Kind {
     /// A 2xx reply ended or broke before the answer arrived (the request may still be running
     /// on the server); the text says how.
     Stream(String),
+    /// As [`Kind::Stream`], but the stream itself ended or was cut before the answer (not an
+    /// unreadable or oversized message): on a modern route the request is lost and re-issued
+    /// (MCP 2026-07-28, transports "Receiving Messages").
+    Broken(String),
+    /// The server's `UnsupportedProtocolVersion` (or `server/discover`) named no version this
+    /// client speaks: the versions it named, scrubbed and bounded.
+    NoMutualVersion(Vec<String>),
+    /// A modern server answered a request with `resultType: "input_required"` (MCP
+    /// 2026-07-28, basic/patterns/mrtr): it asks for input this client never declared it could
+    /// give; the text names what it asked for.
+    InputRequired(String),
     /// The connection was cut while a reply was being read.
     Body,
     /// A new `initialize` after an expired session failed, and why (also the `source()`).
@@ -180,7 +191,44 @@ impl Error {
     /// an error status, a redirect, an expired session, a failed connect or a closed connection
     /// all mean it is not.
     pub(crate) fn may_be_running(&self) -> bool {
-        matches!(self.inner.kind, Kind::Stream(_) | Kind::Body | Kind::Send)
+        matches!(
+            self.inner.kind,
+            Kind::Stream(_) | Kind::Broken(_) | Kind::Body | Kind::Send
+        )
+    }
+
+    /// Whether the reply was lost on the way: the stream ended or was cut before the answer,
+    /// or the connection broke after the request went out. A modern request is then re-issued
+    /// with a new id (MCP 2026-07-28, basic/transports: a broken stream loses the request).
+    pub(crate) fn is_lost_reply(&self) -> bool {
+        matches!(self.inner.kind, Kind::Broken(_) | Kind::Body | Kind::Send)
+    }
+
+    /// Whether a complete answer came that is no MCP answer at all: the wrong content type, no
+    /// JSON-RPC, no response in it, a `result` of another shape. To the era probe, a legacy
+    /// server.
+    pub(crate) fn is_unreadable_answer(&self) -> bool {
+        matches!(self.inner.kind, Kind::Protocol(_) | Kind::Malformed(_))
+    }
+
+    /// Whether the server refused with an HTTP status and no JSON-RPC error.
+    pub(crate) fn is_plain_status(&self) -> bool {
+        matches!(self.inner.kind, Kind::Status { .. })
+    }
+
+    /// Whether no version is shared with the server ([`Error::no_mutual_version`]): nothing
+    /// changes until the server does, so starts are tried again at the longest wait.
+    pub(crate) fn is_no_mutual_version(&self) -> bool {
+        match &self.inner.kind {
+            Kind::NoMutualVersion(_) => true,
+            Kind::Reinitialize(cause) => cause.is_no_mutual_version(),
+            _ => false,
+        }
+    }
+
+    /// Whether a modern server asked for input ([`Error::input_required`]).
+    pub(crate) fn is_input_required(&self) -> bool {
+        matches!(self.inner.kind, Kind::InputRequired(_))
     }
 
     // Constructors, one per kind, so call sites read as sentences.
@@ -296,6 +344,22 @@ impl Error {
         )
     }
 
+    /// The stream of a 2xx reply ended or was cut before the answer ([`Kind::Broken`]).
+    pub(crate) fn broken(text: impl Into<String>) -> Self {
+        Self::new(Kind::Broken(text.into()), None)
+    }
+
+    /// No protocol version is shared with the server, which named `theirs` (scrubbed).
+    pub(crate) fn no_mutual_version(theirs: Vec<String>) -> Self {
+        Self::new(Kind::NoMutualVersion(theirs), None)
+    }
+
+    /// A modern server answered with `resultType: "input_required"`; `asked` names what it
+    /// asked for (scrubbed, bounded).
+    pub(crate) fn input_required(asked: String) -> Self {
+        Self::new(Kind::InputRequired(asked), None)
+    }
+
     #[cfg(test)]
     pub(crate) fn body() -> Self {
         Self::new(Kind::Body, None)
@@ -346,6 +410,9 @@ impl Error {
             Kind::Malformed(_) => "malformed",
             Kind::Protocol(_) => "protocol",
             Kind::Stream(_) => "stream",
+            Kind::Broken(_) => "stream (broken)",
+            Kind::NoMutualVersion(_) => "no mutual version",
+            Kind::InputRequired(_) => "input required",
             Kind::Body => "body",
             Kind::Reinitialize(_) => "reinitialize",
             Kind::Closed => "closed",
@@ -490,6 +557,23 @@ impl fmt::Display for Error {
                 Some(cause) => write!(f, "{text}: {cause}"),
                 None => f.write_str(text),
             },
+            Kind::Broken(text) => f.write_str(text),
+            Kind::NoMutualVersion(theirs) => {
+                let theirs = if theirs.is_empty() {
+                    "none that it named".to_string()
+                } else {
+                    theirs.join(", ")
+                };
+                write!(
+                    f,
+                    "the server and this client share no MCP protocol version: the server supports {theirs}; this client supports {}",
+                    crate::protocol::versions_offered()
+                )
+            }
+            Kind::InputRequired(asked) => write!(
+                f,
+                "the server asked for more input before it would answer ({asked}), which this client cannot provide: it declares no client capabilities"
+            ),
             Kind::Body => {
                 f.write_str("the connection was cut while the server's reply was being read")
             }
@@ -790,10 +874,7 @@ mod tests {
 
     #[test]
     fn display_debug_and_predicates() {
-        let rpc = Error::rpc_error(RpcError {
-            code: -32602,
-            message: "bad".into(),
-        });
+        let rpc = Error::rpc_error(RpcError::new(-32602, "bad"));
         assert_eq!(
             rpc.to_string(),
             "the server answered with error -32602: bad"

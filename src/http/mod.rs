@@ -22,6 +22,7 @@ mod client;
 mod error;
 mod events;
 mod inflight;
+mod modern;
 mod reply;
 mod session;
 
@@ -29,7 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Response, Url};
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
@@ -39,7 +40,8 @@ pub(crate) use auth::{Logout, SignInState};
 pub(crate) use client::Clients;
 pub(crate) use error::Error;
 pub(crate) use reply::Listened;
-pub(crate) use session::{Initialized, Installs};
+pub(crate) use modern::{Mirrored, input_required, required_capabilities};
+pub(crate) use session::{Era, Initialized, Installs};
 
 use crate::auth::challenge::Challenge;
 use crate::config::RemoteServer;
@@ -50,11 +52,57 @@ use crate::redact::Redactor;
 use inflight::InFlight;
 use session::{Session, Sessions};
 
-use crate::protocol::{ACCEPT_BOTH, JSON, PROTOCOL_VERSION, SESSION_ID};
+use crate::protocol::{ACCEPT_BOTH, JSON, MCP_METHOD, MCP_NAME, PROTOCOL_VERSION, SESSION_ID, codes};
 
 /// What decoding a response's `result` gives: the caller's value, or [`Error::malformed`] with
 /// the reason the result does not fit its schema.
 pub(crate) type Decoded<T> = Result<T, Error>;
+
+/// What a POST names beside its body: the JSON-RPC method, the tool (or other name) of a
+/// `tools/call`, and the tool's mirrored parameters. On a modern route these are sent as
+/// `Mcp-Method`, `Mcp-Name` and `Mcp-Param-{Name}` (MCP 2026-07-28, transports "Request
+/// Metadata"); in both eras the method and tool name the request for step-ups.
+#[derive(Clone, Copy)]
+pub(crate) struct Wire<'a> {
+    method: &'a str,
+    name: Option<&'a str>,
+    mirrored: &'a [(HeaderName, HeaderValue)],
+}
+
+impl<'a> Wire<'a> {
+    /// A request of `method`, naming `name` (a `tools/call`'s tool), with the `Mcp-Param-*`
+    /// headers `mirrored` ([`Mirrored::headers`]).
+    pub(crate) fn new(
+        method: &'a str,
+        name: Option<&'a str>,
+        mirrored: &'a [(HeaderName, HeaderValue)],
+    ) -> Self {
+        Self {
+            method,
+            name,
+            mirrored,
+        }
+    }
+
+    /// The answer to a server request (legacy only): it names nothing.
+    fn answer() -> Wire<'static> {
+        Wire {
+            method: "",
+            name: None,
+            mirrored: &[],
+        }
+    }
+
+    /// What names the request for step-ups (MCP 2025-11-25 "Step-Up Authorization Flow";
+    /// README "Signing in"): its JSON-RPC `method`, and for `tools/call` the tool's name
+    /// (`tools/call search`). Built from what the caller sends, never read back from the body.
+    fn step_up_key(&self) -> String {
+        match self.name {
+            Some(name) if self.method == "tools/call" => format!("{} {name}", self.method),
+            _ => self.method.to_string(),
+        }
+    }
+}
 
 /// One server's connection: the endpoint, the configured headers, the entry's secrets, the
 /// session state and the in-flight table, over the Pack's shared [`Clients`]. All its I/O runs
@@ -273,7 +321,10 @@ impl Connection {
         if !lock(&self.flights).sent(id, session) {
             return Err(Error::closed());
         }
-        let answered = match self.post_request(id, body, "ping", session).await {
+        let answered = match self
+            .post_request(id, body, &Wire::new("ping", None, &[]), session)
+            .await
+        {
             Ok(response) => {
                 let any = |_: &RawValue, _: &Bytes| -> Decoded<()> { Ok(()) };
                 match self.read_response(response, id, session, &any).await {
@@ -380,18 +431,17 @@ impl Connection {
     pub(crate) async fn request<T>(
         self: &Arc<Self>,
         id: u64,
-        method: &str,
-        tool: Option<&str>,
+        wire: Wire<'_>,
         params: &impl serde::Serialize,
         decode: impl Fn(&RawValue, &Bytes) -> Decoded<T>,
     ) -> Result<T, Error> {
-        let body = Bytes::from(jsonrpc::request(id, method, params));
+        let params =
+            serde_json::value::to_raw_value(params).expect("request params of plain data serialize");
         if !lock(&self.flights).begin(id) {
             // Cancelled before it could be sent, or the connection closed.
             return Err(Error::closed());
         }
-        let key = step_up_key(method, tool);
-        let outcome = self.exchange(id, method, &key, body, &decode).await;
+        let outcome = self.exchange(id, &wire, &params, &decode).await;
         let over = match &outcome {
             Ok(_) => true,
             Err(e) => !e.may_be_running(),
@@ -402,27 +452,38 @@ impl Connection {
         outcome
     }
 
-    /// Sends and reads, resending once after an expired session; see [`Connection::request`]
-    /// (same cancel safety).
+    /// Sends and reads; see [`Connection::request`] (same cancel safety). Sent once more
+    /// (at most once in all) after an expired session or an answer of the other era, on the
+    /// route made next; a modern request whose reply was lost is re-issued once with a new id
+    /// (MCP 2026-07-28, transports "Receiving Messages": the server may have run it).
     async fn exchange<T>(
         self: &Arc<Self>,
         id: u64,
-        method: &str,
-        key: &str,
-        body: Bytes,
+        wire: &Wire<'_>,
+        params: &RawValue,
         decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
     ) -> Result<T, Error> {
         // A listing's own renewal asks for no re-listing (see `Connection::session`).
-        let by_listing = method == "tools/list";
+        let by_listing = wire.method == "tools/list";
         let mut session = self.session(None, by_listing).await?;
         let mut resent = false;
+        let mut reissued = false;
         let mut refused = 0;
+        // The JSON-RPC id on the wire: `id` until a re-issue takes a new one (the in-flight
+        // table keeps `id`, the caller's handle).
+        let mut wire_id = id;
         loop {
             if !lock(&self.flights).sent(id, &session) {
                 // Cancelled (or shut down) while waiting for a session.
                 return Err(Error::closed());
             }
-            let response = match self.post_request(id, body.clone(), key, &session).await {
+            let body = Bytes::from(match session.era {
+                Era::Legacy => jsonrpc::request(wire_id, wire.method, &params),
+                Era::Modern => {
+                    jsonrpc::request_with_meta(wire_id, wire.method, params.get(), &modern::META)
+                }
+            });
+            let response = match self.post_request(id, body, wire, &session).await {
                 Ok(response) => response,
                 Err(e) if e.is_refused() && refused < limits::REINIT_RETRIES => {
                     // Nothing was sent (a server restarting): try again after the same short
@@ -430,7 +491,7 @@ impl Connection {
                     lock(&self.flights).waiting(id);
                     let delay = limits::REINIT_RETRY_FIRST * 2u32.pow(refused as u32);
                     refused += 1;
-                    tracing::debug!(namespace = %self.namespace, method, id, ?delay, "connection refused; sending again");
+                    tracing::debug!(namespace = %self.namespace, method = wire.method, id, ?delay, "connection refused; sending again");
                     tokio::time::sleep(delay).await;
                     continue;
                 }
@@ -439,13 +500,13 @@ impl Connection {
                     let by_text = e.is_expired_by_text();
                     if resent {
                         if by_text {
-                            tracing::debug!(namespace = %self.namespace, method, id, "a fresh session got the same 400: such 400s are the request's own from now on");
+                            tracing::debug!(namespace = %self.namespace, method = wire.method, id, "a fresh session got the same 400: such 400s are the request's own from now on");
                             self.session_400s.store(false, Ordering::Relaxed);
                         }
                         return Err(Error::expired_again());
                     }
                     resent = true;
-                    tracing::debug!(namespace = %self.namespace, method, id, "session expired; initializing again");
+                    tracing::debug!(namespace = %self.namespace, method = wire.method, id, "session expired; initializing again");
                     if by_text {
                         // The server's words, not a 404: the session is left (still deleted).
                         lock(&self.sessions).retire(&session);
@@ -455,13 +516,33 @@ impl Connection {
                     }
                     continue;
                 }
+                Err(e) if !resent && shows_other_era(&session, &e) => {
+                    // The server answered the way the other era does (it restarted onto
+                    // another version): nothing was processed; ask which era, then send again.
+                    lock(&self.flights).waiting(id);
+                    resent = true;
+                    tracing::debug!(namespace = %self.namespace, method = wire.method, id, era = ?session.era, "the server answered like the other era; asking which era it speaks");
+                    lock(&self.sessions).doubt(&session);
+                    session = self.session(None, by_listing).await?;
+                    continue;
+                }
                 Err(e) => return Err(e),
             };
-            let read = self.read_response(response, id, &session, decode).await;
-            if read.as_ref().is_err_and(Error::is_session_expired) {
-                // The server said, mid-reply, that it forgot the session: it is gone without a
-                // DELETE, and the next request makes a new one. This one is not resent.
-                lock(&self.sessions).forget(&session);
+            let read = self.read_response(response, wire_id, &session, decode).await;
+            match &read {
+                Err(e) if e.is_session_expired() => {
+                    // The server said, mid-reply, that it forgot the session: it is gone
+                    // without a DELETE, and the next request makes a new one. This one is not
+                    // resent.
+                    lock(&self.sessions).forget(&session);
+                }
+                Err(e) if session.era == Era::Modern && !reissued && e.is_lost_reply() => {
+                    reissued = true;
+                    wire_id = self.fresh_id();
+                    tracing::debug!(namespace = %self.namespace, method = wire.method, id, wire_id, reason = %e, "the reply was lost; issuing the request again with a new id");
+                    continue;
+                }
+                _ => {}
             }
             return read;
         }
@@ -477,7 +558,10 @@ impl Connection {
         let Some(session) = flights.take(id) else {
             return;
         };
-        if session.is_deleted() {
+        if session.is_deleted() || session.era == Era::Modern {
+            // Forgotten or deleted: nothing to tell. Modern: the request's response stream
+            // closes when its future is dropped, and that is the cancellation (MCP 2026-07-28,
+            // basic/patterns/cancellation "Transport-Specific Cancellation").
             return;
         }
         tracing::debug!(namespace = %self.namespace, id, reason, "cancelling a request");
@@ -499,6 +583,9 @@ impl Connection {
     }
 
     async fn send_cancel(&self, id: u64, session: &Session, reason: &str) -> Result<(), Error> {
+        if session.era == Era::Modern {
+            return Ok(());
+        }
         let params = serde_json::json!({"requestId": id, "reason": reason});
         self.notify("notifications/cancelled", &params, Some(session))
             .await
@@ -512,16 +599,20 @@ impl Connection {
         session: Option<&Session>,
     ) -> Result<(), Error> {
         let body = jsonrpc::notification(method, params);
-        self.post(Bytes::from(body), method, session)
+        self.post(Bytes::from(body), &Wire::new(method, None, &[]), session)
             .await
             .map(drop)
     }
 
-    /// The configured headers, and the session's id and negotiated version when it has them.
+    /// The configured headers, and the session's id and negotiated version when it has them;
+    /// on a modern route, the request metadata headers of `wire` too (MCP 2026-07-28,
+    /// transports "Request Metadata": `Mcp-Method`, `Mcp-Name` in the value encoding, the
+    /// mirrored `Mcp-Param-{Name}`).
     fn with_session(
         &self,
         request: reqwest::RequestBuilder,
         session: Option<&Session>,
+        wire: Option<&Wire<'_>>,
     ) -> reqwest::RequestBuilder {
         let mut request = request.headers(self.headers.clone());
         if let Some(token) = lock(&self.bearer).as_ref() {
@@ -534,6 +625,15 @@ impl Connection {
             if let Some(version) = session.version() {
                 request = request.header(PROTOCOL_VERSION, version.clone());
             }
+            if let (Era::Modern, Some(wire)) = (session.era, wire) {
+                request = request.header(MCP_METHOD, modern::header_value(wire.method));
+                if let Some(name) = wire.name {
+                    request = request.header(MCP_NAME, modern::header_value(name));
+                }
+                for (header, value) in wire.mirrored {
+                    request = request.header(header.clone(), value.clone());
+                }
+            }
         }
         request
     }
@@ -544,16 +644,15 @@ impl Connection {
     /// insufficient_scope`) gets a token by refresh, stored grant or sign-in and the request is
     /// sent again, at most [`auth::MAX_AUTH_RETRIES`] times.
     ///
-    /// `key` names the message for step-ups ([`step_up_key`]).
+    /// `wire` names the message for step-ups ([`Wire::step_up_key`]).
     async fn post(
         &self,
         body: Bytes,
-        key: &str,
+        wire: &Wire<'_>,
         session: Option<&Session>,
     ) -> Result<Response, Error> {
-        let response = self.send_post(body, key, session).await?;
-        self.check_status(response, session.is_some_and(|s| s.id.is_some()))
-            .await
+        let response = self.send_post(body, wire, session).await?;
+        self.check_status(response, session).await
     }
 
     /// [`Connection::post`] of request `id` on `session`: as soon as the status says the
@@ -563,14 +662,14 @@ impl Connection {
         &self,
         id: u64,
         body: Bytes,
-        key: &str,
+        wire: &Wire<'_>,
         session: &Session,
     ) -> Result<Response, Error> {
-        let response = self.send_post(body, key, Some(session)).await?;
+        let response = self.send_post(body, wire, Some(session)).await?;
         if !response.status().is_success() {
             lock(&self.flights).waiting(id);
         }
-        self.check_status(response, session.id.is_some()).await
+        self.check_status(response, Some(session)).await
     }
 
     /// Sends one POST with the session's headers; the status is not checked.
@@ -581,17 +680,18 @@ impl Connection {
     async fn send_post(
         &self,
         body: Bytes,
-        key: &str,
+        wire: &Wire<'_>,
         session: Option<&Session>,
     ) -> Result<Response, Error> {
         let Some(auth) = &self.auth else {
-            return self.send_once(body, session).await;
+            return self.send_once(body, session, wire).await;
         };
+        let key = &wire.step_up_key();
         let mut sent = auth.token().await?;
         *lock(&self.bearer) = sent.clone();
         let mut retries = 0;
         loop {
-            let response = self.send_once(body.clone(), session).await?;
+            let response = self.send_once(body.clone(), session, wire).await?;
             let status = response.status();
             let refused = match (status, auth_challenge(&response)) {
                 (reqwest::StatusCode::UNAUTHORIZED, Some(c)) => Some((false, c)),
@@ -669,7 +769,7 @@ impl Connection {
             None => None,
         };
         let send = || async {
-            self.with_session(make(http), Some(session))
+            self.with_session(make(http), Some(session), None)
                 .send()
                 .await
                 .map_err(|e| self.http_error(e))
@@ -704,9 +804,14 @@ impl Connection {
     }
 
     /// One POST with the session's headers and the current access token, if any.
-    async fn send_once(&self, body: Bytes, session: Option<&Session>) -> Result<Response, Error> {
+    async fn send_once(
+        &self,
+        body: Bytes,
+        session: Option<&Session>,
+        wire: &Wire<'_>,
+    ) -> Result<Response, Error> {
         let request = self
-            .with_session(self.http()?.post(self.url.clone()), session)
+            .with_session(self.http()?.post(self.url.clone()), session, Some(wire))
             .header(ACCEPT, ACCEPT_BOTH)
             .header(CONTENT_TYPE, JSON)
             .body(body);
@@ -748,13 +853,19 @@ impl crate::notices::Origin for Connection {
     }
 }
 
-/// What names a request for step-ups (MCP 2025-11-25 "Step-Up Authorization Flow"; README
-/// "Signing in"): its JSON-RPC `method`, and for `tools/call` the tool's name (`tools/call
-/// search`). Built from what the caller sends, never read back from the body.
-fn step_up_key(method: &str, tool: Option<&str>) -> String {
-    match tool {
-        Some(name) if method == "tools/call" => format!("{method} {name}"),
-        _ => method.to_string(),
+/// Whether `error`, the answer to a request on `session`, is the way the other era answers:
+/// a modern error to a legacy session, or a plain refusal (400, 404, 405 or 406 without a
+/// JSON-RPC error) to a modern request, which a legacy server gives a request without a
+/// session (MCP 2026-07-28, basic/versioning "Backward Compatibility").
+fn shows_other_era(session: &Session, error: &Error) -> bool {
+    match session.era {
+        Era::Legacy => error.rpc().is_some_and(|r| codes::is_modern(r.code)),
+        Era::Modern => {
+            error.is_plain_status()
+                && error
+                    .status()
+                    .is_some_and(|s| matches!(s.as_u16(), 400 | 404 | 405 | 406))
+        }
     }
 }
 

@@ -19,11 +19,11 @@ use reqwest::{Response, StatusCode, Url};
 use serde_json::value::RawValue;
 
 use super::events::{BodyError, SseStream};
-use super::session::Session;
-use super::{Connection, Current, Decoded, Error};
+use super::session::{Era, Session};
+use super::{Connection, Current, Decoded, Error, Wire};
 use crate::jsonrpc::{self, Kind, RpcError};
 use crate::limits::{self, MAX_MESSAGE_BYTES};
-use crate::protocol::{ACCEPT_SSE, LAST_EVENT_ID};
+use crate::protocol::{ACCEPT_SSE, LAST_EVENT_ID, codes};
 use crate::redact::{REDACTED, Redactor};
 use crate::sse::Event;
 
@@ -49,8 +49,10 @@ impl Connection {
     pub(super) async fn check_status(
         &self,
         response: Response,
-        carried_session: bool,
+        on: Option<&Session>,
     ) -> Result<Response, Error> {
+        let carried_session = on.is_some_and(|s| s.id.is_some());
+        let modern = on.is_some_and(|s| s.era == Era::Modern);
         let status = response.status();
         if status.is_success() {
             return Ok(response);
@@ -78,6 +80,15 @@ impl Connection {
             _ => None,
         };
         let preview = read_preview(response).await;
+        // A modern error (either era may meet one: a restart onto 2026-07-28), and on a modern
+        // route the 404 of an unknown method, are JSON-RPC errors whatever the status (MCP
+        // 2026-07-28, transports "Protocol Version Header" and "Backward Compatibility").
+        if let Some(error) = rpc_error_in(&preview)
+            && (codes::is_modern(error.code)
+                || (modern && status == StatusCode::NOT_FOUND && error.code == codes::METHOD_NOT_FOUND))
+        {
+            return Err(self.rpc_error(&error));
+        }
         if carried_session
             && status == StatusCode::BAD_REQUEST
             && self.session_400s.load(std::sync::atomic::Ordering::Relaxed)
@@ -184,7 +195,11 @@ impl Connection {
                     ));
                 }
                 end @ (None | Some(Err(BodyError::Http(_)))) => {
-                    let last_event_id = events.last_event_id();
+                    // A modern stream is never resumed (MCP 2026-07-28 removed resumption).
+                    let last_event_id = match session.era {
+                        Era::Legacy => events.last_event_id(),
+                        Era::Modern => "",
+                    };
                     if asked.as_deref() == Some(last_event_id) {
                         fruitless += 1;
                     }
@@ -197,16 +212,13 @@ impl Connection {
                                 "the server closed the event stream before the response to request {id}"
                             ),
                         };
-                        return Err(Error::stream(
-                            if fruitless == 0 {
-                                ended
-                            } else {
-                                format!(
-                                    "{ended}; {fruitless} resumptions (GET with Last-Event-ID) brought no new event id"
-                                )
-                            },
-                            None,
-                        ));
+                        return Err(Error::broken(if fruitless == 0 {
+                            ended
+                        } else {
+                            format!(
+                                "{ended}; {fruitless} resumptions (GET with Last-Event-ID) brought no new event id"
+                            )
+                        }));
                     }
                     let retry = events.retry().map_or(limits::DEFAULT_RETRY, |r| {
                         r.clamp(limits::MIN_RETRY, limits::MAX_RETRY)
@@ -267,7 +279,7 @@ impl Connection {
                     .header(LAST_EVENT_ID, last.clone())
             })
             .await?;
-        let response = self.check_status(response, session.id.is_some()).await?;
+        let response = self.check_status(response, Some(session)).await?;
         self.check_encoding(&response)?;
         match media_type(&response) {
             Some(MediaType::EventStream) => Ok(response),
@@ -300,6 +312,9 @@ impl Connection {
         last_event_id: &mut String,
     ) -> Result<Listened, Error> {
         let session = &on.session;
+        if session.era == Era::Modern {
+            return self.subscribe(on).await;
+        }
         if session.is_deleted() {
             return Ok(Listened::NoSession);
         }
@@ -318,7 +333,7 @@ impl Connection {
         if response.status() == StatusCode::METHOD_NOT_ALLOWED {
             return Ok(Listened::NotOffered);
         }
-        let response = self.check_status(response, session.id.is_some()).await?;
+        let response = self.check_status(response, Some(session)).await?;
         self.check_encoding(&response)?;
         if !matches!(media_type(&response), Some(MediaType::EventStream)) {
             return Err(Error::protocol(
@@ -349,6 +364,104 @@ impl Connection {
             };
             for message in &messages {
                 let _ = self.route(message, &event.data, 0, session, &ignore).await;
+            }
+        }
+    }
+
+    /// The modern era's change stream (MCP 2026-07-28, basic/patterns/subscriptions): a
+    /// `subscriptions/listen` POST opting in to `toolsListChanged`, sent only when the server's
+    /// `server/discover` declared `tools.listChanged` (else [`Listened::NotOffered`] at once).
+    /// Its answer is an event stream: the acknowledgment first, which asks for one re-listing
+    /// ([`crate::notices::Signals::stream_opened`]: a change made while no stream was open was
+    /// announced nowhere), then the notifications, handed to [`crate::notices`]. An
+    /// acknowledgment without `toolsListChanged`, or `-32601`, means the server offers none; a
+    /// response to the request is the server's graceful end ([`Listened::Ended`]).
+    ///
+    /// # Errors
+    /// As [`Connection::listen`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future closes the stream, which ends the subscription.
+    async fn subscribe(&self, on: &Current) -> Result<Listened, Error> {
+        #[derive(serde::Deserialize)]
+        struct Acknowledged {
+            #[serde(default)]
+            notifications: Option<serde_json::Map<String, serde_json::Value>>,
+        }
+        if !on.initialized.tools_list_changed {
+            return Ok(Listened::NotOffered);
+        }
+        let session = &on.session;
+        let id = self.fresh_id();
+        let body = jsonrpc::request_with_meta(
+            id,
+            "subscriptions/listen",
+            r#"{"notifications":{"toolsListChanged":true}}"#,
+            &super::modern::META,
+        );
+        let wire = Wire::new("subscriptions/listen", None, &[]);
+        let response = match self.post(Bytes::from(body), &wire, Some(session)).await {
+            Ok(response) => response,
+            Err(e) if e.rpc().is_some_and(|r| r.code == codes::METHOD_NOT_FOUND) => {
+                return Ok(Listened::NotOffered);
+            }
+            Err(e) => return Err(e),
+        };
+        self.check_encoding(&response)?;
+        if !matches!(media_type(&response), Some(MediaType::EventStream)) {
+            // A JSON answer ends the subscription at once: an error, or a graceful end.
+            let ignore = |_: &RawValue, _: &Bytes| -> Decoded<()> { Ok(()) };
+            return match self.read_response(response, id, session, &ignore).await {
+                Ok(()) => Ok(Listened::Ended),
+                Err(e) if e.rpc().is_some_and(|r| r.code == codes::METHOD_NOT_FOUND) => {
+                    Ok(Listened::NotOffered)
+                }
+                Err(e) => Err(e),
+            };
+        }
+        let mut events = SseStream::new(response);
+        let answered = |_: &RawValue, _: &Bytes| -> Decoded<()> { Ok(()) };
+        loop {
+            let event = match events.next().await {
+                None => return Ok(Listened::Ended),
+                Some(Ok(event)) => event,
+                Some(Err(error)) => return Err(self.body_error(error)),
+            };
+            let Some(text) = message_text(&event)? else {
+                continue;
+            };
+            let Ok(messages) = jsonrpc::decode(text) else {
+                tracing::debug!(namespace = %self.namespace, "skipped an event that is not JSON-RPC");
+                continue;
+            };
+            for message in &messages {
+                if message.method.as_deref() == Some("notifications/subscriptions/acknowledged") {
+                    let ack: Option<Acknowledged> = jsonrpc::optional(
+                        &self.namespace,
+                        "notifications/subscriptions/acknowledged params",
+                        message.params,
+                    );
+                    let tools = ack
+                        .and_then(|a| a.notifications)
+                        .and_then(|n| n.get("toolsListChanged").and_then(serde_json::Value::as_bool))
+                        .unwrap_or(false);
+                    if !tools {
+                        tracing::debug!(namespace = %self.namespace, "the server acknowledged the subscription without toolsListChanged");
+                        return Ok(Listened::NotOffered);
+                    }
+                    tracing::debug!(namespace = %self.namespace, "subscriptions/listen acknowledged");
+                    self.signals.stream_opened();
+                    continue;
+                }
+                if let Some(done) = self.route(message, &event.data, id, session, &answered).await {
+                    return match done {
+                        Ok(()) => Ok(Listened::Ended),
+                        Err(e) if e.rpc().is_some_and(|r| r.code == codes::METHOD_NOT_FOUND) => {
+                            Ok(Listened::NotOffered)
+                        }
+                        Err(e) => Err(e),
+                    };
+                }
             }
         }
     }
@@ -401,12 +514,19 @@ impl Connection {
                 tracing::trace!(namespace = %self.namespace, id, "ignored a response to another request");
                 None
             }
+            Kind::Request(_, method) if session.era == Era::Modern => {
+                // A modern server sends no requests (MCP 2026-07-28: input requests travel in
+                // results), and a modern client sends no responses: ignored.
+                tracing::debug!(namespace = %self.namespace, id, ping = method == "ping", "ignored a request from a modern server");
+                None
+            }
             Kind::Request(rid, method) => {
                 tracing::debug!(namespace = %self.namespace, id, ping = method == "ping", "answering a server request");
                 let answer = jsonrpc::answer_server_request(rid, method);
                 // An answer is no request: it names nothing for step-ups. Bounded, so a server
                 // that never answers this POST cannot stall the stream it asked on.
-                let post = self.post(Bytes::from(answer), "", Some(session));
+                let wire = Wire::answer();
+                let post = self.post(Bytes::from(answer), &wire, Some(session));
                 match tokio::time::timeout(limits::GOODBYE_TIMEOUT, post).await {
                     Ok(Ok(_)) => {}
                     Ok(Err(e)) => {
@@ -429,13 +549,20 @@ impl Connection {
         }
     }
 
-    /// A server's JSON-RPC error with its message scrubbed and bounded.
-    fn rpc_error(&self, error: &RpcError) -> Error {
+    /// A server's JSON-RPC error with its message scrubbed and bounded; its `data` is kept only
+    /// for a modern error ([`codes::is_modern`]) and at most [`limits::MAX_ERROR_DATA_BYTES`].
+    pub(super) fn rpc_error(&self, error: &RpcError) -> Error {
+        let data = error
+            .data
+            .as_ref()
+            .filter(|d| codes::is_modern(error.code) && d.get().len() <= limits::MAX_ERROR_DATA_BYTES)
+            .cloned();
         Error::rpc_error(RpcError {
             code: error.code,
             message: self
                 .server_text(&error.message, limits::MAX_REASON_BYTES)
                 .into_owned(),
+            data,
         })
     }
 
@@ -451,6 +578,18 @@ impl Connection {
             ),
             BodyError::Utf8 => Error::protocol("the server's reply is not UTF-8"),
         }
+    }
+}
+
+/// The error of a body that is one JSON-RPC error response (with or without an id).
+fn rpc_error_in(body: &str) -> Option<RpcError> {
+    let messages = jsonrpc::decode(body).ok()?;
+    let [message] = messages.as_slice() else {
+        return None;
+    };
+    match message.kind() {
+        Kind::Response(_, Err(error)) | Kind::ErrorWithoutId(error) => Some(error.clone()),
+        _ => None,
     }
 }
 

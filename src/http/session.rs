@@ -1,9 +1,17 @@
-//! Sessions (MCP 2025-11-25, lifecycle and transports: session management): the handshake, the
-//! session every request after it carries, the single-flight task that initializes again when
-//! the server forgot the session, and the `DELETE` that ends a session.
+//! How requests reach the server in each protocol era: the era detection (MCP 2026-07-28,
+//! basic/versioning "Backward Compatibility"), the legacy sessions (MCP 2025-11-25, lifecycle
+//! and transports: session management) with their handshake, the single-flight task that
+//! starts again when the server forgot the session, and the `DELETE` that ends a session.
 //!
-//! The state is one machine, [`Link`] (`Idle`, `Initializing`, `Live`, `Closed`), behind the
-//! connection's lock; its transitions are the methods of [`Sessions`] and nothing else writes it:
+//! A modern server (2026-07-28) has no session: its [`Session`] is a stateless route (no id, the
+//! version `2026-07-28`, what `server/discover` declared), never deleted, never expired, and a
+//! request on it carries `_meta` and the standard headers instead ([`super::modern`]).
+//!
+//! The state is two machines behind the connection's lock, whose transitions are the methods
+//! of [`Sessions`] and nothing else writes them: [`Known`], what the client knows of the
+//! server's era, and [`Link`] (`Idle`, `Initializing`, `Live`, `Closed`), the route requests go
+//! out on. `Live(s)` always agrees with the era: a session is installed together with the era
+//! that made it.
 //! - `Live` holds the session new requests go out on. A request carries the session it was
 //!   sent on from then on (the in-flight table records it), never "the current one".
 //! - `Initializing` holds the one running (re-)initialize task, spawned on the Host's runtime.
@@ -33,7 +41,8 @@ use tokio::sync::watch;
 use super::{Connection, Decoded, Error, lock};
 use crate::jsonrpc;
 use crate::limits;
-use crate::protocol::{OFFERED_VERSION, SESSION_ID, SUPPORTED_VERSIONS};
+use super::modern;
+use crate::protocol::{MODERN_VERSION, OFFERED_VERSION, SESSION_ID, SUPPORTED_VERSIONS, codes};
 
 /// What a server's `initialize` result declared that the Pack uses. Only `protocolVersion` is
 /// required of the result; each of these is read on its own, and one of an unexpected type
@@ -51,6 +60,9 @@ pub(crate) struct Initialized {
     /// entry's secrets and cut to [`limits::MAX_INSTRUCTIONS_BYTES`]; `None` when absent, blank
     /// or not a string.
     pub(crate) instructions: Option<Arc<str>>,
+    /// The protocol version requests carry: the one `initialize` negotiated, or `2026-07-28`
+    /// for a modern server; `""` until known.
+    pub(crate) version: &'static str,
 }
 
 impl Initialized {
@@ -94,13 +106,43 @@ impl Initialized {
             tools: declared.is_some(),
             tools_list_changed,
             instructions,
+            version: "",
         }
     }
 }
 
-/// One session: what every request after `initialize` carries.
+/// A protocol era (MCP 2026-07-28, basic/versioning "Terminology").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Era {
+    /// `2025-11-25` and earlier: an `initialize` handshake, maybe a session.
+    Legacy,
+    /// `2026-07-28`: stateless, every request declares its version in `_meta`.
+    Modern,
+}
+
+/// What the client knows of the server's era; the verdict belongs to the server for its life
+/// in this Pack (MCP 2026-07-28, basic/versioning "Backward Compatibility").
+///
+/// ```text
+///   Unknown ──server/discover answered, or a modern error──▶ Era(Modern)
+///   Unknown ──anything else (4xx, -32601, empty)────────────▶ Era(Legacy)
+///   Era(e) ──the server answered like the other era─────────▶ Unknown (probed again)
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Known {
+    /// Not probed yet, or the server showed the other era: the next start asks
+    /// `server/discover` first.
+    Unknown,
+    /// Decided: a legacy start goes straight to `initialize`, a modern one to `server/discover`.
+    Era(Era),
+}
+
+/// What requests go out on: a legacy session (or a stateless legacy server), or a modern
+/// server's stateless route.
 pub(crate) struct Session {
-    /// The server's `Mcp-Session-Id`, when it gave one.
+    /// Which era requests on it speak.
+    pub(super) era: Era,
+    /// The server's `Mcp-Session-Id`, when it gave one (never in the modern era).
     pub(super) id: Option<HeaderValue>,
     /// The negotiated protocol version, for `MCP-Protocol-Version`; unset until the server's
     /// `initialize` answer was read and accepted.
@@ -115,8 +157,23 @@ pub(crate) struct Session {
 impl Session {
     fn new(id: Option<HeaderValue>) -> Self {
         Self {
+            era: Era::Legacy,
             id,
             version: OnceLock::new(),
+            deleted: AtomicBool::new(false),
+            initialized: OnceLock::new(),
+        }
+    }
+
+    /// A modern server's route: version `2026-07-28`; what its `server/discover` declared is
+    /// set once the answer was read.
+    pub(super) fn modern() -> Self {
+        let version = OnceLock::new();
+        let _ = version.set(HeaderValue::from_static(MODERN_VERSION));
+        Self {
+            era: Era::Modern,
+            id: None,
+            version,
             deleted: AtomicBool::new(false),
             initialized: OnceLock::new(),
         }
@@ -192,6 +249,8 @@ pub(crate) struct Installs {
 /// A connection's session state: the [`Link`], and every session id the server gave that the
 /// client still has to delete; see the module docs.
 pub(super) struct Sessions {
+    /// What the client knows of the server's era.
+    known: Known,
     link: Link,
     owned: Vec<Arc<Session>>,
     /// Counts the abandoned starts: an `initialize` sent before the latest abandon gives a
@@ -207,6 +266,7 @@ pub(super) struct Sessions {
 impl Default for Sessions {
     fn default() -> Self {
         Self {
+            known: Known::Unknown,
             link: Link::Idle,
             owned: Vec::new(),
             generation: 0,
@@ -229,6 +289,23 @@ impl Sessions {
         matches!(self.link, Link::Closed)
     }
 
+    /// Transition of [`Known`]: a start learned the server's era (a `server/discover` answer,
+    /// or `initialize` after the probe found the server legacy).
+    fn learned(&mut self, era: Era) {
+        self.known = Known::Era(era);
+    }
+
+    /// Transition of both machines: a request on `stale` was answered the way the other era
+    /// answers (a modern error to a legacy session, a legacy refusal to a modern request; a
+    /// restart onto another version). The era is not known any more, and `stale` stops being
+    /// the route if it still is; a legacy session stays owned (deleted with the others).
+    pub(super) fn doubt(&mut self, stale: &Arc<Session>) {
+        if matches!(&self.link, Link::Live(s) if Arc::ptr_eq(s, stale)) {
+            self.link = Link::Idle;
+        }
+        self.known = Known::Unknown;
+    }
+
     /// Sees each session installed from now on.
     pub(super) fn installs(&self) -> watch::Receiver<Installs> {
         self.installs.subscribe()
@@ -247,6 +324,7 @@ impl Sessions {
             (_, Some(_)) => return None,
             (_, None) => true,
         };
+        self.known = Known::Era(session.era);
         self.link = Link::Live(Arc::clone(session));
         self.installs.send_modify(|n| {
             n.all += 1;
@@ -299,19 +377,20 @@ impl Sessions {
 }
 
 impl Connection {
-    /// Runs the handshake and makes its session the current one: `initialize` (offering
-    /// [`OFFERED_VERSION`], no capabilities), the version check, then
-    /// `notifications/initialized`. Returns what the server declared that the Pack uses.
+    /// Starts the route and makes it the current one ([`Connection::open`]: `server/discover`
+    /// unless the server is known legacy, then the legacy handshake when it is legacy). Returns
+    /// what the server declared that the Pack uses.
     ///
     /// # Errors
-    /// Any transport failure, a JSON-RPC error, an unsupported version, a session id that is
-    /// not visible ASCII. A session the failed handshake got is deleted before the error returns.
+    /// Any transport failure, a JSON-RPC error, an unsupported version or none in common
+    /// ([`Error::no_mutual_version`]), a session id that is not visible ASCII. A session the
+    /// failed handshake got is deleted before the error returns.
     ///
     /// # Cancel safety
     /// Dropping it may leave a session id the server gave in the owned set; the caller ends it
     /// with [`Connection::abandon`] or [`Connection::close`], which delete it.
-    pub(crate) async fn initialize(self: &Arc<Self>) -> Result<Initialized, Error> {
-        let (session, initialized) = self.handshake().await?;
+    pub(crate) async fn start(self: &Arc<Self>) -> Result<Initialized, Error> {
+        let (session, initialized) = self.open().await?;
         match lock(&self.sessions).install(&session, None) {
             Some(_) => Ok(initialized),
             None => Err(Error::closed()),
@@ -415,7 +494,7 @@ impl Connection {
             .with_min_delay(limits::REINIT_RETRY_FIRST)
             .with_factor(2.0)
             .with_max_times(limits::REINIT_RETRIES);
-        let attempts = (|| async { self.handshake().await.map(|(session, _)| session) })
+        let attempts = (|| async { self.open().await.map(|(session, _)| session) })
             .retry(backoff)
             .sleep(tokio::time::sleep)
             .when(|e: &Error| {
@@ -424,9 +503,155 @@ impl Connection {
         match tokio::time::timeout(limits::START_DEADLINE, attempts).await {
             Ok(outcome) => outcome,
             Err(_) => Err(Error::protocol(format!(
-                "initialize did not finish within {} seconds",
+                "starting again (server/discover or initialize) did not finish within {} seconds",
                 limits::START_DEADLINE.as_secs()
             ))),
+        }
+    }
+
+    /// One start of the route, not yet current: `server/discover` first (the era probe of MCP
+    /// 2026-07-28, transports "Backward Compatibility") unless the server is known legacy; a
+    /// modern server's route is then ready, and a legacy one gets the handshake
+    /// ([`Connection::handshake`]). A server known legacy whose `initialize` is answered with a
+    /// modern error changed era: it is probed at once; one whose `initialize` gets another 4xx
+    /// is probed at the next start.
+    ///
+    /// # Cancel safety
+    /// As [`Connection::handshake`].
+    async fn open(self: &Arc<Self>) -> Result<(Arc<Session>, Initialized), Error> {
+        if self.is_closed() {
+            return Err(Error::closed());
+        }
+        let known = lock(&self.sessions).known;
+        if known != Known::Era(Era::Legacy) {
+            if let Some(modern) = self.discover().await? {
+                return Ok(modern);
+            }
+        }
+        match self.handshake().await {
+            Err(e) if known == Known::Era(Era::Legacy) && e.rpc().is_some_and(|r| codes::is_modern(r.code)) => {
+                tracing::debug!(namespace = %self.namespace, "initialize was answered with a modern error; asking server/discover");
+                lock(&self.sessions).known = Known::Unknown;
+                match self.discover().await? {
+                    Some(modern) => Ok(modern),
+                    None => Err(e),
+                }
+            }
+            Err(e) if known == Known::Era(Era::Legacy) && e.status().is_some_and(|s| s.is_client_error() && !matches!(s.as_u16(), 401 | 403 | 404 | 408 | 429)) => {
+                // Maybe a restart onto the modern era (a modern server refuses an initialize
+                // without the modern headers with a 400): the next start asks first.
+                lock(&self.sessions).known = Known::Unknown;
+                Err(e)
+            }
+            other => other,
+        }
+    }
+
+    /// The era probe: `server/discover` as a modern request (MCP 2026-07-28, server/discover).
+    /// `Some` with the modern route and what the server declared, when it is modern; `None`
+    /// when it is legacy (the verdict is recorded either way; see [`modern::Verdict`]).
+    ///
+    /// # Errors
+    /// A failure that gives no verdict (a transport failure, a 5xx, a 408/429, a redirect, a
+    /// sign-in), the modern server's own refusal, or [`Error::no_mutual_version`].
+    async fn discover(self: &Arc<Self>) -> Result<Option<(Arc<Session>, Initialized)>, Error> {
+        #[derive(Deserialize)]
+        struct DiscoverResult<'a> {
+            #[serde(rename = "supportedVersions", borrow, default)]
+            supported_versions: Option<&'a serde_json::value::RawValue>,
+            #[serde(borrow, default)]
+            capabilities: Option<&'a serde_json::value::RawValue>,
+            #[serde(borrow, default)]
+            instructions: Option<&'a serde_json::value::RawValue>,
+        }
+        let session = Arc::new(Session::modern());
+        let id = self.fresh_id();
+        let body = Bytes::from(jsonrpc::request_with_meta(
+            id,
+            "server/discover",
+            "{}",
+            &modern::META,
+        ));
+        let wire = super::Wire::new("server/discover", None, &[]);
+        let decode = |result: &serde_json::value::RawValue, _: &Bytes| -> Decoded<(modern::Verdict, Initialized)> {
+            let read: DiscoverResult<'_> = serde_json::from_str(result.get()).map_err(|_| {
+                Error::malformed("the server's server/discover result is not an object".to_string())
+            })?;
+            let listed = read.supported_versions.and_then(|raw| {
+                let wrapped = format!(r#"{{"supported":{}}}"#, raw.get());
+                let wrapped = serde_json::value::RawValue::from_string(wrapped).ok()?;
+                modern::supported_versions(Some(&wrapped))
+            });
+            let verdict = match listed {
+                // Absent or not a list: the answer itself says the server is modern.
+                None => modern::Verdict::Modern,
+                Some(list) if list.iter().any(|v| v == MODERN_VERSION) => modern::Verdict::Modern,
+                Some(list) if list.iter().any(|v| SUPPORTED_VERSIONS.contains(&v.as_str())) => {
+                    modern::Verdict::LegacyOffered
+                }
+                Some(list) => modern::Verdict::NoMutualVersion(list),
+            };
+            let mut initialized = Initialized::read(self, read.capabilities, read.instructions);
+            initialized.version = MODERN_VERSION;
+            Ok((verdict, initialized))
+        };
+        let mut answered = match self.post(body.clone(), &wire, Some(&session)).await {
+            Ok(response) => self.read_response(response, id, &session, &decode).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = &answered
+            && let Some(rpc) = e.rpc()
+            && rpc.code == codes::UNSUPPORTED_PROTOCOL_VERSION
+            && modern::supported_versions(rpc.data.as_deref())
+                .is_some_and(|v| v.iter().any(|v| v == MODERN_VERSION))
+        {
+            // It names the version it refused as supported (a server whose first answer is a
+            // version refusal): the best mutual version is that one, asked once more.
+            tracing::debug!(namespace = %self.namespace, "server/discover refused 2026-07-28 but names it as supported; asking once more");
+            answered = match self.post(body, &wire, Some(&session)).await {
+                Ok(response) => self.read_response(response, id, &session, &decode).await,
+                Err(e) => Err(e),
+            };
+        }
+        let (verdict, answered) = match answered {
+            Ok((verdict, initialized)) => (verdict, Ok(initialized)),
+            Err(e) => {
+                let verdict = match e.rpc() {
+                    Some(rpc) => modern::verdict_of_error(rpc.code, rpc.data.as_deref()),
+                    None if e.is_unreadable_answer() => modern::Verdict::Legacy,
+                    None => match e.status() {
+                        Some(status)
+                            if status.is_client_error()
+                                && !matches!(status.as_u16(), 401 | 403 | 408 | 429) =>
+                        {
+                            modern::Verdict::Legacy
+                        }
+                        // No verdict: the start fails and is tried again.
+                        _ => return Err(e),
+                    },
+                };
+                (verdict, Err(e))
+            }
+        };
+        tracing::debug!(namespace = %self.namespace, verdict = ?verdict, "server/discover answered");
+        match verdict {
+            modern::Verdict::Modern => {
+                lock(&self.sessions).learned(Era::Modern);
+                let initialized = answered?;
+                let _ = session.initialized.set(initialized.clone());
+                Ok(Some((session, initialized)))
+            }
+            modern::Verdict::LegacyOffered | modern::Verdict::Legacy => {
+                lock(&self.sessions).learned(Era::Legacy);
+                Ok(None)
+            }
+            modern::Verdict::NoMutualVersion(theirs) => {
+                let theirs: Vec<String> = theirs
+                    .iter()
+                    .map(|v| self.server_text(v, 32).into_owned())
+                    .collect();
+                Err(Error::no_mutual_version(theirs))
+            }
         }
     }
 
@@ -482,7 +707,7 @@ impl Connection {
         let this = Arc::clone(self);
         let generation = lock(&self.sessions).generation;
         let work = async move {
-            let response = this.post(body, "initialize", None).await?;
+            let response = this.post(body, &super::Wire::new("initialize", None, &[]), None).await?;
             let session_id = match response.headers().get(&SESSION_ID) {
                 Some(value) => Some(valid_session_id(value)?),
                 None => None,
@@ -539,7 +764,7 @@ impl Connection {
                 let initialized = Initialized::read(self, result.capabilities, result.instructions);
                 Ok((result.protocol_version.into_owned(), initialized))
             };
-        let (chosen, initialized) = self.read_response(response, id, session, &decode).await?;
+        let (chosen, mut initialized) = self.read_response(response, id, session, &decode).await?;
         let Some(version) = SUPPORTED_VERSIONS.iter().find(|v| **v == chosen.as_str()) else {
             let shown = self.server_text(&chosen, 64);
             return Err(Error::protocol(format!(
@@ -547,6 +772,7 @@ impl Connection {
                 SUPPORTED_VERSIONS.join(", ")
             )));
         };
+        initialized.version = version;
         let _ = session.version.set(HeaderValue::from_static(version));
         let _ = session.initialized.set(initialized.clone());
         self.notify(

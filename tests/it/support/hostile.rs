@@ -479,6 +479,9 @@ async fn record(
         return Ok(Reply::raw(405, "text/plain", "").into_response());
     }
     let body = net::collect(body).await;
+    if net::is_era_probe(&body) {
+        return Ok(net::legacy_probe_answer());
+    }
     let mut received = Received {
         http_method: parts.method.to_string(),
         target: parts

@@ -250,6 +250,9 @@ async fn answer(
         headers: parts.headers,
         body: net::collect(body).await.to_vec(),
     };
+    if net::is_era_probe(&received.body) {
+        return Ok(net::legacy_probe_answer());
+    }
     shared.received.lock().unwrap().push(received.clone());
     let template = {
         let mounted = shared.mounted.lock().unwrap();

@@ -181,3 +181,23 @@ pub async fn wait_on<T, R: std::fmt::Debug>(
     let found = || Some(snapshot()).filter(|now| done(now));
     wait_for(limit, Duration::from_millis(5), what, found, record).await
 }
+
+/// Whether a request body is the client's era probe, `server/discover` (MCP 2026-07-28).
+pub fn is_era_probe(body: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .is_ok_and(|rpc| rpc["method"] == "server/discover")
+}
+
+/// What a legacy (2025-era) server answers the era probe, as the Python SDK does: `400` with a
+/// JSON-RPC error of its own (`-32000`), no modern error. The legacy harnesses answer the probe
+/// with it and leave it out of their trails, so their tests read as before; the era tests
+/// (`tests/it/modern.rs`) pin the probe itself.
+pub fn legacy_probe_answer() -> hyper::Response<ReplyBody> {
+    hyper::Response::builder()
+        .status(400)
+        .header("content-type", "application/json")
+        .body(full(
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Bad Request: Server not initialized"}}"#,
+        ))
+        .unwrap()
+}

@@ -373,6 +373,9 @@ async fn answer(
     let state = &shared.state;
     let (parts, body) = request.into_parts();
     let body = net::collect(body).await;
+    if net::is_era_probe(&body) {
+        return net::legacy_probe_answer();
+    }
     let rpc: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let header = |name: &str| net::header(&parts.headers, name);
     let verb = parts.method.to_string();
