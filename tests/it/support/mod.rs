@@ -161,6 +161,7 @@ pub mod hostile;
 pub mod interop;
 pub mod logs;
 pub mod mock;
+pub mod modern;
 pub mod net;
 #[path = "../../support/oauth.rs"]
 #[allow(
