@@ -38,6 +38,21 @@ async fn namespace(host: &Host) -> Value {
     host.listing(json!({"namespace": "m"})).await
 }
 
+/// Waits (at most [`LIMIT`]) until `m`'s namespace listing names `version`.
+async fn version_becomes(host: &Host, version: &str) {
+    let named = async {
+        while namespace(host).await["protocolVersion"] != version {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    if tokio::time::timeout(LIMIT, named).await.is_err() {
+        panic!(
+            "the protocol version never became {version}: {}",
+            namespace(host).await
+        );
+    }
+}
+
 /// The mirrored headers of a step but the three every modern request has, sorted.
 fn extra_headers(step: &Step) -> Vec<(String, String)> {
     let mut rest: Vec<(String, String)> = step
@@ -315,6 +330,105 @@ async fn fake_canned_answers_come_first_and_once() {
     assert_eq!(server.unrecorded_gets(), 0);
 }
 
+/// Reads `response` until its body holds `needle` (at most 5 s); the text read.
+async fn read_until(response: &mut reqwest::Response, needle: &str) -> String {
+    let mut text = String::new();
+    let read = async {
+        while !text.contains(needle) {
+            let chunk = response.chunk().await.unwrap().expect("the stream goes on");
+            text.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), read)
+        .await
+        .expect(needle);
+    text
+}
+
+fn modern_post(url: &str, method: &str, body: Value) -> reqwest::RequestBuilder {
+    reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", MODERN)
+        .header("mcp-method", method)
+        .body(body.to_string())
+}
+
+#[tokio::test]
+async fn fake_listen_stream_acknowledges_then_carries_list_changed_until_dropped() {
+    let server = Modern::start().await;
+    server.set_list_changed();
+    let listen = json!({"jsonrpc": "2.0", "id": "listen-1", "method": "subscriptions/listen",
+        "params": {"notifications": {"toolsListChanged": true}, "_meta": client_meta(MODERN)}});
+    let mut response = modern_post(&server.url, "subscriptions/listen", listen)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let ack = read_until(&mut response, "\n\n").await;
+    assert_eq!(
+        ack,
+        "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/subscriptions/acknowledged\",\"params\":{\"_meta\":{\"io.modelcontextprotocol/subscriptionId\":\"listen-1\"},\"notifications\":{\"toolsListChanged\":true}}}\n\n"
+    );
+    assert_eq!(server.notify_list_changed(), 1);
+    let news = read_until(&mut response, "list_changed").await;
+    assert!(news.contains("subscriptionId\":\"listen-1\""), "{news}");
+    server.drop_listens();
+    let end = tokio::time::timeout(Duration::from_secs(5), response.chunk()).await;
+    assert!(matches!(end, Ok(Ok(None))), "the stream ends: {end:?}");
+    assert_eq!(server.lines(), lines(&["POST subscriptions/listen 200"]));
+}
+
+#[tokio::test]
+async fn fake_records_a_held_answer_closed_by_the_client() {
+    let server = Modern::start().await;
+    server.set_call("echo", Call::Hold(Duration::from_secs(60)));
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": {"name": "echo", "arguments": {}, "_meta": client_meta(MODERN)}});
+    let response = modern_post(&server.url, "tools/call", body)
+        .header("mcp-name", "echo")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    drop(response);
+    server
+        .wait_until(LIMIT, "the closed stream", |t| t.len() == 2)
+        .await;
+    assert_eq!(
+        server.lines(),
+        lines(&["POST tools/call 200", "CLOSED tools/call 200"])
+    );
+    assert_eq!(server.trail()[1].id, json!(9));
+}
+
+#[tokio::test]
+async fn fake_cuts_the_first_stream_before_the_answer_and_answers_the_second() {
+    let server = Modern::start().await;
+    server.set_call("echo", Call::CutFirst);
+    let body = |id: u64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": "echo", "arguments": {}, "_meta": client_meta(MODERN)}})
+    };
+    let send = |id| {
+        modern_post(&server.url, "tools/call", body(id))
+            .header("mcp-name", "echo")
+            .send()
+    };
+    let first = send(1).await.unwrap().text().await.unwrap();
+    let second = send(2).await.unwrap().text().await.unwrap();
+    assert_eq!(first, ": working\n\n");
+    assert_eq!(
+        second,
+        "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"echo echo {}\"}]}}\n\n"
+    );
+    assert_eq!(
+        server.lines(),
+        lines(&["POST tools/call 200", "POST tools/call 200"])
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // 1. era detection
 
@@ -507,37 +621,14 @@ async fn a_legacy_session_answered_with_unsupported_version_probes_again() {
     let host = ready(&server).await;
     assert_eq!(namespace(&host).await["protocolVersion"], LEGACY);
     // The server is redeployed modern-only: the legacy session's next request gets -32022.
-    server.set_supported(json!([MODERN]));
     server.restart(Era::Modern);
     let _ = call(&host, "echo", json!({})).await;
-    server
-        .wait_until(LIMIT, "a second probe", |t| {
-            t.iter().filter(|s| s.method == "server/discover").count() == 2
-        })
-        .await;
-    host.wait_for(LIMIT, |_| true).await;
-    let listing = host
-        .wait_for(LIMIT, |l| {
-            crate::support::hostile::server_entry(l, "m")["status"] == "ready"
-        })
-        .await;
-    drop(listing);
+    version_becomes(&host, MODERN).await;
     let lines = server.lines();
-    let at = lines
-        .iter()
-        .position(|l| l == "POST tools/call 400")
-        .unwrap();
+    let at = lines.iter().position(|l| l == "POST tools/call 400");
+    let at = at.unwrap_or_else(|| panic!("the legacy call met -32022: {lines:?}"));
     assert_eq!(lines[at + 1], "POST server/discover 200", "{lines:?}");
-    host.wait_for(LIMIT, |_| true).await;
-    let modern = async {
-        loop {
-            if namespace(&host).await["protocolVersion"] == MODERN {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    };
-    tokio::time::timeout(LIMIT, modern).await.expect("modern");
+    assert_eq!(server.count("server/discover"), 2, "{lines:?}");
     assert_eq!(
         call(&host, "echo", json!({})).await,
         Ok("echo echo {}".into())
@@ -570,15 +661,7 @@ async fn a_modern_request_answered_like_legacy_reprobes_and_initializes() {
         ],
         "{lines:?}"
     );
-    let modern = async {
-        loop {
-            if namespace(&host).await["protocolVersion"] == LEGACY {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    };
-    tokio::time::timeout(LIMIT, modern).await.expect("legacy");
+    version_becomes(&host, LEGACY).await;
 }
 
 #[tokio::test]
@@ -1329,7 +1412,8 @@ async fn configured_secrets_never_show_in_errors_or_logs() {
         );
         assert!(!logs.contains(secret), "a log line shows {secret}");
     }
-    let discover = server.steps("server/discover").remove(0);
+    let discover = server.steps("server/discover");
+    let discover = discover.first().expect("a server/discover was sent");
     assert_eq!(
         discover.meta,
         client_meta(MODERN),

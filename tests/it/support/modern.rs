@@ -4,8 +4,9 @@
 //! It validates every `POST` as a modern server must (MCP 2026-07-28 "Streamable HTTP",
 //! "Server Validation"): the `MCP-Protocol-Version` header is a version it supports (else
 //! `400` with `-32022 UnsupportedProtocolVersion`, `data.supported` and `data.requested`), the
-//! request's `params._meta` names the same version (missing: `400 -32602`), `Mcp-Method` is the
-//! body's `method`, and on `tools/call` `Mcp-Name` is `params.name` and each `Mcp-Param-{Name}`
+//! request's `params._meta` names the same version (missing: `400 -32602`; an `initialize`
+//! without the header, an old client's handshake, is `-32022` too), `Mcp-Method` is the body's
+//! `method`, and on `tools/call` `Mcp-Name` is `params.name` and each `Mcp-Param-{Name}`
 //! of the tool's current `inputSchema` (`x-mcp-header`) is the argument's value, Base64 sentinel
 //! decoded, present exactly once, and absent when the argument is absent or null (any mismatch:
 //! `400 -32020 HeaderMismatch`). `GET` and `DELETE` are `405`.
@@ -149,6 +150,10 @@ impl Step {
     }
 }
 
+/// One `tools/list` page: the cursor it answers (`None`: no cursor), its tools, its
+/// `nextCursor`.
+type Page = (Option<String>, Vec<Value>, Option<String>);
+
 /// What a test configures.
 struct Config {
     era: Era,
@@ -161,7 +166,7 @@ struct Config {
     legacy_version: String,
     tools: Vec<Value>,
     /// Explicit pages, by the cursor asked (`None`: no cursor): the tools and the `nextCursor`.
-    pages: Option<Vec<(Option<String>, Vec<Value>, Option<String>)>>,
+    pages: Option<Vec<Page>>,
     /// `ttlMs` / `cacheScope` of the `tools/list` and discover results (`None`: left out).
     ttl_ms: Option<Value>,
     cache_scope: Option<Value>,
@@ -689,6 +694,15 @@ fn modern_answer(st: &mut State, step: &Step, rpc: &Value, headers: &hyper::Head
         .map(|a| a.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
     let versions = headers.get_all("mcp-protocol-version").iter().count();
+    if versions == 0 && step.method == "initialize" {
+        // An old client's handshake: it names its version in the params only.
+        return bad(
+            -32022,
+            "Unsupported protocol version".into(),
+            json!({"supported": st.config.supported,
+                   "requested": rpc["params"]["protocolVersion"]}),
+        );
+    }
     let Some(version) = step
         .header("mcp-protocol-version")
         .filter(|_| versions == 1)
