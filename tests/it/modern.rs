@@ -6,6 +6,10 @@
 //!
 //! Where a test must guess the client's exact wording it asserts the structure (kind, and that
 //! the message names the thing) and says `// lead: exact text`.
+//!
+//! The `fake_*` tests speak to the fake directly (reqwest) and prove it; the others need a client
+//! that speaks 2026-07-28: a 2025-only client fails them at the start (its `initialize` meets
+//! `-32022` from a modern-only server, or its trail lacks the `server/discover` probe).
 
 use std::time::Duration;
 
