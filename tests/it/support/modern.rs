@@ -100,7 +100,8 @@ pub enum Canned {
 /// One request (or a closed stream) and the status it was answered with.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Step {
-    /// `POST`, `GET`, `DELETE`, or `CLOSED` (the client closed a streamed answer before its end).
+    /// `POST`, `GET`, `DELETE`, or `CLOSED` (a streamed answer ended before its end: the client
+    /// closed it, or [`Modern::restart`] cut it).
     pub verb: String,
     /// The JSON-RPC method; `""` for a response or no body.
     pub method: String,
