@@ -12,6 +12,7 @@ mod hostile;
 mod interop;
 mod load;
 mod machine;
+mod modern;
 mod pack;
 mod review;
 mod rmcp_peer;

@@ -5,7 +5,8 @@
 //! The servers, one family: [`hostile`] (hyper; a reply sent slowly, in pieces, endlessly, cut
 //! off or never), [`scripted`] (a strict stateful server recording a trail), [`mock`] (mounted
 //! responders behind matchers), [`oauth`] (an authorization server and protected resource, shared with the unit
-//! tests), [`demo_server`] (the examples' rmcp server) and [`interop`] (real peers behind a
+//! tests), [`modern`] (a strict 2026-07-28 server, switchable to the legacy era, recording a
+//! trail), [`demo_server`] (the examples' rmcp server) and [`interop`] (real peers behind a
 //! recording proxy). What they have in common, binding, serving connections and waiting on a
 //! record, is in [`net`]; log capture is in [`logs`].
 
@@ -161,6 +162,7 @@ pub mod hostile;
 pub mod interop;
 pub mod logs;
 pub mod mock;
+pub mod modern;
 pub mod net;
 #[path = "../../support/oauth.rs"]
 #[allow(

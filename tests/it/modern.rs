@@ -1,0 +1,1426 @@
+//! The modern era (MCP 2026-07-28, "Versioning" and "Streamable HTTP"): era detection by
+//! `server/discover`, the per-request `_meta` and mirrored headers, `subscriptions/listen`,
+//! cached listings, multi round-trip results, and the fallbacks between eras. Every test drives
+//! the Pack through the `runvil-plugin` contract against a [`Modern`] fake on loopback and pins
+//! the whole wire trail where it can.
+//!
+//! Where a test must guess the client's exact wording it asserts the structure (kind, and that
+//! the message names the thing) and says `// lead: exact text`.
+//!
+//! The `fake_*` tests speak to the fake directly (reqwest) and prove it; the others need a client
+//! that speaks 2026-07-28: a 2025-only client fails them at the start (its `initialize` meets
+//! `-32022` from a modern-only server, or its trail lacks the `server/discover` probe).
+
+use std::time::Duration;
+
+use runvil_plugin::{ToolError, ToolErrorKind};
+use serde_json::{Value, json};
+
+use crate::support::hostile::entry;
+use crate::support::modern::{
+    Call, Canned, Era, LEGACY, MODERN, Modern, NO_SESSION, Step, client_meta, sentinel, tool_with,
+};
+use crate::support::{Host, logs};
+
+const LIMIT: Duration = Duration::from_secs(10);
+
+/// A Pack with the one server `m` at `server`, waited on until ready.
+async fn ready(server: &Modern) -> Host {
+    let host = Host::new(json!({"m": entry(&server.url)}));
+    host.ready("m", LIMIT).await;
+    host
+}
+
+/// `call_dynamic_tool` of `tool` on `m` with `arguments`.
+async fn call(host: &Host, tool: &str, arguments: Value) -> Result<String, ToolError> {
+    let args = json!({"namespace": "m", "toolName": tool, "arguments": arguments});
+    host.call("call_dynamic_tool", args).await
+}
+
+/// The namespace listing of `m`.
+async fn namespace(host: &Host) -> Value {
+    host.listing(json!({"namespace": "m"})).await
+}
+
+/// Waits (at most [`LIMIT`]) until `m`'s namespace listing names `version`.
+async fn version_becomes(host: &Host, version: &str) {
+    let named = async {
+        while namespace(host).await["protocolVersion"] != version {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    if tokio::time::timeout(LIMIT, named).await.is_err() {
+        panic!(
+            "the protocol version never became {version}: {}",
+            namespace(host).await
+        );
+    }
+}
+
+/// The mirrored headers of a step but the three every modern request has, sorted.
+fn extra_headers(step: &Step) -> Vec<(String, String)> {
+    let mut rest: Vec<(String, String)> = step
+        .headers
+        .iter()
+        .filter(|(n, _)| !matches!(n.as_str(), "mcp-protocol-version" | "mcp-method"))
+        .cloned()
+        .collect();
+    rest.sort();
+    rest
+}
+
+/// Asserts `step` is a modern request of `method`: the version and method headers once each,
+/// no session or resumption header, and `_meta` exactly as the client sends it.
+fn assert_modern(step: &Step, method: &str) {
+    assert_eq!(step.verb, "POST", "{step:?}");
+    assert_eq!(step.method, method, "{step:?}");
+    assert_eq!(
+        step.header_values("mcp-protocol-version"),
+        [MODERN],
+        "{step:?}"
+    );
+    assert_eq!(step.header_values("mcp-method"), [method], "{step:?}");
+    assert!(!step.session, "no Mcp-Session-Id: {step:?}");
+    assert!(!step.last_event_id, "no Last-Event-ID: {step:?}");
+    assert_eq!(step.meta, client_meta(MODERN), "{step:?}");
+}
+
+fn lines(list: &[&str]) -> Vec<String> {
+    list.iter().map(|l| l.to_string()).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// the fake itself, spoken to directly
+
+/// POSTs `body` to `url` with `headers`; the status and the body as JSON (`Null` if not JSON).
+async fn post(url: &str, headers: &[(&str, &str)], body: Value) -> (u16, Value) {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.body(body.to_string()).send().await.unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+fn discover_body() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover",
+           "params": {"_meta": client_meta(MODERN)}})
+}
+
+#[tokio::test]
+async fn fake_answers_discover_with_its_versions_and_capabilities() {
+    let server = Modern::start().await;
+    server.set_list_changed();
+    server.set_instructions("use echo");
+    let headers = [
+        ("mcp-protocol-version", MODERN),
+        ("mcp-method", "server/discover"),
+    ];
+    let (status, body) = post(&server.url, &headers, discover_body()).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        body,
+        json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "supportedVersions": [MODERN],
+            "capabilities": {"tools": {"listChanged": true}},
+            "serverInfo": {"name": "modern-fake", "version": "0"},
+            "instructions": "use echo", "ttlMs": 0, "cacheScope": "public"}})
+    );
+    assert_eq!(server.lines(), lines(&["POST server/discover 200"]));
+}
+
+#[tokio::test]
+async fn fake_rejects_mismatched_headers_with_header_mismatch() {
+    let server = Modern::start().await;
+    server.set_tools(vec![tool_with(
+        "sql",
+        json!({"region": {"type": "string", "x-mcp-header": "Region"}}),
+    )]);
+    let call = |name: &str, region: &str| {
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+               "params": {"name": name, "arguments": {"region": region},
+                          "_meta": client_meta(MODERN)}})
+    };
+    let base = [
+        ("mcp-protocol-version", MODERN),
+        ("mcp-method", "tools/call"),
+    ];
+    let with = |extra: &[(&'static str, &'static str)]| {
+        let mut all = base.to_vec();
+        all.extend_from_slice(extra);
+        all
+    };
+    // Mcp-Method says something else.
+    let (status, body) = post(
+        &server.url,
+        &[
+            ("mcp-protocol-version", MODERN),
+            ("mcp-method", "tools/list"),
+            ("mcp-name", "sql"),
+            ("mcp-param-region", "eu"),
+        ],
+        call("sql", "eu"),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (400, json!(-32020))
+    );
+    // Mcp-Name differs from params.name.
+    let (status, body) = post(
+        &server.url,
+        &with(&[("mcp-name", "other"), ("mcp-param-region", "eu")]),
+        call("sql", "eu"),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (400, json!(-32020))
+    );
+    // The mirrored argument is missing, then wrong.
+    let (status, body) = post(
+        &server.url,
+        &with(&[("mcp-name", "sql")]),
+        call("sql", "eu"),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (400, json!(-32020))
+    );
+    let (status, body) = post(
+        &server.url,
+        &with(&[("mcp-name", "sql"), ("mcp-param-region", "us")]),
+        call("sql", "eu"),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (400, json!(-32020))
+    );
+    // Right, also in the Base64 form.
+    let (status, body) = post(
+        &server.url,
+        &with(&[("mcp-name", "sql"), ("mcp-param-region", "eu")]),
+        call("sql", "eu"),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let encoded = sentinel(" eu ");
+    let encoded: &'static str = Box::leak(encoded.into_boxed_str());
+    let (status, body) = post(
+        &server.url,
+        &with(&[("mcp-name", "sql"), ("mcp-param-region", encoded)]),
+        call("sql", " eu "),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["result"]["content"][0]["text"],
+        "echo sql {\"region\":\" eu \"}"
+    );
+    assert_eq!(
+        server.lines(),
+        lines(&[
+            "POST tools/call 400",
+            "POST tools/call 400",
+            "POST tools/call 400",
+            "POST tools/call 400",
+            "POST tools/call 200",
+            "POST tools/call 200",
+        ])
+    );
+}
+
+#[tokio::test]
+async fn fake_rejects_an_unknown_version_with_supported_and_requested() {
+    let server = Modern::start().await;
+    server.set_supported(json!([MODERN, "2030-01-01"]));
+    let headers = [
+        ("mcp-protocol-version", "2025-11-25"),
+        ("mcp-method", "server/discover"),
+    ];
+    let (status, body) = post(&server.url, &headers, discover_body()).await;
+    assert_eq!(status, 400);
+    assert_eq!(
+        body["error"],
+        json!({"code": -32022, "message": "Unsupported protocol version",
+               "data": {"supported": [MODERN, "2030-01-01"], "requested": "2025-11-25"}})
+    );
+    // An old client's initialize meets the same answer.
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                      "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                                 "clientInfo": {"name": "x", "version": "0"}}});
+    let (status, body) = post(&server.url, &[("mcp-protocol-version", "2025-11-25")], init).await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (400, json!(-32022))
+    );
+    // No _meta at all, on a supported version header.
+    let bare = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}});
+    let headers = [
+        ("mcp-protocol-version", MODERN),
+        ("mcp-method", "tools/list"),
+    ];
+    let (status, body) = post(&server.url, &headers, bare).await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (400, json!(-32602))
+    );
+}
+
+#[tokio::test]
+async fn fake_answers_get_and_delete_with_405_and_legacy_era_with_sessions() {
+    let server = Modern::start().await;
+    let client = reqwest::Client::new();
+    let get = client
+        .get(&server.url)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16();
+    let delete = client
+        .delete(&server.url)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16();
+    assert_eq!((get, delete), (405, 405));
+    server.restart(Era::Legacy);
+    let headers = [
+        ("mcp-protocol-version", MODERN),
+        ("mcp-method", "server/discover"),
+    ];
+    let response = reqwest::Client::new()
+        .post(&server.url)
+        .headers(
+            headers
+                .iter()
+                .map(|(n, v)| (n.parse().unwrap(), v.parse().unwrap()))
+                .collect(),
+        )
+        .body(discover_body().to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    assert_eq!(response.text().await.unwrap(), NO_SESSION);
+    assert_eq!(
+        server.lines(),
+        lines(&["GET - 405", "DELETE - 405", "POST server/discover 400"])
+    );
+}
+
+#[tokio::test]
+async fn fake_canned_answers_come_first_and_once() {
+    let server = Modern::start().await;
+    server.answer_next("server/discover", Canned::Result(json!({"canned": true})));
+    let url = format!("http://127.0.0.1:{}/mcp", server.port);
+    let headers = [
+        ("mcp-protocol-version", MODERN),
+        ("mcp-method", "server/discover"),
+    ];
+    let (_, first) = post(&url, &headers, discover_body()).await;
+    let (_, second) = post(&url, &headers, discover_body()).await;
+    assert_eq!(first["result"], json!({"canned": true}));
+    assert_eq!(second["result"]["supportedVersions"], json!([MODERN]));
+    assert_eq!(server.unrecorded_gets(), 0);
+}
+
+/// Reads `response` until its body holds `needle` (at most 5 s); the text read.
+async fn read_until(response: &mut reqwest::Response, needle: &str) -> String {
+    let mut text = String::new();
+    let read = async {
+        while !text.contains(needle) {
+            let chunk = response.chunk().await.unwrap().expect("the stream goes on");
+            text.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), read)
+        .await
+        .expect(needle);
+    text
+}
+
+fn modern_post(url: &str, method: &str, body: Value) -> reqwest::RequestBuilder {
+    reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", MODERN)
+        .header("mcp-method", method)
+        .body(body.to_string())
+}
+
+#[tokio::test]
+async fn fake_listen_stream_acknowledges_then_carries_list_changed_until_dropped() {
+    let server = Modern::start().await;
+    server.set_list_changed();
+    let listen = json!({"jsonrpc": "2.0", "id": "listen-1", "method": "subscriptions/listen",
+        "params": {"notifications": {"toolsListChanged": true}, "_meta": client_meta(MODERN)}});
+    let mut response = modern_post(&server.url, "subscriptions/listen", listen)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let ack = read_until(&mut response, "\n\n").await;
+    assert_eq!(
+        ack,
+        "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/subscriptions/acknowledged\",\"params\":{\"_meta\":{\"io.modelcontextprotocol/subscriptionId\":\"listen-1\"},\"notifications\":{\"toolsListChanged\":true}}}\n\n"
+    );
+    assert_eq!(server.notify_list_changed(), 1);
+    let news = read_until(&mut response, "list_changed").await;
+    assert!(news.contains("subscriptionId\":\"listen-1\""), "{news}");
+    server.drop_listens();
+    let end = tokio::time::timeout(Duration::from_secs(5), response.chunk()).await;
+    assert!(matches!(end, Ok(Ok(None))), "the stream ends: {end:?}");
+    assert_eq!(server.lines(), lines(&["POST subscriptions/listen 200"]));
+}
+
+#[tokio::test]
+async fn fake_records_a_held_answer_closed_by_the_client() {
+    let server = Modern::start().await;
+    server.set_call("echo", Call::Hold(Duration::from_secs(60)));
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": {"name": "echo", "arguments": {}, "_meta": client_meta(MODERN)}});
+    let response = modern_post(&server.url, "tools/call", body)
+        .header("mcp-name", "echo")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    drop(response);
+    server
+        .wait_until(LIMIT, "the closed stream", |t| t.len() == 2)
+        .await;
+    assert_eq!(
+        server.lines(),
+        lines(&["POST tools/call 200", "CLOSED tools/call 200"])
+    );
+    assert_eq!(server.trail()[1].id, json!(9));
+}
+
+#[tokio::test]
+async fn fake_cuts_the_first_stream_before_the_answer_and_answers_the_second() {
+    let server = Modern::start().await;
+    server.set_call("echo", Call::CutFirst);
+    let body = |id: u64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": "echo", "arguments": {}, "_meta": client_meta(MODERN)}})
+    };
+    let send = |id| {
+        modern_post(&server.url, "tools/call", body(id))
+            .header("mcp-name", "echo")
+            .send()
+    };
+    let first = send(1).await.unwrap().text().await.unwrap();
+    let second = send(2).await.unwrap().text().await.unwrap();
+    assert_eq!(first, ": working\n\n");
+    assert_eq!(
+        second,
+        "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"echo echo {}\"}]}}\n\n"
+    );
+    assert_eq!(
+        server.lines(),
+        lines(&["POST tools/call 200", "POST tools/call 200"])
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. era detection
+
+#[tokio::test]
+async fn discover_is_the_first_request_and_a_modern_start_is_discover_then_tools_list() {
+    let server = Modern::start().await;
+    server.set_instructions("use echo well");
+    let host = ready(&server).await;
+    let trail = server.settle(Duration::from_millis(300), LIMIT).await;
+    assert_eq!(
+        trail.iter().map(Step::line).collect::<Vec<_>>(),
+        lines(&["POST server/discover 200", "POST tools/list 200"])
+    );
+    assert_modern(&trail[0], "server/discover");
+    assert_eq!(trail[0].params, json!({"_meta": client_meta(MODERN)}));
+    assert_modern(&trail[1], "tools/list");
+    assert_eq!(extra_headers(&trail[0]), []);
+    let listing = namespace(&host).await;
+    assert_eq!(listing["protocolVersion"], MODERN);
+    assert_eq!(listing["instructions"], "use echo well");
+    assert_eq!(listing["status"], "ready");
+    assert_eq!(listing["tools"][0]["name"], "echo");
+}
+
+#[tokio::test]
+async fn unsupported_version_naming_a_legacy_version_goes_legacy() {
+    let server = Modern::start_in(Era::Dual).await;
+    server.set_legacy_version("2025-06-18");
+    server.answer_next(
+        "server/discover",
+        Canned::Error(
+            400,
+            -32022,
+            "Unsupported protocol version".into(),
+            json!({"supported": ["2025-06-18"], "requested": MODERN}),
+        ),
+    );
+    let host = ready(&server).await;
+    let trail = server.settle(Duration::from_millis(300), LIMIT).await;
+    assert_eq!(
+        trail.iter().map(Step::line).collect::<Vec<_>>(),
+        lines(&[
+            "POST server/discover 400",
+            "POST initialize 200",
+            "POST notifications/initialized 202",
+            "POST tools/list 200",
+        ])
+    );
+    let offered = trail[1].params["protocolVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        ["2025-11-25", "2025-06-18", "2025-03-26"].contains(&offered.as_str()),
+        "initialize offers a legacy version: {offered}"
+    );
+    assert_eq!(namespace(&host).await["protocolVersion"], "2025-06-18");
+    assert_eq!(
+        call(&host, "echo", json!({})).await,
+        Ok("echo echo {}".into())
+    );
+}
+
+#[tokio::test]
+async fn unsupported_version_without_a_mutual_version_fails_naming_both_lists_and_waits() {
+    let server = Modern::start().await;
+    server.set_supported(json!(["2099-01-01", "1999-12-31"]));
+    let host = Host::new(json!({"m": entry(&server.url)}));
+    let failed = host.failed("m", LIMIT).await;
+    let reason = failed["reason"].as_str().unwrap();
+    // lead: exact text
+    for named in ["2099-01-01", "1999-12-31", MODERN, LEGACY] {
+        assert!(reason.contains(named), "the reason names {named}: {reason}");
+    }
+    assert_eq!(failed["retryInSeconds"], 60, "{failed}");
+    // The next start waits the backoff maximum: nothing more within 3 s.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(server.lines(), lines(&["POST server/discover 400"]));
+}
+
+/// Every answer a legacy server gives to `server/discover`, and what the fallback trail is.
+#[tokio::test]
+async fn legacy_answers_to_discover_fall_back_to_initialize() {
+    let cases: Vec<(&str, Canned, u16)> = vec![
+        (
+            "400 plain text",
+            Canned::Raw(400, Some("text/plain"), NO_SESSION.into()),
+            400,
+        ),
+        (
+            "400 non-modern JSON",
+            Canned::Error(
+                400,
+                -32000,
+                "Bad Request: no valid session".into(),
+                Value::Null,
+            ),
+            400,
+        ),
+        (
+            "200 -32601",
+            Canned::Error(200, -32601, "Method not found".into(), Value::Null),
+            200,
+        ),
+        (
+            "404",
+            Canned::Raw(404, Some("text/plain"), "Not Found".into()),
+            404,
+        ),
+        ("405", Canned::Raw(405, None, String::new()), 405),
+        (
+            "406",
+            Canned::Raw(406, Some("text/plain"), "Not Acceptable".into()),
+            406,
+        ),
+        ("400 empty", Canned::Raw(400, None, String::new()), 400),
+    ];
+    for (what, canned, status) in cases {
+        let server = Modern::start_in(Era::Legacy).await;
+        server.answer_next("server/discover", canned);
+        let host = Host::new(json!({"m": entry(&server.url)}));
+        host.ready("m", LIMIT).await;
+        let trail = server.settle(Duration::from_millis(200), LIMIT).await;
+        assert_eq!(
+            trail.iter().map(Step::line).collect::<Vec<_>>(),
+            vec![
+                format!("POST server/discover {status}"),
+                "POST initialize 200".into(),
+                "POST notifications/initialized 202".into(),
+                "POST tools/list 200".into(),
+            ],
+            "{what}"
+        );
+        assert_eq!(namespace(&host).await["protocolVersion"], LEGACY, "{what}");
+    }
+}
+
+#[tokio::test]
+async fn modern_errors_to_discover_mean_modern_and_no_initialize() {
+    let cases = [
+        (-32020, json!(null)),
+        (-32021, json!({"requiredCapabilities": {"elicitation": {}}})),
+    ];
+    for (code, data) in cases {
+        let server = Modern::start().await;
+        server.answer_next(
+            "server/discover",
+            Canned::Error(400, code, "refused".into(), data),
+        );
+        let host = Host::new(json!({"m": entry(&server.url)}));
+        host.settled(LIMIT).await;
+        let trail = server.settle(Duration::from_millis(500), LIMIT).await;
+        assert_eq!(trail[0].line(), "POST server/discover 400", "{code}");
+        assert!(
+            trail.iter().all(|s| s.method != "initialize"),
+            "a modern error is no reason to go legacy ({code}): {:?}",
+            server.lines()
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_era_is_probed_once_per_server_life() {
+    let server = Modern::start().await;
+    let host = ready(&server).await;
+    for n in 0..3 {
+        assert_eq!(
+            call(&host, "echo", json!({"n": n})).await,
+            Ok(format!("echo echo {{\"n\":{n}}}"))
+        );
+        namespace(&host).await;
+    }
+    let trail = server.settle(Duration::from_millis(300), LIMIT).await;
+    assert_eq!(
+        trail.iter().map(Step::line).collect::<Vec<_>>(),
+        lines(&[
+            "POST server/discover 200",
+            "POST tools/list 200",
+            "POST tools/call 200",
+            "POST tools/call 200",
+            "POST tools/call 200",
+        ])
+    );
+}
+
+#[tokio::test]
+async fn a_legacy_session_answered_with_unsupported_version_probes_again() {
+    let server = Modern::start_in(Era::Dual).await;
+    server.answer_next("server/discover", Canned::Raw(404, None, String::new()));
+    let host = ready(&server).await;
+    assert_eq!(namespace(&host).await["protocolVersion"], LEGACY);
+    // The server is redeployed modern-only: the legacy session's next request gets -32022.
+    server.restart(Era::Modern);
+    let _ = call(&host, "echo", json!({})).await;
+    version_becomes(&host, MODERN).await;
+    let lines = server.lines();
+    let at = lines.iter().position(|l| l == "POST tools/call 400");
+    let at = at.unwrap_or_else(|| panic!("the legacy call met -32022: {lines:?}"));
+    assert_eq!(lines[at + 1], "POST server/discover 200", "{lines:?}");
+    assert_eq!(server.count("server/discover"), 2, "{lines:?}");
+    assert_eq!(
+        call(&host, "echo", json!({})).await,
+        Ok("echo echo {}".into())
+    );
+}
+
+#[tokio::test]
+async fn a_modern_request_answered_like_legacy_reprobes_and_initializes() {
+    let server = Modern::start_in(Era::Modern).await;
+    let host = ready(&server).await;
+    // Redeployed as a legacy-only server.
+    server.restart(Era::Legacy);
+    let _ = call(&host, "echo", json!({})).await;
+    let trail = server
+        .wait_until(LIMIT, "a legacy start", |t| {
+            t.iter()
+                .any(|s| s.line() == "POST tools/list 200" && s.session)
+        })
+        .await;
+    let lines: Vec<String> = trail.iter().map(Step::line).collect();
+    assert_eq!(
+        lines[..6],
+        [
+            "POST server/discover 200",
+            "POST tools/list 200",
+            "POST tools/call 400",
+            "POST server/discover 400",
+            "POST initialize 200",
+            "POST notifications/initialized 202",
+        ],
+        "{lines:?}"
+    );
+    version_becomes(&host, LEGACY).await;
+}
+
+#[tokio::test]
+async fn a_server_claiming_modern_then_answering_legacy_404_is_reprobed() {
+    let server = Modern::start().await;
+    server.answer_next(
+        "tools/list",
+        Canned::Raw(404, Some("text/plain"), "Not Found".into()),
+    );
+    let host = ready(&server).await;
+    let trail = server.settle(Duration::from_millis(300), LIMIT).await;
+    assert_eq!(
+        trail.iter().map(Step::line).collect::<Vec<_>>(),
+        lines(&[
+            "POST server/discover 200",
+            "POST tools/list 404",
+            "POST server/discover 200",
+            "POST tools/list 200",
+        ])
+    );
+    assert_eq!(namespace(&host).await["protocolVersion"], MODERN);
+}
+
+#[tokio::test]
+async fn a_server_claiming_legacy_then_answering_initialize_with_a_modern_error_is_modern() {
+    let server = Modern::start().await;
+    // The probe meets a proxy's plain 404; initialize then meets the modern server itself.
+    server.answer_next("server/discover", Canned::Raw(404, None, String::new()));
+    let host = ready(&server).await;
+    let trail = server.settle(Duration::from_millis(300), LIMIT).await;
+    let lines: Vec<String> = trail.iter().map(Step::line).collect();
+    assert_eq!(
+        lines,
+        [
+            "POST server/discover 404",
+            "POST initialize 400",
+            "POST server/discover 200",
+            "POST tools/list 200",
+        ]
+    );
+    assert_eq!(namespace(&host).await["protocolVersion"], MODERN);
+}
+
+#[tokio::test]
+async fn a_garbage_supported_list_fails_the_start_with_a_bounded_reason() {
+    let huge = "v".repeat(200_000);
+    let long: Vec<Value> = (0..10_000).map(|n| json!(format!("1900-01-{n}"))).collect();
+    let cases = [
+        (
+            "numbers",
+            json!([1, 2.5, -3, null, {"v": MODERN}, [MODERN], true]),
+        ),
+        ("not a list", json!("2026-07-28")),
+        ("a huge string", json!([huge])),
+        ("a very long list", Value::Array(long)),
+    ];
+    for (what, supported) in cases {
+        let server = Modern::start().await;
+        server.answer_next(
+            "server/discover",
+            Canned::Error(
+                400,
+                -32022,
+                "Unsupported protocol version".into(),
+                json!({"supported": supported, "requested": MODERN}),
+            ),
+        );
+        let host = Host::new(json!({"m": entry(&server.url)}));
+        let failed = host.failed("m", LIMIT).await;
+        let reason = failed["reason"].as_str().unwrap();
+        assert!(
+            reason.len() <= 2048,
+            "{what}: the reason is bounded ({} bytes)",
+            reason.len()
+        );
+        assert!(
+            !reason.contains(&"v".repeat(2000)),
+            "{what}: the huge string is cut"
+        );
+        assert!(
+            reason.contains(MODERN),
+            "{what}: names what the client speaks: {reason}"
+        ); // lead: exact text
+        assert!(
+            server.lines().iter().all(|l| !l.contains("initialize")),
+            "{what}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_supported_list_with_garbage_and_one_legacy_version_goes_legacy() {
+    let server = Modern::start_in(Era::Dual).await;
+    server.answer_next(
+        "server/discover",
+        Canned::Error(
+            400,
+            -32022,
+            "Unsupported protocol version".into(),
+            json!({"supported": [7, null, "x".repeat(10_000), "2025-11-25"], "requested": MODERN}),
+        ),
+    );
+    let host = ready(&server).await;
+    assert_eq!(namespace(&host).await["protocolVersion"], LEGACY);
+    assert_eq!(
+        server.lines()[..2],
+        ["POST server/discover 400", "POST initialize 200"]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. modern requests
+
+#[tokio::test]
+async fn a_modern_call_carries_meta_mcp_name_and_nothing_of_sessions() {
+    let server = Modern::start().await;
+    let host = ready(&server).await;
+    let answer = call(&host, "echo", json!({"q": "hi"})).await;
+    assert_eq!(answer, Ok("echo echo {\"q\":\"hi\"}".into()));
+    let step = server.steps("tools/call").remove(0);
+    assert_modern(&step, "tools/call");
+    assert_eq!(
+        step.params,
+        json!({"name": "echo", "arguments": {"q": "hi"}, "_meta": client_meta(MODERN)})
+    );
+    assert_eq!(
+        extra_headers(&step),
+        [("mcp-name".to_string(), "echo".to_string())]
+    );
+}
+
+#[tokio::test]
+async fn a_modern_client_sends_no_get_delete_ping_initialized_or_cancelled() {
+    let server = Modern::start().await;
+    server.set_call("slow", Call::Hold(Duration::from_secs(30)));
+    server.set_tools(vec![
+        tool_with("echo", json!({})),
+        tool_with("slow", json!({})),
+    ]);
+    let host = ready(&server).await;
+    call(&host, "echo", json!({})).await.unwrap();
+    let slow = call(&host, "slow", json!({}));
+    let _ = tokio::time::timeout(Duration::from_millis(300), slow).await;
+    drop(host);
+    let trail = server.settle(Duration::from_secs(1), LIMIT).await;
+    assert_eq!(
+        trail.iter().map(Step::line).collect::<Vec<_>>(),
+        lines(&[
+            "POST server/discover 200",
+            "POST tools/list 200",
+            "POST tools/call 200",
+            "POST tools/call 200",
+            "CLOSED tools/call 200",
+        ])
+    );
+    for step in trail.iter().filter(|s| s.verb == "POST") {
+        assert_modern(step, &step.method);
+    }
+}
+
+#[tokio::test]
+async fn mirrored_parameters_follow_their_types_and_are_left_out_when_absent_or_null() {
+    let server = Modern::start().await;
+    server.set_tools(vec![tool_with(
+        "sql",
+        json!({
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "count": {"type": "integer", "x-mcp-header": "Count"},
+            "dry": {"type": "boolean", "x-mcp-header": "Dry-Run"},
+            "scope": {"type": "object", "properties": {
+                "tenant": {"type": "string", "x-mcp-header": "Tenant"}}},
+            "absent": {"type": "string", "x-mcp-header": "Absent"},
+            "nothing": {"type": ["string", "null"], "x-mcp-header": "Nothing"},
+            "query": {"type": "string"},
+        }),
+    )]);
+    let host = ready(&server).await;
+    let args = json!({"region": "us-west1", "count": -7, "dry": false,
+                      "scope": {"tenant": "acme"}, "nothing": null, "query": "SELECT 1"});
+    assert!(call(&host, "sql", args).await.is_ok());
+    let step = server.steps("tools/call").remove(0);
+    assert_eq!(step.status, 200);
+    assert_eq!(
+        extra_headers(&step),
+        [
+            ("mcp-name", "sql"),
+            ("mcp-param-count", "-7"),
+            ("mcp-param-dry-run", "false"),
+            ("mcp-param-region", "us-west1"),
+            ("mcp-param-tenant", "acme"),
+        ]
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+    );
+}
+
+#[tokio::test]
+async fn unsafe_mirrored_values_go_base64_in_exactly_one_header_without_injection() {
+    let server = Modern::start().await;
+    let names = ["greeting", "padded", "newline", "crlf", "lookalike", "tab"];
+    let properties: serde_json::Map<String, Value> = names
+        .iter()
+        .map(|n| (n.to_string(), json!({"type": "string", "x-mcp-header": n})))
+        .collect();
+    server.set_tools(vec![tool_with("t", Value::Object(properties))]);
+    let host = ready(&server).await;
+    let values = [
+        ("greeting", "Hello, 世界"),
+        ("padded", " padded "),
+        ("newline", "line1\nline2"),
+        ("crlf", "a\r\nX-Injected: 1"),
+        ("lookalike", "=?base64?literal?="),
+        ("tab", "\tlead"),
+    ];
+    let args: serde_json::Map<String, Value> = values
+        .iter()
+        .map(|(n, v)| (n.to_string(), json!(v)))
+        .collect();
+    assert!(call(&host, "t", Value::Object(args)).await.is_ok());
+    let step = server.steps("tools/call").remove(0);
+    assert_eq!(
+        step.status, 200,
+        "the fake decoded every header to its argument"
+    );
+    for (name, value) in values {
+        assert_eq!(
+            step.header_values(&format!("mcp-param-{name}")),
+            [sentinel(value)],
+            "{name}"
+        );
+    }
+    assert_eq!(sentinel("Hello, 世界"), "=?base64?SGVsbG8sIOS4lueVjA==?=");
+    assert_eq!(step.headers.len(), 3 + values.len(), "{:?}", step.headers);
+    assert!(step.headers.iter().all(|(n, _)| !n.contains("injected")));
+}
+
+#[tokio::test]
+async fn a_tool_name_outside_the_safe_set_goes_base64_in_mcp_name() {
+    let server = Modern::start().await;
+    server.set_tools(vec![tool_with("café", json!({}))]);
+    let host = ready(&server).await;
+    assert_eq!(
+        call(&host, "café", json!({})).await,
+        Ok("echo café {}".into())
+    );
+    let step = server.steps("tools/call").remove(0);
+    assert_eq!(step.header_values("mcp-name"), [sentinel("café")]);
+}
+
+#[tokio::test]
+async fn tools_with_invalid_x_mcp_header_are_omitted_and_named() {
+    let server = Modern::start().await;
+    let invalid = [
+        (
+            "empty",
+            json!({"a": {"type": "string", "x-mcp-header": ""}}),
+        ),
+        (
+            "not_a_token",
+            json!({"a": {"type": "string", "x-mcp-header": "a b"}}),
+        ),
+        (
+            "control",
+            json!({"a": {"type": "string", "x-mcp-header": "a\r\nb"}}),
+        ),
+        (
+            "duplicate",
+            json!({"a": {"type": "string", "x-mcp-header": "Key"},
+                             "b": {"type": "string", "x-mcp-header": "KEY"}}),
+        ),
+        (
+            "number",
+            json!({"a": {"type": "number", "x-mcp-header": "N"}}),
+        ),
+        (
+            "object",
+            json!({"a": {"type": "object", "x-mcp-header": "O"}}),
+        ),
+        (
+            "array",
+            json!({"a": {"type": "array", "x-mcp-header": "A"}}),
+        ),
+        (
+            "in_items",
+            json!({"a": {"type": "array", "items": {"type": "string", "x-mcp-header": "I"}}}),
+        ),
+        (
+            "in_one_of",
+            json!({"a": {"oneOf": [{"type": "string", "x-mcp-header": "O"}]}}),
+        ),
+        (
+            "not_a_string",
+            json!({"a": {"type": "string", "x-mcp-header": 5}}),
+        ),
+    ];
+    let mut tools = vec![tool_with(
+        "fine",
+        json!({"a": {"type": "string", "x-mcp-header": "A"}}),
+    )];
+    tools.extend(invalid.iter().map(|(n, p)| tool_with(n, p.clone())));
+    server.set_tools(tools);
+    let host = ready(&server).await;
+    let listing = namespace(&host).await;
+    let listed: Vec<&Value> = listing["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| &t["name"])
+        .collect();
+    assert_eq!(listed, [&json!("fine")]);
+    let omitted = listing["omitted"].as_array().expect("omitted");
+    let mut names: Vec<&str> = omitted
+        .iter()
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    let mut want: Vec<&str> = invalid.iter().map(|(n, _)| *n).collect();
+    want.sort();
+    assert_eq!(names, want);
+    for entry in omitted {
+        // lead: exact text
+        assert!(
+            entry["reason"].as_str().unwrap().contains("x-mcp-header"),
+            "{entry}"
+        );
+    }
+    let refused = call(&host, "in_items", json!({})).await.unwrap_err();
+    assert_eq!(refused.kind, ToolErrorKind::NotFound, "{refused:?}");
+    assert_eq!(server.count("tools/call"), 0);
+}
+
+#[tokio::test]
+async fn header_mismatch_relists_and_retries_once_with_a_new_id() {
+    let server = Modern::start().await;
+    server.set_tools(vec![tool_with(
+        "sql",
+        json!({"region": {"type": "string"}}),
+    )]);
+    let host = ready(&server).await;
+    // The server's schema now mirrors region; the client's copy does not yet.
+    server.set_tools(vec![tool_with(
+        "sql",
+        json!({"region": {"type": "string", "x-mcp-header": "Region"}}),
+    )]);
+    let answer = call(&host, "sql", json!({"region": "eu"})).await;
+    assert_eq!(answer, Ok("echo sql {\"region\":\"eu\"}".into()));
+    let trail = server.settle(Duration::from_millis(300), LIMIT).await;
+    assert_eq!(
+        trail.iter().map(Step::line).collect::<Vec<_>>(),
+        lines(&[
+            "POST server/discover 200",
+            "POST tools/list 200",
+            "POST tools/call 400",
+            "POST tools/list 200",
+            "POST tools/call 200",
+        ])
+    );
+    assert_ne!(trail[2].id, trail[4].id, "the retry has a new id");
+    assert_eq!(
+        trail[2].header_values("mcp-param-region"),
+        Vec::<String>::new()
+    );
+    assert_eq!(trail[4].header_values("mcp-param-region"), ["eu"]);
+}
+
+#[tokio::test]
+async fn header_mismatch_once_is_retried_after_a_relist() {
+    let server = Modern::start().await;
+    server.set_call("echo", Call::MismatchOnce);
+    let host = ready(&server).await;
+    assert_eq!(
+        call(&host, "echo", json!({})).await,
+        Ok("echo echo {}".into())
+    );
+    let trail = server.settle(Duration::from_millis(300), LIMIT).await;
+    assert_eq!(
+        trail.iter().map(Step::line).collect::<Vec<_>>()[2..],
+        [
+            "POST tools/call 400",
+            "POST tools/list 200",
+            "POST tools/call 200"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn header_mismatch_twice_fails_without_a_loop() {
+    let server = Modern::start().await;
+    server.set_call("echo", Call::MismatchAlways);
+    let host = ready(&server).await;
+    let failed = call(&host, "echo", json!({})).await.unwrap_err();
+    assert_eq!(failed.kind, ToolErrorKind::Backend, "{failed:?}");
+    assert!(failed.message.contains("Header mismatch"), "{failed:?}"); // lead: exact text
+    let trail = server.settle(Duration::from_millis(500), LIMIT).await;
+    assert_eq!(
+        trail.iter().map(Step::line).collect::<Vec<_>>()[2..],
+        [
+            "POST tools/call 400",
+            "POST tools/list 200",
+            "POST tools/call 400"
+        ]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. list changes and cached listings
+
+#[tokio::test]
+async fn list_changed_opens_a_listen_stream_and_a_notification_relists() {
+    let server = Modern::start().await;
+    server.set_list_changed();
+    let host = ready(&server).await;
+    let trail = server
+        .wait_until(LIMIT, "the listen stream", |t| {
+            t.iter().any(|s| s.method == "subscriptions/listen")
+        })
+        .await;
+    let listen = trail
+        .iter()
+        .find(|s| s.method == "subscriptions/listen")
+        .unwrap();
+    assert_modern(listen, "subscriptions/listen");
+    assert_eq!(
+        listen.params,
+        json!({"notifications": {"toolsListChanged": true}, "_meta": client_meta(MODERN)})
+    );
+    server
+        .wait_until(LIMIT, "an open stream", |_| server.open_listens() == 1)
+        .await;
+    server.set_tools(vec![
+        tool_with("echo", json!({})),
+        tool_with("added", json!({})),
+    ]);
+    assert_eq!(server.notify_list_changed(), 1);
+    server
+        .wait_until(LIMIT, "a second listing", |t| {
+            t.iter().filter(|s| s.method == "tools/list").count() == 2
+        })
+        .await;
+    host.wait_for(LIMIT, |l| {
+        crate::support::hostile::server_entry(l, "m")["tools"] == json!(["added", "echo"])
+    })
+    .await;
+    let lines = server.lines();
+    assert_eq!(
+        lines,
+        [
+            "POST server/discover 200",
+            "POST tools/list 200",
+            "POST subscriptions/listen 200",
+            "POST tools/list 200",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn no_listen_stream_without_the_list_changed_capability() {
+    let server = Modern::start().await;
+    let _host = ready(&server).await;
+    let trail = server.settle(Duration::from_secs(1), LIMIT).await;
+    assert_eq!(
+        trail.iter().map(Step::line).collect::<Vec<_>>(),
+        lines(&["POST server/discover 200", "POST tools/list 200"])
+    );
+}
+
+#[tokio::test]
+async fn a_dropped_listen_stream_is_reopened_after_a_second() {
+    let server = Modern::start().await;
+    server.set_list_changed();
+    let _host = ready(&server).await;
+    server
+        .wait_until(LIMIT, "an open stream", |_| server.open_listens() == 1)
+        .await;
+    let dropped = tokio::time::Instant::now();
+    server.drop_listens();
+    server
+        .wait_until(LIMIT, "a second listen", |t| {
+            t.iter()
+                .filter(|s| s.method == "subscriptions/listen")
+                .count()
+                == 2
+        })
+        .await;
+    assert!(
+        dropped.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        dropped.elapsed()
+    );
+    let listens = server.steps("subscriptions/listen");
+    assert_ne!(listens[0].id, listens[1].id);
+    assert_eq!(server.count("server/discover"), 1, "{:?}", server.lines());
+}
+
+#[tokio::test]
+async fn a_listing_older_than_its_ttl_is_refreshed_when_used_and_not_more_often() {
+    let server = Modern::start().await;
+    server.set_cache(json!(500), json!("private"));
+    let host = ready(&server).await;
+    namespace(&host).await;
+    assert_eq!(server.count("tools/list"), 1);
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(server.count("tools/list"), 1, "no refresh until used");
+    namespace(&host).await;
+    namespace(&host).await;
+    call(&host, "echo", json!({})).await.unwrap();
+    let trail = server.settle(Duration::from_millis(300), LIMIT).await;
+    assert_eq!(
+        trail.iter().filter(|s| s.method == "tools/list").count(),
+        2,
+        "{:?}",
+        server.lines()
+    );
+}
+
+#[tokio::test]
+async fn a_listing_with_ttl_zero_or_absent_is_not_refreshed_by_time() {
+    for ttl in [json!(0), Value::Null] {
+        let server = Modern::start().await;
+        server.set_cache(ttl.clone(), Value::Null);
+        let host = ready(&server).await;
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        namespace(&host).await;
+        call(&host, "echo", json!({})).await.unwrap();
+        let trail = server.settle(Duration::from_millis(300), LIMIT).await;
+        assert_eq!(
+            trail.iter().map(Step::line).collect::<Vec<_>>(),
+            lines(&[
+                "POST server/discover 200",
+                "POST tools/list 200",
+                "POST tools/call 200"
+            ]),
+            "ttl {ttl}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. calls
+
+#[tokio::test]
+async fn an_input_required_result_fails_at_once_naming_what_was_asked() {
+    let server = Modern::start().await;
+    server.set_call(
+        "echo",
+        Call::InputRequired(json!({
+            "login": {"method": "elicitation/create", "params": {"message": "user?",
+                      "requestedSchema": {"type": "object"}}},
+            "sample": {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 1}},
+        })),
+    );
+    let host = ready(&server).await;
+    let failed = call(&host, "echo", json!({})).await.unwrap_err();
+    assert_eq!(failed.kind, ToolErrorKind::Backend);
+    // lead: exact text
+    assert!(failed.message.contains("elicitation/create"), "{failed:?}");
+    assert!(
+        failed.message.contains("sampling/createMessage"),
+        "{failed:?}"
+    );
+    assert!(!failed.message.contains("opaque-state-1"), "{failed:?}");
+    let trail = server.settle(Duration::from_millis(500), LIMIT).await;
+    assert_eq!(trail.iter().filter(|s| s.method == "tools/call").count(), 1);
+}
+
+#[tokio::test]
+async fn a_missing_client_capability_error_fails_at_once_naming_it() {
+    let server = Modern::start().await;
+    server.set_call("echo", Call::MissingCapability(json!({"elicitation": {}})));
+    let host = ready(&server).await;
+    let failed = call(&host, "echo", json!({})).await.unwrap_err();
+    assert_eq!(failed.kind, ToolErrorKind::Backend);
+    assert!(failed.message.contains("elicitation"), "{failed:?}"); // lead: exact text
+    let trail = server.settle(Duration::from_millis(500), LIMIT).await;
+    assert_eq!(
+        trail.iter().map(Step::line).collect::<Vec<_>>(),
+        lines(&[
+            "POST server/discover 200",
+            "POST tools/list 200",
+            "POST tools/call 400"
+        ])
+    );
+}
+
+#[tokio::test]
+async fn dropping_a_call_closes_its_stream_and_sends_nothing_else() {
+    let server = Modern::start().await;
+    server.set_call("echo", Call::Hold(Duration::from_secs(60)));
+    let host = ready(&server).await;
+    {
+        let pending = call(&host, "echo", json!({}));
+        tokio::pin!(pending);
+        let arrived = async {
+            server
+                .wait_until(LIMIT, "the call", |t| {
+                    t.iter().any(|s| s.method == "tools/call")
+                })
+                .await
+        };
+        tokio::select! {
+            _ = &mut pending => panic!("the held call answered"),
+            _ = arrived => {}
+        }
+    }
+    let trail = server
+        .wait_until(LIMIT, "the closed stream", |t| {
+            t.iter().any(|s| s.verb == "CLOSED")
+        })
+        .await;
+    let call_id = trail
+        .iter()
+        .find(|s| s.method == "tools/call")
+        .unwrap()
+        .id
+        .clone();
+    let trail = server.settle(Duration::from_millis(500), LIMIT).await;
+    assert_eq!(
+        trail.iter().map(Step::line).collect::<Vec<_>>(),
+        lines(&[
+            "POST server/discover 200",
+            "POST tools/list 200",
+            "POST tools/call 200",
+            "CLOSED tools/call 200",
+        ])
+    );
+    assert_eq!(trail[3].id, call_id);
+    drop(host);
+}
+
+#[tokio::test]
+async fn a_response_stream_cut_before_the_answer_is_reissued_once_with_a_new_id() {
+    let server = Modern::start().await;
+    server.set_call("echo", Call::CutFirst);
+    let host = ready(&server).await;
+    assert_eq!(
+        call(&host, "echo", json!({"x": 1})).await,
+        Ok("echo echo {\"x\":1}".into())
+    );
+    let calls = server.steps("tools/call");
+    assert_eq!(calls.len(), 2, "{:?}", server.lines());
+    assert_ne!(calls[0].id, calls[1].id);
+    assert_eq!(calls[0].params, calls[1].params);
+}
+
+#[tokio::test]
+async fn a_response_stream_cut_twice_fails_after_one_reissue() {
+    let server = Modern::start().await;
+    server.set_call("echo", Call::CutAlways);
+    let host = ready(&server).await;
+    let failed = call(&host, "echo", json!({})).await.unwrap_err();
+    assert_eq!(failed.kind, ToolErrorKind::Transport, "{failed:?}"); // lead: exact text
+    let trail = server.settle(Duration::from_millis(500), LIMIT).await;
+    assert_eq!(trail.iter().filter(|s| s.method == "tools/call").count(), 2);
+}
+
+#[tokio::test]
+async fn an_sse_answer_is_read() {
+    let server = Modern::start().await;
+    server.set_call("echo", Call::Sse);
+    let host = ready(&server).await;
+    assert_eq!(
+        call(&host, "echo", json!({})).await,
+        Ok("echo echo {}".into())
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. pagination (both eras)
+
+#[tokio::test]
+async fn an_empty_next_cursor_is_followed_and_its_repeat_ends_the_walk() {
+    for era in [Era::Modern, Era::Legacy] {
+        let server = Modern::start_in(era).await;
+        server.set_pages(vec![
+            (None, vec![tool_with("a", json!({}))], Some("")),
+            (Some(""), vec![tool_with("b", json!({}))], Some("")),
+        ]);
+        let host = ready(&server).await;
+        let listing = namespace(&host).await;
+        let names: Vec<&Value> = listing["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| &t["name"])
+            .collect();
+        assert_eq!(names, [&json!("a"), &json!("b")], "{era:?}");
+        let lists = server.steps("tools/list");
+        assert_eq!(lists.len(), 2, "{era:?}: {:?}", server.lines());
+        assert_eq!(lists[0].params.get("cursor"), None, "{era:?}");
+        assert_eq!(lists[1].params["cursor"], "", "{era:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// bad input
+
+#[tokio::test]
+async fn a_huge_meta_in_results_is_neither_shown_nor_fatal() {
+    let server = Modern::start().await;
+    server.set_result_meta(json!({"io.example/blob": "m".repeat(1_000_000)}));
+    let host = ready(&server).await;
+    let listing = host
+        .call("get_dynamic_tools", json!({"namespace": "m"}))
+        .await
+        .unwrap();
+    assert!(!listing.contains("mmmmmmmmmm"), "{} bytes", listing.len());
+    assert_eq!(
+        call(&host, "echo", json!({})).await,
+        Ok("echo echo {}".into())
+    );
+}
+
+#[tokio::test]
+async fn configured_secrets_never_show_in_errors_or_logs() {
+    let (_capture, logs) = logs::capture("trace");
+    const KEY: &str = "modern-env-secret-9f8e7d";
+    const BEARER: &str = "sk-modern-bearer-1a2b3c";
+    // SAFETY: set before the Pack that reads it; other tests read the environment only through
+    // `std::env`, which takes the same process-wide lock as `set_var`, and none reads this name.
+    unsafe { std::env::set_var("MCP_MODERN_SECRET_KEY", KEY) };
+    let server = Modern::start().await;
+    // The server quotes the secrets back everywhere it can.
+    server.answer_next(
+        "server/discover",
+        Canned::Error(
+            400,
+            -32022,
+            format!("no: {KEY} {BEARER}"),
+            json!({"supported": [KEY, BEARER], "requested": BEARER}),
+        ),
+    );
+    let host = Host::new(json!({"m": {"url": server.url, "headers": {
+        "Authorization": format!("Bearer {BEARER}"),
+        "X-Key": "${env:MCP_MODERN_SECRET_KEY}",
+    }}}));
+    let failed = host.failed("m", LIMIT).await;
+    let shown = failed.to_string();
+    let called = call(&host, "echo", json!({})).await.unwrap_err();
+    drop(host);
+    let logs = logs.text();
+    for secret in [KEY, BEARER] {
+        assert!(
+            !shown.contains(secret),
+            "the listing shows {secret}: {shown}"
+        );
+        assert!(
+            !called.message.contains(secret),
+            "the error shows {secret}: {called:?}"
+        );
+        assert!(!logs.contains(secret), "a log line shows {secret}");
+    }
+    let discover = server.steps("server/discover");
+    let discover = discover.first().expect("a server/discover was sent");
+    assert_eq!(
+        discover.meta,
+        client_meta(MODERN),
+        "the headers are not in _meta"
+    );
+}
