@@ -24,10 +24,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, Entry};
 use crate::http::{Clients, Connection, Error, Wire};
-use crate::limits;
-use crate::protocol::codes;
 use crate::json::json_type;
+use crate::limits;
 use crate::limits::{CALL_DEADLINE, truncate};
+use crate::protocol::codes;
 use crate::server::{Server, Status, ToolList};
 use crate::substitute::ProcessEnvironment;
 use crate::{listing, result};
@@ -410,7 +410,9 @@ impl PreparedCall {
         let decode = |raw: &serde_json::value::RawValue, source: &bytes::Bytes| {
             if let Some(asked) = crate::http::input_required(raw) {
                 return Err(Error::input_required(
-                    connection.server_text(&asked, limits::MAX_REASON_BYTES).into_owned(),
+                    connection
+                        .server_text(&asked, limits::MAX_REASON_BYTES)
+                        .into_owned(),
                 ));
             }
             result::map(raw, source, redactor).map_err(Error::malformed)
@@ -421,7 +423,12 @@ impl PreparedCall {
         let mut retry_guard = None;
         let outcome = loop {
             tracing::debug!(namespace = %self.namespace, id, "tools/call");
-            let request = connection.request(id, Wire::new("tools/call", tool, &mirrored), &self.params, decode);
+            let request = connection.request(
+                id,
+                Wire::new("tools/call", tool, &mirrored),
+                &self.params,
+                decode,
+            );
             let outcome = tokio::select! {
                 outcome = tokio::time::timeout_at(deadline, request) => outcome,
                 () = shutdown.cancelled() => return Err(stopped(&self.namespace)),
@@ -485,7 +492,10 @@ impl PreparedCall {
 impl PreparedCall {
     /// The `Mcp-Param-{Name}` headers of this call for the tool `found` names (its
     /// `x-mcp-header` parameters, read from the call's `arguments`).
-    fn mirrored(&self, found: &(Arc<ToolList>, usize)) -> Vec<(http::HeaderName, http::HeaderValue)> {
+    fn mirrored(
+        &self,
+        found: &(Arc<ToolList>, usize),
+    ) -> Vec<(http::HeaderName, http::HeaderValue)> {
         let (list, i) = found;
         let tool = &list.tools[*i];
         if tool.mirrored.is_empty() {

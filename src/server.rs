@@ -326,7 +326,8 @@ impl Server {
         shutdown: CancellationToken,
     ) {
         let start = || async {
-            let outcome = match tokio::time::timeout(START_DEADLINE, start_once(&connection)).await {
+            let outcome = match tokio::time::timeout(START_DEADLINE, start_once(&connection)).await
+            {
                 Ok(result) => result,
                 Err(_) => Err(StartFailure::StartDeadline),
             };
@@ -440,9 +441,12 @@ async fn list_tools(
         // "Timeouts").
         let _cancel = connection.cancel_on_drop(id, dropped);
         let next = connection
-            .request(id, Wire::new("tools/list", None, &[]), &params, |result, _| {
-                read_page(connection, result, page).map_err(Error::malformed)
-            })
+            .request(
+                id,
+                Wire::new("tools/list", None, &[]),
+                &params,
+                |result, _| read_page(connection, result, page).map_err(Error::malformed),
+            )
             .await;
         let (listed_tools, next, page_ttl) = match next {
             Ok(read) => read,

@@ -39,8 +39,8 @@ use tokio_util::task::TaskTracker;
 pub(crate) use auth::{Logout, SignInState};
 pub(crate) use client::Clients;
 pub(crate) use error::Error;
-pub(crate) use reply::Listened;
 pub(crate) use modern::{Mirrored, input_required, required_capabilities};
+pub(crate) use reply::Listened;
 pub(crate) use session::{Era, Initialized, Installs};
 
 use crate::auth::challenge::Challenge;
@@ -52,7 +52,9 @@ use crate::redact::Redactor;
 use inflight::InFlight;
 use session::{Session, Sessions};
 
-use crate::protocol::{ACCEPT_BOTH, JSON, MCP_METHOD, MCP_NAME, PROTOCOL_VERSION, SESSION_ID, codes};
+use crate::protocol::{
+    ACCEPT_BOTH, JSON, MCP_METHOD, MCP_NAME, PROTOCOL_VERSION, SESSION_ID, codes,
+};
 
 /// What decoding a response's `result` gives: the caller's value, or [`Error::malformed`] with
 /// the reason the result does not fit its schema.
@@ -435,8 +437,8 @@ impl Connection {
         params: &impl serde::Serialize,
         decode: impl Fn(&RawValue, &Bytes) -> Decoded<T>,
     ) -> Result<T, Error> {
-        let params =
-            serde_json::value::to_raw_value(params).expect("request params of plain data serialize");
+        let params = serde_json::value::to_raw_value(params)
+            .expect("request params of plain data serialize");
         if !lock(&self.flights).begin(id) {
             // Cancelled before it could be sent, or the connection closed.
             return Err(Error::closed());
@@ -516,6 +518,14 @@ impl Connection {
                     }
                     continue;
                 }
+                Err(e) if session.era == Era::Modern && !reissued && e.is_lost_reply() => {
+                    // The connection broke before the status: the request may have reached the
+                    // server, and its answer is lost.
+                    reissued = true;
+                    wire_id = self.fresh_id();
+                    tracing::debug!(namespace = %self.namespace, method = wire.method, id, wire_id, reason = %e, "the request was lost on its way; issuing it again with a new id");
+                    continue;
+                }
                 Err(e) if !resent && shows_other_era(&session, &e) => {
                     // The server answered the way the other era does (it restarted onto
                     // another version): nothing was processed; ask which era, then send again.
@@ -528,7 +538,9 @@ impl Connection {
                 }
                 Err(e) => return Err(e),
             };
-            let read = self.read_response(response, wire_id, &session, decode).await;
+            let read = self
+                .read_response(response, wire_id, &session, decode)
+                .await;
             match &read {
                 Err(e) if e.is_session_expired() => {
                     // The server said, mid-reply, that it forgot the session: it is gone

@@ -45,7 +45,7 @@ const MAX_VERSION_BYTES: usize = 32;
 /// What the answer to the first modern request of a start says of the server's era (MCP
 /// 2026-07-28, transports "Backward Compatibility"; basic/versioning "Backward Compatibility
 /// with Initialization-Based Versions").
-#[derive(Debug, PartialEq, Eq)]
+#[derive(PartialEq, Eq)]
 pub(crate) enum Verdict {
     /// A `server/discover` result or a modern error other than a version refusal: the server
     /// is modern.
@@ -59,6 +59,25 @@ pub(crate) enum Verdict {
     /// Anything else a server answers that is no transport failure: a 4xx without a modern
     /// JSON-RPC error, a `-32601` in a 200, an empty body. The server is legacy.
     Legacy,
+}
+
+impl Verdict {
+    /// The verdict's name, for logs: never the server's versions (its text, unscrubbed).
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Verdict::Modern => "modern",
+            Verdict::LegacyOffered => "legacy (offered by a version refusal)",
+            Verdict::NoMutualVersion(_) => "no version in common",
+            Verdict::Legacy => "legacy",
+        }
+    }
+}
+
+/// Shows the name only ([`Verdict::name`]).
+impl std::fmt::Debug for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// The versions a modern error's `data.supported` names, read leniently: non-strings are
@@ -152,7 +171,10 @@ pub(crate) fn input_required(result: &RawValue) -> Option<String> {
     }
     let mut methods: Vec<&str> = Vec::new();
     for request in interim.input_requests.iter().flat_map(|r| r.values()) {
-        let method = request.get("method").and_then(Value::as_str).unwrap_or("a request without a method");
+        let method = request
+            .get("method")
+            .and_then(Value::as_str)
+            .unwrap_or("a request without a method");
         if !methods.contains(&method) {
             methods.push(method);
         }
@@ -303,7 +325,12 @@ fn collect(
                             path.pop();
                         }
                     }
-                } else if key != "x-mcp-header" && key != "const" && key != "default" && key != "enum" && key != "examples" {
+                } else if key != "x-mcp-header"
+                    && key != "const"
+                    && key != "default"
+                    && key != "enum"
+                    && key != "examples"
+                {
                     collect(child, path, false, out)?;
                 }
             }
@@ -332,14 +359,18 @@ fn param(
             "the x-mcp-header of its parameter \"{at}\" is not a non-empty string"
         ));
     };
-    let token = name.bytes().all(|b| {
-        b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-    });
+    let token = name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
     let header = format!("{MCP_PARAM_PREFIX}{}", name.to_ascii_lowercase());
     let header = match HeaderName::from_bytes(header.as_bytes()) {
         Ok(header) if token => header,
         _ => {
-            let shown: String = name.chars().take(64).map(|c| if c.is_control() { ' ' } else { c }).collect();
+            let shown: String = name
+                .chars()
+                .take(64)
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .collect();
             return Err(format!(
                 "the x-mcp-header \"{shown}\" of its parameter \"{at}\" is not an HTTP token"
             ));
@@ -406,13 +437,11 @@ mod tests {
 
     #[test]
     fn declarations_are_read_along_properties_only() {
-        let schema = raw(
-            r#"{"type":"object","properties":{
+        let schema = raw(r#"{"type":"object","properties":{
                 "region":{"type":"string","x-mcp-header":"Region"},
                 "n":{"type":"integer","x-mcp-header":"Count"},
                 "deep":{"type":"object","properties":{"on":{"type":"boolean","x-mcp-header":"On"}}},
-                "q":{"type":"string"}}}"#,
-        );
+                "q":{"type":"string"}}}"#);
         let mirrored = Mirrored::declared(&schema).unwrap();
         let headers = mirrored.headers(&serde_json::json!({
             "region": "eu", "n": 42.0, "deep": {"on": true}, "q": "x"
@@ -487,11 +516,17 @@ mod tests {
     fn version_refusals_decide_by_their_supported_list() {
         let data = |text: &str| Some(raw(text));
         assert_eq!(
-            verdict_of_error(-32022, data(r#"{"supported":["2025-11-25"],"requested":"2026-07-28"}"#).as_deref()),
+            verdict_of_error(
+                -32022,
+                data(r#"{"supported":["2025-11-25"],"requested":"2026-07-28"}"#).as_deref()
+            ),
             Verdict::LegacyOffered
         );
         assert_eq!(
-            verdict_of_error(-32022, data(r#"{"supported":["2027-01-01",7,null,"x"]}"#).as_deref()),
+            verdict_of_error(
+                -32022,
+                data(r#"{"supported":["2027-01-01",7,null,"x"]}"#).as_deref()
+            ),
             Verdict::NoMutualVersion(vec!["2027-01-01".into(), "x".into()])
         );
         assert_eq!(
@@ -503,11 +538,14 @@ mod tests {
         assert_eq!(verdict_of_error(-32600, None), Verdict::Legacy);
         let many = format!(
             r#"{{"supported":[{}]}}"#,
-            (0..100).map(|i| format!("\"v{i}\"")).collect::<Vec<_>>().join(",")
+            (0..100)
+                .map(|i| format!("\"v{i}\""))
+                .collect::<Vec<_>>()
+                .join(",")
         );
         match verdict_of_error(-32022, data(&many).as_deref()) {
             Verdict::NoMutualVersion(list) => assert_eq!(list.len(), MAX_SUPPORTED),
-            other => panic!("{other:?}"),
+            other => panic!("{}", other.name()),
         }
     }
 }

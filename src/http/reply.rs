@@ -85,7 +85,9 @@ impl Connection {
         // 2026-07-28, transports "Protocol Version Header" and "Backward Compatibility").
         if let Some(error) = rpc_error_in(&preview)
             && (codes::is_modern(error.code)
-                || (modern && status == StatusCode::NOT_FOUND && error.code == codes::METHOD_NOT_FOUND))
+                || (modern
+                    && status == StatusCode::NOT_FOUND
+                    && error.code == codes::METHOD_NOT_FOUND))
         {
             return Err(self.rpc_error(&error));
         }
@@ -443,7 +445,10 @@ impl Connection {
                     );
                     let tools = ack
                         .and_then(|a| a.notifications)
-                        .and_then(|n| n.get("toolsListChanged").and_then(serde_json::Value::as_bool))
+                        .and_then(|n| {
+                            n.get("toolsListChanged")
+                                .and_then(serde_json::Value::as_bool)
+                        })
                         .unwrap_or(false);
                     if !tools {
                         tracing::debug!(namespace = %self.namespace, "the server acknowledged the subscription without toolsListChanged");
@@ -453,7 +458,10 @@ impl Connection {
                     self.signals.stream_opened();
                     continue;
                 }
-                if let Some(done) = self.route(message, &event.data, id, session, &answered).await {
+                if let Some(done) = self
+                    .route(message, &event.data, id, session, &answered)
+                    .await
+                {
                     return match done {
                         Ok(()) => Ok(Listened::Ended),
                         Err(e) if e.rpc().is_some_and(|r| r.code == codes::METHOD_NOT_FOUND) => {
@@ -555,7 +563,9 @@ impl Connection {
         let data = error
             .data
             .as_ref()
-            .filter(|d| codes::is_modern(error.code) && d.get().len() <= limits::MAX_ERROR_DATA_BYTES)
+            .filter(|d| {
+                codes::is_modern(error.code) && d.get().len() <= limits::MAX_ERROR_DATA_BYTES
+            })
             .cloned();
         Error::rpc_error(RpcError {
             code: error.code,

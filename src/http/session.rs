@@ -38,10 +38,10 @@ use reqwest::header::HeaderValue;
 use serde::Deserialize;
 use tokio::sync::watch;
 
+use super::modern;
 use super::{Connection, Decoded, Error, lock};
 use crate::jsonrpc;
 use crate::limits;
-use super::modern;
 use crate::protocol::{MODERN_VERSION, OFFERED_VERSION, SESSION_ID, SUPPORTED_VERSIONS, codes};
 
 /// What a server's `initialize` result declared that the Pack uses. Only `protocolVersion` is
@@ -512,9 +512,9 @@ impl Connection {
     /// One start of the route, not yet current: `server/discover` first (the era probe of MCP
     /// 2026-07-28, transports "Backward Compatibility") unless the server is known legacy; a
     /// modern server's route is then ready, and a legacy one gets the handshake
-    /// ([`Connection::handshake`]). A server known legacy whose `initialize` is answered with a
-    /// modern error changed era: it is probed at once; one whose `initialize` gets another 4xx
-    /// is probed at the next start.
+    /// ([`Connection::handshake`]). An `initialize` answered with a modern error means the
+    /// server is modern after all: it is probed once more at once; a server known legacy whose
+    /// `initialize` gets another 4xx is probed at the next start.
     ///
     /// # Cancel safety
     /// As [`Connection::handshake`].
@@ -529,7 +529,9 @@ impl Connection {
             }
         }
         match self.handshake().await {
-            Err(e) if known == Known::Era(Era::Legacy) && e.rpc().is_some_and(|r| codes::is_modern(r.code)) => {
+            Err(e) if e.rpc().is_some_and(|r| codes::is_modern(r.code)) => {
+                // A modern error to initialize: the server is modern after all (a restart onto
+                // 2026-07-28, or a probe answer that could not be read); asked once more now.
                 tracing::debug!(namespace = %self.namespace, "initialize was answered with a modern error; asking server/discover");
                 lock(&self.sessions).known = Known::Unknown;
                 match self.discover().await? {
@@ -537,7 +539,12 @@ impl Connection {
                     None => Err(e),
                 }
             }
-            Err(e) if known == Known::Era(Era::Legacy) && e.status().is_some_and(|s| s.is_client_error() && !matches!(s.as_u16(), 401 | 403 | 404 | 408 | 429)) => {
+            Err(e)
+                if known == Known::Era(Era::Legacy)
+                    && e.status().is_some_and(|s| {
+                        s.is_client_error() && !matches!(s.as_u16(), 401 | 403 | 404 | 408 | 429)
+                    }) =>
+            {
                 // Maybe a restart onto the modern era (a modern server refuses an initialize
                 // without the modern headers with a 400): the next start asks first.
                 lock(&self.sessions).known = Known::Unknown;
@@ -573,7 +580,9 @@ impl Connection {
             &modern::META,
         ));
         let wire = super::Wire::new("server/discover", None, &[]);
-        let decode = |result: &serde_json::value::RawValue, _: &Bytes| -> Decoded<(modern::Verdict, Initialized)> {
+        let decode = |result: &serde_json::value::RawValue,
+                      _: &Bytes|
+         -> Decoded<(modern::Verdict, Initialized)> {
             let read: DiscoverResult<'_> = serde_json::from_str(result.get()).map_err(|_| {
                 Error::malformed("the server's server/discover result is not an object".to_string())
             })?;
@@ -586,7 +595,11 @@ impl Connection {
                 // Absent or not a list: the answer itself says the server is modern.
                 None => modern::Verdict::Modern,
                 Some(list) if list.iter().any(|v| v == MODERN_VERSION) => modern::Verdict::Modern,
-                Some(list) if list.iter().any(|v| SUPPORTED_VERSIONS.contains(&v.as_str())) => {
+                Some(list)
+                    if list
+                        .iter()
+                        .any(|v| SUPPORTED_VERSIONS.contains(&v.as_str())) =>
+                {
                     modern::Verdict::LegacyOffered
                 }
                 Some(list) => modern::Verdict::NoMutualVersion(list),
@@ -633,7 +646,7 @@ impl Connection {
                 (verdict, Err(e))
             }
         };
-        tracing::debug!(namespace = %self.namespace, verdict = ?verdict, "server/discover answered");
+        tracing::debug!(namespace = %self.namespace, verdict = verdict.name(), "server/discover answered");
         match verdict {
             modern::Verdict::Modern => {
                 lock(&self.sessions).learned(Era::Modern);
@@ -707,7 +720,9 @@ impl Connection {
         let this = Arc::clone(self);
         let generation = lock(&self.sessions).generation;
         let work = async move {
-            let response = this.post(body, &super::Wire::new("initialize", None, &[]), None).await?;
+            let response = this
+                .post(body, &super::Wire::new("initialize", None, &[]), None)
+                .await?;
             let session_id = match response.headers().get(&SESSION_ID) {
                 Some(value) => Some(valid_session_id(value)?),
                 None => None,

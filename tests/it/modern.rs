@@ -711,8 +711,10 @@ async fn a_server_claiming_legacy_then_answering_initialize_with_a_modern_error_
 
 #[tokio::test]
 async fn a_garbage_supported_list_fails_the_start_with_a_bounded_reason() {
-    let huge = "v".repeat(200_000);
-    let long: Vec<Value> = (0..10_000).map(|n| json!(format!("1900-01-{n}"))).collect();
+    // Beyond the bound of an error's `data` (4 KiB), inside the error preview (8 KiB).
+    let huge = "v".repeat(5_000);
+    // Inside the bound of an error's `data`: the client reads 16 of them.
+    let long: Vec<Value> = (0..200).map(|n| json!(format!("1900-01-{n}"))).collect();
     let cases = [
         (
             "numbers",
@@ -754,6 +756,35 @@ async fn a_garbage_supported_list_fails_the_start_with_a_bounded_reason() {
             "{what}"
         );
     }
+}
+
+/// A version refusal too large for the error preview (8 KiB) is no modern error the client can
+/// read, so it falls back to `initialize`; the modern error that answers sends it back to
+/// `server/discover` at once.
+#[tokio::test]
+async fn a_version_refusal_beyond_the_error_preview_falls_back_then_probes_again() {
+    let server = Modern::start().await;
+    server.answer_next(
+        "server/discover",
+        Canned::Error(
+            400,
+            -32022,
+            "Unsupported protocol version".into(),
+            json!({"supported": ["v".repeat(200_000)], "requested": MODERN}),
+        ),
+    );
+    let host = ready(&server).await;
+    let trail = server.settle(Duration::from_millis(300), LIMIT).await;
+    assert_eq!(
+        trail.iter().map(Step::line).collect::<Vec<_>>(),
+        [
+            "POST server/discover 400",
+            "POST initialize 400",
+            "POST server/discover 200",
+            "POST tools/list 200",
+        ]
+    );
+    assert_eq!(namespace(&host).await["protocolVersion"], MODERN);
 }
 
 #[tokio::test]
@@ -1094,14 +1125,21 @@ async fn list_changed_opens_a_listen_stream_and_a_notification_relists() {
     server
         .wait_until(LIMIT, "an open stream", |_| server.open_listens() == 1)
         .await;
+    // The acknowledgment asks for one re-listing: a change made before the stream was open
+    // was announced nowhere.
+    server
+        .wait_until(LIMIT, "the re-listing the acknowledgment asks for", |t| {
+            t.iter().filter(|s| s.method == "tools/list").count() == 2
+        })
+        .await;
     server.set_tools(vec![
         tool_with("echo", json!({})),
         tool_with("added", json!({})),
     ]);
     assert_eq!(server.notify_list_changed(), 1);
     server
-        .wait_until(LIMIT, "a second listing", |t| {
-            t.iter().filter(|s| s.method == "tools/list").count() == 2
+        .wait_until(LIMIT, "a third listing", |t| {
+            t.iter().filter(|s| s.method == "tools/list").count() == 3
         })
         .await;
     host.wait_for(LIMIT, |l| {
@@ -1115,6 +1153,7 @@ async fn list_changed_opens_a_listen_stream_and_a_notification_relists() {
             "POST server/discover 200",
             "POST tools/list 200",
             "POST subscriptions/listen 200",
+            "POST tools/list 200",
             "POST tools/list 200",
         ]
     );
@@ -1414,7 +1453,13 @@ async fn configured_secrets_never_show_in_errors_or_logs() {
             !called.message.contains(secret),
             "the error shows {secret}: {called:?}"
         );
-        assert!(!logs.contains(secret), "a log line shows {secret}");
+        assert!(
+            !logs.contains(secret),
+            "a log line shows {secret}: {:?}",
+            logs.lines()
+                .filter(|l| l.contains(secret))
+                .collect::<Vec<_>>()
+        );
     }
     let discover = server.steps("server/discover");
     let discover = discover.first().expect("a server/discover was sent");
