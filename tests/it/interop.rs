@@ -6,7 +6,9 @@
 //! never as passed. The peers are installed into `.interop/` by `.ci/interop-setup.sh`;
 //! `.ci/interop.sh` runs it, then `cargo test --test it interop:: -- --ignored` with
 //! `PLUGIN_MCP_INTEROP=1`, under which a missing peer fails the test (without it, a test run by
-//! hand whose peer is missing prints a `skipped:` line and returns).
+//! hand whose peer is missing prints a `skipped:` line and returns). The `modern_*` tests, against
+//! MCP 2026-07-28 servers, are left out of that run (`--skip interop::modern_`) until
+//! `PLUGIN_MCP_INTEROP_MODERN=1`.
 //!
 //! Each test starts its own peer on a free loopback port (killed when dropped) behind a
 //! recording reverse proxy (`support::interop::Proxy`), and asserts the exact mapped texts and
@@ -990,4 +992,348 @@ python_tests! {
         python_sdk2_mcpserver_json_response => python_scenario(V2, Json);
         python_sdk2_tool_added_at_run_time_sse => python_tool_added_at_run_time(V2, Sse);
         python_sdk2_tool_added_at_run_time_json_response => python_tool_added_at_run_time(V2, Json);
+}
+
+// ---------------------------------------------------------------------------------------------
+// MCP 2026-07-28 servers: the TypeScript SDK v2 (`createMcpHandler`, tests/interop/ts2_server.mjs)
+// modern-only (`legacy: "reject"`) and dual-era (its default), Mastra (`mastra_server.mjs`,
+// modern-only), and the Python SDK 2.x's modern path (`py2_modern_server.py`, dual-era). Their
+// recorded answers are in tests/interop/modern-servers.md.
+//
+// These tests need a client that speaks 2026-07-28 (no `initialize`; `server/discover`, the
+// per-request `_meta` and the `MCP-Protocol-Version` / `Mcp-Method` / `Mcp-Name` /
+// `Mcp-Param-*` headers; `subscriptions/listen`). `.ci/interop.sh` leaves them out
+// (`--skip interop::modern_`) unless PLUGIN_MCP_INTEROP_MODERN=1.
+
+const REVISION: &str = "2026-07-28";
+
+#[derive(Clone, Copy)]
+enum Modern {
+    /// `ts2_server.mjs --legacy reject`: answers 2025-era requests with -32022.
+    TsStrict,
+    /// `ts2_server.mjs --legacy stateless`: serves 2025-era requests too, statelessly.
+    TsDual,
+    /// `mastra_server.mjs`: 2026-07-28 only.
+    Mastra,
+    /// `py2_modern_server.py`: picks the era by the `MCP-Protocol-Version` header alone.
+    Python,
+}
+
+/// A 2026-07-28 peer behind a proxy, and a Host whose namespace `ns` is ready.
+async fn modern(test: &str, peer: Modern, ns: &str) -> Option<(Peer, Proxy, Host)> {
+    let script = |name: &str| root().join("tests/interop").join(name);
+    let (program, script, more): (_, _, &[&str]) = match peer {
+        Modern::TsStrict | Modern::TsDual => {
+            installed(
+                test,
+                "npm/node_modules/@modelcontextprotocol/server/package.json",
+            )?;
+            installed(
+                test,
+                "npm/node_modules/@modelcontextprotocol/node/package.json",
+            )?;
+            let legacy: &[&str] = match peer {
+                Modern::TsStrict => &["--legacy", "reject"],
+                _ => &["--legacy", "stateless"],
+            };
+            (
+                installed(test, "node22/bin/node")?,
+                script("ts2_server.mjs"),
+                legacy,
+            )
+        }
+        Modern::Mastra => {
+            installed(test, "npm/node_modules/@mastra/mcp/package.json")?;
+            (
+                installed(test, "node22/bin/node")?,
+                script("mastra_server.mjs"),
+                &[],
+            )
+        }
+        Modern::Python => (
+            installed(test, "py2/bin/python")?,
+            script("py2_modern_server.py"),
+            &[],
+        ),
+    };
+    let mut args = vec![script.to_str().unwrap(), "--port", "{port}"];
+    args.extend(more);
+    let peer = Peer::start(ns, &program, &args, &[]).await;
+    let proxy = Proxy::start(&peer.base()).await;
+    let host = Host::new(json!({ns: {"url": proxy.url("/mcp")}}));
+    host.ready(ns, READY).await;
+    Some((peer, proxy, host))
+}
+
+/// [`modern`] for the test `test`, or a return from that test when its peer is not installed.
+macro_rules! modern_or_return {
+    ($test:literal, $peer:expr, $ns:literal) => {
+        match modern($test, $peer, $ns).await {
+            Some(started) => started,
+            None => return,
+        }
+    };
+}
+
+/// The namespace form names the revision spoken; what crossed the wire is 2026-07-28 only: the
+/// first request is `server/discover`, no `initialize`, no session, and every POST carries the
+/// revision in its `MCP-Protocol-Version` header, every request also in `_meta`.
+async fn assert_spoke_2026(host: &Host, proxy: &Proxy, ns: &str) {
+    let namespace = host.listing(json!({"namespace": ns})).await;
+    assert_eq!(namespace["protocolVersion"], REVISION, "{namespace}");
+    let log = proxy.log();
+    assert_eq!(
+        log[0].body["method"],
+        "server/discover",
+        "{:#?}",
+        summaries(&log)
+    );
+    for exchange in log.iter().filter(|e| e.method == "POST") {
+        assert_ne!(
+            exchange.body["method"],
+            "initialize",
+            "{}",
+            exchange.summary()
+        );
+        assert_eq!(
+            exchange.protocol_version.as_deref(),
+            Some(REVISION),
+            "{}",
+            exchange.summary()
+        );
+        if exchange.body.get("id").is_some() {
+            assert_eq!(
+                exchange.body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"],
+                REVISION,
+                "{}",
+                exchange.summary()
+            );
+        }
+        assert_eq!(exchange.session, None, "{}", exchange.summary());
+    }
+}
+
+/// The tools of ts2_server.mjs and py2_modern_server.py before `grow`, by name.
+const GROWING_TOOLS: [&str; 4] = ["add", "echo", "grow", "region_echo"];
+
+/// The namespace form's `tools` of ts2_server.mjs, schemas exactly as the server wrote them.
+fn ts2_tools() -> Value {
+    json!([
+        {"name": "add", "description": "Add two integers.",
+         "inputSchema": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                         "required": ["a", "b"]}},
+        {"name": "echo", "description": "Echo the text back.",
+         "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}},
+        {"name": "grow", "description": "Add the tool extra and announce the change to subscriptions/listen streams.",
+         "inputSchema": {"type": "object", "properties": {}}},
+        {"name": "region_echo",
+         "description": "Echo the region and the text; region is mirrored into the Mcp-Param-Region header.",
+         "inputSchema": {"type": "object",
+                         "properties": {"region": {"type": "string", "x-mcp-header": "Region"}, "text": {"type": "string"}},
+                         "required": ["region", "text"]}}
+    ])
+}
+
+/// The calls both TS servers answer, with `region` mirrored into `Mcp-Param-Region` (plain for
+/// ASCII, `=?base64?…?=` otherwise: the server checks the header against the body).
+async fn ts2_calls(host: &Host, proxy: &Proxy, ns: &str) {
+    assert_eq!(ok(host, ns, "add", json!({"a": 2, "b": 3})).await, "5");
+    assert_eq!(
+        ok(host, ns, "echo", json!({"text": "grüße"})).await,
+        "grüße"
+    );
+    assert_eq!(
+        ok(
+            host,
+            ns,
+            "region_echo",
+            json!({"region": "us-west1", "text": "hi"})
+        )
+        .await,
+        "us-west1: hi"
+    );
+    assert_eq!(
+        ok(
+            host,
+            ns,
+            "region_echo",
+            json!({"region": "Hello, 世界", "text": "hi"})
+        )
+        .await,
+        "Hello, 世界: hi"
+    );
+    let calls = tools_calls(proxy, "region_echo");
+    assert_eq!(calls.len(), 2, "{:#?}", summaries(&proxy.log()));
+    assert!(
+        calls.iter().all(|e| e.status == 200),
+        "{:#?}",
+        summaries(&calls)
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs a 2026-07-28 peer; .ci/interop.sh runs it"]
+async fn modern_ts_sdk_strict_server_lists_calls_and_names_the_revision() {
+    let (_peer, proxy, host) = modern_or_return!(
+        "modern_ts_sdk_strict_server_lists_calls_and_names_the_revision",
+        Modern::TsStrict,
+        "ts2"
+    );
+    assert_spoke_2026(&host, &proxy, "ts2").await;
+    assert_eq!(
+        host.listing(json!({})).await,
+        json!({"servers": [{"namespace": "ts2", "status": "ready", "tools": GROWING_TOOLS}]})
+    );
+    assert_eq!(
+        host.listing(json!({"namespace": "ts2"})).await["tools"],
+        ts2_tools()
+    );
+    ts2_calls(&host, &proxy, "ts2").await;
+    assert_spoke_2026(&host, &proxy, "ts2").await;
+}
+
+#[tokio::test]
+#[ignore = "needs a 2026-07-28 peer; .ci/interop.sh runs it"]
+async fn modern_ts_sdk_dual_era_server_is_spoken_to_in_2026() {
+    let (_peer, proxy, host) = modern_or_return!(
+        "modern_ts_sdk_dual_era_server_is_spoken_to_in_2026",
+        Modern::TsDual,
+        "ts2dual"
+    );
+    assert_spoke_2026(&host, &proxy, "ts2dual").await;
+    assert_eq!(
+        host.listing(json!({"namespace": "ts2dual"})).await["tools"],
+        ts2_tools()
+    );
+    ts2_calls(&host, &proxy, "ts2dual").await;
+    assert_spoke_2026(&host, &proxy, "ts2dual").await;
+}
+
+/// `grow` adds the tool `extra` and publishes notifications/tools/list_changed; the Pack hears it
+/// on its `subscriptions/listen` stream and re-lists, so `extra` shows and can be called.
+async fn modern_tool_added_at_run_time(host: &Host, proxy: &Proxy, ns: &str) {
+    assert_spoke_2026(host, proxy, ns).await;
+    let listen = proxy
+        .wait_for(Duration::from_secs(10), |e| {
+            e.body["method"] == "subscriptions/listen"
+        })
+        .await;
+    assert_eq!(
+        listen.body["params"]["notifications"]["toolsListChanged"],
+        true,
+        "{}",
+        listen.summary()
+    );
+    assert_eq!(ok(host, ns, "grow", json!({})).await, "grown");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let listing = host.listing(json!({})).await;
+        let tools = &listing["servers"][0]["tools"];
+        if *tools == json!(["add", "echo", "extra", "grow", "region_echo"]) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "extra never listed: {listing}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(ok(host, ns, "extra", json!({"text": "more"})).await, "more");
+}
+
+#[tokio::test]
+#[ignore = "needs a 2026-07-28 peer; .ci/interop.sh runs it"]
+async fn modern_ts_sdk_tool_added_at_run_time_reaches_the_listing() {
+    let (_peer, proxy, host) = modern_or_return!(
+        "modern_ts_sdk_tool_added_at_run_time_reaches_the_listing",
+        Modern::TsStrict,
+        "ts2grow"
+    );
+    modern_tool_added_at_run_time(&host, &proxy, "ts2grow").await;
+}
+
+#[tokio::test]
+#[ignore = "needs a 2026-07-28 peer; .ci/interop.sh runs it"]
+async fn modern_mastra_server_lists_calls_and_names_the_revision() {
+    let (_peer, proxy, host) = modern_or_return!(
+        "modern_mastra_server_lists_calls_and_names_the_revision",
+        Modern::Mastra,
+        "mastra"
+    );
+    assert_spoke_2026(&host, &proxy, "mastra").await;
+    assert_eq!(
+        host.listing(json!({})).await,
+        json!({"servers": [{"namespace": "mastra", "status": "ready", "tools": ["add", "echo"]}]})
+    );
+    // Mastra converts the zod schemas to JSON Schema 2020-12 and says so.
+    let int = json!({"type": "integer", "minimum": -9007199254740991_i64, "maximum": 9007199254740991_i64});
+    assert_eq!(
+        host.listing(json!({"namespace": "mastra"})).await["tools"],
+        json!([
+            {"name": "add", "description": "Add two integers.",
+             "inputSchema": {"type": "object", "properties": {"a": int, "b": int}, "required": ["a", "b"],
+                             "$schema": "https://json-schema.org/draft/2020-12/schema",
+                             "additionalProperties": false}},
+            {"name": "echo", "description": "Echo the text back.",
+             "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"],
+                             "$schema": "https://json-schema.org/draft/2020-12/schema",
+                             "additionalProperties": false}}
+        ])
+    );
+    // A tool's object result is sent as its JSON text.
+    assert_eq!(
+        ok(&host, "mastra", "add", json!({"a": 2, "b": 3})).await,
+        r#"{"sum":5}"#
+    );
+    assert_eq!(
+        ok(&host, "mastra", "echo", json!({"text": "hi"})).await,
+        "hi"
+    );
+    assert_spoke_2026(&host, &proxy, "mastra").await;
+}
+
+#[tokio::test]
+#[ignore = "needs a 2026-07-28 peer; .ci/interop.sh runs it"]
+async fn modern_python_sdk2_server_lists_calls_and_names_the_revision() {
+    let (_peer, proxy, host) = modern_or_return!(
+        "modern_python_sdk2_server_lists_calls_and_names_the_revision",
+        Modern::Python,
+        "py2modern"
+    );
+    assert_spoke_2026(&host, &proxy, "py2modern").await;
+    assert_eq!(
+        host.listing(json!({})).await,
+        json!({"servers": [{"namespace": "py2modern", "status": "ready", "tools": GROWING_TOOLS}]})
+    );
+    assert_eq!(
+        host.listing(json!({"namespace": "py2modern", "toolName": "region_echo"}))
+            .await["inputSchema"],
+        json!({"type": "object",
+               "properties": {"region": {"title": "Region", "type": "string", "x-mcp-header": "Region"},
+                              "text": {"title": "Text", "type": "string"}},
+               "required": ["region", "text"], "title": "region_echoArguments"})
+    );
+    assert_eq!(
+        ok(&host, "py2modern", "add", json!({"a": 2, "b": 3})).await,
+        "5"
+    );
+    assert_eq!(
+        ok(
+            &host,
+            "py2modern",
+            "region_echo",
+            json!({"region": "Hello, 世界", "text": "hi"})
+        )
+        .await,
+        "Hello, 世界: hi"
+    );
+    assert_spoke_2026(&host, &proxy, "py2modern").await;
+}
+
+#[tokio::test]
+#[ignore = "needs a 2026-07-28 peer; .ci/interop.sh runs it"]
+async fn modern_python_sdk2_tool_added_at_run_time_reaches_the_listing() {
+    let (_peer, proxy, host) = modern_or_return!(
+        "modern_python_sdk2_tool_added_at_run_time_reaches_the_listing",
+        Modern::Python,
+        "py2grow"
+    );
+    modern_tool_added_at_run_time(&host, &proxy, "py2grow").await;
 }
