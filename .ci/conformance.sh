@@ -48,6 +48,13 @@ MODERN_SCENARIOS=(tools_call request-metadata
   auth/iss-supported auth/iss-not-advertised auth/iss-supported-missing auth/iss-wrong-issuer
   auth/iss-unexpected auth/iss-normalized auth/metadata-issuer-mismatch)
 MODERN_WIRE=2026-07-28
+# Checks a scenario may fail, and only these: those that need a client capability this client
+# does not declare. sep-2322-client-request-state's elicitation rounds retry a call with the
+# `inputResponses` of an `elicitation/create` (the client declares no elicitation and turns an
+# `input_required` result into a backend error); its other checks must pass.
+declare -A ALLOWED_FAILURES=(
+  [sep-2322-client-request-state]="sep-2322-client-jsonrpc-id-different sep-2322-client-no-state-omitted sep-2322-client-request-state-echoed"
+)
 # Only these scenarios run when CONFORMANCE_ONLY names some (space-separated).
 if [ -n "${CONFORMANCE_ONLY:-}" ]; then
   read -r -a SCENARIOS <<<"$CONFORMANCE_ONLY"
@@ -102,8 +109,13 @@ for run in "${RUNS[@]}"; do
       ip link set lo up
       exec node "$0" client --command "$1" --scenario "$2" --timeout 60000 "${@:3}"
     ' "$suite" "$cmd" "$scenario" "${wire[@]}" >"$log" 2>&1 || rc=$?
+  # The checks that failed, sorted ("  - id: text" lines under "Failed Checks:").
+  failed_checks=$(sed -n '/^Failed Checks:/,/OVERALL/s/^  - \([^:]*\):.*/\1/p' "$log" | sort -u | tr '\n' ' ' | sed 's/ $//')
+  allowed="${ALLOWED_FAILURES[$scenario]:-}"
   if [ "$rc" -eq 0 ] && grep -q 'OVERALL: PASSED' "$log"; then
     echo "conformance: $run PASSED" >&2
+  elif [ -n "$allowed" ] && [ "$failed_checks" = "$allowed" ]; then
+    echo "conformance: $run PASSED but for the checks it may fail ($allowed)" >&2
   else
     echo "conformance: $run FAILED (exit $rc); its output:" >&2
     sed 's/^/    /' "$log" >&2
