@@ -19,7 +19,7 @@ pub(crate) const USAGE: &str = "usage: host [--wait SECONDS] [--json] CONFIG TOO
   ARGUMENTS       the tool's JSON argument object (default {})
   --wait SECONDS  how long after start a call may wait for the servers it needs (default 30)
   --json          print the outcome as one JSON line on stdout (text that is a JSON object or
-                  array also decoded, as "json")
+                  array also decoded, as \"json\")
   --script FILE   run each line of FILE (- for stdin) on one Pack: `TOOL [ARGUMENTS]` prints
                   one JSON line, `sleep SECONDS` waits; blank and # lines are skipped; a bad
                   stdin line prints an invalid_arguments line and the script goes on
