@@ -5,8 +5,8 @@
 //! the `runvil-plugin` crate: the Host calls `install`, constructs the Pack `runvil/mcp` under an
 //! id (by default `mcp`) with its [`runvil_plugin::Services`], and calls the Pack's tools.
 //!
-//! See `README.md` for the config, the JSON shapes and the limits, and `ARCHITECTURE.md` for
-//! how the modules fit together.
+//! See `README.md` and the pages of `docs/` it links (the config, the JSON shapes, the limits),
+//! and `ARCHITECTURE.md` for how the modules fit together.
 
 mod auth;
 mod config;

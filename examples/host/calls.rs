@@ -107,7 +107,10 @@ async fn run_stdin(pack: &dyn Pack, waiter: &mut Waiter) -> Result<ExitCode, Clo
             Ok(None) => {}
             Err(e) => {
                 let message = format!("line {number}: {e}");
-                emit(&json!({"ok": false, "kind": "invalid_arguments", "message": message}).to_string())?;
+                emit(
+                    &json!({"ok": false, "kind": "invalid_arguments", "message": message})
+                        .to_string(),
+                )?;
                 all_ok = false;
             }
         }
