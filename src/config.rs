@@ -911,6 +911,40 @@ mod tests {
         assert_eq!(hint(1), None);
     }
 
+    /// VS Code's placeholders are named in the hint with what they are; an input ID or folder
+    /// name is quoted only when short and plain, and a `${...}` of no known form never is.
+    #[test]
+    fn vs_code_placeholders_are_named_in_the_hint() {
+        let long = "x".repeat(65);
+        let server = remote(json!({
+            "url": "https://a.example/${workspaceFolder:my-app}/mcp",
+            "headers": {
+                "Authorization": format!("Bearer ${{input:{long}}}"),
+                "X-Cmd": "${command:pick.key}",
+                "X-A": "${sk live key}",
+                "X-B": "${env:TOKEN}"
+            }
+        }));
+        assert_eq!(
+            server.auth_hint.as_deref(),
+            Some(
+                "url holds ${workspaceFolder:my-app}, a VS Code predefined variable, which was sent as written (this Pack expands only ${env:NAME} and ${userHome}); write the value itself, or put it in an environment variable and write ${env:NAME}; \
+                 header \"Authorization\" holds ${input:…}, a VS Code input (a value VS Code prompts for), which was sent as written: this Pack cannot prompt; put the value in an environment variable and write ${env:NAME}; \
+                 header \"X-Cmd\" holds ${command:…}, a VS Code command variable, which was sent as written (this Pack expands only ${env:NAME} and ${userHome}); put the value in an environment variable and write ${env:NAME}"
+            )
+        );
+        let other = remote(json!({
+            "url": "https://a.example/mcp",
+            "headers": {"X-A": "${sk live key} ${another one}"}
+        }));
+        assert_eq!(
+            other.auth_hint.as_deref(),
+            Some(
+                "header \"X-A\" holds a ${...} placeholder this Pack does not know, which was sent as written (this Pack expands only ${env:NAME} and ${userHome}); put the value in an environment variable and write ${env:NAME}"
+            )
+        );
+    }
+
     #[test]
     fn a_url_user_name_alone_is_a_secret() {
         let server = remote(json!({"url": "https://ghp_4f9a8b7c6d5e%2Fx@h.example/mcp"}));

@@ -280,6 +280,8 @@ impl Server {
     fn set_ready(&self, mut list: ToolList, news: &str) {
         list.tools
             .retain(|tool| self.tool_filter.hides(&tool.name).is_none());
+        list.omitted
+            .retain(|tool| self.tool_filter.hides(&tool.name).is_none());
         tracing::info!(
             namespace = %self.namespace,
             tools = list.tools.len(),

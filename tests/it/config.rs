@@ -13,12 +13,15 @@ use crate::support::{Host, construct, logs, net};
 
 const WAIT: Duration = Duration::from_secs(10);
 
-/// A server listing `search`, `delete_repo`, `fetch` and `admin`; a call answers `called <name>`.
+/// A server listing `search`, `delete_repo`, `fetch`, `admin` and a malformed `broken`; a call
+/// answers `called <name>`.
 async fn four_tools() -> hostile::Server {
-    let tools = ["search", "delete_repo", "fetch", "admin"]
+    let mut tools: Vec<Value> = ["search", "delete_repo", "fetch", "admin"]
         .into_iter()
         .map(|name| hostile::tool(name, "a tool"))
         .collect();
+    // Malformed, so left out: listed under `omitted` unless the config hides it.
+    tools.push(json!({"name": "broken", "description": 5, "inputSchema": {"type": "object"}}));
     hostile::serve_tools(tools, |req| {
         let name = req.rpc["params"]["name"].as_str().unwrap_or_default();
         Reply::json(&hostile::text_result(&req.id(), &format!("called {name}")))
@@ -36,7 +39,7 @@ async fn other_clients_tool_filters_hide_tools() {
     let url = format!("http://127.0.0.1:{}/mcp", server.port);
     let host = Host::new(json!({
         "gemini": {"url": url, "includeTools": ["search", "delete_repo", "nowhere"], "excludeTools": ["delete_repo"]},
-        "cline": {"url": url, "disabledTools": ["admin", "fetch"]},
+        "cline": {"url": url, "disabledTools": ["admin", "fetch", "broken"]},
         "plain": {"url": url, "includeTools": null, "disabledTools": []},
     }));
     for namespace in ["gemini", "cline", "plain"] {
@@ -57,6 +60,18 @@ async fn other_clients_tool_filters_hide_tools() {
         json!({"namespace": "gemini", "status": "ready", "tools": [
             {"name": "search", "description": "a tool", "inputSchema": {"type": "object"}}
         ]})
+    );
+    let omitted =
+        [json!({"name": "broken", "reason": "\"description\" must be a string, found a number"})];
+    assert_eq!(
+        host.listing(json!({"namespace": "plain"})).await["omitted"],
+        json!(omitted)
+    );
+    assert_eq!(
+        host.listing(json!({"namespace": "cline"}))
+            .await
+            .get("omitted"),
+        None
     );
     assert_eq!(
         host.call_tool("gemini", "search").await.unwrap(),
