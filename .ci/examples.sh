@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The README's commands as a newcomer runs them: the quickstart, and the host CLI's three exit
-# codes. Asserts exact output.
+# The README's commands as a newcomer runs them: the quickstart, the host CLI's three exit
+# codes, and every code block of README.md (built, run or parsed; see the end). Asserts exact
+# output.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fail() { echo "examples: $*" >&2; exit 1; }
@@ -109,7 +110,7 @@ printf '\357\273\277mcp/get_dynamic_tools {"namespace":"files"}\n' > "$tmp/bom.t
 rc=0; out=$($host "$tmp/bom.json" --script "$tmp/bom.txt") || rc=$?
 [ "$rc" = 0 ] || fail "a config and a script with a BOM should exit 0, got $rc"
 ok
-[ "$out" = '{"ok":true,"text":"{\"namespace\":\"files\",\"status\":\"error\",\"reason\":\"local MCP servers (command) are not supported yet\",\"tools\":[]}"}' ] \
+[ "$out" = '{"ok":true,"text":"{\"namespace\":\"files\",\"status\":\"error\",\"reason\":\"local MCP servers (command) are not supported yet\",\"tools\":[]}","json":{"namespace":"files","status":"error","reason":"local MCP servers (command) are not supported yet","tools":[]}}' ] \
   || fail "BOM: $out"
 ok
 
@@ -147,7 +148,7 @@ rc=0; out=$($host --wait 100 fixtures/local-only.json --script fixtures/script.t
 ok
 [ $((SECONDS - started)) -lt 50 ] || fail "the host waited for a refused namespace"
 ok
-expected='{"ok":true,"text":"{\"namespace\":\"files\",\"status\":\"error\",\"reason\":\"local MCP servers (command) are not supported yet\",\"tools\":[]}"}
+expected='{"ok":true,"text":"{\"namespace\":\"files\",\"status\":\"error\",\"reason\":\"local MCP servers (command) are not supported yet\",\"tools\":[]}","json":{"namespace":"files","status":"error","reason":"local MCP servers (command) are not supported yet","tools":[]}}
 {"ok":false,"kind":"unavailable","message":"server \"files\" is unavailable: local MCP servers (command) are not supported yet"}
 {"ok":false,"kind":"not_found","message":"unknown namespace \"nowhere\"; known namespaces: files, legacy"}'
 [ "$out" = "$expected" ] || fail "script output differs: $out"
@@ -155,13 +156,13 @@ ok
 rc=0; out=$(printf '# from stdin\nmcp/get_dynamic_tools {"namespace":"legacy"}\n' | $host fixtures/local-only.json --script -) || rc=$?
 [ "$rc" = 0 ] || fail "an all-ok script should exit 0, got $rc"
 ok
-[ "$out" = '{"ok":true,"text":"{\"namespace\":\"legacy\",\"status\":\"error\",\"reason\":\"the legacy HTTP+SSE transport (type \\\"sse\\\") is not supported; point \\\"url\\\" at the server'"'"'s Streamable HTTP endpoint instead\",\"tools\":[]}"}' ] \
+[ "$out" = '{"ok":true,"text":"{\"namespace\":\"legacy\",\"status\":\"error\",\"reason\":\"the legacy HTTP+SSE transport (type \\\"sse\\\") is not supported; point \\\"url\\\" at the server'"'"'s Streamable HTTP endpoint instead\",\"tools\":[]}","json":{"namespace":"legacy","status":"error","reason":"the legacy HTTP+SSE transport (type \"sse\") is not supported; point \"url\" at the server'"'"'s Streamable HTTP endpoint instead","tools":[]}}' ] \
   || fail "stdin script: $out"
 ok
-rc=0; err=$(printf 'sleep forever\n' | $host fixtures/local-only.json --script - 2>&1 >/dev/null) || rc=$?
-[ "$rc" = 2 ] || fail "a bad stdin line should exit 2, got $rc"
+rc=0; out=$(printf 'sleep forever\n' | $host fixtures/local-only.json --script - 2>/dev/null) || rc=$?
+[ "$rc" = 1 ] || fail "a bad stdin line should exit 1 (a failed line), got $rc"
 ok
-[ "$err" = 'host: stdin line 1: sleep takes seconds from 0 to 86400, not "forever"' ] || fail "bad stdin line: $err"
+[ "$out" = '{"ok":false,"kind":"invalid_arguments","message":"line 1: sleep takes seconds from 0 to 86400, not \"forever\""}' ] || fail "bad stdin line: $out"
 ok
 
 # A live demo server (loopback) beside a hung one: calls to the demo wait for the demo only.
@@ -193,4 +194,88 @@ ok
 ok
 [ "$(cat "$tmp/err")" = 'host: the wait ran out; not ready: hung (loading)' ] || fail "wait message: $(cat "$tmp/err")"
 ok
+
+# Every code block of README.md is built, run or parsed: the ```toml dependencies and the ```rust
+# Host are built as a crate of their own (as a Host author would, against this clone) and run
+# against the demo server and against a server that records its DELETE (the cleanup wait); each
+# ```sh line is run and must exit 0; each ```json block must parse.
+python3 - README.md "$tmp/readme" <<'PY'
+import json, os, re, sys, tomllib
+text = open(sys.argv[1]).read()
+out = sys.argv[2]
+os.makedirs(out + "/src", exist_ok=True)
+blocks = re.findall(r"^```(\w*)\n(.*?)^```$", text, re.S | re.M)
+kinds = {}
+for kind, body in blocks:
+    kinds[kind] = kinds.get(kind, 0) + 1
+    if kind == "json":
+        json.loads(body)
+    elif kind == "toml":
+        deps = tomllib.loads(body)["dependencies"]
+        assert set(deps) == {"plugin-mcp", "runvil-plugin", "serde_json", "tokio"}, deps
+        open(out + "/deps.toml", "w").write(body)
+    elif kind == "rust":
+        open(out + "/src/main.rs", "w").write(body)
+    elif kind == "sh":
+        lines = [l for l in body.replace("\\\n", " ").splitlines() if l.strip() and not l.startswith("#")]
+        open(out + "/commands.sh", "a").write("\n".join(lines) + "\n")
+    else:
+        sys.exit(f"README.md has a ```{kind} block that .ci/examples.sh does not check")
+if kinds.get("rust") != 1 or kinds.get("toml") != 1:
+    sys.exit(f"README.md should have one ```rust and one ```toml block: {kinds}")
+PY
+ok
+clone=$(pwd)
+{ printf '[package]\nname = "readme-host"\nversion = "0.0.0"\nedition = "2024"\n\n[workspace]\n\n'
+  sed "s#\"\.\./plugin-mcp#\"$clone#" "$tmp/readme/deps.toml"; } > "$tmp/readme/Cargo.toml"
+cp Cargo.lock "$tmp/readme/"
+(cd "$tmp/readme" && cargo build -q --offline) || fail "the README's Host does not build with the README's Cargo.toml lines"
+ok
+readme_host="${CARGO_TARGET_DIR:-$tmp/readme/target}/debug/readme-host"
+while IFS= read -r command; do
+  rc=0; out=$(bash -c "$command" 2>/dev/null) || rc=$?
+  [ "$rc" = 0 ] && [ -n "$out" ] || fail "README command exits $rc or prints nothing: $command"
+  ok
+done < "$tmp/readme/commands.sh"
+
+printf '{"mcpServers": {"demo": {"url": "%s"}}}' "$(head -n 1 "$tmp/demo-url")" > "$tmp/demo.json"
+[ "$($readme_host "$tmp/demo.json")" = '{"servers":[{"namespace":"demo","status":"ready","tools":["add","echo","fail","media","slow","weather"]}]}' ] \
+  || fail "the README's Host printed another listing"
+ok
+cat > "$tmp/deletes.py" <<'PY'
+import json, select, socket, sys, time
+from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def send(self, code, body=None):
+        data = json.dumps(body).encode() if body is not None else b""
+        self.send_response(code); self.send_header("Mcp-Session-Id", "s-1")
+        if body is not None: self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data))); self.end_headers(); self.wfile.write(data)
+    def do_GET(self): self.send(405)
+    def do_DELETE(self):
+        time.sleep(0.3)   # a DELETE that takes a moment: the Host must still be there to hear it
+        ready, _, _ = select.select([self.connection], [], [], 0)
+        gone = bool(ready) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        who = " after the client left" if gone else ""
+        open(sys.argv[1], "a").write("DELETE " + self.headers.get("Mcp-Session-Id", "") + who + "\n"); self.send(200)
+    def do_POST(self):
+        msg = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        if "id" not in msg: return self.send(202)
+        result = {"initialize": {"protocolVersion": msg.get("params", {}).get("protocolVersion"), "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "d", "version": "1"}}, "tools/list": {"tools": []}}.get(msg["method"], {})
+        self.send(200, {"jsonrpc": "2.0", "id": msg["id"], "result": result})
+s = ThreadingHTTPServer(("127.0.0.1", 0), H); print(s.server_address[1], flush=True); s.serve_forever()
+PY
+python3 "$tmp/deletes.py" "$tmp/deletes.log" > "$tmp/deletes-port" &
+pids+=($!)
+for _ in $(seq 100); do [ -s "$tmp/deletes-port" ] && break; sleep 0.1; done
+printf '{"mcpServers": {"d": {"url": "http://127.0.0.1:%s/mcp"}}}' "$(head -n 1 "$tmp/deletes-port")" > "$tmp/deletes.json"
+[ "$($readme_host "$tmp/deletes.json")" = '{"servers":[{"namespace":"d","status":"ready","tools":[]}]}' ] \
+  || fail "the README's Host printed another listing for the DELETE server"
+ok
+[ "$(cat "$tmp/deletes.log" 2>/dev/null)" = 'DELETE s-1' ] || fail "the README's Host returned before its session's DELETE: $(cat "$tmp/deletes.log" 2>/dev/null)"
+ok
+
 echo "examples: $checks passed, 0 failed"

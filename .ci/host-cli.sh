@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The host CLI's login, logout and cleanup wait against small loopback servers, in the style of
 # .ci/examples.sh: --wait fractions, logout's store file (with ${userHome} and ${env:NAME}), Ctrl-C during the cleanup wait, a 401
-# server without OAuth, and --wait after CONFIG. Traffic goes to 127.0.0.1 only.
+# server without OAuth, --wait after CONFIG, malformed stdin script lines, the wait for a server
+# nothing listens on (and one still coming up), and --json's decoded "json". Traffic goes to
+# 127.0.0.1 only.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 cargo build -q --example host || exit 2
@@ -155,5 +157,69 @@ $host "$tmp/slow-delete.json" mcp/call_dynamic_tool '{"namespace":"t","toolName"
 alone_ms=$(( ($(date +%s%N) - started) / 1000000 ))
 [ "$rc" = 0 ] && [ "$out" = 'hi' ] && [ $(( took_ms - alone_ms )) -lt 1500 ] \
   || finding "a hanging server delays the host's exit: exit $rc, $out, ${took_ms} ms vs ${alone_ms} ms without it"
+
+# 7. Script mode on stdin: a malformed line prints an invalid_arguments JSON line naming its line
+# and the script goes on (exit 1: a line failed); a script file is still checked whole first.
+rc=0; out=$(printf 'mcp/get_dynamic_tools {oops\nsleep forever\nmcp/call_dynamic_tool {"namespace":"files","toolName":"read"}\n' \
+  | $host fixtures/local-only.json --script - 2>"$tmp/err") || rc=$?
+expected='{"ok":false,"kind":"invalid_arguments","message":"line 1: ARGUMENTS is not JSON: key must be a string at line 1 column 2"}
+{"ok":false,"kind":"invalid_arguments","message":"line 2: sleep takes seconds from 0 to 86400, not \"forever\""}
+{"ok":false,"kind":"unavailable","message":"server \"files\" is unavailable: local MCP servers (command) are not supported yet"}'
+[ "$rc" = 1 ] && [ "$out" = "$expected" ] && [ ! -s "$tmp/err" ] \
+  || finding "malformed stdin lines: exit $rc, $out, stderr $(cat "$tmp/err")"
+printf 'mcp/get_dynamic_tools\nsleep forever\n' > "$tmp/bad-sleep.txt"
+rc=0; out=$($host fixtures/local-only.json --script "$tmp/bad-sleep.txt" 2>"$tmp/err") || rc=$?
+[ "$rc" = 2 ] && [ -z "$out" ] && [ "$(cat "$tmp/err")" = "host: $tmp/bad-sleep.txt line 2: sleep takes seconds from 0 to 86400, not \"forever\"" ] \
+  || finding "a bad script file line: exit $rc, $out, $(cat "$tmp/err")"
+
+# 8. A call naming a server nothing listens on stops waiting once its start was refused twice in
+# a row (the listing's refusedStarts), well before --wait 30, and says why.
+started=$SECONDS
+rc=0; err=$($host --wait 30 "$tmp/down.json" mcp/call_dynamic_tool '{"namespace":"down","toolName":"x"}' 2>&1 >/dev/null) || rc=$?
+first=$(printf '%s\n' "$err" | head -n 1)
+[ "$rc" = 1 ] && [ $((SECONDS - started)) -lt 15 ] \
+  && [ "$first" = 'host: not waiting for down: its start was refused 2 times in a row (connection refused by http://127.0.0.1:9 (no server is listening there))' ] \
+  || finding "a call to a server nothing listens on: exit $rc after $((SECONDS - started)) s, $err"
+
+# 9. A server still coming up (refused once, then answering) gets through the same wait.
+cat > "$tmp/up.py" <<'PY'
+import json, sys, time
+from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
+time.sleep(float(sys.argv[2]))
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def send(self, code, body=None, headers={}):
+        data = json.dumps(body).encode() if body is not None else b""
+        self.send_response(code)
+        for k, v in headers.items(): self.send_header(k, v)
+        if body is not None: self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data))); self.end_headers(); self.wfile.write(data)
+    def do_GET(self): self.send(405)
+    def do_DELETE(self): self.send(200)
+    def do_POST(self):
+        msg = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        if "id" not in msg: return self.send(202)
+        result = {"initialize": {"protocolVersion": msg.get("params", {}).get("protocolVersion"),
+                  "capabilities": {"tools": {}}, "serverInfo": {"name": "t", "version": "1"}},
+                  "tools/list": {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]},
+                  "tools/call": {"content": [{"type": "text", "text": "up"}]}}.get(msg["method"], {})
+        self.send(200, {"jsonrpc": "2.0", "id": msg["id"], "result": result}, {"Mcp-Session-Id": "s-1"})
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+PY
+portup=18980
+printf '{"mcpServers": {"up": {"url": "http://127.0.0.1:%s/mcp"}}}' $portup > "$tmp/coming-up.json"
+python3 "$tmp/up.py" $portup 0.4 2>/dev/null & pids+=($!)
+rc=0; out=$($host --wait 30 "$tmp/coming-up.json" mcp/call_dynamic_tool '{"namespace":"up","toolName":"echo"}' 2>"$tmp/err") || rc=$?
+[ "$rc" = 0 ] && [ "$out" = 'up' ] && [ ! -s "$tmp/err" ] \
+  || finding "a server coming up: exit $rc, $out, $(cat "$tmp/err")"
+
+# 10. --json (and script lines) carry text that is itself a JSON object or array decoded as
+# "json" beside "text"; other text stays text only.
+rc=0; out=$($host --json "$tmp/coming-up.json" mcp/get_dynamic_tools) || rc=$?
+[ "$rc" = 0 ] && [ "$out" = '{"ok":true,"text":"{\"servers\":[{\"namespace\":\"up\",\"status\":\"ready\",\"tools\":[\"echo\"]}]}","json":{"servers":[{"namespace":"up","status":"ready","tools":["echo"]}]}}' ] \
+  || finding "--json with a listing: exit $rc, $out"
+rc=0; out=$(printf 'mcp/call_dynamic_tool {"namespace":"up","toolName":"echo"}\n' | $host "$tmp/coming-up.json" --script -) || rc=$?
+[ "$rc" = 0 ] && [ "$out" = '{"ok":true,"text":"up"}' ] || finding "a script line with plain text: exit $rc, $out"
 
 [ "$failed" = 0 ] && echo "host-cli: all passed" || { echo "host-cli: $failed failed" >&2; exit 1; }

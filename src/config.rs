@@ -74,6 +74,88 @@ pub(crate) struct RemoteServer {
     /// The entry's `oauth` object (default when absent): how to sign in when the server
     /// answers `401` and the entry configures no `Authorization` header.
     pub(crate) oauth: crate::auth::config::OAuthConfig,
+    /// The tools the entry hides (`includeTools`, `excludeTools`, `disabledTools`).
+    pub(crate) tool_filter: ToolFilter,
+}
+
+/// Which of a server's tools the entry hides, by the keys other clients write: Gemini CLI's
+/// `includeTools` (only these) and `excludeTools` (never these), Cline's `disabledTools` (never
+/// these). Each is an array of tool names, compared exactly; an exclusion wins over an
+/// inclusion. A hidden tool is neither listed nor callable (README "Configuration").
+#[derive(Debug, Default)]
+pub(crate) struct ToolFilter {
+    /// `includeTools`: when given, only these names are shown.
+    include: Option<std::collections::HashSet<String>>,
+    /// `excludeTools`, then `disabledTools`: each with the names it hides.
+    exclude: Vec<(&'static str, std::collections::HashSet<String>)>,
+}
+
+/// Why a [`ToolFilter`] hides a tool: the config key that does it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Hidden {
+    /// `excludeTools` or `disabledTools` (the key) names the tool.
+    Excluded(&'static str),
+    /// `includeTools` is given and does not name the tool.
+    NotIncluded,
+}
+
+impl Hidden {
+    /// How a reason says it: `"excludeTools" names it`, `"includeTools" does not name it`.
+    pub(crate) fn describe(self) -> String {
+        match self {
+            Hidden::Excluded(key) => format!("its config entry's \"{key}\" names it"),
+            Hidden::NotIncluded => {
+                "its config entry's \"includeTools\" does not name it".to_string()
+            }
+        }
+    }
+}
+
+impl ToolFilter {
+    /// Whether (and by which key) the tool `name` is hidden; an exclusion wins.
+    pub(crate) fn hides(&self, name: &str) -> Option<Hidden> {
+        if let Some((key, _)) = self.exclude.iter().find(|(_, names)| names.contains(name)) {
+            return Some(Hidden::Excluded(key));
+        }
+        match &self.include {
+            Some(names) if !names.contains(name) => Some(Hidden::NotIncluded),
+            _ => None,
+        }
+    }
+
+    /// The filter of an entry's fields.
+    ///
+    /// # Errors
+    /// A key that is neither absent, `null`, nor an array of strings, naming the key.
+    fn parse(fields: &serde_json::Map<String, Value>) -> Result<ToolFilter, String> {
+        let names = |key: &str| -> Result<Option<std::collections::HashSet<String>>, String> {
+            match fields.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::Array(items)) => items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, item)| match item {
+                        Value::String(name) => Ok(name.clone()),
+                        other => Err(format!(
+                            "\"{key}\" must be an array of tool names (strings); item {} is {}",
+                            i + 1,
+                            json_type(other)
+                        )),
+                    })
+                    .collect::<Result<_, _>>()
+                    .map(Some),
+                Some(other) => Err(wrong_type(key, "an array of tool names (strings)", other)),
+            }
+        };
+        let include = names("includeTools")?;
+        let mut exclude = Vec::new();
+        for key in ["excludeTools", "disabledTools"] {
+            if let Some(hidden) = names(key)? {
+                exclude.push((key, hidden));
+            }
+        }
+        Ok(ToolFilter { include, exclude })
+    }
 }
 
 impl std::fmt::Debug for RemoteServer {
@@ -97,13 +179,35 @@ pub(crate) fn parse(config: &Value, env: &dyn Environment) -> Result<Vec<(String
         Value::Null => Ok(Vec::new()),
         Value::Object(servers) => Ok(servers
             .iter()
-            .map(|(name, entry)| (name.clone(), parse_entry(entry, env)))
+            .map(|(name, entry)| {
+                let parsed = match whole_file_key(name, entry) {
+                    Some(reason) => Entry::Refused(reason),
+                    None => parse_entry(entry, env),
+                };
+                (name.clone(), parsed)
+            })
             .collect()),
         other => Err(format!(
             "the mcp config must be an object of servers (the mcpServers of an mcp.json), found {}",
             json_type(other)
         )),
     }
+}
+
+/// The reason for an entry that is an `mcp.json`'s own servers object, passed one level too
+/// deep (`{"mcp": {"mcpServers": {...}}}`): the key is `mcpServers` (or VS Code's `servers`) and
+/// the value is an object with none of the keys a server entry is read by.
+fn whole_file_key(name: &str, entry: &Value) -> Option<String> {
+    let Value::Object(fields) = entry else {
+        return None;
+    };
+    let entry_keys = ["url", "command", "serverUrl", "httpUrl", "type"];
+    let is_file_key = matches!(name, "mcpServers" | "servers");
+    (is_file_key && !entry_keys.iter().any(|key| fields.contains_key(*key))).then(|| {
+        format!(
+            "\"{name}\" is the servers object of an mcp.json, not a server: pass the \"{name}\" object itself as the mcp config ({{\"mcp\": {{\"docs\": {{\"url\": ...}}}}}}, not {{\"mcp\": {{\"{name}\": ...}}}})"
+        )
+    })
 }
 
 fn parse_entry(entry: &Value, env: &dyn Environment) -> Entry {
@@ -128,6 +232,7 @@ fn parse_remote(entry: &Value, env: &dyn Environment) -> Result<RemoteServer, St
         None | Some(Value::String(_)) => {}
         Some(other) => return Err(wrong_type("type", "a string", other)),
     }
+    let tool_filter = ToolFilter::parse(fields)?;
     if fields
         .get("type")
         .and_then(Value::as_str)
@@ -205,6 +310,7 @@ fn parse_remote(entry: &Value, env: &dyn Environment) -> Result<RemoteServer, St
         auth_hint: notes.auth_hint(),
         origin,
         oauth,
+        tool_filter,
     })
 }
 
@@ -803,6 +909,40 @@ mod tests {
             )
         );
         assert_eq!(hint(1), None);
+    }
+
+    /// VS Code's placeholders are named in the hint with what they are; an input ID or folder
+    /// name is quoted only when short and plain, and a `${...}` of no known form never is.
+    #[test]
+    fn vs_code_placeholders_are_named_in_the_hint() {
+        let long = "x".repeat(65);
+        let server = remote(json!({
+            "url": "https://a.example/${workspaceFolder:my-app}/mcp",
+            "headers": {
+                "Authorization": format!("Bearer ${{input:{long}}}"),
+                "X-Cmd": "${command:pick.key}",
+                "X-A": "${sk live key}",
+                "X-B": "${env:TOKEN}"
+            }
+        }));
+        assert_eq!(
+            server.auth_hint.as_deref(),
+            Some(
+                "url holds ${workspaceFolder:my-app}, a VS Code predefined variable, which was sent as written (this Pack expands only ${env:NAME} and ${userHome}); write the value itself, or put it in an environment variable and write ${env:NAME}; \
+                 header \"Authorization\" holds ${input:…}, a VS Code input (a value VS Code prompts for), which was sent as written: this Pack cannot prompt; put the value in an environment variable and write ${env:NAME}; \
+                 header \"X-Cmd\" holds ${command:…}, a VS Code command variable, which was sent as written (this Pack expands only ${env:NAME} and ${userHome}); put the value in an environment variable and write ${env:NAME}"
+            )
+        );
+        let other = remote(json!({
+            "url": "https://a.example/mcp",
+            "headers": {"X-A": "${sk live key} ${another one}"}
+        }));
+        assert_eq!(
+            other.auth_hint.as_deref(),
+            Some(
+                "header \"X-A\" holds a ${...} placeholder this Pack does not know, which was sent as written (this Pack expands only ${env:NAME} and ${userHome}); put the value in an environment variable and write ${env:NAME}"
+            )
+        );
     }
 
     #[test]

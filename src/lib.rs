@@ -5,8 +5,8 @@
 //! the `runvil-plugin` crate: the Host calls `install`, constructs the Pack `runvil/mcp` under an
 //! id (by default `mcp`) with its [`runvil_plugin::Services`], and calls the Pack's tools.
 //!
-//! See `README.md` for the config, the JSON shapes and the limits, and `ARCHITECTURE.md` for
-//! how the modules fit together.
+//! See `README.md` and the pages of `docs/` it links (the config, the JSON shapes, the limits),
+//! and `ARCHITECTURE.md` for how the modules fit together.
 
 mod auth;
 mod config;
@@ -41,7 +41,15 @@ const PACK_ID: &str = "mcp";
 /// object. Each server entry is then parsed on its own: a refused entry shows as a namespace with
 /// status `error`, and each accepted one connects in the background on the Host's runtime
 /// (README "Configuration" and "Lifecycle and limits").
+///
+/// A `config` without an `mcp` key that has `mcpServers` (a whole `mcp.json` passed as the
+/// plugin config) logs one warning at `warn` naming the fix; the Pack then has no servers.
 pub fn install(packs: &mut Packs, config: &Value) {
+    if config.get("mcp").is_none() && config.get("mcpServers").is_some() {
+        tracing::warn!(
+            "the plugin config has \"mcpServers\" but no \"mcp\" key, so the mcp Pack has no servers; pass the mcpServers object under \"mcp\": {{\"mcp\": {{\"docs\": {{\"url\": ...}}}}}}"
+        );
+    }
     packs.insert(PackSpec {
         name: PACK_NAME.to_string(),
         default_id: PACK_ID.to_string(),

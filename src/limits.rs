@@ -1,8 +1,8 @@
 //! Every bound the Pack puts on time and on what a server may send, in one place.
 //!
 //! A server is on the other side of a trust boundary: each limit here is on by default, and a
-//! refusal names the limit and what was measured (never the offending bytes). README "Limits"
-//! lists what a user sees when one trips.
+//! refusal names the limit and what was measured (never the offending bytes). README "Lifecycle and limits"
+//! (`docs/lifecycle.md`) lists what a user sees when one trips.
 
 use std::time::Duration;
 
@@ -37,7 +37,7 @@ pub(crate) const HANDSHAKE_GRACE: Duration = Duration::from_secs(1);
 
 /// The whole of a connection's cleanup at the Pack's drop: cancels, then `DELETE`s. The steps
 /// before the `DELETE`s end [`GOODBYE_TIMEOUT`] before it, so the `DELETE`s always get their
-/// time; README's host CLI waits 11 s.
+/// time; the host CLI (`docs/host-cli.md`) waits 11 s.
 pub(crate) const CLOSE_DEADLINE: Duration = Duration::from_secs(10);
 
 /// How long connecting a TCP (and TLS) connection may take; the start and call deadlines still

@@ -1,18 +1,22 @@
 //! The JSON text `get_dynamic_tools` answers, in its three shapes (README "What the tools answer").
 //!
 //! - no arguments: `{"servers":[{"namespace","status","reason"?,"retryInSeconds"?,"signInUrl"?,
-//!   "tools":[names]}]}`, servers sorted by namespace and tool names sorted, both in byte order;
+//!   "refusedStarts"?,"tools":[names]}]}`, servers sorted by namespace and tool names sorted,
+//!   both in byte order;
 //! - `namespace`: `{"namespace","status","reason"?,"retryInSeconds"?,"signInUrl"?,
-//!   "protocolVersion"?,"instructions"?,"tools":[{"name","description","inputSchema"}],
-//!   "omitted"?:[{"name","reason"}]}`;
+//!   "refusedStarts"?,"protocolVersion"?,"instructions"?,
+//!   "tools":[{"name","description","inputSchema"}],"omitted"?:[{"name","reason"}]}`;
 //! - `namespace` + `toolName`: `{"namespace","name","description","inputSchema","outputSchema"?,
 //!   "annotations"?}`.
 //!
 //! `retryInSeconds` (whole seconds, rounded up) is there when a failed start will be tried
-//! again; a refused entry has none. `omitted` is there when a ready server's listing left tools
-//! out; `protocolVersion` while a server is ready (the version its requests carry:
-//! `2026-07-28`, or the one `initialize` negotiated); `instructions` (scrubbed, at most 8 KiB)
-//! when a ready server's `server/discover` or `initialize` gave them.
+//! again; a refused entry has none. `refusedStarts` (a count, at least 1) is there when the last
+//! start failed because the connection was refused (nothing listens at the url): how many starts
+//! in a row failed that way, so a Host can stop waiting for a server that is not running.
+//! `omitted` is there when a ready server's listing left tools out; `protocolVersion` while a
+//! server is ready (the version its requests carry: `2026-07-28`, or the one `initialize`
+//! negotiated); `instructions` (scrubbed, at most 8 KiB) when a ready server's
+//! `server/discover` or `initialize` gave them.
 //! Schemas and annotations are written out verbatim, exactly as the server sent them.
 
 use serde::Serialize;
@@ -31,6 +35,8 @@ struct Head<'a> {
     retry_in_seconds: Option<u64>,
     #[serde(rename = "signInUrl", skip_serializing_if = "Option::is_none")]
     sign_in_url: Option<&'a str>,
+    #[serde(rename = "refusedStarts", skip_serializing_if = "Option::is_none")]
+    refused_starts: Option<u32>,
 }
 
 #[derive(Serialize)]
@@ -83,13 +89,21 @@ struct OneTool<'a> {
 /// The entry's head for the server at `namespace` in `status`: the status name, its reason,
 /// `retryInSeconds` and the sign-in link.
 fn head<'a>(namespace: &'a str, status: &'a Status) -> Head<'a> {
-    let (status, reason, retry_in_seconds, sign_in_url) = match status {
-        Status::Loading => ("loading", None, None, None),
-        Status::Ready(_) => ("ready", None, None, None),
-        Status::Error { reason, retry_at } => {
-            ("error", Some(&**reason), retry_in_seconds(*retry_at), None)
-        }
-        Status::SignIn(reason, link) => ("error", Some(&**reason), None, Some(&**link)),
+    let (status, reason, retry_in_seconds, sign_in_url, refused_starts) = match status {
+        Status::Loading => ("loading", None, None, None, None),
+        Status::Ready(_) => ("ready", None, None, None, None),
+        Status::Error {
+            reason,
+            retry_at,
+            refused_starts,
+        } => (
+            "error",
+            Some(&**reason),
+            retry_in_seconds(*retry_at),
+            None,
+            Some(*refused_starts).filter(|n| *n > 0),
+        ),
+        Status::SignIn(reason, link) => ("error", Some(&**reason), None, Some(&**link), None),
     };
     Head {
         namespace,
@@ -97,6 +111,7 @@ fn head<'a>(namespace: &'a str, status: &'a Status) -> Head<'a> {
         reason,
         retry_in_seconds,
         sign_in_url,
+        refused_starts,
     }
 }
 

@@ -54,14 +54,19 @@ pub(crate) fn construct(
         let namespace: Arc<str> = namespace.into();
         let server = match entry {
             Entry::Refused(reason) => Arc::new(Server::refused(namespace, reason)),
-            Entry::Remote(remote) => {
+            Entry::Remote(mut remote) => {
+                let tool_filter = std::mem::take(&mut remote.tool_filter);
                 let connection = Arc::new(Connection::new(
                     Arc::clone(&namespace),
                     *remote,
                     Arc::clone(&clients),
                     runtime.clone(),
                 ));
-                let server = Arc::new(Server::remote(namespace, Arc::clone(&connection)));
+                let server = Arc::new(Server::remote(
+                    namespace,
+                    Arc::clone(&connection),
+                    tool_filter,
+                ));
                 runtime.spawn(Arc::clone(&server).run(connection, shutdown.clone()));
                 server
             }
@@ -273,7 +278,9 @@ fn ready_tools(server: &Server) -> Result<Arc<ToolList>, ToolError> {
                 quoted(&server.namespace)
             ),
         )),
-        Status::Error { reason, retry_at } => {
+        Status::Error {
+            reason, retry_at, ..
+        } => {
             let retry = match crate::server::retry_in_seconds(retry_at) {
                 None => String::new(),
                 Some(0) => "; it is being started again now".to_string(),
@@ -311,6 +318,9 @@ async fn lookup(
     name: &str,
     shutdown: &CancellationToken,
 ) -> Result<(Arc<ToolList>, usize), ToolError> {
+    if let Some(hidden) = server.tool_filter.hides(name) {
+        return Err(hidden_tool(server, name, hidden));
+    }
     let list = ready_tools(server)?;
     if let Ok(i) = list.tools.binary_search_by(|t| t.name.as_str().cmp(name)) {
         return Ok((list, i));
@@ -349,6 +359,20 @@ fn not_found(id: &str, server: &Server, name: &str) -> ToolError {
             "server {ns} has no tool {}; list its tools with {id}/{GET} {{\"namespace\":{ns}}}",
             quoted(name),
             ns = quoted(&server.namespace)
+        ),
+    )
+}
+
+/// The `NotFound` error for a tool the server's config entry hides (README "Configuration"):
+/// the reason names the config key.
+fn hidden_tool(server: &Server, name: &str, hidden: crate::config::Hidden) -> ToolError {
+    ToolError::new(
+        ToolErrorKind::NotFound,
+        format!(
+            "server {} has no tool {} that this Pack may call: {}, so it is neither listed nor callable",
+            quoted(&server.namespace),
+            quoted(name),
+            hidden.describe()
         ),
     )
 }

@@ -34,6 +34,7 @@ use serde_json::value::RawValue;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::config::ToolFilter;
 use crate::http::{Connection, Error, Initialized, Listened, Mirrored, Wire};
 use crate::limits::{
     self, MAX_DESCRIPTION_BYTES, MAX_PAGES, MAX_SCHEMA_BYTES, MAX_TOOL_NAME_BYTES, MAX_TOOLS,
@@ -51,10 +52,13 @@ pub(crate) enum Status {
     /// Started; its tools, sorted by name, and the ones left out.
     Ready(Arc<ToolList>),
     /// Its config was refused (`retry_at` is `None`: nothing will change), or its last start
-    /// failed and another starts at `retry_at`.
+    /// failed and another starts at `retry_at`. `refused_starts` counts the starts in a row,
+    /// this one included, whose connection was refused ([`Error::is_refused`]: nothing listens
+    /// at the url); 0 when the last start failed another way (or the config was refused).
     Error {
         reason: Arc<str>,
         retry_at: Option<Instant>,
+        refused_starts: u32,
     },
     /// Its last start needs a user to sign in, or it was ready and lost its grant: the reason
     /// (starting `sign-in required`, with the link) and the link.
@@ -67,6 +71,7 @@ impl Status {
         Status::Error {
             reason: reason.into(),
             retry_at: None,
+            refused_starts: 0,
         }
     }
 }
@@ -153,6 +158,11 @@ enum StartFailure {
 }
 
 impl StartFailure {
+    /// Whether the connection was refused ([`Error::is_refused`]: nothing listens at the url).
+    fn is_refused(&self) -> bool {
+        matches!(self, StartFailure::Exchange(error) if error.is_refused())
+    }
+
     /// Whether the start waits for a user to sign in (the server answered with a sign-in link).
     fn needs_sign_in(&self) -> bool {
         matches!(self, StartFailure::Exchange(error) if error.sign_in_url().is_some())
@@ -251,6 +261,8 @@ pub(crate) struct Server {
     last_miss: Mutex<Option<(tokio::time::Instant, u64)>>,
     /// When a stale listing last asked for a refresh ([`Server::refresh_if_stale`]).
     last_refresh: Mutex<Option<Instant>>,
+    /// The tools its config entry hides: never in its [`ToolList`], never called.
+    pub(crate) tool_filter: ToolFilter,
 }
 
 impl Server {
@@ -262,17 +274,24 @@ impl Server {
             connection: None,
             last_miss: Mutex::new(None),
             last_refresh: Mutex::new(None),
+            tool_filter: ToolFilter::default(),
         }
     }
 
-    /// A namespace that will connect; `loading` until its task finishes a start.
-    pub(crate) fn remote(namespace: Arc<str>, connection: Arc<Connection>) -> Self {
+    /// A namespace that will connect; `loading` until its task finishes a start. The tools
+    /// `tool_filter` hides are left out of every listing it makes.
+    pub(crate) fn remote(
+        namespace: Arc<str>,
+        connection: Arc<Connection>,
+        tool_filter: ToolFilter,
+    ) -> Self {
         Self {
             namespace,
             status: RwLock::new(Status::Loading),
             connection: Some(connection),
             last_miss: Mutex::new(None),
             last_refresh: Mutex::new(None),
+            tool_filter,
         }
     }
 
@@ -302,8 +321,13 @@ impl Server {
         *self.status.write().unwrap_or_else(|e| e.into_inner()) = status;
     }
 
-    /// Makes `list` the server's tools (`ready`) and logs `news` with how many there are.
-    fn set_ready(&self, list: ToolList, news: &str) {
+    /// Makes `list`, without the tools the config hides, the server's tools (`ready`) and logs
+    /// `news` with how many there are.
+    fn set_ready(&self, mut list: ToolList, news: &str) {
+        list.tools
+            .retain(|tool| self.tool_filter.hides(&tool.name).is_none());
+        list.omitted
+            .retain(|tool| self.tool_filter.hides(&tool.name).is_none());
         tracing::info!(
             namespace = %self.namespace,
             tools = list.tools.len(),
@@ -338,6 +362,8 @@ impl Server {
             outcome
         };
         let sleeping = Arc::clone(&connection);
+        // Starts in a row whose connection was refused (nothing listening).
+        let mut refused_starts = 0u32;
         let started = start
             .retry(backoff())
             // A sign-in that ends (tokens, or a link that expired) starts again at once.
@@ -354,6 +380,11 @@ impl Server {
                 step.map(|step| next_wait(step, failure.retry_after()))
             })
             .notify(|failure: &StartFailure, wait| {
+                refused_starts = if failure.is_refused() {
+                    refused_starts.saturating_add(1)
+                } else {
+                    0
+                };
                 let whole = failure.to_string();
                 let reason = limits::truncate(&whole, 2 * limits::MAX_REASON_BYTES);
                 let link = connection.sign_in_url().filter(|_| failure.needs_sign_in());
@@ -379,6 +410,7 @@ impl Server {
                     None => Status::Error {
                         reason: reason.into(),
                         retry_at: Some(Instant::now() + wait),
+                        refused_starts,
                     },
                 });
             });

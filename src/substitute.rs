@@ -33,43 +33,165 @@ impl Environment for ProcessEnvironment {
 /// What substitution noticed that could explain a 401 or 403 later.
 #[derive(Default)]
 pub(crate) struct Notes {
-    /// `${NAME}` or `${NAME:-fallback}` (a valid variable name) left as written.
+    /// `${NAME}`, `${NAME:-fallback}` and VS Code's placeholders left as written.
     unexpanded: Vec<Unexpanded>,
     /// `${env:NAME}` whose value is empty, with the field it is in.
     empty: Vec<(String, String)>,
+    /// The fields holding a `${...}` of no form this module knows, left as written.
+    other: Vec<String>,
 }
 
-/// A `${NAME}` or `${NAME:-fallback}` left as written.
+/// A placeholder left as written.
 struct Unexpanded {
-    name: String,
     /// The field it is in (`url`, `header "X"`).
     field: String,
-    /// Whether it had a `:-fallback`, which a hint never quotes.
-    fallback: bool,
+    form: Form,
+}
+
+/// The placeholders other clients expand and this Pack does not (README "Configuration").
+enum Form {
+    /// Claude Code's `${NAME}`, or `${NAME:-fallback}` when `fallback` (never quoted).
+    Variable { name: String, fallback: bool },
+    /// VS Code's `${input:ID}`: a value VS Code prompts for. The ID when it is short and plain.
+    Input(Option<String>),
+    /// One of VS Code's predefined variables, such as `${workspaceFolder}`, as written
+    /// (`workspaceFolder`, `workspaceFolder:NAME` when NAME is short and plain).
+    Predefined(String),
+    /// VS Code's `${config:NAME}` or `${command:ID}`: the prefix (`config`, `command`).
+    Editor(&'static str),
+}
+
+/// VS Code's predefined variables (its "Variables reference"); `userHome` is expanded here.
+const VS_CODE_PREDEFINED: [&str; 20] = [
+    "workspaceFolder",
+    "workspaceFolderBasename",
+    "file",
+    "fileWorkspaceFolder",
+    "relativeFile",
+    "relativeFileDirname",
+    "fileBasename",
+    "fileBasenameNoExtension",
+    "fileExtname",
+    "fileDirname",
+    "fileDirnameBasename",
+    "cwd",
+    "lineNumber",
+    "columnNumber",
+    "selectedText",
+    "execPath",
+    "defaultBuildTask",
+    "pathSeparator",
+    "extensionInstallFolder",
+    "/",
+];
+
+/// `text` when it is a short, plain identifier a hint may quote (an input ID, a folder name):
+/// 1 to 64 ASCII letters, digits, `_`, `-` and `.`.
+fn plain(text: &str) -> Option<String> {
+    (!text.is_empty()
+        && text.len() <= 64
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')))
+    .then(|| text.to_string())
+}
+
+impl Form {
+    /// The form of the `${token}` left as written, if it is one this module knows; pushes a
+    /// fallback (a secret) onto `used`.
+    fn of(token: &str, used: &mut Vec<String>) -> Option<Form> {
+        if VS_CODE_PREDEFINED.contains(&token) {
+            return Some(Form::Predefined(token.to_string()));
+        }
+        if is_variable_name(token) {
+            return Some(Form::Variable {
+                name: token.to_string(),
+                fallback: false,
+            });
+        }
+        if let Some(id) = token.strip_prefix("input:") {
+            return Some(Form::Input(plain(id)));
+        }
+        if let Some(folder) = token.strip_prefix("workspaceFolder:") {
+            let shown = plain(folder).map_or("workspaceFolder:…".to_string(), |f| {
+                format!("workspaceFolder:{f}")
+            });
+            return Some(Form::Predefined(shown));
+        }
+        for prefix in ["config", "command"] {
+            if token
+                .strip_prefix(prefix)
+                .is_some_and(|rest| rest.starts_with(':'))
+            {
+                return Some(Form::Editor(prefix));
+            }
+        }
+        // Claude Code's `${NAME:-fallback}`: the fallback is often a pasted key, so it is a
+        // secret and no hint quotes it.
+        let (name, fallback) = token.split_once(":-")?;
+        if !is_variable_name(name) {
+            return None;
+        }
+        used.push(fallback.to_string());
+        Some(Form::Variable {
+            name: name.to_string(),
+            fallback: true,
+        })
+    }
+
+    /// The hint for this placeholder in `field`.
+    fn hint(&self, field: &str) -> String {
+        match self {
+            Form::Variable {
+                name,
+                fallback: true,
+            } => format!(
+                "{field} holds ${{{name}:-…}}, which was sent as written (this Pack expands only ${{env:NAME}} and ${{userHome}}, without fallback values); to use the environment variable, write ${{env:{name}}}"
+            ),
+            Form::Variable { name, .. } => format!(
+                "{field} holds ${{{name}}}, which was sent as written (this Pack expands only ${{env:NAME}} and ${{userHome}}); to use the environment variable, write ${{env:{name}}}"
+            ),
+            Form::Input(id) => format!(
+                "{field} holds ${{input:{}}}, a VS Code input (a value VS Code prompts for), which was sent as written: this Pack cannot prompt; put the value in an environment variable and write ${{env:NAME}}",
+                id.as_deref().unwrap_or("…")
+            ),
+            Form::Predefined(variable) => format!(
+                "{field} holds ${{{variable}}}, a VS Code predefined variable, which was sent as written (this Pack expands only ${{env:NAME}} and ${{userHome}}); write the value itself, or put it in an environment variable and write ${{env:NAME}}"
+            ),
+            Form::Editor(prefix) => format!(
+                "{field} holds ${{{prefix}:…}}, a VS Code {} variable, which was sent as written (this Pack expands only ${{env:NAME}} and ${{userHome}}); put the value in an environment variable and write ${{env:NAME}}",
+                if *prefix == "config" {
+                    "setting"
+                } else {
+                    "command"
+                }
+            ),
+        }
+    }
 }
 
 impl Notes {
     /// How many hints a reason carries at most.
     const MAX_HINTS: usize = 3;
 
-    /// The hints, at most [`Notes::MAX_HINTS`], joined with `; `.
+    /// The hints, at most [`Notes::MAX_HINTS`], joined with `; `: the placeholders of a known
+    /// form in the order written, then the empty `${env:NAME}`s, then the fields holding a
+    /// `${...}` of another form (never quoted: it may be a pasted secret).
     pub(crate) fn auth_hint(&self) -> Option<String> {
-        let unexpanded = self.unexpanded.iter().map(|u| {
-            let (name, field) = (&u.name, &u.field);
-            if u.fallback {
-                format!(
-                    "{field} holds ${{{name}:-…}}, which was sent as written (this Pack expands only ${{env:NAME}} and ${{userHome}}, without fallback values); to use the environment variable, write ${{env:{name}}}"
-                )
-            } else {
-                format!(
-                    "{field} holds ${{{name}}}, which was sent as written (this Pack expands only ${{env:NAME}} and ${{userHome}}); to use the environment variable, write ${{env:{name}}}"
-                )
-            }
-        });
+        let unexpanded = self.unexpanded.iter().map(|u| u.form.hint(&u.field));
         let empty = self.empty.iter().map(|(name, field)| {
             format!("the environment variable \"{name}\" used in {field} is set but empty")
         });
-        let hints: Vec<String> = unexpanded.chain(empty).take(Self::MAX_HINTS).collect();
+        let other = self.other.iter().map(|field| {
+            format!(
+                "{field} holds a ${{...}} placeholder this Pack does not know, which was sent as written (this Pack expands only ${{env:NAME}} and ${{userHome}}); put the value in an environment variable and write ${{env:NAME}}"
+            )
+        });
+        let hints: Vec<String> = unexpanded
+            .chain(empty)
+            .chain(other)
+            .take(Self::MAX_HINTS)
+            .collect();
         (!hints.is_empty()).then(|| hints.join("; "))
     }
 }
@@ -127,23 +249,15 @@ pub(crate) fn substitute(
             })?;
             out.push_str(&home);
         } else {
-            if is_variable_name(token) {
-                notes.unexpanded.push(Unexpanded {
-                    name: token.to_string(),
+            match Form::of(token, used) {
+                Some(form) => notes.unexpanded.push(Unexpanded {
                     field: field.to_string(),
-                    fallback: false,
-                });
-            } else if let Some((name, fallback)) = token.split_once(":-") {
-                // Claude Code's `${NAME:-fallback}`: the fallback is often a pasted key, so it
-                // is a secret and no hint quotes it.
-                if is_variable_name(name) {
-                    notes.unexpanded.push(Unexpanded {
-                        name: name.to_string(),
-                        field: field.to_string(),
-                        fallback: true,
-                    });
-                    used.push(fallback.to_string());
+                    form,
+                }),
+                None if !notes.other.iter().any(|f| f == field) => {
+                    notes.other.push(field.to_string());
                 }
+                None => {}
             }
             out.push_str(&rest[start..start + 2 + end + 1]);
         }

@@ -18,14 +18,16 @@ pub(crate) const USAGE: &str = "usage: host [--wait SECONDS] [--json] CONFIG TOO
   TOOL            a tool's full name, e.g. mcp/get_dynamic_tools
   ARGUMENTS       the tool's JSON argument object (default {})
   --wait SECONDS  how long after start a call may wait for the servers it needs (default 30)
-  --json          print the outcome as one JSON line on stdout
+  --json          print the outcome as one JSON line on stdout (text that is a JSON object or
+                  array also decoded, as \"json\")
   --script FILE   run each line of FILE (- for stdin) on one Pack: `TOOL [ARGUMENTS]` prints
-                  one JSON line, `sleep SECONDS` waits; blank and # lines are skipped
+                  one JSON line, `sleep SECONDS` waits; blank and # lines are skipped; a bad
+                  stdin line prints an invalid_arguments line and the script goes on
   login           sign in to the server NAMESPACE ahead of time: prints the sign-in link (the
                   only stdout line) when one is needed and waits (--wait, default 600) until
                   the server is ready; exit 1 when the sign-in fails or the wait runs out
   logout          delete the stored sign-in of the server NAMESPACE
-exit: 0 every call ok, 1 a call failed, 2 bad usage, a bad script line or a config problem";
+exit: 0 every call ok, 1 a call failed, 2 bad usage, a bad script file line or a config problem";
 
 /// The longest `--wait` or `sleep`, in seconds.
 const MAX_SECONDS: f64 = 86_400.0;

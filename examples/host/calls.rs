@@ -18,6 +18,10 @@ use crate::{Closed, emit, exit_code, settle};
 /// How often the listing is polled while waiting.
 const POLL: Duration = Duration::from_millis(20);
 
+/// After how many starts in a row refused at connect (the listing's `refusedStarts`) a call
+/// stops waiting for its server.
+const REFUSED_ENOUGH: u64 = 2;
+
 /// Runs `args` on the Pack built from `servers`; `script` holds the steps of a script file
 /// (read whole before the first call), `None` for stdin.
 pub(crate) async fn run(args: Run, servers: Value, script: Option<Vec<Step>>) -> ExitCode {
@@ -77,7 +81,8 @@ async fn stop(pack: Box<dyn Pack>) -> ExitCode {
     ExitCode::from(1)
 }
 
-/// Runs the lines of stdin as they arrive; a bad line stops the script with exit 2.
+/// Runs the lines of stdin as they arrive. A bad line prints an `invalid_arguments` JSON line
+/// (`"line N: ..."`) and counts as a failed call; the script goes on.
 async fn run_stdin(pack: &dyn Pack, waiter: &mut Waiter) -> Result<ExitCode, Closed> {
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let mut all_ok = true;
@@ -101,8 +106,12 @@ async fn run_stdin(pack: &dyn Pack, waiter: &mut Waiter) -> Result<ExitCode, Clo
             Ok(Some(step)) => all_ok &= run_step(pack, waiter, step).await?,
             Ok(None) => {}
             Err(e) => {
-                eprintln!("host: stdin line {number}: {e}");
-                return Ok(ExitCode::from(2));
+                let message = format!("line {number}: {e}");
+                emit(
+                    &json!({"ok": false, "kind": "invalid_arguments", "message": message})
+                        .to_string(),
+                )?;
+                all_ok = false;
             }
         }
     }
@@ -124,10 +133,16 @@ async fn run_step(pack: &dyn Pack, waiter: &mut Waiter, step: Step) -> Result<bo
     }
 }
 
-/// `{"ok":true,"text":...}` or `{"ok":false,"kind":...,"message":...}`.
+/// `{"ok":true,"text":...}` or `{"ok":false,"kind":...,"message":...}`. When the text is itself
+/// a JSON object or array (a listing, for one), `"json"` carries it decoded beside `"text"`.
 fn json_line(outcome: &Result<String, ToolError>) -> String {
     match outcome {
-        Ok(text) => json!({"ok": true, "text": text}),
+        Ok(text) => match serde_json::from_str::<Value>(text) {
+            Ok(decoded @ (Value::Object(_) | Value::Array(_))) => {
+                json!({"ok": true, "text": text, "json": decoded})
+            }
+            _ => json!({"ok": true, "text": text}),
+        },
         Err(error) => json!({"ok": false, "kind": error.kind.as_str(), "message": error.message}),
     }
     .to_string()
@@ -195,6 +210,7 @@ impl Waiter {
                 namespace: s["namespace"].as_str().unwrap_or_default().to_string(),
                 status: s["status"].as_str().unwrap_or_default().to_string(),
                 reason: s["reason"].as_str().map(str::to_string),
+                refused_starts: s["refusedStarts"].as_u64().unwrap_or(0),
             })
             .collect()
     }
@@ -222,6 +238,17 @@ impl Waiter {
             if pending.is_empty() {
                 return;
             }
+            // Nothing listens at the url: its start was refused twice in a row, so waiting on
+            // is likely in vain (a server still coming up answers by its second start).
+            if let Some(down) = pending.iter().find(|s| s.refused_starts >= REFUSED_ENOUGH) {
+                eprintln!(
+                    "host: not waiting for {}: its start was refused {} times in a row ({})",
+                    down.namespace,
+                    down.refused_starts,
+                    down.reason.as_deref().unwrap_or_default()
+                );
+                return;
+            }
             if Instant::now() >= self.deadline {
                 let names: Vec<String> = pending.iter().map(ServerState::describe).collect();
                 eprintln!("host: the wait ran out; not ready: {}", names.join(", "));
@@ -236,6 +263,8 @@ struct ServerState {
     namespace: String,
     status: String,
     reason: Option<String>,
+    /// The listing's `refusedStarts`: starts in a row whose connection was refused (0: none).
+    refused_starts: u64,
 }
 
 impl ServerState {

@@ -15,14 +15,20 @@
 //! whole listing, until no server is `loading`. A namespace whose config entry was refused is
 //! never waited for. When the wait runs out, stderr names the servers still not ready.
 //!
+//! A call naming a namespace also stops waiting once that server's start was refused at
+//! connect twice in a row (the listing's `refusedStarts`: nothing listens there), saying so on
+//! stderr.
+//!
 //! One call prints the tool's text on stdout (exit 0) or `kind: message` on stderr (exit 1);
-//! with `--json` it prints one JSON line on stdout instead: `{"ok":true,"text":"..."}` or
+//! with `--json` it prints one JSON line on stdout instead: `{"ok":true,"text":"..."}` (plus
+//! `"json"`, the text decoded, when the text is a JSON object or array) or
 //! `{"ok":false,"kind":"...","message":"..."}`. `--script` runs every line of FILE (`-` for
 //! stdin, read as it arrives) on one Pack: `TOOL [ARGUMENTS]` prints one such JSON line,
-//! `sleep SECONDS` waits; blank lines and lines starting with `#` are skipped. The Pack is dropped
-//! after the last line; the exit code is 0 when every call was ok, 1 when any failed. Bad usage,
-//! a bad script line and every config problem exit 2; a closed stdout stops the host with exit 1
-//! and no message. Logs go to stderr under `RUST_LOG`, in
+//! `sleep SECONDS` waits; blank lines and lines starting with `#` are skipped. A bad stdin line
+//! prints `{"ok":false,"kind":"invalid_arguments","message":"line N: ..."}` and the script goes
+//! on. The Pack is dropped after the last line; the exit code is 0 when every call was ok, 1 when
+//! any failed. Bad usage, a bad line of a script file (checked whole first) and every config
+//! problem exit 2; a closed stdout stops the host with exit 1 and no message. Logs go to stderr under `RUST_LOG`, in
 //! colour only on a terminal.
 //!
 //! ```text

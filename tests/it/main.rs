@@ -7,6 +7,7 @@
 //! `cargo test --test it interop:: -- --ignored` (real peers, installed by `.ci/interop-setup.sh`).
 
 mod attack;
+mod config;
 mod host_logout;
 mod hostile;
 mod interop;

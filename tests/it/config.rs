@@ -1,0 +1,288 @@
+//! The config as its author wrote it, through the Host contract: other clients' tool filters
+//! (`includeTools`, `excludeTools`, `disabledTools`), VS Code's placeholders in a refused
+//! request's hint, a config in the wrong shape, and the `refusedStarts` count of a server that
+//! nothing listens for (README "Configuration", "What the tools answer").
+
+use std::time::Duration;
+
+use runvil_plugin::ToolErrorKind;
+use serde_json::{Value, json};
+
+use crate::support::hostile::{self, Reply, server_entry};
+use crate::support::{Host, construct, logs, net};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// A server listing `search`, `delete_repo`, `fetch`, `admin` and a malformed `broken`; a call
+/// answers `called <name>`.
+async fn four_tools() -> hostile::Server {
+    let mut tools: Vec<Value> = ["search", "delete_repo", "fetch", "admin"]
+        .into_iter()
+        .map(|name| hostile::tool(name, "a tool"))
+        .collect();
+    // Malformed, so left out: listed under `omitted` unless the config hides it.
+    tools.push(json!({"name": "broken", "description": 5, "inputSchema": {"type": "object"}}));
+    hostile::serve_tools(tools, |req| {
+        let name = req.rpc["params"]["name"].as_str().unwrap_or_default();
+        Reply::json(&hostile::text_result(&req.id(), &format!("called {name}")))
+    })
+    .await
+}
+
+/// `includeTools` shows only the tools it names, `excludeTools` and `disabledTools` hide the
+/// ones they name, and an exclusion wins over an inclusion. A hidden tool is neither listed nor
+/// callable: calling or looking it up is `not_found`, naming the config key, and never reaches
+/// the server.
+#[tokio::test]
+async fn other_clients_tool_filters_hide_tools() {
+    let server = four_tools().await;
+    let url = format!("http://127.0.0.1:{}/mcp", server.port);
+    let host = Host::new(json!({
+        "gemini": {"url": url, "includeTools": ["search", "delete_repo", "nowhere"], "excludeTools": ["delete_repo"]},
+        "cline": {"url": url, "disabledTools": ["admin", "fetch", "broken"]},
+        "plain": {"url": url, "includeTools": null, "disabledTools": []},
+    }));
+    for namespace in ["gemini", "cline", "plain"] {
+        host.ready(namespace, WAIT).await;
+    }
+    let listing = host.listing(json!({})).await;
+    assert_eq!(
+        listing,
+        json!({"servers": [
+            {"namespace": "cline", "status": "ready", "tools": ["delete_repo", "search"]},
+            {"namespace": "gemini", "status": "ready", "tools": ["search"]},
+            {"namespace": "plain", "status": "ready", "tools": ["admin", "delete_repo", "fetch", "search"]},
+        ]})
+    );
+    let one = host.listing(json!({"namespace": "gemini"})).await;
+    assert_eq!(
+        one,
+        json!({"namespace": "gemini", "status": "ready", "tools": [
+            {"name": "search", "description": "a tool", "inputSchema": {"type": "object"}}
+        ]})
+    );
+    let omitted =
+        [json!({"name": "broken", "reason": "\"description\" must be a string, found a number"})];
+    assert_eq!(
+        host.listing(json!({"namespace": "plain"})).await["omitted"],
+        json!(omitted)
+    );
+    assert_eq!(
+        host.listing(json!({"namespace": "cline"}))
+            .await
+            .get("omitted"),
+        None
+    );
+    assert_eq!(
+        host.call_tool("gemini", "search").await.unwrap(),
+        "called search"
+    );
+    let cases = [
+        (
+            "gemini",
+            "delete_repo",
+            "server \"gemini\" has no tool \"delete_repo\" that this Pack may call: its config entry's \"excludeTools\" names it, so it is neither listed nor callable",
+        ),
+        (
+            "gemini",
+            "fetch",
+            "server \"gemini\" has no tool \"fetch\" that this Pack may call: its config entry's \"includeTools\" does not name it, so it is neither listed nor callable",
+        ),
+        (
+            "cline",
+            "admin",
+            "server \"cline\" has no tool \"admin\" that this Pack may call: its config entry's \"disabledTools\" names it, so it is neither listed nor callable",
+        ),
+    ];
+    for (namespace, tool, message) in cases {
+        let called = host.call_tool(namespace, tool).await.unwrap_err();
+        assert_eq!(
+            (called.kind, called.message.as_str()),
+            (ToolErrorKind::NotFound, message)
+        );
+        let looked_up = host.lookup(namespace, tool).await.unwrap_err();
+        assert_eq!(
+            (looked_up.kind, looked_up.message.as_str()),
+            (ToolErrorKind::NotFound, message)
+        );
+    }
+    let called: Vec<String> = server
+        .with_method("tools/call")
+        .iter()
+        .map(|r| {
+            r.rpc["params"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(called, ["search"]);
+}
+
+/// A filter of the wrong type refuses the entry, naming the field.
+#[tokio::test]
+async fn a_tool_filter_of_the_wrong_type_refuses_the_entry() {
+    let host = Host::new(json!({
+        "a": {"url": "http://127.0.0.1:9/mcp", "includeTools": "search"},
+        "b": {"url": "http://127.0.0.1:9/mcp", "excludeTools": ["search", 5]},
+        "c": {"url": "http://127.0.0.1:9/mcp", "disabledTools": {"search": true}},
+    }));
+    assert_eq!(
+        host.listing(json!({})).await,
+        json!({"servers": [
+            {"namespace": "a", "status": "error", "reason": "\"includeTools\" must be an array of tool names (strings), found a string", "tools": []},
+            {"namespace": "b", "status": "error", "reason": "\"excludeTools\" must be an array of tool names (strings); item 2 is a number", "tools": []},
+            {"namespace": "c", "status": "error", "reason": "\"disabledTools\" must be an array of tool names (strings), found an object", "tools": []},
+        ]})
+    );
+}
+
+/// VS Code's `${input:ID}`, its predefined variables (`${workspaceFolder}`), `${config:...}` and
+/// a `${...}` of no known form are sent as written; a 401 or 403 then says what each is and to
+/// use `${env:NAME}`, quoting no unknown form (it may be a pasted secret).
+#[tokio::test]
+async fn vs_code_placeholders_earn_a_hint_on_401_and_403() {
+    let server = hostile::serve_initialize(|req| match req.target.as_str() {
+        "/input" => Reply::raw(401, "text/plain", ""),
+        _ => Reply::raw(403, "text/plain", ""),
+    })
+    .await;
+    let base = format!("http://127.0.0.1:{}", server.port);
+    let host = Host::new(json!({
+        "input": {"url": format!("{base}/input"), "headers": {"Authorization": "Bearer ${input:github-token}"}},
+        "folder": {"url": format!("{base}/folder?root=${{workspaceFolder}}"), "headers": {"X-Setting": "${config:mcp.key}"}},
+        "other": {"url": format!("{base}/other"), "headers": {"X-Key": "${sk-live-4f9a8b7c6d5e}"}},
+    }));
+    let listing = host.settled(WAIT).await;
+    assert_eq!(
+        server_entry(&listing, "input")["reason"],
+        "HTTP 401 Unauthorized; header \"Authorization\" holds ${input:github-token}, a VS Code input (a value VS Code prompts for), which was sent as written: this Pack cannot prompt; put the value in an environment variable and write ${env:NAME}"
+    );
+    assert_eq!(
+        server_entry(&listing, "folder")["reason"],
+        "HTTP 403 Forbidden; url holds ${workspaceFolder}, a VS Code predefined variable, which was sent as written (this Pack expands only ${env:NAME} and ${userHome}); write the value itself, or put it in an environment variable and write ${env:NAME}; \
+         header \"X-Setting\" holds ${config:…}, a VS Code setting variable, which was sent as written (this Pack expands only ${env:NAME} and ${userHome}); put the value in an environment variable and write ${env:NAME}"
+    );
+    assert_eq!(
+        server_entry(&listing, "other")["reason"],
+        "HTTP 403 Forbidden; header \"X-Key\" holds a ${...} placeholder this Pack does not know, which was sent as written (this Pack expands only ${env:NAME} and ${userHome}); put the value in an environment variable and write ${env:NAME}"
+    );
+    let sent = server.first(|r| r.target == "/input");
+    assert_eq!(
+        sent.header("authorization").as_deref(),
+        Some("Bearer ${input:github-token}")
+    );
+}
+
+/// A Host that passes a whole `mcp.json` (`{"mcpServers": ...}` with no `mcp` key) gets one
+/// warning naming the fix; one that nests it under `mcp` sees a namespace `mcpServers` whose
+/// reason says to pass the `mcpServers` object itself.
+#[tokio::test]
+async fn a_config_in_the_wrong_shape_says_so() {
+    let (_capture, logs) = logs::capture("plugin_mcp=warn");
+    let pack = construct(
+        &json!({"mcpServers": {"docs": {"url": "http://127.0.0.1:9/mcp"}}}),
+        "mcp",
+    )
+    .unwrap();
+    let listing = pack.call("mcp/get_dynamic_tools", json!({})).await.unwrap();
+    assert_eq!(listing, r#"{"servers":[]}"#);
+    let warnings: Vec<String> = logs
+        .text()
+        .lines()
+        .map(|line| line.trim().to_string())
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            r#"WARN plugin_mcp: the plugin config has "mcpServers" but no "mcp" key, so the mcp Pack has no servers; pass the mcpServers object under "mcp": {"mcp": {"docs": {"url": ...}}}"#
+        ]
+    );
+
+    let host = Host::new(json!({"mcpServers": {"docs": {"url": "http://127.0.0.1:9/mcp"}}}));
+    assert_eq!(
+        host.listing(json!({})).await,
+        json!({"servers": [{
+            "namespace": "mcpServers",
+            "status": "error",
+            "reason": "\"mcpServers\" is the servers object of an mcp.json, not a server: pass the \"mcpServers\" object itself as the mcp config ({\"mcp\": {\"docs\": {\"url\": ...}}}, not {\"mcp\": {\"mcpServers\": ...}})",
+            "tools": []
+        }]})
+    );
+    // A server that happens to be named `servers` is still a server.
+    let named = Host::new(json!({"servers": {"url": "http://127.0.0.1:9/mcp", "disabled": true}}));
+    assert_eq!(
+        named.listing(json!({"namespace": "servers"})).await["reason"],
+        "the entry is disabled in the config (\"disabled\": true), so this Pack does not connect to it"
+    );
+}
+
+/// `entry` without `retryInSeconds`, which is checked to be at most 60 (the longest wait).
+fn without_retry(entry: &Value) -> Value {
+    let mut entry = entry.clone();
+    let retry = entry
+        .as_object_mut()
+        .unwrap()
+        .remove("retryInSeconds")
+        .and_then(|r| r.as_u64());
+    assert!(retry.is_some_and(|r| r <= 60), "retryInSeconds {retry:?}");
+    entry
+}
+
+/// A server that nothing listens for shows how many starts in a row had their connection
+/// refused (`refusedStarts`); once a server answers, the count is gone, and a failure of another
+/// kind has none.
+#[tokio::test]
+async fn refused_starts_are_counted_in_the_listing() {
+    let port = net::free_port();
+    let failing = hostile::serve_initialize(|_| Reply::raw(500, "text/plain", "")).await;
+    let host = Host::new(json!({
+        "later": {"url": format!("http://127.0.0.1:{port}/mcp")},
+        "broken": {"url": format!("http://127.0.0.1:{}/mcp", failing.port)},
+    }));
+    let refused =
+        format!("connection refused by http://127.0.0.1:{port} (no server is listening there)");
+    let first = host
+        .wait_for(WAIT, |l| server_entry(l, "later")["status"] == "error")
+        .await;
+    assert_eq!(
+        without_retry(server_entry(&first, "later")),
+        json!({"namespace": "later", "status": "error", "reason": refused, "refusedStarts": 1, "tools": []})
+    );
+    let second = host
+        .wait_for(WAIT, |l| server_entry(l, "later")["refusedStarts"] == 2)
+        .await;
+    assert_eq!(
+        without_retry(server_entry(&second, "later")),
+        json!({"namespace": "later", "status": "error", "reason": refused, "refusedStarts": 2, "tools": []})
+    );
+    assert_eq!(
+        host.listing(json!({"namespace": "later"})).await["refusedStarts"],
+        2
+    );
+    let broken = host.failed("broken", WAIT).await;
+    assert_eq!(
+        without_retry(&broken),
+        json!({"namespace": "broken", "status": "error", "reason": "HTTP 500 Internal Server Error", "tools": []})
+    );
+
+    // The server comes up on that port: the next start gets through.
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let _up = hostile::serve_on(listener, |req| async move {
+        hostile::standard(&req).unwrap_or_else(|| match req.method() {
+            "tools/list" => Reply::json(&hostile::tools_page(
+                &req.id(),
+                vec![hostile::tool("search", "a tool")],
+                None,
+            )),
+            _ => Reply::raw(400, "text/plain", ""),
+        })
+    });
+    host.ready("later", Duration::from_secs(30)).await;
+    assert_eq!(
+        server_entry(&host.listing(json!({})).await, "later"),
+        &json!({"namespace": "later", "status": "ready", "tools": ["search"]})
+    );
+}
