@@ -6,7 +6,7 @@
 //! `call_dynamic_tool` sends `tools/call` with a five-minute deadline and maps the result
 //! ([`crate::result`]). A call runs in a task on the Host's runtime; the future the Host polls
 //! only awaits it. Dropping a call's future aborts the task and cancels the request while it may
-//! be running; dropping the Pack stops every task and call (README "Sessions and cancellation").
+//! be running; dropping the Pack stops every task and call (README "Protocol eras, sessions and cancellation").
 //! A tool name that a ready server does not list re-lists that server once before the answer is
 //! `not_found` ([`crate::server::Server::relist_after_miss`]). Beside the two tools it answers
 //! the Host-only requests of [`host_only`], which [`Pack::tools`] never lists.

@@ -26,7 +26,7 @@ fn scripted_cancels(server: &Scripted) -> Vec<String> {
         .collect()
 }
 
-/// README "Sessions and cancellation": "No cancel follows ... an expired session". Call A is
+/// README "Protocol eras, sessions and cancellation": "No cancel follows ... an expired session". Call A is
 /// held on `s-1`; the server then forgets `s-1`, and call B is answered 404 on it (the session
 /// is forgotten and B goes on in `s-2`). Dropping A must not send its cancel to `s-1`, the
 /// session the server just said it forgot (every cancel names a request in flight on the
@@ -157,7 +157,7 @@ async fn two_restarts_in_a_row_leave_the_standalone_stream_shut_until_a_call() {
     drop(host);
 }
 
-/// README "Sessions and cancellation": a restart is recovered from without a re-initialize
+/// README "Protocol eras, sessions and cancellation": a restart is recovered from without a re-initialize
 /// storm on genuine 400s, and each session the client holds is deleted. A tool
 /// whose plain-text 400 speaks of an application's session ("the booking session 42 was not
 /// found") while the MCP session is alive: each call used to forget a session the server still
