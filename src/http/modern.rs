@@ -134,7 +134,7 @@ pub(crate) fn header_value(text: &str) -> HeaderValue {
     let plain = text.bytes().all(|b| (0x20..=0x7e).contains(&b))
         && !text.starts_with(' ')
         && !text.ends_with(' ')
-        && !(text.starts_with("=?base64?") && text.ends_with("?="));
+        && (!text.starts_with("=?base64?") || !text.ends_with("?="));
     let encoded;
     let value = if plain {
         text

@@ -523,10 +523,10 @@ impl Connection {
             return Err(Error::closed());
         }
         let known = lock(&self.sessions).known;
-        if known != Known::Era(Era::Legacy) {
-            if let Some(modern) = self.discover().await? {
-                return Ok(modern);
-            }
+        if known != Known::Era(Era::Legacy)
+            && let Some(modern) = self.discover().await?
+        {
+            return Ok(modern);
         }
         match self.handshake().await {
             Err(e) if e.rpc().is_some_and(|r| codes::is_modern(r.code)) => {
