@@ -20,7 +20,7 @@ use serde_json::value::RawValue;
 
 use super::events::{BodyError, SseStream};
 use super::session::{Era, Session};
-use super::{Connection, Current, Decoded, Error, Wire};
+use super::{Connection, Current, Decoded, Error, Wire, lock};
 use crate::jsonrpc::{self, Kind, RpcError};
 use crate::limits::{self, MAX_MESSAGE_BYTES};
 use crate::protocol::{ACCEPT_SSE, LAST_EVENT_ID, codes};
@@ -406,6 +406,11 @@ impl Connection {
             Ok(response) => response,
             Err(e) if e.rpc().is_some_and(|r| r.code == codes::METHOD_NOT_FOUND) => {
                 return Ok(Listened::NotOffered);
+            }
+            Err(e) if super::shows_other_era(session, &e) => {
+                // A restart onto the legacy era: the loop makes a new start (which probes).
+                lock(&self.sessions).doubt(session);
+                return Err(e);
             }
             Err(e) => return Err(e),
         };

@@ -1159,6 +1159,45 @@ async fn list_changed_opens_a_listen_stream_and_a_notification_relists() {
     );
 }
 
+/// A modern server whose listen stream is cut by a restart onto the legacy era: reopening the
+/// stream meets a legacy refusal, so the client asks again which era it speaks and starts over
+/// with `initialize` without waiting for a call, and the legacy session's `GET` stream takes the
+/// listen stream's place.
+#[tokio::test]
+async fn a_listen_stream_refused_like_legacy_reprobes_without_a_call() {
+    let server = Modern::start_in(Era::Dual).await;
+    server.set_list_changed();
+    let host = ready(&server).await;
+    server
+        .wait_until(LIMIT, "an open stream", |_| server.open_listens() == 1)
+        .await;
+    server.restart(Era::Legacy);
+    let trail = server
+        .wait_until(Duration::from_secs(20), "a legacy start", |t| {
+            t.iter().any(|s| s.line() == "POST initialize 200")
+        })
+        .await;
+    let lines: Vec<String> = trail.iter().map(Step::line).collect();
+    let listen_refused = lines
+        .iter()
+        .position(|l| l == "POST subscriptions/listen 400")
+        .expect("the reopened listen stream was refused");
+    assert_eq!(
+        lines[listen_refused..listen_refused + 3],
+        [
+            "POST subscriptions/listen 400",
+            "POST server/discover 400",
+            "POST initialize 200",
+        ],
+        "{lines:?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.starts_with("POST tools/call")),
+        "{lines:?}"
+    );
+    version_becomes(&host, LEGACY).await;
+}
+
 #[tokio::test]
 async fn no_listen_stream_without_the_list_changed_capability() {
     let server = Modern::start().await;
