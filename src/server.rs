@@ -40,6 +40,7 @@ use crate::limits::{
     self, MAX_DESCRIPTION_BYTES, MAX_PAGES, MAX_SCHEMA_BYTES, MAX_TOOL_NAME_BYTES, MAX_TOOLS,
     START_DEADLINE,
 };
+use crate::protocol::codes;
 
 /// JSON-RPC's `Method not found`: a first `tools/list` page answered with it means "no tools".
 const METHOD_NOT_FOUND: i64 = -32601;
@@ -486,9 +487,10 @@ async fn list_tools(
             // tools without declaring them); any JSON-RPC error then means it has none.
             Err(error)
                 if page == 1
-                    && error
-                        .rpc()
-                        .is_some_and(|e| !initialized.tools || e.code == METHOD_NOT_FOUND) =>
+                    && error.rpc().is_some_and(|e| {
+                        !codes::is_modern(e.code)
+                            && (!initialized.tools || e.code == METHOD_NOT_FOUND)
+                    }) =>
             {
                 tracing::debug!(namespace = %connection.namespace(), code = ?error.rpc().map(|e| e.code), declared = initialized.tools, "tools/list refused; ready with no tools");
                 return Ok(ToolList {
