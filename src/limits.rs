@@ -51,6 +51,15 @@ pub(crate) const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 /// How much of an error response's body is read and quoted, in bytes (cut on a char boundary).
 pub(crate) const ERROR_PREVIEW_BYTES: usize = 8 * 1024;
 
+/// After the answer of an event stream was read, the client reads on in the background for at
+/// most this long, and at most [`DRAIN_BYTES`], for the stream's end: a body read to its end
+/// gives its connection back to the pool (README "Protocol eras, sessions and cancellation":
+/// connections are reused), where one dropped early closes it.
+pub(crate) const DRAIN_TIME: Duration = Duration::from_secs(1);
+
+/// See [`DRAIN_TIME`].
+pub(crate) const DRAIN_BYTES: usize = 64 * 1024;
+
 /// The longest a `tools/list` ttl (`ttlMs`, MCP 2026-07-28, server/utilities/caching) is
 /// taken for: a day.
 pub(crate) const MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);

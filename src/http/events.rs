@@ -52,6 +52,26 @@ impl SseStream {
         self.framer.retry()
     }
 
+    /// Reads the rest of the body and drops it, at most [`crate::limits::DRAIN_BYTES`] within
+    /// [`crate::limits::DRAIN_TIME`]: once the answer was read, the stream's end is usually one
+    /// chunk away, and a body read to its end gives its connection back to the pool, where a
+    /// body dropped early closes it.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping it closes the connection, as dropping the stream would.
+    pub(super) async fn drain(mut self) {
+        let mut left = crate::limits::DRAIN_BYTES;
+        let read = async {
+            while let Ok(Some(chunk)) = self.response.chunk().await {
+                match left.checked_sub(chunk.len()) {
+                    Some(rest) => left = rest,
+                    None => return,
+                }
+            }
+        };
+        let _ = tokio::time::timeout(crate::limits::DRAIN_TIME, read).await;
+    }
+
     /// The next event; `None` when the body ended.
     ///
     /// # Cancel safety

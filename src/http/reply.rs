@@ -257,6 +257,9 @@ impl Connection {
             };
             for message in &messages {
                 if let Some(answer) = self.route(message, &event.data, id, session, decode).await {
+                    // The stream's end is usually one chunk away: read it in the background,
+                    // so the connection is reused rather than closed.
+                    self.runtime.spawn(events.drain());
                     return answer;
                 }
             }

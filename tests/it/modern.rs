@@ -626,7 +626,15 @@ async fn a_legacy_session_answered_with_unsupported_version_probes_again() {
     assert_eq!(namespace(&host).await["protocolVersion"], LEGACY);
     // The server is redeployed modern-only: the legacy session's next request gets -32022.
     server.restart(Era::Modern);
-    let _ = call(&host, "echo", json!({})).await;
+    // A call may meet the pooled connection the restart cut ("the connection closed before the
+    // server answered": a legacy tools/call is not sent again, it may have run); the next one
+    // reaches the new server.
+    for _ in 0..3 {
+        let _ = call(&host, "echo", json!({})).await;
+        if server.count("tools/call") > 0 {
+            break;
+        }
+    }
     version_becomes(&host, MODERN).await;
     let lines = server.lines();
     let at = lines.iter().position(|l| l == "POST tools/call 400");
