@@ -8,8 +8,8 @@
 //! handshake or a 4-minute tool takes milliseconds and the backoff is measured in exact
 //! virtual seconds.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::support::hostile::{
@@ -314,8 +314,11 @@ async fn unique_cursors_with_empty_pages_forever_stop_at_the_page_cap() {
     assert_eq!(asked[99], json!("c98"));
 }
 
+/// A `nextCursor` of `""` is a cursor like any other and is followed; the page asked for with
+/// `""` answering `""` again ends the walk (it lists only the tool already kept, so it adds
+/// nothing).
 #[tokio::test]
-async fn empty_cursor_ends_the_listing() {
+async fn an_empty_cursor_is_followed_and_an_empty_cursor_again_ends_the_listing() {
     let server = list_server(|req| {
         Reply::json(&tools_page(
             &req.id(),
@@ -329,7 +332,7 @@ async fn empty_cursor_ends_the_listing() {
         host.listing(json!({})).await,
         json!({"servers": [{"namespace": "s", "status": "ready", "tools": ["only"]}]})
     );
-    assert_eq!(server.count("tools/list"), 1);
+    assert_eq!(cursors_asked(&server.requests()), [Value::Null, json!("")]);
 }
 
 /// Pages that each take 7 s: the 2-minute start deadline covers the whole pagination, so the
@@ -363,13 +366,14 @@ async fn slow_pages_are_bounded_by_the_start_deadline() {
         })
         .collect();
     let session = Some(SESSION.to_string());
+    let last_page = start.iter().rfind(|r| r.method() == "tools/list").unwrap().id();
     assert_eq!(
         tail,
         [
             (
                 "POST",
                 "notifications/cancelled",
-                json!({"requestId": 19, "reason": "the client abandoned the start of the session"}),
+                json!({"requestId": last_page, "reason": "the client abandoned the start of the session"}),
                 session.clone()
             ),
             ("DELETE", "", Value::Null, session),
@@ -855,9 +859,10 @@ async fn unknown_content_encoding_is_a_clear_error() {
     );
     assert_eq!(server.count("notifications/cancelled"), 0);
     assert_eq!(call("sse").await, refused("compress"));
+    let sse = server.first(|r| r.rpc["params"]["arguments"]["case"] == "sse");
     assert_eq!(
         server.cancellations().await,
-        [json!({"requestId": 6, "reason": "the client lost the reply stream"})]
+        [json!({"requestId": sse.id(), "reason": "the client lost the reply stream"})]
     );
 }
 
@@ -896,7 +901,7 @@ async fn lying_initialize_answers_each_give_an_exact_reason() {
         (
             "not-jsonrpc",
             |_| Reply::raw(200, "application/json", r#"{"hello":"world"}"#),
-            "the server's JSON reply held no response to request 1",
+            "the server's JSON reply held no response to request {initialize}",
         ),
         (
             "wrong-id",
@@ -906,12 +911,15 @@ async fn lying_initialize_answers_each_give_an_exact_reason() {
                     json!({"protocolVersion": "2025-06-18"}),
                 ))
             },
-            "the server's JSON reply held no response to request 1",
+            "the server's JSON reply held no response to request {initialize}",
         ),
         (
             "wrong-id-sse",
-            |_| Reply::sse(&[result(&json!(2), json!({"protocolVersion": "2025-06-18"}))]),
-            "the server closed the event stream before the response to request 1",
+            |id| {
+                let other = json!(id.as_u64().unwrap() + 1);
+                Reply::sse(&[result(&other, json!({"protocolVersion": "2025-06-18"}))])
+            },
+            "the server closed the event stream before the response to request {initialize}",
         ),
         (
             "no-version",
@@ -969,11 +977,14 @@ async fn lying_initialize_answers_each_give_an_exact_reason() {
     }
     let host = Host::new(Value::Object(config));
     let listing = host.settled(Duration::from_secs(20)).await;
-    for (name, _, expected) in &cases {
+    for ((name, _, expected), server) in cases.iter().zip(&servers) {
+        // `{initialize}`: the id of the initialize that server was sent.
+        let initialize = server.first(|r| r.method() == "initialize").id();
+        let expected = expected.replace("{initialize}", &initialize.to_string());
         let server = server_entry(&listing, name);
         assert_eq!(
             (server["status"].as_str(), server["reason"].as_str()),
-            (Some("error"), Some(*expected)),
+            (Some("error"), Some(expected.as_str())),
             "server {name}"
         );
     }
@@ -998,7 +1009,7 @@ async fn a_malformed_tools_list_fails_the_start_and_a_nameless_tool_is_omitted()
     host.ready("nameless", Duration::from_secs(10)).await;
     assert_eq!(
         host.listing(json!({"namespace": "nameless"})).await,
-        json!({"namespace": "nameless", "status": "ready",
+        json!({"namespace": "nameless", "status": "ready", "protocolVersion": "2025-06-18",
             "tools": [{"name": "ok", "description": "x", "inputSchema": {"type": "object"}}],
             "omitted": [{"name": "tool 2 of tools/list page 1", "reason": "its name is 0 bytes (allowed: 1 to 256)"}]})
     );
@@ -1127,7 +1138,10 @@ async fn call_results_with_a_wrong_shape_type_or_id_are_errors() {
     );
     assert_eq!(
         call("wrong-id").await,
-        transport("server \"liar\": the server's JSON reply held no response to request 6")
+        transport(&format!(
+            "server \"liar\": the server's JSON reply held no response to request {}",
+            server.first(|r| r.rpc["params"]["name"] == "wrong-id").id()
+        ))
     );
     assert_eq!(
         call("huge-error").await,
@@ -1501,11 +1515,13 @@ async fn call_stream_reset_mid_response_is_a_transport_error_at_once() {
     .await;
     let host = ready_pair(("reset", &server), ("jsoncut", &json_cut)).await;
     let started = std::time::Instant::now();
+    let got = call_t(&host, "reset", Duration::from_secs(10)).await;
+    let call = server.with_method("tools/call")[0].id();
     assert_eq!(
-        call_t(&host, "reset", Duration::from_secs(10)).await,
-        transport(
-            "server \"reset\": the server's event stream broke before the response to request 3: the connection was cut"
-        )
+        got,
+        transport(&format!(
+            "server \"reset\": the server's event stream broke before the response to request {call}: the connection was cut"
+        ))
     );
     assert_eq!(
         call_t(&host, "jsoncut", Duration::from_secs(10)).await,
@@ -1519,9 +1535,10 @@ async fn call_stream_reset_mid_response_is_a_transport_error_at_once() {
         started.elapsed()
     );
     for s in [&server, &json_cut] {
+        let call = s.with_method("tools/call")[0].id();
         assert_eq!(
             s.cancellations().await,
-            [json!({"requestId": 3, "reason": "the client lost the reply stream"})]
+            [json!({"requestId": call, "reason": "the client lost the reply stream"})]
         );
     }
 }
@@ -1574,28 +1591,35 @@ async fn unusual_but_valid_sse_framing_reaches_the_answer() {
     );
 }
 
-/// A server whose `tools/call` stream and every resumption come from `stream(n)`, `n` being 0
-/// for the POST and 1, 2, … for each `GET` + `Last-Event-ID`.
+/// A server whose `tools/call` stream and every resumption come from `stream(n, call)`, `n`
+/// being 0 for the POST and 1, 2, … for each `GET` + `Last-Event-ID`, and `call` the id of the
+/// `tools/call`.
 async fn polling_server<F>(stream: F) -> Server
 where
-    F: Fn(usize) -> String + Send + Sync + 'static,
+    F: Fn(usize, &Value) -> String + Send + Sync + 'static,
 {
     let gets = Arc::new(AtomicUsize::new(0));
+    let call = Arc::new(Mutex::new(Value::Null));
     let stream = Arc::new(stream);
     serve(move |req| {
         let gets = Arc::clone(&gets);
+        let call = Arc::clone(&call);
         let stream = Arc::clone(&stream);
         async move {
             if req.http_method == "GET" {
                 let n = gets.fetch_add(1, Ordering::SeqCst) + 1;
-                return Reply::raw(200, "text/event-stream", stream(n));
+                let body = stream(n, &call.lock().unwrap());
+                return Reply::raw(200, "text/event-stream", body);
             }
             if let Some(reply) = standard(&req) {
                 return reply;
             }
             match req.method() {
                 "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)),
-                _ => Reply::raw(200, "text/event-stream", stream(0)),
+                _ => {
+                    *call.lock().unwrap() = req.id();
+                    Reply::raw(200, "text/event-stream", stream(0, &req.id()))
+                }
             }
         }
     })
@@ -1621,7 +1645,7 @@ fn resumptions(server: &Server) -> Vec<(String, u128)> {
 #[tokio::test(start_paused = true)]
 async fn resumptions_that_bring_no_new_event_id_are_bounded() {
     heartbeat();
-    let server = polling_server(|n| match n {
+    let server = polling_server(|n, _| match n {
         0 => "id: p0\nretry: 5\ndata:\n\n".to_string(),
         // The first two resumptions bring new ids (the second in an event without data).
         1 => "id: g1\ndata:\n\n".to_string(),
@@ -1635,11 +1659,13 @@ async fn resumptions_that_bring_no_new_event_id_are_bounded() {
     })
     .await;
     let host = ready_host("resume", &server.url).await;
+    let got = call_t(&host, "resume", Duration::from_secs(60)).await;
+    let call = server.with_method("tools/call")[0].id();
     assert_eq!(
-        call_t(&host, "resume", Duration::from_secs(60)).await,
-        transport(
-            "server \"resume\": the server closed the event stream before the response to request 3; 5 resumptions (GET with Last-Event-ID) brought no new event id"
-        )
+        got,
+        transport(&format!(
+            "server \"resume\": the server closed the event stream before the response to request {call}; 5 resumptions (GET with Last-Event-ID) brought no new event id"
+        ))
     );
     // `retry: 5` is raised to the 100 ms floor.
     assert_eq!(
@@ -1663,9 +1689,9 @@ async fn resumptions_that_bring_no_new_event_id_are_bounded() {
 #[tokio::test(start_paused = true)]
 async fn polling_goes_on_while_each_resumption_brings_a_new_event_id() {
     heartbeat();
-    let server = polling_server(|n| match n {
+    let server = polling_server(|n, call| match n {
         0 => "id: 0\nretry: 0\ndata:\n\n".to_string(),
-        12 => sse_event(&text_result(&json!(3), "done after polling")),
+        12 => sse_event(&text_result(call, "done after polling")),
         n => format!(
             "id: {n}\ndata: {{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}}\n\n"
         ),
@@ -1686,21 +1712,9 @@ async fn polling_goes_on_while_each_resumption_brings_a_new_event_id() {
 #[tokio::test(start_paused = true)]
 async fn huge_retry_is_capped_at_30_seconds() {
     heartbeat();
-    let server = serve(|req| async move {
-        if req.http_method == "GET" {
-            return Reply::sse(&[text_result(&json!(3), "resumed")]);
-        }
-        if let Some(reply) = standard(&req) {
-            return reply;
-        }
-        match req.method() {
-            "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)),
-            _ => Reply::raw(
-                200,
-                "text/event-stream",
-                "id: p0\nretry: 999999999\ndata:\n\n",
-            ),
-        }
+    let server = polling_server(|n, call| match n {
+        0 => "id: p0\nretry: 999999999\ndata:\n\n".to_string(),
+        _ => sse_event(&text_result(call, "resumed")),
     })
     .await;
     let host = ready_host("r", &server.url).await;
@@ -2035,9 +2049,10 @@ async fn tool_taking_six_minutes_hits_the_call_deadline() {
         transport("server \"slower\" did not answer the tool call within 5 minutes")
     );
     assert_eq!(took, 300);
+    let call = server.with_method("tools/call")[0].id();
     assert_eq!(
         server.cancellations().await,
-        [json!({"requestId": 3, "reason": "the client's deadline for the call passed"})]
+        [json!({"requestId": call, "reason": "the client's deadline for the call passed"})]
     );
 }
 

@@ -60,9 +60,9 @@ async fn drop_and_settle(server: &Scripted, host: Host) -> Vec<String> {
 }
 
 const START: [&str; 3] = [
-    "POST initialize 1 - 200",
+    "POST initialize 2 - 200",
     "POST notifications/initialized - s-1 202",
-    "POST tools/list 2 s-1 200",
+    "POST tools/list 3 s-1 200",
 ];
 
 /// `lines` without the one re-listing a re-initialize to `session` sets off (a restarted server
@@ -127,7 +127,7 @@ async fn sequential_calls_reuse_one_connection() {
     let (server, host) = started().await;
     for i in 0..12u64 {
         let text = call(&host, json!({"sse": i % 2 == 1})).await.unwrap();
-        assert_eq!(text, format!("done {}", i + 3));
+        assert_eq!(text, format!("done {}", i + 4));
     }
     assert_eq!(server.connections(), 1, "{:#?}", server.lines());
     assert_eq!(server.trail().len(), 3 + 12, "{:#?}", server.lines());
@@ -153,7 +153,7 @@ async fn a_second_burst_reuses_the_connections_of_the_first() {
             .into_iter()
             .map(Result::unwrap)
             .collect();
-        let first = 3 + 8 * burst;
+        let first = 4 + 8 * burst;
         let expected: Vec<String> = (first..first + 8).map(|id| format!("done {id}")).collect();
         assert_eq!(texts, expected);
         assert_eq!(server.connections(), 8, "after burst {burst}");
@@ -167,19 +167,19 @@ async fn a_second_burst_reuses_the_connections_of_the_first() {
 async fn cancel_goes_to_the_session_the_call_was_sent_on() {
     let (server, host) = started().await;
     let a = call(&host, json!({"ms": 10_000}));
-    saw(&server, "POST tools/call 3 s-1 200").await;
+    saw(&server, "POST tools/call 4 s-1 200").await;
     server.set_plain_text_expiry();
     server.expire("s-1");
-    assert_eq!(call(&host, json!({})).await, Ok("done 4".into()));
+    assert_eq!(call(&host, json!({})).await, Ok("done 5".into()));
     drop(a);
-    saw(&server, "POST notifications/cancelled 3 s-1 400").await;
+    saw(&server, "POST notifications/cancelled 4 s-1 400").await;
     let cancel = server
         .trail()
         .into_iter()
         .find(|s| s.method == "notifications/cancelled")
         .unwrap();
     assert_eq!(cancel.version.as_deref(), Some("2025-11-25"));
-    // The re-initialize re-lists on s-2 too (`POST tools/list 6 s-2 200`); both sessions are
+    // The re-initialize re-lists on s-2 too (`POST tools/list 7 s-2 200`); both sessions are
     // deleted at the drop (s-1 was not known to be gone), in either order.
     let trail = without_relisting(&drop_and_settle(&server, host).await, "s-2");
     let (mut deletes, rest): (Vec<String>, Vec<String>) =
@@ -189,12 +189,12 @@ async fn cancel_goes_to_the_session_the_call_was_sent_on() {
     assert_eq!(
         rest,
         trail_of(&[
-            "POST tools/call 3 s-1 200",
-            "POST tools/call 4 s-1 400",
-            "POST initialize 5 - 200",
+            "POST tools/call 4 s-1 200",
+            "POST tools/call 5 s-1 400",
+            "POST initialize 6 - 200",
             "POST notifications/initialized - s-2 202",
-            "POST tools/call 4 s-2 200",
-            "POST notifications/cancelled 3 s-1 400",
+            "POST tools/call 5 s-2 200",
+            "POST notifications/cancelled 4 s-1 400",
         ])
     );
 }
@@ -207,8 +207,8 @@ async fn cancel_after_shutdown_goes_before_the_delete() {
     let (server, host) = started().await;
     let a = tokio::spawn(call(&host, json!({"ms": 10_000})));
     let b = call(&host, json!({"ms": 10_000}));
-    saw(&server, "POST tools/call 3 s-1 200").await;
     saw(&server, "POST tools/call 4 s-1 200").await;
+    saw(&server, "POST tools/call 5 s-1 200").await;
     drop(host);
     assert_eq!(
         a.await.unwrap(),
@@ -226,10 +226,10 @@ async fn cancel_after_shutdown_goes_before_the_delete() {
     assert_eq!(
         trail,
         trail_of(&[
-            "POST tools/call 3 s-1 200",
             "POST tools/call 4 s-1 200",
-            "POST notifications/cancelled 3 s-1 202",
+            "POST tools/call 5 s-1 200",
             "POST notifications/cancelled 4 s-1 202",
+            "POST notifications/cancelled 5 s-1 202",
             "DELETE - - s-1 200",
         ])
     );
@@ -270,17 +270,17 @@ async fn no_cancel_for_a_refused_call() {
     assert_eq!(
         lines,
         trail_of(&[
-            "POST tools/call 3 s-1 400",
-            "POST tools/call 4 s-1 500",
-            "POST tools/call 5 s-1 503",
-            "POST tools/call 6 s-1 404",
+            "POST tools/call 4 s-1 400",
+            "POST tools/call 5 s-1 500",
+            "POST tools/call 6 s-1 503",
+            "POST tools/call 7 s-1 404",
             // The first try and five retries, 100 ms doubling.
-            "POST initialize 7 - 404",
             "POST initialize 8 - 404",
             "POST initialize 9 - 404",
             "POST initialize 10 - 404",
             "POST initialize 11 - 404",
             "POST initialize 12 - 404",
+            "POST initialize 13 - 404",
         ])
     );
 }
@@ -293,13 +293,13 @@ async fn a_failed_start_deletes_the_session_it_was_given() {
     for (bad, expected, version) in [
         (
             "version",
-            ["POST initialize 1 - 200", "DELETE - - s-1 200"].as_slice(),
+            ["POST initialize 2 - 200", "DELETE - - s-1 200"].as_slice(),
             None,
         ),
         (
             "initialized",
             [
-                "POST initialize 1 - 200",
+                "POST initialize 2 - 200",
                 "POST notifications/initialized - s-1 500",
                 "DELETE - - s-1 200",
             ]
@@ -336,11 +336,11 @@ async fn the_initialize_stream_carries_its_session() {
     assert_eq!(
         lines,
         [
-            "POST initialize 1 - 200",
+            "POST initialize 2 - 200",
             "POST - \"ping-1\" s-1 202",
             "GET - - s-1 200",
             "POST notifications/initialized - s-1 202",
-            "POST tools/list 2 s-1 200",
+            "POST tools/list 3 s-1 200",
         ]
     );
     assert_eq!(trail[1].version, None);
@@ -358,9 +358,9 @@ async fn a_call_can_be_polled_by_any_executor() {
     let answer = std::thread::spawn(move || futures_executor::block_on(quick))
         .join()
         .unwrap();
-    assert_eq!(answer, Ok("done 3".into()));
+    assert_eq!(answer, Ok("done 4".into()));
     let held = call(&host, json!({"ms": 10_000}));
-    saw(&server, "POST tools/call 4 s-1 200").await;
+    saw(&server, "POST tools/call 5 s-1 200").await;
     std::thread::spawn(move || {
         let mut held = held;
         // Poll once (not ready), then drop it.
@@ -371,14 +371,14 @@ async fn a_call_can_be_polled_by_any_executor() {
     })
     .join()
     .unwrap();
-    saw(&server, "POST notifications/cancelled 4 s-1 202").await;
+    saw(&server, "POST notifications/cancelled 5 s-1 202").await;
     assert_trail_at_drop(
         &server,
         host,
         &[
-            "POST tools/call 3 s-1 200",
             "POST tools/call 4 s-1 200",
-            "POST notifications/cancelled 4 s-1 202",
+            "POST tools/call 5 s-1 200",
+            "POST notifications/cancelled 5 s-1 202",
             "DELETE - - s-1 200",
         ],
     )
@@ -395,21 +395,21 @@ async fn reinitialize_survives_its_caller_and_the_pack() {
     server.expire("s-1");
     let b = call(&host, json!({}));
     // Dropped while the re-initialize it caused is half done (initialize held 300 ms).
-    saw(&server, "POST initialize 4 - 200").await;
+    saw(&server, "POST initialize 5 - 200").await;
     drop(b);
     saw(&server, "POST notifications/initialized - s-2 202").await;
     // The new session is listed again, then the next call goes out on it.
-    saw(&server, "POST tools/list 5 s-2 200").await;
-    assert_eq!(call(&host, json!({})).await, Ok("done 6".into()));
+    saw(&server, "POST tools/list 6 s-2 200").await;
+    assert_eq!(call(&host, json!({})).await, Ok("done 7".into()));
     assert_trail_at_drop(
         &server,
         host,
         &[
-            "POST tools/call 3 s-1 404",
-            "POST initialize 4 - 200",
+            "POST tools/call 4 s-1 404",
+            "POST initialize 5 - 200",
             "POST notifications/initialized - s-2 202",
-            "POST tools/list 5 s-2 200",
-            "POST tools/call 6 s-2 200",
+            "POST tools/list 6 s-2 200",
+            "POST tools/call 7 s-2 200",
             "DELETE - - s-2 200",
         ],
     )
@@ -419,7 +419,7 @@ async fn reinitialize_survives_its_caller_and_the_pack() {
     server.set_init_delay(Duration::from_millis(300));
     server.expire("s-1");
     let b = tokio::spawn(call(&host, json!({})));
-    saw(&server, "POST initialize 4 - 200").await;
+    saw(&server, "POST initialize 5 - 200").await;
     let lines = drop_and_settle(&server, host).await;
     assert_eq!(
         b.await.unwrap(),
@@ -428,8 +428,8 @@ async fn reinitialize_survives_its_caller_and_the_pack() {
     assert_eq!(
         lines,
         trail_of(&[
-            "POST tools/call 3 s-1 404",
-            "POST initialize 4 - 200",
+            "POST tools/call 4 s-1 404",
+            "POST initialize 5 - 200",
             "DELETE - - s-2 200",
         ])
     );
@@ -442,7 +442,7 @@ async fn reinitialize_survives_its_caller_and_the_pack() {
 async fn a_restarting_server_serves_the_call() {
     let (server, host) = started().await;
     server.restart_with_404(Duration::from_millis(250));
-    assert_eq!(call(&host, json!({})).await, Ok("done 3".into()));
+    assert_eq!(call(&host, json!({})).await, Ok("done 4".into()));
     relisted_on(&server, "s-2").await;
     let trail = server.trail();
     let lines: Vec<String> = trail.iter().map(Step::line).collect();
@@ -451,19 +451,19 @@ async fn a_restarting_server_serves_the_call() {
         .filter(|s| s.method == "initialize" && s.status == 404)
         .count();
     assert!((1..=3).contains(&failed), "{lines:#?}");
-    let mut expected = vec!["POST tools/call 3 s-1 404".to_string()];
-    expected.extend((0..failed).map(|i| format!("POST initialize {} - 404", 4 + i)));
-    expected.push(format!("POST initialize {} - 200", 4 + failed));
+    let mut expected = vec!["POST tools/call 4 s-1 404".to_string()];
+    expected.extend((0..failed).map(|i| format!("POST initialize {} - 404", 5 + i)));
+    expected.push(format!("POST initialize {} - 200", 5 + failed));
     expected.push("POST notifications/initialized - s-2 202".into());
-    expected.push("POST tools/call 3 s-2 200".into());
+    expected.push("POST tools/call 4 s-2 200".into());
     // The re-initialize re-lists on s-2 too, with the next id.
     assert_eq!(without_relisting(&lines[3..], "s-2"), expected);
-    assert!(lines.contains(&format!("POST tools/list {} s-2 200", 5 + failed)));
+    assert!(lines.contains(&format!("POST tools/list {} s-2 200", 6 + failed)));
 
     // Now the server goes away right after its 404: the new initialize is refused (it never
     // arrives, but uses up an id), then tried again until the server listens again.
     let seen = lines.len();
-    let id = 6 + failed as u64;
+    let id = 7 + failed as u64;
     server.restart_refusing_at_next_404(Duration::from_millis(250));
     server.expire("s-2");
     assert_eq!(call(&host, json!({})).await, Ok(format!("done {id}")));
@@ -800,10 +800,10 @@ async fn pack_drop_during_the_first_initialize_deletes_its_session() {
     let server = Scripted::start().await;
     server.set_init_delay(Duration::from_millis(400));
     let host = Host::new(json!({"s": {"url": server.url}}));
-    saw(&server, "POST initialize 1 - 200").await;
+    saw(&server, "POST initialize 2 - 200").await;
     assert_eq!(
         drop_and_settle_for(&server, host, Duration::from_millis(1500)).await,
-        ["POST initialize 1 - 200", "DELETE - - s-1 200"]
+        ["POST initialize 2 - 200", "DELETE - - s-1 200"]
     );
     assert_eq!(server.issued(), ["s-1"]);
     assert_eq!(server.live(), Vec::<String>::new());
@@ -817,7 +817,7 @@ async fn an_initialize_answered_after_the_start_deadline_is_deleted() {
     let server = Scripted::start().await;
     server.set_init_delay(Duration::from_secs(125));
     let host = Host::new(json!({"s": {"url": server.url}}));
-    saw(&server, "POST initialize 1 - 200").await;
+    saw(&server, "POST initialize 2 - 200").await;
     server.set_init_delay(Duration::ZERO);
     host.ready("s", Duration::from_secs(200)).await;
     server
@@ -829,10 +829,10 @@ async fn an_initialize_answered_after_the_start_deadline_is_deleted() {
     assert_eq!(
         trail,
         [
-            "POST initialize 1 - 200",
             "POST initialize 2 - 200",
+            "POST initialize 3 - 200",
             "POST notifications/initialized - s-2 202",
-            "POST tools/list 3 s-2 200",
+            "POST tools/list 4 s-2 200",
             "DELETE - - s-1 200",
             "DELETE - - s-2 200",
         ]
@@ -851,13 +851,13 @@ async fn a_call_during_a_refusing_restart_is_served_after_it() {
         tokio::time::sleep(Duration::from_millis(50)).await;
         call(&host, json!({})).await
     });
-    assert_eq!(outcome, Ok("done 3".into()));
+    assert_eq!(outcome, Ok("done 4".into()));
     // How the client finds its way back (resend, then 404, then initialize) is its own; the
     // call ends served on the new session, which is deleted at the end.
     let trail = drop_and_settle(&server, host).await;
     assert_eq!(
         trail[trail.len() - 2..],
-        ["POST tools/call 3 s-2 200", "DELETE - - s-2 200"]
+        ["POST tools/call 4 s-2 200", "DELETE - - s-2 200"]
     );
     assert_eq!(server.live(), Vec::<String>::new());
 }
@@ -876,10 +876,10 @@ async fn a_400_about_a_session_argument_is_not_an_expiry() {
     assert_eq!(
         outcome,
         transport(
-            "server \"s\": HTTP 400 Bad Request: {\"jsonrpc\":\"2.0\",\"id\":3,\"error\":{\"code\":-32602,\"message\":\"Invalid params: sessionId is required\"}}"
+            "server \"s\": HTTP 400 Bad Request: {\"jsonrpc\":\"2.0\",\"id\":4,\"error\":{\"code\":-32602,\"message\":\"Invalid params: sessionId is required\"}}"
         )
     );
-    assert_deleted_after(&server, host, "POST tools/call 3 s-1 400").await;
+    assert_deleted_after(&server, host, "POST tools/call 4 s-1 400").await;
 }
 
 /// A reply stream that ends before the answer (no event id, so no resumption): the request may
@@ -890,7 +890,7 @@ async fn a_broken_stream_is_cancelled_with_its_own_reason() {
     let (server, host) = started().await;
     let outcome = call(&host, json!({"cut": true})).await;
     assert!(outcome.is_err(), "{outcome:?}");
-    saw(&server, "POST notifications/cancelled 3 s-1 202").await;
+    saw(&server, "POST notifications/cancelled 4 s-1 202").await;
     let reasons: Vec<Option<String>> = server
         .trail()
         .into_iter()
@@ -1020,10 +1020,10 @@ async fn no_cancel_for_a_refused_call_dropped_while_its_body_is_read() {
             () = tokio::time::sleep(Duration::from_millis(300)) => None,
         }
     });
-    saw(&server, "POST tools/call 3 s-1 500").await;
+    saw(&server, "POST tools/call 4 s-1 500").await;
     assert_eq!(refused.await.unwrap(), None, "dropped before the body came");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_deleted_after(&server, host, "POST tools/call 3 s-1 500").await;
+    assert_deleted_after(&server, host, "POST tools/call 4 s-1 500").await;
 }
 
 /// As above, but the Pack is dropped while the refusal's body is on its way: the shutdown has
@@ -1033,9 +1033,9 @@ async fn no_cancel_at_pack_drop_for_a_call_whose_refusal_body_is_read() {
     let (server, host) = started().await;
     let refused = call(&host, json!({"status": 500, "slow_body_ms": 1000}));
     let refused = tokio::spawn(refused);
-    saw(&server, "POST tools/call 3 s-1 500").await;
+    saw(&server, "POST tools/call 4 s-1 500").await;
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_deleted_after(&server, host, "POST tools/call 3 s-1 500").await;
+    assert_deleted_after(&server, host, "POST tools/call 4 s-1 500").await;
     assert_eq!(
         refused.await.unwrap(),
         transport("the call to server \"s\" was stopped because the mcp Pack was shut down")
@@ -1075,9 +1075,9 @@ async fn calls_dropped_at_once_cancel_everything_that_was_sent() {
     let mut once = cancelled.clone();
     once.dedup();
     assert_eq!(once, cancelled, "a request cancelled twice");
-    // Ids 1 and 2 went to initialize and tools/list; the calls are 3 to 302.
+    // Id 1 went to the era probe, 2 and 3 to initialize and tools/list; the calls are 4 to 303.
     assert!(
-        cancelled.iter().all(|id| (3..=302).contains(id)),
+        cancelled.iter().all(|id| (4..=303).contains(id)),
         "{cancelled:?}"
     );
     let received = ids("tools/call");

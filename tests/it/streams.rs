@@ -240,9 +240,9 @@ fn transport(message: &str) -> Result<String, ToolError> {
 }
 
 const START: [&str; 3] = [
-    "POST initialize 1 - 200",
+    "POST initialize 2 - 200",
     "POST notifications/initialized - s-1 202",
-    "POST tools/list 2 s-1 200",
+    "POST tools/list 3 s-1 200",
 ];
 
 fn trail_of(lines: &[&str]) -> Vec<String> {
@@ -259,10 +259,12 @@ fn trail_of(lines: &[&str]) -> Vec<String> {
 /// whole response.
 #[tokio::test]
 async fn a_stream_cut_inside_the_responses_own_event_resumes_after_the_last_whole_event() {
-    // The answer to request 3 (the trail shows that the call is request 3).
-    let answer = text_result(&json!(3), "the tool's text").to_string();
+    // The answer to the call, made when the call arrives (from its request id).
+    let answer = Mutex::new(String::new());
     let server = Sessions::start(Forgotten::NotFound, move |req, _| {
         if req.method() == "tools/call" {
+            let mut answer = answer.lock().unwrap();
+            *answer = text_result(&req.id(), "the tool's text").to_string();
             let (sent, _) = answer.split_at(answer.len() / 2);
             return Some(cut_after(format!(
                 "retry: 100\nid: e1\ndata: {}\n\nid: e2\ndata: {sent}",
@@ -272,7 +274,7 @@ async fn a_stream_cut_inside_the_responses_own_event_resumes_after_the_last_whol
         if req.http_method == "GET" {
             // After e1 comes e2, whole; after e2 (or anything else) nothing.
             let replay = match req.header("last-event-id").as_deref() {
-                Some("e1") => format!("id: e2\ndata: {answer}\n\n"),
+                Some("e1") => format!("id: e2\ndata: {}\n\n", answer.lock().unwrap()),
                 _ => String::new(),
             };
             return Some(Reply::raw(200, "text/event-stream", replay));
@@ -285,7 +287,7 @@ async fn a_stream_cut_inside_the_responses_own_event_resumes_after_the_last_whol
     assert_eq!(
         server.settled().await,
         trail_of(&[
-            "POST tools/call 3 s-1 200",
+            "POST tools/call 4 s-1 200",
             "GET last-event-id=e1 - s-1 200",
         ])
     );
@@ -301,17 +303,18 @@ async fn a_resumption_answered_404_sends_no_cancel_and_says_the_session_was_forg
         cut_after(format!("retry: 100\nid: e1\ndata: {}\n\n", progress()))
     })
     .await;
+    let call = server.server.first(|r| r.method() == "tools/call").id();
     assert_eq!(
         called,
-        transport(
-            "server \"s\": the server forgot the session while request 3 was running (it refused to resume the event stream, GET with Last-Event-ID, for an unknown session); the request may have run, so it was not sent again"
-        )
+        transport(&format!(
+            "server \"s\": the server forgot the session while request {call} was running (it refused to resume the event stream, GET with Last-Event-ID, for an unknown session); the request may have run, so it was not sent again"
+        ))
     );
     // A cancel would go at once, in the background.
     assert_eq!(
         server.settled().await,
         trail_of(&[
-            "POST tools/call 3 s-1 200",
+            "POST tools/call 4 s-1 200",
             "GET last-event-id=e1 - s-1 404",
         ])
     );
@@ -332,7 +335,7 @@ async fn a_plain_text_400_about_the_session_initializes_again_once_and_resends()
     assert_eq!(call_t(&host, json!({})).await, Ok("served".into()));
     // The new session's tools are listed again; where that lands among the call's requests
     // depends on timing.
-    let relisting = "POST tools/list 5 s-2 200";
+    let relisting = "POST tools/list 6 s-2 200";
     let mut trail = server.saw(relisting).await;
     let at = trail.iter().position(|l| l == relisting).unwrap();
     assert!(
@@ -343,10 +346,10 @@ async fn a_plain_text_400_about_the_session_initializes_again_once_and_resends()
     assert_eq!(
         trail,
         trail_of(&[
-            "POST tools/call 3 s-1 400",
-            "POST initialize 4 - 200",
+            "POST tools/call 4 s-1 400",
+            "POST initialize 5 - 200",
             "POST notifications/initialized - s-2 202",
-            "POST tools/call 3 s-2 200",
+            "POST tools/call 4 s-2 200",
         ])
     );
     assert_eq!(server.settled().await.len(), 8);
@@ -373,10 +376,10 @@ async fn a_plain_text_400_after_the_new_initialize_is_not_resent_again() {
     // Between the refusal and the resend, one handshake; nothing of the call after the resend.
     // (The re-listing on s-2 may meet the forgotten session too and initialize for itself.)
     let trail = server.settled().await;
-    assert_eq!(trail[..4], trail_of(&["POST tools/call 3 s-1 400"]));
+    assert_eq!(trail[..4], trail_of(&["POST tools/call 4 s-1 400"]));
     let resend = trail
         .iter()
-        .position(|l| l == "POST tools/call 3 s-2 400")
+        .position(|l| l == "POST tools/call 4 s-2 400")
         .unwrap_or_else(|| panic!("no resend on s-2: {trail:#?}"));
     let between: Vec<&String> = trail[4..resend]
         .iter()
@@ -385,7 +388,7 @@ async fn a_plain_text_400_after_the_new_initialize_is_not_resent_again() {
     assert_eq!(
         between,
         [
-            "POST initialize 4 - 200",
+            "POST initialize 5 - 200",
             "POST notifications/initialized - s-2 202"
         ]
     );
@@ -409,6 +412,6 @@ async fn a_plain_text_400_about_an_argument_is_an_ordinary_400() {
     );
     assert_eq!(
         server.settled().await,
-        trail_of(&["POST tools/call 3 s-1 400"])
+        trail_of(&["POST tools/call 4 s-1 400"])
     );
 }
