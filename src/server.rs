@@ -33,6 +33,7 @@ use serde_json::value::RawValue;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::schema::Checker;
 use crate::http::{Connection, Error, Initialized, Listened};
 use crate::limits::{
     self, MAX_DESCRIPTION_BYTES, MAX_PAGES, MAX_SCHEMA_BYTES, MAX_TOOL_NAME_BYTES, MAX_TOOLS,
@@ -98,6 +99,12 @@ pub(crate) struct Tool {
     pub(crate) input_schema: Box<RawValue>,
     pub(crate) output_schema: Option<Box<RawValue>>,
     pub(crate) annotations: Option<Box<RawValue>>,
+    /// `input_schema` compiled once for this listing: a call's arguments are checked with it
+    /// before `tools/call` goes out.
+    pub(crate) input_check: Checker,
+    /// `output_schema` compiled once for this listing: a result's `structuredContent` is
+    /// checked with it ([`crate::result::map`]).
+    pub(crate) output_check: Checker,
 }
 
 /// Why a start (or a re-listing) failed. Decisions are made on the variant; its `Display` is
@@ -790,7 +797,11 @@ fn read_tool(raw: &RawValue, redactor: &crate::redact::Redactor) -> Result<Tool,
             || name.clone(),
             |d| limits::truncate(&redactor.scrub(&d), MAX_DESCRIPTION_BYTES).into_owned(),
         );
+    let input_check = Checker::compile(input_schema.as_deref(), &name);
+    let output_check = Checker::compile(output_schema.as_deref(), &name);
     Ok(Tool {
+        input_check,
+        output_check,
         input_schema: input_schema.unwrap_or_else(|| {
             RawValue::from_string(r#"{"type":"object"}"#.into()).expect("valid JSON")
         }),

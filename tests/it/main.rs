@@ -16,6 +16,7 @@ mod pack;
 mod review;
 mod rmcp_peer;
 mod secrets;
+mod schemas;
 mod sessions;
 mod signin;
 mod streams;
