@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{self, Entry};
 use crate::http::{Clients, Connection, Error};
 use crate::json::json_type;
+use crate::jsonrpc::INVALID_PARAMS;
 use crate::limits::{CALL_DEADLINE, truncate};
 use crate::server::{Server, Status, ToolList};
 use crate::substitute::ProcessEnvironment;
@@ -32,9 +33,6 @@ use crate::{listing, result};
 
 const GET: &str = "get_dynamic_tools";
 const CALL: &str = "call_dynamic_tool";
-/// JSON-RPC's "Invalid params" (JSON-RPC 2.0 §5.1), which MCP servers answer a `tools/call`
-/// with when its arguments do not fit.
-const INVALID_PARAMS: i64 = -32602;
 
 /// The Pack's [`runvil_plugin::Construct`] function.
 pub(crate) fn construct(
@@ -387,9 +385,9 @@ fn not_found(id: &str, server: &Server, list: &ToolList, name: &str) -> ToolErro
     let near = nearest(name, list.tools.iter().map(|t| t.name.as_str()));
     let near = match near.as_slice() {
         [] => String::new(),
-        [one] => format!("; did you mean {}?", quoted(one)),
+        [one] => format!(" (did you mean {}?)", quoted(one)),
         [init @ .., last] => format!(
-            "; did you mean {} or {}?",
+            " (did you mean {} or {}?)",
             init.iter().map(|n| quoted(n)).collect::<Vec<_>>().join(", "),
             quoted(last)
         ),
@@ -583,26 +581,6 @@ fn output_mismatch(ns: &str, tool: &str, mismatch: &result::OutputMismatch) -> T
     ToolError::new(ToolErrorKind::Backend, message)
 }
 
-/// The first paragraph of a server's (scrubbed, bounded) text: up to its first blank line,
-/// trimmed, on one line.
-fn first_paragraph(text: &str) -> String {
-    let mut out = String::new();
-    for line in text.lines() {
-        let line = line.trim();
-        if line.is_empty() {
-            if out.is_empty() {
-                continue;
-            }
-            break;
-        }
-        if !out.is_empty() {
-            out.push(' ');
-        }
-        out.extend(line.chars().map(|c| if c.is_control() { ' ' } else { c }));
-    }
-    out
-}
-
 /// The `transport` error of a call whose [`CALL_DEADLINE`] passed.
 fn call_deadline(ns: &str) -> ToolError {
     ToolError::new(
@@ -627,7 +605,8 @@ fn call_error(ns: &str, error: &Error, schema: &SchemaPointer<'_>) -> ToolError 
     match error.rpc() {
         Some(rpc) if rpc.code == INVALID_PARAMS => {
             let tool = quoted(schema.tool);
-            let said = first_paragraph(&rpc.message);
+            // One paragraph, scrubbed and bounded already (the connection's reading of it).
+            let said = &rpc.message;
             let message = if said.is_empty() {
                 format!(
                     "server {ns} refused the arguments of tool {tool} (JSON-RPC error {INVALID_PARAMS}); {schema}"
