@@ -406,8 +406,9 @@ fn not_found(id: &str, server: &Server, list: &ToolList, name: &str) -> ToolErro
 const NEAREST_MAX_CHARS: usize = 64;
 
 /// Up to three of `names` nearest to `name`: the optimal-string-alignment distance (edits,
-/// adjacent swaps counted as one) of the lowercased names is at most 1 + a quarter of the longer
-/// one's length. Nearest first, then by name.
+/// adjacent swaps counted as one) of the lowercased names is at most a third of the longer
+/// one's length in chars (`gret` finds `greet`; a one-letter name only a case variant). Nearest
+/// first, then by name.
 fn nearest<'n>(name: &str, names: impl Iterator<Item = &'n str>) -> Vec<&'n str> {
     let lower = |text: &str| -> String {
         text.chars().take(NEAREST_MAX_CHARS).flat_map(char::to_lowercase).collect()
@@ -418,7 +419,7 @@ fn nearest<'n>(name: &str, names: impl Iterator<Item = &'n str>) -> Vec<&'n str>
         .filter_map(|candidate| {
             let other = lower(candidate);
             let longer = wanted_len.max(other.chars().count());
-            let bound = 1 + longer / 4;
+            let bound = longer / 3;
             if wanted_len.abs_diff(other.chars().count()) > bound {
                 return None;
             }

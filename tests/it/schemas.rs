@@ -266,8 +266,8 @@ async fn not_found_suggests_the_nearest_listed_names() {
         not_found("server \"s\" has no tool \"GREET_ALL\" (did you mean \"greet_all\"?); list its tools with mcp/get_dynamic_tools {\"namespace\":\"s\"}")
     );
     assert_eq!(
-        lookup("greet_al").await,
-        not_found("server \"s\" has no tool \"greet_al\" (did you mean \"greet_all\" or \"greet\"?); list its tools with mcp/get_dynamic_tools {\"namespace\":\"s\"}")
+        lookup("greet_a").await,
+        not_found("server \"s\" has no tool \"greet_a\" (did you mean \"greet\" or \"greet_all\"?); list its tools with mcp/get_dynamic_tools {\"namespace\":\"s\"}")
     );
     assert_eq!(
         lookup("weather").await,
