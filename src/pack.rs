@@ -108,12 +108,16 @@ impl Pack for McpPack {
             _ => String::new(),
         };
         let call_eg = match (&namespace_eg, &tool_eg) {
-            (Some(ns), Some(tool)) => format!(
-                ", e.g. {{\"namespace\":{ns},\"toolName\":{tool},\"arguments\":{{}}}}"
-            ),
+            (Some(ns), Some(tool)) => {
+                format!(", e.g. {{\"namespace\":{ns},\"toolName\":{tool},\"arguments\":{{}}}}")
+            }
             _ => " with its namespace, toolName and arguments".to_string(),
         };
-        let eg = |value: &Option<String>| value.as_ref().map_or(String::new(), |v| format!(", e.g. {v}"));
+        let eg = |value: &Option<String>| {
+            value
+                .as_ref()
+                .map_or(String::new(), |v| format!(", e.g. {v}"))
+        };
         vec![
             ToolSpec {
                 description: format!(
@@ -220,7 +224,9 @@ async fn get_dynamic_tools(
                     quoted(&ns),
                     quoted(tool_name)
                 ),
-                Example::None => "toolName needs a namespace, and no servers are configured".to_string(),
+                Example::None => {
+                    "toolName needs a namespace, and no servers are configured".to_string()
+                }
             };
             Err(ToolError::new(ToolErrorKind::InvalidArguments, message))
         }
@@ -388,7 +394,10 @@ fn not_found(id: &str, server: &Server, list: &ToolList, name: &str) -> ToolErro
         [one] => format!(" (did you mean {}?)", quoted(one)),
         [init @ .., last] => format!(
             " (did you mean {} or {}?)",
-            init.iter().map(|n| quoted(n)).collect::<Vec<_>>().join(", "),
+            init.iter()
+                .map(|n| quoted(n))
+                .collect::<Vec<_>>()
+                .join(", "),
             quoted(last)
         ),
     };
@@ -411,7 +420,10 @@ const NEAREST_MAX_CHARS: usize = 64;
 /// first, then by name.
 fn nearest<'n>(name: &str, names: impl Iterator<Item = &'n str>) -> Vec<&'n str> {
     let lower = |text: &str| -> String {
-        text.chars().take(NEAREST_MAX_CHARS).flat_map(char::to_lowercase).collect()
+        text.chars()
+            .take(NEAREST_MAX_CHARS)
+            .flat_map(char::to_lowercase)
+            .collect()
     };
     let wanted = lower(name);
     let wanted_len = wanted.chars().count();

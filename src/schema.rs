@@ -69,10 +69,7 @@ impl std::fmt::Display for Problems {
 struct NoFetch;
 
 impl Retrieve for NoFetch {
-    fn retrieve(
-        &self,
-        _: &Uri<String>,
-    ) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
+    fn retrieve(&self, _: &Uri<String>) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
         Err("this Pack fetches no schema from outside the tool's own".into())
     }
 }
@@ -246,7 +243,10 @@ mod tests {
             .check(&json!([1, 2, 3, 4, 5, 6, 7]), "arguments", &redactor)
             .unwrap_err();
         assert_eq!(problems.more, 2);
-        assert_eq!(problems.listed[0], r#"arguments/0: "[redacted]" was expected"#);
+        assert_eq!(
+            problems.listed[0],
+            r#"arguments/0: "[redacted]" was expected"#
+        );
         assert_eq!(
             problems.to_string(),
             (0..5)

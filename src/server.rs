@@ -33,12 +33,12 @@ use serde_json::value::RawValue;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::schema::Checker;
 use crate::http::{Connection, Error, Initialized, Listened};
 use crate::limits::{
     self, MAX_DESCRIPTION_BYTES, MAX_PAGES, MAX_SCHEMA_BYTES, MAX_TOOL_NAME_BYTES, MAX_TOOLS,
     START_DEADLINE,
 };
+use crate::schema::Checker;
 
 /// JSON-RPC's `Method not found`: a first `tools/list` page answered with it means "no tools".
 const METHOD_NOT_FOUND: i64 = -32601;

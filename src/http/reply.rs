@@ -435,8 +435,11 @@ impl Connection {
     fn rpc_error(&self, error: &RpcError) -> Error {
         let message = if error.code == jsonrpc::INVALID_PARAMS {
             let scrubbed = self.redactor.scrub(&error.message);
-            self.server_text(&jsonrpc::first_paragraph(&scrubbed), limits::MAX_REASON_BYTES)
-                .into_owned()
+            self.server_text(
+                &jsonrpc::first_paragraph(&scrubbed),
+                limits::MAX_REASON_BYTES,
+            )
+            .into_owned()
         } else {
             self.server_text(&error.message, limits::MAX_REASON_BYTES)
                 .into_owned()

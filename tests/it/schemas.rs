@@ -82,7 +82,11 @@ async fn ready() -> (MockServer, Host) {
     (server, host)
 }
 
-async fn call(host: &Host, tool: &str, arguments: Value) -> Result<String, (ToolErrorKind, String)> {
+async fn call(
+    host: &Host,
+    tool: &str,
+    arguments: Value,
+) -> Result<String, (ToolErrorKind, String)> {
     host.call(
         "call_dynamic_tool",
         json!({"namespace": "s", "toolName": tool, "arguments": arguments}),
@@ -150,8 +154,7 @@ async fn arguments_that_fail_the_input_schema_are_refused_and_nothing_is_sent() 
         vec![json!({"name": "greet", "arguments": {"name": "a", "count": 2}})]
     );
     // The pointer is a working call.
-    let schema: Value =
-        serde_json::from_str(&host.lookup("s", "greet").await.unwrap()).unwrap();
+    let schema: Value = serde_json::from_str(&host.lookup("s", "greet").await.unwrap()).unwrap();
     assert_eq!(schema["inputSchema"], tools()[0]["inputSchema"]);
 }
 
@@ -194,7 +197,9 @@ async fn schemas_the_pack_does_not_check_leave_the_decision_to_the_server() {
 #[tokio::test]
 async fn invalid_params_from_the_server_is_invalid_arguments() {
     let (_server, host) = ready().await;
-    let said = format!("Invalid arguments for greet_all:\n  token {SECRET} is wrong\n\nStack trace:\n at x.js:1");
+    let said = format!(
+        "Invalid arguments for greet_all:\n  token {SECRET} is wrong\n\nStack trace:\n at x.js:1"
+    );
     assert_eq!(
         call(&host, "greet_all", json!({"mode": "rpc", "message": said})).await,
         invalid(
@@ -218,11 +223,21 @@ async fn structured_content_is_checked_against_the_output_schema() {
     let backend = |message: &str| Err((ToolErrorKind::Backend, message.to_string()));
     // Only structuredContent: it is the answer, so it must conform.
     assert_eq!(
-        call(&host, "stats", json!({"mode": "structured", "value": {"sum": 5}})).await,
+        call(
+            &host,
+            "stats",
+            json!({"mode": "structured", "value": {"sum": 5}})
+        )
+        .await,
         Ok(r#"{"sum":5}"#.to_string())
     );
     assert_eq!(
-        call(&host, "stats", json!({"mode": "structured", "value": {"sum": SECRET}})).await,
+        call(
+            &host,
+            "stats",
+            json!({"mode": "structured", "value": {"sum": SECRET}})
+        )
+        .await,
         backend(
             "server \"s\" returned a structuredContent that does not match the outputSchema of tool \"stats\": \
              structuredContent/sum: \"[redacted]\" is not of type \"integer\""
@@ -236,12 +251,22 @@ async fn structured_content_is_checked_against_the_output_schema() {
     );
     // A text copy beside it: the model reads the text, which passes through as sent.
     assert_eq!(
-        call(&host, "stats", json!({"mode": "both", "value": {"total": 5}})).await,
+        call(
+            &host,
+            "stats",
+            json!({"mode": "both", "value": {"total": 5}})
+        )
+        .await,
         Ok(r#"{"total":5}"#.to_string())
     );
     // An error result need not conform: its text is the error.
     assert_eq!(
-        call(&host, "stats", json!({"mode": "error", "value": {"total": 5}})).await,
+        call(
+            &host,
+            "stats",
+            json!({"mode": "error", "value": {"total": 5}})
+        )
+        .await,
         backend("it broke")
     );
 }
@@ -259,23 +284,33 @@ async fn not_found_suggests_the_nearest_listed_names() {
     let not_found = |message: &str| (ToolErrorKind::NotFound, message.to_string());
     assert_eq!(
         lookup("gret").await,
-        not_found("server \"s\" has no tool \"gret\" (did you mean \"greet\"?); list its tools with mcp/get_dynamic_tools {\"namespace\":\"s\"}")
+        not_found(
+            "server \"s\" has no tool \"gret\" (did you mean \"greet\"?); list its tools with mcp/get_dynamic_tools {\"namespace\":\"s\"}"
+        )
     );
     assert_eq!(
         lookup("GREET_ALL").await,
-        not_found("server \"s\" has no tool \"GREET_ALL\" (did you mean \"greet_all\"?); list its tools with mcp/get_dynamic_tools {\"namespace\":\"s\"}")
+        not_found(
+            "server \"s\" has no tool \"GREET_ALL\" (did you mean \"greet_all\"?); list its tools with mcp/get_dynamic_tools {\"namespace\":\"s\"}"
+        )
     );
     assert_eq!(
         lookup("greet_a").await,
-        not_found("server \"s\" has no tool \"greet_a\" (did you mean \"greet\" or \"greet_all\"?); list its tools with mcp/get_dynamic_tools {\"namespace\":\"s\"}")
+        not_found(
+            "server \"s\" has no tool \"greet_a\" (did you mean \"greet\" or \"greet_all\"?); list its tools with mcp/get_dynamic_tools {\"namespace\":\"s\"}"
+        )
     );
     assert_eq!(
         lookup("weather").await,
-        not_found("server \"s\" has no tool \"weather\"; list its tools with mcp/get_dynamic_tools {\"namespace\":\"s\"}")
+        not_found(
+            "server \"s\" has no tool \"weather\"; list its tools with mcp/get_dynamic_tools {\"namespace\":\"s\"}"
+        )
     );
     assert_eq!(
         call(&host, "stat", json!({})).await,
-        Err(not_found("server \"s\" has no tool \"stat\" (did you mean \"stats\"?); list its tools with mcp/get_dynamic_tools {\"namespace\":\"s\"}"))
+        Err(not_found(
+            "server \"s\" has no tool \"stat\" (did you mean \"stats\"?); list its tools with mcp/get_dynamic_tools {\"namespace\":\"s\"}"
+        ))
     );
 }
 
@@ -307,7 +342,9 @@ async fn examples_name_what_this_pack_has() {
     let invalid = |m: &str| (ToolErrorKind::InvalidArguments, m.to_string());
     assert_eq!(
         error("call_dynamic_tool", json!({"toolName": "x"})).await,
-        invalid("\"namespace\" is required, e.g. {\"namespace\":\"s\",\"toolName\":\"greet\",\"arguments\":{}}")
+        invalid(
+            "\"namespace\" is required, e.g. {\"namespace\":\"s\",\"toolName\":\"greet\",\"arguments\":{}}"
+        )
     );
     assert_eq!(
         error("get_dynamic_tools", json!({"toolName": "stats"})).await,
@@ -330,10 +367,15 @@ async fn examples_name_what_this_pack_has() {
         tools[0].parameters["properties"]["toolName"]["description"],
         "A tool's name, exactly as its server lists it; needs namespace."
     );
-    let e = loading.call("call_dynamic_tool", json!({"namespace": "docs"})).await.unwrap_err();
+    let e = loading
+        .call("call_dynamic_tool", json!({"namespace": "docs"}))
+        .await
+        .unwrap_err();
     assert_eq!(
         (e.kind, e.message),
-        invalid("\"toolName\" is required; list the tools with mcp/get_dynamic_tools {\"namespace\":\"docs\"}")
+        invalid(
+            "\"toolName\" is required; list the tools with mcp/get_dynamic_tools {\"namespace\":\"docs\"}"
+        )
     );
     let none = Host::new(json!({}));
     let e = none.call("call_dynamic_tool", json!({})).await.unwrap_err();
