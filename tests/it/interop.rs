@@ -391,7 +391,7 @@ async fn everything_lists_its_tools_and_maps_each_kind_of_result() {
         error(
             ToolErrorKind::InvalidArguments,
             "the arguments do not match the inputSchema of tool \"get-sum\" of server \"everything\": \
-             arguments/a: \"x\" is not of type \"number\"; arguments: \"b\" is a required property; \
+             arguments: \"b\" is a required property; arguments/a: \"x\" is not of type \"number\"; \
              see the schema with mcp/get_dynamic_tools {\"namespace\":\"everything\",\"toolName\":\"get-sum\"}"
         )
     );
