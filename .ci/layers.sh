@@ -23,6 +23,7 @@ protocol
 json
 substitute
 redact
+schema
 jsonrpc
 sse
 notices

@@ -23,6 +23,29 @@ pub(crate) struct Incoming<'a> {
     pub(crate) error: Option<RpcError>,
 }
 
+/// JSON-RPC 2.0's "Invalid params" error code (§5.1), which MCP servers answer a `tools/call`
+/// with when its arguments do not fit (MCP spec "Tools": error handling).
+pub(crate) const INVALID_PARAMS: i64 = -32602;
+
+/// The first paragraph of `text`: up to its first blank line (a line of only whitespace),
+/// leading blank lines skipped, its lines trimmed and joined with one space.
+pub(crate) fn first_paragraph(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() {
+            if out.is_empty() {
+                continue;
+            }
+            break;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(line);
+    }
+    out
+}
+
 /// A JSON-RPC error object. `data` is kept raw (and unscrubbed: it is read, never shown whole)
 /// for the modern errors whose `data` says what to do (MCP 2026-07-28, schema: "Errors").
 #[derive(Deserialize, Clone, Default)]
@@ -222,6 +245,17 @@ pub(crate) fn optional<'a, T: Deserialize<'a>>(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn first_paragraph_ends_at_the_first_blank_line() {
+        assert_eq!(
+            first_paragraph("\n  \nInvalid params:\n  a is required \r\n\t\nStack:\n at x"),
+            "Invalid params: a is required"
+        );
+        assert_eq!(first_paragraph("one line"), "one line");
+        assert_eq!(first_paragraph(""), "");
+    }
+
     use super::*;
 
     #[test]

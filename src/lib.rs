@@ -20,6 +20,7 @@ mod pack;
 mod protocol;
 mod redact;
 mod result;
+mod schema;
 mod server;
 mod sse;
 mod substitute;

@@ -78,6 +78,22 @@ pub(crate) const MAX_TOOLS: usize = 1000;
 /// The largest `inputSchema` plus `outputSchema` of one tool, in bytes of JSON text.
 pub(crate) const MAX_SCHEMA_BYTES: usize = 256 * 1024;
 
+/// A tool schema whose JSON text is longer than this, in bytes, is not used to check arguments
+/// or `structuredContent` (the server decides); it is still listed (README "What the tools
+/// answer").
+pub(crate) const MAX_CHECKED_SCHEMA_BYTES: usize = 64 * 1024;
+
+/// A tool schema holding more JSON values than this (objects, arrays, strings, numbers, … each
+/// one) is not used for checking: it bounds the validator's compile time and memory per tool.
+pub(crate) const MAX_CHECKED_SCHEMA_NODES: usize = 4096;
+
+/// How many schema problems an `invalid_arguments` (or an `outputSchema` mismatch) lists; the
+/// rest are counted (`and 3 more problems`).
+pub(crate) const MAX_LISTED_PROBLEMS: usize = 5;
+
+/// One listed schema problem is cut to this many bytes (it may quote a large value).
+pub(crate) const MAX_PROBLEM_BYTES: usize = 300;
+
 /// The longest tool name, in bytes (the MCP spec asks for at most 128 characters).
 pub(crate) const MAX_TOOL_NAME_BYTES: usize = 256;
 

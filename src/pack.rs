@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{self, Entry};
 use crate::http::{Clients, Connection, Error, Wire};
 use crate::json::json_type;
+use crate::jsonrpc::INVALID_PARAMS;
 use crate::limits;
 use crate::limits::{CALL_DEADLINE, truncate};
 use crate::protocol::codes;
@@ -99,23 +100,48 @@ impl Pack for McpPack {
     fn tools(&self) -> Vec<ToolSpec> {
         let get = format!("{}/{GET}", self.id);
         let call = format!("{}/{CALL}", self.id);
+        // Examples name a namespace and a tool of this Pack as they are now, or none.
+        let example = Example::of(&self.servers, None);
+        let (namespace_eg, tool_eg) = match &example {
+            Example::None => (None, None),
+            Example::Namespace(ns) => (Some(quoted(ns)), None),
+            Example::Tool(ns, tool) => (Some(quoted(ns)), Some(quoted(tool))),
+        };
+        let with_namespace = namespace_eg
+            .as_ref()
+            .map_or(String::new(), |ns| format!(", e.g. {{\"namespace\":{ns}}}"));
+        let with_tool = match (&namespace_eg, &tool_eg) {
+            (Some(ns), Some(tool)) => format!(", e.g. {{\"namespace\":{ns},\"toolName\":{tool}}}"),
+            _ => String::new(),
+        };
+        let call_eg = match (&namespace_eg, &tool_eg) {
+            (Some(ns), Some(tool)) => {
+                format!(", e.g. {{\"namespace\":{ns},\"toolName\":{tool},\"arguments\":{{}}}}")
+            }
+            _ => " with its namespace, toolName and arguments".to_string(),
+        };
+        let eg = |value: &Option<String>| {
+            value
+                .as_ref()
+                .map_or(String::new(), |v| format!(", e.g. {v}"))
+        };
         vec![
             ToolSpec {
                 description: format!(
                     "Lists the MCP servers behind this Pack and their tools, as JSON text. \
                      With no arguments: every server's namespace, its status (ready, loading, or error \
                      with a reason, and retryInSeconds when it will be tried again) and its tool names. \
-                     With namespace, e.g. {{\"namespace\":\"github\"}}: that server's tools with their \
+                     With namespace{with_namespace}: that server's tools with their \
                      descriptions and input schemas, and under omitted the tools it listed that were left out. \
-                     With namespace and toolName, e.g. {{\"namespace\":\"github\",\"toolName\":\"search_issues\"}}: \
+                     With namespace and toolName{with_tool}: \
                      one tool in full. Call a tool with {call}."
                 ),
                 name: get.clone(),
                 parameters: json!({
                     "type": "object",
                     "properties": {
-                        "namespace": {"type": "string", "description": "A server's namespace, exactly as listed, e.g. \"github\"."},
-                        "toolName": {"type": "string", "description": "A tool's name, exactly as its server lists it, e.g. \"search_issues\"; needs namespace."}
+                        "namespace": {"type": "string", "description": format!("A server's namespace, exactly as listed{}.", eg(&namespace_eg))},
+                        "toolName": {"type": "string", "description": format!("A tool's name, exactly as its server lists it{}; needs namespace.", eg(&tool_eg))}
                     },
                     "additionalProperties": false
                 }),
@@ -123,15 +149,14 @@ impl Pack for McpPack {
             ToolSpec {
                 description: format!(
                     "Calls one tool of one MCP server and returns its result as text. \
-                     Look the tool and its input schema up with {get} first, then call it, e.g. \
-                     {{\"namespace\":\"github\",\"toolName\":\"search_issues\",\"arguments\":{{\"query\":\"is:open label:bug\"}}}}."
+                     Look the tool and its input schema up with {get} first, then call it{call_eg}."
                 ),
                 name: call,
                 parameters: json!({
                     "type": "object",
                     "properties": {
-                        "namespace": {"type": "string", "description": "The server's namespace, exactly as listed, e.g. \"github\"."},
-                        "toolName": {"type": "string", "description": "The tool's name, exactly as its server lists it, e.g. \"search_issues\"."},
+                        "namespace": {"type": "string", "description": format!("The server's namespace, exactly as listed{}.", eg(&namespace_eg))},
+                        "toolName": {"type": "string", "description": format!("The tool's name, exactly as its server lists it{}.", eg(&tool_eg))},
                         "arguments": {"type": "object", "description": "The tool's arguments, matching its input schema. Defaults to {}."}
                     },
                     "required": ["namespace", "toolName"],
@@ -156,7 +181,7 @@ impl Pack for McpPack {
                 let id = self.id.clone();
                 Box::pin(async move { get_dynamic_tools(&id, &servers, &args, &shutdown).await })
             }
-            Some(CALL) => match prepare_call(&servers, &args) {
+            Some(CALL) => match prepare_call(&self.id, &servers, &args) {
                 Ok(call) => Box::pin(call.spawn(self.id.clone(), shutdown)),
                 Err(e) => Box::pin(async move { Err(e) }),
             },
@@ -189,13 +214,29 @@ async fn get_dynamic_tools(
     let tool_name = string_arg(args, "toolName")?;
     match (namespace, tool_name) {
         (None, None) => Ok(listing::all(servers)),
-        (None, Some(_)) => Err(ToolError::new(
-            ToolErrorKind::InvalidArguments,
-            format!(
-                "toolName needs a namespace, e.g. {{\"namespace\":{},\"toolName\":\"search\"}}",
-                quoted(servers.first().map_or("docs", |s| &s.namespace))
-            ),
-        )),
+        (None, Some(tool_name)) => {
+            // The example is a server that lists this tool, when one does.
+            let example = match servers.iter().find(|s| lists(s, tool_name)) {
+                Some(server) => Example::Tool(Arc::clone(&server.namespace), tool_name.to_string()),
+                None => Example::of(servers, None),
+            };
+            let message = match example {
+                Example::Tool(ns, tool) => format!(
+                    "toolName needs a namespace, e.g. {{\"namespace\":{},\"toolName\":{}}}",
+                    quoted(&ns),
+                    quoted(&tool)
+                ),
+                Example::Namespace(ns) => format!(
+                    "toolName needs a namespace, e.g. {{\"namespace\":{},\"toolName\":{}}}",
+                    quoted(&ns),
+                    quoted(tool_name)
+                ),
+                Example::None => {
+                    "toolName needs a namespace, and no servers are configured".to_string()
+                }
+            };
+            Err(ToolError::new(ToolErrorKind::InvalidArguments, message))
+        }
         (Some(namespace), None) => {
             let server = server(servers, namespace)?;
             Ok(listing::one_server(server, &server.status()))
@@ -210,11 +251,16 @@ async fn get_dynamic_tools(
 
 /// Checks a `call_dynamic_tool`'s arguments and finds its server; the tool is looked up in the
 /// call's task ([`PreparedCall::run`]), where a miss may wait for a re-listing.
-fn prepare_call(servers: &[Arc<Server>], args: &Value) -> Result<PreparedCall, ToolError> {
+fn prepare_call(
+    id: &str,
+    servers: &[Arc<Server>],
+    args: &Value,
+) -> Result<PreparedCall, ToolError> {
     let args = arguments(args, &["namespace", "toolName", "arguments"])?;
-    let example = servers.first().map_or("docs", |s| &s.namespace);
-    let namespace = string_arg(args, "namespace")?.ok_or_else(|| missing("namespace", example))?;
-    let tool_name = string_arg(args, "toolName")?.ok_or_else(|| missing("toolName", example))?;
+    let namespace = string_arg(args, "namespace")?;
+    let tool_name = string_arg(args, "toolName")?;
+    let namespace = namespace.ok_or_else(|| missing(id, "namespace", servers, None))?;
+    let tool_name = tool_name.ok_or_else(|| missing(id, "toolName", servers, Some(namespace)))?;
     let tool_args = match args.get("arguments") {
         None | Some(Value::Null) => Value::Object(Map::new()),
         Some(Value::Object(map)) => Value::Object(map.clone()),
@@ -335,7 +381,8 @@ async fn lookup(
             return Ok((list, i));
         }
     }
-    Err(not_found(id, server, name))
+    let list = ready_tools(server)?;
+    Err(not_found(id, server, &list, name))
 }
 
 /// The `transport` error of work on `namespace` that the Pack's drop stopped (README "Sessions
@@ -350,13 +397,26 @@ fn stopped(namespace: &str) -> ToolError {
     )
 }
 
-/// The `NotFound` error for a tool `server` does not list, naming the Pack `id`'s
-/// `get_dynamic_tools`.
-fn not_found(id: &str, server: &Server, name: &str) -> ToolError {
+/// The `NotFound` error for a tool `server` does not list: the nearest names `list` holds
+/// ([`nearest`]), then the Pack `id`'s `get_dynamic_tools` for the whole listing.
+fn not_found(id: &str, server: &Server, list: &ToolList, name: &str) -> ToolError {
+    let near = nearest(name, list.tools.iter().map(|t| t.name.as_str()));
+    let near = match near.as_slice() {
+        [] => String::new(),
+        [one] => format!(" (did you mean {}?)", quoted(one)),
+        [init @ .., last] => format!(
+            " (did you mean {} or {}?)",
+            init.iter()
+                .map(|n| quoted(n))
+                .collect::<Vec<_>>()
+                .join(", "),
+            quoted(last)
+        ),
+    };
     ToolError::new(
         ToolErrorKind::NotFound,
         format!(
-            "server {ns} has no tool {}; list its tools with {id}/{GET} {{\"namespace\":{ns}}}",
+            "server {ns} has no tool {}{near}; list its tools with {id}/{GET} {{\"namespace\":{ns}}}",
             quoted(name),
             ns = quoted(&server.namespace)
         ),
@@ -375,6 +435,38 @@ fn hidden_tool(server: &Server, name: &str, hidden: crate::config::Hidden) -> To
             hidden.describe()
         ),
     )
+}
+
+/// The longest name prefix, in chars, [`nearest`] compares (a bound on its work per miss).
+const NEAREST_MAX_CHARS: usize = 64;
+
+/// Up to three of `names` nearest to `name`: the optimal-string-alignment distance (edits,
+/// adjacent swaps counted as one) of the lowercased names is at most a third of the longer
+/// one's length in chars (`gret` finds `greet`; a one-letter name only a case variant). Nearest
+/// first, then by name.
+fn nearest<'n>(name: &str, names: impl Iterator<Item = &'n str>) -> Vec<&'n str> {
+    let lower = |text: &str| -> String {
+        text.chars()
+            .take(NEAREST_MAX_CHARS)
+            .flat_map(char::to_lowercase)
+            .collect()
+    };
+    let wanted = lower(name);
+    let wanted_len = wanted.chars().count();
+    let mut near: Vec<(usize, &str)> = names
+        .filter_map(|candidate| {
+            let other = lower(candidate);
+            let longer = wanted_len.max(other.chars().count());
+            let bound = longer / 3;
+            if wanted_len.abs_diff(other.chars().count()) > bound {
+                return None;
+            }
+            let distance = strsim::osa_distance(&wanted, &other);
+            (distance <= bound).then_some((distance, candidate))
+        })
+        .collect();
+    near.sort();
+    near.into_iter().take(3).map(|(_, n)| n).collect()
 }
 
 /// A checked `call_dynamic_tool`, ready to send.
@@ -424,29 +516,52 @@ impl PreparedCall {
             deadline,
             lookup(&pack_id, &self.server, &self.tool_name, &shutdown),
         );
-        let mut mirrored = match looked_up.await {
-            Ok(found) => self.mirrored(&found?),
+        let (mut list, mut i) = match looked_up.await {
+            Ok(found) => found?,
             Err(_) => return Err(call_deadline(&ns)),
         };
+        let listed = &list.tools[i];
         let connection = &self.connection;
         let redactor = connection.redactor();
-        let tool = Some(self.tool_name.as_str());
-        let decode = |raw: &serde_json::value::RawValue, source: &bytes::Bytes| {
-            if let Some(asked) = crate::http::input_required(raw) {
-                return Err(Error::input_required(
-                    connection
-                        .server_text(&asked, limits::MAX_REASON_BYTES)
-                        .into_owned(),
-                ));
-            }
-            result::map(raw, source, redactor).map_err(Error::malformed)
+        let schema = SchemaPointer {
+            pack_id: &pack_id,
+            namespace: &self.namespace,
+            tool: &self.tool_name,
         };
+        // Checked before anything is sent: a mismatch sends nothing.
+        if let Err(problems) =
+            listed
+                .input_check
+                .check(&self.params["arguments"], "arguments", redactor)
+        {
+            return Err(ToolError::new(
+                ToolErrorKind::InvalidArguments,
+                format!(
+                    "the arguments do not match the inputSchema of tool {} of server {ns}: {problems}; {schema}",
+                    quoted(&self.tool_name)
+                ),
+            ));
+        }
+        let tool = Some(self.tool_name.as_str());
         let mut id = id;
         // The retry after a `HeaderMismatch` goes out under an id of its own, cancelled when the
         // call is dropped.
         let mut retry_guard = None;
         let outcome = loop {
             tracing::debug!(namespace = %self.namespace, id, "tools/call");
+            let listed = &list.tools[i];
+            let mirrored = self.mirrored(listed);
+            let output = &listed.output_check;
+            let decode = |raw: &serde_json::value::RawValue, source: &bytes::Bytes| {
+                if let Some(asked) = crate::http::input_required(raw) {
+                    return Err(Error::input_required(
+                        connection
+                            .server_text(&asked, limits::MAX_REASON_BYTES)
+                            .into_owned(),
+                    ));
+                }
+                result::map(raw, source, redactor, output).map_err(Error::malformed)
+            };
             let request = connection.request(
                 id,
                 Wire::new("tools/call", tool, &mirrored),
@@ -482,8 +597,8 @@ impl PreparedCall {
                         }
                         lookup(&pack_id, &self.server, &self.tool_name, &shutdown).await
                     });
-                    mirrored = match relisted.await {
-                        Ok(found) => self.mirrored(&found?),
+                    (list, i) = match relisted.await {
+                        Ok(found) => found?,
                         Err(_) => return Err(call_deadline(&ns)),
                     };
                     id = connection.next_id();
@@ -496,6 +611,9 @@ impl PreparedCall {
         drop(retry_guard);
         match outcome {
             Ok(mapped) => {
+                if let Some(mismatch) = mapped.mismatch {
+                    return Err(output_mismatch(&ns, &self.tool_name, &mismatch));
+                }
                 let text = mapped.text.into_string();
                 if mapped.is_error {
                     let text = if text.is_empty() {
@@ -508,26 +626,57 @@ impl PreparedCall {
                     Ok(text)
                 }
             }
-            Err(error) => Err(call_error(&ns, &error, connection)),
+            Err(error) => Err(call_error(&ns, &error, &schema, connection)),
         }
     }
 }
 
 impl PreparedCall {
-    /// The `Mcp-Param-{Name}` headers of this call for the tool `found` names (its
-    /// `x-mcp-header` parameters, read from the call's `arguments`).
-    fn mirrored(
-        &self,
-        found: &(Arc<ToolList>, usize),
-    ) -> Vec<(http::HeaderName, http::HeaderValue)> {
-        let (list, i) = found;
-        let tool = &list.tools[*i];
+    /// The `Mcp-Param-{Name}` headers of this call to `tool` (its `x-mcp-header` parameters,
+    /// read from the call's `arguments`).
+    fn mirrored(&self, tool: &crate::server::Tool) -> Vec<(http::HeaderName, http::HeaderValue)> {
         if tool.mirrored.is_empty() {
             return Vec::new();
         }
         tool.mirrored
             .headers(self.params.get("arguments").unwrap_or(&Value::Null))
     }
+}
+
+/// Where a model sees a tool's schema: `get_dynamic_tools` of the Pack `pack_id` with the
+/// tool's namespace and name. Its `Display` is the pointer an `invalid_arguments` ends with:
+/// `see the schema with mcp/get_dynamic_tools {"namespace":"docs","toolName":"search"}`.
+struct SchemaPointer<'a> {
+    pack_id: &'a str,
+    namespace: &'a str,
+    tool: &'a str,
+}
+
+impl std::fmt::Display for SchemaPointer<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "see the schema with {}/{GET} {{\"namespace\":{},\"toolName\":{}}}",
+            self.pack_id,
+            quoted(self.namespace),
+            quoted(self.tool)
+        )
+    }
+}
+
+/// The `backend` error of a result without content blocks that fails its tool's
+/// `outputSchema` ([`result::OutputMismatch`]).
+fn output_mismatch(ns: &str, tool: &str, mismatch: &result::OutputMismatch) -> ToolError {
+    let tool = quoted(tool);
+    let message = match mismatch {
+        result::OutputMismatch::Problems(problems) => format!(
+            "server {ns} returned a structuredContent that does not match the outputSchema of tool {tool}: {problems}"
+        ),
+        result::OutputMismatch::Missing => format!(
+            "server {ns} returned no content and no structuredContent, though tool {tool} declares an outputSchema"
+        ),
+    };
+    ToolError::new(ToolErrorKind::Backend, message)
 }
 
 /// The `transport` error of a call whose [`CALL_DEADLINE`] passed.
@@ -541,8 +690,15 @@ fn call_deadline(ns: &str) -> ToolError {
     )
 }
 
-/// The model-facing error of a failed `tools/call`.
-fn call_error(ns: &str, error: &Error, connection: &Connection) -> ToolError {
+/// The model-facing error of a failed `tools/call`. A JSON-RPC "Invalid params" (`-32602`,
+/// MCP spec "Tools": error handling) is `invalid_arguments`: the server's first paragraph and
+/// where the tool's schema is.
+fn call_error(
+    ns: &str,
+    error: &Error,
+    schema: &SchemaPointer<'_>,
+    connection: &Connection,
+) -> ToolError {
     if error.sign_in_url().is_some() {
         return ToolError::new(
             ToolErrorKind::Unavailable,
@@ -564,6 +720,19 @@ fn call_error(ns: &str, error: &Error, connection: &Connection) -> ToolError {
                     rpc.message
                 ),
             )
+        }
+        Some(rpc) if rpc.code == INVALID_PARAMS => {
+            let tool = quoted(schema.tool);
+            // One paragraph, scrubbed and bounded already (the connection's reading of it).
+            let said = &rpc.message;
+            let message = if said.is_empty() {
+                format!(
+                    "server {ns} refused the arguments of tool {tool} (JSON-RPC error {INVALID_PARAMS}); {schema}"
+                )
+            } else {
+                format!("server {ns} refused the arguments of tool {tool}: {said}; {schema}")
+            };
+            ToolError::new(ToolErrorKind::InvalidArguments, message)
         }
         Some(rpc) => {
             let message = if rpc.message.is_empty() {
@@ -661,15 +830,61 @@ fn string_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Result<Option<&'a 
     }
 }
 
-/// A required argument is missing; the example names a configured namespace when there is one.
-fn missing(key: &str, namespace: &str) -> ToolError {
-    ToolError::new(
-        ToolErrorKind::InvalidArguments,
-        format!(
-            "\"{key}\" is required, e.g. {{\"namespace\":{},\"toolName\":\"search\",\"arguments\":{{}}}}",
-            quoted(namespace)
+/// A required argument of `call_dynamic_tool` (of the Pack `id`) is missing. The example is a
+/// namespace and a tool this Pack lists now ([`Example::of`], `namespace` preferred); with no
+/// tool listed, the pointer to `get_dynamic_tools` instead; with no server, no example.
+fn missing(id: &str, key: &str, servers: &[Arc<Server>], namespace: Option<&str>) -> ToolError {
+    let message = match Example::of(servers, namespace) {
+        Example::Tool(ns, tool) => format!(
+            "\"{key}\" is required, e.g. {{\"namespace\":{},\"toolName\":{},\"arguments\":{{}}}}",
+            quoted(&ns),
+            quoted(&tool)
         ),
-    )
+        Example::Namespace(ns) => format!(
+            "\"{key}\" is required; list the tools with {id}/{GET} {{\"namespace\":{}}}",
+            quoted(&ns)
+        ),
+        Example::None => format!("\"{key}\" is required, and no servers are configured"),
+    };
+    ToolError::new(ToolErrorKind::InvalidArguments, message)
+}
+
+/// A namespace and a tool that exist in this Pack now, for the examples in model-facing text.
+enum Example {
+    /// No server is configured.
+    None,
+    /// A configured namespace; no ready server lists a tool.
+    Namespace(Arc<str>),
+    /// A ready server's namespace and the first tool it lists.
+    Tool(Arc<str>, String),
+}
+
+impl Example {
+    /// `preferred`'s first tool when that server is configured, ready and lists one; else the
+    /// first such server's; else `preferred` (when configured) or the first namespace alone.
+    fn of(servers: &[Arc<Server>], preferred: Option<&str>) -> Example {
+        let preferred = preferred.and_then(|ns| servers.iter().find(|s| &*s.namespace == ns));
+        let first_tool = |server: &Server| match server.status() {
+            Status::Ready(list) => list.tools.first().map(|t| t.name.clone()),
+            _ => None,
+        };
+        let candidates = preferred.into_iter().chain(servers.iter());
+        for server in candidates {
+            if let Some(tool) = first_tool(server) {
+                return Example::Tool(Arc::clone(&server.namespace), tool);
+            }
+        }
+        match preferred.or(servers.first()) {
+            Some(server) => Example::Namespace(Arc::clone(&server.namespace)),
+            None => Example::None,
+        }
+    }
+}
+
+/// Whether `server` is ready and lists a tool named `name`.
+fn lists(server: &Server, name: &str) -> bool {
+    matches!(server.status(), Status::Ready(list)
+        if list.tools.binary_search_by(|t| t.name.as_str().cmp(name)).is_ok())
 }
 
 /// `text` as a JSON string (quoted and escaped), cut to a readable length.

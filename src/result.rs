@@ -8,6 +8,15 @@
 //! [`NO_CONTENT`]. `isError: true` makes the same text a backend error. The text is scrubbed of
 //! the server entry's secrets, and each server string a placeholder quotes is scrubbed before
 //! it is cut to 256 bytes.
+//!
+//! A tool with an `outputSchema` (MCP spec "Tools": output schema; clients SHOULD validate
+//! structured results) has its `structuredContent` checked against it, unless the result is an
+//! error. The tolerance: the check decides only when `structuredContent` is what the model
+//! would read (a result without content blocks). A result with content blocks is read as its
+//! blocks (a server sends the structured result's text copy there, as the spec asks), so a
+//! mismatch there passes the text through and is logged at debug; without blocks, a mismatch,
+//! or a missing `structuredContent`, is an [`OutputMismatch`] the caller turns into a `backend`
+//! error.
 
 use std::borrow::Cow;
 
@@ -16,6 +25,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::redact::Redactor;
+use crate::schema::{Checker, Problems};
 
 /// The text of a successful result with no content blocks and no `structuredContent`.
 pub(crate) const NO_CONTENT: &str = "[the tool returned no content]";
@@ -79,11 +89,51 @@ struct Resource<'a> {
 /// slice rather than copied (see [`Text::Received`]).
 const RECEIVED_MIN_BYTES: usize = 64 * 1024;
 
-/// A mapped result: the text, and whether the server marked it an error.
+/// A mapped result: the text, whether the server marked it an error, and how the text failed
+/// the tool's `outputSchema` when it did.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Mapped {
     pub(crate) text: Text,
     pub(crate) is_error: bool,
+    /// `None` when the result conforms, is an error, has content blocks, or the tool has no
+    /// checked `outputSchema`.
+    pub(crate) mismatch: Option<OutputMismatch>,
+}
+
+/// How a result without content blocks failed its tool's `outputSchema`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum OutputMismatch {
+    /// Its `structuredContent` does not match; each problem is rooted at `structuredContent`.
+    Problems(Problems),
+    /// It has no `structuredContent` at all.
+    Missing,
+}
+
+/// Checks a successful result's `structuredContent` against `output` (see the module doc for
+/// the tolerance). `has_blocks`: the result has content blocks, which the model reads instead.
+fn check_output(
+    output: &Checker,
+    structured: Option<&RawValue>,
+    has_blocks: bool,
+    redactor: &Redactor,
+) -> Option<OutputMismatch> {
+    if matches!(output, Checker::Unchecked(_)) {
+        return None;
+    }
+    let Some(raw) = structured else {
+        return (!has_blocks).then_some(OutputMismatch::Missing);
+    };
+    // A value serde_json cannot build (nested deeper than its limit) is not checked.
+    let value: serde_json::Value = serde_json::from_str(raw.get()).ok()?;
+    let problems = output.check(&value, "structuredContent", redactor).err()?;
+    if has_blocks {
+        tracing::debug!(
+            %problems,
+            "structuredContent does not match the tool's outputSchema; its content blocks are passed through"
+        );
+        return None;
+    }
+    Some(OutputMismatch::Problems(problems))
 }
 
 /// The text of a mapped result.
@@ -140,12 +190,15 @@ impl From<String> for Text {
 /// (the reply's JSON body or SSE event data): a large result that is one text block, or one
 /// embedded text resource, without escapes or secrets, is handed out as a slice of it.
 ///
+/// `output` is the tool's compiled `outputSchema`.
+///
 /// # Errors
 /// A result that is not a `CallToolResult` (a transport error's text).
 pub(crate) fn map(
     result: &RawValue,
     source: &Bytes,
     redactor: &Redactor,
+    output: &Checker,
 ) -> Result<Mapped, String> {
     const MALFORMED: &str = "the server's tools/call result is not a valid CallToolResult";
     if !result.get().starts_with('{') {
@@ -154,6 +207,16 @@ pub(crate) fn map(
     let result: CallToolResult<'_> =
         serde_json::from_str(result.get()).map_err(|_| MALFORMED.to_string())?;
     let is_error = result.is_error == Some(true);
+    let mismatch = if is_error {
+        None
+    } else {
+        check_output(
+            output,
+            result.structured_content,
+            !result.content.is_empty(),
+            redactor,
+        )
+    };
     if result.content.is_empty() {
         // An error without any text is worded by the caller, which knows the server's name.
         let text = match result.structured_content {
@@ -164,6 +227,7 @@ pub(crate) fn map(
         return Ok(Mapped {
             text: text.into(),
             is_error,
+            mismatch,
         });
     }
     if let [block] = result.content.as_slice()
@@ -172,6 +236,7 @@ pub(crate) fn map(
         return Ok(Mapped {
             text: Text::Received(text),
             is_error,
+            mismatch,
         });
     }
     let mut text = String::new();
@@ -185,6 +250,7 @@ pub(crate) fn map(
     Ok(Mapped {
         text: text.into(),
         is_error,
+        mismatch,
     })
 }
 
@@ -280,8 +346,10 @@ mod tests {
     fn map_received(json: &str, redactor: &Redactor) -> Result<Mapped, String> {
         let source = Bytes::from(json.to_string());
         let raw: &RawValue = serde_json::from_slice(&source).unwrap();
-        map(raw, &source, redactor)
+        map(raw, &source, redactor, &UNCHECKED)
     }
+
+    const UNCHECKED: Checker = Checker::Unchecked(crate::schema::Unchecked::Absent);
 
     fn mapped(json: &str) -> Result<Mapped, String> {
         map_received(json, &Redactor::default())
@@ -430,7 +498,7 @@ mod tests {
         ));
         let base = source.as_ptr();
         let raw: &RawValue = serde_json::from_slice(&source).unwrap();
-        let mapped = map(raw, &source, &Redactor::default()).unwrap();
+        let mapped = map(raw, &source, &Redactor::default(), &UNCHECKED).unwrap();
         drop(source);
         let Text::Received(slice) = mapped.text else {
             panic!("the text was copied");
@@ -446,7 +514,8 @@ mod tests {
             mapped(r#"{"content":[{"type":"text","text":"boom"}],"isError":true}"#),
             Ok(Mapped {
                 text: "boom".to_string().into(),
-                is_error: true
+                is_error: true,
+                mismatch: None,
             })
         );
     }
@@ -470,7 +539,8 @@ mod tests {
             mapped(r#"{"content":[],"isError":true}"#),
             Ok(Mapped {
                 text: String::new().into(),
-                is_error: true
+                is_error: true,
+                mismatch: None,
             })
         );
     }

@@ -41,6 +41,7 @@ use crate::limits::{
     START_DEADLINE,
 };
 use crate::protocol::codes;
+use crate::schema::Checker;
 
 /// JSON-RPC's `Method not found`: a first `tools/list` page answered with it means "no tools".
 const METHOD_NOT_FOUND: i64 = -32601;
@@ -136,6 +137,12 @@ pub(crate) struct Tool {
     /// The parameters its `inputSchema` mirrors into headers (`x-mcp-header`; sent on a modern
     /// route only).
     pub(crate) mirrored: Mirrored,
+    /// `input_schema` compiled once for this listing: a call's arguments are checked with it
+    /// before `tools/call` goes out.
+    pub(crate) input_check: Checker,
+    /// `output_schema` compiled once for this listing: a result's `structuredContent` is
+    /// checked with it ([`crate::result::map`]).
+    pub(crate) output_check: Checker,
 }
 
 /// Why a start (or a re-listing) failed. Decisions are made on the variant; its `Display` is
@@ -951,7 +958,11 @@ fn read_tool(raw: &RawValue, redactor: &crate::redact::Redactor) -> Result<Tool,
             || name.clone(),
             |d| limits::truncate(&redactor.scrub(&d), MAX_DESCRIPTION_BYTES).into_owned(),
         );
+    let input_check = Checker::compile(input_schema.as_deref(), &name);
+    let output_check = Checker::compile(output_schema.as_deref(), &name);
     Ok(Tool {
+        input_check,
+        output_check,
         input_schema: input_schema.unwrap_or_else(|| {
             RawValue::from_string(r#"{"type":"object"}"#.into()).expect("valid JSON")
         }),

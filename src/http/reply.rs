@@ -565,9 +565,23 @@ impl Connection {
         }
     }
 
-    /// A server's JSON-RPC error with its message scrubbed and bounded; its `data` is kept only
-    /// for a modern error ([`codes::is_modern`]) and at most [`limits::MAX_ERROR_DATA_BYTES`].
+    /// A server's JSON-RPC error with its message scrubbed and bounded. An "Invalid params"
+    /// keeps only its first paragraph ([`jsonrpc::first_paragraph`], cut after the scrub): it
+    /// is shown to the model beside the tool's schema, and what follows is often a stack trace.
+    /// Its `data` is kept only for a modern error ([`codes::is_modern`]) and at most
+    /// [`limits::MAX_ERROR_DATA_BYTES`].
     pub(super) fn rpc_error(&self, error: &RpcError) -> Error {
+        let message = if error.code == jsonrpc::INVALID_PARAMS {
+            let scrubbed = self.redactor.scrub(&error.message);
+            self.server_text(
+                &jsonrpc::first_paragraph(&scrubbed),
+                limits::MAX_REASON_BYTES,
+            )
+            .into_owned()
+        } else {
+            self.server_text(&error.message, limits::MAX_REASON_BYTES)
+                .into_owned()
+        };
         let data = error
             .data
             .as_ref()
@@ -577,9 +591,7 @@ impl Connection {
             .cloned();
         Error::rpc_error(RpcError {
             code: error.code,
-            message: self
-                .server_text(&error.message, limits::MAX_REASON_BYTES)
-                .into_owned(),
+            message,
             data,
         })
     }

@@ -366,7 +366,11 @@ async fn slow_pages_are_bounded_by_the_start_deadline() {
         })
         .collect();
     let session = Some(SESSION.to_string());
-    let last_page = start.iter().rfind(|r| r.method() == "tools/list").unwrap().id();
+    let last_page = start
+        .iter()
+        .rfind(|r| r.method() == "tools/list")
+        .unwrap()
+        .id();
     assert_eq!(
         tail,
         [

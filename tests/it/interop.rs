@@ -386,14 +386,15 @@ async fn everything_lists_its_tools_and_maps_each_kind_of_result() {
         "H4sIAAAAAAAAA8tIzcnJBwCGphA2BQAAAA=="
     );
 
-    // Bad arguments and a tool the server refuses: the server's own text, as a backend error.
+    // Bad arguments are refused by the Pack against the tool's inputSchema (draft-07 here),
+    // never sent; a tool the server refuses: the server's own text, as a backend error.
     assert_eq!(
         call(&host, EVERYTHING, "get-sum", json!({"a": "x"})).await,
         error(
-            ToolErrorKind::Backend,
-            "MCP error -32602: Input validation error: Invalid arguments for tool get-sum: \
-             Invalid input: expected number, received string at a\n\
-             Invalid input: expected number, received undefined at b"
+            ToolErrorKind::InvalidArguments,
+            "the arguments do not match the inputSchema of tool \"get-sum\" of server \"everything\": \
+             arguments: \"b\" is a required property; arguments/a: \"x\" is not of type \"number\"; \
+             see the schema with mcp/get_dynamic_tools {\"namespace\":\"everything\",\"toolName\":\"get-sum\"}"
         )
     );
     assert_eq!(
@@ -425,7 +426,8 @@ async fn everything_lists_its_tools_and_maps_each_kind_of_result() {
         "POST notifications/initialized 202".to_string(),
         "POST tools/list 200".to_string(),
     ];
-    expected.extend(std::iter::repeat_n("POST tools/call 200".to_string(), 12));
+    // (get-sum with bad arguments never went out.)
+    expected.extend(std::iter::repeat_n("POST tools/call 200".to_string(), 11));
     // The call naming no-such-tool re-listed the server once before its not_found.
     expected.push("POST tools/list 200".to_string());
     let log = without_streams(&proxy.log());

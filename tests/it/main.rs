@@ -17,6 +17,7 @@ mod modern;
 mod pack;
 mod review;
 mod rmcp_peer;
+mod schemas;
 mod secrets;
 mod sessions;
 mod signin;

@@ -126,18 +126,18 @@ async fn offers_exactly_two_tools_with_strict_schemas() {
     assert_eq!(
         tools[0].parameters,
         json!({"type": "object", "properties": {
-            "namespace": {"type": "string", "description": "A server's namespace, exactly as listed, e.g. \"github\"."},
-            "toolName": {"type": "string", "description": "A tool's name, exactly as its server lists it, e.g. \"search_issues\"; needs namespace."}},
+            "namespace": {"type": "string", "description": "A server's namespace, exactly as listed."},
+            "toolName": {"type": "string", "description": "A tool's name, exactly as its server lists it; needs namespace."}},
             "additionalProperties": false})
     );
     // Each description names the other tool by its full name under this id.
     assert_eq!(
         tools[0].description,
-        "Lists the MCP servers behind this Pack and their tools, as JSON text. With no arguments: every server's namespace, its status (ready, loading, or error with a reason, and retryInSeconds when it will be tried again) and its tool names. With namespace, e.g. {\"namespace\":\"github\"}: that server's tools with their descriptions and input schemas, and under omitted the tools it listed that were left out. With namespace and toolName, e.g. {\"namespace\":\"github\",\"toolName\":\"search_issues\"}: one tool in full. Call a tool with mcp/call_dynamic_tool."
+        "Lists the MCP servers behind this Pack and their tools, as JSON text. With no arguments: every server's namespace, its status (ready, loading, or error with a reason, and retryInSeconds when it will be tried again) and its tool names. With namespace: that server's tools with their descriptions and input schemas, and under omitted the tools it listed that were left out. With namespace and toolName: one tool in full. Call a tool with mcp/call_dynamic_tool."
     );
     assert_eq!(
         tools[1].description,
-        "Calls one tool of one MCP server and returns its result as text. Look the tool and its input schema up with mcp/get_dynamic_tools first, then call it, e.g. {\"namespace\":\"github\",\"toolName\":\"search_issues\",\"arguments\":{\"query\":\"is:open label:bug\"}}."
+        "Calls one tool of one MCP server and returns its result as text. Look the tool and its input schema up with mcp/get_dynamic_tools first, then call it with its namespace, toolName and arguments."
     );
     assert_eq!(
         tools[1].parameters["required"],
@@ -228,7 +228,7 @@ async fn errors_a_model_can_act_on() {
     // Each row: the tool, its arguments, the error kind and the exact message.
     let cases = error_cases! {
         get_dynamic_tools {"namespace": "gitlab"} => NotFound "unknown namespace \"gitlab\"; known namespaces: docs, github, legacy";
-        get_dynamic_tools {"namespace": "docs", "toolName": "serach"} => NotFound "server \"docs\" has no tool \"serach\"; list its tools with mcp/get_dynamic_tools {\"namespace\":\"docs\"}";
+        get_dynamic_tools {"namespace": "docs", "toolName": "serach"} => NotFound "server \"docs\" has no tool \"serach\" (did you mean \"search\"?); list its tools with mcp/get_dynamic_tools {\"namespace\":\"docs\"}";
         get_dynamic_tools {"toolName": "search"} => InvalidArguments "toolName needs a namespace, e.g. {\"namespace\":\"docs\",\"toolName\":\"search\"}";
         get_dynamic_tools {"namespace": "github", "toolName": "x"} => Unavailable "server \"github\" is still loading; try again shortly";
         get_dynamic_tools {"name": "x"} => InvalidArguments "unknown argument \"name\"; accepted arguments: namespace, toolName";
@@ -238,8 +238,8 @@ async fn errors_a_model_can_act_on() {
         call_dynamic_tool {"namespace": "legacy", "toolName": "x"} => Unavailable "server \"legacy\" is unavailable: local MCP servers (command) are not supported yet";
         call_dynamic_tool {"namespace": "docs", "toolName": "nope"} => NotFound "server \"docs\" has no tool \"nope\"; list its tools with mcp/get_dynamic_tools {\"namespace\":\"docs\"}";
         call_dynamic_tool {"namespace": "nope", "toolName": "x"} => NotFound "unknown namespace \"nope\"; known namespaces: docs, github, legacy";
-        call_dynamic_tool {"toolName": "search"} => InvalidArguments "\"namespace\" is required, e.g. {\"namespace\":\"docs\",\"toolName\":\"search\",\"arguments\":{}}";
-        call_dynamic_tool {"namespace": "docs"} => InvalidArguments "\"toolName\" is required, e.g. {\"namespace\":\"docs\",\"toolName\":\"search\",\"arguments\":{}}";
+        call_dynamic_tool {"toolName": "search"} => InvalidArguments "\"namespace\" is required, e.g. {\"namespace\":\"docs\",\"toolName\":\"bare\",\"arguments\":{}}";
+        call_dynamic_tool {"namespace": "docs"} => InvalidArguments "\"toolName\" is required, e.g. {\"namespace\":\"docs\",\"toolName\":\"bare\",\"arguments\":{}}";
         call_dynamic_tool {"namespace": "docs", "toolName": "search", "arguments": "q=x"} => InvalidArguments "\"arguments\" must be an object, found a string";
         call_dynamic_tool {"namespace": "docs", "toolName": "search", "args": {}} => InvalidArguments "unknown argument \"args\"; accepted arguments: namespace, toolName, arguments";
     };

@@ -131,10 +131,15 @@ async fn calls_map_every_block_kind() {
         )
         .await
         .unwrap_err();
-    assert_eq!(bad.kind, ToolErrorKind::Backend);
+    // Refused against the tool's inputSchema (schemars', 2020-12) before it is sent.
     assert_eq!(
-        bad.message,
-        "failed to deserialize parameters: invalid type: string \"two\", expected i64"
+        (bad.kind, bad.message.as_str()),
+        (
+            ToolErrorKind::InvalidArguments,
+            "the arguments do not match the inputSchema of tool \"add\" of server \"demo\": \
+             arguments: \"b\" is a required property; arguments/a: \"two\" is not of type \"integer\"; \
+             see the schema with mcp/get_dynamic_tools {\"namespace\":\"demo\",\"toolName\":\"add\"}"
+        )
     );
 }
 

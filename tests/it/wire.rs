@@ -408,7 +408,7 @@ async fn redirects_are_refused_and_their_target_receives_nothing() {
 }
 
 #[tokio::test]
-async fn is_error_and_json_rpc_errors_are_backend_errors() {
+async fn is_error_is_backend_and_invalid_params_is_invalid_arguments() {
     let server = mock_server(mock::with_tools(json!([tool("bad"), tool("rpc")]), |request, params| {
         if params["name"] == "bad" {
             mock::result(request, json!({"isError": true, "content": [{"type": "text", "text": "quota exceeded"}]}))
@@ -427,9 +427,13 @@ async fn is_error_and_json_rpc_errors_are_backend_errors() {
         (ToolErrorKind::Backend, "quota exceeded")
     );
     let rpc = call_s(&host, "rpc").await.unwrap_err();
+    // -32602 is "Invalid params": the arguments, with the way to the tool's schema.
     assert_eq!(
         (rpc.kind, rpc.message.as_str()),
-        (ToolErrorKind::Backend, "Unknown tool: rpc")
+        (
+            ToolErrorKind::InvalidArguments,
+            r#"server "s" refused the arguments of tool "rpc": Unknown tool: rpc; see the schema with mcp/get_dynamic_tools {"namespace":"s","toolName":"rpc"}"#
+        )
     );
 }
 

@@ -1,0 +1,259 @@
+//! Checking JSON values against a tool's schemas (MCP spec "Tools": `inputSchema` and
+//! `outputSchema`, JSON Schema 2020-12 unless the schema's `$schema` names another dialect).
+//!
+//! A schema is compiled once, when the listing that holds it is built
+//! ([`crate::server::Server`]'s start or re-listing), and the compiled [`Checker`] sits beside
+//! the tool. `$ref`s inside the schema are resolved; a `$ref` to anything outside it is never
+//! fetched (no network, no file), so such a schema does not compile. A schema this Pack does not
+//! use for checking — larger than [`MAX_CHECKED_SCHEMA_BYTES`], with more than
+//! [`MAX_CHECKED_SCHEMA_NODES`] JSON values, or one the validator cannot compile — is
+//! [`Checker::Unchecked`]: the server decides what it accepts, and nothing here is an error
+//! (README "What the tools answer").
+//!
+//! Patterns run on the `regex` engine (linear time, no backtracking); `format` is an annotation
+//! only, as 2020-12 defines it.
+
+use jsonschema::{PatternOptions, Retrieve, Uri, Validator};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::limits::{
+    MAX_CHECKED_SCHEMA_BYTES, MAX_CHECKED_SCHEMA_NODES, MAX_LISTED_PROBLEMS, MAX_PROBLEM_BYTES,
+    truncate,
+};
+use crate::redact::Redactor;
+
+/// A tool schema, compiled for checking, or why it is not used for checking.
+pub(crate) enum Checker {
+    /// The compiled schema.
+    Compiled(Box<Validator>),
+    /// The schema is not used for checking; the server decides.
+    Unchecked(Unchecked),
+}
+
+/// Why a schema is not used for checking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unchecked {
+    /// The tool has no such schema.
+    Absent,
+    /// The schema's JSON text is this many bytes, over [`MAX_CHECKED_SCHEMA_BYTES`].
+    TooLarge(usize),
+    /// The schema holds more than [`MAX_CHECKED_SCHEMA_NODES`] JSON values.
+    TooComplex,
+    /// The validator could not compile it (an unknown dialect, an invalid keyword value, a `$ref`
+    /// outside the schema, a pattern the `regex` engine refuses).
+    NotCompiled,
+}
+
+/// The problems a check found: the first [`MAX_LISTED_PROBLEMS`], each
+/// `<where>: <what was expected>`, and how many more there were.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Problems {
+    pub(crate) listed: Vec<String>,
+    pub(crate) more: usize,
+}
+
+impl std::fmt::Display for Problems {
+    /// `a; b; and 3 more problems`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.listed.join("; "))?;
+        match self.more {
+            0 => Ok(()),
+            1 => f.write_str("; and 1 more problem"),
+            n => write!(f, "; and {n} more problems"),
+        }
+    }
+}
+
+/// The retriever of every `$ref` outside the schema: it fetches nothing.
+struct NoFetch;
+
+impl Retrieve for NoFetch {
+    fn retrieve(&self, _: &Uri<String>) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
+        Err("this Pack fetches no schema from outside the tool's own".into())
+    }
+}
+
+impl Checker {
+    /// Compiles `schema` (a tool's schema as listed, `None` when the tool has none). `tool`
+    /// names it in the debug log of a schema that is not used.
+    pub(crate) fn compile(schema: Option<&RawValue>, tool: &str) -> Checker {
+        let Some(schema) = schema else {
+            return Checker::Unchecked(Unchecked::Absent);
+        };
+        let checker = match compile(schema) {
+            Ok(validator) => Checker::Compiled(Box::new(validator)),
+            Err(why) => Checker::Unchecked(why),
+        };
+        if let Checker::Unchecked(why) = &checker {
+            // The tool name is scrubbed already; the validator's own words (which may quote
+            // the schema) are not logged.
+            tracing::debug!(tool, ?why, "a tool schema is not used for checking");
+        }
+        checker
+    }
+
+    /// Checks `instance`; `root` names the instance's root in each problem (`arguments`,
+    /// `structuredContent`), followed by the JSON Pointer (RFC 6901) of the failing value. Each
+    /// problem is scrubbed with `redactor` (the validator quotes schema text, which is the
+    /// server's), put on one line, then cut to [`MAX_PROBLEM_BYTES`].
+    ///
+    /// # Errors
+    /// The problems found, when `instance` does not match.
+    pub(crate) fn check(
+        &self,
+        instance: &Value,
+        root: &str,
+        redactor: &Redactor,
+    ) -> Result<(), Problems> {
+        let Checker::Compiled(validator) = self else {
+            return Ok(());
+        };
+        if validator.is_valid(instance) {
+            return Ok(());
+        }
+        let mut listed = Vec::new();
+        let mut more = 0;
+        for error in validator.iter_errors(instance) {
+            if listed.len() == MAX_LISTED_PROBLEMS {
+                more += 1;
+                continue;
+            }
+            let text = format!("{root}{}: {error}", error.instance_path());
+            let text: String = redactor
+                .scrub(&text)
+                .chars()
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .collect();
+            listed.push(truncate(&text, MAX_PROBLEM_BYTES).into_owned());
+        }
+        if listed.is_empty() {
+            // `is_valid` and `iter_errors` disagree only if the validator is broken: the server
+            // decides then.
+            return Ok(());
+        }
+        Err(Problems { listed, more })
+    }
+}
+
+fn compile(schema: &RawValue) -> Result<Validator, Unchecked> {
+    let bytes = schema.get().len();
+    if bytes > MAX_CHECKED_SCHEMA_BYTES {
+        return Err(Unchecked::TooLarge(bytes));
+    }
+    let value: Value = serde_json::from_str(schema.get()).map_err(|_| Unchecked::NotCompiled)?;
+    if nodes(&value, MAX_CHECKED_SCHEMA_NODES).is_none() {
+        return Err(Unchecked::TooComplex);
+    }
+    jsonschema::options()
+        .with_retriever(NoFetch)
+        .with_pattern_options(PatternOptions::regex())
+        .should_validate_formats(false)
+        .build(&value)
+        .map_err(|_| Unchecked::NotCompiled)
+}
+
+/// How many JSON values `value` holds (itself included), or `None` when more than `max`.
+fn nodes(value: &Value, max: usize) -> Option<usize> {
+    let mut count = 0usize;
+    let mut stack = vec![value];
+    while let Some(value) = stack.pop() {
+        count += 1;
+        if count > max {
+            return None;
+        }
+        match value {
+            Value::Array(items) => stack.extend(items),
+            Value::Object(map) => stack.extend(map.values()),
+            _ => {}
+        }
+    }
+    Some(count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn checker(schema: &Value) -> Checker {
+        let raw = serde_json::value::to_raw_value(schema).unwrap();
+        Checker::compile(Some(&raw), "t")
+    }
+
+    fn unchecked(schema: &Value) -> Option<Unchecked> {
+        match checker(schema) {
+            Checker::Compiled(_) => None,
+            Checker::Unchecked(why) => Some(why),
+        }
+    }
+
+    #[test]
+    fn local_refs_resolve_and_remote_refs_are_never_fetched() {
+        let local = json!({"$defs": {"n": {"type": "integer"}}, "properties": {"a": {"$ref": "#/$defs/n"}}});
+        let problems = checker(&local)
+            .check(&json!({"a": "x"}), "arguments", &Redactor::default())
+            .unwrap_err();
+        assert_eq!(
+            problems.listed,
+            vec![r#"arguments/a: "x" is not of type "integer""#]
+        );
+        for remote in [
+            json!({"$ref": "https://127.0.0.1:9/schema.json"}),
+            json!({"$ref": "file:///etc/passwd"}),
+        ] {
+            assert_eq!(unchecked(&remote), Some(Unchecked::NotCompiled));
+        }
+    }
+
+    #[test]
+    fn schemas_beyond_the_bounds_are_not_used() {
+        let wide: serde_json::Map<String, Value> = (0..MAX_CHECKED_SCHEMA_NODES)
+            .map(|i| (format!("p{i}"), json!({})))
+            .collect();
+        assert_eq!(
+            unchecked(&json!({"properties": wide})),
+            Some(Unchecked::TooComplex)
+        );
+        let long = "x".repeat(MAX_CHECKED_SCHEMA_BYTES);
+        assert_eq!(
+            unchecked(&json!({"description": long})),
+            Some(Unchecked::TooLarge(MAX_CHECKED_SCHEMA_BYTES + 18))
+        );
+        assert_eq!(
+            unchecked(&json!({"type": "no-such-type"})),
+            Some(Unchecked::NotCompiled)
+        );
+        assert_eq!(
+            unchecked(&json!({"pattern": "(?<=a)b"})),
+            Some(Unchecked::NotCompiled)
+        );
+        assert!(matches!(
+            Checker::compile(None, "t"),
+            Checker::Unchecked(Unchecked::Absent)
+        ));
+    }
+
+    #[test]
+    fn problems_are_bounded_scrubbed_and_counted() {
+        let mut redactor = Redactor::default();
+        redactor.add("sk-live-4f9a8b7c6d5e4f3a2b1c");
+        let schema = json!({"type": "array", "items": {"const": "sk-live-4f9a8b7c6d5e4f3a2b1c"}});
+        let problems = checker(&schema)
+            .check(&json!([1, 2, 3, 4, 5, 6, 7]), "arguments", &redactor)
+            .unwrap_err();
+        assert_eq!(problems.more, 2);
+        assert_eq!(
+            problems.listed[0],
+            r#"arguments/0: "[redacted]" was expected"#
+        );
+        assert_eq!(
+            problems.to_string(),
+            (0..5)
+                .map(|i| format!("arguments/{i}: \"[redacted]\" was expected"))
+                .collect::<Vec<_>>()
+                .join("; ")
+                + "; and 2 more problems"
+        );
+    }
+}

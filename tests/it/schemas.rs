@@ -1,0 +1,387 @@
+//! A tool's schemas at work (MCP spec "Tools": `inputSchema`, `outputSchema`): arguments
+//! checked before any `tools/call` goes out, a server's "Invalid params", `structuredContent`
+//! checked against the `outputSchema`, and the names a `not_found` suggests. README "What the
+//! tools answer".
+
+use std::time::Duration;
+
+use crate::support::Host;
+use crate::support::mock::matchers::path;
+use crate::support::mock::{self, Mock, MockServer, ResponseTemplate, body};
+use runvil_plugin::ToolErrorKind;
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(10);
+const SECRET: &str = "sk-live-4f9a8b7c6d5e4f3a2b1c";
+
+/// The tools of [`server`]. `greet`'s schema refers to its own `$defs`.
+fn tools() -> Value {
+    json!([
+        {"name": "greet", "description": "Greets",
+         "inputSchema": {"type": "object",
+             "properties": {"name": {"type": "string"}, "count": {"$ref": "#/$defs/count"}},
+             "required": ["name"], "additionalProperties": false,
+             "$defs": {"count": {"type": "integer", "minimum": 1}}}},
+        {"name": "greet_all", "inputSchema": {"type": "object"}},
+        {"name": "list", "inputSchema": {"type": "object", "properties": {"ids": {"type": "array", "items": {"type": "integer"}}}}},
+        {"name": "remote", "inputSchema": {"type": "object", "properties": {"a": {"$ref": "https://127.0.0.1:9/a.json"}}}},
+        {"name": "odd", "inputSchema": {"type": "object", "properties": {"a": {"type": "no-such-type"}}}},
+        {"name": "huge", "inputSchema": {"type": "object", "properties": {"a": {"type": "integer"}},
+            "description": "x".repeat(70 * 1024)}},
+        {"name": "stats", "inputSchema": {"type": "object"},
+         "outputSchema": {"type": "object", "properties": {"sum": {"type": "integer"}}, "required": ["sum"]}}
+    ])
+}
+
+/// A server listing [`tools`]. `tools/call` answers by its `mode` argument: `rpc` a JSON-RPC
+/// `-32602` with `message`, `structured` only `structuredContent` (`value`), `both` that and a
+/// text copy, `nothing` an empty result, `error` an `isError` result with `value`; else it
+/// echoes the arguments.
+async fn server() -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(path("/mcp"))
+        .respond_with(mock::with_tools(tools(), |request, params| {
+            let args = &params["arguments"];
+            let value = args["value"].clone();
+            match args["mode"].as_str() {
+                Some("rpc") => ResponseTemplate::new(200).set_body_raw(
+                    json!({"jsonrpc": "2.0", "id": body(request)["id"],
+                           "error": {"code": -32602, "message": args["message"]}})
+                    .to_string(),
+                    "application/json",
+                ),
+                Some("structured") => mock::result(request, json!({"structuredContent": value})),
+                Some("both") => mock::result(
+                    request,
+                    json!({"content": [{"type": "text", "text": value.to_string()}], "structuredContent": value}),
+                ),
+                Some("nothing") => mock::result(request, json!({"content": []})),
+                Some("error") => mock::result(
+                    request,
+                    json!({"isError": true, "content": [{"type": "text", "text": "it broke"}], "structuredContent": value}),
+                ),
+                _ => mock::result(
+                    request,
+                    json!({"content": [{"type": "text", "text": format!("args {args}")}]}),
+                ),
+            }
+        }))
+        .mount(&server)
+        .await;
+    server
+}
+
+/// [`server`] as `s` (its entry holding [`SECRET`] in a header), ready.
+async fn ready() -> (MockServer, Host) {
+    let server = server().await;
+    let host = Host::new(json!({"s": {
+        "url": format!("{}/mcp", server.uri()),
+        "headers": {"Authorization": format!("Bearer {SECRET}")}
+    }}));
+    host.ready("s", WAIT).await;
+    (server, host)
+}
+
+async fn call(
+    host: &Host,
+    tool: &str,
+    arguments: Value,
+) -> Result<String, (ToolErrorKind, String)> {
+    host.call(
+        "call_dynamic_tool",
+        json!({"namespace": "s", "toolName": tool, "arguments": arguments}),
+    )
+    .await
+    .map_err(|e| (e.kind, e.message))
+}
+
+/// The `tools/call` requests the server received: their `params`.
+async fn calls(server: &MockServer) -> Vec<Value> {
+    server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(body)
+        .filter(|b| b["method"] == "tools/call")
+        .map(|b| b["params"].clone())
+        .collect()
+}
+
+fn invalid(message: &str) -> Result<String, (ToolErrorKind, String)> {
+    Err((ToolErrorKind::InvalidArguments, message.to_string()))
+}
+
+#[tokio::test]
+async fn arguments_that_fail_the_input_schema_are_refused_and_nothing_is_sent() {
+    let (server, host) = ready().await;
+    assert_eq!(
+        call(&host, "greet", json!({"count": "x", "extra": 1})).await,
+        invalid(
+            "the arguments do not match the inputSchema of tool \"greet\" of server \"s\": \
+             arguments/count: \"x\" is not of type \"integer\"; \
+             arguments: Additional properties are not allowed ('extra' was unexpected); \
+             arguments: \"name\" is a required property; \
+             see the schema with mcp/get_dynamic_tools {\"namespace\":\"s\",\"toolName\":\"greet\"}"
+        )
+    );
+    // The `$ref` into `$defs` is followed: `minimum` there holds.
+    assert_eq!(
+        call(&host, "greet", json!({"name": "a", "count": 0})).await,
+        invalid(
+            "the arguments do not match the inputSchema of tool \"greet\" of server \"s\": \
+             arguments/count: 0 is less than the minimum of 1; \
+             see the schema with mcp/get_dynamic_tools {\"namespace\":\"s\",\"toolName\":\"greet\"}"
+        )
+    );
+    // No arguments at all are checked as `{}`.
+    assert_eq!(
+        call(&host, "greet", Value::Null).await,
+        invalid(
+            "the arguments do not match the inputSchema of tool \"greet\" of server \"s\": \
+             arguments: \"name\" is a required property; \
+             see the schema with mcp/get_dynamic_tools {\"namespace\":\"s\",\"toolName\":\"greet\"}"
+        )
+    );
+    assert_eq!(calls(&server).await, Vec::<Value>::new());
+    // Arguments that fit go out as given.
+    assert_eq!(
+        call(&host, "greet", json!({"name": "a", "count": 2})).await,
+        Ok(r#"args {"name":"a","count":2}"#.to_string())
+    );
+    assert_eq!(
+        calls(&server).await,
+        vec![json!({"name": "greet", "arguments": {"name": "a", "count": 2}})]
+    );
+    // The pointer is a working call.
+    let schema: Value = serde_json::from_str(&host.lookup("s", "greet").await.unwrap()).unwrap();
+    assert_eq!(schema["inputSchema"], tools()[0]["inputSchema"]);
+}
+
+#[tokio::test]
+async fn at_most_five_problems_are_listed_and_the_rest_counted() {
+    let (server, host) = ready().await;
+    let ids = json!({"ids": ["a", "b", "c", "d", "e", "f", "g"]});
+    let listed: Vec<String> = ["a", "b", "c", "d", "e"]
+        .iter()
+        .enumerate()
+        .map(|(i, id)| format!("arguments/ids/{i}: \"{id}\" is not of type \"integer\""))
+        .collect();
+    assert_eq!(
+        call(&host, "list", ids).await,
+        invalid(&format!(
+            "the arguments do not match the inputSchema of tool \"list\" of server \"s\": {}; \
+             and 2 more problems; \
+             see the schema with mcp/get_dynamic_tools {{\"namespace\":\"s\",\"toolName\":\"list\"}}",
+            listed.join("; ")
+        ))
+    );
+    assert_eq!(calls(&server).await, Vec::<Value>::new());
+}
+
+/// A schema with a `$ref` outside itself (never fetched), one the validator cannot compile and
+/// one over the size bound are not used for checking: the server decides, and the call goes out.
+#[tokio::test]
+async fn schemas_the_pack_does_not_check_leave_the_decision_to_the_server() {
+    let (server, host) = ready().await;
+    for tool in ["remote", "odd", "huge"] {
+        assert_eq!(
+            call(&host, tool, json!({"a": "not an integer"})).await,
+            Ok(r#"args {"a":"not an integer"}"#.to_string()),
+            "{tool}"
+        );
+    }
+    assert_eq!(calls(&server).await.len(), 3);
+}
+
+#[tokio::test]
+async fn invalid_params_from_the_server_is_invalid_arguments() {
+    let (_server, host) = ready().await;
+    let said = format!(
+        "Invalid arguments for greet_all:\n  token {SECRET} is wrong\n\nStack trace:\n at x.js:1"
+    );
+    assert_eq!(
+        call(&host, "greet_all", json!({"mode": "rpc", "message": said})).await,
+        invalid(
+            "server \"s\" refused the arguments of tool \"greet_all\": \
+             Invalid arguments for greet_all: token [redacted] is wrong; \
+             see the schema with mcp/get_dynamic_tools {\"namespace\":\"s\",\"toolName\":\"greet_all\"}"
+        )
+    );
+    assert_eq!(
+        call(&host, "greet_all", json!({"mode": "rpc", "message": ""})).await,
+        invalid(
+            "server \"s\" refused the arguments of tool \"greet_all\" (JSON-RPC error -32602); \
+             see the schema with mcp/get_dynamic_tools {\"namespace\":\"s\",\"toolName\":\"greet_all\"}"
+        )
+    );
+}
+
+#[tokio::test]
+async fn structured_content_is_checked_against_the_output_schema() {
+    let (_server, host) = ready().await;
+    let backend = |message: &str| Err((ToolErrorKind::Backend, message.to_string()));
+    // Only structuredContent: it is the answer, so it must conform.
+    assert_eq!(
+        call(
+            &host,
+            "stats",
+            json!({"mode": "structured", "value": {"sum": 5}})
+        )
+        .await,
+        Ok(r#"{"sum":5}"#.to_string())
+    );
+    assert_eq!(
+        call(
+            &host,
+            "stats",
+            json!({"mode": "structured", "value": {"sum": SECRET}})
+        )
+        .await,
+        backend(
+            "server \"s\" returned a structuredContent that does not match the outputSchema of tool \"stats\": \
+             structuredContent/sum: \"[redacted]\" is not of type \"integer\""
+        )
+    );
+    assert_eq!(
+        call(&host, "stats", json!({"mode": "nothing"})).await,
+        backend(
+            "server \"s\" returned no content and no structuredContent, though tool \"stats\" declares an outputSchema"
+        )
+    );
+    // A text copy beside it: the model reads the text, which passes through as sent.
+    assert_eq!(
+        call(
+            &host,
+            "stats",
+            json!({"mode": "both", "value": {"total": 5}})
+        )
+        .await,
+        Ok(r#"{"total":5}"#.to_string())
+    );
+    // An error result need not conform: its text is the error.
+    assert_eq!(
+        call(
+            &host,
+            "stats",
+            json!({"mode": "error", "value": {"total": 5}})
+        )
+        .await,
+        backend("it broke")
+    );
+}
+
+#[tokio::test]
+async fn not_found_suggests_the_nearest_listed_names() {
+    let (_server, host) = ready().await;
+    let lookup = |name: &'static str| {
+        let host = &host;
+        async move {
+            let e = host.lookup("s", name).await.unwrap_err();
+            (e.kind, e.message)
+        }
+    };
+    let not_found = |message: &str| (ToolErrorKind::NotFound, message.to_string());
+    assert_eq!(
+        lookup("gret").await,
+        not_found(
+            "server \"s\" has no tool \"gret\" (did you mean \"greet\"?); list its tools with mcp/get_dynamic_tools {\"namespace\":\"s\"}"
+        )
+    );
+    assert_eq!(
+        lookup("GREET_ALL").await,
+        not_found(
+            "server \"s\" has no tool \"GREET_ALL\" (did you mean \"greet_all\"?); list its tools with mcp/get_dynamic_tools {\"namespace\":\"s\"}"
+        )
+    );
+    assert_eq!(
+        lookup("greet_a").await,
+        not_found(
+            "server \"s\" has no tool \"greet_a\" (did you mean \"greet\" or \"greet_all\"?); list its tools with mcp/get_dynamic_tools {\"namespace\":\"s\"}"
+        )
+    );
+    assert_eq!(
+        lookup("weather").await,
+        not_found(
+            "server \"s\" has no tool \"weather\"; list its tools with mcp/get_dynamic_tools {\"namespace\":\"s\"}"
+        )
+    );
+    assert_eq!(
+        call(&host, "stat", json!({})).await,
+        Err(not_found(
+            "server \"s\" has no tool \"stat\" (did you mean \"stats\"?); list its tools with mcp/get_dynamic_tools {\"namespace\":\"s\"}"
+        ))
+    );
+}
+
+/// Every example in the tools' descriptions and in the errors names a namespace and a tool of
+/// this Pack, or none.
+#[tokio::test]
+async fn examples_name_what_this_pack_has() {
+    let (_server, host) = ready().await;
+    let tools = host.pack.tools();
+    assert_eq!(
+        tools[0].description,
+        "Lists the MCP servers behind this Pack and their tools, as JSON text. With no arguments: every server's namespace, its status (ready, loading, or error with a reason, and retryInSeconds when it will be tried again) and its tool names. With namespace, e.g. {\"namespace\":\"s\"}: that server's tools with their descriptions and input schemas, and under omitted the tools it listed that were left out. With namespace and toolName, e.g. {\"namespace\":\"s\",\"toolName\":\"greet\"}: one tool in full. Call a tool with mcp/call_dynamic_tool."
+    );
+    assert_eq!(
+        tools[1].description,
+        "Calls one tool of one MCP server and returns its result as text. Look the tool and its input schema up with mcp/get_dynamic_tools first, then call it, e.g. {\"namespace\":\"s\",\"toolName\":\"greet\",\"arguments\":{}}."
+    );
+    assert_eq!(
+        tools[1].parameters["properties"]["toolName"]["description"],
+        "The tool's name, exactly as its server lists it, e.g. \"greet\"."
+    );
+    let error = |tool: &'static str, args: Value| {
+        let host = &host;
+        async move {
+            let e = host.call(tool, args).await.unwrap_err();
+            (e.kind, e.message)
+        }
+    };
+    let invalid = |m: &str| (ToolErrorKind::InvalidArguments, m.to_string());
+    assert_eq!(
+        error("call_dynamic_tool", json!({"toolName": "x"})).await,
+        invalid(
+            "\"namespace\" is required, e.g. {\"namespace\":\"s\",\"toolName\":\"greet\",\"arguments\":{}}"
+        )
+    );
+    assert_eq!(
+        error("get_dynamic_tools", json!({"toolName": "stats"})).await,
+        invalid("toolName needs a namespace, e.g. {\"namespace\":\"s\",\"toolName\":\"stats\"}")
+    );
+
+    // A Pack whose only server is still loading: the namespace, and no made-up tool.
+    let (_listener, url) = {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        (listener, url)
+    };
+    let loading = Host::new(json!({"docs": {"url": url}}));
+    let tools = loading.pack.tools();
+    assert_eq!(
+        tools[1].description,
+        "Calls one tool of one MCP server and returns its result as text. Look the tool and its input schema up with mcp/get_dynamic_tools first, then call it with its namespace, toolName and arguments."
+    );
+    assert_eq!(
+        tools[0].parameters["properties"]["toolName"]["description"],
+        "A tool's name, exactly as its server lists it; needs namespace."
+    );
+    let e = loading
+        .call("call_dynamic_tool", json!({"namespace": "docs"}))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (e.kind, e.message),
+        invalid(
+            "\"toolName\" is required; list the tools with mcp/get_dynamic_tools {\"namespace\":\"docs\"}"
+        )
+    );
+    let none = Host::new(json!({}));
+    let e = none.call("call_dynamic_tool", json!({})).await.unwrap_err();
+    assert_eq!(
+        (e.kind, e.message),
+        invalid("\"namespace\" is required, and no servers are configured")
+    );
+    assert!(!none.pack.tools()[0].description.contains("e.g."));
+}
