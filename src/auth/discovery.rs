@@ -59,9 +59,13 @@ pub(crate) enum Source {
     /// No protected resource metadata: RFC 8414 metadata at the MCP server's origin
     /// (MCP 2025-03-26).
     LegacyMetadata,
-    /// No metadata at all: the default endpoints at the authorization server's origin
-    /// (MCP 2025-03-26).
+    /// Protected resource metadata, but no authorization server metadata: the default
+    /// endpoints at the authorization server's origin (MCP 2025-03-26).
     Defaults,
+    /// No metadata at all, neither of the protected resource nor of an authorization server:
+    /// the 2025-03-26 default endpoints at the MCP server's origin, guessed. Such a server may
+    /// well offer no OAuth at all (it wants an API key).
+    Guessed,
 }
 
 /// An authorization server, ready for a grant.
@@ -82,7 +86,7 @@ impl AuthorizationServer {
     pub(crate) fn supports_s256(&self) -> bool {
         match &self.metadata.code_challenge_methods_supported {
             Some(methods) => methods.iter().any(|m| m == "S256"),
-            None => self.source == Source::Defaults,
+            None => matches!(self.source, Source::Defaults | Source::Guessed),
         }
     }
 
@@ -188,6 +192,13 @@ pub(crate) async fn discover(
         .map_err(|e| Error::new(Kind::Refused, e))?;
     let server = match find_server_metadata(net, &issuer).await? {
         Some(metadata) => {
+            if metadata.issuer.is_none() {
+                return Err(Error::new(
+                    Kind::Refused,
+                    "the authorization server's metadata names no issuer (RFC 8414 §2 requires \
+                     one); signing in is refused",
+                ));
+            }
             if !issuer_matches(metadata.issuer.as_deref(), &issuer) {
                 return Err(Error::new(
                     Kind::Refused,
@@ -292,7 +303,10 @@ async fn legacy_server(net: &Net, server_url: &Url) -> Result<AuthorizationServe
         .await?
     {
         Some(metadata) => from_metadata(net, metadata, &base, Source::LegacyMetadata),
-        None => defaults(net, &base),
+        None => defaults(net, &base).map(|server| AuthorizationServer {
+            source: Source::Guessed,
+            ..server
+        }),
     }
 }
 

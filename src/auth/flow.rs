@@ -24,7 +24,7 @@ use super::discovery::AuthorizationServer;
 use super::net::{Net, NetError};
 use super::{Error, Kind, now_secs};
 use crate::limits::REFRESH_MARGIN;
-use crate::redact::Redactor;
+use crate::redact::{LearnSecret, Learned, Redactor};
 
 /// Tokens from a token endpoint. Its `Debug` shows no token.
 #[derive(Clone)]
@@ -261,6 +261,7 @@ pub(crate) async fn client_credentials(
     private_key: Option<&SecretString>,
     resource: &Url,
     scopes: &[String],
+    learn: &LearnSecret,
 ) -> Result<Grant, Error> {
     let assertion = match (private_key, identity.auth_method) {
         (Some(key), AuthMethod::PrivateKeyJwt) => {
@@ -268,7 +269,11 @@ pub(crate) async fn client_credentials(
                 .issuer
                 .clone()
                 .unwrap_or_else(|| server.token_endpoint.to_string());
-            Some(jwt_assertion(key, &identity.client_id, &audience)?)
+            let assertion = jwt_assertion(key, &identity.client_id, &audience)?;
+            // Learned before it is sent: an MCP server that also saw it (or plays the
+            // authorization server) may echo it while it is still valid.
+            learn(&assertion, Learned::Token);
+            Some(assertion)
         }
         _ => None,
     };
@@ -555,7 +560,7 @@ mod tests {
     fn learned_tokens_are_scrubbed_in_their_encoded_forms() {
         let redactor = crate::redact::Redactor::default();
         let learn = redactor.learner();
-        learn(&SecretString::from("at/abc+def=12345678"));
+        learn(&SecretString::from("at/abc+def=12345678"), Learned::Token);
         assert_eq!(
             redactor.scrub("you sent at%2Fabc%2Bdef%3D12345678"),
             "you sent [redacted]"
@@ -649,6 +654,7 @@ mod tests {
             Some(&SecretString::from(pem)),
             &base.join("/mcp").unwrap(),
             &[],
+            &|_: &SecretString, _: Learned| {},
         )
         .await
         .unwrap_err();

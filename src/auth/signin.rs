@@ -21,6 +21,7 @@ use super::scopes;
 use super::store::{Store, StoreKey};
 use super::tokens::{LearnSecret, ScrubText, Tokens};
 use crate::limits::SIGN_IN_WAIT;
+use crate::redact::Learned;
 
 /// How long the browser that brought the code waits for the code exchange before it is told
 /// only that the code arrived.
@@ -133,6 +134,7 @@ pub(crate) async fn begin(
             config.private_key.as_ref(),
             &discovered.resource,
             &scopes,
+            &*learn,
         )
         .await?;
         let tokens = Arc::new(
@@ -205,7 +207,7 @@ fn learn_client(learn: &LearnSecret, identity: &ClientIdentity) {
     let Some(secret) = &identity.client_secret else {
         return;
     };
-    learn(secret);
+    learn(secret, Learned::Credential);
     // `client_secret_basic` sends `base64(id:secret)` (RFC 6749 §2.3.1, each part
     // form-urlencoded first); a token endpoint that echoes its `Authorization` header quotes
     // that form.
@@ -220,7 +222,7 @@ fn learn_client(learn: &LearnSecret, identity: &ClientIdentity) {
         .flatten()
     {
         let basic = base64::engine::general_purpose::STANDARD.encode(credential);
-        learn(&secrecy::SecretString::from(basic));
+        learn(&secrecy::SecretString::from(basic), Learned::Credential);
     }
 }
 
@@ -352,7 +354,7 @@ mod tests {
     fn learner() -> (Learned, Box<LearnSecret>) {
         let learned: Learned = Arc::default();
         let sink = learned.clone();
-        let learn = Box::new(move |s: &SecretString| {
+        let learn = Box::new(move |s: &SecretString, _: crate::redact::Learned| {
             sink.lock().unwrap().push(s.expose_secret().to_string());
         });
         (learned, learn)

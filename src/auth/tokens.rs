@@ -21,8 +21,8 @@ const STORE_LOCK_WAIT: std::time::Duration = limits::OAUTH_REQUEST_TIMEOUT
     .saturating_mul(2)
     .saturating_add(std::time::Duration::from_secs(5));
 
-/// Called with every token the Pack learns, so the entry's redactor scrubs it from server text.
-pub(crate) type LearnSecret = dyn Fn(&SecretString) + Send + Sync;
+pub(crate) use crate::redact::LearnSecret;
+use crate::redact::Learned;
 
 /// Scrubs a text of the entry's secrets, configured and learned (see
 /// [`crate::redact::Redactor::scrubber`]).
@@ -299,6 +299,7 @@ impl Tokens {
                     renewal.private_key.as_ref(),
                     &self.resource,
                     &renewal.scopes,
+                    &*self.learn,
                 )
                 .await
             }
@@ -403,8 +404,8 @@ fn no_grant() -> Error {
 }
 
 fn learn_grant(learn: &LearnSecret, grant: &Grant) {
-    learn(&grant.access_token);
+    learn(&grant.access_token, Learned::Token);
     if let Some(refresh) = &grant.refresh_token {
-        learn(refresh);
+        learn(refresh, Learned::Token);
     }
 }

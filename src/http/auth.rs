@@ -78,8 +78,9 @@ const REPEATS_SECRET: &str =
     "the authorization server's metadata repeats a configured secret; refusing to show its link";
 
 /// Whether a sign-in link (or a metadata URL) holds one of the entry's configured secrets,
-/// apart from the entry's own `oauth.clientId` and `oauth.clientMetadataUrl`: a link must carry
-/// the client id, also when the config takes it from `${env:NAME}`.
+/// apart from the entry's own `oauth.clientId`, `oauth.clientMetadataUrl` and `oauth.scopes`: a
+/// link must carry the client id and the scopes, also when the config takes them from
+/// `${env:NAME}`.
 fn link_holds_secret(
     redactor: &Redactor,
     config: &OAuthConfig,
@@ -91,6 +92,9 @@ fn link_holds_secret(
     ]
     .into_iter()
     .flatten()
+    // Only scopes that are configured secrets themselves (from `${env:NAME}`): removing a
+    // short literal scope could break a secret that happens to contain it.
+    .chain(config.scopes.iter().flatten().filter(|s| holds(s)).cloned())
     .filter(|value| !value.is_empty())
     .flat_map(|value| {
         let encoded: String = url::form_urlencoded::byte_serialize(value.as_bytes()).collect();
@@ -294,7 +298,7 @@ pub(crate) struct Auth {
     config: OAuthConfig,
     store: Option<Store>,
     /// Gives every token learned to the entry's redactor.
-    learn: Arc<dyn Fn(&SecretString) + Send + Sync>,
+    learn: Arc<crate::redact::LearnSecret>,
     /// Whether a text holds one of the entry's configured secrets.
     holds_secret: Box<dyn Fn(&str) -> bool + Send + Sync>,
     /// Scrubs the entry's secrets (configured and learned) from every failure reason and log
@@ -546,7 +550,7 @@ impl Auth {
         let mut reuse_grant = reuse_grant;
         let sign_in = loop {
             let learner = Arc::clone(&self.learn);
-            let learn = Box::new(move |token: &SecretString| learner(token));
+            let learn = Box::new(move |secret: &SecretString, lifetime| learner(secret, lifetime));
             let started = signin::begin(
                 server_url,
                 &self.config,
@@ -702,7 +706,7 @@ mod tests {
             url,
             None,
             None,
-            Box::new(|_| {}),
+            Box::new(|_: &SecretString, _| {}),
         ))
     }
 

@@ -100,6 +100,33 @@ async fn logout_deletes_the_file_the_pack_keys_for_every_substitution_form() {
             "http://127.0.0.1:9/client/mcp".to_string(),
             "client-from-env",
         ),
+        // `${userHome}` in the query, and beside `${env:NAME}` in one url.
+        (
+            "home_query",
+            json!({"url": "http://127.0.0.1:9/query/mcp?dir=${userHome}"}),
+            format!("http://127.0.0.1:9/query/mcp?dir={home}"),
+            "",
+        ),
+        (
+            "env_and_home",
+            json!({"url": format!("http://${{env:{HOST_VARIABLE}}}/both${{userHome}}/mcp")}),
+            format!("http://127.0.0.1:9/both{home}/mcp"),
+            "",
+        ),
+        // `${userHome}` in `oauth.clientId`.
+        (
+            "client_home",
+            json!({"url": "http://127.0.0.1:9/client-home/mcp", "oauth": {"clientId": "${userHome}-client"}}),
+            "http://127.0.0.1:9/client-home/mcp".to_string(),
+            &*Box::leak(format!("{home}-client").into_boxed_str()),
+        ),
+        // `${env:NAME}` in `oauth.clientMetadataUrl`, keyed by the URL as parsed.
+        (
+            "metadata_env",
+            json!({"url": "http://127.0.0.1:9/metadata-env/mcp", "oauth": {"clientMetadataUrl": format!("https://${{env:{HOST_VARIABLE}}}/Client.json")}}),
+            "http://127.0.0.1:9/metadata-env/mcp".to_string(),
+            "https://127.0.0.1:9/Client.json",
+        ),
         // The metadata URL as parsed: a lower-cased host and no default port.
         (
             "metadata",

@@ -1276,3 +1276,237 @@ async fn a_client_id_from_the_environment_still_gets_a_link() {
         "{listing}"
     );
 }
+
+/// A server on 127.0.0.1 whose every answer `route` gives, from the request's method and
+/// target and the server's base URL; the MCP endpoint is `<base>/mcp`.
+async fn scripted_server(
+    route: impl Fn(&str, &str, &str) -> crate::support::hostile::Reply + Send + Sync + 'static,
+) -> (crate::support::hostile::Server, String) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+    let b = base.clone();
+    let route = std::sync::Arc::new(route);
+    let server = crate::support::hostile::serve_on(listener, move |req| {
+        let (base, route) = (b.clone(), route.clone());
+        async move { route(&req.http_method, &req.target, &base) }
+    });
+    (server, base)
+}
+
+/// The `401` of a server whose challenge names `<base>/prm`, and that protected resource
+/// metadata naming `<base>` as the authorization server; `None` for other requests.
+fn challenge_and_prm(method: &str, target: &str, base: &str) -> Option<crate::support::hostile::Reply> {
+    use crate::support::hostile::Reply;
+    match (method, target) {
+        ("POST", "/mcp") => Some(Reply::raw(401, "text/plain", "sign in first").header(
+            "www-authenticate",
+            &format!("Bearer resource_metadata=\"{base}/prm\""),
+        )),
+        ("GET", "/prm") => Some(Reply::json(&json!({
+            "resource": format!("{base}/mcp"),
+            "authorization_servers": [base],
+        }))),
+        _ => None,
+    }
+}
+
+/// Authorization server metadata at `base` (with `issuer` unless `None`).
+fn server_metadata(base: &str, issuer: Option<&str>) -> Value {
+    let mut metadata = json!({
+        "authorization_endpoint": format!("{base}/authorize"),
+        "token_endpoint": format!("{base}/token"),
+        "registration_endpoint": format!("{base}/register"),
+        "response_types_supported": ["code"],
+        "code_challenge_methods_supported": ["S256"],
+        "token_endpoint_auth_methods_supported": ["none"],
+    });
+    if let Some(issuer) = issuer {
+        metadata["issuer"] = json!(issuer);
+    }
+    metadata
+}
+
+/// The listing's reason for `docs` at `base` once it settles on an error.
+async fn failure_reason(base: &str) -> String {
+    let host = Host::new(json!({"docs": {"url": format!("{base}/mcp")}}));
+    let listing = host
+        .wait_for(WAIT, |l| {
+            l["servers"][0]["reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("signing in failed") || r.starts_with("sign-in required"))
+        })
+        .await;
+    listing["servers"][0]["reason"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn authorization_server_metadata_without_an_issuer_is_said_to_name_none() {
+    use crate::support::hostile::Reply;
+    oauth_store();
+    let (_server, base) = scripted_server(|method, target, base| {
+        if let Some(reply) = challenge_and_prm(method, target, base) {
+            return reply;
+        }
+        match target {
+            "/.well-known/oauth-authorization-server" => {
+                Reply::json(&server_metadata(base, None))
+            }
+            _ => Reply::raw(404, "text/plain", "not here"),
+        }
+    })
+    .await;
+    assert_eq!(
+        failure_reason(&base).await,
+        "signing in failed: the authorization server's metadata names no issuer (RFC 8414 §2 \
+         requires one); signing in is refused"
+    );
+}
+
+#[tokio::test]
+async fn an_html_page_at_the_first_metadata_url_sends_discovery_on_to_openid() {
+    use crate::support::hostile::Reply;
+    oauth_store();
+    let (server, base) = scripted_server(|method, target, base| {
+        if let Some(reply) = challenge_and_prm(method, target, base) {
+            return reply;
+        }
+        match target {
+            // A web app's catch-all route.
+            "/.well-known/oauth-authorization-server" => {
+                Reply::raw(200, "text/html", "<!doctype html><html>app</html>")
+            }
+            "/.well-known/openid-configuration" => {
+                Reply::json(&server_metadata(base, Some(base)))
+            }
+            "/register" => Reply::json(&json!({
+                "client_id": "client-html-1",
+                "token_endpoint_auth_method": "none",
+            })),
+            _ => Reply::raw(404, "text/plain", "not here"),
+        }
+    })
+    .await;
+    let reason = failure_reason(&base).await;
+    let link = reason
+        .strip_prefix("sign-in required: open ")
+        .and_then(|r| r.split(' ').next())
+        .unwrap_or_else(|| panic!("no link: {reason}"));
+    assert!(link.starts_with(&format!("{base}/authorize?")), "{link}");
+    let gets: Vec<String> = server
+        .requests()
+        .iter()
+        .filter(|r| r.http_method == "GET")
+        .map(|r| r.target.clone())
+        .collect();
+    assert_eq!(
+        gets,
+        [
+            "/prm",
+            "/.well-known/oauth-authorization-server",
+            "/.well-known/openid-configuration"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_wants_an_api_key_is_said_to_offer_no_sign_in() {
+    use crate::support::hostile::Reply;
+    oauth_store();
+    let (server, base) = scripted_server(|method, target, _| match (method, target) {
+        ("POST", "/mcp") => Reply::raw(401, "text/plain", "missing API key")
+            .header("www-authenticate", "Bearer"),
+        _ => Reply::raw(404, "text/plain", "not here"),
+    })
+    .await;
+    assert_eq!(
+        failure_reason(&base).await,
+        "signing in failed: the server answered HTTP 401 but offers no OAuth sign-in (no \
+         protected resource metadata, no authorization server metadata, no registration \
+         endpoint); it probably wants an API key or token: set it in the entry's headers"
+    );
+    assert!(
+        !server.requests().iter().any(|r| r.target == "/authorize"),
+        "no link was made"
+    );
+}
+
+#[tokio::test]
+async fn a_registration_refused_as_invalid_client_metadata_shows_its_description() {
+    use crate::support::hostile::Reply;
+    oauth_store();
+    let (_server, base) = scripted_server(|method, target, base| {
+        if let Some(reply) = challenge_and_prm(method, target, base) {
+            return reply;
+        }
+        match target {
+            "/.well-known/oauth-authorization-server" => {
+                Reply::json(&server_metadata(base, Some(base)))
+            }
+            "/register" => Reply::raw(
+                400,
+                "application/json",
+                json!({"error": "invalid_client_metadata",
+                    "error_description": "redirect_uris: loopback addresses are not allowed"})
+                .to_string(),
+            ),
+            _ => Reply::raw(404, "text/plain", "not here"),
+        }
+    })
+    .await;
+    assert_eq!(
+        failure_reason(&base).await,
+        "signing in failed: the registration endpoint refused to register a client: HTTP 400 \
+         (invalid_client_metadata): redirect_uris: loopback addresses are not allowed"
+    );
+}
+
+#[tokio::test]
+async fn an_unset_variable_in_the_oauth_scopes_refuses_the_entry() {
+    oauth_store();
+    let server = TestServer::start(Options::default()).await;
+    let host = Host::new(entry_with(
+        &server,
+        "oauth",
+        json!({"scopes": ["mcp:read", "${env:PLUGIN_MCP_SIGNIN_SCOPE_NEVER_SET}"]}),
+    ));
+    let listing = host
+        .wait_for(WAIT, |l| l["servers"][0]["status"] == "error")
+        .await;
+    assert_eq!(
+        listing["servers"][0]["reason"],
+        "environment variable \"PLUGIN_MCP_SIGNIN_SCOPE_NEVER_SET\" (used in oauth.scopes) is not set",
+        "{listing}"
+    );
+    assert_eq!(server.requests(), Vec::<String>::new(), "nothing was sent");
+}
+
+#[tokio::test]
+async fn scopes_from_the_environment_reach_the_link() {
+    oauth_store();
+    let server = TestServer::start(Options::default()).await;
+    let oauth = json!({"scopes": "${env:DOCS_SCOPES}"});
+    let (dir, config) = host_config("env-scopes", entry_with(&server, "oauth", oauth));
+    // The environment is the child's: this test binary's own stays untouched.
+    let out = tokio::process::Command::new(host_example())
+        .args(["--wait", "3"])
+        .arg(&config)
+        .arg("mcp/get_dynamic_tools")
+        .arg(r#"{"namespace":"docs"}"#)
+        .env("PLUGIN_MCP_OAUTH_DIR", &dir)
+        .env("DOCS_SCOPES", "files:read files:write")
+        .env_remove("RUST_LOG")
+        .output()
+        .await
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&config);
+    let listing: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let link = listing["signInUrl"]
+        .as_str()
+        .map(|l| Url::parse(l).unwrap());
+    assert_eq!(
+        link.map(|l| query(&l, "scope")),
+        Some(Some("files:read files:write".to_string())),
+        "{listing}"
+    );
+}

@@ -113,6 +113,9 @@ pub struct Options {
     /// With [`Options::code_echo`]: the description is this many `a`s and then the key alone,
     /// so a cut of the description falls inside the key.
     pub code_echo_pad: usize,
+    /// With [`Options::echo`]: the echo also quotes the last `client_assertion` the token
+    /// endpoint received and the secret of the last client registered.
+    pub echo_credentials: bool,
 }
 
 impl Default for Options {
@@ -143,6 +146,7 @@ impl Default for Options {
             basic_echo: false,
             tool_scope: None,
             code_echo_pad: 0,
+            echo_credentials: false,
         }
     }
 }
@@ -173,6 +177,10 @@ pub struct Log {
     refresh_delay_now: Option<Duration>,
     /// The last `X-Api-Key` header the MCP endpoint received.
     api_key: Option<String>,
+    /// The last `client_assertion` the token endpoint received.
+    pub assertion: Option<String>,
+    /// The secret of the last client registered.
+    pub client_secret: Option<String>,
     next: u64,
 }
 
@@ -518,7 +526,13 @@ fn mcp(shared: &Shared, verb: &Method, headers: &HeaderMap, body: &[u8]) -> Resp
     }
     let id = message["id"].clone();
     if shared.options.echo {
-        let sent = format!("you sent {}", token.unwrap_or(""));
+        let mut sent = format!("you sent {}", token.unwrap_or(""));
+        if shared.options.echo_credentials {
+            let log = shared.log.lock().unwrap();
+            for credential in [&log.assertion, &log.client_secret].into_iter().flatten() {
+                sent = format!("{sent} and {credential}");
+            }
+        }
         let result = match method.as_str() {
             "initialize" => json!({
                 "protocolVersion": "2025-11-25",
@@ -643,6 +657,7 @@ fn register(shared: &Shared, body: &[u8]) -> Response {
     let secret = (method != "none").then(|| format!("client-secret-{:06}", log.registrations));
     log.clients
         .insert(id.clone(), (secret.clone(), method.clone(), redirect));
+    log.client_secret = secret.clone();
     let mut answer = json!({"client_id": id, "token_endpoint_auth_method": method});
     if let Some(secret) = secret {
         answer["client_secret"] = json!(secret);
@@ -691,6 +706,9 @@ async fn token(shared: &Shared, headers: &HeaderMap, body: &[u8]) -> Response {
     }
     let mut log = shared.log.lock().unwrap();
     log.token_requests.push(form.clone());
+    if let Some(assertion) = form.get("client_assertion") {
+        log.assertion = Some(assertion.clone());
+    }
     if shared.options.basic_echo
         && form.get("grant_type").map(String::as_str) == Some("authorization_code")
     {
