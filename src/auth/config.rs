@@ -300,7 +300,7 @@ mod tests {
                 "oauth.signingAlgorithm must be ES256 (the one supported)",
             ),
             (
-                json!({"scopes": "a ${env:MISSING}"}),
+                json!({"scopes": "${env:MISSING}"}),
                 "environment variable \"MISSING\" (used in oauth.scopes) is not set",
             ),
             (

@@ -218,8 +218,9 @@ pub(crate) async fn exchange_code(
     Ok(grant_from(&answer, None, &pending.scopes))
 }
 
-/// Refreshes `grant` (OAuth 2.1 §4.3 with `resource`). A rotated refresh token replaces the
-/// old one; the old one stays when the server sends none.
+/// Refreshes `grant` (OAuth 2.1 §4.3 with `resource`, and `scope` naming the grant's scopes:
+/// some authorization servers, Entra ID among them, otherwise issue a token without them). A
+/// rotated refresh token replaces the old one; the old one stays when the server sends none.
 ///
 /// # Errors
 /// [`Kind::SignInRequired`] for `invalid_grant`; as [`token_error`] otherwise.
@@ -241,6 +242,7 @@ pub(crate) async fn refresh(
         .exchange_refresh_token(&RefreshToken::new(
             refresh_token.expose_secret().to_string(),
         ))
+        .add_scopes(grant.scopes.iter().cloned().map(Scope::new))
         .add_extra_param("resource", resource.to_string())
         .request_async(net)
         .await

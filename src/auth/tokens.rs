@@ -50,6 +50,10 @@ pub(crate) struct Tokens {
     /// Whether the current grant came from, or was saved to, the store: then a store without a
     /// grant means another Host found it refused and deleted it.
     in_store: std::sync::atomic::AtomicBool,
+    /// The access token a refresh gave, until the MCP server accepts it ([`Tokens::accepted`]):
+    /// a `401` to it means refreshing does not help (a token lacking what the server needs), so
+    /// a new sign-in is asked for instead of another refresh.
+    unproven: std::sync::Mutex<Option<SecretString>>,
 }
 
 /// How a client credentials grant is renewed.
@@ -90,6 +94,29 @@ impl Tokens {
             learn,
             renewal: None,
             in_store: std::sync::atomic::AtomicBool::new(in_store),
+            unproven: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Whether `token` is the access token a refresh gave and the MCP server has not accepted
+    /// yet: a `401` to it means refreshing does not help (another refresh would give the same
+    /// kind of token), so a request refused with it asks for a new sign-in instead.
+    pub(crate) fn just_refreshed(&self, token: &SecretString) -> bool {
+        self.unproven
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_some_and(|t| t.expose_secret() == token.expose_secret())
+    }
+
+    /// The MCP server accepted `token`: a later `401` to it is answered by a refresh again.
+    pub(crate) fn accepted(&self, token: &SecretString) {
+        let mut unproven = self.unproven.lock().unwrap_or_else(|e| e.into_inner());
+        if unproven
+            .as_ref()
+            .is_some_and(|t| t.expose_secret() == token.expose_secret())
+        {
+            *unproven = None;
         }
     }
 
@@ -239,6 +266,8 @@ impl Tokens {
                     learn_grant(&*self.learn, &new);
                     self.save(Some(&new));
                     let token = new.access_token.clone();
+                    *self.unproven.lock().unwrap_or_else(|e| e.into_inner()) =
+                        Some(token.clone());
                     *current = Some(new);
                     return Ok(token);
                 }

@@ -419,6 +419,14 @@ impl Auth {
         }
     }
 
+    /// The server accepted `sent` (a 2xx to a request carrying it): a later `401` to it is
+    /// answered by a refresh again ([`Tokens::accepted`]).
+    pub(super) fn accepted(&self, sent: &SecretString) {
+        if let Some(tokens) = self.phase().grant() {
+            tokens.accepted(sent);
+        }
+    }
+
     /// The server refused `sent` (or no token) with `401` and `challenge`: the token to send
     /// the request again with, after a refresh, a stored grant or a client credentials grant.
     ///
@@ -438,10 +446,19 @@ impl Auth {
     ) -> Result<SecretString, Error> {
         let tokens = self.phase().grant();
         if let (Some(tokens), Some(sent)) = (tokens, sent) {
-            match tokens.rejected(sent).await {
-                Ok(token) => return Ok(token),
-                Err(e) if e.is_sign_in_required() => self.forget(&tokens),
-                Err(e) => return Err(self.error(e.message())),
+            if tokens.just_refreshed(sent) {
+                // Refused right after a refresh: refreshing again would give the same kind of
+                // token (a server that drops a scope on refresh) and loop; one link instead.
+                tracing::info!(
+                    "the server refused the token a refresh just gave; a new sign-in is needed"
+                );
+                self.forget(&tokens);
+            } else {
+                match tokens.rejected(sent).await {
+                    Ok(token) => return Ok(token),
+                    Err(e) if e.is_sign_in_required() => self.forget(&tokens),
+                    Err(e) => return Err(self.error(e.message())),
+                }
             }
             return self
                 .start(server_url, runtime, challenge, false, None)

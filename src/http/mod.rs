@@ -605,6 +605,9 @@ impl Connection {
                 if status.is_success() && auth.step_up_waiting() {
                     auth.succeeded(key);
                 }
+                if let (true, Some(sent)) = (status.is_success(), &sent) {
+                    auth.accepted(sent);
+                }
                 return Ok(response);
             };
             retries += 1;

@@ -1510,3 +1510,44 @@ async fn scopes_from_the_environment_reach_the_link() {
         "{listing}"
     );
 }
+
+#[tokio::test]
+async fn a_refresh_names_the_granted_scopes_so_an_entra_like_server_keeps_them() {
+    oauth_store();
+    let (server, host) = signed_in(Options {
+        refresh_needs_scope: true,
+        ..Options::default()
+    })
+    .await;
+    server.expire_access_tokens();
+    assert_eq!(call_whoami(&host).await.unwrap(), "signed in");
+    assert_eq!(
+        token_fields(&server, Some("refresh_token"), "scope"),
+        ["mcp:read mcp:write"]
+    );
+}
+
+#[tokio::test]
+async fn a_token_refused_right_after_its_refresh_asks_for_one_sign_in_never_a_loop() {
+    oauth_store();
+    let (server, host) = signed_in(Options {
+        refuse_refreshed: true,
+        ..Options::default()
+    })
+    .await;
+    server.expire_access_tokens();
+    let refused = call_whoami(&host).await.unwrap_err();
+    let link = link_in_listing(&host).await;
+    let unavailable = format!("server \"docs\" is unavailable: {}", reason_for(&link));
+    assert_eq!(
+        (refused.kind, refused.message),
+        (ToolErrorKind::Unavailable, unavailable.clone())
+    );
+    // A second call waits for the same link; nothing is refreshed again.
+    let again = call_whoami(&host).await.unwrap_err();
+    assert_eq!(again.message, unavailable);
+    assert_eq!(grant_types(&server), ["authorization_code", "refresh_token"]);
+    // Signing in again makes the server ready with a token it accepts.
+    browse(&host, &link).await;
+    assert_eq!(call_whoami(&host).await.unwrap(), "signed in");
+}

@@ -116,6 +116,11 @@ pub struct Options {
     /// With [`Options::echo`]: the echo also quotes the last `client_assertion` the token
     /// endpoint received and the secret of the last client registered.
     pub echo_credentials: bool,
+    /// Like Entra ID: a refresh that names no `scope` gives a token without the grant's scopes,
+    /// which the MCP endpoint refuses with `401 invalid_token`.
+    pub refresh_needs_scope: bool,
+    /// The MCP endpoint refuses every token a refresh gave with `401 invalid_token`.
+    pub refuse_refreshed: bool,
 }
 
 impl Default for Options {
@@ -147,6 +152,8 @@ impl Default for Options {
             tool_scope: None,
             code_echo_pad: 0,
             echo_credentials: false,
+            refresh_needs_scope: false,
+            refuse_refreshed: false,
         }
     }
 }
@@ -181,6 +188,9 @@ pub struct Log {
     pub assertion: Option<String>,
     /// The secret of the last client registered.
     pub client_secret: Option<String>,
+    /// Access tokens the MCP endpoint refuses although they are valid (see
+    /// [`Options::refresh_needs_scope`], [`Options::refuse_refreshed`]).
+    refused: std::collections::HashSet<String>,
     next: u64,
 }
 
@@ -458,6 +468,7 @@ fn mcp(shared: &Shared, verb: &Method, headers: &HeaderMap, body: &[u8]) -> Resp
             .access
             .get(t)
             .is_some_and(|e| *e > now_secs())
+            && !shared.log.lock().unwrap().refused.contains(t)
     });
     shared.log.lock().unwrap().mcp.push(format!(
         "{method} {}",
@@ -811,6 +822,13 @@ async fn token(shared: &Shared, headers: &HeaderMap, body: &[u8]) -> Response {
     let expiry = now_secs() + shared.options.lifetime;
     log.access.insert(access.clone(), expiry);
     log.granted.insert(access.clone(), scope.clone());
+    let refreshed = form.get("grant_type").map(String::as_str) == Some("refresh_token");
+    if refreshed
+        && (shared.options.refuse_refreshed
+            || (shared.options.refresh_needs_scope && !form.contains_key("scope")))
+    {
+        log.refused.insert(access.clone());
+    }
     let mut answer = json!({
         "access_token": access,
         "token_type": "Bearer",
