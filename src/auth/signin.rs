@@ -78,20 +78,21 @@ fn tokens_at(
     )
 }
 
-/// The key of the store file for `server_url` and the entry's client.
-pub(crate) fn store_key(server_url: &Url, config: &OAuthConfig) -> StoreKey {
+/// The key of the store file of the entry `namespace` for `server_url` and its client.
+pub(crate) fn store_key(server_url: &Url, config: &OAuthConfig, namespace: &str) -> StoreKey {
     let client = match (&config.client_id, &config.client_metadata_url) {
         (Some(id), _) => id.clone(),
         (None, Some(url)) => url.to_string(),
         (None, None) => String::new(),
     };
-    StoreKey::new(server_url, &client)
+    StoreKey::for_entry(server_url, &client, namespace)
 }
 
 /// Starts signing in to the MCP server at `server_url` after it answered with `challenge`.
 /// With `reuse_grant`, a stored grant is returned as is (the caller tries it); without (after
 /// `invalid_grant` or for a step-up) a new authorization request starts. `scopes` overrides the
-/// scope choice (a step-up's union).
+/// scope choice (a step-up's union). `store` is the store and the entry's namespace, which
+/// keys its file with the URL and the client ([`store_key`]).
 ///
 /// # Errors
 /// Any [`Error`] of discovery, registration, the listener or the client credentials grant.
@@ -102,7 +103,7 @@ pub(crate) fn store_key(server_url: &Url, config: &OAuthConfig) -> StoreKey {
 pub(crate) async fn begin(
     server_url: &Url,
     config: &OAuthConfig,
-    store: Option<Store>,
+    store: Option<(Store, &str)>,
     challenge: &Challenge,
     reuse_grant: bool,
     scopes: Option<Vec<String>>,
@@ -110,8 +111,8 @@ pub(crate) async fn begin(
 ) -> Result<Started, Error> {
     let net = Net::new(server_url)?;
     let discovered = discovery::discover(&net, server_url, challenge).await?;
-    let store = store.map(|s| {
-        let key = store_key(server_url, config);
+    let store = store.map(|(s, namespace)| {
+        let key = store_key(server_url, config, namespace);
         (s, key)
     });
     let stored = store.as_ref().map(|(s, k)| s.load(k)).unwrap_or_default();
@@ -394,7 +395,7 @@ mod tests {
         begin(
             &server.mcp_url(),
             config,
-            store,
+            store.map(|s| (s, "docs")),
             &challenge,
             reuse_grant,
             scopes,
@@ -632,7 +633,7 @@ mod tests {
         assert_eq!(first, "access-token-000003");
         assert_eq!(second, "access-token-000004");
         assert!(server.accepts(&second));
-        let key = store_key(&server.mcp_url(), &config);
+        let key = store_key(&server.mcp_url(), &config, "docs");
         let saved = store.load(&key).grant.unwrap();
         assert_eq!(saved.access_token.expose_secret(), "access-token-000004");
         assert_eq!(
@@ -679,7 +680,7 @@ mod tests {
             2,
             "no second refresh"
         );
-        let stored = store.load(&store_key(&server.mcp_url(), &config));
+        let stored = store.load(&store_key(&server.mcp_url(), &config, "docs"));
         assert!(stored.grant.is_none());
         assert_eq!(
             stored.client.unwrap().client_id,
@@ -1078,7 +1079,7 @@ mod tests {
             b.as_deref().map_err(Error::message),
             Ok("access-token-000003")
         );
-        let stored = store.load(&store_key(&server.mcp_url(), &config));
+        let stored = store.load(&store_key(&server.mcp_url(), &config, "docs"));
         assert_eq!(
             stored
                 .grant
@@ -1153,7 +1154,7 @@ mod tests {
             "Tokens { client_id: \"client-1\", .. }"
         );
         drop(second);
-        let stored = store.load(&store_key(&server.mcp_url(), &config));
+        let stored = store.load(&store_key(&server.mcp_url(), &config, "docs"));
         let pair = (
             stored.client.map(|c| c.client_id),
             stored

@@ -295,6 +295,9 @@ impl Phase {
 
 /// One connection's sign-in state.
 pub(crate) struct Auth {
+    /// The entry's namespace: with the URL and the client, it keys the entry's store file, so
+    /// two entries with the same url sign in on their own.
+    namespace: Arc<str>,
     config: OAuthConfig,
     store: Option<Store>,
     /// Gives every token learned to the entry's redactor.
@@ -317,6 +320,7 @@ impl Auth {
     /// The sign-in state for an entry, or `None` when its `headers` configure `Authorization`
     /// (that entry never starts OAuth).
     pub(super) fn for_entry(
+        namespace: Arc<str>,
         headers: &HeaderMap,
         config: OAuthConfig,
         redactor: &Redactor,
@@ -336,6 +340,7 @@ impl Auth {
         };
         let holds_secret = Box::new(link_holds_secret(redactor, &config));
         Some(Arc::new(Auth {
+            namespace,
             config,
             store,
             learn: Arc::new(redactor.learner()),
@@ -571,7 +576,7 @@ impl Auth {
             let started = signin::begin(
                 server_url,
                 &self.config,
-                self.store.clone(),
+                self.store.clone().map(|s| (s, &*self.namespace)),
                 challenge,
                 reuse_grant,
                 scopes.clone(),
@@ -667,7 +672,11 @@ impl Auth {
             Some(store) => store.clone(),
             None => Store::from_env()?,
         };
-        let deleted = store.delete(&signin::store_key(server_url, &self.config))?;
+        let deleted = store.delete(&signin::store_key(
+            server_url,
+            &self.config,
+            &self.namespace,
+        ))?;
         Ok(if deleted {
             Logout::Deleted
         } else {
@@ -754,6 +763,7 @@ mod tests {
     fn auth(config: OAuthConfig) -> Arc<Auth> {
         let redactor = Redactor::default();
         Arc::new(Auth {
+            namespace: "docs".into(),
             holds_secret: Box::new(link_holds_secret(&redactor, &config)),
             config,
             store: None,

@@ -151,7 +151,12 @@ impl Connection {
         clients: Arc<Clients>,
         runtime: tokio::runtime::Handle,
     ) -> Self {
-        let auth = auth::Auth::for_entry(&server.headers, server.oauth, &server.redactor);
+        let auth = auth::Auth::for_entry(
+            Arc::clone(&namespace),
+            &server.headers,
+            server.oauth,
+            &server.redactor,
+        );
         Self {
             auth,
             bearer: Mutex::default(),

@@ -44,11 +44,11 @@ fn home() -> Option<String> {
         .find(|home| !home.is_empty())
 }
 
-/// The store file README "Signing in" names for the server at `url` and `client`, with the
-/// variables the configs name set.
-fn store_file(url: &str, client: &str) -> PathBuf {
+/// The store file README "Signing in" names for the entry `namespace` of the server at `url`
+/// and `client`, with the variables the configs name set.
+fn store_file(url: &str, client: &str, namespace: &str) -> PathBuf {
     store_dir();
-    crate::support::store_file(&Url::parse(url).unwrap(), client)
+    crate::support::store_file(&Url::parse(url).unwrap(), client, namespace)
 }
 
 /// The Pack with `servers` as its `mcpServers`, constructed as a Host does it.
@@ -141,10 +141,10 @@ async fn logout_deletes_the_file_the_pack_keys_for_every_substitution_form() {
         .collect();
     let pack = pack(Value::Object(servers));
     // A file of another server, which no logout here may touch.
-    let other = store_file("http://127.0.0.1:9/other/mcp", "");
+    let other = store_file("http://127.0.0.1:9/other/mcp", "", "other");
     std::fs::write(&other, "{}").unwrap();
     for (namespace, _, url, client) in &cases {
-        let file = store_file(url, client);
+        let file = store_file(url, client, namespace);
         std::fs::write(&file, "{}").unwrap();
         assert_eq!(
             logout(&*pack, namespace).await,
@@ -242,7 +242,7 @@ async fn sign_in_state_tells_a_server_that_is_not_signed_in() {
                 .to_string()
         )
     );
-    let file = store_file("http://127.0.0.1:9/keyed/mcp", "");
+    let file = store_file("http://127.0.0.1:9/keyed/mcp", "", "keyed");
     std::fs::write(&file, "{}").unwrap();
     assert_eq!(
         logout(&*pack, "keyed").await,

@@ -279,7 +279,7 @@ async fn a_second_pack_reuses_the_stored_grant_without_registering_or_signing_in
     let before = trail(&server).len();
     // One file per server and client, named as README "Signing in" documents (what
     // `host logout` deletes), 0600 in a 0700 directory.
-    let file = store_file(&server.mcp_url(), "");
+    let file = store_file(&server.mcp_url(), "", "docs");
     let stored: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     // The file names the server by a SHA-256 of its URL (a URL may hold a secret).
     let named = stored["server"].as_str().unwrap_or("");
@@ -703,7 +703,7 @@ async fn a_host_dropped_mid_refresh_does_not_hold_up_the_other() {
 async fn a_lock_file_that_cannot_be_made_does_not_break_sign_in_or_refresh() {
     oauth_store();
     let server = TestServer::start(Options::default()).await;
-    let file = store_file(&server.mcp_url(), "");
+    let file = store_file(&server.mcp_url(), "", "docs");
     std::fs::create_dir_all(file.parent().unwrap()).unwrap();
     // A directory where the lock file should be: opening it for writing fails.
     let lock = file.with_extension("json.lock");
@@ -1187,7 +1187,7 @@ async fn a_redirect_error_straddling_its_cut_leaves_no_prefix_of_a_header() {
 async fn a_corrupt_store_file_does_not_drop_a_working_grant() {
     oauth_store();
     let (server, host) = signed_in(Options::default()).await;
-    let file = store_file(&server.mcp_url(), "");
+    let file = store_file(&server.mcp_url(), "", "docs");
     assert!(file.is_file());
     // Something (a crash of another program, an editor) leaves the file unreadable.
     std::fs::write(&file, "{ not json").unwrap();
@@ -1550,4 +1550,75 @@ async fn a_token_refused_right_after_its_refresh_asks_for_one_sign_in_never_a_lo
     // Signing in again makes the server ready with a token it accepts.
     browse(&host, &link).await;
     assert_eq!(call_whoami(&host).await.unwrap(), "signed in");
+}
+
+#[tokio::test]
+async fn two_entries_with_one_url_sign_in_on_their_own() {
+    oauth_store();
+    let server = TestServer::start(Options::default()).await;
+    let url = server.mcp_url();
+    let host = Host::new(json!({
+        "work": {"url": url.as_str()},
+        "personal": {"url": url.as_str()},
+    }));
+    let links = host
+        .wait_for(WAIT, |l| {
+            l["servers"]
+                .as_array()
+                .is_some_and(|s| s.len() == 2 && s.iter().all(|s| !s["signInUrl"].is_null()))
+        })
+        .await;
+    let link_of = |namespace: &str| {
+        links["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["namespace"] == namespace)
+            .unwrap()["signInUrl"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (work, personal) = (link_of("work"), link_of("personal"));
+    assert_ne!(work, personal);
+    // Only the first signs in: the second still waits for its own sign-in.
+    assert_eq!(play_browser(&Url::parse(&work).unwrap()).await, 200);
+    host.ready("work", WAIT).await;
+    let second = host.call_tool("personal", "whoami").await.unwrap_err();
+    assert_eq!(
+        second.message,
+        format!("server \"personal\" is unavailable: {}", reason_for(&personal))
+    );
+    assert_eq!(play_browser(&Url::parse(&personal).unwrap()).await, 200);
+    host.ready("personal", WAIT).await;
+    let log = server.log.lock().unwrap();
+    assert_eq!(log.authorizations.len(), 2, "one sign-in each");
+}
+
+#[tokio::test]
+async fn a_grant_stored_by_an_older_version_is_claimed_by_one_entry() {
+    oauth_store();
+    let server = TestServer::start(Options::default()).await;
+    let first = Host::new(entry(&server));
+    sign_in(&first).await;
+    drop(first);
+    // The file as an older version named it: keyed by the URL and client alone.
+    let legacy = {
+        use sha2::{Digest, Sha256};
+        let mut hash = Sha256::new();
+        hash.update(server.mcp_url().as_str().as_bytes());
+        hash.update([0]);
+        let name: String = hash.finalize()[..16]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        oauth_store().join(format!("{name}.json"))
+    };
+    let current = store_file(&server.mcp_url(), "", "docs");
+    std::fs::rename(&current, &legacy).unwrap();
+    let second = Host::new(entry(&server));
+    second.ready("docs", WAIT).await;
+    assert_eq!(call_whoami(&second).await.unwrap(), "signed in");
+    assert!(current.exists() && !legacy.exists());
+    assert_eq!(server.log.lock().unwrap().authorizations.len(), 1, "no new sign-in");
 }
