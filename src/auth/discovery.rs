@@ -103,8 +103,11 @@ impl AuthorizationServer {
 /// What discovery found for one MCP server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Discovered {
-    /// The resource indicator (RFC 8707) for the authorization and token requests.
-    pub(crate) resource: Url,
+    /// The resource indicator (RFC 8707) for the authorization and token requests: the
+    /// protected resource metadata's `resource` exactly as published (a URL parser would add a
+    /// `/` to a pathless one, which the authorization server may not know), else the server's
+    /// URL.
+    pub(crate) resource: String,
     /// The protected resource metadata's `scopes_supported`.
     pub(crate) resource_scopes: Option<Vec<String>>,
     pub(crate) server: AuthorizationServer,
@@ -151,14 +154,14 @@ pub(crate) async fn discover(
     let Some(document) = found else {
         let server = legacy_server(net, server_url).await?;
         return Ok(Discovered {
-            resource: canonical,
+            resource: canonical.to_string(),
             resource_scopes: None,
             server,
         });
     };
     let resource = match &document.resource {
-        Some(named) => {
-            let named = Url::parse(named).map_err(|_| {
+        Some(text) => {
+            let named = Url::parse(text).map_err(|_| {
                 Error::new(
                     Kind::Refused,
                     "the protected resource metadata names a resource that is not a valid URL",
@@ -171,9 +174,9 @@ pub(crate) async fn discover(
                      (RFC 9728 §3.3); signing in is refused",
                 ));
             }
-            named
+            text.clone()
         }
-        None => canonical,
+        None => canonical.to_string(),
     };
     let Some(issuer) = document.authorization_servers.first() else {
         return Err(Error::new(

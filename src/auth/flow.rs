@@ -131,7 +131,7 @@ fn token_client(server: &AuthorizationServer, identity: &ClientIdentity) -> Toke
 pub(crate) fn authorization_request(
     server: &AuthorizationServer,
     identity: &ClientIdentity,
-    resource: &Url,
+    resource: &str,
     scopes: &[String],
     redirect_uri: &str,
 ) -> Result<Pending, Error> {
@@ -173,7 +173,7 @@ pub(crate) async fn exchange_code(
     net: &Net,
     server: &AuthorizationServer,
     identity: &ClientIdentity,
-    resource: &Url,
+    resource: &str,
     pending: Pending,
     redirect: Redirect,
 ) -> Result<Grant, Error> {
@@ -228,7 +228,7 @@ pub(crate) async fn refresh(
     net: &Net,
     server: &AuthorizationServer,
     identity: &ClientIdentity,
-    resource: &Url,
+    resource: &str,
     grant: &Grant,
 ) -> Result<Grant, Error> {
     let Some(refresh_token) = &grant.refresh_token else {
@@ -261,7 +261,7 @@ pub(crate) async fn client_credentials(
     server: &AuthorizationServer,
     identity: &ClientIdentity,
     private_key: Option<&SecretString>,
-    resource: &Url,
+    resource: &str,
     scopes: &[String],
     learn: &LearnSecret,
 ) -> Result<Grant, Error> {
@@ -654,7 +654,7 @@ mod tests {
             &server,
             &identity,
             Some(&SecretString::from(pem)),
-            &base.join("/mcp").unwrap(),
+            base.join("/mcp").unwrap().as_str(),
             &[],
             &|_: &SecretString, _: Learned| {},
         )

@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use reqwest::Url;
 use secrecy::{ExposeSecret, SecretString};
 
 use super::client::ClientIdentity;
@@ -40,7 +39,7 @@ pub(crate) struct Tokens {
     net: Net,
     server: AuthorizationServer,
     identity: ClientIdentity,
-    resource: Url,
+    resource: String,
     store: Option<(Store, StoreKey)>,
     grant: tokio::sync::Mutex<Option<Grant>>,
     learn: Box<LearnSecret>,
@@ -75,7 +74,7 @@ impl Tokens {
         net: Net,
         server: AuthorizationServer,
         identity: ClientIdentity,
-        resource: Url,
+        resource: String,
         store: Option<(Store, StoreKey)>,
         grant: Option<Grant>,
         learn: Box<LearnSecret>,

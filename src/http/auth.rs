@@ -729,7 +729,7 @@ mod tests {
             net,
             server,
             identity,
-            url,
+            url.to_string(),
             None,
             None,
             Box::new(|_: &SecretString, _| {}),

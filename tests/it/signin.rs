@@ -1622,3 +1622,35 @@ async fn a_grant_stored_by_an_older_version_is_claimed_by_one_entry() {
     assert!(current.exists() && !legacy.exists());
     assert_eq!(server.log.lock().unwrap().authorizations.len(), 1, "no new sign-in");
 }
+
+#[tokio::test]
+async fn the_resource_goes_out_exactly_as_the_metadata_publishes_it() {
+    use crate::support::hostile::Reply;
+    oauth_store();
+    let (_server, base) = scripted_server(|method, target, base| match (method, target) {
+        ("POST", "/mcp") => Reply::raw(401, "text/plain", "sign in first").header(
+            "www-authenticate",
+            &format!("Bearer resource_metadata=\"{base}/prm\""),
+        ),
+        // A pathless identifier: a URL parser would write it with a trailing `/`.
+        ("GET", "/prm") => Reply::json(&json!({
+            "resource": base,
+            "authorization_servers": [base],
+        })),
+        ("GET", "/.well-known/oauth-authorization-server") => {
+            Reply::json(&server_metadata(base, Some(base)))
+        }
+        ("POST", "/register") => Reply::json(&json!({
+            "client_id": "client-resource-1",
+            "token_endpoint_auth_method": "none",
+        })),
+        _ => Reply::raw(404, "text/plain", "not here"),
+    })
+    .await;
+    let reason = failure_reason(&base).await;
+    let link = reason
+        .strip_prefix("sign-in required: open ")
+        .and_then(|r| r.split(' ').next())
+        .unwrap_or_else(|| panic!("no link: {reason}"));
+    assert_eq!(query(&Url::parse(link).unwrap(), "resource"), Some(base));
+}
