@@ -146,6 +146,10 @@ pub(crate) async fn begin(
         return Ok(Started::Ready(tokens));
     }
 
+    let scopes = scopes::with_offline_access(
+        scopes,
+        discovered.server.metadata.scopes_supported.as_deref(),
+    );
     let fixed = client::without_registration(config, &discovered.server);
     let reused = stored
         .client
