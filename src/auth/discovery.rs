@@ -178,13 +178,13 @@ pub(crate) async fn discover(
         }
         None => canonical.to_string(),
     };
-    let Some(issuer) = document.authorization_servers.first() else {
+    let Some(published) = document.authorization_servers.first() else {
         return Err(Error::new(
             Kind::Refused,
             "the protected resource metadata lists no authorization_servers",
         ));
     };
-    let issuer = Url::parse(issuer).map_err(|_| {
+    let issuer = Url::parse(published).map_err(|_| {
         Error::new(
             Kind::Refused,
             "the protected resource metadata's authorization server is not a valid URL",
@@ -202,7 +202,7 @@ pub(crate) async fn discover(
                      one); signing in is refused",
                 ));
             }
-            if !issuer_matches(metadata.issuer.as_deref(), &issuer) {
+            if !issuer_matches(metadata.issuer.as_deref(), published) {
                 return Err(Error::new(
                     Kind::Refused,
                     "the authorization server's metadata names another issuer (RFC 8414 §3.3); \
@@ -275,11 +275,12 @@ fn resource_covers(named: &Url, canonical: &Url) -> bool {
         || path.starts_with(&format!("{named_path}/"))
 }
 
-fn issuer_matches(named: Option<&str>, issuer: &Url) -> bool {
-    let Some(named) = named else {
-        return false;
-    };
-    named.trim_end_matches('/') == issuer.as_str().trim_end_matches('/')
+/// Whether the metadata's `issuer` (`named`) is identical to the issuer identifier the
+/// metadata URL was built from, as the protected resource metadata published it (RFC 8414
+/// §3.3): compared as text, so neither a trailing `/` nor a URL parser's normal form makes
+/// another issuer pass.
+fn issuer_matches(named: Option<&str>, published: &str) -> bool {
+    named == Some(published)
 }
 
 async fn find_server_metadata(net: &Net, issuer: &Url) -> Result<Option<ServerMetadata>, Error> {
@@ -446,14 +447,22 @@ mod tests {
             &server
         ));
         assert!(issuer_matches(
+            Some("https://a.example.com/t1"),
+            "https://a.example.com/t1"
+        ));
+        assert!(!issuer_matches(
             Some("https://a.example.com/t1/"),
-            &url("https://a.example.com/t1")
+            "https://a.example.com/t1"
+        ));
+        assert!(!issuer_matches(
+            Some("https://A.example.com/t1"),
+            "https://a.example.com/t1"
         ));
         assert!(!issuer_matches(
             Some("https://b.example.com/t1"),
-            &url("https://a.example.com/t1")
+            "https://a.example.com/t1"
         ));
-        assert!(!issuer_matches(None, &url("https://a.example.com/t1")));
+        assert!(!issuer_matches(None, "https://a.example.com/t1"));
     }
 
     #[test]
