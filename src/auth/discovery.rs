@@ -90,6 +90,15 @@ impl AuthorizationServer {
         }
     }
 
+    /// What identifies this authorization server for the credentials it issues: its issuer
+    /// (RFC 8414 §2), else (a server known only by the 2025-03-26 defaults) its token
+    /// endpoint. A stored grant is sent to the server of the same identifier only.
+    pub(crate) fn identifier(&self) -> String {
+        self.issuer
+            .clone()
+            .unwrap_or_else(|| self.token_endpoint.to_string())
+    }
+
     /// The token endpoint authentication methods the server supports; RFC 8414 §2 makes
     /// `client_secret_basic` the default.
     pub(crate) fn auth_methods(&self) -> Vec<String> {

@@ -38,6 +38,9 @@ pub(crate) struct Grant {
     pub(crate) lifetime: Option<u64>,
     /// The scopes granted (or, when the server did not say, requested).
     pub(crate) scopes: Vec<String>,
+    /// The authorization server that issued the grant ([`AuthorizationServer::identifier`]):
+    /// its tokens go to that server only. `None` for a grant an older version stored.
+    pub(crate) issuer: Option<String>,
 }
 
 impl std::fmt::Debug for Grant {
@@ -51,6 +54,7 @@ impl std::fmt::Debug for Grant {
             .field("expires_at", &self.expires_at)
             .field("lifetime", &self.lifetime)
             .field("scopes", &self.scopes)
+            .field("issuer", &self.issuer)
             .finish()
     }
 }
@@ -215,7 +219,7 @@ pub(crate) async fn exchange_code(
         .request_async(net)
         .await
         .map_err(|e| refusal(e, &secrets, true))?;
-    Ok(grant_from(&answer, None, &pending.scopes))
+    Ok(grant_from(&answer, None, &pending.scopes, server))
 }
 
 /// Refreshes `grant` (OAuth 2.1 §4.3 with `resource`, and `scope` naming the grant's scopes:
@@ -247,7 +251,7 @@ pub(crate) async fn refresh(
         .request_async(net)
         .await
         .map_err(|e| token_error(e, &secrets))?;
-    Ok(grant_from(&answer, Some(refresh_token), &grant.scopes))
+    Ok(grant_from(&answer, Some(refresh_token), &grant.scopes, server))
 }
 
 /// The client credentials grant (OAuth 2.1 §4.2), authenticated by the client's secret or, with
@@ -299,7 +303,7 @@ pub(crate) async fn client_credentials(
         _ => request.request_async(net).await,
     }
     .map_err(|e| token_error(e, &secrets))?;
-    Ok(grant_from(&answer, None, scopes))
+    Ok(grant_from(&answer, None, scopes, server))
 }
 
 /// An ES256 client assertion (RFC 7523 §3) valid for five minutes.
@@ -360,6 +364,7 @@ fn grant_from(
     answer: &oauth2::basic::BasicTokenResponse,
     old_refresh: Option<&SecretString>,
     requested: &[String],
+    server: &AuthorizationServer,
 ) -> Grant {
     let lifetime = answer
         .expires_in()
@@ -378,6 +383,7 @@ fn grant_from(
             .scopes()
             .map(|s| s.iter().map(|s| s.to_string()).collect())
             .unwrap_or_else(|| requested.to_vec()),
+        issuer: Some(server.identifier()),
     }
 }
 
@@ -453,11 +459,12 @@ mod tests {
             expires_at: Some(1000),
             lifetime: None,
             scopes: vec!["a".into()],
+            issuer: None,
         };
         assert_eq!(
             format!("{grant:?}"),
             "Grant { access_token: \"[redacted]\", refresh_token: Some(\"[redacted]\"), \
-             expires_at: Some(1000), lifetime: None, scopes: [\"a\"] }"
+             expires_at: Some(1000), lifetime: None, scopes: [\"a\"], issuer: None }"
         );
         assert!(grant.expires_soon(1000 - REFRESH_MARGIN.as_secs()));
         assert!(!grant.expires_soon(1000 - REFRESH_MARGIN.as_secs() - 1));

@@ -155,9 +155,20 @@ pub(crate) async fn begin(
         .client
         .clone()
         .filter(|c| fixed.is_none() && client::reusable(c, &discovered.server));
+    // A stored grant goes only to the authorization server that issued it (RFC 6749 §10.4):
+    // a server whose metadata names another one gets no refresh token of it.
+    let bound = stored
+        .grant
+        .clone()
+        .filter(|grant| issued_by(grant, &discovered.server, reused.is_some()));
+    if stored.grant.is_some() && bound.is_none() {
+        tracing::info!(
+            "the stored grant was issued by another authorization server than this server now \
+             names; it is not sent, and a new sign-in is needed"
+        );
+    }
     if reuse_grant
-        && let (Some(grant), Some(identity)) =
-            (stored.grant.clone(), fixed.clone().or(reused.clone()))
+        && let (Some(grant), Some(identity)) = (bound, fixed.clone().or(reused.clone()))
     {
         learn_client(&*learn, &identity);
         let tokens = Arc::new(tokens_at(
@@ -203,6 +214,17 @@ pub(crate) async fn begin(
         learn,
         scrub: None,
     })))
+}
+
+/// Whether `grant` was issued by `server`: its recorded issuer is the server's identifier.
+/// A grant an older version stored records none: it is taken as the server's only with a
+/// stored registration made at this server's token endpoint (`registered_here`), else a new
+/// sign-in replaces it.
+fn issued_by(grant: &Grant, server: &discovery::AuthorizationServer, registered_here: bool) -> bool {
+    match &grant.issuer {
+        Some(issuer) => *issuer == server.identifier(),
+        None => registered_here,
+    }
 }
 
 /// Gives the client's secret (configured, or learned by registration) to the redactor.
@@ -587,6 +609,44 @@ mod tests {
                 expected_scope
             );
         }
+    }
+
+    #[tokio::test]
+    async fn a_stored_grant_is_never_sent_to_another_authorization_server() {
+        let client = Some(("bound-client", "bound-client-secret-1"));
+        let config = OAuthConfig {
+            client_id: Some("bound-client".into()),
+            client_secret: Some(SecretString::from("bound-client-secret-1")),
+            ..OAuthConfig::default()
+        };
+        let real = TestServer::start(Options {
+            client,
+            ..Options::default()
+        })
+        .await;
+        let store = temp_store("bound");
+        sign_in(&real, &config, Some(store.clone())).await;
+        let issued = store.load(&store_key(&real.mcp_url(), &config, "docs"));
+        assert_eq!(
+            issued.grant.as_ref().and_then(|g| g.issuer.clone()),
+            Some(real.base.as_str().trim_end_matches('/').to_string())
+        );
+        // Another server's metadata (another authorization server) finds that grant stored
+        // under its own URL: it never receives its refresh token, and a new sign-in starts.
+        let other = TestServer::start(Options {
+            client,
+            ..Options::default()
+        })
+        .await;
+        store
+            .save(&store_key(&other.mcp_url(), &config, "docs"), &issued)
+            .unwrap();
+        let started = begin_at(&other, &config, Some(store.clone()), true, None, learner().1)
+            .await
+            .unwrap();
+        assert!(matches!(started, Started::Link(_)), "{started:?}");
+        assert_eq!(other.log.lock().unwrap().token_requests.len(), 0);
+        let _ = std::fs::remove_dir_all(store.dir());
     }
 
     #[tokio::test]

@@ -166,6 +166,9 @@ struct GrantRecord {
     lifetime: Option<u64>,
     #[serde(default)]
     scopes: Vec<String>,
+    /// The authorization server that issued the grant; absent in files of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    issuer: Option<String>,
 }
 
 impl Store {
@@ -246,6 +249,7 @@ impl Store {
                 expires_at: g.expires_at,
                 lifetime: g.lifetime,
                 scopes: g.scopes,
+                issuer: g.issuer,
             }),
             ignored: false,
         }
@@ -279,6 +283,7 @@ impl Store {
                 expires_at: g.expires_at,
                 lifetime: g.lifetime,
                 scopes: g.scopes.clone(),
+                issuer: g.issuer.clone(),
             }),
         };
         let text = serde_json::to_vec_pretty(&file)
@@ -503,6 +508,7 @@ mod tests {
             expires_at: Some(1234),
             lifetime: Some(3600),
             scopes: vec!["a".into(), "b".into()],
+            issuer: Some("https://as.example.com".into()),
         }
     }
 

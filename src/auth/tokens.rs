@@ -372,6 +372,7 @@ impl Tokens {
         }
         match (&stored.client, stored.grant) {
             (Some(client), _) if client.client_id != self.identity.client_id => Stored::Other,
+            (_, Some(grant)) if !self.issued_here(&grant) => Stored::Other,
             (_, Some(grant)) => Stored::Grant(grant),
             (_, None) => Stored::Deleted,
         }
@@ -384,8 +385,17 @@ impl Tokens {
         let stored = store.load(key);
         match &stored.client {
             Some(client) if client.client_id != self.identity.client_id => None,
-            _ => stored.grant,
+            _ => stored.grant.filter(|g| self.issued_here(g)),
         }
+    }
+
+    /// Whether `grant` (one another Host stored) was issued by this grant's authorization
+    /// server; a grant recording no issuer (an older version's) is taken as this one's.
+    fn issued_here(&self, grant: &Grant) -> bool {
+        grant
+            .issuer
+            .as_ref()
+            .is_none_or(|issuer| *issuer == self.server.identifier())
     }
 
     fn save(&self, grant: Option<&Grant>) {
