@@ -594,7 +594,10 @@ mod tests {
             r#"{"t":"[redacted]"}"#
         );
         for n in 0..MAX_LEARNED {
-            learn(&SecretString::from(format!("rotated-token-{n:04}")), Learned::Token);
+            learn(
+                &SecretString::from(format!("rotated-token-{n:04}")),
+                Learned::Token,
+            );
         }
         assert_eq!(
             r.scrub("access-token-000042"),
@@ -609,15 +612,26 @@ mod tests {
     fn a_learned_client_credential_outlives_any_number_of_tokens() {
         let r = Redactor::default();
         let learn = r.learner();
-        learn(&SecretString::from("client-secret-000001"), Learned::Credential);
+        learn(
+            &SecretString::from("client-secret-000001"),
+            Learned::Credential,
+        );
         // Learned as a token first, then as a credential: it becomes a credential.
         learn(&SecretString::from("basic-credential-01"), Learned::Token);
-        learn(&SecretString::from("basic-credential-01"), Learned::Credential);
+        learn(
+            &SecretString::from("basic-credential-01"),
+            Learned::Credential,
+        );
         for n in 0..MAX_LEARNED * 3 {
-            learn(&SecretString::from(format!("rotated-token-{n:04}")), Learned::Token);
+            learn(
+                &SecretString::from(format!("rotated-token-{n:04}")),
+                Learned::Token,
+            );
         }
         assert_eq!(
-            r.scrub("client-secret-000001 basic-credential-01 rotated-token-0000 rotated-token-0191"),
+            r.scrub(
+                "client-secret-000001 basic-credential-01 rotated-token-0000 rotated-token-0191"
+            ),
             "[redacted] [redacted] rotated-token-0000 [redacted]"
         );
     }

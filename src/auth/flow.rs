@@ -251,7 +251,12 @@ pub(crate) async fn refresh(
         .request_async(net)
         .await
         .map_err(|e| token_error(e, &secrets))?;
-    Ok(grant_from(&answer, Some(refresh_token), &grant.scopes, server))
+    Ok(grant_from(
+        &answer,
+        Some(refresh_token),
+        &grant.scopes,
+        server,
+    ))
 }
 
 /// The client credentials grant (OAuth 2.1 §4.2), authenticated by the client's secret or, with

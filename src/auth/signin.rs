@@ -167,8 +167,7 @@ pub(crate) async fn begin(
              names; it is not sent, and a new sign-in is needed"
         );
     }
-    if reuse_grant
-        && let (Some(grant), Some(identity)) = (bound, fixed.clone().or(reused.clone()))
+    if reuse_grant && let (Some(grant), Some(identity)) = (bound, fixed.clone().or(reused.clone()))
     {
         learn_client(&*learn, &identity);
         let tokens = Arc::new(tokens_at(
@@ -220,7 +219,11 @@ pub(crate) async fn begin(
 /// A grant an older version stored records none: it is taken as the server's only with a
 /// stored registration made at this server's token endpoint (`registered_here`), else a new
 /// sign-in replaces it.
-fn issued_by(grant: &Grant, server: &discovery::AuthorizationServer, registered_here: bool) -> bool {
+fn issued_by(
+    grant: &Grant,
+    server: &discovery::AuthorizationServer,
+    registered_here: bool,
+) -> bool {
     match &grant.issuer {
         Some(issuer) => *issuer == server.identifier(),
         None => registered_here,
@@ -641,9 +644,16 @@ mod tests {
         store
             .save(&store_key(&other.mcp_url(), &config, "docs"), &issued)
             .unwrap();
-        let started = begin_at(&other, &config, Some(store.clone()), true, None, learner().1)
-            .await
-            .unwrap();
+        let started = begin_at(
+            &other,
+            &config,
+            Some(store.clone()),
+            true,
+            None,
+            learner().1,
+        )
+        .await
+        .unwrap();
         assert!(matches!(started, Started::Link(_)), "{started:?}");
         assert_eq!(other.log.lock().unwrap().token_requests.len(), 0);
         let _ = std::fs::remove_dir_all(store.dir());

@@ -403,8 +403,13 @@ impl Store {
         let old = self.dir.join(legacy);
         if std::fs::symlink_metadata(&old).is_ok_and(|m| m.is_file()) {
             match std::fs::rename(&old, path) {
-                Ok(()) => tracing::info!(file = %path.display(), "a stored sign-in of an older version was moved to its entry's file"),
-                Err(e) => tracing::debug!("a stored sign-in of an older version was not moved: {}", e.kind()),
+                Ok(()) => {
+                    tracing::info!(file = %path.display(), "a stored sign-in of an older version was moved to its entry's file")
+                }
+                Err(e) => tracing::debug!(
+                    "a stored sign-in of an older version was not moved: {}",
+                    e.kind()
+                ),
             }
         }
     }

@@ -265,8 +265,7 @@ impl Tokens {
                     learn_grant(&*self.learn, &new);
                     self.save(Some(&new));
                     let token = new.access_token.clone();
-                    *self.unproven.lock().unwrap_or_else(|e| e.into_inner()) =
-                        Some(token.clone());
+                    *self.unproven.lock().unwrap_or_else(|e| e.into_inner()) = Some(token.clone());
                     *current = Some(new);
                     return Ok(token);
                 }

@@ -1295,7 +1295,11 @@ async fn scripted_server(
 
 /// The `401` of a server whose challenge names `<base>/prm`, and that protected resource
 /// metadata naming `<base>` as the authorization server; `None` for other requests.
-fn challenge_and_prm(method: &str, target: &str, base: &str) -> Option<crate::support::hostile::Reply> {
+fn challenge_and_prm(
+    method: &str,
+    target: &str,
+    base: &str,
+) -> Option<crate::support::hostile::Reply> {
     use crate::support::hostile::Reply;
     match (method, target) {
         ("POST", "/mcp") => Some(Reply::raw(401, "text/plain", "sign in first").header(
@@ -1331,12 +1335,15 @@ async fn failure_reason(base: &str) -> String {
     let host = Host::new(json!({"docs": {"url": format!("{base}/mcp")}}));
     let listing = host
         .wait_for(WAIT, |l| {
-            l["servers"][0]["reason"]
-                .as_str()
-                .is_some_and(|r| r.starts_with("signing in failed") || r.starts_with("sign-in required"))
+            l["servers"][0]["reason"].as_str().is_some_and(|r| {
+                r.starts_with("signing in failed") || r.starts_with("sign-in required")
+            })
         })
         .await;
-    listing["servers"][0]["reason"].as_str().unwrap().to_string()
+    listing["servers"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 #[tokio::test]
@@ -1348,9 +1355,7 @@ async fn authorization_server_metadata_without_an_issuer_is_said_to_name_none() 
             return reply;
         }
         match target {
-            "/.well-known/oauth-authorization-server" => {
-                Reply::json(&server_metadata(base, None))
-            }
+            "/.well-known/oauth-authorization-server" => Reply::json(&server_metadata(base, None)),
             _ => Reply::raw(404, "text/plain", "not here"),
         }
     })
@@ -1375,9 +1380,7 @@ async fn an_html_page_at_the_first_metadata_url_sends_discovery_on_to_openid() {
             "/.well-known/oauth-authorization-server" => {
                 Reply::raw(200, "text/html", "<!doctype html><html>app</html>")
             }
-            "/.well-known/openid-configuration" => {
-                Reply::json(&server_metadata(base, Some(base)))
-            }
+            "/.well-known/openid-configuration" => Reply::json(&server_metadata(base, Some(base))),
             "/register" => Reply::json(&json!({
                 "client_id": "client-html-1",
                 "token_endpoint_auth_method": "none",
@@ -1413,8 +1416,9 @@ async fn a_server_that_wants_an_api_key_is_said_to_offer_no_sign_in() {
     use crate::support::hostile::Reply;
     oauth_store();
     let (server, base) = scripted_server(|method, target, _| match (method, target) {
-        ("POST", "/mcp") => Reply::raw(401, "text/plain", "missing API key")
-            .header("www-authenticate", "Bearer"),
+        ("POST", "/mcp") => {
+            Reply::raw(401, "text/plain", "missing API key").header("www-authenticate", "Bearer")
+        }
         _ => Reply::raw(404, "text/plain", "not here"),
     })
     .await;
@@ -1546,7 +1550,10 @@ async fn a_token_refused_right_after_its_refresh_asks_for_one_sign_in_never_a_lo
     // A second call waits for the same link; nothing is refreshed again.
     let again = call_whoami(&host).await.unwrap_err();
     assert_eq!(again.message, unavailable);
-    assert_eq!(grant_types(&server), ["authorization_code", "refresh_token"]);
+    assert_eq!(
+        grant_types(&server),
+        ["authorization_code", "refresh_token"]
+    );
     // Signing in again makes the server ready with a token it accepts.
     browse(&host, &link).await;
     assert_eq!(call_whoami(&host).await.unwrap(), "signed in");
@@ -1587,7 +1594,10 @@ async fn two_entries_with_one_url_sign_in_on_their_own() {
     let second = host.call_tool("personal", "whoami").await.unwrap_err();
     assert_eq!(
         second.message,
-        format!("server \"personal\" is unavailable: {}", reason_for(&personal))
+        format!(
+            "server \"personal\" is unavailable: {}",
+            reason_for(&personal)
+        )
     );
     assert_eq!(play_browser(&Url::parse(&personal).unwrap()).await, 200);
     host.ready("personal", WAIT).await;
@@ -1620,7 +1630,11 @@ async fn a_grant_stored_by_an_older_version_is_claimed_by_one_entry() {
     second.ready("docs", WAIT).await;
     assert_eq!(call_whoami(&second).await.unwrap(), "signed in");
     assert!(current.exists() && !legacy.exists());
-    assert_eq!(server.log.lock().unwrap().authorizations.len(), 1, "no new sign-in");
+    assert_eq!(
+        server.log.lock().unwrap().authorizations.len(),
+        1,
+        "no new sign-in"
+    );
 }
 
 #[tokio::test]
