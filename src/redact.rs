@@ -48,9 +48,14 @@ pub(crate) struct Redactor {
 struct SecretSet {
     /// The configured secrets' forms, each once, in the order added.
     configured: Vec<SecretString>,
-    /// Secrets learned at run time (tokens, a registered client's secret, a client assertion),
-    /// oldest first, each as its forms (see [`Redactor::add_secret`]), the value as given first.
+    /// Rotating secrets learned at run time ([`Learned::Token`]: access and refresh tokens, a
+    /// client assertion), oldest first, each as its forms (see [`Redactor::add_secret`]), the
+    /// value as given first; at most [`MAX_LEARNED`].
     learned: VecDeque<Vec<SecretString>>,
+    /// Long-lived client credentials learned at run time ([`Learned::Credential`]: a
+    /// registered client's secret and its `client_secret_basic` forms), each as its forms, the
+    /// value as given first; kept for the redactor's whole life, never pushed out by tokens.
+    credentials: Vec<Vec<SecretString>>,
     /// The configured forms alone (for [`Redactor::configured_checker`]).
     configured_matcher: Arc<Matcher>,
     /// The configured and the learned forms (for every scrub).
@@ -64,6 +69,7 @@ impl SecretSet {
         let all: Vec<&SecretString> = self
             .configured
             .iter()
+            .chain(self.credentials.iter().flatten())
             .chain(self.learned.iter().flatten())
             .collect();
         self.matcher = Arc::new(Matcher::new(all));
@@ -71,7 +77,10 @@ impl SecretSet {
 
     /// Every form held, configured then learned.
     fn forms(&self) -> impl Iterator<Item = &SecretString> {
-        self.configured.iter().chain(self.learned.iter().flatten())
+        self.configured
+            .iter()
+            .chain(self.credentials.iter().flatten())
+            .chain(self.learned.iter().flatten())
     }
 }
 
@@ -157,8 +166,24 @@ impl std::fmt::Debug for Redactor {
 }
 
 /// Keeps at most this many learned tokens per server (the newest): a long-running Pack refreshes
-/// its tokens for days, and a token older than these is long expired.
+/// its tokens for days, and a token older than these is long expired. Client credentials
+/// ([`Learned::Credential`]) are not counted: they stay.
 const MAX_LEARNED: usize = 64;
+
+/// Called with every secret the Pack learns at run time, and how long it lives, so the entry's
+/// redactor scrubs it from server text ([`Redactor::learner`]).
+pub(crate) type LearnSecret = dyn Fn(&SecretString, Learned) + Send + Sync;
+
+/// How long a secret learned at run time stays worth scrubbing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Learned {
+    /// A secret that rotates (an access or refresh token, a client assertion valid for
+    /// minutes): the newest [`MAX_LEARNED`] are kept.
+    Token,
+    /// A long-lived client credential (a registered client's secret, its
+    /// `client_secret_basic` form): kept for the redactor's whole life.
+    Credential,
+}
 
 /// Pushes `value`, and each whitespace-separated word of it, when long enough, onto `forms`
 /// unless there already; also the forms the value takes inside a JSON string, when they differ
@@ -211,29 +236,40 @@ impl Redactor {
     /// A function that adds a secret learned at run time (a sign-in's access or refresh token,
     /// a registered client's secret, a client assertion) to this redactor, from any thread, in
     /// the same forms as a configured secret ([`Redactor::add_secret`]); values shorter than
-    /// [`MIN_SECRET_BYTES`] are skipped. The newest [`MAX_LEARNED`] are kept.
-    pub(crate) fn learner(&self) -> impl Fn(&SecretString) + Send + Sync + 'static {
+    /// [`MIN_SECRET_BYTES`] are skipped. Of the [`Learned::Token`]s the newest [`MAX_LEARNED`]
+    /// are kept; every [`Learned::Credential`] is kept.
+    pub(crate) fn learner(&self) -> impl Fn(&SecretString, Learned) + Send + Sync + 'static {
         let set = Arc::clone(&self.set);
-        move |token: &SecretString| {
-            let token = token.expose_secret();
-            if token.len() < MIN_SECRET_BYTES {
+        move |secret: &SecretString, lifetime: Learned| {
+            let secret = secret.expose_secret();
+            if secret.len() < MIN_SECRET_BYTES {
                 return;
             }
             let mut set = set.write().unwrap_or_else(|e| e.into_inner());
-            if set
-                .learned
-                .iter()
-                .any(|forms| forms.first().is_some_and(|s| s.expose_secret() == token))
-            {
+            let named = |forms: &Vec<SecretString>| {
+                forms.first().is_some_and(|s| s.expose_secret() == secret)
+            };
+            if set.credentials.iter().any(named) {
                 return;
             }
-            if set.learned.len() >= MAX_LEARNED {
-                set.learned.pop_front();
+            if lifetime == Learned::Token && set.learned.iter().any(named) {
+                return;
             }
             // The value as given comes first: it names the group.
-            let mut group = vec![SecretString::from(token.to_string())];
-            push_secret_forms(&mut group, token);
-            set.learned.push_back(group);
+            let mut group = vec![SecretString::from(secret.to_string())];
+            push_secret_forms(&mut group, secret);
+            match lifetime {
+                Learned::Token => {
+                    if set.learned.len() >= MAX_LEARNED {
+                        set.learned.pop_front();
+                    }
+                    set.learned.push_back(group);
+                }
+                Learned::Credential => {
+                    set.learned.retain(|forms| !named(forms));
+                    set.credentials.push(group);
+                }
+            }
             set.rebuild();
         }
     }
@@ -546,9 +582,9 @@ mod tests {
         let mut r = Redactor::default();
         r.add("configured-secret-1");
         let learn = r.learner();
-        learn(&SecretString::from("access-token-000042"));
-        learn(&SecretString::from("access-token-000042"));
-        learn(&SecretString::from("short"));
+        learn(&SecretString::from("access-token-000042"), Learned::Token);
+        learn(&SecretString::from("access-token-000042"), Learned::Token);
+        learn(&SecretString::from("short"), Learned::Token);
         assert_eq!(
             r.scrub("Bearer access-token-000042 and configured-secret-1, short"),
             "Bearer [redacted] and [redacted], short"
@@ -558,7 +594,10 @@ mod tests {
             r#"{"t":"[redacted]"}"#
         );
         for n in 0..MAX_LEARNED {
-            learn(&SecretString::from(format!("rotated-token-{n:04}")));
+            learn(
+                &SecretString::from(format!("rotated-token-{n:04}")),
+                Learned::Token,
+            );
         }
         assert_eq!(
             r.scrub("access-token-000042"),
@@ -567,6 +606,34 @@ mod tests {
         );
         assert_eq!(r.scrub("rotated-token-0063"), "[redacted]");
         assert_eq!(format!("{r:?}"), "Redactor(1 secrets)");
+    }
+
+    #[test]
+    fn a_learned_client_credential_outlives_any_number_of_tokens() {
+        let r = Redactor::default();
+        let learn = r.learner();
+        learn(
+            &SecretString::from("client-secret-000001"),
+            Learned::Credential,
+        );
+        // Learned as a token first, then as a credential: it becomes a credential.
+        learn(&SecretString::from("basic-credential-01"), Learned::Token);
+        learn(
+            &SecretString::from("basic-credential-01"),
+            Learned::Credential,
+        );
+        for n in 0..MAX_LEARNED * 3 {
+            learn(
+                &SecretString::from(format!("rotated-token-{n:04}")),
+                Learned::Token,
+            );
+        }
+        assert_eq!(
+            r.scrub(
+                "client-secret-000001 basic-credential-01 rotated-token-0000 rotated-token-0191"
+            ),
+            "[redacted] [redacted] rotated-token-0000 [redacted]"
+        );
     }
 
     #[test]
@@ -667,7 +734,7 @@ mod tests {
         assert_eq!(r.scrub("x mnopqrstuv y"), "x [redacted] y");
         assert_eq!(r.scrub("abcdefg hijkl"), "abcdefg hijkl");
         let learn = r.learner();
-        learn(&SecretString::from("ghijklmn"));
+        learn(&SecretString::from("ghijklmn"), Learned::Token);
         assert_eq!(r.scrub("abcdefghijklmnopqrstuv!"), "[redacted]!");
     }
 
@@ -716,7 +783,7 @@ mod tests {
             for (at, len, learned) in cuts {
                 let secret = slice(at, len);
                 if learned {
-                    learn(&SecretString::from(secret.clone()));
+                    learn(&SecretString::from(secret.clone()), Learned::Token);
                 } else {
                     r.add_secret(&secret);
                 }

@@ -14,7 +14,7 @@ use secrecy::SecretString;
 use serde::Deserialize;
 
 use super::config::OAuthConfig;
-use super::discovery::AuthorizationServer;
+use super::discovery::{AuthorizationServer, Source as Found};
 use super::net::{Net, parse_json};
 use super::{Error, Kind};
 
@@ -195,18 +195,10 @@ pub(crate) async fn register(
         .post_json(endpoint, &body, "the registration endpoint")
         .await?;
     if !answer.status.is_success() {
-        let code = serde_json::from_slice::<serde_json::Value>(&answer.body)
-            .ok()
-            .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(oauth_code))
-            .map(|c| format!(" ({c})"))
-            .unwrap_or_default();
-        return Err(Error::new(
-            Kind::Refused,
-            format!(
-                "the registration endpoint refused to register a client: HTTP {}{code}",
-                answer.status.as_u16()
-            ),
-        ));
+        if server.source == Found::Guessed && !is_oauth_error(&answer.body) {
+            return Err(no_sign_in_offered());
+        }
+        return Err(registration_refused(answer.status, &answer.body));
     }
     let registered: Registered = parse_json(&answer.body, "the registration response")?;
     let client_secret = registered
@@ -235,6 +227,66 @@ pub(crate) async fn register(
     })
 }
 
+/// Why a server that answered `401` but showed no sign-in metadata at all, and whose guessed
+/// 2025-03-26 registration endpoint answered no OAuth answer either, cannot be signed in to.
+pub(crate) fn no_sign_in_offered() -> Error {
+    Error::new(
+        Kind::Config,
+        "the server answered HTTP 401 but offers no OAuth sign-in (no protected resource \
+         metadata, no authorization server metadata, no registration endpoint); it probably \
+         wants an API key or token: set it in the entry's headers",
+    )
+}
+
+/// Whether `body` is a JSON object with a string `error`: an OAuth error response.
+fn is_oauth_error(body: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .is_some_and(|v| v.get("error").is_some_and(serde_json::Value::is_string))
+}
+
+/// A registration refusal (RFC 7591 §3.2.2): its HTTP status, the OAuth `error` code and the
+/// `error_description` when the body is such an error response, never the body otherwise.
+/// Nothing secret went out with the request; the description is scrubbed of the entry's
+/// secrets and cut by the connection, like a token endpoint's refusal.
+fn registration_refused(status: reqwest::StatusCode, body: &[u8]) -> Error {
+    #[derive(Deserialize)]
+    struct Refusal {
+        error: String,
+        error_description: Option<String>,
+    }
+    let refusal = serde_json::from_slice::<Refusal>(body).ok();
+    let code = refusal
+        .as_ref()
+        .map(|r| format!(" ({})", oauth_code(&r.error)))
+        .unwrap_or_default();
+    let description = refusal
+        .and_then(|r| r.error_description)
+        .map(|d| format!(": {}", description_text(&d)))
+        .unwrap_or_default();
+    Error::new(
+        Kind::Refused,
+        format!(
+            "the registration endpoint refused to register a client: HTTP {}{code}{description}",
+            status.as_u16()
+        ),
+    )
+}
+
+/// An `error_description` as a reason quotes it: RFC 6749 §5.2 allows only printable ASCII
+/// (minus `"` and `\\`); anything else (a line break a server slipped in) becomes a space.
+fn description_text(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if (' '..='~').contains(&c) && c != '"' && c != '\\' {
+                c
+            } else {
+                ' '
+            }
+        })
+        .collect()
+}
+
 /// An OAuth error code as a reason may quote it: the RFC 6749 §5.2 characters only. Not cut:
 /// the reason is cut as a whole once the entry's secrets are scrubbed from it.
 pub(crate) fn oauth_code(code: &str) -> String {
@@ -252,7 +304,7 @@ pub(crate) fn redirect_port(identity: &ClientIdentity) -> Option<u16> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::discovery::{ServerMetadata, Source as Found};
+    use crate::auth::discovery::ServerMetadata;
 
     fn server(methods: Option<&[&str]>, cimd: bool) -> AuthorizationServer {
         AuthorizationServer {
@@ -306,6 +358,30 @@ mod tests {
         assert!(without_registration(&config, &server(None, false)).is_none());
         config.client_metadata_url = None;
         assert!(without_registration(&config, &s).is_none());
+    }
+
+    #[test]
+    fn a_registration_refusal_names_its_code_and_description_never_another_body() {
+        let refused = |body: &str| {
+            registration_refused(reqwest::StatusCode::BAD_REQUEST, body.as_bytes())
+                .message()
+                .to_string()
+        };
+        assert_eq!(
+            refused(
+                r#"{"error":"invalid_client_metadata","error_description":"redirect_uris must be https\nsee docs"}"#
+            ),
+            "the registration endpoint refused to register a client: HTTP 400 \
+             (invalid_client_metadata): redirect_uris must be https see docs"
+        );
+        assert_eq!(
+            refused(r#"{"error":"invalid_redirect_uri"}"#),
+            "the registration endpoint refused to register a client: HTTP 400 (invalid_redirect_uri)"
+        );
+        assert_eq!(
+            refused("<html>secret-looking body</html>"),
+            "the registration endpoint refused to register a client: HTTP 400"
+        );
     }
 
     #[test]

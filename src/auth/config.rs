@@ -162,16 +162,20 @@ pub(crate) fn parse(value: &Value, substitute: &mut Substitute<'_>) -> Result<OA
             ));
         }
     }
+    // Every string of the object follows the entry's substitution rules, the scopes too (an
+    // unset `${env:NAME}` refuses the entry instead of reaching the authorization server).
     match fields.get("scopes") {
         None | Some(Value::Null) => {}
-        Some(Value::String(text)) => config.scopes = Some(split_scopes(text)),
+        Some(Value::String(text)) => {
+            config.scopes = Some(split_scopes(&substitute(text, "oauth.scopes")?));
+        }
         Some(Value::Array(items)) => {
             let mut scopes = Vec::new();
             for item in items {
                 let Value::String(scope) = item else {
                     return Err("oauth.scopes must be a string or an array of strings".to_string());
                 };
-                scopes.extend(split_scopes(scope));
+                scopes.extend(split_scopes(&substitute(scope, "oauth.scopes")?));
             }
             config.scopes = Some(split_scopes(&scopes.join(" ")));
         }
@@ -294,6 +298,14 @@ mod tests {
             (
                 json!({"signingAlgorithm": "RS256"}),
                 "oauth.signingAlgorithm must be ES256 (the one supported)",
+            ),
+            (
+                json!({"scopes": "${env:MISSING}"}),
+                "environment variable \"MISSING\" (used in oauth.scopes) is not set",
+            ),
+            (
+                json!({"scopes": ["a", "${env:MISSING}"]}),
+                "environment variable \"MISSING\" (used in oauth.scopes) is not set",
             ),
             (
                 json!({"scopes": [1]}),

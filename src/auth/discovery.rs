@@ -59,9 +59,13 @@ pub(crate) enum Source {
     /// No protected resource metadata: RFC 8414 metadata at the MCP server's origin
     /// (MCP 2025-03-26).
     LegacyMetadata,
-    /// No metadata at all: the default endpoints at the authorization server's origin
-    /// (MCP 2025-03-26).
+    /// Protected resource metadata, but no authorization server metadata: the default
+    /// endpoints at the authorization server's origin (MCP 2025-03-26).
     Defaults,
+    /// No metadata at all, neither of the protected resource nor of an authorization server:
+    /// the 2025-03-26 default endpoints at the MCP server's origin, guessed. Such a server may
+    /// well offer no OAuth at all (it wants an API key).
+    Guessed,
 }
 
 /// An authorization server, ready for a grant.
@@ -82,8 +86,17 @@ impl AuthorizationServer {
     pub(crate) fn supports_s256(&self) -> bool {
         match &self.metadata.code_challenge_methods_supported {
             Some(methods) => methods.iter().any(|m| m == "S256"),
-            None => self.source == Source::Defaults,
+            None => matches!(self.source, Source::Defaults | Source::Guessed),
         }
+    }
+
+    /// What identifies this authorization server for the credentials it issues: its issuer
+    /// (RFC 8414 §2), else (a server known only by the 2025-03-26 defaults) its token
+    /// endpoint. A stored grant is sent to the server of the same identifier only.
+    pub(crate) fn identifier(&self) -> String {
+        self.issuer
+            .clone()
+            .unwrap_or_else(|| self.token_endpoint.to_string())
     }
 
     /// The token endpoint authentication methods the server supports; RFC 8414 §2 makes
@@ -99,8 +112,11 @@ impl AuthorizationServer {
 /// What discovery found for one MCP server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Discovered {
-    /// The resource indicator (RFC 8707) for the authorization and token requests.
-    pub(crate) resource: Url,
+    /// The resource indicator (RFC 8707) for the authorization and token requests: the
+    /// protected resource metadata's `resource` exactly as published (a URL parser would add a
+    /// `/` to a pathless one, which the authorization server may not know), else the server's
+    /// URL.
+    pub(crate) resource: String,
     /// The protected resource metadata's `scopes_supported`.
     pub(crate) resource_scopes: Option<Vec<String>>,
     pub(crate) server: AuthorizationServer,
@@ -147,14 +163,14 @@ pub(crate) async fn discover(
     let Some(document) = found else {
         let server = legacy_server(net, server_url).await?;
         return Ok(Discovered {
-            resource: canonical,
+            resource: canonical.to_string(),
             resource_scopes: None,
             server,
         });
     };
     let resource = match &document.resource {
-        Some(named) => {
-            let named = Url::parse(named).map_err(|_| {
+        Some(text) => {
+            let named = Url::parse(text).map_err(|_| {
                 Error::new(
                     Kind::Refused,
                     "the protected resource metadata names a resource that is not a valid URL",
@@ -167,17 +183,17 @@ pub(crate) async fn discover(
                      (RFC 9728 §3.3); signing in is refused",
                 ));
             }
-            named
+            text.clone()
         }
-        None => canonical,
+        None => canonical.to_string(),
     };
-    let Some(issuer) = document.authorization_servers.first() else {
+    let Some(published) = document.authorization_servers.first() else {
         return Err(Error::new(
             Kind::Refused,
             "the protected resource metadata lists no authorization_servers",
         ));
     };
-    let issuer = Url::parse(issuer).map_err(|_| {
+    let issuer = Url::parse(published).map_err(|_| {
         Error::new(
             Kind::Refused,
             "the protected resource metadata's authorization server is not a valid URL",
@@ -188,7 +204,14 @@ pub(crate) async fn discover(
         .map_err(|e| Error::new(Kind::Refused, e))?;
     let server = match find_server_metadata(net, &issuer).await? {
         Some(metadata) => {
-            if !issuer_matches(metadata.issuer.as_deref(), &issuer) {
+            if metadata.issuer.is_none() {
+                return Err(Error::new(
+                    Kind::Refused,
+                    "the authorization server's metadata names no issuer (RFC 8414 §2 requires \
+                     one); signing in is refused",
+                ));
+            }
+            if !issuer_matches(metadata.issuer.as_deref(), published) {
                 return Err(Error::new(
                     Kind::Refused,
                     "the authorization server's metadata names another issuer (RFC 8414 §3.3); \
@@ -261,11 +284,12 @@ fn resource_covers(named: &Url, canonical: &Url) -> bool {
         || path.starts_with(&format!("{named_path}/"))
 }
 
-fn issuer_matches(named: Option<&str>, issuer: &Url) -> bool {
-    let Some(named) = named else {
-        return false;
-    };
-    named.trim_end_matches('/') == issuer.as_str().trim_end_matches('/')
+/// Whether the metadata's `issuer` (`named`) is identical to the issuer identifier the
+/// metadata URL was built from, as the protected resource metadata published it (RFC 8414
+/// §3.3): compared as text, so neither a trailing `/` nor a URL parser's normal form makes
+/// another issuer pass.
+fn issuer_matches(named: Option<&str>, published: &str) -> bool {
+    named == Some(published)
 }
 
 async fn find_server_metadata(net: &Net, issuer: &Url) -> Result<Option<ServerMetadata>, Error> {
@@ -292,7 +316,10 @@ async fn legacy_server(net: &Net, server_url: &Url) -> Result<AuthorizationServe
         .await?
     {
         Some(metadata) => from_metadata(net, metadata, &base, Source::LegacyMetadata),
-        None => defaults(net, &base),
+        None => defaults(net, &base).map(|server| AuthorizationServer {
+            source: Source::Guessed,
+            ..server
+        }),
     }
 }
 
@@ -429,14 +456,22 @@ mod tests {
             &server
         ));
         assert!(issuer_matches(
+            Some("https://a.example.com/t1"),
+            "https://a.example.com/t1"
+        ));
+        assert!(!issuer_matches(
             Some("https://a.example.com/t1/"),
-            &url("https://a.example.com/t1")
+            "https://a.example.com/t1"
+        ));
+        assert!(!issuer_matches(
+            Some("https://A.example.com/t1"),
+            "https://a.example.com/t1"
         ));
         assert!(!issuer_matches(
             Some("https://b.example.com/t1"),
-            &url("https://a.example.com/t1")
+            "https://a.example.com/t1"
         ));
-        assert!(!issuer_matches(None, &url("https://a.example.com/t1")));
+        assert!(!issuer_matches(None, "https://a.example.com/t1"));
     }
 
     #[test]

@@ -24,7 +24,7 @@ use super::discovery::AuthorizationServer;
 use super::net::{Net, NetError};
 use super::{Error, Kind, now_secs};
 use crate::limits::REFRESH_MARGIN;
-use crate::redact::Redactor;
+use crate::redact::{LearnSecret, Learned, Redactor};
 
 /// Tokens from a token endpoint. Its `Debug` shows no token.
 #[derive(Clone)]
@@ -38,6 +38,9 @@ pub(crate) struct Grant {
     pub(crate) lifetime: Option<u64>,
     /// The scopes granted (or, when the server did not say, requested).
     pub(crate) scopes: Vec<String>,
+    /// The authorization server that issued the grant ([`AuthorizationServer::identifier`]):
+    /// its tokens go to that server only. `None` for a grant an older version stored.
+    pub(crate) issuer: Option<String>,
 }
 
 impl std::fmt::Debug for Grant {
@@ -51,6 +54,7 @@ impl std::fmt::Debug for Grant {
             .field("expires_at", &self.expires_at)
             .field("lifetime", &self.lifetime)
             .field("scopes", &self.scopes)
+            .field("issuer", &self.issuer)
             .finish()
     }
 }
@@ -131,7 +135,7 @@ fn token_client(server: &AuthorizationServer, identity: &ClientIdentity) -> Toke
 pub(crate) fn authorization_request(
     server: &AuthorizationServer,
     identity: &ClientIdentity,
-    resource: &Url,
+    resource: &str,
     scopes: &[String],
     redirect_uri: &str,
 ) -> Result<Pending, Error> {
@@ -173,7 +177,7 @@ pub(crate) async fn exchange_code(
     net: &Net,
     server: &AuthorizationServer,
     identity: &ClientIdentity,
-    resource: &Url,
+    resource: &str,
     pending: Pending,
     redirect: Redirect,
 ) -> Result<Grant, Error> {
@@ -215,11 +219,12 @@ pub(crate) async fn exchange_code(
         .request_async(net)
         .await
         .map_err(|e| refusal(e, &secrets, true))?;
-    Ok(grant_from(&answer, None, &pending.scopes))
+    Ok(grant_from(&answer, None, &pending.scopes, server))
 }
 
-/// Refreshes `grant` (OAuth 2.1 §4.3 with `resource`). A rotated refresh token replaces the
-/// old one; the old one stays when the server sends none.
+/// Refreshes `grant` (OAuth 2.1 §4.3 with `resource`, and `scope` naming the grant's scopes:
+/// some authorization servers, Entra ID among them, otherwise issue a token without them). A
+/// rotated refresh token replaces the old one; the old one stays when the server sends none.
 ///
 /// # Errors
 /// [`Kind::SignInRequired`] for `invalid_grant`; as [`token_error`] otherwise.
@@ -227,7 +232,7 @@ pub(crate) async fn refresh(
     net: &Net,
     server: &AuthorizationServer,
     identity: &ClientIdentity,
-    resource: &Url,
+    resource: &str,
     grant: &Grant,
 ) -> Result<Grant, Error> {
     let Some(refresh_token) = &grant.refresh_token else {
@@ -241,11 +246,17 @@ pub(crate) async fn refresh(
         .exchange_refresh_token(&RefreshToken::new(
             refresh_token.expose_secret().to_string(),
         ))
+        .add_scopes(grant.scopes.iter().cloned().map(Scope::new))
         .add_extra_param("resource", resource.to_string())
         .request_async(net)
         .await
         .map_err(|e| token_error(e, &secrets))?;
-    Ok(grant_from(&answer, Some(refresh_token), &grant.scopes))
+    Ok(grant_from(
+        &answer,
+        Some(refresh_token),
+        &grant.scopes,
+        server,
+    ))
 }
 
 /// The client credentials grant (OAuth 2.1 §4.2), authenticated by the client's secret or, with
@@ -259,8 +270,9 @@ pub(crate) async fn client_credentials(
     server: &AuthorizationServer,
     identity: &ClientIdentity,
     private_key: Option<&SecretString>,
-    resource: &Url,
+    resource: &str,
     scopes: &[String],
+    learn: &LearnSecret,
 ) -> Result<Grant, Error> {
     let assertion = match (private_key, identity.auth_method) {
         (Some(key), AuthMethod::PrivateKeyJwt) => {
@@ -268,7 +280,11 @@ pub(crate) async fn client_credentials(
                 .issuer
                 .clone()
                 .unwrap_or_else(|| server.token_endpoint.to_string());
-            Some(jwt_assertion(key, &identity.client_id, &audience)?)
+            let assertion = jwt_assertion(key, &identity.client_id, &audience)?;
+            // Learned before it is sent: an MCP server that also saw it (or plays the
+            // authorization server) may echo it while it is still valid.
+            learn(&assertion, Learned::Token);
+            Some(assertion)
         }
         _ => None,
     };
@@ -292,7 +308,7 @@ pub(crate) async fn client_credentials(
         _ => request.request_async(net).await,
     }
     .map_err(|e| token_error(e, &secrets))?;
-    Ok(grant_from(&answer, None, scopes))
+    Ok(grant_from(&answer, None, scopes, server))
 }
 
 /// An ES256 client assertion (RFC 7523 §3) valid for five minutes.
@@ -353,6 +369,7 @@ fn grant_from(
     answer: &oauth2::basic::BasicTokenResponse,
     old_refresh: Option<&SecretString>,
     requested: &[String],
+    server: &AuthorizationServer,
 ) -> Grant {
     let lifetime = answer
         .expires_in()
@@ -371,6 +388,7 @@ fn grant_from(
             .scopes()
             .map(|s| s.iter().map(|s| s.to_string()).collect())
             .unwrap_or_else(|| requested.to_vec()),
+        issuer: Some(server.identifier()),
     }
 }
 
@@ -446,11 +464,12 @@ mod tests {
             expires_at: Some(1000),
             lifetime: None,
             scopes: vec!["a".into()],
+            issuer: None,
         };
         assert_eq!(
             format!("{grant:?}"),
             "Grant { access_token: \"[redacted]\", refresh_token: Some(\"[redacted]\"), \
-             expires_at: Some(1000), lifetime: None, scopes: [\"a\"] }"
+             expires_at: Some(1000), lifetime: None, scopes: [\"a\"], issuer: None }"
         );
         assert!(grant.expires_soon(1000 - REFRESH_MARGIN.as_secs()));
         assert!(!grant.expires_soon(1000 - REFRESH_MARGIN.as_secs() - 1));
@@ -555,7 +574,7 @@ mod tests {
     fn learned_tokens_are_scrubbed_in_their_encoded_forms() {
         let redactor = crate::redact::Redactor::default();
         let learn = redactor.learner();
-        learn(&SecretString::from("at/abc+def=12345678"));
+        learn(&SecretString::from("at/abc+def=12345678"), Learned::Token);
         assert_eq!(
             redactor.scrub("you sent at%2Fabc%2Bdef%3D12345678"),
             "you sent [redacted]"
@@ -647,8 +666,9 @@ mod tests {
             &server,
             &identity,
             Some(&SecretString::from(pem)),
-            &base.join("/mcp").unwrap(),
+            base.join("/mcp").unwrap().as_str(),
             &[],
+            &|_: &SecretString, _: Learned| {},
         )
         .await
         .unwrap_err();

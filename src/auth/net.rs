@@ -113,12 +113,13 @@ impl Net {
         })
     }
 
-    /// GETs the JSON document at `url`: `Ok(None)` when the server answers with a 4xx status
-    /// (the document is not there; discovery tries the next place).
+    /// GETs the JSON document at `url`: `Ok(None)` when the server answers with a 4xx status,
+    /// or with a success whose body is no JSON at all (the document is not there; discovery
+    /// tries the next place).
     ///
     /// # Errors
-    /// As [`Net::send`]; [`Kind::Refused`] for a 5xx status or a body that is not the expected
-    /// JSON.
+    /// As [`Net::send`]; [`Kind::Refused`] for a 5xx status or a JSON body that is not the
+    /// expected document.
     pub(crate) async fn get_json<T: DeserializeOwned>(
         &self,
         url: &Url,
@@ -140,6 +141,11 @@ impl Net {
                 Kind::Refused,
                 format!("{what} answered with HTTP {}", answer.status.as_u16()),
             ));
+        }
+        // A page that is no JSON at all (a web app's catch-all route answering `200` with HTML)
+        // is not the document: the next place is tried, as for a `404`.
+        if serde_json::from_slice::<serde::de::IgnoredAny>(&answer.body).is_err() {
+            return Ok(None);
         }
         parse_json(&answer.body, what).map(Some)
     }

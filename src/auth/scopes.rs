@@ -26,6 +26,24 @@ pub(crate) fn choose_scopes(
     resource_scopes.map(<[String]>::to_vec).unwrap_or_default()
 }
 
+/// The scope that asks an authorization server for a refresh token (OpenID Connect Core 1.0
+/// §11).
+pub(crate) const OFFLINE_ACCESS: &str = "offline_access";
+
+/// `scopes` with [`OFFLINE_ACCESS`] added when the authorization server lists it in its
+/// `scopes_supported` (`server_scopes`), for a sign-in through the browser that wants a
+/// refresh token (MCP 2026-07-28 "Refresh Tokens"); never when the server does not list it.
+pub(crate) fn with_offline_access(
+    mut scopes: Vec<String>,
+    server_scopes: Option<&[String]>,
+) -> Vec<String> {
+    let offered = server_scopes.is_some_and(|s| s.iter().any(|s| s == OFFLINE_ACCESS));
+    if offered && !scopes.iter().any(|s| s == OFFLINE_ACCESS) {
+        scopes.push(OFFLINE_ACCESS.to_string());
+    }
+    scopes
+}
+
 /// Counts the new sign-ins `403 insufficient_scope` asked for, per scope: a scope asked for
 /// [`MAX_STEP_UPS`] times is not asked for again (a scope the authorization server never
 /// grants, or a server that refuses whatever is granted) until the request that was refused for
@@ -133,6 +151,26 @@ impl StepUp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn offline_access_is_asked_for_only_where_the_server_lists_it() {
+        let listed = ["mcp:basic".to_string(), OFFLINE_ACCESS.to_string()];
+        let chosen = vec!["mcp:basic".to_string()];
+        assert_eq!(
+            with_offline_access(chosen.clone(), Some(&listed)),
+            ["mcp:basic", OFFLINE_ACCESS]
+        );
+        assert_eq!(
+            with_offline_access(chosen.clone(), Some(&listed[..1])),
+            ["mcp:basic"]
+        );
+        assert_eq!(with_offline_access(chosen, None), ["mcp:basic"]);
+        // Once, also when the chosen scopes name it already.
+        assert_eq!(
+            with_offline_access(listed.to_vec(), Some(&listed)),
+            ["mcp:basic", OFFLINE_ACCESS]
+        );
+    }
 
     #[test]
     fn scope_choice_order() {

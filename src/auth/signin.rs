@@ -21,6 +21,7 @@ use super::scopes;
 use super::store::{Store, StoreKey};
 use super::tokens::{LearnSecret, ScrubText, Tokens};
 use crate::limits::SIGN_IN_WAIT;
+use crate::redact::Learned;
 
 /// How long the browser that brought the code waits for the code exchange before it is told
 /// only that the code arrived.
@@ -77,20 +78,21 @@ fn tokens_at(
     )
 }
 
-/// The key of the store file for `server_url` and the entry's client.
-pub(crate) fn store_key(server_url: &Url, config: &OAuthConfig) -> StoreKey {
+/// The key of the store file of the entry `namespace` for `server_url` and its client.
+pub(crate) fn store_key(server_url: &Url, config: &OAuthConfig, namespace: &str) -> StoreKey {
     let client = match (&config.client_id, &config.client_metadata_url) {
         (Some(id), _) => id.clone(),
         (None, Some(url)) => url.to_string(),
         (None, None) => String::new(),
     };
-    StoreKey::new(server_url, &client)
+    StoreKey::for_entry(server_url, &client, namespace)
 }
 
 /// Starts signing in to the MCP server at `server_url` after it answered with `challenge`.
 /// With `reuse_grant`, a stored grant is returned as is (the caller tries it); without (after
 /// `invalid_grant` or for a step-up) a new authorization request starts. `scopes` overrides the
-/// scope choice (a step-up's union).
+/// scope choice (a step-up's union). `store` is the store and the entry's namespace, which
+/// keys its file with the URL and the client ([`store_key`]).
 ///
 /// # Errors
 /// Any [`Error`] of discovery, registration, the listener or the client credentials grant.
@@ -101,7 +103,7 @@ pub(crate) fn store_key(server_url: &Url, config: &OAuthConfig) -> StoreKey {
 pub(crate) async fn begin(
     server_url: &Url,
     config: &OAuthConfig,
-    store: Option<Store>,
+    store: Option<(Store, &str)>,
     challenge: &Challenge,
     reuse_grant: bool,
     scopes: Option<Vec<String>>,
@@ -109,8 +111,8 @@ pub(crate) async fn begin(
 ) -> Result<Started, Error> {
     let net = Net::new(server_url)?;
     let discovered = discovery::discover(&net, server_url, challenge).await?;
-    let store = store.map(|s| {
-        let key = store_key(server_url, config);
+    let store = store.map(|(s, namespace)| {
+        let key = store_key(server_url, config, namespace);
         (s, key)
     });
     let stored = store.as_ref().map(|(s, k)| s.load(k)).unwrap_or_default();
@@ -133,6 +135,7 @@ pub(crate) async fn begin(
             config.private_key.as_ref(),
             &discovered.resource,
             &scopes,
+            &*learn,
         )
         .await?;
         let tokens = Arc::new(
@@ -143,14 +146,28 @@ pub(crate) async fn begin(
         return Ok(Started::Ready(tokens));
     }
 
+    let scopes = scopes::with_offline_access(
+        scopes,
+        discovered.server.metadata.scopes_supported.as_deref(),
+    );
     let fixed = client::without_registration(config, &discovered.server);
     let reused = stored
         .client
         .clone()
         .filter(|c| fixed.is_none() && client::reusable(c, &discovered.server));
-    if reuse_grant
-        && let (Some(grant), Some(identity)) =
-            (stored.grant.clone(), fixed.clone().or(reused.clone()))
+    // A stored grant goes only to the authorization server that issued it (RFC 6749 §10.4):
+    // a server whose metadata names another one gets no refresh token of it.
+    let bound = stored
+        .grant
+        .clone()
+        .filter(|grant| issued_by(grant, &discovered.server, reused.is_some()));
+    if stored.grant.is_some() && bound.is_none() {
+        tracing::info!(
+            "the stored grant was issued by another authorization server than this server now \
+             names; it is not sent, and a new sign-in is needed"
+        );
+    }
+    if reuse_grant && let (Some(grant), Some(identity)) = (bound, fixed.clone().or(reused.clone()))
     {
         learn_client(&*learn, &identity);
         let tokens = Arc::new(tokens_at(
@@ -198,6 +215,21 @@ pub(crate) async fn begin(
     })))
 }
 
+/// Whether `grant` was issued by `server`: its recorded issuer is the server's identifier.
+/// A grant an older version stored records none: it is taken as the server's only with a
+/// stored registration made at this server's token endpoint (`registered_here`), else a new
+/// sign-in replaces it.
+fn issued_by(
+    grant: &Grant,
+    server: &discovery::AuthorizationServer,
+    registered_here: bool,
+) -> bool {
+    match &grant.issuer {
+        Some(issuer) => *issuer == server.identifier(),
+        None => registered_here,
+    }
+}
+
 /// Gives the client's secret (configured, or learned by registration) to the redactor.
 fn learn_client(learn: &LearnSecret, identity: &ClientIdentity) {
     use base64::Engine as _;
@@ -205,7 +237,7 @@ fn learn_client(learn: &LearnSecret, identity: &ClientIdentity) {
     let Some(secret) = &identity.client_secret else {
         return;
     };
-    learn(secret);
+    learn(secret, Learned::Credential);
     // `client_secret_basic` sends `base64(id:secret)` (RFC 6749 §2.3.1, each part
     // form-urlencoded first); a token endpoint that echoes its `Authorization` header quotes
     // that form.
@@ -220,7 +252,7 @@ fn learn_client(learn: &LearnSecret, identity: &ClientIdentity) {
         .flatten()
     {
         let basic = base64::engine::general_purpose::STANDARD.encode(credential);
-        learn(&secrecy::SecretString::from(basic));
+        learn(&secrecy::SecretString::from(basic), Learned::Credential);
     }
 }
 
@@ -352,7 +384,7 @@ mod tests {
     fn learner() -> (Learned, Box<LearnSecret>) {
         let learned: Learned = Arc::default();
         let sink = learned.clone();
-        let learn = Box::new(move |s: &SecretString| {
+        let learn = Box::new(move |s: &SecretString, _: crate::redact::Learned| {
             sink.lock().unwrap().push(s.expose_secret().to_string());
         });
         (learned, learn)
@@ -392,7 +424,7 @@ mod tests {
         begin(
             &server.mcp_url(),
             config,
-            store,
+            store.map(|s| (s, "docs")),
             &challenge,
             reuse_grant,
             scopes,
@@ -583,6 +615,51 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_stored_grant_is_never_sent_to_another_authorization_server() {
+        let client = Some(("bound-client", "bound-client-secret-1"));
+        let config = OAuthConfig {
+            client_id: Some("bound-client".into()),
+            client_secret: Some(SecretString::from("bound-client-secret-1")),
+            ..OAuthConfig::default()
+        };
+        let real = TestServer::start(Options {
+            client,
+            ..Options::default()
+        })
+        .await;
+        let store = temp_store("bound");
+        sign_in(&real, &config, Some(store.clone())).await;
+        let issued = store.load(&store_key(&real.mcp_url(), &config, "docs"));
+        assert_eq!(
+            issued.grant.as_ref().and_then(|g| g.issuer.clone()),
+            Some(real.base.as_str().trim_end_matches('/').to_string())
+        );
+        // Another server's metadata (another authorization server) finds that grant stored
+        // under its own URL: it never receives its refresh token, and a new sign-in starts.
+        let other = TestServer::start(Options {
+            client,
+            ..Options::default()
+        })
+        .await;
+        store
+            .save(&store_key(&other.mcp_url(), &config, "docs"), &issued)
+            .unwrap();
+        let started = begin_at(
+            &other,
+            &config,
+            Some(store.clone()),
+            true,
+            None,
+            learner().1,
+        )
+        .await
+        .unwrap();
+        assert!(matches!(started, Started::Link(_)), "{started:?}");
+        assert_eq!(other.log.lock().unwrap().token_requests.len(), 0);
+        let _ = std::fs::remove_dir_all(store.dir());
+    }
+
+    #[tokio::test]
     async fn a_registration_is_stored_and_reused_by_the_next_sign_in() {
         let server = TestServer::start(Options::default()).await;
         let store = temp_store("reuse");
@@ -630,7 +707,7 @@ mod tests {
         assert_eq!(first, "access-token-000003");
         assert_eq!(second, "access-token-000004");
         assert!(server.accepts(&second));
-        let key = store_key(&server.mcp_url(), &config);
+        let key = store_key(&server.mcp_url(), &config, "docs");
         let saved = store.load(&key).grant.unwrap();
         assert_eq!(saved.access_token.expose_secret(), "access-token-000004");
         assert_eq!(
@@ -677,7 +754,7 @@ mod tests {
             2,
             "no second refresh"
         );
-        let stored = store.load(&store_key(&server.mcp_url(), &config));
+        let stored = store.load(&store_key(&server.mcp_url(), &config, "docs"));
         assert!(stored.grant.is_none());
         assert_eq!(
             stored.client.unwrap().client_id,
@@ -1076,7 +1153,7 @@ mod tests {
             b.as_deref().map_err(Error::message),
             Ok("access-token-000003")
         );
-        let stored = store.load(&store_key(&server.mcp_url(), &config));
+        let stored = store.load(&store_key(&server.mcp_url(), &config, "docs"));
         assert_eq!(
             stored
                 .grant
@@ -1151,7 +1228,7 @@ mod tests {
             "Tokens { client_id: \"client-1\", .. }"
         );
         drop(second);
-        let stored = store.load(&store_key(&server.mcp_url(), &config));
+        let stored = store.load(&store_key(&server.mcp_url(), &config, "docs"));
         let pair = (
             stored.client.map(|c| c.client_id),
             stored

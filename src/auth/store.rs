@@ -54,6 +54,10 @@ pub(crate) struct StoreKey {
     server: String,
     client: String,
     file: String,
+    /// The file an older version kept this entry's sign-in in (keyed by the server and client
+    /// alone, shared by every entry with the same url): claimed by the first entry that loads
+    /// it ([`Store::load`]).
+    legacy: Option<String>,
 }
 
 impl std::fmt::Debug for StoreKey {
@@ -67,10 +71,30 @@ impl StoreKey {
     /// file name, only its hash) and the client `client` (the configured client id or metadata
     /// URL; empty for a registered client).
     pub(crate) fn new(server: &Url, client: &str) -> StoreKey {
+        Self::hashed(server, client, None)
+    }
+
+    /// The key of the entry `namespace` for the server at `server` and the client `client`:
+    /// two entries with the same url (two accounts on one server) sign in on their own. The
+    /// file is named by SHA-256 over the URL, a NUL, the client, a NUL and the namespace; the
+    /// file of an older version ([`StoreKey::new`]'s) is claimed when this one does not exist.
+    pub(crate) fn for_entry(server: &Url, client: &str, namespace: &str) -> StoreKey {
+        let legacy = Self::new(server, client).file;
+        StoreKey {
+            legacy: Some(legacy),
+            ..Self::hashed(server, client, Some(namespace))
+        }
+    }
+
+    fn hashed(server: &Url, client: &str, namespace: Option<&str>) -> StoreKey {
         let mut hash = Sha256::new();
         hash.update(server.as_str().as_bytes());
         hash.update([0]);
         hash.update(client.as_bytes());
+        if let Some(namespace) = namespace {
+            hash.update([0]);
+            hash.update(namespace.as_bytes());
+        }
         let digest = hash.finalize();
         let file = digest[..16]
             .iter()
@@ -87,6 +111,7 @@ impl StoreKey {
             server: format!("sha256:{server}"),
             client: client.to_string(),
             file,
+            legacy: None,
         }
     }
 }
@@ -141,6 +166,9 @@ struct GrantRecord {
     lifetime: Option<u64>,
     #[serde(default)]
     scopes: Vec<String>,
+    /// The authorization server that issued the grant; absent in files of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    issuer: Option<String>,
 }
 
 impl Store {
@@ -180,6 +208,7 @@ impl Store {
     /// file cannot be read, is not valid, or belongs to another server or client.
     pub(crate) fn load(&self, key: &StoreKey) -> Stored {
         let path = self.path(key);
+        self.claim_legacy(key, &path);
         let text = match read_bounded(&path) {
             Ok(Some(text)) => text,
             Ok(None) => {
@@ -220,6 +249,7 @@ impl Store {
                 expires_at: g.expires_at,
                 lifetime: g.lifetime,
                 scopes: g.scopes,
+                issuer: g.issuer,
             }),
             ignored: false,
         }
@@ -253,6 +283,7 @@ impl Store {
                 expires_at: g.expires_at,
                 lifetime: g.lifetime,
                 scopes: g.scopes.clone(),
+                issuer: g.issuer.clone(),
             }),
         };
         let text = serde_json::to_vec_pretty(&file)
@@ -347,13 +378,39 @@ impl Store {
     /// # Errors
     /// [`Kind::Storage`] when the file exists and cannot be deleted.
     pub(crate) fn delete(&self, key: &StoreKey) -> Result<bool, Error> {
-        match std::fs::remove_file(self.path(key)) {
+        let path = self.path(key);
+        self.claim_legacy(key, &path);
+        match std::fs::remove_file(path) {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(Error::new(
                 Kind::Storage,
                 format!("a stored sign-in could not be deleted: {}", e.kind()),
             )),
+        }
+    }
+
+    /// Renames the file an older version kept `key`'s sign-in in to `path` when `path` does
+    /// not exist: the first entry of that server and client to load it claims it (a rename is
+    /// atomic; another entry with the same url then finds nothing and signs in on its own).
+    fn claim_legacy(&self, key: &StoreKey, path: &Path) {
+        let Some(legacy) = &key.legacy else {
+            return;
+        };
+        if path.exists() {
+            return;
+        }
+        let old = self.dir.join(legacy);
+        if std::fs::symlink_metadata(&old).is_ok_and(|m| m.is_file()) {
+            match std::fs::rename(&old, path) {
+                Ok(()) => {
+                    tracing::info!(file = %path.display(), "a stored sign-in of an older version was moved to its entry's file")
+                }
+                Err(e) => tracing::debug!(
+                    "a stored sign-in of an older version was not moved: {}",
+                    e.kind()
+                ),
+            }
         }
     }
 
@@ -456,6 +513,7 @@ mod tests {
             expires_at: Some(1234),
             lifetime: Some(3600),
             scopes: vec!["a".into(), "b".into()],
+            issuer: Some("https://as.example.com".into()),
         }
     }
 

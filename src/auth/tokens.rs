@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use reqwest::Url;
 use secrecy::{ExposeSecret, SecretString};
 
 use super::client::ClientIdentity;
@@ -21,8 +20,8 @@ const STORE_LOCK_WAIT: std::time::Duration = limits::OAUTH_REQUEST_TIMEOUT
     .saturating_mul(2)
     .saturating_add(std::time::Duration::from_secs(5));
 
-/// Called with every token the Pack learns, so the entry's redactor scrubs it from server text.
-pub(crate) type LearnSecret = dyn Fn(&SecretString) + Send + Sync;
+pub(crate) use crate::redact::LearnSecret;
+use crate::redact::Learned;
 
 /// Scrubs a text of the entry's secrets, configured and learned (see
 /// [`crate::redact::Redactor::scrubber`]).
@@ -40,7 +39,7 @@ pub(crate) struct Tokens {
     net: Net,
     server: AuthorizationServer,
     identity: ClientIdentity,
-    resource: Url,
+    resource: String,
     store: Option<(Store, StoreKey)>,
     grant: tokio::sync::Mutex<Option<Grant>>,
     learn: Box<LearnSecret>,
@@ -50,6 +49,10 @@ pub(crate) struct Tokens {
     /// Whether the current grant came from, or was saved to, the store: then a store without a
     /// grant means another Host found it refused and deleted it.
     in_store: std::sync::atomic::AtomicBool,
+    /// The access token a refresh gave, until the MCP server accepts it ([`Tokens::accepted`]):
+    /// a `401` to it means refreshing does not help (a token lacking what the server needs), so
+    /// a new sign-in is asked for instead of another refresh.
+    unproven: std::sync::Mutex<Option<SecretString>>,
 }
 
 /// How a client credentials grant is renewed.
@@ -71,7 +74,7 @@ impl Tokens {
         net: Net,
         server: AuthorizationServer,
         identity: ClientIdentity,
-        resource: Url,
+        resource: String,
         store: Option<(Store, StoreKey)>,
         grant: Option<Grant>,
         learn: Box<LearnSecret>,
@@ -90,6 +93,29 @@ impl Tokens {
             learn,
             renewal: None,
             in_store: std::sync::atomic::AtomicBool::new(in_store),
+            unproven: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Whether `token` is the access token a refresh gave and the MCP server has not accepted
+    /// yet: a `401` to it means refreshing does not help (another refresh would give the same
+    /// kind of token), so a request refused with it asks for a new sign-in instead.
+    pub(crate) fn just_refreshed(&self, token: &SecretString) -> bool {
+        self.unproven
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_some_and(|t| t.expose_secret() == token.expose_secret())
+    }
+
+    /// The MCP server accepted `token`: a later `401` to it is answered by a refresh again.
+    pub(crate) fn accepted(&self, token: &SecretString) {
+        let mut unproven = self.unproven.lock().unwrap_or_else(|e| e.into_inner());
+        if unproven
+            .as_ref()
+            .is_some_and(|t| t.expose_secret() == token.expose_secret())
+        {
+            *unproven = None;
         }
     }
 
@@ -239,6 +265,7 @@ impl Tokens {
                     learn_grant(&*self.learn, &new);
                     self.save(Some(&new));
                     let token = new.access_token.clone();
+                    *self.unproven.lock().unwrap_or_else(|e| e.into_inner()) = Some(token.clone());
                     *current = Some(new);
                     return Ok(token);
                 }
@@ -299,6 +326,7 @@ impl Tokens {
                     renewal.private_key.as_ref(),
                     &self.resource,
                     &renewal.scopes,
+                    &*self.learn,
                 )
                 .await
             }
@@ -343,6 +371,7 @@ impl Tokens {
         }
         match (&stored.client, stored.grant) {
             (Some(client), _) if client.client_id != self.identity.client_id => Stored::Other,
+            (_, Some(grant)) if !self.issued_here(&grant) => Stored::Other,
             (_, Some(grant)) => Stored::Grant(grant),
             (_, None) => Stored::Deleted,
         }
@@ -355,8 +384,17 @@ impl Tokens {
         let stored = store.load(key);
         match &stored.client {
             Some(client) if client.client_id != self.identity.client_id => None,
-            _ => stored.grant,
+            _ => stored.grant.filter(|g| self.issued_here(g)),
         }
+    }
+
+    /// Whether `grant` (one another Host stored) was issued by this grant's authorization
+    /// server; a grant recording no issuer (an older version's) is taken as this one's.
+    fn issued_here(&self, grant: &Grant) -> bool {
+        grant
+            .issuer
+            .as_ref()
+            .is_none_or(|issuer| *issuer == self.server.identifier())
     }
 
     fn save(&self, grant: Option<&Grant>) {
@@ -403,8 +441,8 @@ fn no_grant() -> Error {
 }
 
 fn learn_grant(learn: &LearnSecret, grant: &Grant) {
-    learn(&grant.access_token);
+    learn(&grant.access_token, Learned::Token);
     if let Some(refresh) = &grant.refresh_token {
-        learn(refresh);
+        learn(refresh, Learned::Token);
     }
 }

@@ -78,8 +78,9 @@ const REPEATS_SECRET: &str =
     "the authorization server's metadata repeats a configured secret; refusing to show its link";
 
 /// Whether a sign-in link (or a metadata URL) holds one of the entry's configured secrets,
-/// apart from the entry's own `oauth.clientId` and `oauth.clientMetadataUrl`: a link must carry
-/// the client id, also when the config takes it from `${env:NAME}`.
+/// apart from the entry's own `oauth.clientId`, `oauth.clientMetadataUrl` and `oauth.scopes`: a
+/// link must carry the client id and the scopes, also when the config takes them from
+/// `${env:NAME}`.
 fn link_holds_secret(
     redactor: &Redactor,
     config: &OAuthConfig,
@@ -91,6 +92,9 @@ fn link_holds_secret(
     ]
     .into_iter()
     .flatten()
+    // Only scopes that are configured secrets themselves (from `${env:NAME}`): removing a
+    // short literal scope could break a secret that happens to contain it.
+    .chain(config.scopes.iter().flatten().filter(|s| holds(s)).cloned())
     .filter(|value| !value.is_empty())
     .flat_map(|value| {
         let encoded: String = url::form_urlencoded::byte_serialize(value.as_bytes()).collect();
@@ -291,10 +295,13 @@ impl Phase {
 
 /// One connection's sign-in state.
 pub(crate) struct Auth {
+    /// The entry's namespace: with the URL and the client, it keys the entry's store file, so
+    /// two entries with the same url sign in on their own.
+    namespace: Arc<str>,
     config: OAuthConfig,
     store: Option<Store>,
     /// Gives every token learned to the entry's redactor.
-    learn: Arc<dyn Fn(&SecretString) + Send + Sync>,
+    learn: Arc<crate::redact::LearnSecret>,
     /// Whether a text holds one of the entry's configured secrets.
     holds_secret: Box<dyn Fn(&str) -> bool + Send + Sync>,
     /// Scrubs the entry's secrets (configured and learned) from every failure reason and log
@@ -313,6 +320,7 @@ impl Auth {
     /// The sign-in state for an entry, or `None` when its `headers` configure `Authorization`
     /// (that entry never starts OAuth).
     pub(super) fn for_entry(
+        namespace: Arc<str>,
         headers: &HeaderMap,
         config: OAuthConfig,
         redactor: &Redactor,
@@ -332,6 +340,7 @@ impl Auth {
         };
         let holds_secret = Box::new(link_holds_secret(redactor, &config));
         Some(Arc::new(Auth {
+            namespace,
             config,
             store,
             learn: Arc::new(redactor.learner()),
@@ -415,6 +424,14 @@ impl Auth {
         }
     }
 
+    /// The server accepted `sent` (a 2xx to a request carrying it): a later `401` to it is
+    /// answered by a refresh again ([`Tokens::accepted`]).
+    pub(super) fn accepted(&self, sent: &SecretString) {
+        if let Some(tokens) = self.phase().grant() {
+            tokens.accepted(sent);
+        }
+    }
+
     /// The server refused `sent` (or no token) with `401` and `challenge`: the token to send
     /// the request again with, after a refresh, a stored grant or a client credentials grant.
     ///
@@ -434,10 +451,19 @@ impl Auth {
     ) -> Result<SecretString, Error> {
         let tokens = self.phase().grant();
         if let (Some(tokens), Some(sent)) = (tokens, sent) {
-            match tokens.rejected(sent).await {
-                Ok(token) => return Ok(token),
-                Err(e) if e.is_sign_in_required() => self.forget(&tokens),
-                Err(e) => return Err(self.error(e.message())),
+            if tokens.just_refreshed(sent) {
+                // Refused right after a refresh: refreshing again would give the same kind of
+                // token (a server that drops a scope on refresh) and loop; one link instead.
+                tracing::info!(
+                    "the server refused the token a refresh just gave; a new sign-in is needed"
+                );
+                self.forget(&tokens);
+            } else {
+                match tokens.rejected(sent).await {
+                    Ok(token) => return Ok(token),
+                    Err(e) if e.is_sign_in_required() => self.forget(&tokens),
+                    Err(e) => return Err(self.error(e.message())),
+                }
             }
             return self
                 .start(server_url, runtime, challenge, false, None)
@@ -546,11 +572,11 @@ impl Auth {
         let mut reuse_grant = reuse_grant;
         let sign_in = loop {
             let learner = Arc::clone(&self.learn);
-            let learn = Box::new(move |token: &SecretString| learner(token));
+            let learn = Box::new(move |secret: &SecretString, lifetime| learner(secret, lifetime));
             let started = signin::begin(
                 server_url,
                 &self.config,
-                self.store.clone(),
+                self.store.clone().map(|s| (s, &*self.namespace)),
                 challenge,
                 reuse_grant,
                 scopes.clone(),
@@ -646,7 +672,11 @@ impl Auth {
             Some(store) => store.clone(),
             None => Store::from_env()?,
         };
-        let deleted = store.delete(&signin::store_key(server_url, &self.config))?;
+        let deleted = store.delete(&signin::store_key(
+            server_url,
+            &self.config,
+            &self.namespace,
+        ))?;
         Ok(if deleted {
             Logout::Deleted
         } else {
@@ -699,10 +729,10 @@ mod tests {
             net,
             server,
             identity,
-            url,
+            url.to_string(),
             None,
             None,
-            Box::new(|_| {}),
+            Box::new(|_: &SecretString, _| {}),
         ))
     }
 
@@ -733,6 +763,7 @@ mod tests {
     fn auth(config: OAuthConfig) -> Arc<Auth> {
         let redactor = Redactor::default();
         Arc::new(Auth {
+            namespace: "docs".into(),
             holds_secret: Box::new(link_holds_secret(&redactor, &config)),
             config,
             store: None,

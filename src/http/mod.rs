@@ -201,7 +201,12 @@ impl Connection {
         clients: Arc<Clients>,
         runtime: tokio::runtime::Handle,
     ) -> Self {
-        let auth = auth::Auth::for_entry(&server.headers, server.oauth, &server.redactor);
+        let auth = auth::Auth::for_entry(
+            Arc::clone(&namespace),
+            &server.headers,
+            server.oauth,
+            &server.redactor,
+        );
         Self {
             auth,
             bearer: Mutex::default(),
@@ -716,6 +721,9 @@ impl Connection {
             else {
                 if status.is_success() && auth.step_up_waiting() {
                     auth.succeeded(key);
+                }
+                if let (true, Some(sent)) = (status.is_success(), &sent) {
+                    auth.accepted(sent);
                 }
                 return Ok(response);
             };

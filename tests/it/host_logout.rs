@@ -44,11 +44,11 @@ fn home() -> Option<String> {
         .find(|home| !home.is_empty())
 }
 
-/// The store file README "Signing in" names for the server at `url` and `client`, with the
-/// variables the configs name set.
-fn store_file(url: &str, client: &str) -> PathBuf {
+/// The store file README "Signing in" names for the entry `namespace` of the server at `url`
+/// and `client`, with the variables the configs name set.
+fn store_file(url: &str, client: &str, namespace: &str) -> PathBuf {
     store_dir();
-    crate::support::store_file(&Url::parse(url).unwrap(), client)
+    crate::support::store_file(&Url::parse(url).unwrap(), client, namespace)
 }
 
 /// The Pack with `servers` as its `mcpServers`, constructed as a Host does it.
@@ -100,6 +100,33 @@ async fn logout_deletes_the_file_the_pack_keys_for_every_substitution_form() {
             "http://127.0.0.1:9/client/mcp".to_string(),
             "client-from-env",
         ),
+        // `${userHome}` in the query, and beside `${env:NAME}` in one url.
+        (
+            "home_query",
+            json!({"url": "http://127.0.0.1:9/query/mcp?dir=${userHome}"}),
+            format!("http://127.0.0.1:9/query/mcp?dir={home}"),
+            "",
+        ),
+        (
+            "env_and_home",
+            json!({"url": format!("http://${{env:{HOST_VARIABLE}}}/both${{userHome}}/mcp")}),
+            format!("http://127.0.0.1:9/both{home}/mcp"),
+            "",
+        ),
+        // `${userHome}` in `oauth.clientId`.
+        (
+            "client_home",
+            json!({"url": "http://127.0.0.1:9/client-home/mcp", "oauth": {"clientId": "${userHome}-client"}}),
+            "http://127.0.0.1:9/client-home/mcp".to_string(),
+            &*Box::leak(format!("{home}-client").into_boxed_str()),
+        ),
+        // `${env:NAME}` in `oauth.clientMetadataUrl`, keyed by the URL as parsed.
+        (
+            "metadata_env",
+            json!({"url": "http://127.0.0.1:9/metadata-env/mcp", "oauth": {"clientMetadataUrl": format!("https://${{env:{HOST_VARIABLE}}}/Client.json")}}),
+            "http://127.0.0.1:9/metadata-env/mcp".to_string(),
+            "https://127.0.0.1:9/Client.json",
+        ),
         // The metadata URL as parsed: a lower-cased host and no default port.
         (
             "metadata",
@@ -114,10 +141,10 @@ async fn logout_deletes_the_file_the_pack_keys_for_every_substitution_form() {
         .collect();
     let pack = pack(Value::Object(servers));
     // A file of another server, which no logout here may touch.
-    let other = store_file("http://127.0.0.1:9/other/mcp", "");
+    let other = store_file("http://127.0.0.1:9/other/mcp", "", "other");
     std::fs::write(&other, "{}").unwrap();
     for (namespace, _, url, client) in &cases {
-        let file = store_file(url, client);
+        let file = store_file(url, client, namespace);
         std::fs::write(&file, "{}").unwrap();
         assert_eq!(
             logout(&*pack, namespace).await,
@@ -215,7 +242,7 @@ async fn sign_in_state_tells_a_server_that_is_not_signed_in() {
                 .to_string()
         )
     );
-    let file = store_file("http://127.0.0.1:9/keyed/mcp", "");
+    let file = store_file("http://127.0.0.1:9/keyed/mcp", "", "keyed");
     std::fs::write(&file, "{}").unwrap();
     assert_eq!(
         logout(&*pack, "keyed").await,

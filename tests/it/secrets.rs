@@ -1162,3 +1162,104 @@ async fn a_header_value_echoed_into_the_sign_in_link_is_not_shown() {
     let leaked: Vec<&String> = shown.iter().filter(|t| t.contains(KEY)).collect();
     assert_eq!(leaked, Vec::<&String>::new());
 }
+
+/// A PKCS #8 PEM P-256 key made for this run.
+fn private_key_pem() -> String {
+    use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
+    use base64::Engine;
+    let rng = aws_lc_rs::rand::SystemRandom::new();
+    let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
+    format!(
+        "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
+        base64::engine::general_purpose::STANDARD.encode(pkcs8.as_ref())
+    )
+}
+
+/// A signed `client_assertion` (RFC 7523; valid for minutes) that the MCP server echoes in its
+/// tool results reaches no result, listing or log line: the entry's redactor learns it before
+/// it is sent, not only the token endpoint's refusal.
+#[tokio::test]
+async fn an_echoed_client_assertion_is_scrubbed_from_what_the_server_says() {
+    let _guard = exclusive();
+    crate::support::oauth_store();
+    let (_capture, logs) = logs::capture("trace");
+    let server = oauth::TestServer::start(oauth::Options {
+        echo: true,
+        echo_credentials: true,
+        ..oauth::Options::default()
+    })
+    .await;
+    let host = Host::new(json!({"bot": {"url": server.mcp_url().as_str(), "oauth": {
+        "grantType": "client_credentials", "clientId": "assertion-bot",
+        "privateKey": private_key_pem(),
+    }}}));
+    let listing = host.ready("bot", Duration::from_secs(10)).await;
+    let answer = host.call_tool("bot", "whoami").await;
+    drop(host);
+    let assertion = server.log.lock().unwrap().assertion.clone().unwrap();
+    assert_eq!(assertion.split('.').count(), 3, "a JWT was sent");
+    assert_eq!(answer.as_deref(), Ok("you sent [redacted] and [redacted]"));
+    let shown = [listing.to_string(), format!("{answer:?}"), logs.text()];
+    let leaked: Vec<&String> = shown.iter().filter(|t| t.contains(&assertion)).collect();
+    assert_eq!(leaked, Vec::<&String>::new());
+}
+
+/// A registered client's secret is a credential for the Pack's whole life: however many
+/// refreshes rotate the tokens (each learned, the newest kept), a server echoing the secret
+/// still shows `[redacted]`.
+#[tokio::test]
+async fn a_registered_client_secret_stays_scrubbed_after_many_refreshes() {
+    let _guard = exclusive();
+    crate::support::oauth_store();
+    let (_capture, logs) = logs::capture("trace");
+    let server = oauth::TestServer::start(oauth::Options {
+        echo: true,
+        echo_credentials: true,
+        auth_methods: vec!["client_secret_post"],
+        ..oauth::Options::default()
+    })
+    .await;
+    let host = Host::new(json!({"ok": {"url": server.mcp_url().as_str()}}));
+    let listing = host
+        .wait_for(Duration::from_secs(10), |l| {
+            !server_entry(l, "ok")["signInUrl"].is_null()
+        })
+        .await;
+    let link = server_entry(&listing, "ok")["signInUrl"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        oauth::play_browser(&reqwest::Url::parse(&link).unwrap()).await,
+        200
+    );
+    host.ready("ok", Duration::from_secs(10)).await;
+    let mut answers = Vec::new();
+    for _ in 0..40 {
+        server.expire_access_tokens();
+        answers.push(host.call_tool("ok", "whoami").await);
+    }
+    drop(host);
+    let (secret, refreshes) = {
+        let log = server.log.lock().unwrap();
+        let refreshes = log
+            .token_requests
+            .iter()
+            .filter(|form| form.get("grant_type").map(String::as_str) == Some("refresh_token"))
+            .count();
+        (log.client_secret.clone().unwrap(), refreshes)
+    };
+    assert_eq!(refreshes, 40);
+    assert_eq!(
+        answers.last().unwrap().as_deref(),
+        Ok("you sent [redacted] and [redacted]")
+    );
+    assert_eq!(
+        answers
+            .iter()
+            .filter(|a| a.as_deref() != Ok("you sent [redacted] and [redacted]"))
+            .count(),
+        0
+    );
+    assert!(!logs.text().contains(&secret));
+}

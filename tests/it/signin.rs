@@ -279,7 +279,7 @@ async fn a_second_pack_reuses_the_stored_grant_without_registering_or_signing_in
     let before = trail(&server).len();
     // One file per server and client, named as README "Signing in" documents (what
     // `host logout` deletes), 0600 in a 0700 directory.
-    let file = store_file(&server.mcp_url(), "");
+    let file = store_file(&server.mcp_url(), "", "docs");
     let stored: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     // The file names the server by a SHA-256 of its URL (a URL may hold a secret).
     let named = stored["server"].as_str().unwrap_or("");
@@ -703,7 +703,7 @@ async fn a_host_dropped_mid_refresh_does_not_hold_up_the_other() {
 async fn a_lock_file_that_cannot_be_made_does_not_break_sign_in_or_refresh() {
     oauth_store();
     let server = TestServer::start(Options::default()).await;
-    let file = store_file(&server.mcp_url(), "");
+    let file = store_file(&server.mcp_url(), "", "docs");
     std::fs::create_dir_all(file.parent().unwrap()).unwrap();
     // A directory where the lock file should be: opening it for writing fails.
     let lock = file.with_extension("json.lock");
@@ -1187,7 +1187,7 @@ async fn a_redirect_error_straddling_its_cut_leaves_no_prefix_of_a_header() {
 async fn a_corrupt_store_file_does_not_drop_a_working_grant() {
     oauth_store();
     let (server, host) = signed_in(Options::default()).await;
-    let file = store_file(&server.mcp_url(), "");
+    let file = store_file(&server.mcp_url(), "", "docs");
     assert!(file.is_file());
     // Something (a crash of another program, an editor) leaves the file unreadable.
     std::fs::write(&file, "{ not json").unwrap();
@@ -1275,4 +1275,396 @@ async fn a_client_id_from_the_environment_still_gets_a_link() {
         Some(Some("client-from-env-42".to_string())),
         "{listing}"
     );
+}
+
+/// A server on 127.0.0.1 whose every answer `route` gives, from the request's method and
+/// target and the server's base URL; the MCP endpoint is `<base>/mcp`.
+async fn scripted_server(
+    route: impl Fn(&str, &str, &str) -> crate::support::hostile::Reply + Send + Sync + 'static,
+) -> (crate::support::hostile::Server, String) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+    let b = base.clone();
+    let route = std::sync::Arc::new(route);
+    let server = crate::support::hostile::serve_on(listener, move |req| {
+        let (base, route) = (b.clone(), route.clone());
+        async move { route(&req.http_method, &req.target, &base) }
+    });
+    (server, base)
+}
+
+/// The `401` of a server whose challenge names `<base>/prm`, and that protected resource
+/// metadata naming `<base>` as the authorization server; `None` for other requests.
+fn challenge_and_prm(
+    method: &str,
+    target: &str,
+    base: &str,
+) -> Option<crate::support::hostile::Reply> {
+    use crate::support::hostile::Reply;
+    match (method, target) {
+        ("POST", "/mcp") => Some(Reply::raw(401, "text/plain", "sign in first").header(
+            "www-authenticate",
+            &format!("Bearer resource_metadata=\"{base}/prm\""),
+        )),
+        ("GET", "/prm") => Some(Reply::json(&json!({
+            "resource": format!("{base}/mcp"),
+            "authorization_servers": [base],
+        }))),
+        _ => None,
+    }
+}
+
+/// Authorization server metadata at `base` (with `issuer` unless `None`).
+fn server_metadata(base: &str, issuer: Option<&str>) -> Value {
+    let mut metadata = json!({
+        "authorization_endpoint": format!("{base}/authorize"),
+        "token_endpoint": format!("{base}/token"),
+        "registration_endpoint": format!("{base}/register"),
+        "response_types_supported": ["code"],
+        "code_challenge_methods_supported": ["S256"],
+        "token_endpoint_auth_methods_supported": ["none"],
+    });
+    if let Some(issuer) = issuer {
+        metadata["issuer"] = json!(issuer);
+    }
+    metadata
+}
+
+/// The listing's reason for `docs` at `base` once it settles on an error.
+async fn failure_reason(base: &str) -> String {
+    let host = Host::new(json!({"docs": {"url": format!("{base}/mcp")}}));
+    let listing = host
+        .wait_for(WAIT, |l| {
+            l["servers"][0]["reason"].as_str().is_some_and(|r| {
+                r.starts_with("signing in failed") || r.starts_with("sign-in required")
+            })
+        })
+        .await;
+    listing["servers"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[tokio::test]
+async fn authorization_server_metadata_without_an_issuer_is_said_to_name_none() {
+    use crate::support::hostile::Reply;
+    oauth_store();
+    let (_server, base) = scripted_server(|method, target, base| {
+        if let Some(reply) = challenge_and_prm(method, target, base) {
+            return reply;
+        }
+        match target {
+            "/.well-known/oauth-authorization-server" => Reply::json(&server_metadata(base, None)),
+            _ => Reply::raw(404, "text/plain", "not here"),
+        }
+    })
+    .await;
+    assert_eq!(
+        failure_reason(&base).await,
+        "signing in failed: the authorization server's metadata names no issuer (RFC 8414 §2 \
+         requires one); signing in is refused"
+    );
+}
+
+#[tokio::test]
+async fn an_html_page_at_the_first_metadata_url_sends_discovery_on_to_openid() {
+    use crate::support::hostile::Reply;
+    oauth_store();
+    let (server, base) = scripted_server(|method, target, base| {
+        if let Some(reply) = challenge_and_prm(method, target, base) {
+            return reply;
+        }
+        match target {
+            // A web app's catch-all route.
+            "/.well-known/oauth-authorization-server" => {
+                Reply::raw(200, "text/html", "<!doctype html><html>app</html>")
+            }
+            "/.well-known/openid-configuration" => Reply::json(&server_metadata(base, Some(base))),
+            "/register" => Reply::json(&json!({
+                "client_id": "client-html-1",
+                "token_endpoint_auth_method": "none",
+            })),
+            _ => Reply::raw(404, "text/plain", "not here"),
+        }
+    })
+    .await;
+    let reason = failure_reason(&base).await;
+    let link = reason
+        .strip_prefix("sign-in required: open ")
+        .and_then(|r| r.split(' ').next())
+        .unwrap_or_else(|| panic!("no link: {reason}"));
+    assert!(link.starts_with(&format!("{base}/authorize?")), "{link}");
+    let gets: Vec<String> = server
+        .requests()
+        .iter()
+        .filter(|r| r.http_method == "GET")
+        .map(|r| r.target.clone())
+        .collect();
+    assert_eq!(
+        gets,
+        [
+            "/prm",
+            "/.well-known/oauth-authorization-server",
+            "/.well-known/openid-configuration"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_wants_an_api_key_is_said_to_offer_no_sign_in() {
+    use crate::support::hostile::Reply;
+    oauth_store();
+    let (server, base) = scripted_server(|method, target, _| match (method, target) {
+        ("POST", "/mcp") => {
+            Reply::raw(401, "text/plain", "missing API key").header("www-authenticate", "Bearer")
+        }
+        _ => Reply::raw(404, "text/plain", "not here"),
+    })
+    .await;
+    assert_eq!(
+        failure_reason(&base).await,
+        "signing in failed: the server answered HTTP 401 but offers no OAuth sign-in (no \
+         protected resource metadata, no authorization server metadata, no registration \
+         endpoint); it probably wants an API key or token: set it in the entry's headers"
+    );
+    assert!(
+        !server.requests().iter().any(|r| r.target == "/authorize"),
+        "no link was made"
+    );
+}
+
+#[tokio::test]
+async fn a_registration_refused_as_invalid_client_metadata_shows_its_description() {
+    use crate::support::hostile::Reply;
+    oauth_store();
+    let (_server, base) = scripted_server(|method, target, base| {
+        if let Some(reply) = challenge_and_prm(method, target, base) {
+            return reply;
+        }
+        match target {
+            "/.well-known/oauth-authorization-server" => {
+                Reply::json(&server_metadata(base, Some(base)))
+            }
+            "/register" => Reply::raw(
+                400,
+                "application/json",
+                json!({"error": "invalid_client_metadata",
+                    "error_description": "redirect_uris: loopback addresses are not allowed"})
+                .to_string(),
+            ),
+            _ => Reply::raw(404, "text/plain", "not here"),
+        }
+    })
+    .await;
+    assert_eq!(
+        failure_reason(&base).await,
+        "signing in failed: the registration endpoint refused to register a client: HTTP 400 \
+         (invalid_client_metadata): redirect_uris: loopback addresses are not allowed"
+    );
+}
+
+#[tokio::test]
+async fn an_unset_variable_in_the_oauth_scopes_refuses_the_entry() {
+    oauth_store();
+    let server = TestServer::start(Options::default()).await;
+    let host = Host::new(entry_with(
+        &server,
+        "oauth",
+        json!({"scopes": ["mcp:read", "${env:PLUGIN_MCP_SIGNIN_SCOPE_NEVER_SET}"]}),
+    ));
+    let listing = host
+        .wait_for(WAIT, |l| l["servers"][0]["status"] == "error")
+        .await;
+    assert_eq!(
+        listing["servers"][0]["reason"],
+        "environment variable \"PLUGIN_MCP_SIGNIN_SCOPE_NEVER_SET\" (used in oauth.scopes) is not set",
+        "{listing}"
+    );
+    assert_eq!(server.requests(), Vec::<String>::new(), "nothing was sent");
+}
+
+#[tokio::test]
+async fn scopes_from_the_environment_reach_the_link() {
+    oauth_store();
+    let server = TestServer::start(Options::default()).await;
+    let oauth = json!({"scopes": "${env:DOCS_SCOPES}"});
+    let (dir, config) = host_config("env-scopes", entry_with(&server, "oauth", oauth));
+    // The environment is the child's: this test binary's own stays untouched.
+    let out = tokio::process::Command::new(host_example())
+        .args(["--wait", "3"])
+        .arg(&config)
+        .arg("mcp/get_dynamic_tools")
+        .arg(r#"{"namespace":"docs"}"#)
+        .env("PLUGIN_MCP_OAUTH_DIR", &dir)
+        .env("DOCS_SCOPES", "files:read files:write")
+        .env_remove("RUST_LOG")
+        .output()
+        .await
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&config);
+    let listing: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let link = listing["signInUrl"]
+        .as_str()
+        .map(|l| Url::parse(l).unwrap());
+    assert_eq!(
+        link.map(|l| query(&l, "scope")),
+        Some(Some("files:read files:write".to_string())),
+        "{listing}"
+    );
+}
+
+#[tokio::test]
+async fn a_refresh_names_the_granted_scopes_so_an_entra_like_server_keeps_them() {
+    oauth_store();
+    let (server, host) = signed_in(Options {
+        refresh_needs_scope: true,
+        ..Options::default()
+    })
+    .await;
+    server.expire_access_tokens();
+    assert_eq!(call_whoami(&host).await.unwrap(), "signed in");
+    assert_eq!(
+        token_fields(&server, Some("refresh_token"), "scope"),
+        ["mcp:read mcp:write"]
+    );
+}
+
+#[tokio::test]
+async fn a_token_refused_right_after_its_refresh_asks_for_one_sign_in_never_a_loop() {
+    oauth_store();
+    let (server, host) = signed_in(Options {
+        refuse_refreshed: true,
+        ..Options::default()
+    })
+    .await;
+    server.expire_access_tokens();
+    let refused = call_whoami(&host).await.unwrap_err();
+    let link = link_in_listing(&host).await;
+    let unavailable = format!("server \"docs\" is unavailable: {}", reason_for(&link));
+    assert_eq!(
+        (refused.kind, refused.message),
+        (ToolErrorKind::Unavailable, unavailable.clone())
+    );
+    // A second call waits for the same link; nothing is refreshed again.
+    let again = call_whoami(&host).await.unwrap_err();
+    assert_eq!(again.message, unavailable);
+    assert_eq!(
+        grant_types(&server),
+        ["authorization_code", "refresh_token"]
+    );
+    // Signing in again makes the server ready with a token it accepts.
+    browse(&host, &link).await;
+    assert_eq!(call_whoami(&host).await.unwrap(), "signed in");
+}
+
+#[tokio::test]
+async fn two_entries_with_one_url_sign_in_on_their_own() {
+    oauth_store();
+    let server = TestServer::start(Options::default()).await;
+    let url = server.mcp_url();
+    let host = Host::new(json!({
+        "work": {"url": url.as_str()},
+        "personal": {"url": url.as_str()},
+    }));
+    let links = host
+        .wait_for(WAIT, |l| {
+            l["servers"]
+                .as_array()
+                .is_some_and(|s| s.len() == 2 && s.iter().all(|s| !s["signInUrl"].is_null()))
+        })
+        .await;
+    let link_of = |namespace: &str| {
+        links["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["namespace"] == namespace)
+            .unwrap()["signInUrl"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (work, personal) = (link_of("work"), link_of("personal"));
+    assert_ne!(work, personal);
+    // Only the first signs in: the second still waits for its own sign-in.
+    assert_eq!(play_browser(&Url::parse(&work).unwrap()).await, 200);
+    host.ready("work", WAIT).await;
+    let second = host.call_tool("personal", "whoami").await.unwrap_err();
+    assert_eq!(
+        second.message,
+        format!(
+            "server \"personal\" is unavailable: {}",
+            reason_for(&personal)
+        )
+    );
+    assert_eq!(play_browser(&Url::parse(&personal).unwrap()).await, 200);
+    host.ready("personal", WAIT).await;
+    let log = server.log.lock().unwrap();
+    assert_eq!(log.authorizations.len(), 2, "one sign-in each");
+}
+
+#[tokio::test]
+async fn a_grant_stored_by_an_older_version_is_claimed_by_one_entry() {
+    oauth_store();
+    let server = TestServer::start(Options::default()).await;
+    let first = Host::new(entry(&server));
+    sign_in(&first).await;
+    drop(first);
+    // The file as an older version named it: keyed by the URL and client alone.
+    let legacy = {
+        use sha2::{Digest, Sha256};
+        let mut hash = Sha256::new();
+        hash.update(server.mcp_url().as_str().as_bytes());
+        hash.update([0]);
+        let name: String = hash.finalize()[..16]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        oauth_store().join(format!("{name}.json"))
+    };
+    let current = store_file(&server.mcp_url(), "", "docs");
+    std::fs::rename(&current, &legacy).unwrap();
+    let second = Host::new(entry(&server));
+    second.ready("docs", WAIT).await;
+    assert_eq!(call_whoami(&second).await.unwrap(), "signed in");
+    assert!(current.exists() && !legacy.exists());
+    assert_eq!(
+        server.log.lock().unwrap().authorizations.len(),
+        1,
+        "no new sign-in"
+    );
+}
+
+#[tokio::test]
+async fn the_resource_goes_out_exactly_as_the_metadata_publishes_it() {
+    use crate::support::hostile::Reply;
+    oauth_store();
+    let (_server, base) = scripted_server(|method, target, base| match (method, target) {
+        ("POST", "/mcp") => Reply::raw(401, "text/plain", "sign in first").header(
+            "www-authenticate",
+            &format!("Bearer resource_metadata=\"{base}/prm\""),
+        ),
+        // A pathless identifier: a URL parser would write it with a trailing `/`.
+        ("GET", "/prm") => Reply::json(&json!({
+            "resource": base,
+            "authorization_servers": [base],
+        })),
+        ("GET", "/.well-known/oauth-authorization-server") => {
+            Reply::json(&server_metadata(base, Some(base)))
+        }
+        ("POST", "/register") => Reply::json(&json!({
+            "client_id": "client-resource-1",
+            "token_endpoint_auth_method": "none",
+        })),
+        _ => Reply::raw(404, "text/plain", "not here"),
+    })
+    .await;
+    let reason = failure_reason(&base).await;
+    let link = reason
+        .strip_prefix("sign-in required: open ")
+        .and_then(|r| r.split(' ').next())
+        .unwrap_or_else(|| panic!("no link: {reason}"));
+    assert_eq!(query(&Url::parse(link).unwrap(), "resource"), Some(base));
 }

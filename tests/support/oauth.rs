@@ -113,6 +113,14 @@ pub struct Options {
     /// With [`Options::code_echo`]: the description is this many `a`s and then the key alone,
     /// so a cut of the description falls inside the key.
     pub code_echo_pad: usize,
+    /// With [`Options::echo`]: the echo also quotes the last `client_assertion` the token
+    /// endpoint received and the secret of the last client registered.
+    pub echo_credentials: bool,
+    /// Like Entra ID: a refresh that names no `scope` gives a token without the grant's scopes,
+    /// which the MCP endpoint refuses with `401 invalid_token`.
+    pub refresh_needs_scope: bool,
+    /// The MCP endpoint refuses every token a refresh gave with `401 invalid_token`.
+    pub refuse_refreshed: bool,
 }
 
 impl Default for Options {
@@ -143,6 +151,9 @@ impl Default for Options {
             basic_echo: false,
             tool_scope: None,
             code_echo_pad: 0,
+            echo_credentials: false,
+            refresh_needs_scope: false,
+            refuse_refreshed: false,
         }
     }
 }
@@ -173,6 +184,13 @@ pub struct Log {
     refresh_delay_now: Option<Duration>,
     /// The last `X-Api-Key` header the MCP endpoint received.
     api_key: Option<String>,
+    /// The last `client_assertion` the token endpoint received.
+    pub assertion: Option<String>,
+    /// The secret of the last client registered.
+    pub client_secret: Option<String>,
+    /// Access tokens the MCP endpoint refuses although they are valid (see
+    /// [`Options::refresh_needs_scope`], [`Options::refuse_refreshed`]).
+    refused: std::collections::HashSet<String>,
     next: u64,
 }
 
@@ -458,6 +476,7 @@ fn mcp(shared: &Shared, verb: &Method, headers: &HeaderMap, body: &[u8]) -> Resp
             .access
             .get(t)
             .is_some_and(|e| *e > now_secs())
+            && !shared.log.lock().unwrap().refused.contains(t)
     });
     shared.log.lock().unwrap().mcp.push(format!(
         "{method} {}",
@@ -526,7 +545,13 @@ fn mcp(shared: &Shared, verb: &Method, headers: &HeaderMap, body: &[u8]) -> Resp
     }
     let id = message["id"].clone();
     if shared.options.echo {
-        let sent = format!("you sent {}", token.unwrap_or(""));
+        let mut sent = format!("you sent {}", token.unwrap_or(""));
+        if shared.options.echo_credentials {
+            let log = shared.log.lock().unwrap();
+            for credential in [&log.assertion, &log.client_secret].into_iter().flatten() {
+                sent = format!("{sent} and {credential}");
+            }
+        }
         let result = match method.as_str() {
             "initialize" => json!({
                 "protocolVersion": "2025-11-25",
@@ -651,6 +676,7 @@ fn register(shared: &Shared, body: &[u8]) -> Response {
     let secret = (method != "none").then(|| format!("client-secret-{:06}", log.registrations));
     log.clients
         .insert(id.clone(), (secret.clone(), method.clone(), redirect));
+    log.client_secret = secret.clone();
     let mut answer = json!({"client_id": id, "token_endpoint_auth_method": method});
     if let Some(secret) = secret {
         answer["client_secret"] = json!(secret);
@@ -699,6 +725,9 @@ async fn token(shared: &Shared, headers: &HeaderMap, body: &[u8]) -> Response {
     }
     let mut log = shared.log.lock().unwrap();
     log.token_requests.push(form.clone());
+    if let Some(assertion) = form.get("client_assertion") {
+        log.assertion = Some(assertion.clone());
+    }
     if shared.options.basic_echo
         && form.get("grant_type").map(String::as_str) == Some("authorization_code")
     {
@@ -801,6 +830,13 @@ async fn token(shared: &Shared, headers: &HeaderMap, body: &[u8]) -> Response {
     let expiry = now_secs() + shared.options.lifetime;
     log.access.insert(access.clone(), expiry);
     log.granted.insert(access.clone(), scope.clone());
+    let refreshed = form.get("grant_type").map(String::as_str) == Some("refresh_token");
+    if refreshed
+        && (shared.options.refuse_refreshed
+            || (shared.options.refresh_needs_scope && !form.contains_key("scope")))
+    {
+        log.refused.insert(access.clone());
+    }
     let mut answer = json!({
         "access_token": access,
         "token_type": "Bearer",

@@ -38,15 +38,17 @@ pub fn oauth_store() -> PathBuf {
     .clone()
 }
 
-/// The store file README "Signing in" names for the server at `url` and `client`, in
-/// [`oauth_store`]: the first 16 bytes of SHA-256 over the URL, a NUL and the client, in hex,
-/// plus `.json`.
-pub fn store_file(url: &reqwest::Url, client: &str) -> PathBuf {
+/// The store file README "Signing in" names for the entry `namespace` of the server at `url`
+/// and `client`, in [`oauth_store`]: the first 16 bytes of SHA-256 over the URL, a NUL, the
+/// client, a NUL and the namespace, in hex, plus `.json`.
+pub fn store_file(url: &reqwest::Url, client: &str, namespace: &str) -> PathBuf {
     use sha2::{Digest, Sha256};
     let mut hash = Sha256::new();
     hash.update(url.as_str().as_bytes());
     hash.update([0]);
     hash.update(client.as_bytes());
+    hash.update([0]);
+    hash.update(namespace.as_bytes());
     let name: String = hash.finalize()[..16]
         .iter()
         .map(|b| format!("{b:02x}"))
