@@ -57,7 +57,7 @@ async fn other_clients_tool_filters_hide_tools() {
     let one = host.listing(json!({"namespace": "gemini"})).await;
     assert_eq!(
         one,
-        json!({"namespace": "gemini", "status": "ready", "tools": [
+        json!({"namespace": "gemini", "status": "ready", "protocolVersion": "2025-06-18", "tools": [
             {"name": "search", "description": "a tool", "inputSchema": {"type": "object"}}
         ]})
     );

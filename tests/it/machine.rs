@@ -241,7 +241,7 @@ async fn a_call_waiting_on_a_refresh_on_miss_when_the_pack_is_dropped_is_a_trans
     ] {
         let server = Sessioned::start(|req, _| {
             // The first listing answers; every later one hangs.
-            (req.method() == "tools/list" && req.id() != json!(1) && req.id() != json!(2))
+            (req.method() == "tools/list" && req.id() != json!(2) && req.id() != json!(3))
                 .then(|| Reply::stream(200, "application/json", futures_util::stream::pending()))
         })
         .await;
@@ -307,7 +307,7 @@ async fn a_relisting_during_a_renewal_keeps_the_tools() {
 async fn a_relisting_that_hits_its_deadline_cancels_its_page() {
     heartbeat();
     let server = Sessioned::start(|req, _| {
-        (req.method() == "tools/list" && req.id() != json!(1) && req.id() != json!(2))
+        (req.method() == "tools/list" && req.id() != json!(2) && req.id() != json!(3))
             .then(|| Reply::stream(200, "application/json", futures_util::stream::pending()))
     })
     .await;
@@ -502,7 +502,7 @@ async fn a_ping_answer_the_server_never_accepts_does_not_stall_the_call() {
 async fn the_call_deadline_covers_the_wait_for_a_refresh_on_miss() {
     heartbeat();
     let server = Sessioned::start(|req, _| match req.method() {
-        "tools/list" if req.id() != json!(1) && req.id() != json!(2) => {
+        "tools/list" if req.id() != json!(2) && req.id() != json!(3) => {
             let page = tools_page(
                 &req.id(),
                 vec![tool("t", "a tool"), tool("late", "late")],

@@ -197,7 +197,7 @@ async fn listing_shows_every_status_sorted() {
     // One server of each status, by namespace.
     #[rustfmt::skip]
     let one_each = [
-        ("zeta", r#"{"namespace":"zeta","status":"ready","tools":[{"name":"bare","description":"bare","inputSchema":{"type":"object"}},{"name":"fetch_page","description":"Fetch a page","inputSchema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object"}},{"name":"search","description":"Searches the docs","inputSchema":{"type":"object","properties":{"q":{"type":"string"}},"$defs":{"z":{},"a":{}}}}]}"#),
+        ("zeta", r#"{"namespace":"zeta","status":"ready","protocolVersion":"2025-11-25","tools":[{"name":"bare","description":"bare","inputSchema":{"type":"object"}},{"name":"fetch_page","description":"Fetch a page","inputSchema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object"}},{"name":"search","description":"Searches the docs","inputSchema":{"type":"object","properties":{"q":{"type":"string"}},"$defs":{"z":{},"a":{}}}}]}"#),
         ("beta", r#"{"namespace":"beta","status":"loading","tools":[]}"#),
         ("Alpha", r#"{"namespace":"Alpha","status":"error","reason":"local MCP servers (command) are not supported yet","tools":[]}"#),
     ];

@@ -358,11 +358,15 @@ async fn every_tools_list_page_is_fetched() {
             ("tools/list", Some("p3")) => {
                 mock::result(request, json!({"tools": [tool("d")], "nextCursor": ""}))
             }
+            // "" is a cursor too (MCP 2026-07-28, pagination); answered "" again, the walk ends.
+            ("tools/list", Some("")) => {
+                mock::result(request, json!({"tools": [tool("e")], "nextCursor": ""}))
+            }
             _ => ResponseTemplate::new(400),
         }
     }))
     .await;
-    let _host = assert_ready_with(&server, json!(["a", "b", "c", "d"])).await;
+    let _host = assert_ready_with(&server, json!(["a", "b", "c", "d", "e"])).await;
     let cursors: Vec<Value> = requests(&server)
         .await
         .iter()
@@ -372,7 +376,12 @@ async fn every_tools_list_page_is_fetched() {
         .collect();
     assert_eq!(
         cursors,
-        [json!({}), json!({"cursor": "p2"}), json!({"cursor": "p3"})]
+        [
+            json!({}),
+            json!({"cursor": "p2"}),
+            json!({"cursor": "p3"}),
+            json!({"cursor": ""})
+        ]
     );
 }
 
@@ -512,13 +521,13 @@ async fn a_forgotten_session_is_initialized_again_once() {
         assert_eq!(
             relisting,
             [
-                (Some("s-0".to_string()), json!(2)),
-                (Some("s-1".to_string()), json!(5))
+                (Some("s-0".to_string()), json!(3)),
+                (Some("s-1".to_string()), json!(6))
             ]
         );
         let trail: Vec<(String, Option<String>, Value)> = requests
             .iter()
-            .filter(|r| !(body(r)["method"] == "tools/list" && body(r)["id"] == 5))
+            .filter(|r| !(body(r)["method"] == "tools/list" && body(r)["id"] == 6))
             .map(|r| {
                 let message = body(r);
                 (
@@ -534,13 +543,13 @@ async fn a_forgotten_session_is_initialized_again_once() {
         assert_eq!(
             trail,
             [
-                s("initialize", None, json!(1)),
+                s("initialize", None, json!(2)),
                 s("notifications/initialized", Some("s-0"), Value::Null),
-                s("tools/list", Some("s-0"), json!(2)),
-                s("tools/call", Some("s-0"), json!(3)),
-                s("initialize", None, json!(4)),
+                s("tools/list", Some("s-0"), json!(3)),
+                s("tools/call", Some("s-0"), json!(4)),
+                s("initialize", None, json!(5)),
                 s("notifications/initialized", Some("s-1"), Value::Null),
-                s("tools/call", Some("s-1"), json!(3)),
+                s("tools/call", Some("s-1"), json!(4)),
             ]
         );
     }
@@ -632,7 +641,7 @@ async fn a_failed_start_is_retried_until_ready() {
 async fn a_refused_resumption_names_the_resumption() {
     let server = mock_server(mock::server(|_, method| match method {
         "tools/list" => ResponseTemplate::new(200).set_body_raw(
-            r#"{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"t","inputSchema":{}}]}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"result":{"tools":[{"name":"t","inputSchema":{}}]}}"#,
             "application/json",
         ),
         "tools/call" => mock::sse("id: e-1\nretry: 10\ndata: \n\n"),
@@ -1285,7 +1294,7 @@ async fn instructions_reach_the_namespace_form_scrubbed_and_bounded() {
         host.call("get_dynamic_tools", json!({"namespace": "s"}))
             .await
             .unwrap(),
-        r#"{"namespace":"s","status":"ready","tools":[{"name":"a","description":"a things","inputSchema":{"type":"object"}}]}"#
+        r#"{"namespace":"s","status":"ready","protocolVersion":"2025-11-25","tools":[{"name":"a","description":"a things","inputSchema":{"type":"object"}}]}"#
     );
 }
 
