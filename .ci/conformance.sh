@@ -33,8 +33,8 @@ SCENARIOS=(initialize tools_call sse-retry
   auth/client-credentials-jwt auth/client-credentials-basic)
 # Every client scenario the suite applies to MCP 2026-07-28 (`conformance list --client
 # --spec-version 2026-07-28`: the 32 of `--requirements 2026-07-28` and
-# json-schema-2020-12-preservation), run at that revision's wire. Switch them on (see above)
-# once the client speaks 2026-07-28; what each checks is in tests/interop/README.md.
+# json-schema-2020-12-preservation), run at that revision's wire; .ci/interop.sh runs them.
+# What each checks is in tests/interop/README.md.
 MODERN_SCENARIOS=(tools_call request-metadata
   http-standard-headers http-custom-headers http-invalid-tool-headers
   sep-2322-client-request-state json-schema-ref-no-deref json-schema-2020-12-preservation
