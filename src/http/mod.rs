@@ -2,7 +2,7 @@
 //! transports: Streamable HTTP).
 //!
 //! [`Connection`] is the facade the rest of the crate uses: [`Connection::request`],
-//! [`Connection::cancel`], [`Connection::initialize`], [`Connection::listen`] (the standalone
+//! [`Connection::cancel`], [`Connection::start`], [`Connection::listen`] (the standalone
 //! `GET` stream), [`Connection::abandon`] and [`Connection::close`]; notifications and session
 //! renewals reach the server's task through [`Connection::signals`]. Behind it, one module per
 //! concept:
