@@ -421,7 +421,9 @@ async fn everything_lists_its_tools_and_maps_each_kind_of_result() {
     assert!(tools_calls(&proxy, "no-such-tool").is_empty());
 
     // What the server saw: one handshake, one listing, and a call per tool call above.
+    // The era probe first: server-everything (2025 only) refuses `server/discover` with 400.
     let mut expected = vec![
+        "POST server/discover 400".to_string(),
         "POST initialize 200".to_string(),
         "POST notifications/initialized 202".to_string(),
         "POST tools/list 200".to_string(),
@@ -432,9 +434,16 @@ async fn everything_lists_its_tools_and_maps_each_kind_of_result() {
     expected.push("POST tools/list 200".to_string());
     let log = without_streams(&proxy.log());
     assert_eq!(summaries(&log), expected);
-    assert_eq!(log[0].body["params"]["capabilities"], json!({}));
-    let session = log[0].response_session.clone().expect("a session id");
-    for exchange in &log[1..] {
+    assert_eq!(
+        (
+            log[0].session.as_deref(),
+            log[0].protocol_version.as_deref()
+        ),
+        (None, Some("2026-07-28"))
+    );
+    assert_eq!(log[1].body["params"]["capabilities"], json!({}));
+    let session = log[1].response_session.clone().expect("a session id");
+    for exchange in &log[2..] {
         assert_eq!(exchange.session.as_ref(), Some(&session));
         assert_eq!(exchange.protocol_version.as_deref(), Some("2025-11-25"));
     }
@@ -507,6 +516,7 @@ async fn everything_hears_notifications_cancelled_when_a_call_is_dropped() {
     assert_eq!(
         summaries(&without_streams(&proxy.log())),
         [
+            "POST server/discover 400",
             "POST initialize 200",
             "POST notifications/initialized 202",
             "POST tools/list 200",
@@ -526,7 +536,8 @@ async fn everything_session_deleted_or_lost_in_a_restart_is_renewed() {
         ok(&host, EVERYTHING, "echo", json!({"message": "one"})).await,
         "Echo: one"
     );
-    let first = proxy.log()[0]
+    // log[0] is the era probe (`server/discover`, refused 400), log[1] the initialize.
+    let first = proxy.log()[1]
         .response_session
         .clone()
         .expect("a session id");
@@ -550,12 +561,12 @@ async fn everything_session_deleted_or_lost_in_a_restart_is_renewed() {
     wait_relisted(&proxy, std::slice::from_ref(&first)).await;
     let log = without_streams(&proxy.log());
     assert_eq!(
-        log[4].summary(),
+        log[5].summary(),
         "POST tools/call 400",
         "the call noticed first"
     );
     let second = assert_renewed(
-        &log[4..],
+        &log[5..],
         &first,
         &json!({"name": "echo", "arguments": {"message": "two"}}),
     );
@@ -633,7 +644,8 @@ async fn python_with(
     Some((peer, proxy, host))
 }
 
-/// A schema as the SDK writes it: 1.x puts `title` before `type`, 2.x after.
+/// A schema as the SDK writes it: 1.x puts `title` before `type`; 2.x, serving us in the
+/// 2026-07-28 era, puts `type` first and `title` last.
 fn py_schema(sdk: Sdk, properties: &str, required: &str, title: &str) -> String {
     let required = if required.is_empty() {
         String::new()
@@ -645,7 +657,7 @@ fn py_schema(sdk: Sdk, properties: &str, required: &str, title: &str) -> String 
             r#"{{"properties":{{{properties}}},{required}"title":"{title}","type":"object"}}"#
         ),
         Sdk::V2 => format!(
-            r#"{{"properties":{{{properties}}},{required}"type":"object","title":"{title}"}}"#
+            r#"{{"type":"object","properties":{{{properties}}},{required}"title":"{title}"}}"#
         ),
     }
 }
@@ -692,8 +704,14 @@ fn py_namespace_listing(sdk: Sdk, ns: &str) -> String {
             )
         })
         .collect();
+    // 1.x refuses the era probe and is spoken to in 2025-11-25; 2.x picks the era from
+    // `MCP-Protocol-Version` and answers the probe, so it is spoken to in 2026-07-28.
+    let version = match sdk {
+        Sdk::V1 => "2025-11-25",
+        Sdk::V2 => REVISION,
+    };
     format!(
-        r#"{{"namespace":"{ns}","status":"ready","tools":[{}]}}"#,
+        r#"{{"namespace":"{ns}","status":"ready","protocolVersion":"{version}","tools":[{}]}}"#,
         tools.join(",")
     )
 }
@@ -736,8 +754,9 @@ async fn python_scenario(test: &str, sdk: Sdk, mode: Mode) {
                 r#""a","b""#,
                 "addArguments"
             ),
+            // 2.x writes an outputSchema as 1.x does, `title` before `type`.
             py_schema(
-                sdk,
+                Sdk::V1,
                 r#""result":{"title":"Result","type":"integer"}"#,
                 r#""result""#,
                 "addOutput"
@@ -798,6 +817,26 @@ async fn python_scenario(test: &str, sdk: Sdk, mode: Mode) {
             "sampling failed: -32600 Cannot send 'sampling/createMessage': this transport context has no back-channel for server-initiated requests.".to_string(),
         ),
     };
+    if sdk == Sdk::V2 {
+        eprintln!("DIAG ping={ping:?} sampling={sampling:?}");
+        proxy.restart_upstream(&mut peer).await;
+        eprintln!(
+            "DIAG after restart: {:?}",
+            call(&host, ns, "add", json!({"a": 20, "b": 22})).await
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        for e in proxy.log() {
+            eprintln!(
+                "DIAG {} session={:?} pv={:?} id={} resp={}",
+                e.summary(),
+                e.session,
+                e.protocol_version,
+                e.body["id"],
+                e.response_text().chars().take(300).collect::<String>()
+            );
+        }
+        panic!("DIAG end");
+    }
     assert_eq!(ping, Ok(expect_ping));
     assert_eq!(sampling, Ok(expect_sampling));
     let answers: Vec<Value> = proxy
@@ -823,6 +862,7 @@ async fn python_scenario(test: &str, sdk: Sdk, mode: Mode) {
     assert_eq!(ok(&host, ns, "add", json!({"a": 20, "b": 22})).await, "42");
 
     let mut expected: Vec<&str> = vec![
+        "POST server/discover 400",
         "POST initialize 200",
         "POST notifications/initialized 202",
         "POST tools/list 200",
@@ -847,7 +887,8 @@ async fn python_scenario(test: &str, sdk: Sdk, mode: Mode) {
         "POST tools/call 200",
     ]);
     // The new session is listed again, beside the resent call (in either order).
-    let first_session = proxy.log()[0].response_session.clone();
+    // log[0] is the era probe (`server/discover`, refused 400), log[1] the initialize.
+    let first_session = proxy.log()[1].response_session.clone();
     let relisting = proxy
         .wait_for(READY, |e| {
             e.body["method"] == "tools/list" && e.session.is_some() && e.session != first_session
@@ -869,7 +910,7 @@ async fn python_scenario(test: &str, sdk: Sdk, mode: Mode) {
     assert_eq!(summaries(&log), expected);
     let n = log.len();
     let (lost, init, again) = (&log[n - 4], &log[n - 3], &log[n - 1]);
-    let old = log[0].response_session.clone().expect("a session id");
+    let old = log[1].response_session.clone().expect("a session id");
     let new = init.response_session.clone().expect("a new session id");
     assert_ne!(old, new);
     assert_eq!(lost.session.as_ref(), Some(&old));
@@ -948,6 +989,30 @@ async fn python_tool_added_at_run_time(test: &str, sdk: Sdk, mode: Mode) {
             .map(Exchange::summary)
             .collect()
     };
+    if sdk == Sdk::V2 {
+        for e in proxy.log() {
+            eprintln!(
+                "DIAG {} session={:?} pv={:?} id={} resp={}",
+                e.summary(),
+                e.session,
+                e.protocol_version,
+                e.body["id"],
+                e.response_text().chars().take(300).collect::<String>()
+            );
+        }
+        if mode == Mode::Sse {
+            eprintln!(
+                "DIAG grow_more {:?}",
+                call(&host, ns, "grow_more", json!({})).await
+            );
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            eprintln!("DIAG listing {}", host.listing(json!({})).await);
+            for e in proxy.log() {
+                eprintln!("DIAG2 {} resp={:?}", e.summary(), e.response_text());
+            }
+        }
+        panic!("DIAG end");
+    }
     assert_eq!(lists(), ["POST tools/list 200", "POST tools/list 200"]);
     if mode == Mode::Json {
         return;
