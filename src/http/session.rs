@@ -592,8 +592,9 @@ impl Connection {
                 modern::supported_versions(Some(&wrapped))
             });
             let verdict = match listed {
-                // Absent or not a list: the answer itself says the server is modern.
-                None => modern::Verdict::Modern,
+                // No `supportedVersions` list (which every DiscoverResult has): a server that
+                // answers any method with a result, not a modern one; the handshake decides.
+                None => modern::Verdict::Legacy,
                 Some(list) if list.iter().any(|v| v == MODERN_VERSION) => modern::Verdict::Modern,
                 Some(list)
                     if list

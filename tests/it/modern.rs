@@ -549,6 +549,11 @@ async fn legacy_answers_to_discover_fall_back_to_initialize() {
             406,
         ),
         ("400 empty", Canned::Raw(400, None, String::new()), 400),
+        (
+            "200 result without supportedVersions",
+            Canned::Result(json!({})),
+            200,
+        ),
     ];
     for (what, canned, status) in cases {
         let server = Modern::start_in(Era::Legacy).await;
