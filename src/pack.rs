@@ -189,6 +189,9 @@ impl Pack for McpPack {
             Some(host_only::SIGN_IN_STATE) => {
                 Box::pin(async move { host_only::sign_in_state(&servers, &args) })
             }
+            Some(host_only::SIGN_IN_REDIRECT) => {
+                Box::pin(async move { host_only::sign_in_redirect(&servers, &args).await })
+            }
             _ => {
                 let message = format!(
                     "unknown tool {}; this Pack offers {id}/{GET} and {id}/{CALL}",

@@ -2,7 +2,7 @@
 //! file belongs to an entry, whether a grant reached it — is the Pack's to say: the host asks
 //! it through the Host-only requests `<id>/sign_in_state` and `<id>/logout`.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -79,6 +79,9 @@ async fn wait_ready(namespace: &str, entry: Value, wait: Duration) -> ExitCode {
     let mut shown: Option<String> = None;
     // The last reason the server was not ready, for when the wait runs out.
     let mut last: Option<String> = None;
+    // Lines of stdin, read once a link is shown: the address the browser ended on, pasted by
+    // a user whose browser runs on another machine.
+    let mut pasted: Option<tokio::sync::mpsc::UnboundedReceiver<String>> = None;
     let outcome = loop {
         let listing = listing(&*pack, &id, namespace).await;
         let reason = listing["reason"].as_str().unwrap_or("");
@@ -88,7 +91,14 @@ async fn wait_ready(namespace: &str, entry: Value, wait: Duration) -> ExitCode {
                 None => {
                     println!("{link}");
                     let _ = std::io::stdout().flush();
+                    if std::io::stdin().is_terminal() {
+                        eprintln!(
+                            "host: open the link above; if the browser runs on another machine, \
+                             paste the address it ends on here and press Enter"
+                        );
+                    }
                     shown = Some(link.to_string());
+                    pasted = Some(stdin_lines());
                 }
                 // The link is the only line on stdout: a new one means the first failed.
                 Some(first) if first != link => {
@@ -119,7 +129,20 @@ async fn wait_ready(namespace: &str, entry: Value, wait: Duration) -> ExitCode {
                 wait.as_secs_f64()
             ));
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        let line = async {
+            match pasted.as_mut() {
+                Some(lines) => lines.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(100)) => {}
+            line = line => match line {
+                Some(address) => paste(&*pack, &id, namespace, &address).await,
+                // stdin ended: the loopback redirect is still awaited.
+                None => pasted = None,
+            },
+        }
     };
     // A sign-in made in this run must have reached the store, or "ahead of time" did not
     // happen.
@@ -135,6 +158,37 @@ async fn wait_ready(namespace: &str, entry: Value, wait: Duration) -> ExitCode {
             eprintln!("host: login failed: {reason}");
             ExitCode::from(1)
         }
+    }
+}
+
+/// The non-empty lines of stdin, trimmed, read on a thread of their own (a blocking read never
+/// holds up the runtime; the thread ends with the process or at end of input).
+fn stdin_lines() -> tokio::sync::mpsc::UnboundedReceiver<String> {
+    let (send, lines) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines() {
+            let Ok(line) = line else { break };
+            let line = line.trim();
+            if !line.is_empty() && send.send(line.to_string()).is_err() {
+                break;
+            }
+        }
+    });
+    lines
+}
+
+/// Hands a pasted address to the Pack (`<id>/sign_in_redirect`) and says on stderr what it
+/// made of it; the wait for `ready` goes on either way.
+async fn paste(pack: &dyn Pack, id: &str, namespace: &str, address: &str) {
+    let answer = pack
+        .call(
+            &format!("{id}/sign_in_redirect"),
+            json!({ "namespace": namespace, "address": address }),
+        )
+        .await;
+    match answer {
+        Ok(_) => eprintln!("host: the address was taken; finishing the sign-in"),
+        Err(e) => eprintln!("host: {}", e.message),
     }
 }
 

@@ -7,6 +7,12 @@
 //! a short HTML page saying "Signed in" or "Sign-in failed" with the reason, escaped. A request with another or no `state` gets a `400` page and the
 //! listener keeps waiting: a stray or forged request does not end the sign-in. After
 //! [`crate::limits::SIGN_IN_WAIT`] without a code it closes; the sign-in needs a new link.
+//!
+//! The same wait also takes the redirect's address pasted by hand ([`Pasted`]: sign-in from
+//! another machine, README "Signing in"), checked exactly as the request would be: the
+//! listener's own address and path, then `state`, `error` and `code`. A pasted address that is
+//! not the awaited redirect is refused to its sender and the wait goes on; the first accepted
+//! one ends the wait, so an address is used once.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -48,9 +54,26 @@ const NOT_FOUND: &str =
 /// The browser connection that brought the code, waiting for the sign-in's outcome: the page
 /// to answer its request with goes to `page`, and `connection` (the HTTP connection, its
 /// request waiting for that page) is then driven until the page is written and it closes.
+/// `None` when the code came pasted: no browser waits for a page.
 pub(crate) struct Browser {
-    page: oneshot::Sender<Response<String>>,
-    connection: Pin<Box<dyn Future<Output = ()> + Send>>,
+    waiting: Option<(oneshot::Sender<Response<String>>, ServedConnection)>,
+}
+
+/// The HTTP connection of the request that brought the code, driven until it closes.
+type ServedConnection = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// The redirect's address pasted by hand, for the waiting sign-in; `reply` hears whether it was
+/// taken (`Ok`) or why not (the reason names no part of the address).
+pub(crate) struct Pasted {
+    pub(crate) address: SecretString,
+    pub(crate) reply: oneshot::Sender<Result<(), Error>>,
+}
+
+/// Only the type: the address carries the code.
+impl std::fmt::Debug for Pasted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Pasted")
+    }
 }
 
 impl std::fmt::Debug for Browser {
@@ -81,9 +104,11 @@ impl Browser {
             Outcome::Finishing => FINISHING.to_string(),
             Outcome::Failed(reason) => failed_page(reason),
         };
-        // The request is waiting for it: the receiver lives as long as the connection.
-        let _ = self.page.send(page(StatusCode::OK, body));
-        self.connection.await;
+        if let Some((page_sender, connection)) = self.waiting {
+            // The request is waiting for it: the receiver lives as long as the connection.
+            let _ = page_sender.send(page(StatusCode::OK, body));
+            connection.await;
+        }
     }
 }
 
@@ -158,7 +183,8 @@ impl Listener {
     }
 
     /// Waits up to `limit` for the redirect carrying `state`, then closes. A redirect with a
-    /// code comes with the [`Browser`] to answer once the code is exchanged.
+    /// code comes with the [`Browser`] to answer once the code is exchanged. Addresses pasted
+    /// on `pasted` are checked like requests (see the module docs); each hears its verdict.
     ///
     /// Connections are served side by side (each given [`REQUEST_TIMEOUT`] to send its request
     /// head; at most [`MAX_CONNECTIONS`] at once, a new one closing the oldest), so idle
@@ -173,11 +199,12 @@ impl Listener {
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future closes the listener and every connection it serves; no
-    /// code has been taken.
+    /// code has been taken (a paste still unread stays in `pasted`; its sender hears nothing).
     pub(crate) async fn wait(
         self,
         state: &SecretString,
         limit: Duration,
+        pasted: &mut mpsc::Receiver<Pasted>,
     ) -> Result<(Redirect, Browser), Error> {
         let deadline = tokio::time::Instant::now() + limit;
         let state = std::sync::Arc::new(state.clone());
@@ -211,6 +238,31 @@ impl Listener {
                 Some(served) = serving.join_next() => {
                     if let Ok(Some(result)) = served {
                         return result;
+                    }
+                }
+                Some(paste) = pasted.recv() => {
+                    let decided = decide_pasted(paste.address.expose_secret(), &state, self.port);
+                    match decided {
+                        Decided::Refused(_, _) => {
+                            tracing::warn!("a pasted sign-in address was refused");
+                            let _ = paste.reply.send(Err(Error::new(
+                                Kind::Callback,
+                                format!(
+                                    "that is not the address this sign-in waits for: paste the whole \
+                                     address the browser ended on after the latest sign-in link \
+                                     (it begins http://127.0.0.1:{}/callback?)",
+                                    self.port
+                                ),
+                            )));
+                        }
+                        Decided::Failed(_, error) => {
+                            let _ = paste.reply.send(Err(error.clone()));
+                            return Err(error);
+                        }
+                        Decided::Code(redirect) => {
+                            let _ = paste.reply.send(Ok(()));
+                            return Ok((redirect, Browser { waiting: None }));
+                        }
                     }
                 }
                 () = tokio::time::sleep_until(deadline) => {
@@ -308,13 +360,15 @@ async fn serve(
         Verdict::Code(redirect, page) => Some(Ok((
             redirect,
             Browser {
-                page,
-                // Never closed here: the request waits for its page.
-                connection: Box::pin(async move {
-                    if !closed {
-                        let _ = connection.await;
-                    }
-                }),
+                waiting: Some((
+                    page,
+                    // Never closed here: the request waits for its page.
+                    Box::pin(async move {
+                        if !closed {
+                            let _ = connection.await;
+                        }
+                    }),
+                )),
             },
         ))),
     }
@@ -350,7 +404,31 @@ fn decide(request: &Request<Incoming>, state: &SecretString, host: &str) -> Deci
     if request.method() != Method::GET || !origin_form || uri.path() != "/callback" {
         return Decided::Refused(StatusCode::NOT_FOUND, NOT_FOUND);
     }
-    let query = uri.query().unwrap_or("");
+    decide_query(uri.query().unwrap_or(""), state)
+}
+
+/// Checks a pasted address as [`decide`] checks a request: it must be the listener's own
+/// redirect URI (`http://127.0.0.1:<port>/callback`, no user info, no fragment), then its query
+/// as a request's. Surrounding whitespace is ignored.
+fn decide_pasted(address: &str, state: &SecretString, port: u16) -> Decided {
+    let Ok(url) = url::Url::parse(address.trim()) else {
+        return Decided::Refused(StatusCode::BAD_REQUEST, NOT_FOUND);
+    };
+    let own = url.scheme() == "http"
+        && url.host_str() == Some("127.0.0.1")
+        && url.port() == Some(port)
+        && url.username().is_empty()
+        && url.password().is_none()
+        && url.fragment().is_none()
+        && url.path() == "/callback";
+    if !own {
+        return Decided::Refused(StatusCode::BAD_REQUEST, WRONG_HOST);
+    }
+    decide_query(url.query().unwrap_or(""), state)
+}
+
+/// The redirect's query: its `state` (compared in constant time), then its `error` or `code`.
+fn decide_query(query: &str, state: &SecretString) -> Decided {
     let mut code = None;
     let mut got_state = None;
     let mut iss = None;
@@ -442,8 +520,107 @@ mod tests {
     type Waiting = tokio::task::JoinHandle<Result<(Redirect, Browser), Error>>;
 
     fn wait_on(listener: Listener, state: &str, secs: u64) -> Waiting {
+        wait_with_paste(listener, state, secs).0
+    }
+
+    /// As [`wait_on`], with the sender of its pasted addresses.
+    fn wait_with_paste(
+        listener: Listener,
+        state: &str,
+        secs: u64,
+    ) -> (Waiting, mpsc::Sender<Pasted>) {
         let state = SecretString::from(state);
-        tokio::spawn(async move { listener.wait(&state, Duration::from_secs(secs)).await })
+        let (paste, mut pasted) = mpsc::channel(1);
+        let waiting = tokio::spawn(async move {
+            listener
+                .wait(&state, Duration::from_secs(secs), &mut pasted)
+                .await
+        });
+        (waiting, paste)
+    }
+
+    /// Pastes `address` and returns the verdict's message (`None`: taken).
+    async fn paste(to: &mpsc::Sender<Pasted>, address: &str) -> Option<String> {
+        let (reply, verdict) = oneshot::channel();
+        to.send(Pasted {
+            address: SecretString::from(address),
+            reply,
+        })
+        .await
+        .unwrap();
+        verdict
+            .await
+            .unwrap()
+            .err()
+            .map(|e| e.message().to_string())
+    }
+
+    #[tokio::test]
+    async fn a_pasted_address_is_checked_like_the_redirect_and_taken_once() {
+        let listener = Listener::bind(None).await.unwrap();
+        let port = listener.port();
+        let (waiting, to) = wait_with_paste(listener, "expected-state-123", 30);
+        let refused = format!(
+            "that is not the address this sign-in waits for: paste the whole address the browser \
+             ended on after the latest sign-in link (it begins http://127.0.0.1:{port}/callback?)"
+        );
+        let wrong = [
+            "not a url".to_string(),
+            format!("http://127.0.0.1:{port}/callback?code=c&state=forged"),
+            format!("http://127.0.0.1:{port}/callback?code=c"),
+            format!(
+                "http://127.0.0.1:{}/callback?code=c&state=expected-state-123",
+                port ^ 1
+            ),
+            format!("https://127.0.0.1:{port}/callback?code=c&state=expected-state-123"),
+            format!("http://localhost:{port}/callback?code=c&state=expected-state-123"),
+            format!("http://u@127.0.0.1:{port}/callback?code=c&state=expected-state-123"),
+            format!("http://127.0.0.1:{port}/other?code=c&state=expected-state-123"),
+            format!("http://127.0.0.1:{port}/callback?code=c&state=expected-state-123#x"),
+        ];
+        for address in &wrong {
+            assert_eq!(
+                paste(&to, address).await.as_deref(),
+                Some(&*refused),
+                "{address}"
+            );
+        }
+        // A wrong paste leaves the listener waiting for the browser too.
+        assert_eq!(
+            get(port, "/callback?code=evil&state=forged").await,
+            (400, WRONG_STATE.to_string())
+        );
+        let address = format!(
+            "  http://127.0.0.1:{port}/callback?code=the%20code&state=expected-state-123&iss=https%3A%2F%2Fa\n"
+        );
+        assert_eq!(paste(&to, &address).await, None);
+        let (redirect, browser) = waiting.await.unwrap().unwrap();
+        assert_eq!(redirect.code.expose_secret(), "the code");
+        assert_eq!(redirect.iss.as_deref(), Some("https://a"));
+        // No browser waits: answering it is a no-op.
+        browser.answer(Outcome::SignedIn).await;
+        // Taken once: the wait has ended, so nothing receives another paste.
+        assert!(
+            to.send(Pasted {
+                address: SecretString::from(address),
+                reply: oneshot::channel().0
+            })
+            .await
+            .is_err()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_pasted_error_ends_the_wait_with_it() {
+        let listener = Listener::bind(None).await.unwrap();
+        let port = listener.port();
+        let (waiting, to) = wait_with_paste(listener, "expected-state-123", 30);
+        let address = format!(
+            "http://127.0.0.1:{port}/callback?error=access_denied&state=expected-state-123"
+        );
+        let reason = "the authorization server did not grant access (access_denied)";
+        assert_eq!(paste(&to, &address).await.as_deref(), Some(reason));
+        assert_eq!(waiting.await.unwrap().unwrap_err().message(), reason);
     }
 
     /// Binds a listener on a free port and starts its wait; returns the port and the wait.
@@ -542,7 +719,7 @@ mod tests {
         let listener = Listener::bind(None).await.unwrap();
         let state = SecretString::from("s-1234567");
         let err = listener
-            .wait(&state, crate::limits::SIGN_IN_WAIT)
+            .wait(&state, crate::limits::SIGN_IN_WAIT, &mut mpsc::channel(1).1)
             .await
             .unwrap_err();
         assert_eq!(err.kind(), Kind::Callback);

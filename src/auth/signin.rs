@@ -10,7 +10,7 @@ use reqwest::Url;
 use secrecy::ExposeSecret;
 
 use super::Error;
-use super::callback::{Listener, Outcome};
+use super::callback::{Listener, Outcome, Pasted};
 use super::challenge::Challenge;
 use super::client::{self, ClientIdentity};
 use super::config::{GrantType, OAuthConfig};
@@ -43,6 +43,10 @@ pub(crate) struct SignIn {
     identity: ClientIdentity,
     store: Option<(Store, StoreKey)>,
     listener: Listener,
+    /// The redirect's address pasted by hand ([`SignIn::paste_sender`]), checked by the
+    /// listener's wait like a redirect.
+    pasted: tokio::sync::mpsc::Receiver<Pasted>,
+    paste: tokio::sync::mpsc::Sender<Pasted>,
     pending: Pending,
     learn: Box<LearnSecret>,
     /// Scrubs the failure reason the browser's page shows.
@@ -203,12 +207,16 @@ pub(crate) async fn begin(
         &scopes,
         &listener.redirect_uri(),
     )?;
+    // One paste waits at a time: a second sender waits for the first's verdict.
+    let (paste, pasted) = tokio::sync::mpsc::channel(1);
     Ok(Started::Link(Box::new(SignIn {
         net,
         discovered,
         identity,
         store,
         listener,
+        pasted,
+        paste,
         pending,
         learn,
         scrub: None,
@@ -286,6 +294,12 @@ impl SignIn {
         self.scrub = Some(scrub);
     }
 
+    /// Where to send the redirect's address pasted by hand while [`SignIn::finish`] waits;
+    /// sending fails once the wait has ended.
+    pub(crate) fn paste_sender(&self) -> tokio::sync::mpsc::Sender<Pasted> {
+        self.paste.clone()
+    }
+
     /// The link a user opens to sign in.
     pub(crate) fn url(&self) -> &Url {
         &self.pending.url
@@ -318,9 +332,15 @@ impl SignIn {
     /// Cancel safe until the redirect arrives (dropping it closes the listener); dropped during
     /// the code exchange, the sign-in is lost and a new link is needed.
     pub(crate) async fn finish(self: Box<Self>) -> Result<Arc<Tokens>, Error> {
-        let this = *self;
+        let mut this = *self;
         let state = secrecy::SecretString::from(this.pending.state.expose_secret().to_string());
-        let (redirect, browser) = this.listener.wait(&state, SIGN_IN_WAIT).await?;
+        // Only the senders given out keep the channel open: the wait ends with the last paste.
+        drop(this.paste);
+        let (redirect, browser) = this
+            .listener
+            .wait(&state, SIGN_IN_WAIT, &mut this.pasted)
+            .await?;
+        drop(this.pasted);
         let exchanged = {
             let exchange = flow::exchange_code(
                 &this.net,

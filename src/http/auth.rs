@@ -39,8 +39,8 @@
 //! What each phase owns:
 //! - `SignedOut`: nothing; the next `401` starts a sign-in (a stored grant first).
 //! - `SignedIn(grant)`: the [`Tokens`] every request's token comes from.
-//! - `Waiting{link, task}`: the link shown in the status and the task waiting for the
-//!   browser's redirect; no grant (a grant refused or stepped up from was dropped before).
+//! - `Waiting{link, task}`: the link shown in the status, the task waiting for the
+//!   browser's redirect, and where the redirect's address pasted by hand goes; no grant (a grant refused or stepped up from was dropped before).
 //! - `Failed{reason}`: why the browser's sign-in did not complete; the next start reports it
 //!   once (as [`Error::auth`], so it shows in the status), then makes a new link.
 //! - `Stopped{grant}`: the connection is closing; the grant it held, if any, still serves the
@@ -62,6 +62,7 @@ use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 
 use super::{Error, lock};
+use crate::auth::callback::Pasted;
 use crate::auth::challenge::Challenge;
 use crate::auth::config::OAuthConfig;
 use crate::auth::scopes::StepUp;
@@ -124,6 +125,8 @@ enum Phase {
         /// The task waiting for the redirect; aborted when the phase leaves `Waiting` any
         /// other way than by that redirect.
         task: AbortHandle,
+        /// Takes the redirect's address pasted by hand (closed once the wait has ended).
+        paste: tokio::sync::mpsc::Sender<Pasted>,
     },
     /// The browser's sign-in did not complete; the next start reports why, once.
     Failed {
@@ -242,7 +245,12 @@ impl Phase {
     /// for the browser, dropping a grant still held (a step-up's: requests go without a token
     /// until the new grant arrives, as after the grant refused). Stopped, the task is aborted
     /// and `false` says no link waits.
-    fn link_made(&mut self, link: Arc<str>, task: AbortHandle) -> bool {
+    fn link_made(
+        &mut self,
+        link: Arc<str>,
+        task: AbortHandle,
+        paste: tokio::sync::mpsc::Sender<Pasted>,
+    ) -> bool {
         match self {
             Phase::Stopped { .. } => {
                 task.abort();
@@ -251,13 +259,21 @@ impl Phase {
             Phase::Waiting { task: earlier, .. } => {
                 // Not reached (a start finding a link shows it); at most one link waits.
                 earlier.abort();
-                *self = Phase::Waiting { link, task };
+                *self = Phase::Waiting { link, task, paste };
                 true
             }
             Phase::SignedOut | Phase::SignedIn(_) | Phase::Failed { .. } => {
-                *self = Phase::Waiting { link, task };
+                *self = Phase::Waiting { link, task, paste };
                 true
             }
+        }
+    }
+
+    /// Where a pasted redirect address goes: the waiting sign-in's, else `None`.
+    fn paste(&self) -> Option<tokio::sync::mpsc::Sender<Pasted>> {
+        match self {
+            Phase::Waiting { paste, .. } => Some(paste.clone()),
+            _ => None,
         }
     }
 
@@ -609,6 +625,7 @@ impl Auth {
         let this = Arc::clone(self);
         let mut sign_in = sign_in;
         sign_in.scrubbing(Arc::clone(&self.scrub));
+        let paste = sign_in.paste_sender();
         let waited = Arc::clone(&link);
         // Spawned with the phase locked, so the task's end finds its `Waiting` in place.
         let mut phase = self.phase();
@@ -629,7 +646,7 @@ impl Auth {
                 this.ended.notify_one();
             }
         });
-        let made = phase.link_made(Arc::clone(&link), task.abort_handle());
+        let made = phase.link_made(Arc::clone(&link), task.abort_handle(), paste);
         drop(phase);
         if !made {
             return Err(Error::closed());
@@ -682,6 +699,38 @@ impl Auth {
         } else {
             Logout::NothingStored
         })
+    }
+
+    /// Hands the redirect's address, pasted by hand, to the sign-in waiting for the browser,
+    /// which checks it as its loopback listener checks a redirect (README "Signing in"); `Ok`
+    /// once it took the address (the code exchange then runs in its task: the listing shows
+    /// its outcome).
+    ///
+    /// # Errors
+    /// [`crate::auth::Kind::Callback`] when no sign-in waits, or the address is not the
+    /// awaited redirect (the reason never quotes the address), or it carries the authorization
+    /// server's refusal (which ends that sign-in).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropped before the sign-in read the address, nothing happened; after, the
+    /// sign-in goes on with it.
+    pub(super) async fn paste(&self, address: SecretString) -> Result<(), crate::auth::Error> {
+        let none_waiting = || {
+            crate::auth::Error::new(
+                crate::auth::Kind::Callback,
+                "no sign-in of this server is waiting for its browser redirect; ask for the \
+                 sign-in link first (its listing shows it)",
+            )
+        };
+        let Some(to) = self.phase().paste() else {
+            return Err(none_waiting());
+        };
+        let (reply, verdict) = tokio::sync::oneshot::channel();
+        to.send(Pasted { address, reply })
+            .await
+            .map_err(|_| none_waiting())?;
+        // The wait ended (time ran out, a browser brought the code) before reading it.
+        verdict.await.map_err(|_| none_waiting())?
     }
 
     /// Whether a grant is held and stored.
@@ -785,7 +834,11 @@ mod tests {
         let mut phase = Phase::SignedOut;
         let task = waiting_task();
         let shown = link(url);
-        assert!(phase.link_made(Arc::clone(&shown), task.abort_handle()));
+        assert!(phase.link_made(
+            Arc::clone(&shown),
+            task.abort_handle(),
+            tokio::sync::mpsc::channel(1).0
+        ));
         (phase, shown, task)
     }
 
@@ -893,7 +946,11 @@ mod tests {
         let tokens = grant();
         let mut phase = Phase::SignedIn(Arc::clone(&tokens));
         let task = waiting_task();
-        assert!(phase.link_made(link(AUTHORIZE), task.abort_handle()));
+        assert!(phase.link_made(
+            link(AUTHORIZE),
+            task.abort_handle(),
+            tokio::sync::mpsc::channel(1).0
+        ));
         assert_phase(&phase, "Waiting", Some(AUTHORIZE), None);
         task.abort();
     }
@@ -910,7 +967,11 @@ mod tests {
 
         let (mut phase, _first_shown, first) = waiting_at("https://as.example/1");
         let second = waiting_task();
-        assert!(phase.link_made(link("https://as.example/2"), second.abort_handle()));
+        assert!(phase.link_made(
+            link("https://as.example/2"),
+            second.abort_handle(),
+            tokio::sync::mpsc::channel(1).0
+        ));
         assert_eq!(phase.link().as_deref(), Some("https://as.example/2"));
         assert!(aborted(first).await);
         phase.stop();
@@ -964,7 +1025,11 @@ mod tests {
         let mut phase = Phase::SignedOut;
         phase.stop();
         let task = waiting_task();
-        assert!(!phase.link_made(link(AUTHORIZE), task.abort_handle()));
+        assert!(!phase.link_made(
+            link(AUTHORIZE),
+            task.abort_handle(),
+            tokio::sync::mpsc::channel(1).0
+        ));
         assert_phase(&phase, "Stopped", None, None);
         assert!(aborted(task).await);
     }

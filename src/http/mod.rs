@@ -254,6 +254,25 @@ impl Connection {
         self.auth.as_ref().map(|a| a.logout(&self.url)).transpose()
     }
 
+    /// Hands the sign-in redirect's address, pasted by hand, to the sign-in waiting for the
+    /// browser (see [`auth::Auth::paste`]); `None` when the entry configures an
+    /// `Authorization` header (it never signs in).
+    ///
+    /// # Errors
+    /// As [`auth::Auth::paste`].
+    ///
+    /// # Cancel safety
+    /// As [`auth::Auth::paste`].
+    pub(crate) async fn paste_redirect(
+        &self,
+        address: secrecy::SecretString,
+    ) -> Option<Result<(), crate::auth::Error>> {
+        match &self.auth {
+            Some(auth) => Some(auth.paste(address).await),
+            None => None,
+        }
+    }
+
     /// Where the entry's sign-in stands; `None` when it configures an `Authorization` header.
     pub(crate) fn sign_in_state(&self) -> Option<SignInState> {
         self.auth.as_ref().map(|a| a.state())

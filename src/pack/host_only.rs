@@ -11,6 +11,14 @@
 //!   whether the server's connection holds a grant, whether that grant came from the store or
 //!   was saved there, and the store's directory (`null` when none is known).
 //!
+//! - `<id>/sign_in_redirect` `{"namespace": "docs", "address": "http://127.0.0.1:…/callback?…"}`
+//!   hands the address the browser ended on (sign-in from another machine, where the redirect
+//!   to `127.0.0.1` cannot reach this one) to the server's waiting sign-in, checked as its
+//!   loopback listener checks a redirect: answers `{"namespace":"docs","accepted":true}` once
+//!   the sign-in took it (the listing then shows the outcome); an address that is not the
+//!   awaited redirect, or no sign-in waiting, is `invalid_arguments` with the reason (which
+//!   never quotes the address).
+//!
 //! An unknown namespace is `not_found`; a namespace whose config entry was refused, or a store
 //! that cannot be used, is `unavailable`.
 
@@ -27,10 +35,12 @@ use crate::server::{Server, Status};
 pub(super) const LOGOUT: &str = "logout";
 /// `<id>/sign_in_state`.
 pub(super) const SIGN_IN_STATE: &str = "sign_in_state";
+/// `<id>/sign_in_redirect`.
+pub(super) const SIGN_IN_REDIRECT: &str = "sign_in_redirect";
 
 /// `<id>/logout`: deletes the named server's stored sign-in.
 pub(super) fn logout(servers: &[Arc<Server>], args: &Value) -> Result<String, ToolError> {
-    let (namespace, connection) = connection(servers, args)?;
+    let (namespace, connection) = connection(servers, args, &["namespace"])?;
     let deleted = match connection.logout() {
         Ok(Some(Logout::Deleted)) => true,
         Ok(Some(Logout::NothingStored) | None) => false,
@@ -48,9 +58,46 @@ pub(super) fn logout(servers: &[Arc<Server>], args: &Value) -> Result<String, To
     Ok(json!({"namespace": namespace, "deleted": deleted}).to_string())
 }
 
+/// `<id>/sign_in_redirect`: the pasted redirect address, for the named server's sign-in.
+///
+/// # Cancel safety
+/// Cancel safe (see `Connection::paste_redirect`).
+pub(super) async fn sign_in_redirect(
+    servers: &[Arc<Server>],
+    args: &Value,
+) -> Result<String, ToolError> {
+    let (namespace, connection) = connection(servers, args, &["namespace", "address"])?;
+    let address = args.get("address").and_then(Value::as_str).ok_or_else(|| {
+        ToolError::new(
+            ToolErrorKind::InvalidArguments,
+            "\"address\" is required: the whole address the browser ended on after the \
+                 sign-in link, as a string",
+        )
+    })?;
+    let address = secrecy::SecretString::from(address.to_string());
+    match connection.paste_redirect(address).await {
+        Some(Ok(())) => Ok(json!({"namespace": namespace, "accepted": true}).to_string()),
+        Some(Err(e)) => Err(ToolError::new(
+            ToolErrorKind::InvalidArguments,
+            format!(
+                "server {} did not take the pasted address: {}",
+                quoted(namespace),
+                e.message()
+            ),
+        )),
+        None => Err(ToolError::new(
+            ToolErrorKind::InvalidArguments,
+            format!(
+                "server {} never signs in: its entry configures an Authorization header",
+                quoted(namespace)
+            ),
+        )),
+    }
+}
+
 /// `<id>/sign_in_state`: where the named server's sign-in stands.
 pub(super) fn sign_in_state(servers: &[Arc<Server>], args: &Value) -> Result<String, ToolError> {
-    let (namespace, connection) = connection(servers, args)?;
+    let (namespace, connection) = connection(servers, args, &["namespace"])?;
     let state = connection.sign_in_state();
     let dir = state
         .as_ref()
@@ -65,12 +112,14 @@ pub(super) fn sign_in_state(servers: &[Arc<Server>], args: &Value) -> Result<Str
     .to_string())
 }
 
-/// The namespace the arguments name, and its server's connection.
+/// The namespace the arguments name, and its server's connection; an argument not in
+/// `accepted` is refused.
 fn connection<'s>(
     servers: &'s [Arc<Server>],
     args: &Value,
+    accepted: &[&str],
 ) -> Result<(&'s str, &'s Connection), ToolError> {
-    let args = arguments(args, &["namespace"])?;
+    let args = arguments(args, accepted)?;
     let namespace = string_arg(args, "namespace")?.ok_or_else(|| {
         ToolError::new(
             ToolErrorKind::InvalidArguments,

@@ -1060,25 +1060,56 @@ fn host_config(tag: &str, servers: Value) -> (std::path::PathBuf, std::path::Pat
 /// Runs `host login --wait 20 CONFIG docs` with the store in `dir`; plays the browser for the
 /// link it prints; returns the exit code and stderr.
 async fn host_login(config: &std::path::Path, dir: &std::path::Path) -> (Option<i32>, String) {
-    use tokio::io::AsyncBufReadExt;
+    host_login_with(config, dir, None).await
+}
+
+/// The address the authorization endpoint of `link` redirects to (the browser stops there).
+async fn redirect_address(link: &str) -> String {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let answer = client.get(link).send().await.unwrap();
+    assert_eq!(answer.status().as_u16(), 302);
+    answer.headers()["location"].to_str().unwrap().to_string()
+}
+
+/// As [`host_login`]; with `paste`, the browser runs "on another machine": the lines `paste`
+/// makes of the redirect address are written to the host's stdin instead of reaching its
+/// listener.
+async fn host_login_with(
+    config: &std::path::Path,
+    dir: &std::path::Path,
+    paste: Option<fn(&str) -> String>,
+) -> (Option<i32>, String) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
     let mut child = tokio::process::Command::new(host_example())
         .args(["login", "--wait", "20"])
         .arg(config)
         .arg("docs")
         .env("PLUGIN_MCP_OAUTH_DIR", dir)
         .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
     let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
     let link = tokio::time::timeout(WAIT, lines.next_line())
         .await
         .unwrap()
         .unwrap()
         .unwrap();
-    assert_eq!(play_browser(&Url::parse(&link).unwrap()).await, 200);
+    match paste {
+        None => assert_eq!(play_browser(&Url::parse(&link).unwrap()).await, 200),
+        Some(lines) => {
+            let address = redirect_address(&link).await;
+            stdin.write_all(lines(&address).as_bytes()).await.unwrap();
+            stdin.flush().await.unwrap();
+        }
+    }
     let out = tokio::time::timeout(Duration::from_secs(40), child.wait_with_output())
         .await
         .unwrap()
@@ -1667,4 +1698,117 @@ async fn the_resource_goes_out_exactly_as_the_metadata_publishes_it() {
         .and_then(|r| r.split(' ').next())
         .unwrap_or_else(|| panic!("no link: {reason}"));
     assert_eq!(query(&Url::parse(link).unwrap(), "resource"), Some(base));
+}
+
+/// Hands `address` to the Pack's waiting sign-in of `docs` (`mcp/sign_in_redirect`).
+async fn paste(host: &Host, address: &str) -> Result<String, runvil_plugin::ToolError> {
+    host.call(
+        "sign_in_redirect",
+        json!({"namespace": "docs", "address": address}),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_pasted_redirect_address_signs_in_once_and_wrong_ones_are_refused_unquoted() {
+    oauth_store();
+    let (_capture, logs) = crate::support::logs::capture("trace");
+    let (server, host) = not_signed_in().await;
+    let refused_before = paste(&host, "http://127.0.0.1:1/callback?code=x&state=y")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused_before.kind,
+        ToolErrorKind::InvalidArguments,
+        "{}",
+        refused_before.message
+    );
+    let link = link_in_listing(&host).await;
+    assert!(
+        refused_before.message.starts_with(
+            "server \"docs\" did not take the pasted address: no sign-in of this server is waiting"
+        ),
+        "{}",
+        refused_before.message
+    );
+    let address = redirect_address(&link).await;
+    let url = Url::parse(&address).unwrap();
+    let port = url.port().unwrap();
+    let code = query(&url, "code").unwrap();
+    let state = query(&url, "state").unwrap();
+    let not_this = format!(
+        "server \"docs\" did not take the pasted address: that is not the address this sign-in \
+         waits for: paste the whole address the browser ended on after the latest sign-in link \
+         (it begins http://127.0.0.1:{port}/callback?)"
+    );
+    for wrong in [
+        address.replace(&state, "forged-state"),
+        address.replacen("127.0.0.1", "localhost", 1),
+        format!("{address}#fragment"),
+        code.clone(),
+    ] {
+        let refused = paste(&host, &wrong).await.unwrap_err();
+        assert_eq!(
+            (refused.kind, refused.message.as_str()),
+            (ToolErrorKind::InvalidArguments, not_this.as_str()),
+            "{wrong}"
+        );
+    }
+    let missing = host
+        .call("sign_in_redirect", json!({"namespace": "docs"}))
+        .await
+        .unwrap_err();
+    assert_eq!(missing.kind, ToolErrorKind::InvalidArguments);
+    // Still waiting: the right address is taken, and the server gets ready.
+    assert_eq!(
+        paste(&host, &format!(" {address}\n")).await.unwrap(),
+        r#"{"namespace":"docs","accepted":true}"#
+    );
+    host.ready("docs", WAIT).await;
+    assert_eq!(call_whoami(&host).await.unwrap(), "signed in");
+    // Used once: the same address again finds no sign-in waiting.
+    let again = paste(&host, &address).await.unwrap_err();
+    assert!(
+        again
+            .message
+            .contains("no sign-in of this server is waiting"),
+        "{}",
+        again.message
+    );
+    assert_eq!(server.log.lock().unwrap().registrations, 1);
+    // The state is in the link the listing shows; the code is the secret.
+    let logged = logs.text();
+    assert!(!logged.contains(&code), "the log holds the code: {logged}");
+    assert!(!again.message.contains(&state));
+}
+
+#[tokio::test]
+async fn host_login_takes_the_address_pasted_on_stdin() {
+    oauth_store();
+    let server = TestServer::start(Options::default()).await;
+    let (dir, config) = host_config("host-login-paste", entry(&server));
+    // A line that is not the address first: refused on stderr, and the wait goes on.
+    let outcome = host_login_with(
+        &config,
+        &dir,
+        Some(|address| format!("\nhttp://127.0.0.1:1/elsewhere\n{address}\n")),
+    )
+    .await;
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&config);
+    let (code, stderr) = outcome;
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(lines.len(), 2, "{stderr}");
+    assert!(
+        lines[0].starts_with(
+            "host: server \"docs\" did not take the pasted address: that is not the address this \
+             sign-in waits for"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(
+        lines[1],
+        "host: the address was taken; finishing the sign-in"
+    );
 }
