@@ -797,7 +797,8 @@ async fn python_scenario(test: &str, sdk: Sdk, mode: Mode) {
     if sdk == Sdk::V2 {
         // In 2026-07-28 every result says it is complete and names the server in `_meta`.
         result["resultType"] = json!("complete");
-        result["_meta"] = json!({"io.modelcontextprotocol/serverInfo": {"name": "py2-interop", "version": ""}});
+        result["_meta"] =
+            json!({"io.modelcontextprotocol/serverInfo": {"name": "py2-interop", "version": ""}});
     }
     assert_eq!(
         messages(add),
@@ -1091,7 +1092,10 @@ async fn python_tool_added_at_run_time(test: &str, sdk: Sdk, mode: Mode) {
         // stays silent, and the first call naming the new tool re-lists (a miss) and finds it.
         assert_eq!(ok(&host, ns, "grow_more", json!({})).await, "grown more");
         assert_eq!(ok(&host, ns, "more", json!({})).await, "more works");
-        assert_eq!(tools(&host.listing(json!({})).await), with(&["extra", "more"]));
+        assert_eq!(
+            tools(&host.listing(json!({})).await),
+            with(&["extra", "more"])
+        );
         assert_eq!(lists().len(), 3);
         let listens: Vec<Exchange> = proxy
             .log()
@@ -1101,9 +1105,11 @@ async fn python_tool_added_at_run_time(test: &str, sdk: Sdk, mode: Mode) {
         assert_eq!(summaries(&listens), ["POST subscriptions/listen 200"]);
         assert_eq!(
             messages(&listens[0]),
-            [json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+            [
+                json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
                     "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": listens[0].body["id"]},
-                               "notifications": {"toolsListChanged": true}}})]
+                               "notifications": {"toolsListChanged": true}}})
+            ]
         );
         assert_eq!(proxy.log().iter().filter(|e| e.method == "GET").count(), 0);
         return;
