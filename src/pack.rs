@@ -532,10 +532,9 @@ impl PreparedCall {
             tool: &self.tool_name,
         };
         // Checked before anything is sent: a mismatch sends nothing.
-        if let Err(problems) =
-            listed
-                .input_check
-                .check(&self.params["arguments"], "arguments", redactor)
+        if let Err(problems) = listed
+            .input_check
+            .check_arguments(&self.params["arguments"], redactor)
         {
             return Err(ToolError::new(
                 ToolErrorKind::InvalidArguments,

@@ -26,9 +26,17 @@ use crate::redact::Redactor;
 /// A tool schema, compiled for checking, or why it is not used for checking.
 pub(crate) enum Checker {
     /// The compiled schema.
-    Compiled(Box<Validator>),
+    Compiled(Box<Compiled>),
     /// The schema is not used for checking; the server decides.
     Unchecked(Unchecked),
+}
+
+/// A compiled schema and the optional names of its root.
+pub(crate) struct Compiled {
+    validator: Validator,
+    /// The names the root declares under `properties` and does not list under `required`,
+    /// for [`Checker::check_arguments`].
+    optional: Vec<String>,
 }
 
 /// Why a schema is not used for checking.
@@ -82,7 +90,7 @@ impl Checker {
             return Checker::Unchecked(Unchecked::Absent);
         };
         let checker = match compile(schema) {
-            Ok(validator) => Checker::Compiled(Box::new(validator)),
+            Ok(compiled) => Checker::Compiled(Box::new(compiled)),
             Err(why) => Checker::Unchecked(why),
         };
         if let Checker::Unchecked(why) = &checker {
@@ -91,6 +99,37 @@ impl Checker {
             tracing::debug!(tool, ?why, "a tool schema is not used for checking");
         }
         checker
+    }
+
+    /// Checks a `tools/call`'s `arguments` object like [`Checker::check`] (root `arguments`),
+    /// with one tolerance: a top-level argument whose value is `null`, named under the schema
+    /// root's `properties` and not under its `required`, counts as not given. Models send `null` for
+    /// an optional parameter they leave out, and the MCP spec (2026-07-28 "Tools", `x-mcp-header`)
+    /// treats a `null` parameter as an absent one. The arguments sent are not changed.
+    ///
+    /// # Errors
+    /// The problems found, when the arguments do not match.
+    pub(crate) fn check_arguments(
+        &self,
+        arguments: &Value,
+        redactor: &Redactor,
+    ) -> Result<(), Problems> {
+        let Checker::Compiled(compiled) = self else {
+            return Ok(());
+        };
+        let optional_null =
+            |(name, value): (&String, &Value)| value.is_null() && compiled.optional.contains(name);
+        match arguments {
+            Value::Object(map) if map.iter().any(optional_null) => {
+                let given: serde_json::Map<String, Value> = map
+                    .iter()
+                    .filter(|&entry| !optional_null(entry))
+                    .map(|(name, value)| (name.clone(), value.clone()))
+                    .collect();
+                self.check(&Value::Object(given), "arguments", redactor)
+            }
+            _ => self.check(arguments, "arguments", redactor),
+        }
     }
 
     /// Checks `instance`; `root` names the instance's root in each problem (`arguments`,
@@ -106,9 +145,10 @@ impl Checker {
         root: &str,
         redactor: &Redactor,
     ) -> Result<(), Problems> {
-        let Checker::Compiled(validator) = self else {
+        let Checker::Compiled(compiled) = self else {
             return Ok(());
         };
+        let validator = &compiled.validator;
         if validator.is_valid(instance) {
             return Ok(());
         }
@@ -136,7 +176,7 @@ impl Checker {
     }
 }
 
-fn compile(schema: &RawValue) -> Result<Validator, Unchecked> {
+fn compile(schema: &RawValue) -> Result<Compiled, Unchecked> {
     let bytes = schema.get().len();
     if bytes > MAX_CHECKED_SCHEMA_BYTES {
         return Err(Unchecked::TooLarge(bytes));
@@ -145,12 +185,32 @@ fn compile(schema: &RawValue) -> Result<Validator, Unchecked> {
     if nodes(&value, MAX_CHECKED_SCHEMA_NODES).is_none() {
         return Err(Unchecked::TooComplex);
     }
-    jsonschema::options()
+    let validator = jsonschema::options()
         .with_retriever(NoFetch)
         .with_pattern_options(PatternOptions::regex())
         .should_validate_formats(false)
         .build(&value)
-        .map_err(|_| Unchecked::NotCompiled)
+        .map_err(|_| Unchecked::NotCompiled)?;
+    let required: Vec<&str> = value
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|names| names.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let optional = value
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|properties| {
+            properties
+                .keys()
+                .filter(|name| !required.contains(&name.as_str()))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Compiled {
+        validator,
+        optional,
+    })
 }
 
 /// How many JSON values `value` holds (itself included), or `None` when more than `max`.
@@ -204,6 +264,51 @@ mod tests {
         ] {
             assert_eq!(unchecked(&remote), Some(Unchecked::NotCompiled));
         }
+    }
+
+    #[test]
+    fn a_null_optional_argument_counts_as_not_given() {
+        let schema = json!({
+            "type": "object",
+            "properties": {"region": {"type": "string"}, "verbose": {"type": "boolean"}},
+            "required": ["region"],
+            "additionalProperties": false
+        });
+        let checker = checker(&schema);
+        let none = Redactor::default();
+        assert_eq!(
+            checker.check_arguments(&json!({"region": "us", "verbose": null}), &none),
+            Ok(())
+        );
+        // The tolerance is for optional names only, and only for `null`.
+        let problems = checker
+            .check_arguments(&json!({"region": null, "verbose": null}), &none)
+            .unwrap_err();
+        assert_eq!(
+            problems.listed,
+            vec!["arguments/region: null is not of type \"string\""]
+        );
+        let problems = checker
+            .check_arguments(&json!({"region": "us", "verbose": "yes"}), &none)
+            .unwrap_err();
+        assert_eq!(
+            problems.listed,
+            vec![r#"arguments/verbose: "yes" is not of type "boolean""#]
+        );
+        // A null for a name the schema does not declare is checked as sent.
+        let problems = checker
+            .check_arguments(&json!({"region": "us", "other": null}), &none)
+            .unwrap_err();
+        assert_eq!(
+            problems.listed,
+            vec!["arguments: Additional properties are not allowed ('other' was unexpected)"]
+        );
+        // Plain `check` (structuredContent) has no such tolerance.
+        assert!(
+            checker
+                .check(&json!({"region": "us", "verbose": null}), "x", &none)
+                .is_err()
+        );
     }
 
     #[test]
