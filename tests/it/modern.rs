@@ -905,6 +905,30 @@ async fn mirrored_parameters_follow_their_types_and_are_left_out_when_absent_or_
     );
 }
 
+/// A model's `null` for an optional boolean is no schema mismatch: the call goes out as given,
+/// without the parameter's header (the conformance suite's `http-custom-headers` does this).
+#[tokio::test]
+async fn a_null_for_an_optional_typed_parameter_is_sent_without_its_header() {
+    let server = Modern::start().await;
+    server.set_tools(vec![tool_with(
+        "t",
+        json!({
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "verbose": {"type": "boolean", "x-mcp-header": "Verbose"},
+        }),
+    )]);
+    let host = ready(&server).await;
+    let args = json!({"region": "us-east1", "verbose": null});
+    assert!(call(&host, "t", args).await.is_ok());
+    let step = server.steps("tools/call").remove(0);
+    assert_eq!(step.status, 200);
+    assert_eq!(
+        extra_headers(&step),
+        [("mcp-name", "t"), ("mcp-param-region", "us-east1")]
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+    );
+}
+
 #[tokio::test]
 async fn unsafe_mirrored_values_go_base64_in_exactly_one_header_without_injection() {
     let server = Modern::start().await;
