@@ -122,6 +122,9 @@ async fn run(
         .collect::<serde_json::Map<_, _>>()
         .into();
     let mut rmcp_version = String::new();
+    // The version the Pack speaks with the bench servers (the namespace listing's
+    // `protocolVersion`), read by the argument-check section.
+    let mut ours_version = String::new();
     let mut m6_plain = serde_json::Map::new();
 
     if plan.runs("m1") {
@@ -256,6 +259,70 @@ async fn run(
         m6_plain.insert(
             "p99_plain_vs_rmcp_pooled".into(),
             r2(p99_plain / plain[2].p99_us()),
+        );
+        drop(pack);
+    }
+
+    if plan.runs("check") {
+        // ---- The argument check's cost: M1 of a tool with a typical inputSchema ÷ M1 of the
+        // same tool whose schema is only {"type": "object"}, same arguments, same server.
+        eprintln!("check: warm round trips, typed vs open schema ...");
+        let checked_url = format!("http://{}/checked", addrs.nodelay);
+        let pack = our_pack(json!({"c": {"url": checked_url}}));
+        wait_ready(pack.as_ref(), 1, Duration::from_secs(10)).await;
+        let listing = pack
+            .call("mcp/get_dynamic_tools", json!({"namespace": "c"}))
+            .await
+            .expect("listing");
+        let listing: Value = serde_json::from_str(&listing).expect("the listing is JSON");
+        ours_version = listing["protocolVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let arguments = json!({"owner": "acme", "a": 1, "b": 2, "state": "open",
+                               "labels": ["bug", "p1"], "perPage": 30});
+        let checked_call = |tool: &'static str| {
+            let pack = &pack;
+            let args = json!({"namespace": "c", "toolName": tool, "arguments": arguments});
+            move || {
+                let args = args.clone();
+                async move {
+                    let text = pack.call("mcp/call_dynamic_tool", args).await.expect("sum");
+                    assert_eq!(text, "3");
+                }
+            }
+        };
+        let mut check = [
+            Series::new("ours, typical inputSchema (checked)"),
+            Series::new("ours, inputSchema {\"type\":\"object\"}"),
+        ];
+        let n = plan.m1_calls;
+        rounds(
+            &mut check,
+            plan.m1_rounds,
+            plan.budget,
+            async |c, d| match c {
+                0 => block(n, d, false, checked_call("sum_typed")).await,
+                _ => block(n, d, false, checked_call("sum_open")).await,
+            },
+        )
+        .await;
+        let v = ratio(&check[0], &check[1]);
+        let cpu = cpu_ratio(&check[0], &check[1]);
+        rows.push(row(
+            "M1 argument check",
+            &check[0],
+            false,
+            format!(
+                "÷ open schema {v:.2}; client CPU/call {:.1} vs {:.1} µs (÷ {cpu:.2})",
+                check[0].cpu_us(),
+                check[1].cpu_us()
+            ),
+        ));
+        rows.push(row("M1 argument check", &check[1], false, String::new()));
+        summary.insert(
+            "check".into(),
+            json!({"typed_vs_open": r2(v), "cpu_typed_vs_open": r2(cpu)}),
         );
         drop(pack);
     }
@@ -808,7 +875,7 @@ async fn run(
     }
     // Keep key order m1..m7 for readers.
     let mut ordered = serde_json::Map::new();
-    for k in ["m1", "m2", "m3", "m4", "m5", "m6", "m7", "scrub"] {
+    for k in ["m1", "check", "m2", "m3", "m4", "m5", "m6", "m7", "scrub"] {
         if let Some(v) = summary.remove(k) {
             ordered.insert(k.into(), v);
         }
@@ -816,7 +883,7 @@ async fn run(
     *summary = ordered;
     rows.push(Row {
         metric: "info".into(),
-        what: format!("rmcp client negotiated protocol {rmcp_version}; ours 2025-11-25"),
+        what: format!("rmcp client negotiated protocol {rmcp_version}; ours {ours_version}"),
         p50: String::new(),
         p99: String::new(),
         extra: String::new(),

@@ -104,7 +104,7 @@ impl ServerHandler for BenchServer {
         let args = request.arguments.unwrap_or_default();
         let int = |k: &str| args.get(k).and_then(Value::as_i64).unwrap_or(0);
         let text = match request.name.as_ref() {
-            "sum" => (int("a") + int("b")).to_string(),
+            "sum" | "sum_typed" | "sum_open" => (int("a") + int("b")).to_string(),
             "text" => {
                 let n = (int("n").max(0) as usize).min(self.shared.text.len());
                 self.shared.text[..n].to_string()
@@ -229,6 +229,36 @@ pub(crate) fn tools() -> Vec<Tool> {
     out
 }
 
+/// The two tools of the check server (`/checked`), for the cost of the argument check: both
+/// add `a` and `b`; `sum_typed` has an inputSchema like a real tool's (seven typed properties,
+/// an enum, bounds, an array, three required, no others allowed), `sum_open` only
+/// `{"type": "object"}`.
+fn checked_tools() -> Vec<Tool> {
+    let Value::Object(typed) = json!({
+        "type": "object",
+        "properties": {
+            "owner": {"type": "string", "minLength": 1, "description": "The owning account."},
+            "a": {"type": "integer"},
+            "b": {"type": "integer"},
+            "state": {"type": "string", "enum": ["open", "closed", "all"], "default": "open"},
+            "labels": {"type": "array", "items": {"type": "string"}, "maxItems": 20},
+            "perPage": {"type": "integer", "minimum": 1, "maximum": 100},
+            "cursor": {"type": "string"}
+        },
+        "required": ["owner", "a", "b"],
+        "additionalProperties": false
+    }) else {
+        unreachable!()
+    };
+    let Value::Object(open) = json!({"type": "object"}) else {
+        unreachable!()
+    };
+    vec![
+        Tool::new("sum_typed", "Adds two integers.", Arc::new(typed)),
+        Tool::new("sum_open", "Adds two integers.", Arc::new(open)),
+    ]
+}
+
 /// The one tool of the scrub server (`/scrub`): `secrets_text`, the scrub section's result.
 fn scrub_tools() -> Vec<Tool> {
     let Value::Object(schema) = json!({"type": "object"}) else {
@@ -280,7 +310,11 @@ pub(crate) fn rechunk(response: Response, frame: usize) -> Response {
     Response::from_parts(parts, Body::from_stream(frames))
 }
 
-pub(crate) fn router(shared: &Arc<Shared>, scrub: &Arc<Shared>) -> axum::Router {
+pub(crate) fn router(
+    shared: &Arc<Shared>,
+    scrub: &Arc<Shared>,
+    checked: &Arc<Shared>,
+) -> axum::Router {
     let framed = |path: &str, frame: usize| {
         axum::Router::new()
             .nest_service(path, service(shared))
@@ -291,6 +325,7 @@ pub(crate) fn router(shared: &Arc<Shared>, scrub: &Arc<Shared>) -> axum::Router 
     axum::Router::new()
         .nest_service("/mcp", service(shared))
         .nest_service("/scrub", service(scrub))
+        .nest_service("/checked", service(checked))
         .merge(framed("/f1k", 1024))
         .merge(framed("/f16k", 16 * 1024))
         .merge(framed("/f64k", 64 * 1024))
@@ -322,6 +357,11 @@ pub(crate) fn start_servers() -> Addrs {
         text: String::new(),
         scrub_text: scrub_text(),
     });
+    let checked = Arc::new(Shared {
+        tools: checked_tools(),
+        text: String::new(),
+        scrub_text: String::new(),
+    });
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("servers".into())
@@ -339,8 +379,10 @@ pub(crate) fn start_servers() -> Addrs {
                     NODELAY_ACCEPTED.fetch_add(1, Ordering::Relaxed);
                     let _ = tcp.set_nodelay(true);
                 });
-                let a = tokio::spawn(axum::serve(nodelay, router(&shared, &scrub)).into_future());
-                let _ = axum::serve(plain, router(&shared, &scrub)).await;
+                let a = tokio::spawn(
+                    axum::serve(nodelay, router(&shared, &scrub, &checked)).into_future(),
+                );
+                let _ = axum::serve(plain, router(&shared, &scrub, &checked)).await;
                 let _ = a.await;
             });
         })
