@@ -327,6 +327,79 @@ async fn run(
         drop(pack);
     }
 
+    if plan.runs("m8") {
+        // ---- M8: cold start to ready by era: construct → `ready` against the same rmcp server
+        // code serving 2026-07-28 (/mcp: server/discover + tools/list) and serving only the 2025
+        // versions (/legacy: the probe refused with -32022, then initialize +
+        // notifications/initialized + tools/list), beside rmcp's client (connect + list_tools).
+        eprintln!("M8: cold start by era ...");
+        let legacy_url = format!("http://{}/legacy", addrs.nodelay);
+        let legacy_ref = &legacy_url;
+        let mut m8 = [
+            Series::new("ours, modern server: construct → ready"),
+            Series::new("ours, legacy-only server: construct → ready"),
+            Series::new("rmcp pooled: connect + list_tools"),
+        ];
+        let n = plan.m2_starts;
+        let mut versions = [String::new(), String::new()];
+        rounds(&mut m8, plan.m2_rounds, plan.budget, async |c, d| {
+            let mut b = Block::default();
+            let cpu = thread_cpu_ns();
+            for _ in 0..n {
+                let start = Instant::now();
+                if c < 2 {
+                    let at = if c == 0 { url_ref } else { legacy_ref };
+                    let pack = our_pack(json!({"s": {"url": at}}));
+                    wait_ready(pack.as_ref(), 1, Duration::from_secs(10)).await;
+                    b.samples.push(start.elapsed().as_nanos() as u64);
+                    if versions[c].is_empty() {
+                        let listing = pack
+                            .call("mcp/get_dynamic_tools", json!({"namespace": "s"}))
+                            .await
+                            .expect("listing");
+                        let listing: Value = serde_json::from_str(&listing).expect("JSON");
+                        versions[c] = listing["protocolVersion"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_string();
+                    }
+                    drop(pack);
+                } else {
+                    let client = rmcp_pooled(url_ref).await;
+                    let tools = client.list_tools(None).await.expect("list_tools");
+                    assert_eq!(tools.tools.len(), 52);
+                    b.samples.push(start.elapsed().as_nanos() as u64);
+                    let _ = client.cancel().await;
+                }
+                // Let the goodbye (a legacy DELETE) finish outside the timed part.
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                if Instant::now() > d {
+                    break;
+                }
+            }
+            b.cpu_ns = thread_cpu_ns() - cpu;
+            b
+        })
+        .await;
+        let v_legacy = ratio(&m8[0], &m8[1]);
+        let v_rmcp = ratio(&m8[0], &m8[2]);
+        rows.push(row(
+            "M8 cold start by era",
+            &m8[0],
+            true,
+            format!(
+                "÷ legacy {v_legacy:.2}, ÷ rmcp {v_rmcp:.2}; spoke {} / {}",
+                versions[0], versions[1]
+            ),
+        ));
+        rows.push(row("M8 cold start by era", &m8[1], true, String::new()));
+        rows.push(row("M8 cold start by era", &m8[2], true, String::new()));
+        summary.insert(
+            "m8".into(),
+            json!({"modern_vs_legacy": r2(v_legacy), "modern_vs_rmcp": r2(v_rmcp)}),
+        );
+    }
+
     if plan.runs("m2") {
         // ---- M2: one server's start (initialize + tools/list, decoded into the registry) vs rmcp
         // connect + list_tools.
@@ -875,7 +948,9 @@ async fn run(
     }
     // Keep key order m1..m7 for readers.
     let mut ordered = serde_json::Map::new();
-    for k in ["m1", "check", "m2", "m3", "m4", "m5", "m6", "m7", "scrub"] {
+    for k in [
+        "m1", "check", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "scrub",
+    ] {
         if let Some(v) = summary.remove(k) {
             ordered.insert(k.into(), v);
         }

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::{
@@ -76,6 +76,9 @@ pub(crate) struct Shared {
     tools: Vec<Tool>,
     text: String,
     scrub_text: String,
+    /// Serve the 2025 versions only (`/legacy`, M8's legacy arm): 2026-07-28 is refused with
+    /// `-32022`, so a client falls back to the `initialize` handshake.
+    legacy_only: bool,
 }
 
 #[derive(Clone)]
@@ -86,6 +89,18 @@ pub(crate) struct BenchServer {
 impl ServerHandler for BenchServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        if self.shared.legacy_only {
+            std::borrow::Cow::Borrowed(&[
+                ProtocolVersion::V_2025_11_25,
+                ProtocolVersion::V_2025_06_18,
+                ProtocolVersion::V_2025_03_26,
+            ])
+        } else {
+            std::borrow::Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS)
+        }
     }
 
     async fn list_tools(
@@ -314,6 +329,7 @@ pub(crate) fn router(
     shared: &Arc<Shared>,
     scrub: &Arc<Shared>,
     checked: &Arc<Shared>,
+    legacy: &Arc<Shared>,
 ) -> axum::Router {
     let framed = |path: &str, frame: usize| {
         axum::Router::new()
@@ -326,6 +342,7 @@ pub(crate) fn router(
         .nest_service("/mcp", service(shared))
         .nest_service("/scrub", service(scrub))
         .nest_service("/checked", service(checked))
+        .nest_service("/legacy", service(legacy))
         .merge(framed("/f1k", 1024))
         .merge(framed("/f16k", 16 * 1024))
         .merge(framed("/f64k", 64 * 1024))
@@ -351,16 +368,25 @@ pub(crate) fn start_servers() -> Addrs {
         tools,
         text,
         scrub_text: String::new(),
+        legacy_only: false,
     });
     let scrub = Arc::new(Shared {
         tools: scrub_tools(),
         text: String::new(),
         scrub_text: scrub_text(),
+        legacy_only: false,
     });
     let checked = Arc::new(Shared {
         tools: checked_tools(),
         text: String::new(),
         scrub_text: String::new(),
+        legacy_only: false,
+    });
+    let legacy = Arc::new(Shared {
+        tools: shared.tools.clone(),
+        text: String::new(),
+        scrub_text: String::new(),
+        legacy_only: true,
     });
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
@@ -380,9 +406,9 @@ pub(crate) fn start_servers() -> Addrs {
                     let _ = tcp.set_nodelay(true);
                 });
                 let a = tokio::spawn(
-                    axum::serve(nodelay, router(&shared, &scrub, &checked)).into_future(),
+                    axum::serve(nodelay, router(&shared, &scrub, &checked, &legacy)).into_future(),
                 );
-                let _ = axum::serve(plain, router(&shared, &scrub, &checked)).await;
+                let _ = axum::serve(plain, router(&shared, &scrub, &checked, &legacy)).await;
                 let _ = a.await;
             });
         })
