@@ -795,23 +795,35 @@ async fn run(
         let pack = &pack;
         let rp: &'static RmcpClient = Box::leak(Box::new(rmcp_pooled(&url).await));
         let args = json!({"namespace": "s", "toolName": "sum", "arguments": sum_args});
+        // The most TCP connections one burst of each contender made the server accept (a burst
+        // has M7_CONCURRENT requests in flight at once).
+        let most = [std::cell::Cell::new(0usize), std::cell::Cell::new(0usize)];
+        let most = &most;
+        let counted = |c: usize, before: usize| {
+            let now = NODELAY_ACCEPTED.load(Ordering::Relaxed) - before;
+            most[c].set(most[c].get().max(now));
+        };
         let ours_burst = || {
             let calls =
                 (0..M7_CONCURRENT).map(|_| pack.call("mcp/call_dynamic_tool", args.clone()));
+            let before = NODELAY_ACCEPTED.load(Ordering::Relaxed);
             async move {
                 for text in futures_util::future::join_all(calls).await {
                     assert_eq!(text.expect("sum"), "3");
                 }
+                counted(0, before);
             }
         };
         let rmcp_burst = || {
             let calls = (0..M7_CONCURRENT).map(|_| {
                 rp.call_tool(CallToolRequestParams::new("sum").with_arguments(sum_map.clone()))
             });
+            let before = NODELAY_ACCEPTED.load(Ordering::Relaxed);
             async move {
                 for result in futures_util::future::join_all(calls).await {
                     assert!(result.expect("sum").is_error != Some(true));
                 }
+                counted(1, before);
             }
         };
         let mut m7 = [
@@ -837,19 +849,26 @@ async fn run(
             &m7[0],
             true,
             format!(
-                "÷ rmcp pooled {v7:.2}; {} TCP connections opened",
-                opened[0]
+                "÷ rmcp pooled {v7:.2}; {} TCP connections opened, at most {} in one burst",
+                opened[0],
+                most[0].get()
             ),
         ));
         rows.push(row(
             "M7 256 concurrent calls",
             &m7[1],
             true,
-            format!("{} TCP connections opened", opened[1]),
+            format!(
+                "{} TCP connections opened, at most {} in one burst",
+                opened[1],
+                most[1].get()
+            ),
         ));
         summary.insert(
             "m7".into(),
-            json!({"vs_rmcp_pooled": r2(v7), "connections": opened[0], "rmcp_pooled_connections": opened[1]}),
+            json!({"vs_rmcp_pooled": r2(v7), "connections": opened[0], "rmcp_pooled_connections": opened[1],
+                   "most_in_one_burst": most[0].get(), "rmcp_most_in_one_burst": most[1].get(),
+                   "in_flight": M7_CONCURRENT}),
         );
     }
 
