@@ -72,6 +72,55 @@ pub(crate) async fn rmcp_pooled(url: &str) -> RmcpClient {
         .expect("rmcp connects")
 }
 
+/// The modern floor: raw `reqwest` POSTs of MCP 2026-07-28 stateless requests (`_meta` with
+/// the protocol version, client capabilities and client info; `MCP-Protocol-Version`,
+/// `Mcp-Method` and `Mcp-Name` headers), no session, reading whole bodies.
+pub(crate) struct ModernFloor {
+    http: reqwest::Client,
+    url: String,
+    next_id: std::sync::atomic::AtomicU64,
+}
+
+impl ModernFloor {
+    pub(crate) fn new(url: &str) -> ModernFloor {
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .tcp_nodelay(true)
+            .build()
+            .unwrap();
+        ModernFloor {
+            http,
+            url: url.to_string(),
+            next_id: 1.into(),
+        }
+    }
+
+    /// `tools/call` of `tool` with `args`, the whole body read.
+    pub(crate) async fn call(&self, tool: &str, args: &Value) -> Bytes {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let body = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": args, "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "bench-floor", "version": "0"}}}}))
+        .unwrap();
+        self.http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", tool)
+            .body(body)
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap()
+    }
+}
+
 /// The floor: raw `reqwest` POSTs on an initialized session, reading whole bodies.
 pub(crate) struct Floor {
     pub(crate) http: reqwest::Client,

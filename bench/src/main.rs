@@ -263,6 +263,62 @@ async fn run(
         drop(pack);
     }
 
+    if plan.runs("m1modern") {
+        // ---- M1 on the modern path: ours (which speaks 2026-07-28 with this server) ÷ raw
+        // reqwest POSTs of the same stateless request.
+        eprintln!("M1 modern: warm round trips vs the modern floor ...");
+        let pack = our_pack(json!({"s": {"url": url}}));
+        wait_ready(pack.as_ref(), 1, Duration::from_secs(10)).await;
+        let floor = ModernFloor::new(&url);
+        let floor = &floor;
+        let pack = &pack;
+        let args = json!({"namespace": "s", "toolName": "sum", "arguments": sum_args});
+        let sum_args = &sum_args;
+        let mut m1m = [
+            Series::new("ours, 2026-07-28"),
+            Series::new("floor: raw reqwest POST, 2026-07-28 stateless"),
+        ];
+        let n = plan.m1_calls;
+        rounds(
+            &mut m1m,
+            plan.m1_rounds,
+            plan.budget,
+            async |c, d| match c {
+                0 => {
+                    block(n, d, false, || {
+                        let args = args.clone();
+                        async move {
+                            let text = pack.call("mcp/call_dynamic_tool", args).await.expect("sum");
+                            assert_eq!(text, "3");
+                        }
+                    })
+                    .await
+                }
+                _ => {
+                    block(n, d, false, || async move {
+                        let body = floor.call("sum", sum_args).await;
+                        assert!(memfind(&body, b"\"result\"").is_some());
+                    })
+                    .await
+                }
+            },
+        )
+        .await;
+        let v = ratio(&m1m[0], &m1m[1]);
+        rows.push(row(
+            "M1 modern path",
+            &m1m[0],
+            false,
+            format!("÷ floor {v:.2}"),
+        ));
+        rows.push(row("M1 modern path", &m1m[1], false, String::new()));
+        if let Some(Value::Object(m1)) = summary.get_mut("m1") {
+            m1.insert("modern_vs_floor".into(), r2(v));
+        } else {
+            summary.insert("m1".into(), json!({"modern_vs_floor": r2(v)}));
+        }
+    }
+
     if plan.runs("check") {
         // ---- The argument check's cost: M1 of a tool with a typical inputSchema ÷ M1 of the
         // same tool whose schema is only {"type": "object"}, same arguments, same server.
