@@ -219,7 +219,7 @@ pub(crate) async fn exchange_code(
         .request_async(net)
         .await
         .map_err(|e| refusal(e, &secrets, true))?;
-    Ok(grant_from(&answer, None, &pending.scopes, server))
+    grant_from(&answer, None, &pending.scopes, server)
 }
 
 /// Refreshes `grant` (OAuth 2.1 §4.3 with `resource`, and `scope` naming the grant's scopes:
@@ -251,12 +251,7 @@ pub(crate) async fn refresh(
         .request_async(net)
         .await
         .map_err(|e| token_error(e, &secrets))?;
-    Ok(grant_from(
-        &answer,
-        Some(refresh_token),
-        &grant.scopes,
-        server,
-    ))
+    grant_from(&answer, Some(refresh_token), &grant.scopes, server)
 }
 
 /// The client credentials grant (OAuth 2.1 §4.2), authenticated by the client's secret or, with
@@ -308,7 +303,7 @@ pub(crate) async fn client_credentials(
         _ => request.request_async(net).await,
     }
     .map_err(|e| token_error(e, &secrets))?;
-    Ok(grant_from(&answer, None, scopes, server))
+    grant_from(&answer, None, scopes, server)
 }
 
 /// An ES256 client assertion (RFC 7523 §3) valid for five minutes.
@@ -365,17 +360,25 @@ fn jwt_assertion(
     )))
 }
 
+/// The grant of a token response, when its `token_type` is one this client sends: `Bearer`
+/// (compared case-insensitively, RFC 6749 §5.1).
+///
+/// # Errors
+/// [`Kind::Refused`] for any other `token_type` (a `DPoP` token among them: this client sends
+/// no DPoP proofs yet): a token of a type the client does not understand is never sent (RFC
+/// 6749 §7.1).
 fn grant_from(
     answer: &oauth2::basic::BasicTokenResponse,
     old_refresh: Option<&SecretString>,
     requested: &[String],
     server: &AuthorizationServer,
-) -> Grant {
+) -> Result<Grant, Error> {
+    check_token_type(answer.token_type())?;
     let lifetime = answer
         .expires_in()
         .map(|d| d.as_secs())
         .filter(|secs| *secs > 0);
-    Grant {
+    Ok(Grant {
         access_token: SecretString::from(answer.access_token().secret().to_string()),
         refresh_token: answer
             .refresh_token()
@@ -389,7 +392,36 @@ fn grant_from(
             .map(|s| s.iter().map(|s| s.to_string()).collect())
             .unwrap_or_else(|| requested.to_vec()),
         issuer: Some(server.identifier()),
-    }
+    })
+}
+
+/// Whether a token of `token_type` may be sent: only `Bearer` (RFC 6750) is (the `oauth2`
+/// crate lower-cases the field before it parses it).
+///
+/// # Errors
+/// [`Kind::Refused`] otherwise, naming the type only when it is a short word (at most 16
+/// letters, digits, `-` or `_`): a longer value could be a secret echoed.
+fn check_token_type(token_type: &oauth2::basic::BasicTokenType) -> Result<(), Error> {
+    let other = match token_type {
+        oauth2::basic::BasicTokenType::Bearer => return Ok(()),
+        other => other.as_ref(),
+    };
+    let named = other.len() <= 16
+        && other
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    let name = if named {
+        oauth_code(other)
+    } else {
+        "unknown".to_string()
+    };
+    Err(Error::new(
+        Kind::Refused,
+        format!(
+            "the token endpoint issued a token of type {name}, which this client does not use \
+             (RFC 6749 §7.1); the token is not sent"
+        ),
+    ))
 }
 
 /// Maps a failed token request to an [`Error`]: `invalid_grant` is
@@ -539,6 +571,34 @@ mod tests {
             format!("{err:?}"),
             "auth::Error(Refused: the token endpoint answered HTTP 200 but not with a JSON token response)"
         );
+    }
+
+    #[test]
+    fn only_bearer_tokens_are_accepted_whatever_the_case() {
+        use oauth2::basic::BasicTokenType;
+        let parse = |t: &str| -> oauth2::basic::BasicTokenResponse {
+            serde_json::from_value(serde_json::json!({"access_token": "at-1", "token_type": t}))
+                .unwrap()
+        };
+        assert_eq!(parse("Bearer").token_type(), &BasicTokenType::Bearer);
+        assert!(check_token_type(parse("bEaReR").token_type()).is_ok());
+        for (sent, named) in [
+            ("mac", "mac"),
+            ("DPoP", "dpop"),
+            ("N_A", "n_a"),
+            ("secret-looking-token-type-1", "unknown"),
+            ("a b", "unknown"),
+        ] {
+            let err = check_token_type(parse(sent).token_type()).unwrap_err();
+            assert_eq!(err.kind(), Kind::Refused);
+            assert_eq!(
+                err.message(),
+                format!(
+                    "the token endpoint issued a token of type {named}, which this client does \
+                     not use (RFC 6749 §7.1); the token is not sent"
+                )
+            );
+        }
     }
 
     #[test]
