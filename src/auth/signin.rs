@@ -513,6 +513,30 @@ mod tests {
         finish.await.unwrap().unwrap()
     }
 
+    #[tokio::test]
+    async fn a_token_of_a_type_not_understood_is_refused_and_never_sent() {
+        let server = TestServer::start(Options {
+            token_type: "mac",
+            ..Options::default()
+        })
+        .await;
+        let Started::Link(sign_in) = start(&server, &OAuthConfig::default(), None, None)
+            .await
+            .unwrap()
+        else {
+            panic!("a link");
+        };
+        let (status, finish) = play(sign_in).await;
+        assert_eq!(status, 200);
+        let err = finish.await.unwrap().unwrap_err();
+        assert_eq!(err.kind(), Kind::Refused);
+        assert_eq!(
+            err.message(),
+            "the token endpoint issued a token of type mac, which this client does not use \
+             (RFC 6749 §7.1); the token is not sent"
+        );
+    }
+
     async fn token(tokens: &Arc<Tokens>) -> String {
         tokens
             .access_token()

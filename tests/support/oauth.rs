@@ -121,6 +121,8 @@ pub struct Options {
     pub refresh_needs_scope: bool,
     /// The MCP endpoint refuses every token a refresh gave with `401 invalid_token`.
     pub refuse_refreshed: bool,
+    /// The `token_type` of every token response.
+    pub token_type: &'static str,
 }
 
 impl Default for Options {
@@ -154,6 +156,7 @@ impl Default for Options {
             echo_credentials: false,
             refresh_needs_scope: false,
             refuse_refreshed: false,
+            token_type: "Bearer",
         }
     }
 }
@@ -839,7 +842,7 @@ async fn token(shared: &Shared, headers: &HeaderMap, body: &[u8]) -> Response {
     }
     let mut answer = json!({
         "access_token": access,
-        "token_type": "Bearer",
+        "token_type": shared.options.token_type,
         "expires_in": shared.options.lifetime,
         "scope": scope,
     });
