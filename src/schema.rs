@@ -34,8 +34,8 @@ pub(crate) enum Checker {
 /// A compiled schema and the optional names of its root.
 pub(crate) struct Compiled {
     validator: Validator,
-    /// The names the root declares under `properties` and does not list under `required`,
-    /// for [`Checker::check_arguments`].
+    /// The names the root declares under `properties` with a `type` that excludes `null`, and
+    /// does not list under `required`, for [`Checker::check_arguments`].
     optional: Vec<String>,
 }
 
@@ -102,10 +102,12 @@ impl Checker {
     }
 
     /// Checks a `tools/call`'s `arguments` object like [`Checker::check`] (root `arguments`),
-    /// with one tolerance: a top-level argument whose value is `null`, named under the schema
-    /// root's `properties` and not under its `required`, counts as not given. Models send `null` for
-    /// an optional parameter they leave out, and the MCP spec (2026-07-28 "Tools", `x-mcp-header`)
-    /// treats a `null` parameter as an absent one. The arguments sent are not changed.
+    /// with one tolerance for arguments that do not match as sent: a top-level argument whose
+    /// value is `null`, declared under the schema root's `properties` with a `type` that
+    /// excludes `null` and not listed under its `required`, counts as not given. Models send
+    /// `null` for an optional parameter they leave out, and the MCP spec (2026-07-28 "Tools",
+    /// `x-mcp-header`) treats a `null` parameter as an absent one. A `null` the property's own
+    /// `type` allows is a value, checked as sent. The arguments sent are not changed.
     ///
     /// # Errors
     /// The problems found, when the arguments do not match.
@@ -117,6 +119,9 @@ impl Checker {
         let Checker::Compiled(compiled) = self else {
             return Ok(());
         };
+        if compiled.validator.is_valid(arguments) {
+            return Ok(());
+        }
         let optional_null =
             |(name, value): (&String, &Value)| value.is_null() && compiled.optional.contains(name);
         match arguments {
@@ -196,14 +201,25 @@ fn compile(schema: &RawValue) -> Result<Compiled, Unchecked> {
         .and_then(Value::as_array)
         .map(|names| names.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
+    // A `type` that excludes `null`: a string other than "null", or an array of strings
+    // without it.
+    let excludes_null = |property: &Value| match property.get("type") {
+        Some(Value::String(t)) => t != "null",
+        Some(Value::Array(types)) => {
+            types.iter().all(Value::is_string) && !types.contains(&Value::from("null"))
+        }
+        _ => false,
+    };
     let optional = value
         .get("properties")
         .and_then(Value::as_object)
         .map(|properties| {
             properties
-                .keys()
-                .filter(|name| !required.contains(&name.as_str()))
-                .cloned()
+                .iter()
+                .filter(|(name, property)| {
+                    !required.contains(&name.as_str()) && excludes_null(property)
+                })
+                .map(|(name, _)| name.clone())
                 .collect()
         })
         .unwrap_or_default();
@@ -308,6 +324,31 @@ mod tests {
             checker
                 .check(&json!({"region": "us", "verbose": null}), "x", &none)
                 .is_err()
+        );
+    }
+
+    #[test]
+    fn a_null_the_property_allows_is_a_value() {
+        let none = Redactor::default();
+        // Valid as sent: never refused by the tolerance.
+        let note = checker(
+            &json!({"properties": {"note": {"type": ["string", "null"]}},
+                                   "minProperties": 1}),
+        );
+        assert_eq!(note.check_arguments(&json!({"note": null}), &none), Ok(()));
+        let either = checker(&json!({"properties": {"a": {"type": "string"}, "b": {}},
+                                     "anyOf": [{"required": ["a"]}, {"required": ["b"]}]}));
+        assert_eq!(either.check_arguments(&json!({"b": null}), &none), Ok(()));
+        // A null the property allows is present: dependentRequired holds for it.
+        let dependent = checker(&json!({"properties": {"a": {"type": ["string", "null"]},
+                                                       "b": {"type": "string"}},
+                                        "dependentRequired": {"a": ["b"]}}));
+        let problems = dependent
+            .check_arguments(&json!({"a": null}), &none)
+            .unwrap_err();
+        assert_eq!(
+            problems.listed,
+            vec![r#"arguments: "b" is a required property"#]
         );
     }
 
