@@ -30,6 +30,7 @@ notices
 auth::policy
 auth::challenge
 auth::net
+auth::dpop
 auth::discovery
 auth::config
 auth::scopes

@@ -23,6 +23,9 @@ pub(crate) mod challenge;
 pub(crate) mod client;
 pub(crate) mod config;
 pub(crate) mod discovery;
+// Proof construction only: no sign-in sends proofs yet.
+#[allow(dead_code)]
+pub(crate) mod dpop;
 pub(crate) mod flow;
 pub(crate) mod net;
 pub(crate) mod policy;
