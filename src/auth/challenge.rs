@@ -1,10 +1,11 @@
-//! The one `WWW-Authenticate` parser (RFC 9110 §11.6.1) and the `Bearer` challenge a `401` or
-//! `403` carries (RFC 6750 §3, RFC 9728 §5.1).
+//! The one `WWW-Authenticate` parser (RFC 9110 §11.6.1) and the OAuth challenge a `401` or
+//! `403` carries: `Bearer` (RFC 6750 §3, RFC 9728 §5.1) or `DPoP` (RFC 9449 §7.1).
 //!
 //! Owns: splitting a header value into its challenges ([`parse`]: scheme, token68 or
-//! parameters), the typed [`Challenge`] of the `Bearer` scheme, and the scope syntax
-//! ([`split_scopes`], RFC 6749 §3.3). The HTTP client asks it whether a refusal offers
-//! `Bearer` at all; discovery and step-ups read the parameters.
+//! parameters), the typed [`Challenge`] of a token scheme, and the scope syntax
+//! ([`split_scopes`], RFC 6749 §3.3). The HTTP client asks it whether a refusal offers a
+//! token scheme at all and whether it asks for a DPoP nonce; discovery and step-ups read the
+//! parameters.
 
 use reqwest::header::{HeaderMap, WWW_AUTHENTICATE};
 
@@ -119,7 +120,8 @@ fn read_quoted(text: &str) -> (String, &str) {
     (out, "")
 }
 
-/// The `Bearer` challenge of a `401` or `403` (RFC 6750 §3, RFC 9728 §5.1).
+/// The challenge of a token scheme in a `401` or `403`: `Bearer` (RFC 6750 §3, RFC 9728 §5.1)
+/// or `DPoP` (RFC 9449 §7.1, the same parameters).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Challenge {
     /// The protected resource metadata URL, as sent.
@@ -131,15 +133,15 @@ pub(crate) struct Challenge {
 }
 
 impl Challenge {
-    /// The `Bearer` challenge among the `WWW-Authenticate` headers; an empty one when there is
-    /// none (a `401` without a challenge still starts discovery).
+    /// The first `Bearer` or `DPoP` challenge among the `WWW-Authenticate` headers; an empty
+    /// one when there is none (a `401` without a challenge still starts discovery).
     pub(crate) fn from_headers(headers: &HeaderMap) -> Challenge {
         Challenge::offered(headers).unwrap_or_default()
     }
 
-    /// The first `Bearer` challenge among the `WWW-Authenticate` headers, or `None` when no
-    /// challenge of any of them has the `Bearer` scheme (so `Basic realm="bearer-gateway"`
-    /// offers none).
+    /// The first `Bearer` or `DPoP` challenge among the `WWW-Authenticate` headers, or `None`
+    /// when no challenge of any of them has one of those schemes (so
+    /// `Basic realm="bearer-gateway"` offers none).
     pub(crate) fn offered(headers: &HeaderMap) -> Option<Challenge> {
         headers
             .get_all(WWW_AUTHENTICATE)
@@ -148,10 +150,12 @@ impl Challenge {
             .find_map(Challenge::parse)
     }
 
-    /// The first `Bearer` challenge of one `WWW-Authenticate` value (which may hold several
-    /// challenges), if any; of each parameter the first one counts.
+    /// The first `Bearer` or `DPoP` challenge of one `WWW-Authenticate` value (which may hold
+    /// several challenges), if any; of each parameter the first one counts.
     pub(crate) fn parse(value: &str) -> Option<Challenge> {
-        let bearer = parse(value).into_iter().find(|c| c.is("bearer"))?;
+        let bearer = parse(value)
+            .into_iter()
+            .find(|c| c.is("bearer") || c.is("dpop"))?;
         let take = |name: &str| bearer.param(name).map(str::to_string);
         Some(Challenge {
             resource_metadata: take("resource_metadata"),
@@ -169,6 +173,18 @@ impl Challenge {
     pub(crate) fn is_insufficient_scope(&self) -> bool {
         self.error.as_deref() == Some("insufficient_scope")
     }
+}
+
+/// Whether a `DPoP` challenge among the `WWW-Authenticate` headers has the error
+/// `use_dpop_nonce`: the resource server wants its nonce (from the `DPoP-Nonce` header) in the
+/// proof (RFC 9449 §9).
+pub(crate) fn asks_for_dpop_nonce(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(WWW_AUTHENTICATE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(parse)
+        .any(|c| c.is("dpop") && c.param("error") == Some("use_dpop_nonce"))
 }
 
 /// Space-separated scopes (RFC 6749 §3.3), in order, without duplicates or empty words.
@@ -266,5 +282,37 @@ mod tests {
         assert!(!offered(&["Basic realm=\"x, Bearer y\""]));
         assert!(!offered(&["Basic bearer=1"]));
         assert!(!offered(&[]));
+        // A resource server of DPoP-bound tokens may challenge with `DPoP` alone (RFC 9449 §7.1).
+        assert!(offered(&["DPoP resource_metadata=\"http://127.0.0.1/x\""]));
+        assert!(!offered(&["Basic realm=\"dpop\""]));
+    }
+
+    #[test]
+    fn a_dpop_challenge_gives_its_parameters_and_asks_for_a_nonce_only_by_its_error() {
+        let c = Challenge::parse(
+            r#"DPoP error="use_dpop_nonce", resource_metadata="http://127.0.0.1:9/.well-known/oauth-protected-resource/mcp""#,
+        )
+        .unwrap();
+        assert_eq!(
+            c.resource_metadata.as_deref(),
+            Some("http://127.0.0.1:9/.well-known/oauth-protected-resource/mcp")
+        );
+        assert_eq!(c.error.as_deref(), Some("use_dpop_nonce"));
+        let asks = |values: &[&str]| {
+            let mut headers = HeaderMap::new();
+            for v in values {
+                headers.append(WWW_AUTHENTICATE, v.parse().unwrap());
+            }
+            asks_for_dpop_nonce(&headers)
+        };
+        assert!(asks(&[r#"DPoP error="use_dpop_nonce""#]));
+        assert!(asks(&[
+            r#"Bearer realm="a""#,
+            r#"dpop error=use_dpop_nonce"#
+        ]));
+        assert!(!asks(&[r#"Bearer error="use_dpop_nonce""#]));
+        assert!(!asks(&[r#"DPoP error="invalid_token""#]));
+        assert!(!asks(&[r#"Basic realm="use_dpop_nonce""#]));
+        assert!(!asks(&[]));
     }
 }

@@ -49,6 +49,9 @@ pub(crate) struct ServerMetadata {
     /// RFC 9207 §3.
     #[serde(default)]
     pub(crate) authorization_response_iss_parameter_supported: bool,
+    /// RFC 9449 §5.1: the proof algorithms the server takes; absent when it issues no
+    /// DPoP-bound tokens.
+    pub(crate) dpop_signing_alg_values_supported: Option<Vec<String>>,
 }
 
 /// Where the authorization server's endpoints came from.
@@ -88,6 +91,16 @@ impl AuthorizationServer {
             Some(methods) => methods.iter().any(|m| m == "S256"),
             None => matches!(self.source, Source::Defaults | Source::Guessed),
         }
+    }
+
+    /// Whether the server takes DPoP proofs signed with the one algorithm this client signs
+    /// with ([`super::dpop::ALGORITHM`], RFC 9449 §5.1): then its tokens are asked for bound to
+    /// a key of this client's.
+    pub(crate) fn supports_dpop(&self) -> bool {
+        self.metadata
+            .dpop_signing_alg_values_supported
+            .as_ref()
+            .is_some_and(|algs| algs.iter().any(|a| a == super::dpop::ALGORITHM))
     }
 
     /// What identifies this authorization server for the credentials it issues: its issuer

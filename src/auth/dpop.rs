@@ -8,8 +8,12 @@
 //! fragment, [`htu`]), `iat` (Unix seconds), `ath` (base64url SHA-256 of the access token, on
 //! resource requests, RFC 9449 §4.2) and `nonce` (when the server gave one, §8 and §9).
 //!
-//! Not yet used by a sign-in: the token requests and the MCP requests do not send proofs yet.
-//! The key and every proof are secrets: `Debug` shows neither.
+//! Also owns the server-provided nonce ([`Nonce`], RFC 9449 §8 and §9): the newest
+//! `DPoP-Nonce` a server sent, put in every later proof to that server.
+//!
+//! The key and every proof are secrets: `Debug` shows neither, and the redactor learns the
+//! proofs' first segment ([`DpopKey::header_segment`]), which every proof of the key starts
+//! with, so an echoed proof is never shown whole.
 
 use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
 use base64::Engine;
@@ -18,6 +22,13 @@ use reqwest::Url;
 use secrecy::{ExposeSecret, SecretString};
 
 use super::{Error, Kind, now_secs};
+
+/// The header a proof travels in (RFC 9449 §4.1).
+pub(crate) const DPOP: &str = "dpop";
+/// The header a server gives its nonce in (RFC 9449 §8.1).
+pub(crate) const DPOP_NONCE: &str = "dpop-nonce";
+/// The longest nonce taken from a server, in bytes; a longer one is ignored.
+const MAX_NONCE_BYTES: usize = 512;
 
 /// The one proof algorithm this client signs with (RFC 9449 §5.1 `dpop_signing_alg_values_supported`).
 pub(crate) const ALGORITHM: &str = "ES256";
@@ -63,6 +74,17 @@ impl DpopKey {
         &self.stored
     }
 
+    /// The first segment of every proof of this key: the base64url of its JOSE header, which
+    /// holds nothing but the type, the algorithm and the public key. Learned by the redactor
+    /// for the key's life, so an echoed proof loses its head.
+    pub(crate) fn header_segment(&self) -> SecretString {
+        SecretString::from(URL_SAFE_NO_PAD.encode(self.header().to_string()))
+    }
+
+    fn header(&self) -> serde_json::Value {
+        serde_json::json!({"typ": "dpop+jwt", "alg": ALGORITHM, "jwk": self.jwk()})
+    }
+
     /// The public key as a JWK (RFC 7518 §6.2: `kty` `EC`, `crv` `P-256`, `x`, `y`).
     fn jwk(&self) -> serde_json::Value {
         // An uncompressed point: 0x04, then x and y of 32 bytes each.
@@ -90,7 +112,7 @@ impl DpopKey {
         let failed = || Error::new(Kind::Config, "a DPoP proof could not be made");
         let mut jti = [0u8; 16];
         aws_lc_rs::rand::fill(&mut jti).map_err(|_| failed())?;
-        let header = serde_json::json!({"typ": "dpop+jwt", "alg": ALGORITHM, "jwk": self.jwk()});
+        let header = self.header();
         let mut claims = serde_json::json!({
             "jti": URL_SAFE_NO_PAD.encode(jti),
             "htm": method,
@@ -124,6 +146,48 @@ impl DpopKey {
             URL_SAFE_NO_PAD.encode(signature.as_ref())
         )))
     }
+}
+
+/// The newest nonce one server gave (RFC 9449 §8, §9), shared by every request to it; empty
+/// until the server sends one. Clones share the value.
+#[derive(Clone, Default)]
+pub(crate) struct Nonce(std::sync::Arc<std::sync::Mutex<Option<String>>>);
+
+impl std::fmt::Debug for Nonce {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Nonce")
+    }
+}
+
+impl Nonce {
+    /// The nonce to put in the next proof.
+    pub(crate) fn get(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Takes the `DPoP-Nonce` of an answer, when it has a valid one ([`nonce_of`]); returns
+    /// whether it did.
+    pub(crate) fn learn(&self, headers: &reqwest::header::HeaderMap) -> bool {
+        let Some(nonce) = nonce_of(headers) else {
+            return false;
+        };
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(nonce);
+        true
+    }
+}
+
+/// The `DPoP-Nonce` of an answer: one value of 1 to [`MAX_NONCE_BYTES`] `NQCHAR`s (RFC 9449
+/// §8.1: visible ASCII but `"` and `\`); anything else is no nonce.
+pub(crate) fn nonce_of(headers: &reqwest::header::HeaderMap) -> Option<String> {
+    let mut values = headers.get_all(DPOP_NONCE).iter();
+    let value = values.next()?;
+    if values.next().is_some() {
+        return None;
+    }
+    let bytes = value.as_bytes();
+    let nqchar = |b: &u8| matches!(b, 0x21 | 0x23..=0x5b | 0x5d..=0x7e);
+    (!bytes.is_empty() && bytes.len() <= MAX_NONCE_BYTES && bytes.iter().all(nqchar))
+        .then(|| String::from_utf8_lossy(bytes).into_owned())
 }
 
 /// The `htu` of a request to `uri`: the URI without its query and fragment (RFC 9449 §4.2).
@@ -197,6 +261,58 @@ mod tests {
         assert_eq!(claims2.get("ath"), None);
         assert_eq!(claims2.get("nonce"), None);
         assert_ne!(claims2["jti"], claims["jti"], "a fresh jti per proof");
+    }
+
+    #[test]
+    fn every_proof_starts_with_the_header_segment() {
+        let key = DpopKey::generate().unwrap();
+        let uri = Url::parse("http://127.0.0.1:1/token").unwrap();
+        let head = key.header_segment();
+        for _ in 0..3 {
+            let proof = key.proof("POST", &uri, None, None).unwrap();
+            let first = proof.expose_secret().split('.').next().unwrap().to_string();
+            assert_eq!(first, head.expose_secret());
+        }
+        let other = DpopKey::generate().unwrap();
+        assert_ne!(other.header_segment().expose_secret(), head.expose_secret());
+    }
+
+    #[test]
+    fn a_nonce_is_one_value_of_nqchars_within_the_bound() {
+        use reqwest::header::{HeaderMap, HeaderValue};
+        let of = |values: &[&[u8]]| {
+            let mut headers = HeaderMap::new();
+            for v in values {
+                headers.append(DPOP_NONCE, HeaderValue::from_bytes(v).unwrap());
+            }
+            nonce_of(&headers)
+        };
+        assert_eq!(
+            of(&[b"eyJ7S_zG.eyJH0-Z.HX4w-7v"]).as_deref(),
+            Some("eyJ7S_zG.eyJH0-Z.HX4w-7v")
+        );
+        assert_eq!(of(&[b"a!#[]~"]).as_deref(), Some("a!#[]~"));
+        assert_eq!(of(&[]), None);
+        assert_eq!(of(&[b"a", b"b"]), None, "two values: none is taken");
+        assert_eq!(of(&[b"has space"]), None);
+        assert_eq!(of(&[b"quote\"x"]), None);
+        assert_eq!(of(&[b"back\\slash"]), None);
+        assert_eq!(of(&[&[0xc3, 0xa9]]), None);
+        assert_eq!(
+            of(&[&[b'n'; MAX_NONCE_BYTES]]).map(|n| n.len()),
+            Some(MAX_NONCE_BYTES)
+        );
+        assert_eq!(of(&[&[b'n'; MAX_NONCE_BYTES + 1]]), None);
+        let nonce = Nonce::default();
+        assert_eq!(nonce.get(), None);
+        let mut headers = HeaderMap::new();
+        assert!(!nonce.learn(&headers));
+        headers.insert(DPOP_NONCE, HeaderValue::from_static("n-1"));
+        assert!(nonce.learn(&headers));
+        let shared = nonce.clone();
+        headers.insert(DPOP_NONCE, HeaderValue::from_static("n-2"));
+        assert!(shared.learn(&headers));
+        assert_eq!(nonce.get().as_deref(), Some("n-2"));
     }
 
     #[test]

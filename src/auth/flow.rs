@@ -19,8 +19,11 @@ use oauth2::{
 use reqwest::Url;
 use secrecy::{ExposeSecret, SecretString};
 
+use std::sync::Arc;
+
 use super::client::{AuthMethod, ClientIdentity, oauth_code};
 use super::discovery::AuthorizationServer;
+use super::dpop::DpopKey;
 use super::net::{Net, NetError};
 use super::{Error, Kind, now_secs};
 use crate::limits::REFRESH_MARGIN;
@@ -41,6 +44,10 @@ pub(crate) struct Grant {
     /// The authorization server that issued the grant ([`AuthorizationServer::identifier`]):
     /// its tokens go to that server only. `None` for a grant an older version stored.
     pub(crate) issuer: Option<String>,
+    /// The key the tokens are bound to (RFC 9449): `Some` for a `DPoP` token, which every
+    /// request presents with a proof of this key (and every refresh proves again); `None` for
+    /// a `Bearer` token.
+    pub(crate) dpop: Option<Arc<DpopKey>>,
 }
 
 impl std::fmt::Debug for Grant {
@@ -55,6 +62,7 @@ impl std::fmt::Debug for Grant {
             .field("lifetime", &self.lifetime)
             .field("scopes", &self.scopes)
             .field("issuer", &self.issuer)
+            .field("dpop", &self.dpop.as_ref().map(|_| "[redacted]"))
             .finish()
     }
 }
@@ -210,16 +218,32 @@ pub(crate) async fn exchange_code(
         Some(&verifier),
         identity.client_secret.as_ref(),
     ];
-    let answer = client
+    let key = new_key(server)?;
+    let request = client
         .exchange_code(AuthorizationCode::new(
             redirect.code.expose_secret().to_string(),
         ))
         .set_pkce_verifier(pending.verifier)
-        .add_extra_param("resource", resource.to_string())
-        .request_async(net)
-        .await
-        .map_err(|e| refusal(e, &secrets, true))?;
-    grant_from(&answer, None, &pending.scopes, server)
+        .add_extra_param("resource", resource.to_string());
+    let answer = match &key {
+        Some(key) => request.request_async(&net.proving(key)).await,
+        None => request.request_async(net).await,
+    }
+    .map_err(|e| refusal(e, &secrets, true))?;
+    grant_from(&answer, None, &pending.scopes, server, key)
+}
+
+/// A new key pair for a grant from `server`, when it takes DPoP proofs this client signs
+/// ([`AuthorizationServer::supports_dpop`]): its tokens are then asked for bound to the key
+/// (RFC 9449 §5).
+///
+/// # Errors
+/// [`Kind::Config`] when no key pair could be generated.
+fn new_key(server: &AuthorizationServer) -> Result<Option<Arc<DpopKey>>, Error> {
+    if !server.supports_dpop() {
+        return Ok(None);
+    }
+    DpopKey::generate().map(|key| Some(Arc::new(key)))
 }
 
 /// Refreshes `grant` (OAuth 2.1 §4.3 with `resource`, and `scope` naming the grant's scopes:
@@ -242,16 +266,26 @@ pub(crate) async fn refresh(
         ));
     };
     let secrets = [Some(refresh_token), identity.client_secret.as_ref()];
-    let answer = token_client(server, identity)
-        .exchange_refresh_token(&RefreshToken::new(
-            refresh_token.expose_secret().to_string(),
-        ))
+    let refresh_token_value = RefreshToken::new(refresh_token.expose_secret().to_string());
+    let client = token_client(server, identity);
+    let request = client
+        .exchange_refresh_token(&refresh_token_value)
         .add_scopes(grant.scopes.iter().cloned().map(Scope::new))
-        .add_extra_param("resource", resource.to_string())
-        .request_async(net)
-        .await
-        .map_err(|e| token_error(e, &secrets))?;
-    grant_from(&answer, Some(refresh_token), &grant.scopes, server)
+        .add_extra_param("resource", resource.to_string());
+    // A DPoP-bound grant is refreshed with a proof of its own key (RFC 9449 §5: the refresh
+    // token of a public client is bound to it).
+    let answer = match &grant.dpop {
+        Some(key) => request.request_async(&net.proving(key)).await,
+        None => request.request_async(net).await,
+    }
+    .map_err(|e| token_error(e, &secrets))?;
+    grant_from(
+        &answer,
+        Some(refresh_token),
+        &grant.scopes,
+        server,
+        grant.dpop.clone(),
+    )
 }
 
 /// The client credentials grant (OAuth 2.1 §4.2), authenticated by the client's secret or, with
@@ -289,21 +323,22 @@ pub(crate) async fn client_credentials(
         .exchange_client_credentials()
         .add_scopes(scopes.iter().cloned().map(Scope::new))
         .add_extra_param("resource", resource.to_string());
-    let answer = match &assertion {
-        Some(assertion) => {
-            request
-                .add_extra_param(
-                    "client_assertion_type",
-                    "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
-                )
-                .add_extra_param("client_assertion", assertion.expose_secret().to_string())
-                .request_async(net)
-                .await
-        }
-        _ => request.request_async(net).await,
+    let request = match &assertion {
+        Some(assertion) => request
+            .add_extra_param(
+                "client_assertion_type",
+                "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+            )
+            .add_extra_param("client_assertion", assertion.expose_secret().to_string()),
+        None => request,
+    };
+    let key = new_key(server)?;
+    let answer = match &key {
+        Some(key) => request.request_async(&net.proving(key)).await,
+        None => request.request_async(net).await,
     }
     .map_err(|e| token_error(e, &secrets))?;
-    grant_from(&answer, None, scopes, server)
+    grant_from(&answer, None, scopes, server, key)
 }
 
 /// An ES256 client assertion (RFC 7523 §3) valid for five minutes.
@@ -360,20 +395,26 @@ fn jwt_assertion(
     )))
 }
 
-/// The grant of a token response, when its `token_type` is one this client sends: `Bearer`
-/// (compared case-insensitively, RFC 6749 §5.1).
+/// The grant of a token response to a request that proved `key` (or none), when its
+/// `token_type` is one this client sends (compared case-insensitively, RFC 6749 §5.1):
+/// `Bearer`, or `DPoP` when the request proved a key (RFC 9449 §5). A `Bearer` answer to a
+/// proved request is an unbound token (the server chose not to bind it) and is sent as
+/// `Bearer`.
 ///
 /// # Errors
-/// [`Kind::Refused`] for any other `token_type` (a `DPoP` token among them: this client sends
-/// no DPoP proofs yet): a token of a type the client does not understand is never sent (RFC
-/// 6749 §7.1).
+/// [`Kind::Refused`] for any other `token_type`, and for `DPoP` to a request that proved no
+/// key: a token of a type the client cannot present is never sent (RFC 6749 §7.1).
 fn grant_from(
     answer: &oauth2::basic::BasicTokenResponse,
     old_refresh: Option<&SecretString>,
     requested: &[String],
     server: &AuthorizationServer,
+    key: Option<Arc<DpopKey>>,
 ) -> Result<Grant, Error> {
-    check_token_type(answer.token_type())?;
+    let dpop = match check_token_type(answer.token_type(), key.is_some())? {
+        TokenScheme::Bearer => None,
+        TokenScheme::Dpop => key,
+    };
     let lifetime = answer
         .expires_in()
         .map(|d| d.as_secs())
@@ -392,21 +433,36 @@ fn grant_from(
             .map(|s| s.iter().map(|s| s.to_string()).collect())
             .unwrap_or_else(|| requested.to_vec()),
         issuer: Some(server.identifier()),
+        dpop,
     })
 }
 
-/// Whether a token of `token_type` may be sent: only `Bearer` (RFC 6750) is (the `oauth2`
-/// crate lower-cases the field before it parses it).
+/// How a token is presented (RFC 6750 §2.1, RFC 9449 §7.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TokenScheme {
+    Bearer,
+    Dpop,
+}
+
+/// How a token of `token_type` is sent: `Bearer` (RFC 6750) always, `DPoP` (RFC 9449) when
+/// the token request proved a key (`proved`); the `oauth2` crate lower-cases the field before
+/// it parses it.
 ///
 /// # Errors
 /// [`Kind::Refused`] otherwise, naming the type only when it is one of the IANA "OAuth Access
 /// Token Types" (`DPoP`, `mac`, `N_A`, `PoP`); any other value is `unknown` (it is the server's
 /// text and could echo a secret).
-fn check_token_type(token_type: &oauth2::basic::BasicTokenType) -> Result<(), Error> {
+fn check_token_type(
+    token_type: &oauth2::basic::BasicTokenType,
+    proved: bool,
+) -> Result<TokenScheme, Error> {
     let other = match token_type {
-        oauth2::basic::BasicTokenType::Bearer => return Ok(()),
+        oauth2::basic::BasicTokenType::Bearer => return Ok(TokenScheme::Bearer),
         other => other.as_ref(),
     };
+    if other == "dpop" && proved {
+        return Ok(TokenScheme::Dpop);
+    }
     let name = match other {
         "dpop" => "DPoP",
         "mac" => "mac",
@@ -496,12 +552,18 @@ mod tests {
             lifetime: None,
             scopes: vec!["a".into()],
             issuer: None,
+            dpop: None,
         };
         assert_eq!(
             format!("{grant:?}"),
             "Grant { access_token: \"[redacted]\", refresh_token: Some(\"[redacted]\"), \
-             expires_at: Some(1000), lifetime: None, scopes: [\"a\"], issuer: None }"
+             expires_at: Some(1000), lifetime: None, scopes: [\"a\"], issuer: None, dpop: None }"
         );
+        let bound = Grant {
+            dpop: Some(Arc::new(DpopKey::generate().unwrap())),
+            ..grant.clone()
+        };
+        assert!(format!("{bound:?}").ends_with("issuer: None, dpop: Some(\"[redacted]\") }"));
         assert!(grant.expires_soon(1000 - REFRESH_MARGIN.as_secs()));
         assert!(!grant.expires_soon(1000 - REFRESH_MARGIN.as_secs() - 1));
         // A 30 s token is refreshed in its last 15 s; a long one in its last 60 s.
@@ -573,14 +635,26 @@ mod tests {
     }
 
     #[test]
-    fn only_bearer_tokens_are_accepted_whatever_the_case() {
+    fn bearer_tokens_are_accepted_whatever_the_case_and_dpop_ones_only_after_a_proof() {
         use oauth2::basic::BasicTokenType;
         let parse = |t: &str| -> oauth2::basic::BasicTokenResponse {
             serde_json::from_value(serde_json::json!({"access_token": "at-1", "token_type": t}))
                 .unwrap()
         };
         assert_eq!(parse("Bearer").token_type(), &BasicTokenType::Bearer);
-        assert!(check_token_type(parse("bEaReR").token_type()).is_ok());
+        assert_eq!(
+            check_token_type(parse("bEaReR").token_type(), false),
+            Ok(TokenScheme::Bearer)
+        );
+        // A proved request may get an unbound token: it is sent as Bearer.
+        assert_eq!(
+            check_token_type(parse("Bearer").token_type(), true),
+            Ok(TokenScheme::Bearer)
+        );
+        assert_eq!(
+            check_token_type(parse("dpop").token_type(), true),
+            Ok(TokenScheme::Dpop)
+        );
         for (sent, named) in [
             ("mac", "mac"),
             ("DPoP", "DPoP"),
@@ -591,7 +665,7 @@ mod tests {
             ("secret-looking-token-type-1", "unknown"),
             ("a b", "unknown"),
         ] {
-            let err = check_token_type(parse(sent).token_type()).unwrap_err();
+            let err = check_token_type(parse(sent).token_type(), false).unwrap_err();
             assert_eq!(err.kind(), Kind::Refused);
             assert_eq!(
                 err.message(),

@@ -8,6 +8,7 @@
 //! - [`challenge`]: the `WWW-Authenticate` parser and the `Bearer` challenge;
 //! - [`discovery`]: from a `401` to the authorization server's endpoints;
 //! - [`client`]: the client identity (pre-registered, metadata document, or registered);
+//! - [`dpop`]: the key pair of a DPoP-bound grant, its proofs and the servers' nonces (RFC 9449);
 //! - [`callback`]: the loopback listener the browser is redirected to;
 //! - [`flow`]: the grants (authorization code with PKCE, refresh, client credentials);
 //! - [`scopes`]: which scopes to ask for, and the step-up count;
@@ -23,8 +24,6 @@ pub(crate) mod challenge;
 pub(crate) mod client;
 pub(crate) mod config;
 pub(crate) mod discovery;
-// Proof construction only: no sign-in sends proofs yet.
-#[allow(dead_code)]
 pub(crate) mod dpop;
 pub(crate) mod flow;
 pub(crate) mod net;

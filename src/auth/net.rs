@@ -4,13 +4,18 @@
 //! followed; RFC 9700 §4.11); every URL and every resolved address passes the server's
 //! [`UrlPolicy`]; and every body read is capped at [`MAX_OAUTH_DOCUMENT_BYTES`]. No configured
 //! header of the MCP server is ever sent: requests carry only what the OAuth step puts on them.
-//! It also adapts `reqwest` to the `oauth2` crate's [`oauth2::AsyncHttpClient`].
+//! It also adapts `reqwest` to the `oauth2` crate's [`oauth2::AsyncHttpClient`], plain
+//! ([`Net`]) or with a DPoP proof on each token request ([`Proving`], RFC 9449 §5), and keeps
+//! the authorization server's DPoP nonce (§8).
 
 use std::sync::Arc;
 
 use reqwest::{StatusCode, Url};
 use serde::de::DeserializeOwned;
 
+use secrecy::ExposeSecret;
+
+use super::dpop::{DPOP, DpopKey, Nonce};
 use super::policy::{PolicyResolver, UrlPolicy};
 use super::{Error, Kind};
 use crate::limits::{self, MAX_OAUTH_DOCUMENT_BYTES, OAUTH_REQUEST_TIMEOUT};
@@ -33,6 +38,8 @@ impl std::error::Error for NetError {}
 pub(crate) struct Net {
     client: reqwest::Client,
     policy: UrlPolicy,
+    /// The newest DPoP nonce of the authorization server (RFC 9449 §8), shared by clones.
+    nonce: Nonce,
 }
 
 impl std::fmt::Debug for Net {
@@ -70,7 +77,11 @@ impl Net {
                     ),
                 )
             })?;
-        Ok(Net { client, policy })
+        Ok(Net {
+            client,
+            policy,
+            nonce: Nonce::default(),
+        })
     }
 
     /// The URL policy of this server.
@@ -180,6 +191,62 @@ impl Net {
         &self,
         request: oauth2::HttpRequest,
     ) -> Result<oauth2::HttpResponse, NetError> {
+        let answer = self.send_token_request(request).await?;
+        token_response(answer)
+    }
+
+    /// [`Net::execute`] with a fresh proof of `key` in the `DPoP` header (RFC 9449 §5), with the
+    /// authorization server's newest nonce; an answer `400 use_dpop_nonce` that brings a new
+    /// nonce is answered by one more request with a proof carrying it (§8).
+    ///
+    /// # Errors
+    /// As [`Net::execute`]; a [`Kind::Config`] [`NetError`] when no proof could be made.
+    async fn execute_proved(
+        &self,
+        request: oauth2::HttpRequest,
+        key: &DpopKey,
+    ) -> Result<oauth2::HttpResponse, NetError> {
+        let (parts, body) = request.into_parts();
+        let url = Url::parse(&parts.uri.to_string()).map_err(|_| {
+            NetError(Error::new(
+                Kind::Refused,
+                "the token endpoint URL is not valid",
+            ))
+        })?;
+        let mut retried = false;
+        loop {
+            let proof = key
+                .proof(
+                    parts.method.as_str(),
+                    &url,
+                    None,
+                    self.nonce.get().as_deref(),
+                )
+                .map_err(NetError)?;
+            let mut value = http::HeaderValue::from_str(proof.expose_secret()).map_err(|_| {
+                NetError(Error::new(Kind::Config, "a DPoP proof could not be made"))
+            })?;
+            value.set_sensitive(true);
+            let mut request = http::Request::new(body.clone());
+            *request.method_mut() = parts.method.clone();
+            *request.uri_mut() = parts.uri.clone();
+            *request.headers_mut() = parts.headers.clone();
+            request.headers_mut().insert(DPOP, value);
+            let answer = self.send_token_request(request).await?;
+            let fresh = self.nonce.learn(&answer.headers);
+            if fresh && !retried && asks_for_nonce(answer.status, &answer.body) {
+                tracing::debug!(
+                    "the token endpoint asked for a DPoP nonce; sending the proof again with it"
+                );
+                retried = true;
+                continue;
+            }
+            return token_response(answer);
+        }
+    }
+
+    /// Sends one token request (its URL checked like any other) and reads the answer.
+    async fn send_token_request(&self, request: oauth2::HttpRequest) -> Result<Answer, NetError> {
         let what = "the token endpoint";
         let request = reqwest::Request::try_from(request).map_err(|_| {
             NetError(Error::new(
@@ -187,20 +254,64 @@ impl Net {
                 format!("{what} URL is not valid"),
             ))
         })?;
-        let answer = self.send(request, what).await.map_err(NetError)?;
-        // A refusal without an OAuth error response (RFC 6749 §5.2) is named by its status;
-        // its body is never quoted.
-        if answer.status != StatusCode::OK && !is_oauth_error(&answer.body) {
-            return Err(NetError(Error::new(
-                Kind::Refused,
-                format!("{what} answered HTTP {}", answer.status.as_u16()),
-            )));
-        }
-        let mut response = http::Response::new(answer.body);
-        *response.status_mut() = answer.status;
-        *response.headers_mut() = answer.headers;
-        Ok(response)
+        self.send(request, what).await.map_err(NetError)
     }
+
+    /// This client for token requests proved with `key` (RFC 9449 §5).
+    pub(crate) fn proving<'a>(&'a self, key: &'a DpopKey) -> Proving<'a> {
+        Proving { net: self, key }
+    }
+}
+
+/// The `oauth2` crate's response of a token request's answer.
+///
+/// # Errors
+/// A [`Kind::Refused`] [`NetError`] for a refusal that is no OAuth error response.
+fn token_response(answer: Answer) -> Result<oauth2::HttpResponse, NetError> {
+    // A refusal without an OAuth error response (RFC 6749 §5.2) is named by its status; its
+    // body is never quoted.
+    if answer.status != StatusCode::OK && !is_oauth_error(&answer.body) {
+        return Err(NetError(Error::new(
+            Kind::Refused,
+            format!(
+                "the token endpoint answered HTTP {}",
+                answer.status.as_u16()
+            ),
+        )));
+    }
+    let mut response = http::Response::new(answer.body);
+    *response.status_mut() = answer.status;
+    *response.headers_mut() = answer.headers;
+    Ok(response)
+}
+
+/// [`Net`] for the token requests of a DPoP-bound grant: each carries a fresh proof of the
+/// grant's key (see [`Net::proving`]).
+pub(crate) struct Proving<'a> {
+    net: &'a Net,
+    key: &'a DpopKey,
+}
+
+impl<'c> oauth2::AsyncHttpClient<'c> for Proving<'_> {
+    type Error = NetError;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<oauth2::HttpResponse, NetError>> + Send + 'c>,
+    >;
+
+    fn call(&'c self, request: oauth2::HttpRequest) -> Self::Future {
+        Box::pin(self.net.execute_proved(request, self.key))
+    }
+}
+
+/// Whether a token endpoint's answer is `400` with the OAuth error `use_dpop_nonce` (RFC 9449
+/// §8): the proof lacked the nonce the server wants.
+fn asks_for_nonce(status: StatusCode, body: &[u8]) -> bool {
+    status == StatusCode::BAD_REQUEST
+        && serde_json::from_slice::<serde_json::Value>(body)
+            .ok()
+            .is_some_and(|v| {
+                v.get("error").and_then(serde_json::Value::as_str) == Some("use_dpop_nonce")
+            })
 }
 
 impl<'c> oauth2::AsyncHttpClient<'c> for Net {

@@ -542,6 +542,7 @@ mod tests {
             .access_token()
             .await
             .unwrap()
+            .token
             .expose_secret()
             .to_string()
     }
@@ -832,6 +833,7 @@ mod tests {
                         .rejected(&old)
                         .await
                         .unwrap()
+                        .token
                         .expose_secret()
                         .to_string()
                 })
@@ -876,7 +878,7 @@ mod tests {
         // A refreshes (rotating the refresh token B holds); B then adopts A's saved grant.
         let a = host_a.rejected(&shared).await.unwrap();
         let b = host_b.rejected(&shared).await.unwrap();
-        assert_eq!(a.expose_secret(), b.expose_secret());
+        assert_eq!(a.token.expose_secret(), b.token.expose_secret());
         assert_eq!(server.log.lock().unwrap().token_requests.len(), 2);
         let _ = std::fs::remove_dir_all(store.dir());
     }
@@ -1017,7 +1019,7 @@ mod tests {
         // Expired, it is renewed by the same grant: there is no refresh token and no browser.
         server.expire_access_tokens();
         let renewed = tokens.rejected(&first).await.unwrap();
-        assert!(server.accepts(renewed.expose_secret()));
+        assert!(server.accepts(renewed.token.expose_secret()));
         assert_eq!(
             grant_types(&server),
             ["client_credentials", "client_credentials"]
@@ -1179,12 +1181,12 @@ mod tests {
             let a = tokio::spawn(async move {
                 ha.rejected(&sa)
                     .await
-                    .map(|t| t.expose_secret().to_string())
+                    .map(|t| t.token.expose_secret().to_string())
             });
             let b = tokio::spawn(async move {
                 hb.rejected(&sb)
                     .await
-                    .map(|t| t.expose_secret().to_string())
+                    .map(|t| t.token.expose_secret().to_string())
             });
             (a.await.unwrap(), b.await.unwrap())
         };

@@ -13,12 +13,16 @@
 //! A refresh holds an advisory lock on `<file>.lock` beside the file ([`Store::lock`]), so Hosts
 //! sharing the directory never send the same refresh token twice.
 //!
-//! The files hold tokens and secrets in plain text, protected by their modes, like the
+//! A DPoP-bound grant is stored with its key pair (PKCS #8, base64url): its tokens and its
+//! refresh need the key, so a grant whose key does not read is ignored.
+//!
+//! The files hold tokens, keys and secrets in plain text, protected by their modes, like the
 //! credential files of other OAuth clients. The I/O is synchronous: files are a few hundred
 //! bytes, written once per sign-in or refresh.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use reqwest::Url;
 use secrecy::{ExposeSecret, SecretString};
@@ -26,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::client::{AuthMethod, ClientIdentity, Source};
+use super::dpop::DpopKey;
 use super::flow::Grant;
 use super::{Error, Kind};
 
@@ -169,6 +174,9 @@ struct GrantRecord {
     /// The authorization server that issued the grant; absent in files of older versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     issuer: Option<String>,
+    /// The DPoP key of a DPoP-bound grant (RFC 9449): PKCS #8, base64url.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dpop_key: Option<String>,
 }
 
 impl Store {
@@ -243,13 +251,27 @@ impl Store {
                     redirect_uri: c.redirect_uri,
                 })
             }),
-            grant: file.grant.map(|g| Grant {
-                access_token: SecretString::from(g.access_token),
-                refresh_token: g.refresh_token.map(SecretString::from),
-                expires_at: g.expires_at,
-                lifetime: g.lifetime,
-                scopes: g.scopes,
-                issuer: g.issuer,
+            grant: file.grant.and_then(|g| {
+                // A bound grant whose key does not read is of no use: its tokens need the key.
+                let dpop = match g.dpop_key.map(SecretString::from) {
+                    Some(stored) => match DpopKey::from_stored(&stored) {
+                        Some(key) => Some(Arc::new(key)),
+                        None => {
+                            tracing::warn!(file = %path.display(), "a stored sign-in's DPoP key is not valid; the grant is ignored");
+                            return None;
+                        }
+                    },
+                    None => None,
+                };
+                Some(Grant {
+                    access_token: SecretString::from(g.access_token),
+                    refresh_token: g.refresh_token.map(SecretString::from),
+                    expires_at: g.expires_at,
+                    lifetime: g.lifetime,
+                    scopes: g.scopes,
+                    issuer: g.issuer,
+                    dpop,
+                })
             }),
             ignored: false,
         }
@@ -284,6 +306,10 @@ impl Store {
                 lifetime: g.lifetime,
                 scopes: g.scopes.clone(),
                 issuer: g.issuer.clone(),
+                dpop_key: g
+                    .dpop
+                    .as_ref()
+                    .map(|k| k.stored().expose_secret().to_string()),
             }),
         };
         let text = serde_json::to_vec_pretty(&file)
@@ -514,6 +540,7 @@ mod tests {
             lifetime: Some(3600),
             scopes: vec!["a".into(), "b".into()],
             issuer: Some("https://as.example.com".into()),
+            dpop: None,
         }
     }
 
@@ -599,6 +626,40 @@ mod tests {
         assert!(!store.delete(&key).unwrap());
         assert!(store.load(&key).grant.is_none());
         let _ = std::fs::remove_dir_all(dir.parent().unwrap());
+    }
+
+    #[test]
+    fn a_bound_grant_keeps_its_key_and_one_whose_key_does_not_read_is_ignored() {
+        let dir = temp_dir("dpop");
+        let store = Store::at(&dir);
+        let key = key_for("https://mcp.example.com/mcp");
+        let dpop = Arc::new(DpopKey::generate().unwrap());
+        let mut stored = holding("access-token-bound-1");
+        stored.grant.as_mut().unwrap().dpop = Some(Arc::clone(&dpop));
+        store.save(&key, &stored).unwrap();
+        let back = store.load(&key).grant.unwrap();
+        assert_eq!(
+            back.dpop.unwrap().stored().expose_secret(),
+            dpop.stored().expose_secret()
+        );
+        // The file holds the key under `dpop_key`; a value that is no key drops the grant.
+        let path = dir.join(&key.file);
+        let mut file: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(
+            file["grant"]["dpop_key"].as_str(),
+            Some(dpop.stored().expose_secret())
+        );
+        file["grant"]["dpop_key"] = "not-a-key".into();
+        std::fs::write(&path, file.to_string()).unwrap();
+        assert!(store.load(&key).grant.is_none());
+        // A Bearer grant has no `dpop_key` at all.
+        store.save(&key, &holding("access-token-plain-1")).unwrap();
+        let file: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(file["grant"].get("dpop_key"), None);
+        assert!(store.load(&key).grant.unwrap().dpop.is_none());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]

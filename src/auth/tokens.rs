@@ -8,6 +8,7 @@ use secrecy::{ExposeSecret, SecretString};
 
 use super::client::ClientIdentity;
 use super::discovery::AuthorizationServer;
+use super::dpop::DpopKey;
 use super::flow::{Grant, client_credentials, refresh, refused_grant};
 use super::net::Net;
 use super::store::{Store, StoreKey};
@@ -26,6 +27,41 @@ use crate::redact::Learned;
 /// Scrubs a text of the entry's secrets, configured and learned (see
 /// [`crate::redact::Redactor::scrubber`]).
 pub(crate) type ScrubText = dyn Fn(&str) -> String + Send + Sync;
+
+/// An access token and how it is presented: `Authorization: Bearer` (RFC 6750 §2.1), or, with
+/// a key, `Authorization: DPoP` and a fresh proof of the key in the `DPoP` header of every
+/// request (RFC 9449 §7.1). The key is the one of the grant the token came from, so a request
+/// always proves the key its own token is bound to. Its `Debug` shows neither.
+#[derive(Clone)]
+pub(crate) struct AccessToken {
+    pub(crate) token: SecretString,
+    pub(crate) dpop: Option<Arc<DpopKey>>,
+}
+
+impl std::fmt::Debug for AccessToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scheme = if self.dpop.is_some() {
+            "DPoP"
+        } else {
+            "Bearer"
+        };
+        write!(f, "AccessToken({scheme}, [redacted])")
+    }
+}
+
+impl AccessToken {
+    fn of(grant: &Grant) -> AccessToken {
+        AccessToken {
+            token: grant.access_token.clone(),
+            dpop: grant.dpop.clone(),
+        }
+    }
+
+    /// Whether this is `token`.
+    pub(crate) fn is(&self, token: &SecretString) -> bool {
+        self.token.expose_secret() == token.expose_secret()
+    }
+}
 
 /// The grant of one server, shared by every request to it.
 ///
@@ -170,12 +206,12 @@ impl Tokens {
     /// # Cancel safety
     /// Cancel safe: a refresh runs in its own task and finishes, saved, even when this future
     /// is dropped.
-    pub(crate) async fn access_token(self: &Arc<Self>) -> Result<SecretString, Error> {
+    pub(crate) async fn access_token(self: &Arc<Self>) -> Result<AccessToken, Error> {
         {
             let current = self.grant.lock().await;
             match &*current {
                 Some(grant) if !grant.expires_soon(now_secs()) => {
-                    return Ok(grant.access_token.clone());
+                    return Ok(AccessToken::of(grant));
                 }
                 None => return Err(no_grant()),
                 Some(_) => {}
@@ -195,7 +231,7 @@ impl Tokens {
     pub(crate) async fn rejected(
         self: &Arc<Self>,
         rejected: &SecretString,
-    ) -> Result<SecretString, Error> {
+    ) -> Result<AccessToken, Error> {
         self.refresh_in_task(Some(rejected.expose_secret().to_string()))
             .await
     }
@@ -203,7 +239,7 @@ impl Tokens {
     async fn refresh_in_task(
         self: &Arc<Self>,
         rejected: Option<String>,
-    ) -> Result<SecretString, Error> {
+    ) -> Result<AccessToken, Error> {
         let this = Arc::clone(self);
         let task = tokio::spawn(async move { this.refresh_locked(rejected).await });
         task.await.unwrap_or_else(|_| {
@@ -214,7 +250,7 @@ impl Tokens {
         })
     }
 
-    async fn refresh_locked(&self, rejected: Option<String>) -> Result<SecretString, Error> {
+    async fn refresh_locked(&self, rejected: Option<String>) -> Result<AccessToken, Error> {
         let mut current = self.grant.lock().await;
         let Some(grant) = current.clone() else {
             return Err(no_grant());
@@ -225,7 +261,7 @@ impl Tokens {
         };
         // Another request refreshed while this one waited for the lock.
         if fresh(&grant) {
-            return Ok(grant.access_token.clone());
+            return Ok(AccessToken::of(&grant));
         }
         // Hosts sharing the store refresh one at a time: the one that waited here reads the
         // grant the other saved instead of sending the same refresh token again.
@@ -264,8 +300,9 @@ impl Tokens {
                 Ok(new) => {
                     learn_grant(&*self.learn, &new);
                     self.save(Some(&new));
-                    let token = new.access_token.clone();
-                    *self.unproven.lock().unwrap_or_else(|e| e.into_inner()) = Some(token.clone());
+                    let token = AccessToken::of(&new);
+                    *self.unproven.lock().unwrap_or_else(|e| e.into_inner()) =
+                        Some(token.token.clone());
                     *current = Some(new);
                     return Ok(token);
                 }
@@ -304,14 +341,14 @@ impl Tokens {
         stored: Grant,
         fresh: &dyn Fn(&Grant) -> bool,
         current: &mut Option<Grant>,
-    ) -> Result<SecretString, Grant> {
+    ) -> Result<AccessToken, Grant> {
         learn_grant(&*self.learn, &stored);
         self.in_store
             .store(true, std::sync::atomic::Ordering::Release);
         if !fresh(&stored) {
             return Err(stored);
         }
-        let token = stored.access_token.clone();
+        let token = AccessToken::of(&stored);
         *current = Some(stored);
         Ok(token)
     }
@@ -440,9 +477,14 @@ fn no_grant() -> Error {
     )
 }
 
+/// Learns a grant's tokens and, for a DPoP-bound grant, the head of every proof of its key
+/// ([`DpopKey::header_segment`], kept while the redactor lives: the key outlives tokens).
 fn learn_grant(learn: &LearnSecret, grant: &Grant) {
     learn(&grant.access_token, Learned::Token);
     if let Some(refresh) = &grant.refresh_token {
         learn(refresh, Learned::Token);
+    }
+    if let Some(key) = &grant.dpop {
+        learn(&key.header_segment(), Learned::Credential);
     }
 }

@@ -68,7 +68,7 @@ use crate::auth::config::OAuthConfig;
 use crate::auth::scopes::StepUp;
 use crate::auth::signin::{self, Started};
 use crate::auth::store::Store;
-use crate::auth::tokens::{ScrubText, Tokens};
+use crate::auth::tokens::{AccessToken, ScrubText, Tokens};
 use crate::redact::Redactor;
 
 /// How many times one request is sent again after the server refused its token.
@@ -401,7 +401,7 @@ impl Auth {
     ///
     /// # Cancel safety
     /// Cancel safe (a refresh finishes in its own task).
-    pub(super) async fn token(&self) -> Result<Option<SecretString>, Error> {
+    pub(super) async fn token(&self) -> Result<Option<AccessToken>, Error> {
         let tokens = self.phase().grant();
         let Some(tokens) = tokens else {
             return Ok(None);
@@ -423,7 +423,7 @@ impl Auth {
     ///
     /// # Cancel safety
     /// Cancel safe (a refresh finishes in its own task).
-    pub(super) async fn refreshed(&self, sent: &SecretString) -> Option<SecretString> {
+    pub(super) async fn refreshed(&self, sent: &SecretString) -> Option<AccessToken> {
         let tokens = self.phase().grant()?;
         match tokens.rejected(sent).await {
             Ok(token) => Some(token),
@@ -464,7 +464,7 @@ impl Auth {
         runtime: &tokio::runtime::Handle,
         challenge: &Challenge,
         sent: Option<&SecretString>,
-    ) -> Result<SecretString, Error> {
+    ) -> Result<AccessToken, Error> {
         let tokens = self.phase().grant();
         if let (Some(tokens), Some(sent)) = (tokens, sent) {
             if tokens.just_refreshed(sent) {
@@ -504,7 +504,7 @@ impl Auth {
         runtime: &tokio::runtime::Handle,
         challenge: &Challenge,
         key: &str,
-    ) -> Result<SecretString, Error> {
+    ) -> Result<AccessToken, Error> {
         let tokens = self.phase().grant();
         let held = match &tokens {
             Some(tokens) => tokens.scopes().await,
@@ -569,7 +569,7 @@ impl Auth {
         challenge: &Challenge,
         reuse_grant: bool,
         scopes: Option<Vec<String>>,
-    ) -> Result<SecretString, Error> {
+    ) -> Result<AccessToken, Error> {
         let _one = self.starting.lock().await;
         let found = self.phase().start(scopes.is_some());
         match found {
@@ -1069,12 +1069,12 @@ mod tests {
         assert_eq!(auth.link(), None);
         assert!(auth.state().signed_in);
         let token = auth.token().await.unwrap().unwrap();
-        assert!(server.accepts(token.expose_secret()));
+        assert!(server.accepts(token.token.expose_secret()));
         auth.stop();
         assert_eq!(format!("{:?}", auth.phase()), "Stopped(with a grant)");
         // The goodbye requests still carry the grant's token.
         let kept = auth.token().await.unwrap().unwrap();
-        assert_eq!(kept.expose_secret(), token.expose_secret());
+        assert_eq!(kept.token.expose_secret(), token.token.expose_secret());
         assert!(auth.state().signed_in);
     }
 }

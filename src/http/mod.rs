@@ -43,7 +43,9 @@ pub(crate) use modern::{Mirrored, input_required, required_capabilities};
 pub(crate) use reply::Listened;
 pub(crate) use session::{Era, Initialized, Installs};
 
-use crate::auth::challenge::Challenge;
+use crate::auth::challenge::{Challenge, asks_for_dpop_nonce};
+use crate::auth::dpop::{DPOP, Nonce};
+use crate::auth::tokens::AccessToken;
 use crate::config::RemoteServer;
 use crate::jsonrpc;
 use crate::limits;
@@ -139,8 +141,10 @@ pub(crate) struct Connection {
     /// The sign-in state; `None` when the entry configures an `Authorization` header.
     auth: Option<Arc<auth::Auth>>,
     /// The access token the last request went out with, for the requests that do not ask for
-    /// one themselves (`GET` streams, `DELETE`).
-    bearer: Mutex<Option<secrecy::SecretString>>,
+    /// one themselves (`GET` streams, `DELETE`); with its DPoP key when it is bound to one.
+    access: Mutex<Option<AccessToken>>,
+    /// The newest DPoP nonce this server gave (RFC 9449 §9), put in every later proof.
+    dpop_nonce: Nonce,
     /// A token a refresh gave a `GET` or `DELETE` that the server refused again: such a request
     /// does not spend another refresh on it (see [`Connection::send_session_request`]).
     refused_after_refresh: Mutex<Option<secrecy::SecretString>>,
@@ -209,7 +213,8 @@ impl Connection {
         );
         Self {
             auth,
-            bearer: Mutex::default(),
+            access: Mutex::default(),
+            dpop_nonce: Nonce::default(),
             refused_after_refresh: Mutex::default(),
             clients,
             url: server.url,
@@ -644,15 +649,19 @@ impl Connection {
     /// on a modern route, the request metadata headers of `wire` too (MCP 2026-07-28,
     /// transports "Request Metadata": `Mcp-Method`, `Mcp-Name` in the value encoding, the
     /// mirrored `Mcp-Param-{Name}`).
+    ///
+    /// With an access token, its `Authorization` (and for a DPoP-bound token a fresh proof for
+    /// `method` to the server's URL, see [`Connection::authorize`]).
     fn with_session(
         &self,
         request: reqwest::RequestBuilder,
+        method: &reqwest::Method,
         session: Option<&Session>,
         wire: Option<&Wire<'_>>,
     ) -> reqwest::RequestBuilder {
         let mut request = request.headers(self.headers.clone());
-        if let Some(token) = lock(&self.bearer).as_ref() {
-            request = request.bearer_auth(secrecy::ExposeSecret::expose_secret(token));
+        if let Some(token) = lock(&self.access).as_ref() {
+            request = self.authorize(request, method, token);
         }
         if let Some(session) = session {
             if let Some(id) = &session.id {
@@ -672,6 +681,63 @@ impl Connection {
             }
         }
         request
+    }
+
+    /// Adds `token` to `request`: `Authorization: Bearer` (RFC 6750 §2.1), or for a DPoP-bound
+    /// token `Authorization: DPoP` and a `DPoP` proof of its key for `method` to the server's
+    /// URL, with `ath` and the server's newest nonce (RFC 9449 §7.1, §4.2, §9). Both values are
+    /// marked sensitive. A proof that cannot be made (no randomness) leaves the request without
+    /// one: the server refuses it, and the refusal is what the caller sees.
+    fn authorize(
+        &self,
+        request: reqwest::RequestBuilder,
+        method: &reqwest::Method,
+        token: &AccessToken,
+    ) -> reqwest::RequestBuilder {
+        use secrecy::ExposeSecret;
+        let Some(key) = &token.dpop else {
+            return request.bearer_auth(token.token.expose_secret());
+        };
+        let sensitive = |text: &str| {
+            HeaderValue::from_str(text).ok().map(|mut value| {
+                value.set_sensitive(true);
+                value
+            })
+        };
+        let mut request = request;
+        if let Some(value) = sensitive(&format!("DPoP {}", token.token.expose_secret())) {
+            request = request.header(reqwest::header::AUTHORIZATION, value);
+        }
+        let nonce = self.dpop_nonce.get();
+        match key.proof(
+            method.as_str(),
+            &self.url,
+            Some(&token.token),
+            nonce.as_deref(),
+        ) {
+            Ok(proof) => match sensitive(proof.expose_secret()) {
+                Some(value) => request.header(DPOP, value),
+                None => request,
+            },
+            Err(e) => {
+                tracing::warn!(namespace = %self.namespace, reason = %e, "no DPoP proof");
+                request
+            }
+        }
+    }
+
+    /// Whether `response` to a request that carried `sent` is a resource server's
+    /// `401 use_dpop_nonce` that brought a nonce (RFC 9449 §9): the request goes again, once,
+    /// with a proof carrying it. The nonce is taken from any answer that has one.
+    fn wants_dpop_nonce(&self, response: &Response, sent: Option<&AccessToken>) -> bool {
+        let bound = sent.is_some_and(|t| t.dpop.is_some());
+        if !bound {
+            return false;
+        }
+        let fresh = self.dpop_nonce.learn(response.headers());
+        fresh
+            && response.status() == reqwest::StatusCode::UNAUTHORIZED
+            && asks_for_dpop_nonce(response.headers())
     }
 
     /// POSTs one JSON-RPC body and checks the status. Returns the 2xx response.
@@ -724,10 +790,16 @@ impl Connection {
         };
         let key = &wire.step_up_key();
         let mut sent = auth.token().await?;
-        *lock(&self.bearer) = sent.clone();
+        *lock(&self.access) = sent.clone();
         let mut retries = 0;
+        let mut nonce_retried = false;
         loop {
             let response = self.send_once(body.clone(), session, wire).await?;
+            if self.wants_dpop_nonce(&response, sent.as_ref()) && !nonce_retried {
+                tracing::debug!(namespace = %self.namespace, "the server asked for a DPoP nonce; sending again with it");
+                nonce_retried = true;
+                continue;
+            }
             let status = response.status();
             let refused = match (status, auth_challenge(&response)) {
                 (reqwest::StatusCode::UNAUTHORIZED, Some(c)) => Some((false, c)),
@@ -742,7 +814,7 @@ impl Connection {
                     auth.succeeded(key);
                 }
                 if let (true, Some(sent)) = (status.is_success(), &sent) {
-                    auth.accepted(sent);
+                    auth.accepted(&sent.token);
                 }
                 return Ok(response);
             };
@@ -751,21 +823,26 @@ impl Connection {
                 auth.insufficient_scope(&self.url, &self.runtime, &challenge, key)
                     .await
             } else {
-                auth.unauthorized(&self.url, &self.runtime, &challenge, sent.as_ref())
-                    .await
+                auth.unauthorized(
+                    &self.url,
+                    &self.runtime,
+                    &challenge,
+                    sent.as_ref().map(|t| &t.token),
+                )
+                .await
             };
             let token = match token {
                 Ok(token) => token,
                 // Without a Bearer challenge the server may not speak OAuth at all: when
                 // signing in fails, its own refusal is the better reason.
-                Err(e) if !offers_bearer(&response) && e.sign_in_url().is_none() => {
+                Err(e) if !offers_token_scheme(&response) && e.sign_in_url().is_none() => {
                     tracing::debug!(namespace = %self.namespace, reason = %e, "no sign-in for a 401 without a Bearer challenge");
                     return Ok(response);
                 }
                 Err(e) => return Err(e),
             };
             drop(response);
-            *lock(&self.bearer) = Some(token.clone());
+            *lock(&self.access) = Some(token.clone());
             sent = Some(token);
         }
     }
@@ -789,6 +866,7 @@ impl Connection {
     async fn send_session_request(
         &self,
         session: &Session,
+        method: reqwest::Method,
         refresh_first: bool,
         make: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
     ) -> Result<Response, Error> {
@@ -796,24 +874,28 @@ impl Connection {
         let sent = match &self.auth {
             Some(auth) if refresh_first => match auth.token().await {
                 Ok(token) => {
-                    *lock(&self.bearer) = token.clone();
+                    *lock(&self.access) = token.clone();
                     token
                 }
                 Err(e) => {
                     tracing::debug!(namespace = %self.namespace, reason = %e, "no fresh access token; sending the one held");
-                    lock(&self.bearer).clone()
+                    lock(&self.access).clone()
                 }
             },
-            Some(_) => lock(&self.bearer).clone(),
+            Some(_) => lock(&self.access).clone(),
             None => None,
         };
         let send = || async {
-            self.with_session(make(http), Some(session), None)
+            self.with_session(make(http), &method, Some(session), None)
                 .send()
                 .await
                 .map_err(|e| self.http_error(e))
         };
-        let response = send().await?;
+        let mut response = send().await?;
+        if self.wants_dpop_nonce(&response, sent.as_ref()) {
+            drop(response);
+            response = send().await?;
+        }
         let (Some(auth), Some(sent)) = (&self.auth, sent) else {
             return Ok(response);
         };
@@ -823,21 +905,21 @@ impl Connection {
         let other_scheme = response
             .headers()
             .contains_key(reqwest::header::WWW_AUTHENTICATE)
-            && !offers_bearer(&response);
-        let refused_after_refresh = lock(&self.refused_after_refresh).as_ref().is_some_and(|t| {
-            secrecy::ExposeSecret::expose_secret(t) == secrecy::ExposeSecret::expose_secret(&sent)
-        });
+            && !offers_token_scheme(&response);
+        let refused_after_refresh = lock(&self.refused_after_refresh)
+            .as_ref()
+            .is_some_and(|t| sent.is(t));
         if other_scheme || refused_after_refresh {
             return Ok(response);
         }
-        let Some(token) = auth.refreshed(&sent).await else {
+        let Some(token) = auth.refreshed(&sent.token).await else {
             return Ok(response);
         };
         drop(response);
-        *lock(&self.bearer) = Some(token.clone());
+        *lock(&self.access) = Some(token.clone());
         let response = send().await?;
         if response.status() == reqwest::StatusCode::UNAUTHORIZED {
-            *lock(&self.refused_after_refresh) = Some(token);
+            *lock(&self.refused_after_refresh) = Some(token.token);
         }
         Ok(response)
     }
@@ -850,7 +932,12 @@ impl Connection {
         wire: &Wire<'_>,
     ) -> Result<Response, Error> {
         let request = self
-            .with_session(self.http()?.post(self.url.clone()), session, Some(wire))
+            .with_session(
+                self.http()?.post(self.url.clone()),
+                &reqwest::Method::POST,
+                session,
+                Some(wire),
+            )
             .header(ACCEPT, ACCEPT_BOTH)
             .header(CONTENT_TYPE, JSON)
             .body(body);
@@ -918,8 +1005,8 @@ fn auth_challenge(response: &Response) -> Option<Challenge> {
     Some(Challenge::from_headers(response.headers()))
 }
 
-/// Whether a `WWW-Authenticate` challenge of `response` has the `Bearer` scheme (RFC 9110
-/// §11.6.1), so `Basic realm="bearer-gateway"` does not count.
-fn offers_bearer(response: &Response) -> bool {
+/// Whether a `WWW-Authenticate` challenge of `response` has a token scheme, `Bearer` or `DPoP`
+/// (RFC 9110 §11.6.1, RFC 9449 §7.1), so `Basic realm="bearer-gateway"` does not count.
+fn offers_token_scheme(response: &Response) -> bool {
     Challenge::offered(response.headers()).is_some()
 }

@@ -278,7 +278,7 @@ impl Connection {
             Error::protocol("the server's SSE event id is not a valid header value")
         })?;
         let response = self
-            .send_session_request(session, true, |http| {
+            .send_session_request(session, reqwest::Method::GET, true, |http| {
                 http.get(self.url.clone())
                     .header(ACCEPT, ACCEPT_SSE)
                     .header(LAST_EVENT_ID, last.clone())
@@ -327,7 +327,7 @@ impl Connection {
             .filter(|id| !id.is_empty())
             .and_then(|id| HeaderValue::from_str(id).ok());
         let response = self
-            .send_session_request(session, true, |http| {
+            .send_session_request(session, reqwest::Method::GET, true, |http| {
                 let request = http.get(self.url.clone()).header(ACCEPT, ACCEPT_SSE);
                 match &last {
                     Some(last) => request.header(LAST_EVENT_ID, last.clone()),

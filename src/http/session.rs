@@ -954,8 +954,9 @@ impl Connection {
         if session.id.is_none() || session.deleted.swap(true, Ordering::AcqRel) {
             return;
         }
-        let request =
-            self.send_session_request(session, false, |http| http.delete(self.url.clone()));
+        let request = self.send_session_request(session, reqwest::Method::DELETE, false, |http| {
+            http.delete(self.url.clone())
+        });
         let status = tokio::time::timeout(limits::GOODBYE_TIMEOUT, request).await;
         tracing::debug!(
             namespace = %self.namespace,
