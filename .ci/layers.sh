@@ -29,8 +29,8 @@ sse
 notices
 auth::policy
 auth::challenge
-auth::net
 auth::dpop
+auth::net
 auth::discovery
 auth::config
 auth::scopes
