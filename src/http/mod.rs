@@ -192,6 +192,10 @@ impl std::fmt::Debug for Connection {
     }
 }
 
+/// How many times one request is sent again with a new nonce a server asked for (RFC 9449 §9):
+/// once for the first nonce, once more for a nonce rotated by a concurrent request's answer.
+const MAX_NONCE_RETRIES: usize = 2;
+
 /// Locks a mutex whose data stays consistent even if a holder panicked.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
@@ -650,17 +654,19 @@ impl Connection {
     /// transports "Request Metadata": `Mcp-Method`, `Mcp-Name` in the value encoding, the
     /// mirrored `Mcp-Param-{Name}`).
     ///
-    /// With an access token, its `Authorization` (and for a DPoP-bound token a fresh proof for
-    /// `method` to the server's URL, see [`Connection::authorize`]).
+    /// With `token` (the one this request's own bookkeeping decides on), its `Authorization`
+    /// (and for a DPoP-bound token a fresh proof of its key for `method` to the server's URL,
+    /// see [`Connection::authorize`]).
     fn with_session(
         &self,
         request: reqwest::RequestBuilder,
         method: &reqwest::Method,
+        token: Option<&AccessToken>,
         session: Option<&Session>,
         wire: Option<&Wire<'_>>,
     ) -> reqwest::RequestBuilder {
         let mut request = request.headers(self.headers.clone());
-        if let Some(token) = lock(&self.access).as_ref() {
+        if let Some(token) = token {
             request = self.authorize(request, method, token);
         }
         if let Some(session) = session {
@@ -786,19 +792,26 @@ impl Connection {
         session: Option<&Session>,
     ) -> Result<Response, Error> {
         let Some(auth) = &self.auth else {
-            return self.send_once(body, session, wire).await;
+            return self.send_once(body, None, session, wire).await;
         };
         let key = &wire.step_up_key();
         let mut sent = auth.token().await?;
         *lock(&self.access) = sent.clone();
         let mut retries = 0;
-        let mut nonce_retried = false;
+        let mut nonce_retries = 0;
         loop {
-            let response = self.send_once(body.clone(), session, wire).await?;
-            if self.wants_dpop_nonce(&response, sent.as_ref()) && !nonce_retried {
-                tracing::debug!(namespace = %self.namespace, "the server asked for a DPoP nonce; sending again with it");
-                nonce_retried = true;
-                continue;
+            let response = self
+                .send_once(body.clone(), sent.as_ref(), session, wire)
+                .await?;
+            if self.wants_dpop_nonce(&response, sent.as_ref()) {
+                if nonce_retries < MAX_NONCE_RETRIES {
+                    tracing::debug!(namespace = %self.namespace, "the server asked for a DPoP nonce; sending again with it");
+                    nonce_retries += 1;
+                    continue;
+                }
+                // Still no nonce the server takes: the token is not what it refuses, so no
+                // refresh and no sign-in is spent on it; its refusal is the answer.
+                return Ok(response);
             }
             let status = response.status();
             let refused = match (status, auth_challenge(&response)) {
@@ -885,16 +898,27 @@ impl Connection {
             Some(_) => lock(&self.access).clone(),
             None => None,
         };
-        let send = || async {
-            self.with_session(make(http), &method, Some(session), None)
-                .send()
-                .await
-                .map_err(|e| self.http_error(e))
+        let make = &make;
+        let send = |token: Option<AccessToken>| {
+            let method = method.clone();
+            async move {
+                self.with_session(make(http), &method, token.as_ref(), Some(session), None)
+                    .send()
+                    .await
+                    .map_err(|e| self.http_error(e))
+            }
         };
-        let mut response = send().await?;
-        if self.wants_dpop_nonce(&response, sent.as_ref()) {
+        let mut response = send(sent.clone()).await?;
+        for _ in 0..MAX_NONCE_RETRIES {
+            if !self.wants_dpop_nonce(&response, sent.as_ref()) {
+                break;
+            }
             drop(response);
-            response = send().await?;
+            response = send(sent.clone()).await?;
+        }
+        if sent.is_some() && asks_for_dpop_nonce(response.headers()) {
+            // A nonce the server still refuses: no refresh is spent on it.
+            return Ok(response);
         }
         let (Some(auth), Some(sent)) = (&self.auth, sent) else {
             return Ok(response);
@@ -917,7 +941,7 @@ impl Connection {
         };
         drop(response);
         *lock(&self.access) = Some(token.clone());
-        let response = send().await?;
+        let response = send(Some(token.clone())).await?;
         if response.status() == reqwest::StatusCode::UNAUTHORIZED {
             *lock(&self.refused_after_refresh) = Some(token.token);
         }
@@ -928,6 +952,7 @@ impl Connection {
     async fn send_once(
         &self,
         body: Bytes,
+        token: Option<&AccessToken>,
         session: Option<&Session>,
         wire: &Wire<'_>,
     ) -> Result<Response, Error> {
@@ -935,6 +960,7 @@ impl Connection {
             .with_session(
                 self.http()?.post(self.url.clone()),
                 &reqwest::Method::POST,
+                token,
                 session,
                 Some(wire),
             )
