@@ -733,8 +733,9 @@ impl Connection {
     }
 
     /// Whether `response` to a request that carried `sent` is a resource server's
-    /// `401 use_dpop_nonce` that brought a nonce (RFC 9449 §9): the request goes again, once,
-    /// with a proof carrying it. The nonce is taken from any answer that has one.
+    /// `401 use_dpop_nonce` that brought a nonce (RFC 9449 §9): the request goes again (at
+    /// most [`MAX_NONCE_RETRIES`] times) with a proof carrying it. The nonce is taken from any
+    /// answer to a DPoP-bound request that has one.
     fn wants_dpop_nonce(&self, response: &Response, sent: Option<&AccessToken>) -> bool {
         let bound = sent.is_some_and(|t| t.dpop.is_some());
         if !bound {
@@ -846,10 +847,10 @@ impl Connection {
             };
             let token = match token {
                 Ok(token) => token,
-                // Without a Bearer challenge the server may not speak OAuth at all: when
+                // Without a token challenge the server may not speak OAuth at all: when
                 // signing in fails, its own refusal is the better reason.
                 Err(e) if !offers_token_scheme(&response) && e.sign_in_url().is_none() => {
-                    tracing::debug!(namespace = %self.namespace, reason = %e, "no sign-in for a 401 without a Bearer challenge");
+                    tracing::debug!(namespace = %self.namespace, reason = %e, "no sign-in for a 401 without a Bearer or DPoP challenge");
                     return Ok(response);
                 }
                 Err(e) => return Err(e),
