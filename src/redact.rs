@@ -56,6 +56,9 @@ struct SecretSet {
     /// registered client's secret and its `client_secret_basic` forms), each as its forms, the
     /// value as given first; kept for the redactor's whole life, never pushed out by tokens.
     credentials: Vec<Vec<SecretString>>,
+    /// JWT heads learned at run time ([`Learned::JwtHead`]), each as its forms; kept like
+    /// credentials. An occurrence covers the JWT it starts too ([`Matcher::covered`]).
+    jwt_heads: Vec<Vec<SecretString>>,
     /// The configured forms alone (for [`Redactor::configured_checker`]).
     configured_matcher: Arc<Matcher>,
     /// The configured and the learned forms (for every scrub).
@@ -65,41 +68,43 @@ struct SecretSet {
 impl SecretSet {
     /// Builds both matchers from the forms held now; called after every change.
     fn rebuild(&mut self) {
-        self.configured_matcher = Arc::new(Matcher::new(&self.configured));
-        let all: Vec<&SecretString> = self
-            .configured
-            .iter()
-            .chain(self.credentials.iter().flatten())
-            .chain(self.learned.iter().flatten())
-            .collect();
-        self.matcher = Arc::new(Matcher::new(all));
+        self.configured_matcher = Arc::new(Matcher::new(&self.configured, 0));
+        let heads = self.jwt_heads.iter().map(Vec::len).sum();
+        self.matcher = Arc::new(Matcher::new(self.forms(), heads));
     }
 
-    /// Every form held, configured then learned.
+    /// Every form held: the JWT heads first (as [`Matcher::new`] wants them), then the
+    /// configured forms, then the learned ones.
     fn forms(&self) -> impl Iterator<Item = &SecretString> {
-        self.configured
+        self.jwt_heads
             .iter()
+            .flatten()
+            .chain(&self.configured)
             .chain(self.credentials.iter().flatten())
             .chain(self.learned.iter().flatten())
     }
 }
 
-/// One Aho-Corasick automaton over a set of secret forms; `None` when the set is empty.
+/// One Aho-Corasick automaton over a set of secret forms; `None` when the set is empty. The
+/// first `heads` patterns are JWT heads ([`Learned::JwtHead`]).
 ///
 /// Built with the standard match semantics and searched for every overlapping occurrence, so
-/// the covered bytes are exactly the union of all occurrences of all forms (see
-/// [`Matcher::covered`]).
+/// the covered bytes are exactly the union of all occurrences of all forms, each occurrence of
+/// a JWT head stretched over the JWT it starts (see [`Matcher::covered`]).
 #[derive(Default)]
-struct Matcher(Option<AhoCorasick>);
+struct Matcher {
+    automaton: Option<AhoCorasick>,
+    heads: usize,
+}
 
 impl Matcher {
-    fn new<'a>(forms: impl IntoIterator<Item = &'a SecretString>) -> Self {
+    fn new<'a>(forms: impl IntoIterator<Item = &'a SecretString>, heads: usize) -> Self {
         let forms: Vec<&[u8]> = forms
             .into_iter()
             .map(|s| s.expose_secret().as_bytes())
             .collect();
         if forms.is_empty() {
-            return Self(None);
+            return Self::default();
         }
         // Building fails only past the default automaton's size limits, far beyond what a
         // configuration and MAX_LEARNED tokens make; then the noncontiguous NFA, which has the
@@ -113,29 +118,42 @@ impl Matcher {
                     .kind(Some(aho_corasick::AhoCorasickKind::NoncontiguousNFA))
                     .build(&forms)
             });
-        Self(built.ok())
+        Self {
+            automaton: built.ok(),
+            heads,
+        }
     }
 
     fn is_empty(&self) -> bool {
-        self.0.is_none()
+        self.automaton.is_none()
     }
 
     /// Whether `text` holds a form.
     fn holds(&self, text: &str) -> bool {
-        self.0.as_ref().is_some_and(|ac| ac.is_match(text))
+        self.automaton.as_ref().is_some_and(|ac| ac.is_match(text))
     }
 
     /// The byte ranges of `text` that some occurrence of some form covers, as maximal runs in
     /// ascending order: overlapping and touching occurrences make one run. One pass over
     /// `text`; the occurrences come in the order they end, so a run only ever grows back over
-    /// the runs just before it.
+    /// the runs just before it. An occurrence of a JWT head reaches on over every base64url
+    /// byte and `.` after it (the rest of the JWT).
     fn covered(&self, text: &str) -> Vec<std::ops::Range<usize>> {
         let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
-        let Some(ac) = &self.0 else {
+        let Some(ac) = &self.automaton else {
             return runs;
         };
         for found in ac.find_overlapping_iter(text) {
-            let (start, end) = (found.start(), found.end());
+            let start = found.start();
+            let end = if found.pattern().as_usize() < self.heads {
+                let rest = text.as_bytes()[found.end()..]
+                    .iter()
+                    .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+                    .count();
+                found.end() + rest
+            } else {
+                found.end()
+            };
             match runs.last_mut() {
                 Some(last) if start <= last.end => {
                     last.end = last.end.max(end);
@@ -183,6 +201,11 @@ pub(crate) enum Learned {
     /// A long-lived client credential (a registered client's secret, its
     /// `client_secret_basic` form): kept for the redactor's whole life.
     Credential,
+    /// The first segment of every JWT a long-lived key signs (a DPoP proof's JOSE header,
+    /// which holds the public key, RFC 9449 §4.2): kept for the redactor's whole life, and an
+    /// occurrence also covers the rest of the JWT after it (every base64url byte and `.` that
+    /// follows), so an echoed proof is scrubbed whole although no two proofs are alike.
+    JwtHead,
 }
 
 /// Pushes `value`, and each whitespace-separated word of it, when long enough, onto `forms`
@@ -249,7 +272,7 @@ impl Redactor {
             let named = |forms: &Vec<SecretString>| {
                 forms.first().is_some_and(|s| s.expose_secret() == secret)
             };
-            if set.credentials.iter().any(named) {
+            if set.credentials.iter().chain(&set.jwt_heads).any(named) {
                 return;
             }
             if lifetime == Learned::Token && set.learned.iter().any(named) {
@@ -268,6 +291,10 @@ impl Redactor {
                 Learned::Credential => {
                     set.learned.retain(|forms| !named(forms));
                     set.credentials.push(group);
+                }
+                Learned::JwtHead => {
+                    set.learned.retain(|forms| !named(forms));
+                    set.jwt_heads.push(group);
                 }
             }
             set.rebuild();
@@ -736,6 +763,34 @@ mod tests {
         let learn = r.learner();
         learn(&SecretString::from("ghijklmn"), Learned::Token);
         assert_eq!(r.scrub("abcdefghijklmnopqrstuv!"), "[redacted]!");
+    }
+
+    #[test]
+    fn a_learned_jwt_head_scrubs_every_jwt_it_starts_whole() {
+        let r = Redactor::default();
+        let learn = r.learner();
+        let head = "eyJhbGciOiJFUzI1NiIsImp3ayI6e30";
+        learn(&SecretString::from(head), Learned::JwtHead);
+        // Two proofs of the key: same head, different claims and signatures; each goes whole
+        // and the scrub stops at the first byte no JWT has.
+        let text = format!(
+            "proof {head}.eyJqdGkiOiIxIn0.c2lnLTE, again \"{head}.eyJqdGkiOiIyIn0.c2ln_LTI-\"!"
+        );
+        assert_eq!(r.scrub(&text), "proof [redacted], again \"[redacted]\"!");
+        // A head cut short by a preview leaves no prefix of it behind.
+        let cut = &head[..20];
+        assert_eq!(r.scrub_cut(&format!("seen {cut}")), "seen [redacted]");
+        // It stays however many tokens come after it.
+        for n in 0..(MAX_LEARNED + 2) {
+            learn(
+                &SecretString::from(format!("rotating-token-{n:04}")),
+                Learned::Token,
+            );
+        }
+        assert_eq!(r.scrub(&format!("{head}.x.y")), "[redacted]");
+        // Learned again as a token, it keeps its reach.
+        learn(&SecretString::from(head), Learned::Token);
+        assert_eq!(r.scrub(&format!("{head}.x.y z")), "[redacted] z");
     }
 
     /// The reference model of [`Redactor::scrub`]: mark every byte any occurrence of any held

@@ -44,10 +44,50 @@ pub(crate) struct Grant {
     /// The authorization server that issued the grant ([`AuthorizationServer::identifier`]):
     /// its tokens go to that server only. `None` for a grant an older version stored.
     pub(crate) issuer: Option<String>,
-    /// The key the tokens are bound to (RFC 9449): `Some` for a `DPoP` token, which every
-    /// request presents with a proof of this key (and every refresh proves again); `None` for
-    /// a `Bearer` token.
-    pub(crate) dpop: Option<Arc<DpopKey>>,
+    /// What the tokens are bound to (RFC 9449).
+    pub(crate) binding: Binding,
+}
+
+/// The DPoP key a grant's tokens are bound to (RFC 9449 §5), if any.
+#[derive(Clone)]
+pub(crate) enum Binding {
+    /// No key: a `Bearer` access token, refreshed without a proof.
+    Unbound,
+    /// A `DPoP` access token: every request presents it with a fresh proof of the key, and
+    /// every refresh proves the key too.
+    Dpop(Arc<DpopKey>),
+    /// A proved token request that got a `Bearer` access token: the server chose not to bind
+    /// the access token, which is sent as `Bearer`, but the refresh token may still be bound
+    /// to the key (RFC 9449 §5, always so for a public client), so every refresh proves it.
+    RefreshOnly(Arc<DpopKey>),
+}
+
+impl Binding {
+    /// The key every request presenting the access token proves; `None` for a `Bearer` token.
+    pub(crate) fn access_key(&self) -> Option<&Arc<DpopKey>> {
+        match self {
+            Binding::Dpop(key) => Some(key),
+            Binding::Unbound | Binding::RefreshOnly(_) => None,
+        }
+    }
+
+    /// The key of the grant, which every token request for it proves.
+    pub(crate) fn key(&self) -> Option<&Arc<DpopKey>> {
+        match self {
+            Binding::Dpop(key) | Binding::RefreshOnly(key) => Some(key),
+            Binding::Unbound => None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Binding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Binding::Unbound => "Unbound",
+            Binding::Dpop(_) => "Dpop([redacted])",
+            Binding::RefreshOnly(_) => "RefreshOnly([redacted])",
+        })
+    }
 }
 
 impl std::fmt::Debug for Grant {
@@ -62,7 +102,7 @@ impl std::fmt::Debug for Grant {
             .field("lifetime", &self.lifetime)
             .field("scopes", &self.scopes)
             .field("issuer", &self.issuer)
-            .field("dpop", &self.dpop.as_ref().map(|_| "[redacted]"))
+            .field("binding", &self.binding)
             .finish()
     }
 }
@@ -225,11 +265,10 @@ pub(crate) async fn exchange_code(
         ))
         .set_pkce_verifier(pending.verifier)
         .add_extra_param("resource", resource.to_string());
-    let answer = match &key {
-        Some(key) => request.request_async(&net.proving(key)).await,
-        None => request.request_async(net).await,
-    }
-    .map_err(|e| refusal(e, &secrets, true))?;
+    let answer = request
+        .request_async(&net.proving(key.as_deref()))
+        .await
+        .map_err(|e| refusal(e, &secrets, true))?;
     grant_from(&answer, None, &pending.scopes, server, key)
 }
 
@@ -272,20 +311,14 @@ pub(crate) async fn refresh(
         .exchange_refresh_token(&refresh_token_value)
         .add_scopes(grant.scopes.iter().cloned().map(Scope::new))
         .add_extra_param("resource", resource.to_string());
-    // A DPoP-bound grant is refreshed with a proof of its own key (RFC 9449 §5: the refresh
-    // token of a public client is bound to it).
-    let answer = match &grant.dpop {
-        Some(key) => request.request_async(&net.proving(key)).await,
-        None => request.request_async(net).await,
-    }
-    .map_err(|e| token_error(e, &secrets))?;
-    grant_from(
-        &answer,
-        Some(refresh_token),
-        &grant.scopes,
-        server,
-        grant.dpop.clone(),
-    )
+    // A grant with a key is refreshed with a proof of it (RFC 9449 §5: the refresh token of a
+    // public client is bound to it).
+    let key = grant.binding.key().cloned();
+    let answer = request
+        .request_async(&net.proving(key.as_deref()))
+        .await
+        .map_err(|e| token_error(e, &secrets))?;
+    grant_from(&answer, Some(refresh_token), &grant.scopes, server, key)
 }
 
 /// The client credentials grant (OAuth 2.1 §4.2), authenticated by the client's secret or, with
@@ -333,11 +366,10 @@ pub(crate) async fn client_credentials(
         None => request,
     };
     let key = new_key(server)?;
-    let answer = match &key {
-        Some(key) => request.request_async(&net.proving(key)).await,
-        None => request.request_async(net).await,
-    }
-    .map_err(|e| token_error(e, &secrets))?;
+    let answer = request
+        .request_async(&net.proving(key.as_deref()))
+        .await
+        .map_err(|e| token_error(e, &secrets))?;
     grant_from(&answer, None, scopes, server, key)
 }
 
@@ -398,8 +430,8 @@ fn jwt_assertion(
 /// The grant of a token response to a request that proved `key` (or none), when its
 /// `token_type` is one this client sends (compared case-insensitively, RFC 6749 §5.1):
 /// `Bearer`, or `DPoP` when the request proved a key (RFC 9449 §5). A `Bearer` answer to a
-/// proved request is an unbound token (the server chose not to bind it) and is sent as
-/// `Bearer`.
+/// proved request is an unbound access token, sent as `Bearer`; the grant keeps the key for
+/// its refreshes ([`Binding::RefreshOnly`]).
 ///
 /// # Errors
 /// [`Kind::Refused`] for any other `token_type`, and for `DPoP` to a request that proved no
@@ -411,9 +443,10 @@ fn grant_from(
     server: &AuthorizationServer,
     key: Option<Arc<DpopKey>>,
 ) -> Result<Grant, Error> {
-    let dpop = match check_token_type(answer.token_type(), key.is_some())? {
-        TokenScheme::Bearer => None,
-        TokenScheme::Dpop => key,
+    let binding = match (check_token_type(answer.token_type(), key.is_some())?, key) {
+        (TokenScheme::Dpop, Some(key)) => Binding::Dpop(key),
+        (_, Some(key)) => Binding::RefreshOnly(key),
+        (_, None) => Binding::Unbound,
     };
     let lifetime = answer
         .expires_in()
@@ -433,7 +466,7 @@ fn grant_from(
             .map(|s| s.iter().map(|s| s.to_string()).collect())
             .unwrap_or_else(|| requested.to_vec()),
         issuer: Some(server.identifier()),
-        dpop,
+        binding,
     })
 }
 
@@ -552,18 +585,28 @@ mod tests {
             lifetime: None,
             scopes: vec!["a".into()],
             issuer: None,
-            dpop: None,
+            binding: Binding::Unbound,
         };
         assert_eq!(
             format!("{grant:?}"),
             "Grant { access_token: \"[redacted]\", refresh_token: Some(\"[redacted]\"), \
-             expires_at: Some(1000), lifetime: None, scopes: [\"a\"], issuer: None, dpop: None }"
+             expires_at: Some(1000), lifetime: None, scopes: [\"a\"], issuer: None, \
+             binding: Unbound }"
         );
+        let key = Arc::new(DpopKey::generate().unwrap());
         let bound = Grant {
-            dpop: Some(Arc::new(DpopKey::generate().unwrap())),
+            binding: Binding::Dpop(Arc::clone(&key)),
             ..grant.clone()
         };
-        assert!(format!("{bound:?}").ends_with("issuer: None, dpop: Some(\"[redacted]\") }"));
+        assert!(format!("{bound:?}").ends_with("issuer: None, binding: Dpop([redacted]) }"));
+        let refresh_bound = Grant {
+            binding: Binding::RefreshOnly(key),
+            ..grant.clone()
+        };
+        assert!(
+            format!("{refresh_bound:?}")
+                .ends_with("issuer: None, binding: RefreshOnly([redacted]) }")
+        );
         assert!(grant.expires_soon(1000 - REFRESH_MARGIN.as_secs()));
         assert!(!grant.expires_soon(1000 - REFRESH_MARGIN.as_secs() - 1));
         // A 30 s token is refreshed in its last 15 s; a long one in its last 60 s.

@@ -257,8 +257,8 @@ impl Net {
         self.send(request, what).await.map_err(NetError)
     }
 
-    /// This client for token requests proved with `key` (RFC 9449 §5).
-    pub(crate) fn proving<'a>(&'a self, key: &'a DpopKey) -> Proving<'a> {
+    /// This client for token requests proved with `key` (RFC 9449 §5), or plain without one.
+    pub(crate) fn proving<'a>(&'a self, key: Option<&'a DpopKey>) -> Proving<'a> {
         Proving { net: self, key }
     }
 }
@@ -285,11 +285,11 @@ fn token_response(answer: Answer) -> Result<oauth2::HttpResponse, NetError> {
     Ok(response)
 }
 
-/// [`Net`] for the token requests of a DPoP-bound grant: each carries a fresh proof of the
-/// grant's key (see [`Net::proving`]).
+/// [`Net`] for the token requests of a grant: with a key (a DPoP-bound grant), each carries a
+/// fresh proof of it; without, they go plain (see [`Net::proving`]).
 pub(crate) struct Proving<'a> {
     net: &'a Net,
-    key: &'a DpopKey,
+    key: Option<&'a DpopKey>,
 }
 
 impl<'c> oauth2::AsyncHttpClient<'c> for Proving<'_> {
@@ -299,7 +299,10 @@ impl<'c> oauth2::AsyncHttpClient<'c> for Proving<'_> {
     >;
 
     fn call(&'c self, request: oauth2::HttpRequest) -> Self::Future {
-        Box::pin(self.net.execute_proved(request, self.key))
+        match self.key {
+            Some(key) => Box::pin(self.net.execute_proved(request, key)),
+            None => Box::pin(self.net.execute(request)),
+        }
     }
 }
 

@@ -31,7 +31,7 @@ use sha2::{Digest, Sha256};
 
 use super::client::{AuthMethod, ClientIdentity, Source};
 use super::dpop::DpopKey;
-use super::flow::Grant;
+use super::flow::{Binding, Grant};
 use super::{Error, Kind};
 
 /// The environment variable that moves the store.
@@ -174,9 +174,13 @@ struct GrantRecord {
     /// The authorization server that issued the grant; absent in files of older versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     issuer: Option<String>,
-    /// The DPoP key of a DPoP-bound grant (RFC 9449): PKCS #8, base64url.
+    /// The DPoP key of a grant with one (RFC 9449): PKCS #8, base64url.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     dpop_key: Option<String>,
+    /// With `dpop_key`: the access token is `Bearer` and only refreshes prove the key
+    /// ([`Binding::RefreshOnly`]); absent or `false`, the access token is `DPoP` too.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    dpop_refresh_only: bool,
 }
 
 impl Store {
@@ -253,15 +257,16 @@ impl Store {
             }),
             grant: file.grant.and_then(|g| {
                 // A bound grant whose key does not read is of no use: its tokens need the key.
-                let dpop = match g.dpop_key.map(SecretString::from) {
+                let binding = match g.dpop_key.map(SecretString::from) {
                     Some(stored) => match DpopKey::from_stored(&stored) {
-                        Some(key) => Some(Arc::new(key)),
+                        Some(key) if g.dpop_refresh_only => Binding::RefreshOnly(Arc::new(key)),
+                        Some(key) => Binding::Dpop(Arc::new(key)),
                         None => {
                             tracing::warn!(file = %path.display(), "a stored sign-in's DPoP key is not valid; the grant is ignored");
                             return None;
                         }
                     },
-                    None => None,
+                    None => Binding::Unbound,
                 };
                 Some(Grant {
                     access_token: SecretString::from(g.access_token),
@@ -270,7 +275,7 @@ impl Store {
                     lifetime: g.lifetime,
                     scopes: g.scopes,
                     issuer: g.issuer,
-                    dpop,
+                    binding,
                 })
             }),
             ignored: false,
@@ -307,9 +312,10 @@ impl Store {
                 scopes: g.scopes.clone(),
                 issuer: g.issuer.clone(),
                 dpop_key: g
-                    .dpop
-                    .as_ref()
+                    .binding
+                    .key()
                     .map(|k| k.stored().expose_secret().to_string()),
+                dpop_refresh_only: matches!(g.binding, Binding::RefreshOnly(_)),
             }),
         };
         let text = serde_json::to_vec_pretty(&file)
@@ -540,7 +546,7 @@ mod tests {
             lifetime: Some(3600),
             scopes: vec!["a".into(), "b".into()],
             issuer: Some("https://as.example.com".into()),
-            dpop: None,
+            binding: Binding::Unbound,
         }
     }
 
@@ -635,13 +641,29 @@ mod tests {
         let key = key_for("https://mcp.example.com/mcp");
         let dpop = Arc::new(DpopKey::generate().unwrap());
         let mut stored = holding("access-token-bound-1");
-        stored.grant.as_mut().unwrap().dpop = Some(Arc::clone(&dpop));
+        stored.grant.as_mut().unwrap().binding = Binding::Dpop(Arc::clone(&dpop));
         store.save(&key, &stored).unwrap();
         let back = store.load(&key).grant.unwrap();
+        let Binding::Dpop(back_key) = back.binding else {
+            panic!("the grant came back as {:?}", back.binding)
+        };
         assert_eq!(
-            back.dpop.unwrap().stored().expose_secret(),
+            back_key.stored().expose_secret(),
             dpop.stored().expose_secret()
         );
+        // A key kept for refreshes only comes back as such.
+        stored.grant.as_mut().unwrap().binding = Binding::RefreshOnly(Arc::clone(&dpop));
+        store.save(&key, &stored).unwrap();
+        let back = store.load(&key).grant.unwrap();
+        let Binding::RefreshOnly(back_key) = back.binding else {
+            panic!("the grant came back as {:?}", back.binding)
+        };
+        assert_eq!(
+            back_key.stored().expose_secret(),
+            dpop.stored().expose_secret()
+        );
+        stored.grant.as_mut().unwrap().binding = Binding::Dpop(Arc::clone(&dpop));
+        store.save(&key, &stored).unwrap();
         // The file holds the key under `dpop_key`; a value that is no key drops the grant.
         let path = dir.join(&key.file);
         let mut file: serde_json::Value =
@@ -658,7 +680,11 @@ mod tests {
         let file: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         assert_eq!(file["grant"].get("dpop_key"), None);
-        assert!(store.load(&key).grant.unwrap().dpop.is_none());
+        assert_eq!(file["grant"].get("dpop_refresh_only"), None);
+        assert!(matches!(
+            store.load(&key).grant.unwrap().binding,
+            Binding::Unbound
+        ));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -53,7 +53,7 @@ impl AccessToken {
     fn of(grant: &Grant) -> AccessToken {
         AccessToken {
             token: grant.access_token.clone(),
-            dpop: grant.dpop.clone(),
+            dpop: grant.binding.access_key().cloned(),
         }
     }
 
@@ -477,14 +477,14 @@ fn no_grant() -> Error {
     )
 }
 
-/// Learns a grant's tokens and, for a DPoP-bound grant, the head of every proof of its key
-/// ([`DpopKey::header_segment`], kept while the redactor lives: the key outlives tokens).
+/// Learns a grant's tokens and, for a grant with a DPoP key, the head of every proof of the key
+/// ([`DpopKey::header_segment`] as [`Learned::JwtHead`], so an echoed proof goes whole).
 fn learn_grant(learn: &LearnSecret, grant: &Grant) {
     learn(&grant.access_token, Learned::Token);
     if let Some(refresh) = &grant.refresh_token {
         learn(refresh, Learned::Token);
     }
-    if let Some(key) = &grant.dpop {
-        learn(&key.header_segment(), Learned::Credential);
+    if let Some(key) = grant.binding.key() {
+        learn(&key.header_segment(), Learned::JwtHead);
     }
 }
