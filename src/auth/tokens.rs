@@ -288,7 +288,7 @@ impl Tokens {
             {
                 match self.adopt(stored, &fresh, &mut current) {
                     Ok(token) => return Ok(token),
-                    Err(stale) => stale,
+                    Err(stale) => *stale,
                 }
             }
             _ => grant,
@@ -315,7 +315,7 @@ impl Tokens {
                                 Ok(token) => return Ok(token),
                                 Err(stale) => {
                                     retried = true;
-                                    grant = stale;
+                                    grant = *stale;
                                 }
                             }
                         }
@@ -341,12 +341,12 @@ impl Tokens {
         stored: Grant,
         fresh: &dyn Fn(&Grant) -> bool,
         current: &mut Option<Grant>,
-    ) -> Result<AccessToken, Grant> {
+    ) -> Result<AccessToken, Box<Grant>> {
         learn_grant(&*self.learn, &stored);
         self.in_store
             .store(true, std::sync::atomic::Ordering::Release);
         if !fresh(&stored) {
-            return Err(stored);
+            return Err(Box::new(stored));
         }
         let token = AccessToken::of(&stored);
         *current = Some(stored);

@@ -1082,6 +1082,138 @@ async fn tokens_learned_by_signing_in_never_escape() {
     );
 }
 
+/// DPoP (RFC 9449): an authorization server that binds tokens and both endpoints asking for a
+/// nonce. Every token request and every MCP request carries a proof the servers accept, the
+/// nonces are retried once each, a refresh proves the same key, and an echo of the token and
+/// the proof shows `[redacted]` for both. No listing, reason, error, `Debug` output or
+/// trace-level log line holds a token, a proof or the stored key.
+#[tokio::test]
+async fn dpop_proofs_and_keys_never_escape() {
+    let _guard = exclusive();
+    crate::support::oauth_store();
+    let (_capture, logs) = logs::capture("trace");
+    let server = oauth::TestServer::start(oauth::Options {
+        echo: true,
+        dpop: Some(oauth::Dpop {
+            bound_access: true,
+            nonce: true,
+        }),
+        ..oauth::Options::default()
+    })
+    .await;
+    let host = Host::new(json!({"ok": {"url": server.mcp_url().as_str()}}));
+    let listing = host
+        .wait_for(Duration::from_secs(10), |l| {
+            !server_entry(l, "ok")["signInUrl"].is_null()
+        })
+        .await;
+    let link = server_entry(&listing, "ok")["signInUrl"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        oauth::play_browser(&reqwest::Url::parse(&link).unwrap()).await,
+        200
+    );
+    host.ready("ok", Duration::from_secs(10)).await;
+    let call = |tool: &'static str| {
+        host.call(
+            "call_dynamic_tool",
+            json!({"namespace": "ok", "toolName": tool}),
+        )
+    };
+    let mut seen: Vec<(String, String)> = Vec::new();
+    let mut record = |label: &str, outcome: Result<String, ToolError>| {
+        seen.push((format!("{label} (Debug)"), format!("{outcome:?}")));
+        match outcome {
+            Ok(text) => seen.push((label.to_string(), text)),
+            Err(e) => seen.push((label.to_string(), e.message)),
+        }
+    };
+    let first = call("whoami").await;
+    assert_eq!(
+        first.as_deref().unwrap(),
+        "you sent [redacted] with proof [redacted]"
+    );
+    record("call whoami", first);
+    record("call fails", call("fails").await);
+    server.expire_access_tokens();
+    let second = call("whoami").await;
+    assert_eq!(
+        second.as_deref().unwrap(),
+        "you sent [redacted] with proof [redacted]"
+    );
+    record("call whoami after refresh", second);
+    record(
+        "listing",
+        host.call("get_dynamic_tools", json!({"namespace": "ok"}))
+            .await,
+    );
+    record("tool", host.lookup("ok", "whoami").await);
+    let stored: Value = serde_json::from_slice(
+        &std::fs::read(crate::support::store_file(&server.mcp_url(), "", "ok")).unwrap(),
+    )
+    .unwrap();
+    drop(host);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+
+    let log = server.log.lock().unwrap();
+    // The code exchange and the refresh each met the nonce once; the MCP endpoint's nonce once,
+    // on the first request; the expired token's refusal is not a proof's.
+    let mcp_proofs: Vec<&str> = log
+        .proofs
+        .iter()
+        .filter(|p| p.starts_with("mcp "))
+        .map(String::as_str)
+        .collect();
+    let token_proofs: Vec<&str> = log
+        .proofs
+        .iter()
+        .filter(|p| p.starts_with("token "))
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        token_proofs,
+        [
+            "token POST use_dpop_nonce",
+            "token POST ok",
+            "token POST ok"
+        ]
+    );
+    assert_eq!(mcp_proofs[0], "mcp POST use_dpop_nonce");
+    assert!(
+        mcp_proofs[1..].iter().all(|p| *p == "mcp POST ok"),
+        "{mcp_proofs:#?}"
+    );
+    assert!(mcp_proofs.len() >= 6, "{mcp_proofs:#?}");
+    let grant_types: Vec<&str> = log
+        .token_requests
+        .iter()
+        .map(|f| f["grant_type"].as_str())
+        .collect();
+    assert_eq!(
+        grant_types,
+        ["authorization_code", "authorization_code", "refresh_token"]
+    );
+    let key = stored["grant"]["dpop_key"].as_str().unwrap().to_string();
+    assert!(key.len() > 100, "a PKCS #8 key: {} bytes", key.len());
+    assert_eq!(stored["grant"].get("dpop_refresh_only"), None);
+    let mut secrets: Vec<String> = log.proofs_seen.clone();
+    secrets.extend([
+        key,
+        "access-token-000002".into(),
+        "access-token-000003".into(),
+        "refresh-token-000002".into(),
+        "refresh-token-000003".into(),
+    ]);
+    for (label, text) in &seen {
+        assert_no_secret(label, text, &secrets);
+    }
+    let logs = logs.text();
+    assert_no_secret("the log", &logs, &secrets);
+    assert!(logs.contains("signed in"), "the capture works: {logs}");
+}
+
 /// A server that knows a configured header value (it receives it on every POST) names an
 /// authorization endpoint holding it: the sign-in link shown in the listing, the call error and
 /// the log must not carry the value.

@@ -1812,3 +1812,104 @@ async fn host_login_takes_the_address_pasted_on_stdin() {
         "host: the address was taken; finishing the sign-in"
     );
 }
+
+/// The proofs the server received, as `where METHOD verdict`.
+fn proofs(server: &TestServer) -> Vec<String> {
+    server.log.lock().unwrap().proofs.clone()
+}
+
+/// RFC 9449 §5: an authorization server that takes DPoP may still answer a proved token
+/// request with a `Bearer` access token and a refresh token bound to the key. The access token
+/// goes as `Bearer` without a proof; every refresh proves the key, in this Pack and in the next
+/// one, which reads the key from the store; no refresh falls back to a sign-in.
+#[tokio::test]
+async fn a_bearer_token_from_a_proved_request_keeps_the_key_for_its_refreshes() {
+    oauth_store();
+    let dpop = crate::support::oauth::Dpop {
+        bound_access: false,
+        nonce: false,
+    };
+    let (server, host) = signed_in(Options {
+        dpop: Some(dpop),
+        ..Options::default()
+    })
+    .await;
+    assert_eq!(call_whoami(&host).await.unwrap(), "signed in");
+    assert_eq!(proofs(&server), ["token POST ok"]);
+    server.expire_access_tokens();
+    assert_eq!(call_whoami(&host).await.unwrap(), "signed in");
+    assert_eq!(proofs(&server), ["token POST ok", "token POST ok"]);
+    drop(host);
+    let stored: Value =
+        serde_json::from_slice(&std::fs::read(store_file(&server.mcp_url(), "", "docs")).unwrap())
+            .unwrap();
+    assert_eq!(stored["grant"]["dpop_refresh_only"], true);
+    assert!(stored["grant"]["dpop_key"].is_string());
+
+    server.expire_access_tokens();
+    let next = Host::new(entry(&server));
+    next.ready("docs", WAIT).await;
+    assert_eq!(call_whoami(&next).await.unwrap(), "signed in");
+    assert_eq!(
+        proofs(&server),
+        ["token POST ok", "token POST ok", "token POST ok"]
+    );
+    assert_eq!(
+        grant_types(&server),
+        ["authorization_code", "refresh_token", "refresh_token"]
+    );
+    assert_eq!(server.log.lock().unwrap().authorizations.len(), 1);
+    // Every MCP request presented its Bearer token without a proof (a proof would be logged);
+    // only the expired tokens were refused.
+    assert_eq!(
+        trail(&server),
+        [
+            "initialize no token",
+            "initialize access-token-000002",
+            "notifications/initialized access-token-000002",
+            "tools/list access-token-000002",
+            "tools/call access-token-000002",
+            "tools/call access-token-000002 (refused)",
+            "tools/call access-token-000003",
+            "initialize no token",
+            "initialize access-token-000003 (refused)",
+            "initialize access-token-000004",
+            "notifications/initialized access-token-000004",
+            "tools/list access-token-000004",
+            "tools/call access-token-000004",
+        ]
+    );
+}
+
+/// A `DPoP` access token from a stored grant: a second Pack presents it with proofs of the
+/// stored key (the server checks each, `ath` included) without refreshing or signing in.
+#[tokio::test]
+async fn a_second_pack_proves_the_stored_key_of_a_dpop_grant() {
+    oauth_store();
+    let dpop = crate::support::oauth::Dpop {
+        bound_access: true,
+        nonce: false,
+    };
+    let (server, host) = signed_in(Options {
+        dpop: Some(dpop),
+        ..Options::default()
+    })
+    .await;
+    assert_eq!(call_whoami(&host).await.unwrap(), "signed in");
+    drop(host);
+    let next = Host::new(entry(&server));
+    next.ready("docs", WAIT).await;
+    assert_eq!(call_whoami(&next).await.unwrap(), "signed in");
+    let proofs = proofs(&server);
+    assert_eq!(proofs[0], "token POST ok");
+    assert!(
+        proofs[1..].iter().all(|p| p == "mcp POST ok") && proofs.len() >= 7,
+        "{proofs:#?}"
+    );
+    assert_eq!(grant_types(&server), ["authorization_code"]);
+    assert!(
+        !trail(&server).iter().any(|t| t.ends_with("(refused)")),
+        "{:#?}",
+        trail(&server)
+    );
+}

@@ -8,7 +8,8 @@
 //! metadata at a chosen well-known place, `/authorize` (which redirects at once, like a browser
 //! session that is already signed in), `/token` and `/register`. It checks what a real server
 //! checks (PKCE S256, the redirect URI, `resource`, client authentication, rotated refresh
-//! tokens) and logs every request so tests can assert the trail.
+//! tokens, and with [`Options::dpop`] DPoP proofs and bound tokens, RFC 9449) and logs every
+//! request so tests can assert the trail.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -53,6 +54,26 @@ pub enum MetadataAt {
     /// Nowhere: the 2025-03-26 default endpoints `/authorize`, `/token`, `/register`.
     Nowhere,
 }
+
+/// DPoP at the test server (RFC 9449): the authorization server metadata lists `ES256`, every
+/// `DPoP` proof is verified (signature, `typ`, `jwk` without private parts, `htm`, `htu`, `iat`,
+/// a `jti` never seen before, `ath` at the MCP endpoint, the nonce when asked for), a proved
+/// token request's refresh token is bound to the proof's key, and a bound access token is only
+/// taken with `Authorization: DPoP` and a proof of its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dpop {
+    /// A proved token request gets a `DPoP` access token (else a `Bearer` one; its refresh token
+    /// is bound all the same, as for a public client).
+    pub bound_access: bool,
+    /// Both endpoints want a nonce of their own in every proof and refuse one without it with
+    /// `use_dpop_nonce` and a `DPoP-Nonce` header (RFC 9449 §8, §9).
+    pub nonce: bool,
+}
+
+/// The nonce the token endpoint asks for ([`Dpop::nonce`]).
+pub const TOKEN_NONCE: &str = "token-endpoint-nonce-1";
+/// The nonce the MCP endpoint asks for ([`Dpop::nonce`]).
+pub const MCP_NONCE: &str = "mcp-endpoint-nonce-1";
 
 /// How the test server behaves.
 #[derive(Debug, Clone)]
@@ -121,8 +142,11 @@ pub struct Options {
     pub refresh_needs_scope: bool,
     /// The MCP endpoint refuses every token a refresh gave with `401 invalid_token`.
     pub refuse_refreshed: bool,
-    /// The `token_type` of every token response.
+    /// The `token_type` of every token response (but those [`Dpop::bound_access`] makes
+    /// `DPoP`).
     pub token_type: &'static str,
+    /// DPoP proofs and bound tokens; `None`: the server knows nothing of DPoP.
+    pub dpop: Option<Dpop>,
 }
 
 impl Default for Options {
@@ -157,6 +181,7 @@ impl Default for Options {
             refresh_needs_scope: false,
             refuse_refreshed: false,
             token_type: "Bearer",
+            dpop: None,
         }
     }
 }
@@ -191,6 +216,15 @@ pub struct Log {
     pub assertion: Option<String>,
     /// The secret of the last client registered.
     pub client_secret: Option<String>,
+    /// Every DPoP proof received, as `where METHOD verdict` (`token`/`mcp`; `ok`, or why it
+    /// was refused), in order.
+    pub proofs: Vec<String>,
+    /// Every proof received, whole.
+    pub proofs_seen: Vec<String>,
+    /// Every `jti` of an accepted proof.
+    jtis: std::collections::HashSet<String>,
+    /// Tokens bound to a key (RFC 9449 §6): access or refresh token → the key's `x.y`.
+    bound: HashMap<String, String>,
     /// Access tokens the MCP endpoint refuses although they are valid (see
     /// [`Options::refresh_needs_scope`], [`Options::refuse_refreshed`]).
     refused: std::collections::HashSet<String>,
@@ -421,6 +455,9 @@ async fn handle(
         if options.s256 {
             metadata["code_challenge_methods_supported"] = json!(["S256"]);
         }
+        if options.dpop.is_some() {
+            metadata["dpop_signing_alg_values_supported"] = json!(["ES256"]);
+        }
         return json_response(StatusCode::OK, metadata);
     }
     let endpoint = path.strip_prefix(prefix).unwrap_or(&path);
@@ -430,7 +467,7 @@ async fn handle(
         }
         (Method::GET, "/authorize") => authorize(&shared, query, &issuer),
         (Method::POST, "/register") => register(&shared, &body),
-        (Method::POST, "/token") => token(&shared, &headers, &body).await,
+        (Method::POST, "/token") => token(&shared, &path, &headers, &body).await,
         (Method::GET, "/moved") => (
             StatusCode::FOUND,
             [("location", format!("{origin}/.well-known/x"))],
@@ -445,10 +482,15 @@ async fn handle(
 
 /// The MCP endpoint: a `POST` is logged by its JSON-RPC method, a `GET` or `DELETE` by its verb.
 fn mcp(shared: &Shared, verb: &Method, headers: &HeaderMap, body: &[u8]) -> Response {
-    let token = headers
+    let (scheme, token) = match headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+        .and_then(|v| v.split_once(' '))
+    {
+        Some((scheme @ ("Bearer" | "DPoP"), token)) => (scheme, Some(token)),
+        _ => ("", None),
+    };
+    let proof = headers.get("dpop").and_then(|v| v.to_str().ok());
     if let Some(key) = headers.get("x-api-key").and_then(|v| v.to_str().ok()) {
         shared.log.lock().unwrap().api_key = Some(key.to_string());
     }
@@ -471,16 +513,55 @@ fn mcp(shared: &Shared, verb: &Method, headers: &HeaderMap, body: &[u8]) -> Resp
         Method::POST => message["method"].as_str().unwrap_or("").to_string(),
         _ => verb.to_string(),
     };
-    let valid = token.is_some_and(|t| {
-        shared
-            .log
-            .lock()
-            .unwrap()
-            .access
-            .get(t)
-            .is_some_and(|e| *e > now_secs())
-            && !shared.log.lock().unwrap().refused.contains(t)
+    // A bound token only with `DPoP` and a proof of its key; an unbound one only as `Bearer`.
+    let proved = token.map(|t| {
+        let mut log = shared.log.lock().unwrap();
+        let bound = log.bound.get(t).cloned();
+        let Some(proof) = proof else {
+            return if bound.is_none() && scheme == "Bearer" {
+                Ok(())
+            } else {
+                Err("no proof")
+            };
+        };
+        log.proofs_seen.push(proof.to_string());
+        let htu = format!("{}/mcp", shared.base.as_str().trim_end_matches('/'));
+        let nonce = shared.options.dpop.filter(|d| d.nonce).map(|_| MCP_NONCE);
+        let verdict = match (shared.options.dpop, bound, scheme) {
+            (Some(_), Some(key), "DPoP") => {
+                check_proof(&mut log, proof, verb, &htu, Some(t), nonce)
+                    .and_then(|k| if k == key { Ok(()) } else { Err("another key") })
+            }
+            _ => Err("a proof for a token not bound"),
+        };
+        log.proofs
+            .push(format!("mcp {verb} {}", verdict.err().unwrap_or("ok")));
+        verdict
     });
+    if let Some(Err("use_dpop_nonce")) = proved {
+        return (
+            StatusCode::UNAUTHORIZED,
+            [
+                (
+                    "www-authenticate",
+                    "DPoP error=\"use_dpop_nonce\", algs=\"ES256\"",
+                ),
+                ("dpop-nonce", MCP_NONCE),
+            ],
+        )
+            .into_response();
+    }
+    let valid = proved == Some(Ok(()))
+        && token.is_some_and(|t| {
+            shared
+                .log
+                .lock()
+                .unwrap()
+                .access
+                .get(t)
+                .is_some_and(|e| *e > now_secs())
+                && !shared.log.lock().unwrap().refused.contains(t)
+        });
     shared.log.lock().unwrap().mcp.push(format!(
         "{method} {}",
         match (token, valid) {
@@ -549,6 +630,9 @@ fn mcp(shared: &Shared, verb: &Method, headers: &HeaderMap, body: &[u8]) -> Resp
     let id = message["id"].clone();
     if shared.options.echo {
         let mut sent = format!("you sent {}", token.unwrap_or(""));
+        if let Some(proof) = proof {
+            sent = format!("{sent} with proof {proof}");
+        }
         if shared.options.echo_credentials {
             let log = shared.log.lock().unwrap();
             for credential in [&log.assertion, &log.client_secret].into_iter().flatten() {
@@ -687,7 +771,7 @@ fn register(shared: &Shared, body: &[u8]) -> Response {
     json_response(StatusCode::CREATED, answer)
 }
 
-async fn token(shared: &Shared, headers: &HeaderMap, body: &[u8]) -> Response {
+async fn token(shared: &Shared, path: &str, headers: &HeaderMap, body: &[u8]) -> Response {
     if let Some(status) = shared.options.token_status {
         return (status, "no token here").into_response();
     }
@@ -791,6 +875,32 @@ async fn token(shared: &Shared, headers: &HeaderMap, body: &[u8]) -> Response {
     if !form.contains_key("resource") {
         return oauth_error(StatusCode::BAD_REQUEST, "invalid_target");
     }
+    // The key a proof proved, when the server takes DPoP and the request carried one.
+    let proved = match (shared.options.dpop, headers.get("dpop")) {
+        (Some(dpop), Some(proof)) => {
+            let proof = proof.to_str().unwrap_or("");
+            log.proofs_seen.push(proof.to_string());
+            let htu = format!("{}{path}", shared.base.as_str().trim_end_matches('/'));
+            let nonce = dpop.nonce.then_some(TOKEN_NONCE);
+            let verdict = check_proof(&mut log, proof, &Method::POST, &htu, None, nonce);
+            log.proofs.push(format!(
+                "token POST {}",
+                verdict.as_ref().err().copied().unwrap_or("ok")
+            ));
+            match verdict {
+                Ok(key) => Some(key),
+                Err("use_dpop_nonce") => {
+                    let mut answer = oauth_error(StatusCode::BAD_REQUEST, "use_dpop_nonce");
+                    answer
+                        .headers_mut()
+                        .insert("dpop-nonce", TOKEN_NONCE.parse().unwrap());
+                    return answer;
+                }
+                Err(_) => return oauth_error(StatusCode::BAD_REQUEST, "invalid_dpop_proof"),
+            }
+        }
+        _ => None,
+    };
     let scope = match form.get("grant_type").map(String::as_str) {
         Some("authorization_code") => {
             let code = form.get("code").cloned().unwrap_or_default();
@@ -817,6 +927,14 @@ async fn token(shared: &Shared, headers: &HeaderMap, body: &[u8]) -> Response {
         }
         Some("refresh_token") => {
             let old = form.get("refresh_token").cloned().unwrap_or_default();
+            // A bound refresh token needs a proof of its key (RFC 9449 §5).
+            if log
+                .bound
+                .get(&old)
+                .is_some_and(|key| proved.as_ref() != Some(key))
+            {
+                return oauth_error(StatusCode::BAD_REQUEST, "invalid_grant");
+            }
             // Rotation: a refresh token works once.
             let Some(scope) = log.refresh.remove(&old) else {
                 return oauth_error(StatusCode::BAD_REQUEST, "invalid_grant");
@@ -840,9 +958,17 @@ async fn token(shared: &Shared, headers: &HeaderMap, body: &[u8]) -> Response {
     {
         log.refused.insert(access.clone());
     }
+    let mut token_type = shared.options.token_type;
+    if let Some(key) = &proved {
+        log.bound.insert(refresh.clone(), key.clone());
+        if shared.options.dpop.is_some_and(|d| d.bound_access) {
+            log.bound.insert(access.clone(), key.clone());
+            token_type = "DPoP";
+        }
+    }
     let mut answer = json!({
         "access_token": access,
-        "token_type": shared.options.token_type,
+        "token_type": token_type,
         "expires_in": shared.options.lifetime,
         "scope": scope,
     });
@@ -852,6 +978,76 @@ async fn token(shared: &Shared, headers: &HeaderMap, body: &[u8]) -> Response {
         answer["refresh_token"] = json!(refresh);
     }
     json_response(StatusCode::OK, answer)
+}
+
+/// Checks the DPoP proof `proof` (RFC 9449 §4.3) of a `method` request to `htu`: a JWT of
+/// `typ` `dpop+jwt` and `alg` `ES256` whose `jwk` is a public P-256 key (no `d`) that verifies
+/// its signature, with `htm` and `htu` as sent, `iat` within a minute of now, `ath` the hash of
+/// `token` (absent without one), `nonce` equal to `nonce` when one is wanted, and a `jti` no
+/// proof had before. The key's `x.y` when it holds, else why not (`use_dpop_nonce` for the
+/// nonce).
+fn check_proof(
+    log: &mut Log,
+    proof: &str,
+    method: &Method,
+    htu: &str,
+    token: Option<&str>,
+    nonce: Option<&str>,
+) -> Result<String, &'static str> {
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let [head, body, signature] = proof.split('.').collect::<Vec<_>>()[..] else {
+        return Err("not a JWT");
+    };
+    let decode = |s: &str| {
+        b64.decode(s)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+    };
+    let (Some(header), Some(claims)) = (decode(head), decode(body)) else {
+        return Err("not JSON");
+    };
+    if header["typ"] != "dpop+jwt" || header["alg"] != "ES256" {
+        return Err("typ or alg");
+    }
+    let jwk = &header["jwk"];
+    if jwk["kty"] != "EC" || jwk["crv"] != "P-256" || jwk.get("d").is_some() {
+        return Err("jwk");
+    }
+    let (Some(x), Some(y)) = (jwk["x"].as_str(), jwk["y"].as_str()) else {
+        return Err("jwk");
+    };
+    let mut point = vec![4u8];
+    point.extend(b64.decode(x).map_err(|_| "jwk")?);
+    point.extend(b64.decode(y).map_err(|_| "jwk")?);
+    let signature = b64.decode(signature).map_err(|_| "signature")?;
+    aws_lc_rs::signature::UnparsedPublicKey::new(
+        &aws_lc_rs::signature::ECDSA_P256_SHA256_FIXED,
+        &point,
+    )
+    .verify(format!("{head}.{body}").as_bytes(), &signature)
+    .map_err(|_| "signature")?;
+    if claims["htm"] != method.as_str() || claims["htu"] != htu {
+        return Err("htm or htu");
+    }
+    let iat = claims["iat"].as_u64().ok_or("iat")?;
+    if iat.abs_diff(now_secs()) > 60 {
+        return Err("iat");
+    }
+    let ath = token.map(|t| b64.encode(Sha256::digest(t.as_bytes())));
+    if claims["ath"].as_str() != ath.as_deref() {
+        return Err("ath");
+    }
+    if nonce.is_some() && claims["nonce"].as_str() != nonce {
+        return Err("use_dpop_nonce");
+    }
+    let jti = claims["jti"]
+        .as_str()
+        .filter(|j| !j.is_empty())
+        .ok_or("jti")?;
+    if !log.jtis.insert(jti.to_string()) {
+        return Err("jti replayed");
+    }
+    Ok(format!("{x}.{y}"))
 }
 
 /// Plays the browser: opens `link` without following redirects and delivers the redirect to
