@@ -8,6 +8,7 @@
 //! ([`Net`]) or with a DPoP proof on each token request ([`Proving`], RFC 9449 §5), and keeps
 //! the authorization server's DPoP nonce (§8).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use reqwest::{StatusCode, Url};
@@ -38,9 +39,14 @@ impl std::error::Error for NetError {}
 pub(crate) struct Net {
     client: reqwest::Client,
     policy: UrlPolicy,
-    /// The newest DPoP nonce of the authorization server (RFC 9449 §8), shared by clones.
-    nonce: Nonce,
+    /// The newest DPoP nonce of each authorization server (RFC 9449 §8: a nonce is one
+    /// server's own), by the origin of its token endpoint; shared by clones.
+    nonces: Arc<std::sync::Mutex<HashMap<String, Nonce>>>,
 }
+
+/// At most this many authorization servers' nonces are kept ([`Net`]); one more forgets them
+/// all (a forgotten nonce costs one `use_dpop_nonce` retry).
+const MAX_NONCE_SERVERS: usize = 8;
 
 impl std::fmt::Debug for Net {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -80,8 +86,18 @@ impl Net {
         Ok(Net {
             client,
             policy,
-            nonce: Nonce::default(),
+            nonces: Arc::default(),
         })
+    }
+
+    /// The nonce of the authorization server whose token endpoint is `url` (its origin).
+    fn nonce_for(&self, url: &Url) -> Nonce {
+        let mut nonces = self.nonces.lock().unwrap_or_else(|e| e.into_inner());
+        let origin = url.origin().ascii_serialization();
+        if !nonces.contains_key(&origin) && nonces.len() >= MAX_NONCE_SERVERS {
+            nonces.clear();
+        }
+        nonces.entry(origin).or_default().clone()
     }
 
     /// The URL policy of this server.
@@ -196,7 +212,7 @@ impl Net {
     }
 
     /// [`Net::execute`] with a fresh proof of `key` in the `DPoP` header (RFC 9449 §5), with the
-    /// authorization server's newest nonce; an answer `400 use_dpop_nonce` that brings a new
+    /// newest nonce of the authorization server at the token endpoint's origin; an answer `400 use_dpop_nonce` that brings a new
     /// nonce is answered by one more request with a proof carrying it (§8).
     ///
     /// # Errors
@@ -213,15 +229,11 @@ impl Net {
                 "the token endpoint URL is not valid",
             ))
         })?;
+        let nonce = self.nonce_for(&url);
         let mut retried = false;
         loop {
             let proof = key
-                .proof(
-                    parts.method.as_str(),
-                    &url,
-                    None,
-                    self.nonce.get().as_deref(),
-                )
+                .proof(parts.method.as_str(), &url, None, nonce.get().as_deref())
                 .map_err(NetError)?;
             let mut value = http::HeaderValue::from_str(proof.expose_secret()).map_err(|_| {
                 NetError(Error::new(Kind::Config, "a DPoP proof could not be made"))
@@ -233,7 +245,7 @@ impl Net {
             *request.headers_mut() = parts.headers.clone();
             request.headers_mut().insert(DPOP, value);
             let answer = self.send_token_request(request).await?;
-            let fresh = self.nonce.learn(&answer.headers);
+            let fresh = nonce.learn(&answer.headers);
             if fresh && !retried && asks_for_nonce(answer.status, &answer.body) {
                 tracing::debug!(
                     "the token endpoint asked for a DPoP nonce; sending the proof again with it"
@@ -382,7 +394,34 @@ fn transport(what: &str, e: &reqwest::Error, late: &str, lost: &str) -> Error {
 
 #[cfg(test)]
 mod tests {
-    use super::is_oauth_error;
+    use super::*;
+
+    #[test]
+    fn each_authorization_server_has_its_own_nonce_and_clones_share_them() {
+        let net = Net::new(&Url::parse("http://127.0.0.1:9/mcp").unwrap()).unwrap();
+        let mut answer = reqwest::header::HeaderMap::new();
+        answer.insert(
+            super::super::dpop::DPOP_NONCE,
+            "nonce-of-a".parse().unwrap(),
+        );
+        let a = Url::parse("http://127.0.0.1:7/token").unwrap();
+        assert!(net.nonce_for(&a).learn(&answer));
+        // The same server by another path, and a clone of the client: the same nonce.
+        let same = Url::parse("http://127.0.0.1:7/tenant/oauth/token").unwrap();
+        assert_eq!(
+            net.clone().nonce_for(&same).get().as_deref(),
+            Some("nonce-of-a")
+        );
+        // Another origin has none of it.
+        let b = Url::parse("http://127.0.0.1:8/token").unwrap();
+        assert_eq!(net.nonce_for(&b).get(), None);
+        // Past the bound, the nonces are forgotten.
+        for port in 10..(10 + MAX_NONCE_SERVERS as u16) {
+            net.nonce_for(&Url::parse(&format!("http://127.0.0.1:{port}/token")).unwrap());
+        }
+        assert_eq!(net.nonce_for(&a).get(), None);
+        assert!(net.nonces.lock().unwrap().len() <= MAX_NONCE_SERVERS);
+    }
 
     #[test]
     fn only_an_object_with_a_string_error_is_an_oauth_error_response() {
