@@ -2,7 +2,8 @@
 # The host CLI's login, logout and cleanup wait against small loopback servers, in the style of
 # .ci/examples.sh: --wait fractions, logout's store file (with ${userHome} and ${env:NAME}), Ctrl-C during the cleanup wait, a 401
 # server without OAuth, --wait after CONFIG, malformed stdin script lines, the wait for a server
-# nothing listens on (and one still coming up), and --json's decoded "json". Traffic goes to
+# nothing listens on (and one still coming up) or one that waits for a sign-in, and --json's
+# decoded "json". Traffic goes to
 # 127.0.0.1 only.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -221,5 +222,52 @@ rc=0; out=$($host --json "$tmp/coming-up.json" mcp/get_dynamic_tools) || rc=$?
   || finding "--json with a listing: exit $rc, $out"
 rc=0; out=$(printf 'mcp/call_dynamic_tool {"namespace":"up","toolName":"echo"}\n' | $host "$tmp/coming-up.json" --script -) || rc=$?
 [ "$rc" = 0 ] && [ "$out" = '{"ok":true,"text":"up"}' ] || finding "a script line with plain text: exit $rc, $out"
+
+# 11. A call naming a server that waits for a sign-in stops waiting as soon as the listing shows
+# the link, and says how to sign in (it used to wait the whole --wait in silence).
+cat > "$tmp/oauth.py" <<'PY'
+import json, sys
+from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
+port = int(sys.argv[1]); base = "http://127.0.0.1:%d" % port
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def send(self, code, body=None, headers=()):
+        data = json.dumps(body).encode() if body is not None else b""
+        self.send_response(code)
+        for k, v in headers: self.send_header(k, v)
+        if body is not None: self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data))); self.end_headers(); self.wfile.write(data)
+    def do_GET(self):
+        if self.path == "/.well-known/oauth-protected-resource/mcp":
+            self.send(200, {"resource": base + "/mcp", "authorization_servers": [base]})
+        elif self.path == "/.well-known/oauth-authorization-server":
+            self.send(200, {"issuer": base, "authorization_endpoint": base + "/authorize",
+                            "token_endpoint": base + "/token", "registration_endpoint": base + "/register",
+                            "response_types_supported": ["code"], "code_challenge_methods_supported": ["S256"],
+                            "token_endpoint_auth_methods_supported": ["none"]})
+        else: self.send(404)
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))
+        if self.path == "/mcp": self.send(401, None, [("WWW-Authenticate", "Bearer")])
+        elif self.path == "/register": self.send(201, {"client_id": "cli-1", "token_endpoint_auth_method": "none"})
+        else: self.send(404)
+ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
+PY
+portauth=18983
+python3 "$tmp/oauth.py" $portauth 2>/dev/null & pids+=($!)
+sleep 0.5
+printf '{"mcpServers": {"a": {"url": "http://127.0.0.1:%s/mcp"}}}' $portauth > "$tmp/auth.json"
+mkdir -m 700 "$tmp/store-auth"
+start=$(date +%s)
+rc=0; PLUGIN_MCP_OAUTH_DIR="$tmp/store-auth" $host --wait 30 "$tmp/auth.json" mcp/call_dynamic_tool '{"namespace":"a","toolName":"x"}' >/dev/null 2>"$tmp/err" || rc=$?
+took=$(( $(date +%s) - start ))
+first=$(head -n 1 "$tmp/err")
+case "$first" in
+  "host: not waiting for a: it needs a sign-in; open http://127.0.0.1:$portauth/authorize?"*" in a browser, or sign in first with \`host login $tmp/auth.json a\`") ok=1 ;;
+  *) ok=0 ;;
+esac
+[ "$rc" = 1 ] && [ "$ok" = 1 ] && [ "$took" -lt 10 ] \
+  || finding "a call to a server waiting for a sign-in: exit $rc after ${took}s, $first"
 
 [ "$failed" = 0 ] && echo "host-cli: all passed" || { echo "host-cli: $failed failed" >&2; exit 1; }

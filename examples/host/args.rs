@@ -25,7 +25,9 @@ pub(crate) const USAGE: &str = "usage: host [--wait SECONDS] [--json] CONFIG TOO
                   stdin line prints an invalid_arguments line and the script goes on
   login           sign in to the server NAMESPACE ahead of time: prints the sign-in link (the
                   only stdout line) when one is needed and waits (--wait, default 600) until
-                  the server is ready; exit 1 when the sign-in fails or the wait runs out
+                  the server is ready; exit 1 when the sign-in fails or the wait runs out.
+                  Without a browser here, open the link elsewhere and paste the address the
+                  browser ended on (http://127.0.0.1:.../callback?...) as one line on stdin
   logout          delete the stored sign-in of the server NAMESPACE
 exit: 0 every call ok, 1 a call failed, 2 bad usage, a bad script file line or a config problem";
 

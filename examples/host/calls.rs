@@ -32,7 +32,7 @@ pub(crate) async fn run(args: Run, servers: Value, script: Option<Vec<Step>>) ->
             return ExitCode::from(2);
         }
     };
-    let mut waiter = Waiter::new(&*pack, &id, args.wait).await;
+    let mut waiter = Waiter::new(&*pack, &id, args.wait, &args.config).await;
     pack.ready().await;
 
     let code = match args.mode {
@@ -157,6 +157,8 @@ struct Waiter {
     deadline: Instant,
     /// The namespaces whose config entry was refused: `error` before any I/O, and for good.
     refused: HashSet<String>,
+    /// The CONFIG argument, for the `host login` a sign-in message suggests.
+    config: String,
 }
 
 /// What a call needs before it is sent.
@@ -169,12 +171,13 @@ enum Need {
 }
 
 impl Waiter {
-    async fn new(pack: &dyn Pack, id: &str, wait: Duration) -> Waiter {
+    async fn new(pack: &dyn Pack, id: &str, wait: Duration, config: &str) -> Waiter {
         let mut waiter = Waiter {
             listing_tool: format!("{id}/get_dynamic_tools"),
             prefix: format!("{id}/"),
             deadline: Instant::now() + wait,
             refused: HashSet::new(),
+            config: config.to_string(),
         };
         waiter.refused = waiter
             .servers(pack)
@@ -211,6 +214,7 @@ impl Waiter {
                 status: s["status"].as_str().unwrap_or_default().to_string(),
                 reason: s["reason"].as_str().map(str::to_string),
                 refused_starts: s["refusedStarts"].as_u64().unwrap_or(0),
+                sign_in_url: s["signInUrl"].as_str().map(str::to_string),
             })
             .collect()
     }
@@ -249,6 +253,18 @@ impl Waiter {
                 );
                 return;
             }
+            // It waits for a sign-in: no wait ends that but the user, so say how at once.
+            if let Some((down, link)) = pending
+                .iter()
+                .find_map(|s| s.sign_in_url.as_deref().map(|link| (s, link)))
+            {
+                eprintln!(
+                    "host: not waiting for {0}: it needs a sign-in; open {link} in a browser, or \
+                     sign in first with `host login {1} {0}`",
+                    down.namespace, self.config
+                );
+                return;
+            }
             if Instant::now() >= self.deadline {
                 let names: Vec<String> = pending.iter().map(ServerState::describe).collect();
                 eprintln!("host: the wait ran out; not ready: {}", names.join(", "));
@@ -265,6 +281,8 @@ struct ServerState {
     reason: Option<String>,
     /// The listing's `refusedStarts`: starts in a row whose connection was refused (0: none).
     refused_starts: u64,
+    /// The listing's `signInUrl`: the link of a sign-in the server waits for.
+    sign_in_url: Option<String>,
 }
 
 impl ServerState {
