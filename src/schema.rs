@@ -1,17 +1,19 @@
 //! Checking JSON values against a tool's schemas (MCP spec "Tools": `inputSchema` and
 //! `outputSchema`, JSON Schema 2020-12 unless the schema's `$schema` names another dialect).
 //!
-//! A schema is compiled once, when the listing that holds it is built
-//! ([`crate::server::Server`]'s start or re-listing), and the compiled [`Checker`] sits beside
-//! the tool. `$ref`s inside the schema are resolved; a `$ref` to anything outside it is never
+//! A schema sits beside its tool in a [`Checker`] and is compiled once, the first time a call
+//! uses it (a start lists every tool, while a session calls few), and kept for the life of the
+//! listing that holds it. `$ref`s inside the schema are resolved; a `$ref` to anything outside it is never
 //! fetched (no network, no file), so such a schema does not compile. A schema this Pack does not
 //! use for checking — larger than [`MAX_CHECKED_SCHEMA_BYTES`], with more than
 //! [`MAX_CHECKED_SCHEMA_NODES`] JSON values, or one the validator cannot compile — is
-//! [`Checker::Unchecked`]: the server decides what it accepts, and nothing here is an error
+//! [`Unchecked`]: the server decides what it accepts, and nothing here is an error
 //! (README "What the tools answer").
 //!
 //! Patterns run on the `regex` engine (linear time, no backtracking); `format` is an annotation
 //! only, as 2020-12 defines it.
+
+use std::sync::OnceLock;
 
 use jsonschema::{PatternOptions, Retrieve, Uri, Validator};
 use serde_json::Value;
@@ -23,12 +25,15 @@ use crate::limits::{
 };
 use crate::redact::Redactor;
 
-/// A tool schema, compiled for checking, or why it is not used for checking.
-pub(crate) enum Checker {
-    /// The compiled schema.
-    Compiled(Box<Compiled>),
-    /// The schema is not used for checking; the server decides.
-    Unchecked(Unchecked),
+/// A tool schema and, from its first use on, its compilation.
+pub(crate) struct Checker {
+    /// The schema as listed; `None` when the tool has none.
+    schema: Option<Box<RawValue>>,
+    /// The tool's name (scrubbed), for the debug log of a schema that is not used.
+    tool: String,
+    /// The compiled schema, or why it is not used for checking (the server decides then); set
+    /// by the first check (or [`Checker::is_used`]), then read by every later one.
+    compilation: OnceLock<Result<Box<Compiled>, Unchecked>>,
 }
 
 /// A compiled schema and the optional names of its root.
@@ -83,22 +88,54 @@ impl Retrieve for NoFetch {
 }
 
 impl Checker {
-    /// Compiles `schema` (a tool's schema as listed, `None` when the tool has none). `tool`
-    /// names it in the debug log of a schema that is not used.
-    pub(crate) fn compile(schema: Option<&RawValue>, tool: &str) -> Checker {
-        let Some(schema) = schema else {
-            return Checker::Unchecked(Unchecked::Absent);
-        };
-        let checker = match compile(schema) {
-            Ok(compiled) => Checker::Compiled(Box::new(compiled)),
-            Err(why) => Checker::Unchecked(why),
-        };
-        if let Checker::Unchecked(why) = &checker {
-            // The tool name is scrubbed already; the validator's own words (which may quote
-            // the schema) are not logged.
-            tracing::debug!(tool, ?why, "a tool schema is not used for checking");
+    /// The checker of `schema` (a tool's schema as listed, `None` when the tool has none),
+    /// compiled when first used. `tool` names it in the debug log of a schema that is not used.
+    pub(crate) fn new(schema: Option<&RawValue>, tool: &str) -> Checker {
+        Checker {
+            schema: schema.map(ToOwned::to_owned),
+            tool: tool.to_string(),
+            compilation: OnceLock::new(),
         }
-        checker
+    }
+
+    /// The checker of a tool without such a schema: it checks nothing.
+    #[cfg(test)]
+    pub(crate) const fn absent() -> Checker {
+        Checker {
+            schema: None,
+            tool: String::new(),
+            compilation: OnceLock::new(),
+        }
+    }
+
+    /// The compiled schema, compiling it on the first call (from any thread; concurrent first
+    /// calls compile it once).
+    fn compilation(&self) -> &Result<Box<Compiled>, Unchecked> {
+        self.compilation.get_or_init(|| {
+            let Some(schema) = &self.schema else {
+                return Err(Unchecked::Absent);
+            };
+            match compile(schema) {
+                Ok(compiled) => Ok(Box::new(compiled)),
+                Err(why) => {
+                    // The tool name is scrubbed already; the validator's own words (which may
+                    // quote the schema) are not logged.
+                    tracing::debug!(tool = %self.tool, ?why, "a tool schema is not used for checking");
+                    Err(why)
+                }
+            }
+        })
+    }
+
+    /// Whether the schema is used for checking (compiling it if not done yet).
+    pub(crate) fn is_used(&self) -> bool {
+        self.compilation().is_ok()
+    }
+
+    /// Why the schema is not used for checking; `None` when it is.
+    #[cfg(test)]
+    fn unchecked(&self) -> Option<Unchecked> {
+        self.compilation().as_ref().err().copied()
     }
 
     /// Checks a `tools/call`'s `arguments` object like [`Checker::check`] (root `arguments`),
@@ -116,7 +153,7 @@ impl Checker {
         arguments: &Value,
         redactor: &Redactor,
     ) -> Result<(), Problems> {
-        let Checker::Compiled(compiled) = self else {
+        let Ok(compiled) = self.compilation() else {
             return Ok(());
         };
         if compiled.validator.is_valid(arguments) {
@@ -150,7 +187,7 @@ impl Checker {
         root: &str,
         redactor: &Redactor,
     ) -> Result<(), Problems> {
-        let Checker::Compiled(compiled) = self else {
+        let Ok(compiled) = self.compilation() else {
             return Ok(());
         };
         let validator = &compiled.validator;
@@ -254,14 +291,22 @@ mod tests {
 
     fn checker(schema: &Value) -> Checker {
         let raw = serde_json::value::to_raw_value(schema).unwrap();
-        Checker::compile(Some(&raw), "t")
+        Checker::new(Some(&raw), "t")
     }
 
     fn unchecked(schema: &Value) -> Option<Unchecked> {
-        match checker(schema) {
-            Checker::Compiled(_) => None,
-            Checker::Unchecked(why) => Some(why),
-        }
+        checker(schema).unchecked()
+    }
+
+    #[test]
+    fn a_schema_is_compiled_at_its_first_use_and_kept() {
+        let checker = checker(&json!({"type": "object", "required": ["a"]}));
+        assert!(checker.compilation.get().is_none());
+        let redactor = Redactor::default();
+        assert!(checker.check_arguments(&json!({}), &redactor).is_err());
+        assert!(matches!(checker.compilation.get(), Some(Ok(_))));
+        assert!(checker.is_used());
+        assert!(checker.check_arguments(&json!({"a": 1}), &redactor).is_ok());
     }
 
     #[test]
@@ -374,10 +419,8 @@ mod tests {
             unchecked(&json!({"pattern": "(?<=a)b"})),
             Some(Unchecked::NotCompiled)
         );
-        assert!(matches!(
-            Checker::compile(None, "t"),
-            Checker::Unchecked(Unchecked::Absent)
-        ));
+        assert_eq!(Checker::new(None, "t").unchecked(), Some(Unchecked::Absent));
+        assert_eq!(Checker::absent().unchecked(), Some(Unchecked::Absent));
     }
 
     #[test]

@@ -137,11 +137,11 @@ pub(crate) struct Tool {
     /// The parameters its `inputSchema` mirrors into headers (`x-mcp-header`; sent on a modern
     /// route only).
     pub(crate) mirrored: Mirrored,
-    /// `input_schema` compiled once for this listing: a call's arguments are checked with it
-    /// before `tools/call` goes out.
+    /// `input_schema`, compiled at its first use for this listing: a call's arguments are
+    /// checked with it before `tools/call` goes out.
     pub(crate) input_check: Checker,
-    /// `output_schema` compiled once for this listing: a result's `structuredContent` is
-    /// checked with it ([`crate::result::map`]).
+    /// `output_schema`, compiled at its first use for this listing: a result's
+    /// `structuredContent` is checked with it ([`crate::result::map`]).
     pub(crate) output_check: Checker,
 }
 
@@ -958,8 +958,8 @@ fn read_tool(raw: &RawValue, redactor: &crate::redact::Redactor) -> Result<Tool,
             || name.clone(),
             |d| limits::truncate(&redactor.scrub(&d), MAX_DESCRIPTION_BYTES).into_owned(),
         );
-    let input_check = Checker::compile(input_schema.as_deref(), &name);
-    let output_check = Checker::compile(output_schema.as_deref(), &name);
+    let input_check = Checker::new(input_schema.as_deref(), &name);
+    let output_check = Checker::new(output_schema.as_deref(), &name);
     Ok(Tool {
         input_check,
         output_check,
