@@ -349,7 +349,7 @@ mod tests {
         map(raw, &source, redactor, &UNCHECKED)
     }
 
-    const UNCHECKED: Checker = Checker::absent();
+    static UNCHECKED: Checker = Checker::absent();
 
     fn mapped(json: &str) -> Result<Mapped, String> {
         map_received(json, &Redactor::default())
