@@ -59,8 +59,6 @@ struct SecretSet {
     /// JWT heads learned at run time ([`Learned::JwtHead`]), each as its forms; kept like
     /// credentials. An occurrence covers the JWT it starts too ([`Matcher::covered`]).
     jwt_heads: Vec<Vec<SecretString>>,
-    /// The configured forms alone (for [`Redactor::configured_checker`]).
-    configured_matcher: Arc<Matcher>,
     /// The configured and the learned forms (for every scrub).
     matcher: Arc<Matcher>,
 }
@@ -68,7 +66,6 @@ struct SecretSet {
 impl SecretSet {
     /// Builds both matchers from the forms held now; called after every change.
     fn rebuild(&mut self) {
-        self.configured_matcher = Arc::new(Matcher::new(&self.configured, 0));
         let heads = self.jwt_heads.iter().map(Vec::len).sum();
         self.matcher = Arc::new(Matcher::new(self.forms(), heads));
     }
@@ -146,11 +143,7 @@ impl Matcher {
         for found in ac.find_overlapping_iter(text) {
             let start = found.start();
             let end = if found.pattern().as_usize() < self.heads {
-                let rest = text.as_bytes()[found.end()..]
-                    .iter()
-                    .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-                    .count();
-                found.end() + rest
+                found.end() + jwt_rest(&text.as_bytes()[found.end()..])
             } else {
                 found.end()
             };
@@ -175,6 +168,29 @@ impl Matcher {
         }
         runs
     }
+}
+
+/// How many bytes at the start of `bytes` can continue a JWT: base64url bytes and `.`, also
+/// as written by a percent-encoder that encodes every non-alphanumeric byte (`%2E`, `%2D`,
+/// `%5F`, either case).
+fn jwt_rest(bytes: &[u8]) -> usize {
+    let mut at = 0;
+    while at < bytes.len() {
+        let b = bytes[at];
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.') {
+            at += 1;
+        } else if b == b'%'
+            && matches!(
+                bytes.get(at + 1..at + 3),
+                Some([b'2', b'E' | b'e' | b'D' | b'd'] | [b'5', b'F' | b'f'])
+            )
+        {
+            at += 3;
+        } else {
+            break;
+        }
+    }
+    at
 }
 
 impl std::fmt::Debug for Redactor {
@@ -301,12 +317,14 @@ impl Redactor {
         }
     }
 
-    /// A function telling whether a text holds one of the configured secrets (in any registered
-    /// form), for text that is useless scrubbed, such as a link a user must open. Learned tokens
-    /// are not consulted, nor secrets configured after this call.
-    pub(crate) fn configured_checker(&self) -> impl Fn(&str) -> bool + Send + Sync + 'static {
-        let matcher = Arc::clone(&self.read().configured_matcher);
-        move |text: &str| matcher.holds(text)
+    /// A function telling whether a text holds a secret this redactor scrubs (in any
+    /// registered form), configured or learned, now or later, for text that is useless
+    /// scrubbed, such as a link a user must open.
+    pub(crate) fn checker(&self) -> impl Fn(&str) -> bool + Send + Sync + 'static {
+        let redactor = Redactor {
+            set: Arc::clone(&self.set),
+        };
+        move |text: &str| redactor.matcher().holds(text)
     }
 
     /// [`Redactor::add`] for `value` and for each percent-encoded form of it and of its words
@@ -777,6 +795,9 @@ mod tests {
             "proof {head}.eyJqdGkiOiIxIn0.c2lnLTE, again \"{head}.eyJqdGkiOiIyIn0.c2ln_LTI-\"!"
         );
         assert_eq!(r.scrub(&text), "proof [redacted], again \"[redacted]\"!");
+        // Percent-encoded with every non-alphanumeric byte escaped, the same; `%20` ends it.
+        let text = format!("q={head}%2EeyJqdGkiOiIzIn0%2Ec2ln%5FLTM%2d%20next");
+        assert_eq!(r.scrub(&text), "q=[redacted]%20next");
         // A head cut short by a preview leaves no prefix of it behind.
         let cut = &head[..20];
         assert_eq!(r.scrub_cut(&format!("seen {cut}")), "seen [redacted]");

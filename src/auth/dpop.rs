@@ -27,8 +27,9 @@ use super::{Error, Kind, now_secs};
 pub(crate) const DPOP: &str = "dpop";
 /// The header a server gives its nonce in (RFC 9449 §8.1).
 pub(crate) const DPOP_NONCE: &str = "dpop-nonce";
-/// The longest nonce taken from a server, in bytes; a longer one is ignored.
-const MAX_NONCE_BYTES: usize = 512;
+/// The longest nonce taken from a server, in bytes (RFC 9449 sets none; nonces seen in use are
+/// tens of bytes); a longer one is ignored, and the request it was asked for fails.
+const MAX_NONCE_BYTES: usize = 2048;
 
 /// The one proof algorithm this client signs with (RFC 9449 §5.1 `dpop_signing_alg_values_supported`).
 pub(crate) const ALGORITHM: &str = "ES256";
@@ -322,5 +323,35 @@ mod tests {
         assert_eq!(again.jwk(), key.jwk());
         assert_eq!(format!("{key:?}"), "DpopKey([redacted])");
         assert!(DpopKey::from_stored(&SecretString::from("not-a-key")).is_none());
+    }
+
+    /// An echoed proof with every non-alphanumeric byte percent-encoded (a form the
+    /// redactor registers for every secret): its head is learned, yet the claims and signature
+    /// must not survive the scrub.
+    #[test]
+    fn a_fully_percent_encoded_proof_is_scrubbed_whole() {
+        let key = DpopKey::generate().unwrap();
+        let redactor = crate::redact::Redactor::default();
+        let learn = redactor.learner();
+        learn(&key.header_segment(), crate::redact::Learned::JwtHead);
+        let uri = Url::parse("http://127.0.0.1:1/mcp").unwrap();
+        let token = SecretString::from("access-token-value-1");
+        let proof = key.proof("POST", &uri, Some(&token), None).unwrap();
+        let proof = proof.expose_secret();
+        // Plain, it goes whole.
+        assert_eq!(redactor.scrub(&format!("got {proof}!")), "got [redacted]!");
+        let encoded =
+            percent_encoding::utf8_percent_encode(proof, percent_encoding::NON_ALPHANUMERIC)
+                .to_string();
+        let shown = redactor.scrub(&format!("got {encoded}!")).into_owned();
+        let decoded = percent_encoding::percent_decode_str(&shown)
+            .decode_utf8_lossy()
+            .into_owned();
+        let claims = proof.split('.').nth(1).unwrap();
+        let signature = proof.rsplit('.').next().unwrap();
+        assert!(
+            !decoded.contains(claims) && !decoded.contains(&signature[..20]),
+            "the proof's claims and signature survive: {shown}"
+        );
     }
 }

@@ -228,6 +228,7 @@ pub(crate) async fn exchange_code(
     resource: &str,
     pending: Pending,
     redirect: Redirect,
+    learn: &LearnSecret,
 ) -> Result<Grant, Error> {
     match (&redirect.iss, &server.issuer) {
         (Some(iss), Some(issuer)) if iss != issuer => {
@@ -258,7 +259,7 @@ pub(crate) async fn exchange_code(
         Some(&verifier),
         identity.client_secret.as_ref(),
     ];
-    let key = new_key(server)?;
+    let key = new_key(server, learn)?;
     let request = client
         .exchange_code(AuthorizationCode::new(
             redirect.code.expose_secret().to_string(),
@@ -274,15 +275,21 @@ pub(crate) async fn exchange_code(
 
 /// A new key pair for a grant from `server`, when it takes DPoP proofs this client signs
 /// ([`AuthorizationServer::supports_dpop`]): its tokens are then asked for bound to the key
-/// (RFC 9449 §5).
+/// (RFC 9449 §5). The head of every proof of the key is learned before the first proof goes
+/// out ([`Learned::JwtHead`]): a token endpoint that refuses the request may quote the proof.
 ///
 /// # Errors
 /// [`Kind::Config`] when no key pair could be generated.
-fn new_key(server: &AuthorizationServer) -> Result<Option<Arc<DpopKey>>, Error> {
+fn new_key(
+    server: &AuthorizationServer,
+    learn: &LearnSecret,
+) -> Result<Option<Arc<DpopKey>>, Error> {
     if !server.supports_dpop() {
         return Ok(None);
     }
-    DpopKey::generate().map(|key| Some(Arc::new(key)))
+    let key = DpopKey::generate()?;
+    learn(&key.header_segment(), Learned::JwtHead);
+    Ok(Some(Arc::new(key)))
 }
 
 /// Refreshes `grant` (OAuth 2.1 §4.3 with `resource`, and `scope` naming the grant's scopes:
@@ -365,7 +372,7 @@ pub(crate) async fn client_credentials(
             .add_extra_param("client_assertion", assertion.expose_secret().to_string()),
         None => request,
     };
-    let key = new_key(server)?;
+    let key = new_key(server, learn)?;
     let answer = request
         .request_async(&net.proving(key.as_deref()))
         .await

@@ -349,6 +349,7 @@ impl SignIn {
                 &this.discovered.resource,
                 this.pending,
                 redirect,
+                &*this.learn,
             );
             tokio::pin!(exchange);
             // The browser waits for the outcome, at most `BROWSER_WAIT`; then it hears that the

@@ -814,6 +814,10 @@ impl Connection {
                 // refresh and no sign-in is spent on it; its refusal is the answer.
                 return Ok(response);
             }
+            // A nonce asked for but none this client can use (absent, two, too long): the same.
+            if refuses_for_nonce(&response, sent.as_ref()) {
+                return Ok(response);
+            }
             let status = response.status();
             let refused = match (status, auth_challenge(&response)) {
                 (reqwest::StatusCode::UNAUTHORIZED, Some(c)) => Some((false, c)),
@@ -917,8 +921,9 @@ impl Connection {
             drop(response);
             response = send(sent.clone()).await?;
         }
-        if sent.is_some() && asks_for_dpop_nonce(response.headers()) {
-            // A nonce the server still refuses: no refresh is spent on it.
+        if refuses_for_nonce(&response, sent.as_ref()) {
+            // A nonce the server still refuses, or one this client cannot use: no refresh is
+            // spent on it.
             return Ok(response);
         }
         let (Some(auth), Some(sent)) = (&self.auth, sent) else {
@@ -1020,6 +1025,15 @@ fn shows_other_era(session: &Session, error: &Error) -> bool {
                     .is_some_and(|s| matches!(s.as_u16(), 400 | 404 | 405 | 406))
         }
     }
+}
+
+/// Whether `response` to a request that carried a token (`sent`) is a `401` whose `DPoP`
+/// challenge says `use_dpop_nonce` (RFC 9449 §9): the server refuses the proof's nonce, not the
+/// token, so no refresh or sign-in may be spent on it, whether or not a usable nonce came.
+fn refuses_for_nonce(response: &Response, sent: Option<&AccessToken>) -> bool {
+    sent.is_some()
+        && response.status() == reqwest::StatusCode::UNAUTHORIZED
+        && asks_for_dpop_nonce(response.headers())
 }
 
 /// The `Bearer` challenge of a `401` or `403` (RFC 6750 §3), if the response is one; an empty

@@ -8,6 +8,7 @@
 
 mod attack;
 mod config;
+mod dpop;
 mod host_logout;
 mod hostile;
 mod interop;

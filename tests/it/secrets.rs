@@ -1199,6 +1199,19 @@ async fn dpop_proofs_and_keys_never_escape() {
     assert!(key.len() > 100, "a PKCS #8 key: {} bytes", key.len());
     assert_eq!(stored["grant"].get("dpop_refresh_only"), None);
     let mut secrets: Vec<String> = log.proofs_seen.clone();
+    // The authorization code and the PKCE verifier of each code exchange.
+    for form in &log.token_requests {
+        for field in ["code", "code_verifier"] {
+            if let Some(value) = form.get(field) {
+                secrets.push(value.clone());
+            }
+        }
+    }
+    assert_eq!(
+        secrets.len(),
+        log.proofs_seen.len() + 4,
+        "two exchanges' codes and verifiers"
+    );
     secrets.extend([
         key,
         "access-token-000002".into(),
@@ -1275,15 +1288,15 @@ async fn a_header_value_echoed_into_the_sign_in_link_is_not_shown() {
     assert_eq!(entry["signInUrl"], serde_json::Value::Null, "{entry}");
     assert_eq!(
         entry["reason"],
-        "signing in failed: the authorization server's metadata repeats a configured secret; \
+        "signing in failed: the authorization server's metadata repeats a secret of this server entry; \
          refusing to show its link",
         "{entry}"
     );
     let logs = logs.text();
     assert_eq!(
-        line_with(&logs, "repeats a configured secret"),
-        " WARN plugin_mcp::http::auth: the authorization server's metadata repeats a configured \
-         secret; refusing to show its link"
+        line_with(&logs, "repeats a secret of this server entry"),
+        " WARN plugin_mcp::http::auth: the authorization server's metadata repeats a secret of \
+         this server entry; refusing to show its link"
     );
     assert_eq!(
         logged_reason(&logs, "ok"),

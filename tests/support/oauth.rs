@@ -147,6 +147,11 @@ pub struct Options {
     pub token_type: &'static str,
     /// DPoP proofs and bound tokens; `None`: the server knows nothing of DPoP.
     pub dpop: Option<Dpop>,
+    /// The token endpoint refuses a code exchange or a client credentials grant with
+    /// `invalid_dpop_proof`, quoting the proof it got.
+    pub proof_echo: bool,
+    /// The nonce the MCP endpoint asks for instead of [`MCP_NONCE`].
+    pub mcp_nonce: Option<&'static str>,
 }
 
 impl Default for Options {
@@ -182,6 +187,8 @@ impl Default for Options {
             refuse_refreshed: false,
             token_type: "Bearer",
             dpop: None,
+            proof_echo: false,
+            mcp_nonce: None,
         }
     }
 }
@@ -526,7 +533,11 @@ fn mcp(shared: &Shared, verb: &Method, headers: &HeaderMap, body: &[u8]) -> Resp
         };
         log.proofs_seen.push(proof.to_string());
         let htu = format!("{}/mcp", shared.base.as_str().trim_end_matches('/'));
-        let nonce = shared.options.dpop.filter(|d| d.nonce).map(|_| MCP_NONCE);
+        let nonce = shared
+            .options
+            .dpop
+            .filter(|d| d.nonce)
+            .map(|_| shared.options.mcp_nonce.unwrap_or(MCP_NONCE));
         let verdict = match (shared.options.dpop, bound, scheme) {
             (Some(_), Some(key), "DPoP") => {
                 check_proof(&mut log, proof, verb, &htu, Some(t), nonce)
@@ -546,7 +557,7 @@ fn mcp(shared: &Shared, verb: &Method, headers: &HeaderMap, body: &[u8]) -> Resp
                     "www-authenticate",
                     "DPoP error=\"use_dpop_nonce\", algs=\"ES256\"",
                 ),
-                ("dpop-nonce", MCP_NONCE),
+                ("dpop-nonce", shared.options.mcp_nonce.unwrap_or(MCP_NONCE)),
             ],
         )
             .into_response();
@@ -826,6 +837,24 @@ async fn token(shared: &Shared, path: &str, headers: &HeaderMap, body: &[u8]) ->
             StatusCode::UNAUTHORIZED,
             json!({"error": "invalid_client",
                 "error_description": format!("client authentication failed: {sent}")}),
+        );
+    }
+    if shared.options.proof_echo
+        && matches!(
+            form.get("grant_type").map(String::as_str),
+            Some("authorization_code" | "client_credentials")
+        )
+    {
+        let proof = headers
+            .get("dpop")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        log.proofs_seen.push(proof.clone());
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            json!({"error": "invalid_dpop_proof",
+                "error_description": format!("proof {proof} is not accepted")}),
         );
     }
     if shared.options.code_echo

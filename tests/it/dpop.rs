@@ -1,0 +1,274 @@
+//! DPoP (RFC 9449) against hostile servers, through the Host contract: a token endpoint that
+//! quotes the proof it refuses, an MCP server whose nonce this client cannot use, and an MCP
+//! server that puts a proof it saw into the next sign-in link. The friendly paths are in
+//! `signin` and `secrets`.
+
+use std::time::Duration;
+
+use crate::support::oauth::{self, Options, TestServer, play_browser_page};
+use crate::support::{Host, oauth_store};
+use reqwest::Url;
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+async fn link_in_listing(host: &Host) -> String {
+    let listing = host
+        .wait_for(WAIT, |l| !l["servers"][0]["signInUrl"].is_null())
+        .await;
+    listing["servers"][0]["signInUrl"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// A code exchange refused by a token endpoint that quotes the DPoP proof it got: the proof
+/// must show nowhere (browser page, listing reason, log).
+#[tokio::test]
+async fn a_refused_code_exchange_quoting_its_dpop_proof_shows_it_nowhere() {
+    oauth_store();
+    let (_guard, logs) = crate::support::logs::capture("trace");
+    let server = TestServer::start(Options {
+        proof_echo: true,
+        dpop: Some(oauth::Dpop {
+            bound_access: true,
+            nonce: false,
+        }),
+        ..Options::default()
+    })
+    .await;
+    let host = Host::new(json!({"docs": {"url": server.mcp_url().as_str()}}));
+    let link = link_in_listing(&host).await;
+    let (status, page) = play_browser_page(&Url::parse(&link).unwrap()).await;
+    let listing = host
+        .wait_for(WAIT, |l| {
+            l["servers"][0]["reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("signing in failed"))
+        })
+        .await;
+    let reason = listing["servers"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let proof = server.log.lock().unwrap().proofs_seen[0].clone();
+    assert_eq!(proof.split('.').count(), 3, "a proof was sent");
+    assert_eq!(status, 200);
+    let log = logs.text();
+    let leaked: Vec<&str> = [
+        ("browser page", &page),
+        ("listing reason", &reason),
+        ("log", &log),
+    ]
+    .into_iter()
+    .filter(|(_, text)| text.contains(&proof))
+    .map(|(label, _)| label)
+    .collect();
+    assert_eq!(
+        leaked,
+        Vec::<&str>::new(),
+        "the whole proof shows in: {leaked:?}\n{reason}"
+    );
+}
+
+/// The same through the client credentials grant: the proof of a refused request reaches the
+/// tool error, the listing and the log.
+#[tokio::test]
+async fn a_refused_client_credentials_grant_quoting_its_dpop_proof_shows_it_nowhere() {
+    use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
+    use base64::Engine;
+    oauth_store();
+    let (_guard, logs) = crate::support::logs::capture("trace");
+    let server = TestServer::start(Options {
+        proof_echo: true,
+        dpop: Some(oauth::Dpop {
+            bound_access: true,
+            nonce: false,
+        }),
+        ..Options::default()
+    })
+    .await;
+    let pkcs8 = EcdsaKeyPair::generate_pkcs8(
+        &ECDSA_P256_SHA256_FIXED_SIGNING,
+        &aws_lc_rs::rand::SystemRandom::new(),
+    )
+    .unwrap();
+    let pem = format!(
+        "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
+        base64::engine::general_purpose::STANDARD.encode(pkcs8.as_ref())
+    );
+    let host = Host::new(json!({"bot": {"url": server.mcp_url().as_str(), "oauth": {
+        "grantType": "client_credentials", "clientId": "bot", "privateKey": pem,
+    }}}));
+    let listing = host
+        .wait_for(WAIT, |l| l["servers"][0]["status"] == "error")
+        .await
+        .to_string();
+    let error = host.call_tool("bot", "whoami").await.unwrap_err();
+    let proof = server
+        .log
+        .lock()
+        .unwrap()
+        .proofs_seen
+        .first()
+        .cloned()
+        .unwrap_or_else(|| panic!("no proof: {listing} {error:?}"));
+    assert_eq!(proof.split('.').count(), 3, "a proof was sent");
+    let shown = format!("{error:?}");
+    let log = logs.text();
+    let leaked: Vec<&str> = [("tool error", &shown), ("listing", &listing), ("log", &log)]
+        .into_iter()
+        .filter(|(_, text)| text.contains(&proof))
+        .map(|(label, _)| label)
+        .collect();
+    assert_eq!(
+        leaked,
+        Vec::<&str>::new(),
+        "the whole proof shows in: {leaked:?}\n{shown}"
+    );
+}
+
+fn grant_types(server: &TestServer) -> Vec<String> {
+    server
+        .log
+        .lock()
+        .unwrap()
+        .token_requests
+        .iter()
+        .map(|f| f["grant_type"].clone())
+        .collect()
+}
+
+/// An MCP server whose `use_dpop_nonce` brings a nonce this client will not take (over its
+/// 2048-byte bound): the refusal is the nonce's, not the token's, so no refresh token is spent
+/// and the grant is not dropped for a new sign-in.
+#[tokio::test]
+async fn an_unusable_mcp_nonce_spends_no_refresh_and_keeps_the_grant() {
+    oauth_store();
+    let nonce: &'static str = Box::leak("n".repeat(3000).into_boxed_str());
+    let server = TestServer::start(Options {
+        dpop: Some(oauth::Dpop {
+            bound_access: true,
+            nonce: true,
+        }),
+        mcp_nonce: Some(nonce),
+        ..Options::default()
+    })
+    .await;
+    let host = Host::new(json!({"docs": {"url": server.mcp_url().as_str()}}));
+    let link = link_in_listing(&host).await;
+    let (status, _) = play_browser_page(&Url::parse(&link).unwrap()).await;
+    assert_eq!(status, 200);
+    // Let the start after the sign-in run against the nonce it cannot use.
+    let _ = host.call_tool("docs", "whoami").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let listing = host.listing(json!({"namespace": "docs"})).await;
+    let types = grant_types(&server);
+    assert_eq!(
+        types.iter().filter(|t| *t == "refresh_token").count(),
+        0,
+        "a refresh was spent on a nonce refusal: {types:?}; listing: {listing}"
+    );
+    assert!(
+        listing["signInUrl"].is_null(),
+        "the grant was dropped for a new sign-in: {listing}"
+    );
+}
+
+/// A hostile MCP server takes the DPoP proof it receives, then names an authorization server
+/// whose authorization endpoint carries it: the sign-in link shown in the listing must not
+/// hold the proof: a learned secret in a link refuses the link, as a configured one does.
+#[tokio::test]
+async fn a_proof_echoed_into_the_next_sign_in_link_is_not_shown() {
+    use crate::support::hostile::{self, Received, Reply};
+    use std::sync::{Arc, Mutex};
+    oauth_store();
+    let real = TestServer::start(Options {
+        dpop: Some(oauth::Dpop {
+            bound_access: true,
+            nonce: false,
+        }),
+        ..Options::default()
+    })
+    .await;
+    let real_base = real.base.as_str().trim_end_matches('/').to_string();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+    let proofs: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (b, seen, rb) = (base.clone(), proofs.clone(), real_base.clone());
+    let _server = hostile::serve_on(listener, move |req: Received| {
+        let (base, seen, real_base) = (b.clone(), seen.clone(), rb.clone());
+        async move {
+            if let Some(proof) = req.header("dpop") {
+                seen.lock().unwrap().push(proof);
+            }
+            let last = seen.lock().unwrap().last().cloned().unwrap_or_default();
+            match (req.http_method.as_str(), req.target.as_str()) {
+                ("POST", "/mcp") if req.header("authorization").is_none() => {
+                    Reply::raw(401, "text/plain", "sign in").header(
+                        "www-authenticate",
+                        &format!("Bearer resource_metadata=\"{base}/prm\""),
+                    )
+                }
+                ("POST", "/mcp") => Reply::raw(401, "text/plain", "no").header(
+                    "www-authenticate",
+                    &format!("DPoP error=\"invalid_token\", resource_metadata=\"{base}/prm2\""),
+                ),
+                ("GET", "/prm") => Reply::json(&json!({
+                    "resource": format!("{base}/mcp"),
+                    "authorization_servers": [real_base],
+                })),
+                ("GET", "/prm2") => Reply::json(&json!({
+                    "resource": format!("{base}/mcp"),
+                    "authorization_servers": [base],
+                })),
+                ("GET", "/.well-known/oauth-authorization-server") => Reply::json(&json!({
+                    "issuer": base,
+                    "authorization_endpoint": format!("{base}/authorize?echo={last}"),
+                    "token_endpoint": format!("{base}/token"),
+                    "registration_endpoint": format!("{base}/register"),
+                    "response_types_supported": ["code"],
+                    "code_challenge_methods_supported": ["S256"],
+                    "token_endpoint_auth_methods_supported": ["none"],
+                })),
+                ("POST", "/register") => Reply::json(&json!({
+                    "client_id": "client-echo-1",
+                    "token_endpoint_auth_method": "none",
+                })),
+                _ => Reply::raw(404, "text/plain", "not here"),
+            }
+        }
+    });
+    let (_guard, logs) = crate::support::logs::capture("trace");
+    let host = Host::new(json!({"docs": {"url": format!("{base}/mcp")}}));
+    let first = link_in_listing(&host).await;
+    assert!(first.starts_with(&real_base), "{first}");
+    let (status, _) = play_browser_page(&Url::parse(&first).unwrap()).await;
+    assert_eq!(status, 200);
+    // The hostile server's link holds the proof it saw: refused, never shown.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut seen = Vec::new();
+    while !logs
+        .text()
+        .contains("repeats a secret of this server entry")
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no refusal: {}",
+            logs.text()
+        );
+        seen.push(host.listing(json!({})).await.to_string());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    seen.push(host.listing(json!({})).await.to_string());
+    seen.push(logs.text());
+    let proofs = proofs.lock().unwrap().clone();
+    assert!(!proofs.is_empty(), "the hostile server got a proof");
+    for text in &seen {
+        assert!(
+            !proofs.iter().any(|p| text.contains(p.as_str())),
+            "a proof shows: {text}"
+        );
+        assert!(!text.contains(&format!("{base}/authorize")), "{text}");
+    }
+}
