@@ -6,7 +6,7 @@
 //! header of the MCP server is ever sent: requests carry only what the OAuth step puts on them.
 //! It also adapts `reqwest` to the `oauth2` crate's [`oauth2::AsyncHttpClient`], plain
 //! ([`Net`]) or with a DPoP proof on each token request ([`Proving`], RFC 9449 §5), and keeps
-//! the authorization server's DPoP nonce (§8).
+//! each authorization server's DPoP nonce (§8).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -212,8 +212,9 @@ impl Net {
     }
 
     /// [`Net::execute`] with a fresh proof of `key` in the `DPoP` header (RFC 9449 §5), with the
-    /// newest nonce of the authorization server at the token endpoint's origin; an answer `400 use_dpop_nonce` that brings a new
-    /// nonce is answered by one more request with a proof carrying it (§8).
+    /// newest nonce of the authorization server at the token endpoint's origin; an answer
+    /// `400 use_dpop_nonce` that brings a new nonce is answered by one more request with a
+    /// proof carrying it (§8).
     ///
     /// # Errors
     /// As [`Net::execute`]; a [`Kind::Config`] [`NetError`] when no proof could be made.

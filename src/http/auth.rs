@@ -75,12 +75,13 @@ use crate::redact::Redactor;
 pub(super) const MAX_AUTH_RETRIES: u32 = 2;
 
 /// Why a sign-in whose link holds a secret is refused.
-const REPEATS_SECRET: &str = "the authorization server's metadata repeats a secret of this server entry; refusing to show its link";
+const REPEATS_SECRET: &str = "the authorization server's metadata repeats a secret of this \
+     server entry; refusing to show its link";
 
 /// Whether a sign-in link (or a metadata URL) holds one of the entry's secrets, configured or
-/// learned (a token, a client secret, a DPoP proof a hostile server saw), apart from the entry's own `oauth.clientId`, `oauth.clientMetadataUrl` and `oauth.scopes`: a
-/// link must carry the client id and the scopes, also when the config takes them from
-/// `${env:NAME}`.
+/// learned (a token, a client secret, a DPoP proof a hostile server saw), apart from the
+/// entry's own `oauth.clientId`, `oauth.clientMetadataUrl` and `oauth.scopes`: a link must
+/// carry the client id and the scopes, also when the config takes them from `${env:NAME}`.
 fn link_holds_secret(
     redactor: &Redactor,
     config: &OAuthConfig,
