@@ -22,6 +22,15 @@ async fn link_in_listing(host: &Host) -> String {
         .to_string()
 }
 
+/// The labels of the `texts` that hold `secret`.
+fn holding<'a>(texts: &[(&'a str, &String)], secret: &str) -> Vec<&'a str> {
+    texts
+        .iter()
+        .filter(|(_, text)| text.contains(secret))
+        .map(|(label, _)| *label)
+        .collect()
+}
+
 /// A code exchange refused by a token endpoint that quotes the DPoP proof it got: the proof
 /// must show nowhere (browser page, listing reason, log).
 #[tokio::test]
@@ -30,11 +39,7 @@ async fn a_refused_code_exchange_quoting_its_dpop_proof_shows_it_nowhere() {
     let (_guard, logs) = crate::support::logs::capture("trace");
     let server = TestServer::start(Options {
         proof_echo: true,
-        dpop: Some(oauth::Dpop {
-            bound_access: true,
-            nonce: false,
-        }),
-        ..Options::default()
+        ..Options::with_dpop(true, false)
     })
     .await;
     let host = Host::new(json!({"docs": {"url": server.mcp_url().as_str()}}));
@@ -55,48 +60,26 @@ async fn a_refused_code_exchange_quoting_its_dpop_proof_shows_it_nowhere() {
     assert_eq!(proof.split('.').count(), 3, "a proof was sent");
     assert_eq!(status, 200);
     let log = logs.text();
-    let leaked: Vec<&str> = [
+    let texts = [
         ("browser page", &page),
         ("listing reason", &reason),
         ("log", &log),
-    ]
-    .into_iter()
-    .filter(|(_, text)| text.contains(&proof))
-    .map(|(label, _)| label)
-    .collect();
-    assert_eq!(
-        leaked,
-        Vec::<&str>::new(),
-        "the whole proof shows in: {leaked:?}\n{reason}"
-    );
+    ];
+    assert_eq!(holding(&texts, &proof), Vec::<&str>::new(), "{reason}");
 }
 
 /// The same through the client credentials grant: the proof of a refused request reaches the
 /// tool error, the listing and the log.
 #[tokio::test]
 async fn a_refused_client_credentials_grant_quoting_its_dpop_proof_shows_it_nowhere() {
-    use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
-    use base64::Engine;
     oauth_store();
     let (_guard, logs) = crate::support::logs::capture("trace");
     let server = TestServer::start(Options {
         proof_echo: true,
-        dpop: Some(oauth::Dpop {
-            bound_access: true,
-            nonce: false,
-        }),
-        ..Options::default()
+        ..Options::with_dpop(true, false)
     })
     .await;
-    let pkcs8 = EcdsaKeyPair::generate_pkcs8(
-        &ECDSA_P256_SHA256_FIXED_SIGNING,
-        &aws_lc_rs::rand::SystemRandom::new(),
-    )
-    .unwrap();
-    let pem = format!(
-        "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
-        base64::engine::general_purpose::STANDARD.encode(pkcs8.as_ref())
-    );
+    let pem = oauth::private_key_pem();
     let host = Host::new(json!({"bot": {"url": server.mcp_url().as_str(), "oauth": {
         "grantType": "client_credentials", "clientId": "bot", "privateKey": pem,
     }}}));
@@ -116,16 +99,8 @@ async fn a_refused_client_credentials_grant_quoting_its_dpop_proof_shows_it_nowh
     assert_eq!(proof.split('.').count(), 3, "a proof was sent");
     let shown = format!("{error:?}");
     let log = logs.text();
-    let leaked: Vec<&str> = [("tool error", &shown), ("listing", &listing), ("log", &log)]
-        .into_iter()
-        .filter(|(_, text)| text.contains(&proof))
-        .map(|(label, _)| label)
-        .collect();
-    assert_eq!(
-        leaked,
-        Vec::<&str>::new(),
-        "the whole proof shows in: {leaked:?}\n{shown}"
-    );
+    let texts = [("tool error", &shown), ("listing", &listing), ("log", &log)];
+    assert_eq!(holding(&texts, &proof), Vec::<&str>::new(), "{shown}");
 }
 
 fn grant_types(server: &TestServer) -> Vec<String> {
@@ -147,12 +122,8 @@ async fn an_unusable_mcp_nonce_spends_no_refresh_and_keeps_the_grant() {
     oauth_store();
     let nonce: &'static str = Box::leak("n".repeat(3000).into_boxed_str());
     let server = TestServer::start(Options {
-        dpop: Some(oauth::Dpop {
-            bound_access: true,
-            nonce: true,
-        }),
         mcp_nonce: Some(nonce),
-        ..Options::default()
+        ..Options::with_dpop(true, true)
     })
     .await;
     let host = Host::new(json!({"docs": {"url": server.mcp_url().as_str()}}));
@@ -183,14 +154,7 @@ async fn a_proof_echoed_into_the_next_sign_in_link_is_not_shown() {
     use crate::support::hostile::{self, Received, Reply};
     use std::sync::{Arc, Mutex};
     oauth_store();
-    let real = TestServer::start(Options {
-        dpop: Some(oauth::Dpop {
-            bound_access: true,
-            nonce: false,
-        }),
-        ..Options::default()
-    })
-    .await;
+    let real = TestServer::start(Options::with_dpop(true, false)).await;
     let real_base = real.base.as_str().trim_end_matches('/').to_string();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());

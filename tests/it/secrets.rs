@@ -985,18 +985,12 @@ async fn an_env_port_in_a_one_slash_url_is_not_shown() {
 // ---------------------------------------------------------------------------------------------
 // tokens learned by signing in
 
-/// The access and refresh tokens a sign-in learns, and the client secret of the entry, are
-/// secrets like configured header values: a server echoing the token shows `[redacted]`, and no
-/// listing, reason, error, `Debug` output or trace-level log line holds any of them — through
-/// the sign-in, a refresh after a `401` (a new token learned at run time), and the calls.
-#[tokio::test]
-async fn tokens_learned_by_signing_in_never_escape() {
-    let _guard = exclusive();
-    crate::support::oauth_store();
-    let (_capture, logs) = logs::capture("trace");
+/// A local authorization server with `options` that echoes what it receives, and a Host whose
+/// entry `ok` signed in to it through the listing's link (the browser played); and the link.
+async fn signed_in_with_echo(options: oauth::Options) -> (oauth::TestServer, Host, String) {
     let server = oauth::TestServer::start(oauth::Options {
         echo: true,
-        ..oauth::Options::default()
+        ..options
     })
     .await;
     let host = Host::new(json!({"ok": {"url": server.mcp_url().as_str()}}));
@@ -1014,21 +1008,45 @@ async fn tokens_learned_by_signing_in_never_escape() {
         200
     );
     host.ready("ok", Duration::from_secs(10)).await;
+    (server, host, link)
+}
 
-    let call = |tool: &'static str| {
-        host.call(
-            "call_dynamic_tool",
-            json!({"namespace": "ok", "toolName": tool}),
-        )
-    };
+/// `call_dynamic_tool` of `tool` on the entry `ok`.
+async fn call_on_ok(host: &Host, tool: &str) -> Result<String, ToolError> {
+    host.call(
+        "call_dynamic_tool",
+        json!({"namespace": "ok", "toolName": tool}),
+    )
+    .await
+}
+
+/// Records what a caller sees of `outcome` under `label`: its `Debug` form, and its text or
+/// error message.
+fn record_outcome(
+    seen: &mut Vec<(String, String)>,
+    label: &str,
+    outcome: Result<String, ToolError>,
+) {
+    seen.push((format!("{label} (Debug)"), format!("{outcome:?}")));
+    match outcome {
+        Ok(text) => seen.push((label.to_string(), text)),
+        Err(e) => seen.push((label.to_string(), e.message)),
+    }
+}
+
+/// The access and refresh tokens a sign-in learns, and the client secret of the entry, are
+/// secrets like configured header values: a server echoing the token shows `[redacted]`, and no
+/// listing, reason, error, `Debug` output or trace-level log line holds any of them — through
+/// the sign-in, a refresh after a `401` (a new token learned at run time), and the calls.
+#[tokio::test]
+async fn tokens_learned_by_signing_in_never_escape() {
+    let _guard = exclusive();
+    crate::support::oauth_store();
+    let (_capture, logs) = logs::capture("trace");
+    let (server, host, link) = signed_in_with_echo(oauth::Options::default()).await;
+    let call = |tool: &'static str| call_on_ok(&host, tool);
     let mut seen: Vec<(String, String)> = Vec::new();
-    let mut record = |label: &str, outcome: Result<String, ToolError>| {
-        seen.push((format!("{label} (Debug)"), format!("{outcome:?}")));
-        match outcome {
-            Ok(text) => seen.push((label.to_string(), text)),
-            Err(e) => seen.push((label.to_string(), e.message)),
-        }
-    };
+    let mut record = |label: &str, outcome| record_outcome(&mut seen, label, outcome);
     let first = call("whoami").await;
     assert_eq!(first.as_deref().unwrap(), "you sent [redacted]");
     record("call whoami", first);
@@ -1092,44 +1110,10 @@ async fn dpop_proofs_and_keys_never_escape() {
     let _guard = exclusive();
     crate::support::oauth_store();
     let (_capture, logs) = logs::capture("trace");
-    let server = oauth::TestServer::start(oauth::Options {
-        echo: true,
-        dpop: Some(oauth::Dpop {
-            bound_access: true,
-            nonce: true,
-        }),
-        ..oauth::Options::default()
-    })
-    .await;
-    let host = Host::new(json!({"ok": {"url": server.mcp_url().as_str()}}));
-    let listing = host
-        .wait_for(Duration::from_secs(10), |l| {
-            !server_entry(l, "ok")["signInUrl"].is_null()
-        })
-        .await;
-    let link = server_entry(&listing, "ok")["signInUrl"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert_eq!(
-        oauth::play_browser(&reqwest::Url::parse(&link).unwrap()).await,
-        200
-    );
-    host.ready("ok", Duration::from_secs(10)).await;
-    let call = |tool: &'static str| {
-        host.call(
-            "call_dynamic_tool",
-            json!({"namespace": "ok", "toolName": tool}),
-        )
-    };
+    let (server, host, _) = signed_in_with_echo(oauth::Options::with_dpop(true, true)).await;
+    let call = |tool: &'static str| call_on_ok(&host, tool);
     let mut seen: Vec<(String, String)> = Vec::new();
-    let mut record = |label: &str, outcome: Result<String, ToolError>| {
-        seen.push((format!("{label} (Debug)"), format!("{outcome:?}")));
-        match outcome {
-            Ok(text) => seen.push((label.to_string(), text)),
-            Err(e) => seen.push((label.to_string(), e.message)),
-        }
-    };
+    let mut record = |label: &str, outcome| record_outcome(&mut seen, label, outcome);
     let first = call("whoami").await;
     assert_eq!(
         first.as_deref().unwrap(),
@@ -1308,18 +1292,6 @@ async fn a_header_value_echoed_into_the_sign_in_link_is_not_shown() {
     assert_eq!(leaked, Vec::<&String>::new());
 }
 
-/// A PKCS #8 PEM P-256 key made for this run.
-fn private_key_pem() -> String {
-    use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
-    use base64::Engine;
-    let rng = aws_lc_rs::rand::SystemRandom::new();
-    let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
-    format!(
-        "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
-        base64::engine::general_purpose::STANDARD.encode(pkcs8.as_ref())
-    )
-}
-
 /// A signed `client_assertion` (RFC 7523; valid for minutes) that the MCP server echoes in its
 /// tool results reaches no result, listing or log line: the entry's redactor learns it before
 /// it is sent, not only the token endpoint's refusal.
@@ -1336,7 +1308,7 @@ async fn an_echoed_client_assertion_is_scrubbed_from_what_the_server_says() {
     .await;
     let host = Host::new(json!({"bot": {"url": server.mcp_url().as_str(), "oauth": {
         "grantType": "client_credentials", "clientId": "assertion-bot",
-        "privateKey": private_key_pem(),
+        "privateKey": oauth::private_key_pem(),
     }}}));
     let listing = host.ready("bot", Duration::from_secs(10)).await;
     let answer = host.call_tool("bot", "whoami").await;
@@ -1357,28 +1329,12 @@ async fn a_registered_client_secret_stays_scrubbed_after_many_refreshes() {
     let _guard = exclusive();
     crate::support::oauth_store();
     let (_capture, logs) = logs::capture("trace");
-    let server = oauth::TestServer::start(oauth::Options {
-        echo: true,
+    let (server, host, _) = signed_in_with_echo(oauth::Options {
         echo_credentials: true,
         auth_methods: vec!["client_secret_post"],
         ..oauth::Options::default()
     })
     .await;
-    let host = Host::new(json!({"ok": {"url": server.mcp_url().as_str()}}));
-    let listing = host
-        .wait_for(Duration::from_secs(10), |l| {
-            !server_entry(l, "ok")["signInUrl"].is_null()
-        })
-        .await;
-    let link = server_entry(&listing, "ok")["signInUrl"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert_eq!(
-        oauth::play_browser(&reqwest::Url::parse(&link).unwrap()).await,
-        200
-    );
-    host.ready("ok", Duration::from_secs(10)).await;
     let mut answers = Vec::new();
     for _ in 0..40 {
         server.expire_access_tokens();

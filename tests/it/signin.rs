@@ -1825,15 +1825,7 @@ fn proofs(server: &TestServer) -> Vec<String> {
 #[tokio::test]
 async fn a_bearer_token_from_a_proved_request_keeps_the_key_for_its_refreshes() {
     oauth_store();
-    let dpop = crate::support::oauth::Dpop {
-        bound_access: false,
-        nonce: false,
-    };
-    let (server, host) = signed_in(Options {
-        dpop: Some(dpop),
-        ..Options::default()
-    })
-    .await;
+    let (server, host) = signed_in(Options::with_dpop(false, false)).await;
     assert_eq!(call_whoami(&host).await.unwrap(), "signed in");
     assert_eq!(proofs(&server), ["token POST ok"]);
     server.expire_access_tokens();
@@ -1886,15 +1878,7 @@ async fn a_bearer_token_from_a_proved_request_keeps_the_key_for_its_refreshes() 
 #[tokio::test]
 async fn a_second_pack_proves_the_stored_key_of_a_dpop_grant() {
     oauth_store();
-    let dpop = crate::support::oauth::Dpop {
-        bound_access: true,
-        nonce: false,
-    };
-    let (server, host) = signed_in(Options {
-        dpop: Some(dpop),
-        ..Options::default()
-    })
-    .await;
+    let (server, host) = signed_in(Options::with_dpop(true, false)).await;
     assert_eq!(call_whoami(&host).await.unwrap(), "signed in");
     drop(host);
     let next = Host::new(entry(&server));

@@ -193,6 +193,30 @@ impl Default for Options {
     }
 }
 
+impl Options {
+    /// The default options with DPoP ([`Dpop`]).
+    pub fn with_dpop(bound_access: bool, nonce: bool) -> Options {
+        Options {
+            dpop: Some(Dpop {
+                bound_access,
+                nonce,
+            }),
+            ..Options::default()
+        }
+    }
+}
+
+/// A PKCS #8 PEM P-256 key made for this run (an `oauth.privateKey`).
+pub fn private_key_pem() -> String {
+    use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
+    let rng = aws_lc_rs::rand::SystemRandom::new();
+    let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
+    format!(
+        "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
+        base64::engine::general_purpose::STANDARD.encode(pkcs8.as_ref())
+    )
+}
+
 /// What the server saw and issued.
 #[derive(Debug, Default)]
 pub struct Log {
