@@ -10,17 +10,7 @@ use crate::support::{Host, oauth_store};
 use reqwest::Url;
 use serde_json::json;
 
-const WAIT: Duration = Duration::from_secs(10);
-
-async fn link_in_listing(host: &Host) -> String {
-    let listing = host
-        .wait_for(WAIT, |l| !l["servers"][0]["signInUrl"].is_null())
-        .await;
-    listing["servers"][0]["signInUrl"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
+use crate::signin::{WAIT, grant_types, link_in_listing};
 
 /// The labels of the `texts` that hold `secret`.
 fn holding<'a>(texts: &[(&'a str, &String)], secret: &str) -> Vec<&'a str> {
@@ -103,17 +93,6 @@ async fn a_refused_client_credentials_grant_quoting_its_dpop_proof_shows_it_nowh
     assert_eq!(holding(&texts, &proof), Vec::<&str>::new(), "{shown}");
 }
 
-fn grant_types(server: &TestServer) -> Vec<String> {
-    server
-        .log
-        .lock()
-        .unwrap()
-        .token_requests
-        .iter()
-        .map(|f| f["grant_type"].clone())
-        .collect()
-}
-
 /// An MCP server whose `use_dpop_nonce` brings a nonce this client will not take (over its
 /// 2048-byte bound): the refusal is the nonce's, not the token's, so no refresh token is spent
 /// and the grant is not dropped for a new sign-in.
@@ -186,19 +165,13 @@ async fn a_proof_echoed_into_the_next_sign_in_link_is_not_shown() {
                     "resource": format!("{base}/mcp"),
                     "authorization_servers": [base],
                 })),
-                ("GET", "/.well-known/oauth-authorization-server") => Reply::json(&json!({
-                    "issuer": base,
-                    "authorization_endpoint": format!("{base}/authorize?echo={last}"),
-                    "token_endpoint": format!("{base}/token"),
-                    "registration_endpoint": format!("{base}/register"),
-                    "response_types_supported": ["code"],
-                    "code_challenge_methods_supported": ["S256"],
-                    "token_endpoint_auth_methods_supported": ["none"],
-                })),
-                ("POST", "/register") => Reply::json(&json!({
-                    "client_id": "client-echo-1",
-                    "token_endpoint_auth_method": "none",
-                })),
+                ("GET", "/.well-known/oauth-authorization-server") => {
+                    Reply::json(&hostile::authorization_server_metadata(
+                        &base,
+                        &format!("{base}/authorize?echo={last}"),
+                    ))
+                }
+                ("POST", "/register") => Reply::json(&hostile::public_client("client-echo-1")),
                 _ => Reply::raw(404, "text/plain", "not here"),
             }
         }

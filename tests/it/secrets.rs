@@ -1240,19 +1240,13 @@ async fn a_header_value_echoed_into_the_sign_in_link_is_not_shown() {
                     "resource": format!("{base}/mcp"),
                     "authorization_servers": [base],
                 })),
-                ("GET", "/.well-known/oauth-authorization-server") => Reply::json(&json!({
-                    "issuer": base,
-                    "authorization_endpoint": format!("{base}/authorize?tenant={key}"),
-                    "token_endpoint": format!("{base}/token"),
-                    "registration_endpoint": format!("{base}/register"),
-                    "response_types_supported": ["code"],
-                    "code_challenge_methods_supported": ["S256"],
-                    "token_endpoint_auth_methods_supported": ["none"],
-                })),
-                ("POST", "/register") => Reply::json(&json!({
-                    "client_id": "client-echo-1",
-                    "token_endpoint_auth_method": "none",
-                })),
+                ("GET", "/.well-known/oauth-authorization-server") => {
+                    Reply::json(&hostile::authorization_server_metadata(
+                        &base,
+                        &format!("{base}/authorize?tenant={key}"),
+                    ))
+                }
+                ("POST", "/register") => Reply::json(&hostile::public_client("client-echo-1")),
                 _ => Reply::raw(404, "text/plain", "not here"),
             }
         }

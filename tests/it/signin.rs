@@ -12,7 +12,7 @@ use reqwest::Url;
 use runvil_plugin::ToolErrorKind;
 use serde_json::{Value, json};
 
-const WAIT: Duration = Duration::from_secs(10);
+pub(crate) const WAIT: Duration = Duration::from_secs(10);
 
 fn entry(server: &TestServer) -> Value {
     json!({"docs": {"url": server.mcp_url().as_str()}})
@@ -25,7 +25,7 @@ fn reason_for(link: &str) -> String {
 }
 
 /// Waits for the listing to show a sign-in link for `docs` and returns it.
-async fn link_in_listing(host: &Host) -> String {
+pub(crate) async fn link_in_listing(host: &Host) -> String {
     let listing = host
         .wait_for(WAIT, |l| !l["servers"][0]["signInUrl"].is_null())
         .await;
@@ -618,7 +618,7 @@ fn refresh_tokens_sent(server: &TestServer) -> Vec<String> {
 }
 
 /// The grant types of the token requests, in order.
-fn grant_types(server: &TestServer) -> Vec<String> {
+pub(crate) fn grant_types(server: &TestServer) -> Vec<String> {
     token_fields(server, None, "grant_type")
 }
 

@@ -537,3 +537,22 @@ pub fn server_entry<'a>(listing: &'a Value, namespace: &str) -> &'a Value {
         .find(|s| s["namespace"] == namespace)
         .unwrap_or_else(|| panic!("no server {namespace} in {listing}"))
 }
+
+/// Authorization server metadata (RFC 8414) of an issuer at `base` whose authorization endpoint
+/// is `authorization_endpoint`, with `/token` and `/register`, PKCE S256 and public clients.
+pub fn authorization_server_metadata(base: &str, authorization_endpoint: &str) -> Value {
+    json!({
+        "issuer": base,
+        "authorization_endpoint": authorization_endpoint,
+        "token_endpoint": format!("{base}/token"),
+        "registration_endpoint": format!("{base}/register"),
+        "response_types_supported": ["code"],
+        "code_challenge_methods_supported": ["S256"],
+        "token_endpoint_auth_methods_supported": ["none"],
+    })
+}
+
+/// A dynamic registration's answer (RFC 7591) for the public client `client_id`.
+pub fn public_client(client_id: &str) -> Value {
+    json!({"client_id": client_id, "token_endpoint_auth_method": "none"})
+}
