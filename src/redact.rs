@@ -9,7 +9,8 @@
 //! ways common encoders write it (`\"`, PHP's `\/`, Python's and PHP's `\u00e4`, Go's
 //! `\u003c`), and percent-encoded the ways HTTP stacks encode text (a URL's path, query and
 //! user info, a form, JavaScript's `encodeURIComponent`, Python's `quote` and `quote_plus`, every
-//! non-alphanumeric byte), so every path that scrubs plain text also catches those echoes.
+//! non-alphanumeric byte; hex digits in either case), so every path that scrubs plain text also
+//! catches those echoes.
 //! All forms of all secrets, configured and learned, make one Aho-Corasick automaton, built
 //! when the set changes; a scrub is one pass over the text, and each maximal run of bytes that
 //! occurrences cover (overlapping or touching) becomes one `[redacted]` ([`Redactor::scrub`]).
@@ -133,8 +134,8 @@ impl Matcher {
     /// The byte ranges of `text` that some occurrence of some form covers, as maximal runs in
     /// ascending order: overlapping and touching occurrences make one run. One pass over
     /// `text`; the occurrences come in the order they end, so a run only ever grows back over
-    /// the runs just before it. An occurrence of a JWT head reaches on over every base64url
-    /// byte and `.` after it (the rest of the JWT).
+    /// the runs just before it. An occurrence of a JWT head reaches on over the rest of the JWT
+    /// after it ([`jwt_rest`]).
     fn covered(&self, text: &str) -> Vec<std::ops::Range<usize>> {
         let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
         let Some(ac) = &self.automaton else {
@@ -170,24 +171,36 @@ impl Matcher {
     }
 }
 
-/// How many bytes at the start of `bytes` can continue a JWT: base64url bytes and `.`, also
-/// as written by a percent-encoder that encodes every non-alphanumeric byte (`%2E`, `%2D`,
-/// `%5F`, either case).
+/// How many bytes at the start of `bytes` are the rest of a JWT whose first segment ends just
+/// before them (RFC 7515 §7.1): a `.` and the payload segment, then a `.` and the signature
+/// segment, each segment of base64url bytes. Percent-encoded forms count too, as written by an
+/// encoder that encodes every non-alphanumeric byte (`%2E`, `%2D`, `%5F`, either case). What
+/// follows the signature segment is not the JWT's.
 fn jwt_rest(bytes: &[u8]) -> usize {
+    // The byte at `at`, decoded when percent-encoded, and how many bytes it takes.
+    let byte_at = |at: usize| -> Option<(u8, usize)> {
+        match bytes.get(at)? {
+            b'%' => {
+                let decoded = match bytes.get(at + 1..at + 3)? {
+                    [b'2', b'E' | b'e'] => b'.',
+                    [b'2', b'D' | b'd'] => b'-',
+                    [b'5', b'F' | b'f'] => b'_',
+                    _ => return None,
+                };
+                Some((decoded, 3))
+            }
+            b => Some((*b, 1)),
+        }
+    };
+    let base64url = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'_';
     let mut at = 0;
-    while at < bytes.len() {
-        let b = bytes[at];
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.') {
-            at += 1;
-        } else if b == b'%'
-            && matches!(
-                bytes.get(at + 1..at + 3),
-                Some([b'2', b'E' | b'e' | b'D' | b'd'] | [b'5', b'F' | b'f'])
-            )
-        {
-            at += 3;
-        } else {
-            break;
+    for _segment in 0..2 {
+        match byte_at(at) {
+            Some((b'.', n)) => at += n,
+            _ => break,
+        }
+        while let Some((_, n)) = byte_at(at).filter(|(b, _)| base64url(*b)) {
+            at += n;
         }
     }
     at
@@ -219,8 +232,8 @@ pub(crate) enum Learned {
     Credential,
     /// The first segment of every JWT a long-lived key signs (a DPoP proof's JOSE header,
     /// which holds the public key, RFC 9449 §4.2): kept for the redactor's whole life, and an
-    /// occurrence also covers the rest of the JWT after it (every base64url byte and `.` that
-    /// follows), so an echoed proof is scrubbed whole although no two proofs are alike.
+    /// occurrence also covers the rest of the JWT after it (its payload and signature segments,
+    /// [`jwt_rest`]), so an echoed proof is scrubbed whole although no two proofs are alike.
     JwtHead,
 }
 
@@ -248,10 +261,33 @@ fn push_secret_forms(forms: &mut Vec<SecretString>, value: &str) {
     for word in std::iter::once(value).chain(value.split_whitespace()) {
         for form in percent_encoded_forms(word) {
             if form != word {
+                // RFC 3986 §2.1: the hex digits of a percent-encoding may be lower-case too.
+                let lower = lower_hex(&form);
                 push_forms(forms, &form);
+                if lower != form {
+                    push_forms(forms, &lower);
+                }
             }
         }
     }
+}
+
+/// `encoded` with the hex digits of every percent-encoding in lower case (`%2F` → `%2f`).
+fn lower_hex(encoded: &str) -> String {
+    let mut out = String::with_capacity(encoded.len());
+    let mut digits = 0;
+    for c in encoded.chars() {
+        if digits > 0 {
+            out.push(c.to_ascii_lowercase());
+            digits -= 1;
+        } else {
+            out.push(c);
+            if c == '%' {
+                digits = 2;
+            }
+        }
+    }
+    out
 }
 
 impl Redactor {
@@ -795,6 +831,9 @@ mod tests {
             "proof {head}.eyJqdGkiOiIxIn0.c2lnLTE, again \"{head}.eyJqdGkiOiIyIn0.c2ln_LTI-\"!"
         );
         assert_eq!(r.scrub(&text), "proof [redacted], again \"[redacted]\"!");
+        // Text after the signature segment is not the proof's.
+        let text = format!("refused {head}.eyJqdGkiOiIxIn0.c2lnLTE.Retry-After_later");
+        assert_eq!(r.scrub(&text), "refused [redacted].Retry-After_later");
         // Percent-encoded with every non-alphanumeric byte escaped, the same; `%20` ends it.
         let text = format!("q={head}%2EeyJqdGkiOiIzIn0%2Ec2ln%5FLTM%2d%20next");
         assert_eq!(r.scrub(&text), "q=[redacted]%20next");
@@ -812,6 +851,21 @@ mod tests {
         // Learned again as a token, it keeps its reach.
         learn(&SecretString::from(head), Learned::Token);
         assert_eq!(r.scrub(&format!("{head}.x.y z")), "[redacted] z");
+    }
+
+    #[test]
+    fn percent_encodings_in_lower_case_hex_are_scrubbed_too() {
+        let mut r = Redactor::default();
+        r.add_secret("sk/live-secret_1");
+        assert_eq!(r.scrub("a=sk%2Flive-secret_1&"), "a=[redacted]&");
+        assert_eq!(r.scrub("a=sk%2flive-secret_1&"), "a=[redacted]&");
+        assert_eq!(r.scrub("a=sk%2flive%2dsecret%5f1&"), "a=[redacted]&");
+        let learner = r.learner();
+        let head = "eyJhbGciOiJFUzI1NiIsImp3ayI6e30-x_y";
+        learner(&SecretString::from(head), Learned::JwtHead);
+        let lower = head.replace('-', "%2d").replace('_', "%5f");
+        let text = format!("q={lower}%2eeyJqdGkiOiIzIn0%2ec2ln%20next");
+        assert_eq!(r.scrub(&text), "q=[redacted]%20next");
     }
 
     /// The reference model of [`Redactor::scrub`]: mark every byte any occurrence of any held

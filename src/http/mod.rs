@@ -1027,11 +1027,12 @@ fn shows_other_era(session: &Session, error: &Error) -> bool {
     }
 }
 
-/// Whether `response` to a request that carried a token (`sent`) is a `401` whose `DPoP`
-/// challenge says `use_dpop_nonce` (RFC 9449 §9): the server refuses the proof's nonce, not the
-/// token, so no refresh or sign-in may be spent on it, whether or not a usable nonce came.
+/// Whether `response` to a request that carried a DPoP-bound token (`sent`, with a proof) is a
+/// `401` whose `DPoP` challenge says `use_dpop_nonce` (RFC 9449 §9): the server refuses the
+/// proof's nonce, not the token, so no refresh or sign-in may be spent on it, whether or not a
+/// usable nonce came. A `Bearer` token carried no proof, so no nonce can be what was refused.
 fn refuses_for_nonce(response: &Response, sent: Option<&AccessToken>) -> bool {
-    sent.is_some()
+    sent.is_some_and(|t| t.dpop.is_some())
         && response.status() == reqwest::StatusCode::UNAUTHORIZED
         && asks_for_dpop_nonce(response.headers())
 }

@@ -10,7 +10,7 @@ use crate::support::{Host, oauth_store};
 use reqwest::Url;
 use serde_json::json;
 
-use crate::signin::{WAIT, grant_types, link_in_listing};
+use crate::signin::{WAIT, call_whoami, grant_types, link_in_listing, sign_in};
 
 /// The labels of the `texts` that hold `secret`.
 fn holding<'a>(texts: &[(&'a str, &String)], secret: &str) -> Vec<&'a str> {
@@ -208,4 +208,49 @@ async fn a_proof_echoed_into_the_next_sign_in_link_is_not_shown() {
         );
         assert!(!text.contains(&format!("{base}/authorize")), "{text}");
     }
+}
+
+/// A server whose 401 to an expired token carries its `Bearer error="invalid_token"` and also
+/// a `DPoP error="use_dpop_nonce"` challenge (a server speaking both schemes that asks every
+/// refused request for a nonce).
+fn both_schemes() -> Options {
+    Options {
+        extra_challenge: Some("DPoP error=\"use_dpop_nonce\", algs=\"ES256\""),
+        ..Options::default()
+    }
+}
+
+/// A Bearer (unbound) grant sends no proof, so a nonce cannot be what the server refuses: the
+/// expired token must be refreshed.
+#[tokio::test]
+async fn a_bearer_client_refreshes_despite_a_dpop_nonce_challenge() {
+    oauth_store();
+    let server = TestServer::start(both_schemes()).await;
+    let host = Host::new(json!({"docs": {"url": server.mcp_url().as_str()}}));
+    sign_in(&host).await;
+    server.expire_access_tokens();
+    let answer = call_whoami(&host).await;
+    let log = server.log.lock().unwrap().mcp.clone();
+    assert_eq!(
+        answer.map_err(|e| e.message).as_deref(),
+        Ok("signed in"),
+        "{log:?}"
+    );
+}
+
+/// The same with a revoked grant: the user must get a sign-in link.
+#[tokio::test]
+async fn a_bearer_client_with_a_revoked_grant_gets_a_sign_in_link() {
+    oauth_store();
+    let server = TestServer::start(both_schemes()).await;
+    let host = Host::new(json!({"docs": {"url": server.mcp_url().as_str()}}));
+    sign_in(&host).await;
+    server.expire_access_tokens();
+    server.revoke_refresh_tokens();
+    let refused = call_whoami(&host).await.unwrap_err();
+    assert!(
+        refused.message.contains("sign-in required"),
+        "{}",
+        refused.message
+    );
 }

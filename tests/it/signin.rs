@@ -35,12 +35,12 @@ pub(crate) async fn link_in_listing(host: &Host) -> String {
         .to_string()
 }
 
-async fn call_whoami(host: &Host) -> Result<String, runvil_plugin::ToolError> {
+pub(crate) async fn call_whoami(host: &Host) -> Result<String, runvil_plugin::ToolError> {
     host.call_tool("docs", "whoami").await
 }
 
 /// Signs in through the listing's link; returns the link.
-async fn sign_in(host: &Host) -> String {
+pub(crate) async fn sign_in(host: &Host) -> String {
     let link = link_in_listing(host).await;
     browse(host, &link).await;
     link

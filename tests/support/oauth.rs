@@ -152,6 +152,9 @@ pub struct Options {
     pub proof_echo: bool,
     /// The nonce the MCP endpoint asks for instead of [`MCP_NONCE`].
     pub mcp_nonce: Option<&'static str>,
+    /// A second challenge appended to the MCP endpoint's `invalid_token` `401` (a server that
+    /// speaks both schemes and asks every refused request for a DPoP nonce).
+    pub extra_challenge: Option<&'static str>,
 }
 
 impl Default for Options {
@@ -189,6 +192,7 @@ impl Default for Options {
             dpop: None,
             proof_echo: false,
             mcp_nonce: None,
+            extra_challenge: None,
         }
     }
 }
@@ -621,14 +625,11 @@ fn mcp(shared: &Shared, verb: &Method, headers: &HeaderMap, body: &[u8]) -> Resp
     }
     if !valid || refused_get {
         let error = token.map(|_| "invalid_token");
-        return (
-            StatusCode::UNAUTHORIZED,
-            [(
-                "www-authenticate",
-                challenge(&shared.base, &shared.options, error),
-            )],
-        )
-            .into_response();
+        let mut value = challenge(&shared.base, &shared.options, error);
+        if let (Some(extra), Some(_)) = (shared.options.extra_challenge, token) {
+            value = format!("{value}, {extra}");
+        }
+        return (StatusCode::UNAUTHORIZED, [("www-authenticate", value)]).into_response();
     }
     let needed = match shared.options.tool_scope {
         Some((tool, scope)) if message["params"]["name"] == tool => Some(scope),
