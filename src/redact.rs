@@ -400,11 +400,21 @@ impl Redactor {
     pub(crate) fn scrub_cut<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let scrubbed = self.scrub(text);
         let set = self.read();
-        let tail = set
-            .forms()
-            .filter_map(|secret| {
+        // A JWT head starts every JWT of its key (`eyJ`, the encoding of `{"`, for all of them):
+        // only a cut prefix of it long enough to be its own is taken for it, so a preview ending
+        // in `e` keeps its last letter.
+        let heads = set
+            .jwt_heads
+            .iter()
+            .flatten()
+            .map(|s| (s, MIN_SECRET_BYTES));
+        let head_forms = set.jwt_heads.iter().map(Vec::len).sum();
+        let others = set.forms().skip(head_forms).map(|s| (s, 1));
+        let tail = heads
+            .chain(others)
+            .filter_map(|(secret, shortest)| {
                 let secret = secret.expose_secret();
-                (1..secret.len())
+                (shortest.max(1)..secret.len())
                     .rev()
                     .filter(|&k| secret.is_char_boundary(k))
                     .find(|&k| scrubbed.ends_with(&secret[..k]))
@@ -840,6 +850,9 @@ mod tests {
         // A head cut short by a preview leaves no prefix of it behind.
         let cut = &head[..20];
         assert_eq!(r.scrub_cut(&format!("seen {cut}")), "seen [redacted]");
+        // A preview that ends like every JWT starts keeps its letters.
+        assert_eq!(r.scrub_cut("not acceptable"), "not acceptable");
+        assert_eq!(r.scrub_cut("seen eyJhbGci"), "seen [redacted]");
         // It stays however many tokens come after it.
         for n in 0..(MAX_LEARNED + 2) {
             learn(
