@@ -60,12 +60,12 @@ struct SecretSet {
     /// JWT heads learned at run time ([`Learned::JwtHead`]), each as its forms; kept like
     /// credentials. An occurrence covers the JWT it starts too ([`Matcher::covered`]).
     jwt_heads: Vec<Vec<SecretString>>,
-    /// The configured and the learned forms (for every scrub).
+    /// Every form, configured and learned (for every scrub and [`Redactor::checker`]).
     matcher: Arc<Matcher>,
 }
 
 impl SecretSet {
-    /// Builds both matchers from the forms held now; called after every change.
+    /// Builds the matcher from the forms held now; called after every change.
     fn rebuild(&mut self) {
         let heads = self.jwt_heads.iter().map(Vec::len).sum();
         self.matcher = Arc::new(Matcher::new(self.forms(), heads));
@@ -414,7 +414,7 @@ impl Redactor {
             .chain(others)
             .filter_map(|(secret, shortest)| {
                 let secret = secret.expose_secret();
-                (shortest.max(1)..secret.len())
+                (shortest..secret.len())
                     .rev()
                     .filter(|&k| secret.is_char_boundary(k))
                     .find(|&k| scrubbed.ends_with(&secret[..k]))

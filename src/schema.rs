@@ -3,12 +3,12 @@
 //!
 //! A schema sits beside its tool in a [`Checker`] and is compiled once, the first time a call
 //! uses it (a start lists every tool, while a session calls few), and kept for the life of the
-//! listing that holds it. `$ref`s inside the schema are resolved; a `$ref` to anything outside it is never
-//! fetched (no network, no file), so such a schema does not compile. A schema this Pack does not
-//! use for checking — larger than [`MAX_CHECKED_SCHEMA_BYTES`], with more than
+//! listing that holds it. `$ref`s inside the schema are resolved; a `$ref` to anything outside
+//! it is never fetched (no network, no file), so such a schema does not compile. A schema this
+//! Pack does not use for checking — larger than [`MAX_CHECKED_SCHEMA_BYTES`], with more than
 //! [`MAX_CHECKED_SCHEMA_NODES`] JSON values, or one the validator cannot compile — is
-//! [`Unchecked`]: the server decides what it accepts, and nothing here is an error
-//! (README "What the tools answer").
+//! [`Unchecked`]: the server decides what it accepts, and nothing here is an error (README
+//! "What the tools answer").
 //!
 //! Patterns run on the `regex` engine (linear time, no backtracking); `format` is an annotation
 //! only, as 2020-12 defines it.
