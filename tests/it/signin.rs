@@ -1884,12 +1884,11 @@ async fn a_second_pack_proves_the_stored_key_of_a_dpop_grant() {
     let next = Host::new(entry(&server));
     next.ready("docs", WAIT).await;
     assert_eq!(call_whoami(&next).await.unwrap(), "signed in");
-    let proofs = proofs(&server);
-    assert_eq!(proofs[0], "token POST ok");
-    assert!(
-        proofs[1..].iter().all(|p| p == "mcp POST ok") && proofs.len() >= 7,
-        "{proofs:#?}"
-    );
+    // The code exchange, then in each Pack initialize, notifications/initialized, tools/list
+    // and whoami, each with a proof.
+    let mut expected = vec!["token POST ok"];
+    expected.extend(["mcp POST ok"; 8]);
+    assert_eq!(proofs(&server), expected);
     assert_eq!(grant_types(&server), ["authorization_code"]);
     assert!(
         !trail(&server).iter().any(|t| t.ends_with("(refused)")),
