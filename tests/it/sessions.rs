@@ -703,16 +703,17 @@ fn check(trail: &[Step], ended: &HashMap<u64, Ended>, server: &Scripted) {
             .and_then(|s| s.tag);
         let end = tag.and_then(|t| ended.get(&t));
         let shutdown = step.reason.as_deref() == Some("the client was shut down");
-        // A resend on a new session that was handed over and then cut (the call dropped, or the
-        // Pack shut down) never reached the server, yet its cancel names that session: the limit
-        // README's "Sessions and cancellation" states. Then the last recorded send was refused
-        // as an expired session, the cancel's session began after that refusal, and nothing of
-        // the request reached it.
+        // A resend on a new session that was handed over and then cut (the call dropped, a
+        // re-listing's page dropped by its deadline, or the Pack shut down) never reached the
+        // server, yet its cancel names that session: the limit docs/connection.md ("A cancel
+        // goes where the request went") states. Then the last recorded send was refused as an
+        // expired session, the cancel's session began after that refusal, and nothing of the
+        // request reached it.
         let cut_resend = sent_at.is_some_and(|at| {
             let sent = &trail[at];
             sent.session != step.session
                 && sent.status == 404
-                && (shutdown || matches!(end, Some(Ended::Dropped)))
+                && (shutdown || tag.is_none() || matches!(end, Some(Ended::Dropped)))
                 && trail[at..i]
                     .iter()
                     .any(|s| s.method == "notifications/initialized" && s.session == step.session)
