@@ -132,8 +132,9 @@ pub(crate) struct Connection {
     /// The `initialize` POSTs on their way, each in its own task that owns the session id the
     /// answer's header gives; awaited before the owned sessions are deleted.
     handshakes: TaskTracker,
-    /// The cleanups of failed starts ([`Connection::abandon`]); [`Connection::close`] awaits
-    /// them before it ends the sessions.
+    /// The cleanups of failed starts ([`Connection::abandon`]) and of failed handshakes (the
+    /// `DELETE` of the session one got); [`Connection::close`] awaits them before it ends the
+    /// sessions.
     cleanups: TaskTracker,
     /// Cancelled when the connection closes: a handshake POST still unanswered
     /// [`limits::GOODBYE_TIMEOUT`] later is given up.

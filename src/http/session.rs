@@ -817,16 +817,30 @@ impl Connection {
     }
 
     /// Deletes a session a failed handshake got, unless something else already ended it.
-    async fn discard(&self, session: &Arc<Session>) {
-        let was_owned = {
-            let mut state = lock(&self.sessions);
-            let before = state.owned.len();
-            state.owned.retain(|s| !Arc::ptr_eq(s, session));
-            state.owned.len() != before
-        };
-        if was_owned {
-            self.delete(session).await;
-        }
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the work runs in a cleanup task ([`Connection::abandon`]'s), which
+    /// [`Connection::close`] awaits before it ends the sessions, so the Pack's drop, which stops
+    /// the renewal running this, never loses the `DELETE` of a session taken out of the owned
+    /// set.
+    async fn discard(self: &Arc<Self>, session: &Arc<Session>) {
+        let this = Arc::clone(self);
+        let session = Arc::clone(session);
+        let cleanup = self.cleanups.spawn_on(
+            async move {
+                let was_owned = {
+                    let mut state = lock(&this.sessions);
+                    let before = state.owned.len();
+                    state.owned.retain(|s| !Arc::ptr_eq(s, &session));
+                    state.owned.len() != before
+                };
+                if was_owned {
+                    this.delete(&session).await;
+                }
+            },
+            &self.runtime,
+        );
+        let _ = cleanup.await;
     }
 
     /// Ends a failed start: stops a running renewal, cancels the requests in flight on the

@@ -1107,3 +1107,28 @@ async fn calls_dropped_at_once_cancel_everything_that_was_sent() {
 
 #[path = "modern_schedules.rs"]
 mod modern_schedules;
+
+/// The start schedule a long run found (MCP 2025-11-25 "Session Management": a client that
+/// abandons a session deletes it): a server that answers `initialize` as an event stream cut
+/// after a ping (resumed with `GET`) and names a version this client does not speak, with the
+/// Pack dropped 104 ms in, just as the refused handshake deletes its session. That `DELETE`
+/// used to die with the stopped start, after the session had left the owned set, so nobody
+/// deleted it. Repeated, since the drop must meet the `DELETE` on its way.
+#[test]
+#[ignore = "long run; .ci/run runs it"]
+fn a_refused_handshake_deletes_its_session_whenever_the_pack_drops_long() {
+    for _ in 0..40 {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(run_start_schedule(StartSchedule {
+            init_ms: 0,
+            sse: true,
+            good_version: false,
+            initialized: 500,
+            drop_after: 104,
+        }));
+    }
+}
