@@ -1144,18 +1144,11 @@ async fn dpop_proofs_and_keys_never_escape() {
     let log = server.log.lock().unwrap();
     // The code exchange and the refresh each met the nonce once; the MCP endpoint's nonce once,
     // on the first request; the expired token's refusal is not a proof's.
-    let mcp_proofs: Vec<&str> = log
+    let (token_proofs, mcp_proofs): (Vec<&str>, Vec<&str>) = log
         .proofs
         .iter()
-        .filter(|p| p.starts_with("mcp "))
         .map(String::as_str)
-        .collect();
-    let token_proofs: Vec<&str> = log
-        .proofs
-        .iter()
-        .filter(|p| p.starts_with("token "))
-        .map(String::as_str)
-        .collect();
+        .partition(|p| p.starts_with("token "));
     assert_eq!(
         token_proofs,
         [
