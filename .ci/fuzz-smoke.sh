@@ -5,7 +5,11 @@
 # The build is kept outside the clone (~/.cache/plugin-mcp/fuzz-target, PLUGIN_MCP_CACHE
 # overrides) so a machine that ran it before only rebuilds this crate. New inputs go to a temp
 # dir, not the seeds.
+# `fuzz-smoke.sh build` only builds the targets, `fuzz-smoke.sh run` only runs them (building
+# first if needed), no argument does both: .ci/run builds, then runs the bench's release build
+# beside the fuzzing (which uses one core).
 set -euo pipefail
+phase="${1:-all}"
 cd "$(dirname "$0")/../fuzz"
 if ! rustup toolchain list | grep -q '^nightly'; then
   echo "fuzz smoke: skipped, no nightly toolchain on this machine"
@@ -20,6 +24,11 @@ corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
 mkdir "$corpus/decode_reply" "$corpus/sse_framer"
 # CARGO_TARGET_DIR from .ci/run belongs to the stable builds; the fuzz build has its own.
+build() {
+  env -u CARGO_TARGET_DIR cargo +nightly fuzz build --target-dir "$target_dir" -s none 2>&1 | tail -n 3
+}
+[ "$phase" = run ] || build
+[ "$phase" = build ] && exit 0
 run() { # target seconds timeout
   env -u CARGO_TARGET_DIR cargo +nightly fuzz run --target-dir "$target_dir" -s none "$1" \
     "$corpus/$1" "seeds/$1" -- -max_total_time="$2" -timeout="$3" -rss_limit_mb=2048 2>&1 | tail -n 3

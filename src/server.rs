@@ -446,7 +446,24 @@ impl Server {
 /// page ([`list_tools`]). Returns the tools sorted by name and the ones left out.
 async fn start_once(connection: &Arc<Connection>) -> Result<ToolList, StartFailure> {
     let initialized = connection.start().await?;
-    list_tools(connection, &initialized, ABANDONED_START).await
+    let list = list_tools(connection, &initialized, ABANDONED_START).await?;
+    Ok(labeled(connection, list))
+}
+
+/// `list` labeled by the session its pages went out on last. A page answered the way the other
+/// era answers is sent again on the session the era probe makes next (the server restarted
+/// onto another version mid-listing), so the version and instructions the listing began with
+/// may no longer be those of the session it came from: the session now live names them.
+fn labeled(connection: &Connection, mut list: ToolList) -> ToolList {
+    if let Some(now) = connection.current() {
+        let version = now.initialized.version;
+        if !version.is_empty() && version != list.protocol_version {
+            tracing::debug!(namespace = %connection.namespace(), from = list.protocol_version, to = version, "the listing was answered on a session of another version");
+            list.protocol_version = version;
+            list.instructions = now.initialized.instructions;
+        }
+    }
+    list
 }
 
 /// The `reason` of the cancel of a start's page that the start deadline dropped.
@@ -663,7 +680,8 @@ impl Server {
         // re-listing waits for it, and reads the pages by what that session declared.
         let listing = async {
             let live = connection.live().await?;
-            list_tools(connection, &live.initialized, RELIST_STOPPED).await
+            let list = list_tools(connection, &live.initialized, RELIST_STOPPED).await?;
+            Ok(labeled(connection, list))
         };
         let outcome = match tokio::time::timeout(limits::RELIST_DEADLINE, listing).await {
             Ok(outcome) => outcome,

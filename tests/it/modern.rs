@@ -1197,7 +1197,7 @@ async fn list_changed_opens_a_listen_stream_and_a_notification_relists() {
 }
 
 /// A modern server whose listen stream is cut by a restart onto the legacy era: reopening the
-/// stream meets a legacy refusal, so the client asks again which era it speaks and starts over
+/// stream (or the re-listing that goes with it) meets a legacy refusal, so the client asks again which era it speaks and starts over
 /// with `initialize` without waiting for a call, and the legacy session's `GET` stream takes the
 /// listen stream's place.
 #[tokio::test]
@@ -1215,17 +1215,15 @@ async fn a_listen_stream_refused_like_legacy_reprobes_without_a_call() {
         })
         .await;
     let lines: Vec<String> = trail.iter().map(Step::line).collect();
-    let listen_refused = lines
+    // Reopening the stream goes with a re-listing (a change made while it was down is not
+    // lost); whichever of the two meets the refusal first sets off the probe.
+    let refused = lines
         .iter()
-        .position(|l| l == "POST subscriptions/listen 400")
-        .expect("the reopened listen stream was refused");
+        .position(|l| l == "POST subscriptions/listen 400" || l == "POST tools/list 400")
+        .unwrap_or_else(|| panic!("the reopened listen stream was refused: {lines:#?}"));
     assert_eq!(
-        lines[listen_refused..listen_refused + 3],
-        [
-            "POST subscriptions/listen 400",
-            "POST server/discover 400",
-            "POST initialize 200",
-        ],
+        lines[refused + 1..refused + 3],
+        ["POST server/discover 400", "POST initialize 200",],
         "{lines:?}"
     );
     assert!(
@@ -1233,6 +1231,40 @@ async fn a_listen_stream_refused_like_legacy_reprobes_without_a_call() {
         "{lines:?}"
     );
     version_becomes(&host, LEGACY).await;
+}
+
+/// A re-listing whose page meets a restart onto the legacy era is sent again on the legacy
+/// session the probe makes: the listing then names that session's version and instructions,
+/// not those of the modern session the re-listing began on.
+#[tokio::test]
+async fn a_relisting_answered_after_a_restart_onto_legacy_names_the_legacy_version() {
+    let server = Modern::start_in(Era::Dual).await;
+    server.set_instructions("modern words");
+    let host = ready(&server).await;
+    assert_eq!(namespace(&host).await["protocolVersion"], MODERN);
+    server.restart(Era::Legacy);
+    server.set_instructions("legacy words");
+    // A tool the listing does not have: the call re-lists once, and that re-listing meets the
+    // restart.
+    let missing = call(&host, "added", json!({})).await;
+    assert!(missing.is_err(), "{missing:?}");
+    assert_eq!(
+        server.lines()[2..],
+        lines(&[
+            "POST tools/list 400",
+            "POST server/discover 400",
+            "POST initialize 200",
+            "POST notifications/initialized 202",
+            "POST tools/list 200",
+        ])
+    );
+    let listing = namespace(&host).await;
+    assert_eq!(listing["protocolVersion"], LEGACY, "{listing}");
+    assert_eq!(listing["instructions"], "legacy words", "{listing}");
+    assert_eq!(
+        call(&host, "echo", json!({})).await,
+        Ok("echo echo {}".into())
+    );
 }
 
 #[tokio::test]

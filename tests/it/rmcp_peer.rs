@@ -352,7 +352,7 @@ mod growing {
                         }
                     },
                 ));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = crate::support::oauth::unused_loopback().await;
         let url = format!("http://{}/mcp", listener.local_addr().unwrap());
         let shutdown = stop.clone();
         tokio::spawn(async move {

@@ -970,10 +970,7 @@ async fn a_literal_query_key_reaches_no_redirect_reason() {
 #[tokio::test]
 async fn an_env_port_in_a_one_slash_url_is_not_shown() {
     let guard = exclusive();
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
+    let port = crate::support::net::free_port();
     set_env(&guard, "MCP_SECRETS_PORT", &port.to_string());
     let host = Host::new(json!({"p": {"url": "http:/127.0.0.1:${env:MCP_SECRETS_PORT}/mcp"}}));
     assert_eq!(
@@ -1214,7 +1211,7 @@ async fn a_header_value_echoed_into_the_sign_in_link_is_not_shown() {
     let _guard = exclusive();
     crate::support::oauth_store();
     let (_capture, logs) = logs::capture("trace");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let listener = crate::support::oauth::unused_loopback().await;
     let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
     let learned: Arc<Mutex<String>> = Arc::default();
     let (b, seen) = (base.clone(), learned.clone());

@@ -274,7 +274,7 @@ impl Modern {
         self.set_capabilities(json!({"tools": {"listChanged": true}}));
     }
 
-    /// The discover answer's `instructions`.
+    /// The `instructions` of the discover answer and of a legacy `initialize` answer.
     pub fn set_instructions(&self, instructions: &str) {
         self.config(|c| c.instructions = Some(instructions.to_string()));
     }
@@ -648,15 +648,13 @@ fn legacy_answer(
         st.next_session += 1;
         let sid = format!("legacy-{}", st.next_session);
         st.live.push(sid.clone());
-        let mut response = json_reply(
-            200,
-            &result(
-                &id,
-                json!({"protocolVersion": st.config.legacy_version,
-                       "capabilities": st.config.capabilities,
-                       "serverInfo": {"name": "modern-fake", "version": "0"}}),
-            ),
-        );
+        let mut answer = json!({"protocolVersion": st.config.legacy_version,
+                                "capabilities": st.config.capabilities,
+                                "serverInfo": {"name": "modern-fake", "version": "0"}});
+        if let Some(instructions) = &st.config.instructions {
+            answer["instructions"] = json!(instructions);
+        }
+        let mut response = json_reply(200, &result(&id, answer));
         response
             .headers_mut()
             .insert("mcp-session-id", sid.parse().unwrap());

@@ -28,20 +28,26 @@ use tokio::time::Instant;
 /// connection mid-body.
 pub type ReplyBody = UnsyncBoxBody<Bytes, std::io::Error>;
 
-/// A listener on 127.0.0.1 on a port the OS picked, and that port.
+/// A listener on 127.0.0.1 on a port the OS picked that no other listener of these tests had
+/// ([`super::oauth::claim_port`]), and that port.
 pub async fn loopback() -> (TcpListener, u16) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let listener = super::oauth::unused_loopback().await;
     let port = listener.local_addr().unwrap().port();
     (listener, port)
 }
 
-/// A port on 127.0.0.1 that nothing listens on (bound, read, released).
+/// A port on 127.0.0.1 that nothing listens on (bound, read, released), and that no other
+/// listener of these tests had ([`super::oauth::claim_port`]).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind 127.0.0.1:0")
-        .local_addr()
-        .unwrap()
-        .port()
+    let mut refused = Vec::new();
+    loop {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        let port = listener.local_addr().unwrap().port();
+        if super::oauth::claim_port(port) {
+            return port;
+        }
+        refused.push(listener);
+    }
 }
 
 /// The connections a server has accepted, numbered from 0 in order of arrival; each one that is
