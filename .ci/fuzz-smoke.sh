@@ -24,8 +24,14 @@ corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
 mkdir "$corpus/decode_reply" "$corpus/sse_framer"
 # CARGO_TARGET_DIR from .ci/run belongs to the stable builds; the fuzz build has its own.
-build() {
-  env -u CARGO_TARGET_DIR cargo +nightly fuzz build --target-dir "$target_dir" -s none 2>&1 | tail -n 3
+build() { # the last lines of the build's output; its errors in full when it fails
+  local log="$corpus/build.log"
+  if env -u CARGO_TARGET_DIR cargo +nightly fuzz build --target-dir "$target_dir" -s none >"$log" 2>&1; then
+    tail -n 3 "$log"
+  else
+    grep -v '^ *[0-9]*: \|^ *at ' "$log" | grep -A12 -E '^error' | head -n 80
+    return 1
+  fi
 }
 [ "$phase" = run ] || build
 [ "$phase" = build ] && exit 0

@@ -39,6 +39,13 @@ pub(crate) mod tokens;
 #[allow(dead_code)] // Each test binary uses a part.
 pub(crate) mod testing;
 
+/// The listener of a [`testing::TestServer`] in the unit tests (the integration tests give it a
+/// port no other listener of theirs had).
+#[cfg(test)]
+async fn unused_loopback() -> tokio::net::TcpListener {
+    tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap()
+}
+
 /// Why a sign-in step failed. The message is for a user or a model: it names the step and the
 /// rule broken, holds no secret, and quotes server text only scrubbed of tokens and cut to
 /// [`crate::limits::MAX_REASON_BYTES`].

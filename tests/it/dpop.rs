@@ -135,7 +135,7 @@ async fn a_proof_echoed_into_the_next_sign_in_link_is_not_shown() {
     oauth_store();
     let real = TestServer::start(Options::with_dpop(true, false)).await;
     let real_base = real.base.as_str().trim_end_matches('/').to_string();
-    let listener = crate::support::oauth::unused_loopback().await;
+    let listener = crate::support::net::unused_loopback().await;
     let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
     let proofs: Arc<Mutex<Vec<String>>> = Arc::default();
     let (b, seen, rb) = (base.clone(), proofs.clone(), real_base.clone());

@@ -14,7 +14,7 @@ const WAIT: Duration = Duration::from_secs(10);
 
 /// A server that accepts connections and never answers: its namespace stays `loading`.
 async fn silent_server() -> (tokio::net::TcpListener, String) {
-    let listener = crate::support::oauth::unused_loopback().await;
+    let listener = crate::support::net::unused_loopback().await;
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     (listener, url)
 }

@@ -352,7 +352,7 @@ mod growing {
                         }
                     },
                 ));
-        let listener = crate::support::oauth::unused_loopback().await;
+        let listener = crate::support::net::unused_loopback().await;
         let url = format!("http://{}/mcp", listener.local_addr().unwrap());
         let shutdown = stop.clone();
         tokio::spawn(async move {

@@ -353,7 +353,7 @@ async fn examples_name_what_this_pack_has() {
 
     // A Pack whose only server is still loading: the namespace, and no made-up tool.
     let (_listener, url) = {
-        let listener = crate::support::oauth::unused_loopback().await;
+        let listener = crate::support::net::unused_loopback().await;
         let url = format!("http://{}/mcp", listener.local_addr().unwrap());
         (listener, url)
     };

@@ -1211,7 +1211,7 @@ async fn a_header_value_echoed_into_the_sign_in_link_is_not_shown() {
     let _guard = exclusive();
     crate::support::oauth_store();
     let (_capture, logs) = logs::capture("trace");
-    let listener = crate::support::oauth::unused_loopback().await;
+    let listener = crate::support::net::unused_loopback().await;
     let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
     let learned: Arc<Mutex<String>> = Arc::default();
     let (b, seen) = (base.clone(), learned.clone());

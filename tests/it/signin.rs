@@ -1313,7 +1313,7 @@ async fn a_client_id_from_the_environment_still_gets_a_link() {
 async fn scripted_server(
     route: impl Fn(&str, &str, &str) -> crate::support::hostile::Reply + Send + Sync + 'static,
 ) -> (crate::support::hostile::Server, String) {
-    let listener = crate::support::oauth::unused_loopback().await;
+    let listener = crate::support::net::unused_loopback().await;
     let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
     let b = base.clone();
     let route = std::sync::Arc::new(route);

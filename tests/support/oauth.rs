@@ -287,37 +287,13 @@ struct Shared {
     log: Arc<Mutex<Log>>,
 }
 
-/// Claims `port` for this process: whether no listener of these tests had it before. The sign-in
-/// store is keyed by a server's URL and shared by the process, so a reused port would find the
-/// grant and registration of an earlier server (which a new test server refuses as
-/// `invalid_client`).
-pub fn claim_port(port: u16) -> bool {
-    static USED: Mutex<Vec<u16>> = Mutex::new(Vec::new());
-    let mut used = USED.lock().unwrap_or_else(|e| e.into_inner());
-    if used.contains(&port) {
-        return false;
-    }
-    used.push(port);
-    true
-}
-
-/// A listener on 127.0.0.1 on a port no earlier listener of these tests had ([`claim_port`]).
-pub async fn unused_loopback() -> tokio::net::TcpListener {
-    // Held until a fresh port is found, so the kernel offers another one each time.
-    let mut refused = Vec::new();
-    loop {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        if claim_port(listener.local_addr().unwrap().port()) {
-            return listener;
-        }
-        refused.push(listener);
-    }
-}
-
 impl TestServer {
     /// Starts a server with `options` on 127.0.0.1.
     pub async fn start(options: Options) -> TestServer {
-        let listener = unused_loopback().await;
+        // A port no other listener of these tests had: the sign-in store is keyed by a server's
+        // URL and shared by the process, so a reused port would find the grant and registration
+        // of an earlier server (which this one refuses as `invalid_client`).
+        let listener = super::unused_loopback().await;
         let base = Url::parse(&format!("http://{}", listener.local_addr().unwrap())).unwrap();
         let options = Arc::new(options);
         let log = Arc::new(Mutex::new(Log::default()));

@@ -166,6 +166,8 @@ pub mod logs;
 pub mod mock;
 pub mod modern;
 pub mod net;
+// The test authorization server's listener (`super::unused_loopback` in oauth.rs).
+use net::unused_loopback;
 #[path = "../../support/oauth.rs"]
 #[allow(
     dead_code,

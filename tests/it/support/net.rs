@@ -28,22 +28,48 @@ use tokio::time::Instant;
 /// connection mid-body.
 pub type ReplyBody = UnsyncBoxBody<Bytes, std::io::Error>;
 
+/// Claims `port` for this process: whether no listener of these tests had it before. The sign-in
+/// store is keyed by a server's URL and shared by the process, so a reused port would find the
+/// grant and registration of an earlier server.
+pub fn claim_port(port: u16) -> bool {
+    static USED: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    let mut used = USED.lock().unwrap_or_else(|e| e.into_inner());
+    if used.contains(&port) {
+        return false;
+    }
+    used.push(port);
+    true
+}
+
+/// A listener on 127.0.0.1 on a port no earlier listener of these tests had ([`claim_port`]).
+pub async fn unused_loopback() -> TcpListener {
+    // Held until a fresh port is found, so the kernel offers another one each time.
+    let mut refused = Vec::new();
+    loop {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        if claim_port(listener.local_addr().unwrap().port()) {
+            return listener;
+        }
+        refused.push(listener);
+    }
+}
+
 /// A listener on 127.0.0.1 on a port the OS picked that no other listener of these tests had
-/// ([`super::oauth::claim_port`]), and that port.
+/// ([`claim_port`]), and that port.
 pub async fn loopback() -> (TcpListener, u16) {
-    let listener = super::oauth::unused_loopback().await;
+    let listener = unused_loopback().await;
     let port = listener.local_addr().unwrap().port();
     (listener, port)
 }
 
 /// A port on 127.0.0.1 that nothing listens on (bound, read, released), and that no other
-/// listener of these tests had ([`super::oauth::claim_port`]).
+/// listener of these tests had ([`claim_port`]).
 pub fn free_port() -> u16 {
     let mut refused = Vec::new();
     loop {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
         let port = listener.local_addr().unwrap().port();
-        if super::oauth::claim_port(port) {
+        if claim_port(port) {
             return port;
         }
         refused.push(listener);
