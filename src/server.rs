@@ -446,24 +446,7 @@ impl Server {
 /// page ([`list_tools`]). Returns the tools sorted by name and the ones left out.
 async fn start_once(connection: &Arc<Connection>) -> Result<ToolList, StartFailure> {
     let initialized = connection.start().await?;
-    let list = list_tools(connection, &initialized, ABANDONED_START).await?;
-    Ok(labeled(connection, list))
-}
-
-/// `list` labeled by the session its pages went out on last. A page answered the way the other
-/// era answers is sent again on the session the era probe makes next (the server restarted
-/// onto another version mid-listing), so the version and instructions the listing began with
-/// may no longer be those of the session it came from: the session now live names them.
-fn labeled(connection: &Connection, mut list: ToolList) -> ToolList {
-    if let Some(now) = connection.current() {
-        let version = now.initialized.version;
-        if !version.is_empty() && version != list.protocol_version {
-            tracing::debug!(namespace = %connection.namespace(), from = list.protocol_version, to = version, "the listing was answered on a session of another version");
-            list.protocol_version = version;
-            list.instructions = now.initialized.instructions;
-        }
-    }
-    list
+    list_tools(connection, &initialized, ABANDONED_START).await
 }
 
 /// The `reason` of the cancel of a start's page that the start deadline dropped.
@@ -474,7 +457,9 @@ const RELIST_STOPPED: &str = "the client stopped waiting for tools/list";
 
 /// Every `tools/list` page, bounded by the page, tool-count and cursor rules of
 /// [`crate::limits`], on a session whose `initialize` declared `initialized`; a start's and a
-/// re-listing's. Returns the tools sorted by name and the ones left out. A page dropped before
+/// re-listing's. A page sent again on a new session is read by what that session declared,
+/// and the listing names the version and instructions of the session its last page came from.
+/// Returns the tools sorted by name and the ones left out. A page dropped before
 /// its answer (a deadline) is cancelled with `dropped` as the reason.
 async fn list_tools(
     connection: &Arc<Connection>,
@@ -488,6 +473,10 @@ async fn list_tools(
     let mut cursors: HashSet<String> = HashSet::new();
     let mut cursor: Option<String> = None;
     let mut ttl: Option<Duration> = None;
+    // What the session the last page was answered on declared: a page sent again on a new
+    // session (an expiry, or a restart onto the other era) is read by that session, and the
+    // listing keeps its version and instructions.
+    let mut answered: Initialized = initialized.clone();
     for page in 1..=MAX_PAGES {
         let params = match &cursor {
             Some(c) => serde_json::json!({ "cursor": c }),
@@ -497,14 +486,19 @@ async fn list_tools(
         // A page the start's or the re-listing's deadline drops is cancelled (MCP lifecycle,
         // "Timeouts").
         let _cancel = connection.cancel_on_drop(id, dropped);
+        let mut declared = None;
         let next = connection
-            .request(
+            .request_declared(
                 id,
                 Wire::new("tools/list", None, &[]),
                 &params,
                 |result, _| read_page(connection, result, page).map_err(Error::malformed),
+                Some(&mut declared),
             )
             .await;
+        if let Some(declared) = declared {
+            answered = declared;
+        }
         let (listed_tools, next, page_ttl) = match next {
             Ok(read) => read,
             // A server that declared no `tools` capability is asked once anyway (some offer
@@ -512,14 +506,13 @@ async fn list_tools(
             Err(error)
                 if page == 1
                     && error.rpc().is_some_and(|e| {
-                        !codes::is_modern(e.code)
-                            && (!initialized.tools || e.code == METHOD_NOT_FOUND)
+                        !codes::is_modern(e.code) && (!answered.tools || e.code == METHOD_NOT_FOUND)
                     }) =>
             {
-                tracing::debug!(namespace = %connection.namespace(), code = ?error.rpc().map(|e| e.code), declared = initialized.tools, "tools/list refused; ready with no tools");
+                tracing::debug!(namespace = %connection.namespace(), code = ?error.rpc().map(|e| e.code), declared = answered.tools, "tools/list refused; ready with no tools");
                 return Ok(ToolList {
-                    instructions: initialized.instructions.clone(),
-                    protocol_version: initialized.version,
+                    instructions: answered.instructions.clone(),
+                    protocol_version: answered.version,
                     ..ToolList::default()
                 });
             }
@@ -556,7 +549,7 @@ async fn list_tools(
         // page asked for with "" that answers "" again ends the walk: older servers meant "no
         // more" by it.
         let Some(next) = next.filter(|c| !(c.is_empty() && cursor.as_deref() == Some(""))) else {
-            return Ok(finish(tools, omitted, initialized, ttl));
+            return Ok(finish(tools, omitted, &answered, ttl));
         };
         if cursor.as_deref() == Some(next.as_str()) {
             return Err(StartFailure::SameCursor { page });
@@ -680,8 +673,7 @@ impl Server {
         // re-listing waits for it, and reads the pages by what that session declared.
         let listing = async {
             let live = connection.live().await?;
-            let list = list_tools(connection, &live.initialized, RELIST_STOPPED).await?;
-            Ok(labeled(connection, list))
+            list_tools(connection, &live.initialized, RELIST_STOPPED).await
         };
         let outcome = match tokio::time::timeout(limits::RELIST_DEADLINE, listing).await {
             Ok(outcome) => outcome,

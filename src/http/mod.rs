@@ -471,13 +471,28 @@ impl Connection {
         params: &impl serde::Serialize,
         decode: impl Fn(&RawValue, &Bytes) -> Decoded<T>,
     ) -> Result<T, Error> {
+        self.request_declared(id, wire, params, decode, None).await
+    }
+
+    /// As [`Connection::request`] (same errors and cancel safety); `declared`, when given, is
+    /// set to what the session each send went out on declared (its `initialize` or
+    /// `server/discover` answer), so after a resend on a new session it names the session the
+    /// answer came from. A listing reads its pages by it.
+    pub(crate) async fn request_declared<T>(
+        self: &Arc<Self>,
+        id: u64,
+        wire: Wire<'_>,
+        params: &impl serde::Serialize,
+        decode: impl Fn(&RawValue, &Bytes) -> Decoded<T>,
+        declared: Option<&mut Option<Initialized>>,
+    ) -> Result<T, Error> {
         let params = serde_json::value::to_raw_value(params)
             .expect("request params of plain data serialize");
         if !lock(&self.flights).begin(id) {
             // Cancelled before it could be sent, or the connection closed.
             return Err(Error::closed());
         }
-        let outcome = self.exchange(id, &wire, &params, &decode).await;
+        let outcome = self.exchange(id, &wire, &params, &decode, declared).await;
         let over = match &outcome {
             Ok(_) => true,
             Err(e) => !e.may_be_running(),
@@ -498,6 +513,7 @@ impl Connection {
         wire: &Wire<'_>,
         params: &RawValue,
         decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
+        mut declared: Option<&mut Option<Initialized>>,
     ) -> Result<T, Error> {
         // A listing's own renewal asks for no re-listing (see `Connection::session`).
         let by_listing = wire.method == "tools/list";
@@ -512,6 +528,9 @@ impl Connection {
             if !lock(&self.flights).sent(id, &session) {
                 // Cancelled (or shut down) while waiting for a session.
                 return Err(Error::closed());
+            }
+            if let Some(declared) = declared.as_deref_mut() {
+                *declared = session.initialized().cloned();
             }
             let body = Bytes::from(match session.era {
                 Era::Legacy => jsonrpc::request(wire_id, wire.method, &params),

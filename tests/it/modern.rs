@@ -1577,3 +1577,156 @@ async fn configured_secrets_never_show_in_errors_or_logs() {
         "the headers are not in _meta"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// A listing is read by, and named after, the session its pages were answered on.
+
+/// A legacy server restarted onto the same version with new instructions: the re-listing's
+/// page meets the expired session, a renewal of the same version answers it, and the listing
+/// names the instructions of that session (the one its tools came from).
+#[tokio::test]
+async fn a_relisting_on_a_renewed_legacy_session_of_the_same_version_names_its_instructions() {
+    let server = Modern::start_in(Era::Legacy).await;
+    server.set_instructions("first words");
+    let host = ready(&server).await;
+    let before = namespace(&host).await;
+    assert_eq!(before["protocolVersion"], LEGACY, "{before}");
+    assert_eq!(before["instructions"], "first words", "{before}");
+    server.restart(Era::Legacy);
+    server.set_instructions("second words");
+    // Lets the client's pool see the cut connections (a legacy request on a cut connection is
+    // not issued again).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let missing = call(&host, "added", json!({})).await;
+    assert!(missing.is_err(), "{missing:?}");
+    let lines: Vec<String> = server
+        .settle(Duration::from_millis(300), LIMIT)
+        .await
+        .iter()
+        .map(Step::line)
+        .collect();
+    assert_eq!(
+        lines.iter().filter(|l| *l == "POST initialize 200").count(),
+        2,
+        "{lines:#?}"
+    );
+    assert_eq!(
+        lines.last().map(String::as_str),
+        Some("POST tools/list 200"),
+        "{lines:#?}"
+    );
+    let listing = namespace(&host).await;
+    assert_eq!(listing["protocolVersion"], LEGACY, "{listing}");
+    assert_eq!(
+        listing["instructions"], "second words",
+        "{listing} {lines:#?}"
+    );
+}
+
+/// A modern re-listing whose page is refused like legacy re-probes and the server is modern
+/// still: the new `server/discover` declares new instructions, the page is answered on that
+/// route, and the listing names them (versions equal, instructions not).
+#[tokio::test]
+async fn a_relisting_after_a_reprobe_onto_the_same_era_names_the_new_instructions() {
+    let server = Modern::start().await;
+    server.set_instructions("modern words");
+    let host = ready(&server).await;
+    assert_eq!(namespace(&host).await["instructions"], "modern words");
+    server.set_instructions("rediscovered words");
+    server.answer_next(
+        "tools/list",
+        Canned::Raw(400, Some("text/plain"), NO_SESSION.to_string()),
+    );
+    let missing = call(&host, "added", json!({})).await;
+    assert!(missing.is_err(), "{missing:?}");
+    let lines = server.lines();
+    assert_eq!(
+        lines[2..],
+        lines_of(&[
+            "POST tools/list 400",
+            "POST server/discover 200",
+            "POST tools/list 200",
+        ]),
+        "{lines:#?}"
+    );
+    let listing = namespace(&host).await;
+    assert_eq!(listing["protocolVersion"], MODERN, "{listing}");
+    assert_eq!(listing["instructions"], "rediscovered words", "{listing}");
+}
+
+/// The start path: the first `server/discover` declares instructions, the first page is
+/// refused like legacy, the probe's second `server/discover` declares others and the page is
+/// answered on that route: the listing names the second route's instructions.
+#[tokio::test]
+async fn a_start_answered_after_a_reprobe_names_the_instructions_of_the_route_it_came_from() {
+    let server = Modern::start().await;
+    server.set_instructions("second words");
+    server.answer_next(
+        "server/discover",
+        Canned::Result(json!({"supportedVersions": [MODERN],
+                              "capabilities": {"tools": {}},
+                              "serverInfo": {"name": "modern-fake", "version": "0"},
+                              "instructions": "first words"})),
+    );
+    server.answer_next(
+        "tools/list",
+        Canned::Raw(400, Some("text/plain"), NO_SESSION.to_string()),
+    );
+    let host = ready(&server).await;
+    let lines = server.lines();
+    assert_eq!(
+        lines,
+        lines_of(&[
+            "POST server/discover 200",
+            "POST tools/list 400",
+            "POST server/discover 200",
+            "POST tools/list 200",
+        ]),
+        "{lines:#?}"
+    );
+    let listing = namespace(&host).await;
+    assert_eq!(listing["instructions"], "second words", "{listing}");
+}
+
+/// A re-listing begun on a modern route (which declared `tools`) whose page is answered, after
+/// the restart onto legacy, on a legacy session that declares no `tools`: the page is judged by
+/// the legacy session's declaration (a server that declares no `tools` and answers
+/// `tools/list` with a JSON-RPC error has none; ARCHITECTURE: "a listing reads its pages by
+/// what the session they go out on declared"), so the server is ready with no tools, named
+/// 2025-11-25.
+#[tokio::test]
+async fn a_relisting_answered_on_legacy_is_judged_by_the_legacy_declaration() {
+    let server = Modern::start_in(Era::Dual).await;
+    let host = ready(&server).await;
+    assert_eq!(namespace(&host).await["protocolVersion"], MODERN);
+    server.restart(Era::Legacy);
+    server.set_capabilities(json!({}));
+    server.answer_next(
+        "tools/list",
+        Canned::Raw(400, Some("text/plain"), NO_SESSION.to_string()),
+    );
+    server.answer_next(
+        "tools/list",
+        Canned::Error(200, -32603, "Internal error".into(), Value::Null),
+    );
+    let missing = call(&host, "added", json!({})).await;
+    assert!(missing.is_err(), "{missing:?}");
+    let lines = server.lines();
+    assert_eq!(
+        lines[2..],
+        lines_of(&[
+            "POST tools/list 400",
+            "POST server/discover 400",
+            "POST initialize 200",
+            "POST notifications/initialized 202",
+            "POST tools/list 200",
+        ]),
+        "{lines:#?}"
+    );
+    let listing = namespace(&host).await;
+    assert_eq!(listing["protocolVersion"], LEGACY, "{listing}");
+}
+
+fn lines_of(list: &[&str]) -> Vec<String> {
+    lines(list)
+}
