@@ -1599,27 +1599,27 @@ async fn a_relisting_on_a_renewed_legacy_session_of_the_same_version_names_its_i
     tokio::time::sleep(Duration::from_millis(200)).await;
     let missing = call(&host, "added", json!({})).await;
     assert!(missing.is_err(), "{missing:?}");
-    let lines: Vec<String> = server
+    let trail: Vec<String> = server
         .settle(Duration::from_millis(300), LIMIT)
         .await
         .iter()
         .map(Step::line)
         .collect();
     assert_eq!(
-        lines.iter().filter(|l| *l == "POST initialize 200").count(),
+        trail.iter().filter(|l| *l == "POST initialize 200").count(),
         2,
-        "{lines:#?}"
+        "{trail:#?}"
     );
     assert_eq!(
-        lines.last().map(String::as_str),
+        trail.last().map(String::as_str),
         Some("POST tools/list 200"),
-        "{lines:#?}"
+        "{trail:#?}"
     );
     let listing = namespace(&host).await;
     assert_eq!(listing["protocolVersion"], LEGACY, "{listing}");
     assert_eq!(
         listing["instructions"], "second words",
-        "{listing} {lines:#?}"
+        "{listing} {trail:#?}"
     );
 }
 
@@ -1639,15 +1639,15 @@ async fn a_relisting_after_a_reprobe_onto_the_same_era_names_the_new_instruction
     );
     let missing = call(&host, "added", json!({})).await;
     assert!(missing.is_err(), "{missing:?}");
-    let lines = server.lines();
+    let trail = server.lines();
     assert_eq!(
-        lines[2..],
-        lines_of(&[
+        trail[2..],
+        lines(&[
             "POST tools/list 400",
             "POST server/discover 200",
             "POST tools/list 200",
         ]),
-        "{lines:#?}"
+        "{trail:#?}"
     );
     let listing = namespace(&host).await;
     assert_eq!(listing["protocolVersion"], MODERN, "{listing}");
@@ -1673,16 +1673,16 @@ async fn a_start_answered_after_a_reprobe_names_the_instructions_of_the_route_it
         Canned::Raw(400, Some("text/plain"), NO_SESSION.to_string()),
     );
     let host = ready(&server).await;
-    let lines = server.lines();
+    let trail = server.lines();
     assert_eq!(
-        lines,
-        lines_of(&[
+        trail,
+        lines(&[
             "POST server/discover 200",
             "POST tools/list 400",
             "POST server/discover 200",
             "POST tools/list 200",
         ]),
-        "{lines:#?}"
+        "{trail:#?}"
     );
     let listing = namespace(&host).await;
     assert_eq!(listing["instructions"], "second words", "{listing}");
@@ -1711,22 +1711,20 @@ async fn a_relisting_answered_on_legacy_is_judged_by_the_legacy_declaration() {
     );
     let missing = call(&host, "added", json!({})).await;
     assert!(missing.is_err(), "{missing:?}");
-    let lines = server.lines();
+    let trail = server.lines();
     assert_eq!(
-        lines[2..],
-        lines_of(&[
+        trail[2..],
+        lines(&[
             "POST tools/list 400",
             "POST server/discover 400",
             "POST initialize 200",
             "POST notifications/initialized 202",
             "POST tools/list 200",
         ]),
-        "{lines:#?}"
+        "{trail:#?}"
     );
     let listing = namespace(&host).await;
     assert_eq!(listing["protocolVersion"], LEGACY, "{listing}");
-}
-
-fn lines_of(list: &[&str]) -> Vec<String> {
-    lines(list)
+    assert_eq!(listing["status"], "ready", "{listing}");
+    assert_eq!(listing["tools"], json!([]), "{listing}");
 }
