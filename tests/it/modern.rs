@@ -42,6 +42,13 @@ async fn namespace(host: &Host) -> Value {
     host.listing(json!({"namespace": "m"})).await
 }
 
+/// Calls `added`, a tool `m` does not list: the call re-lists once, and is refused as
+/// `not_found`.
+async fn relist_by_a_miss(host: &Host) {
+    let refused = call(host, "added", json!({})).await.unwrap_err();
+    assert_eq!(refused.kind, ToolErrorKind::NotFound, "{refused:?}");
+}
+
 /// Waits (at most [`LIMIT`]) until `m`'s namespace listing names `version`.
 async fn version_becomes(host: &Host, version: &str) {
     let named = async {
@@ -1246,8 +1253,7 @@ async fn a_relisting_answered_after_a_restart_onto_legacy_names_the_legacy_versi
     server.set_instructions("legacy words");
     // A tool the listing does not have: the call re-lists once, and that re-listing meets the
     // restart.
-    let missing = call(&host, "added", json!({})).await;
-    assert!(missing.is_err(), "{missing:?}");
+    relist_by_a_miss(&host).await;
     assert_eq!(
         server.lines()[2..],
         lines(&[
@@ -1597,8 +1603,7 @@ async fn a_relisting_on_a_renewed_legacy_session_of_the_same_version_names_its_i
     // Lets the client's pool see the cut connections (a legacy request on a cut connection is
     // not issued again).
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let missing = call(&host, "added", json!({})).await;
-    assert!(missing.is_err(), "{missing:?}");
+    relist_by_a_miss(&host).await;
     let trail: Vec<String> = server
         .settle(Duration::from_millis(300), LIMIT)
         .await
@@ -1637,8 +1642,7 @@ async fn a_relisting_after_a_reprobe_onto_the_same_era_names_the_new_instruction
         "tools/list",
         Canned::Raw(400, Some("text/plain"), NO_SESSION.to_string()),
     );
-    let missing = call(&host, "added", json!({})).await;
-    assert!(missing.is_err(), "{missing:?}");
+    relist_by_a_miss(&host).await;
     let trail = server.lines();
     assert_eq!(
         trail[2..],
@@ -1709,8 +1713,7 @@ async fn a_relisting_answered_on_legacy_is_judged_by_the_legacy_declaration() {
         "tools/list",
         Canned::Error(200, -32603, "Internal error".into(), Value::Null),
     );
-    let missing = call(&host, "added", json!({})).await;
-    assert!(missing.is_err(), "{missing:?}");
+    relist_by_a_miss(&host).await;
     let trail = server.lines();
     assert_eq!(
         trail[2..],
