@@ -35,7 +35,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ToolFilter;
-use crate::http::{Connection, Error, Initialized, Listened, Mirrored, Wire};
+use crate::http::{AnsweredOn, Connection, Error, Initialized, Listened, Mirrored, Wire};
 use crate::limits::{
     self, MAX_DESCRIPTION_BYTES, MAX_PAGES, MAX_SCHEMA_BYTES, MAX_TOOL_NAME_BYTES, MAX_TOOLS,
     START_DEADLINE,
@@ -163,6 +163,9 @@ enum StartFailure {
     UsedCursor { page: usize },
     /// More than [`MAX_PAGES`] pages.
     TooManyPages,
+    /// Page `page` of a listing already walked again from its first page (a page was answered
+    /// on another session) was answered on yet another session.
+    SessionChanged { page: usize },
 }
 
 impl StartFailure {
@@ -226,6 +229,10 @@ impl std::fmt::Display for StartFailure {
             StartFailure::TooManyPages => write!(
                 f,
                 "the server had more than {MAX_PAGES} pages of tools (tools/list still returned a nextCursor)"
+            ),
+            StartFailure::SessionChanged { page } => write!(
+                f,
+                "the server's session changed twice during one tools/list walk (at page {page})"
             ),
         }
     }
@@ -458,7 +465,11 @@ const RELIST_STOPPED: &str = "the client stopped waiting for tools/list";
 /// Every `tools/list` page, bounded by the page, tool-count and cursor rules of
 /// [`crate::limits`], on a session whose `initialize` declared `initialized`; a start's and a
 /// re-listing's. A page sent again on a new session is read by what that session declared,
-/// and the listing names the version and instructions of the session its last page came from.
+/// and the listing names the version and instructions of the session its pages came from.
+/// A cursor belongs to the session that gave it (MCP 2026-07-28, server/utilities/pagination:
+/// cursors are opaque): when a later page is answered on another session (the server forgot
+/// the old one, or restarted onto the other era), the walk starts again from the first page
+/// there, once; a second change fails the listing ([`StartFailure::SessionChanged`]).
 /// Returns the tools sorted by name and the ones left out. A page dropped before
 /// its answer (a deadline) is cancelled with `dropped` as the reason.
 async fn list_tools(
@@ -466,19 +477,17 @@ async fn list_tools(
     initialized: &Initialized,
     dropped: &'static str,
 ) -> Result<ToolList, StartFailure> {
-    let mut tools: Vec<Tool> = Vec::new();
-    let mut omitted: Vec<Omitted> = Vec::new();
-    // Names of the tools kept so far: a later tool of one of these names is a duplicate.
-    let mut names: HashSet<String> = HashSet::new();
-    let mut cursors: HashSet<String> = HashSet::new();
-    let mut cursor: Option<String> = None;
-    let mut ttl: Option<Duration> = None;
-    // What the session the last page was answered on declared: a page sent again on a new
-    // session (an expiry, or a restart onto the other era) is read by that session, and the
-    // listing keeps its version and instructions.
-    let mut answered: Initialized = initialized.clone();
-    for page in 1..=MAX_PAGES {
-        let params = match &cursor {
+    let mut walk = Walk::default();
+    // The session the walk's first page was answered on: its cursors are only good there.
+    let mut walked_on: Option<AnsweredOn> = None;
+    let mut walked_again = false;
+    let mut page = 0;
+    loop {
+        page += 1;
+        if page > MAX_PAGES {
+            return Err(StartFailure::TooManyPages);
+        }
+        let params = match &walk.cursor {
             Some(c) => serde_json::json!({ "cursor": c }),
             None => serde_json::json!({}),
         };
@@ -486,19 +495,39 @@ async fn list_tools(
         // A page the start's or the re-listing's deadline drops is cancelled (MCP lifecycle,
         // "Timeouts").
         let _cancel = connection.cancel_on_drop(id, dropped);
-        let mut declared = None;
+        let mut answered_on = None;
         let next = connection
             .request_declared(
                 id,
                 Wire::new("tools/list", None, &[]),
                 &params,
                 |result, _| read_page(connection, result, page).map_err(Error::malformed),
-                Some(&mut declared),
+                Some(&mut answered_on),
             )
             .await;
-        if let Some(declared) = declared {
-            answered = declared;
+        if let (Some(walked), Some(now)) = (&walked_on, &answered_on)
+            && !walked.is(now)
+        {
+            if walked_again {
+                return Err(StartFailure::SessionChanged { page });
+            }
+            // Whatever the new session answered to the old session's cursor is dropped.
+            tracing::debug!(namespace = %connection.namespace(), page, "a page was answered on another session; listing again from the first page");
+            walked_again = true;
+            walk = Walk::default();
+            walked_on = None;
+            page = 0;
+            continue;
         }
+        if walked_on.is_none() {
+            walked_on = answered_on;
+        }
+        // What the session the page was answered on declared; the start's handshake until a
+        // page went out.
+        let answered = walked_on
+            .as_ref()
+            .and_then(AnsweredOn::declared)
+            .unwrap_or(initialized);
         let (listed_tools, next, page_ttl) = match next {
             Ok(read) => read,
             // A server that declared no `tools` capability is asked once anyway (some offer
@@ -518,57 +547,105 @@ async fn list_tools(
             }
             Err(error) => return Err(error.into()),
         };
-        ttl = match (ttl, page_ttl) {
+        if let Some(list) = walk.take(listed_tools, next, page_ttl, page)? {
+            return Ok(finish(list, answered));
+        }
+    }
+}
+
+/// A walk through a listing's pages, from its first page on one session.
+#[derive(Default)]
+struct Walk {
+    tools: Vec<Tool>,
+    omitted: Vec<Omitted>,
+    /// Names of the tools kept so far: a later tool of one of these names is a duplicate.
+    names: HashSet<String>,
+    /// Every cursor a page returned so far.
+    cursors: HashSet<String>,
+    /// The cursor the next page is asked with (`None`: the first page).
+    cursor: Option<String>,
+    /// The shortest positive `ttlMs` of the pages so far.
+    ttl: Option<Duration>,
+}
+
+impl Walk {
+    /// Takes page `page`'s tools, `nextCursor` and ttl. Returns the whole listing when it was
+    /// the last page, `None` when there is a next one (its cursor is [`Walk::cursor`] now).
+    ///
+    /// # Errors
+    /// [`StartFailure::TooManyTools`], [`StartFailure::SameCursor`],
+    /// [`StartFailure::UsedCursor`].
+    fn take(
+        &mut self,
+        listed_tools: Vec<Result<Tool, Omitted>>,
+        next: Option<String>,
+        page_ttl: Option<Duration>,
+        page: usize,
+    ) -> Result<Option<Walked>, StartFailure> {
+        self.ttl = match (self.ttl, page_ttl) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
         // A page asked for with "" that lists only tools already kept is an older server's
         // first page again ("" meant "no more" to it): dropped, and the walk ends below.
-        let repeat = cursor.as_deref() == Some("")
+        let repeat = self.cursor.as_deref() == Some("")
             && listed_tools
                 .iter()
-                .all(|t| matches!(t, Ok(tool) if names.contains(&tool.name)));
+                .all(|t| matches!(t, Ok(tool) if self.names.contains(&tool.name)));
         for listed in listed_tools.into_iter().filter(|_| !repeat) {
             match listed {
-                Ok(tool) if names.contains(&tool.name) => omitted.push(Omitted {
+                Ok(tool) if self.names.contains(&tool.name) => self.omitted.push(Omitted {
                     name: tool.name,
                     reason: "another tool of the same name was listed first".to_string(),
                 }),
                 Ok(tool) => {
-                    names.insert(tool.name.clone());
-                    tools.push(tool);
+                    self.names.insert(tool.name.clone());
+                    self.tools.push(tool);
                 }
-                Err(left_out) => omitted.push(left_out),
+                Err(left_out) => self.omitted.push(left_out),
             }
         }
-        let listed = tools.len() + omitted.len();
+        let listed = self.tools.len() + self.omitted.len();
         if listed > MAX_TOOLS {
             return Err(StartFailure::TooManyTools { listed, page });
         }
         // "" is a cursor like any other (MCP 2026-07-28, server/utilities/pagination), but a
         // page asked for with "" that answers "" again ends the walk: older servers meant "no
         // more" by it.
-        let Some(next) = next.filter(|c| !(c.is_empty() && cursor.as_deref() == Some(""))) else {
-            return Ok(finish(tools, omitted, &answered, ttl));
+        let Some(next) = next.filter(|c| !(c.is_empty() && self.cursor.as_deref() == Some("")))
+        else {
+            return Ok(Some(Walked {
+                tools: std::mem::take(&mut self.tools),
+                omitted: std::mem::take(&mut self.omitted),
+                ttl: self.ttl,
+            }));
         };
-        if cursor.as_deref() == Some(next.as_str()) {
+        if self.cursor.as_deref() == Some(next.as_str()) {
             return Err(StartFailure::SameCursor { page });
         }
-        if !cursors.insert(next.clone()) {
+        if !self.cursors.insert(next.clone()) {
             return Err(StartFailure::UsedCursor { page });
         }
-        cursor = Some(next);
+        self.cursor = Some(next);
+        Ok(None)
     }
-    Err(StartFailure::TooManyPages)
+}
+
+/// A whole walk's tools (in listing order), the ones left out, and the shortest positive ttl.
+struct Walked {
+    tools: Vec<Tool>,
+    omitted: Vec<Omitted>,
+    ttl: Option<Duration>,
 }
 
 /// Sorts the tools by name (their names are unique); the omitted ones keep the listing order.
-fn finish(
-    mut tools: Vec<Tool>,
-    omitted: Vec<Omitted>,
-    initialized: &Initialized,
-    ttl: Option<Duration>,
-) -> ToolList {
+/// The listing names what `initialized` declared: the session its pages came from.
+fn finish(walked: Walked, initialized: &Initialized) -> ToolList {
+    let Walked {
+        mut tools,
+        omitted,
+        ttl,
+    } = walked;
     tools.sort_by(|a, b| a.name.cmp(&b.name));
     ToolList {
         tools,

@@ -41,7 +41,7 @@ pub(crate) use client::Clients;
 pub(crate) use error::Error;
 pub(crate) use modern::{Mirrored, input_required, required_capabilities};
 pub(crate) use reply::Listened;
-pub(crate) use session::{Era, Initialized, Installs};
+pub(crate) use session::{AnsweredOn, Era, Initialized, Installs};
 
 use crate::auth::challenge::{Challenge, asks_for_dpop_nonce};
 use crate::auth::dpop::{DPOP, Nonce};
@@ -474,17 +474,17 @@ impl Connection {
         self.request_declared(id, wire, params, decode, None).await
     }
 
-    /// As [`Connection::request`] (same errors and cancel safety); `declared`, when given, is
-    /// set to what the session each send went out on declared (its `initialize` or
-    /// `server/discover` answer), so after a resend on a new session it names the session the
-    /// answer came from. A listing reads its pages by it.
+    /// As [`Connection::request`] (same errors and cancel safety); `answered_on`, when given,
+    /// is set to the session each send went out on, so after a resend on a new session it names
+    /// the session the answer came from (and what its `initialize` or `server/discover` answer
+    /// declared). A listing reads its pages by it.
     pub(crate) async fn request_declared<T>(
         self: &Arc<Self>,
         id: u64,
         wire: Wire<'_>,
         params: &impl serde::Serialize,
         decode: impl Fn(&RawValue, &Bytes) -> Decoded<T>,
-        declared: Option<&mut Option<Initialized>>,
+        answered_on: Option<&mut Option<AnsweredOn>>,
     ) -> Result<T, Error> {
         let params = serde_json::value::to_raw_value(params)
             .expect("request params of plain data serialize");
@@ -492,7 +492,9 @@ impl Connection {
             // Cancelled before it could be sent, or the connection closed.
             return Err(Error::closed());
         }
-        let outcome = self.exchange(id, &wire, &params, &decode, declared).await;
+        let outcome = self
+            .exchange(id, &wire, &params, &decode, answered_on)
+            .await;
         let over = match &outcome {
             Ok(_) => true,
             Err(e) => !e.may_be_running(),
@@ -513,7 +515,7 @@ impl Connection {
         wire: &Wire<'_>,
         params: &RawValue,
         decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
-        mut declared: Option<&mut Option<Initialized>>,
+        mut answered_on: Option<&mut Option<AnsweredOn>>,
     ) -> Result<T, Error> {
         // A listing's own renewal asks for no re-listing (see `Connection::session`).
         let by_listing = wire.method == "tools/list";
@@ -529,8 +531,8 @@ impl Connection {
                 // Cancelled (or shut down) while waiting for a session.
                 return Err(Error::closed());
             }
-            if let Some(declared) = declared.as_deref_mut() {
-                *declared = session.initialized().cloned();
+            if let Some(answered_on) = answered_on.as_deref_mut() {
+                *answered_on = Some(AnsweredOn::new(&session));
             }
             let body = Bytes::from(match session.era {
                 Era::Legacy => jsonrpc::request(wire_id, wire.method, &params),

@@ -195,6 +195,28 @@ impl Session {
     }
 }
 
+/// The session (or modern route) a request's last send went out on, as the request layer
+/// reports it ([`super::Connection::request_declared`]): what it declared, and which one it is.
+/// A listing keeps the one its first page came from, since a cursor belongs to it.
+#[derive(Clone)]
+pub(crate) struct AnsweredOn(Arc<Session>);
+
+impl AnsweredOn {
+    pub(super) fn new(session: &Arc<Session>) -> Self {
+        Self(Arc::clone(session))
+    }
+
+    /// What the session's `initialize` (or the route's `server/discover`) answer declared.
+    pub(crate) fn declared(&self) -> Option<&Initialized> {
+        self.0.initialized()
+    }
+
+    /// Whether both are the same session: not just alike, the one the same handshake made.
+    pub(crate) fn is(&self, other: &AnsweredOn) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
 /// What a renewal ends with, shared with every waiter.
 type Renewed = Option<Result<Arc<Session>, Arc<Error>>>;
 

@@ -215,17 +215,6 @@ pub(crate) fn call_args(tool: &str) -> Value {
     json!({"namespace": "m", "toolName": tool, "arguments": {}})
 }
 
-/// The names of `m`'s tools in the listing.
-async fn tool_names(host: &Host) -> Vec<String> {
-    let listing = host.listing(json!({"namespace": "m"})).await;
-    listing["tools"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no tools in {listing}"))
-        .iter()
-        .map(|t| t["name"].as_str().unwrap().to_string())
-        .collect()
-}
-
 const STOPPED: &str = "the call to server \"m\" was stopped because the mcp Pack was shut down";
 
 /// README: a call future that outlives the Pack resolves to a `transport` error — also while
@@ -297,7 +286,7 @@ async fn a_relisting_during_a_renewal_keeps_the_tools() {
             "server \"m\" has no tool \"unlisted\"; list its tools with mcp/get_dynamic_tools {\"namespace\":\"m\"}"
         ))
     );
-    assert_eq!(tool_names(&host).await, ["t"]);
+    assert_eq!(host.tool_names("m").await, ["t"]);
     assert_eq!(server.issued(), 2);
 }
 
@@ -328,7 +317,7 @@ async fn a_relisting_that_hits_its_deadline_cancels_its_page() {
     // Sent on the session the page went out on, before the Pack's drop.
     let cancel = &server.server.with_method("notifications/cancelled")[0];
     assert_eq!(cancel.header("mcp-session-id").as_deref(), Some("m-1"));
-    assert_eq!(tool_names(&host).await, ["t"]);
+    assert_eq!(host.tool_names("m").await, ["t"]);
 }
 
 /// After a restart longer than the renewal's own retries (about 3 s), the standalone stream's
@@ -402,7 +391,7 @@ async fn a_server_that_answers_the_standalone_get_with_404_gets_no_session_storm
         .filter(|l| l.starts_with("GET") || l.contains("ping"))
         .collect::<Vec<_>>();
     assert_eq!(asked, ["GET  m-1", "POST ping m-1"]);
-    assert_eq!(tool_names(&host).await, ["t"]);
+    assert_eq!(host.tool_names("m").await, ["t"]);
 }
 
 /// A server that does not declare `listChanged` may still send on the standalone stream: its

@@ -1273,6 +1273,108 @@ async fn a_relisting_answered_after_a_restart_onto_legacy_names_the_legacy_versi
     );
 }
 
+/// Two pages: `first`, then (at `cursor`) `second`.
+fn two_pages<'c>(
+    first: &str,
+    cursor: &'c str,
+    second: &str,
+) -> Vec<(Option<&'c str>, Vec<Value>, Option<&'c str>)> {
+    vec![
+        (None, vec![tool_with(first, json!({}))], Some(cursor)),
+        (Some(cursor), vec![tool_with(second, json!({}))], None),
+    ]
+}
+
+// A cursor belongs to the server life (the session) that gave it (MCP 2026-07-28,
+// server/utilities/pagination: cursors are opaque): a walk whose next page is answered on
+// another session is walked again from its first page there, so a listing never mixes tools of
+// two deployments.
+#[tokio::test]
+async fn a_start_whose_second_page_meets_a_redeploy_onto_legacy_lists_the_new_server_only() {
+    let server = Modern::start().await;
+    server.set_pages(two_pages("a", "c1", "b"));
+    server.redeploy_at_cursor("c1", Era::Legacy, two_pages("x", "c1", "y"));
+    let host = ready(&server).await;
+    assert_eq!(host.tool_names("m").await, ["x", "y"]);
+    assert_eq!(namespace(&host).await["protocolVersion"], LEGACY);
+    assert_eq!(
+        server.lines(),
+        lines(&[
+            "POST server/discover 200",
+            "POST tools/list 200",
+            "POST tools/list 400",
+            "POST server/discover 400",
+            "POST initialize 200",
+            "POST notifications/initialized 202",
+            "POST tools/list 200",
+            "POST tools/list 200",
+            "POST tools/list 200",
+        ])
+    );
+    let cursors: Vec<Value> = server
+        .steps("tools/list")
+        .iter()
+        .map(|s| s.params["cursor"].clone())
+        .collect();
+    assert_eq!(
+        cursors,
+        [
+            json!(null),
+            json!("c1"),
+            json!("c1"),
+            json!(null),
+            json!("c1")
+        ]
+    );
+    assert_eq!(call(&host, "x", json!({})).await, Ok("echo x {}".into()));
+}
+
+#[tokio::test]
+async fn a_relisting_whose_second_page_meets_a_new_legacy_session_lists_the_new_server_only() {
+    let server = Modern::start_in(Era::Legacy).await;
+    server.set_pages(two_pages("a", "c1", "b"));
+    let host = ready(&server).await;
+    assert_eq!(host.tool_names("m").await, ["a", "b"]);
+    server.redeploy_at_cursor("c1", Era::Legacy, two_pages("x", "c1", "y"));
+    relist_by_a_miss(&host).await;
+    assert_eq!(host.tool_names("m").await, ["x", "y"]);
+    let relisting: Vec<String> = server.lines().into_iter().skip(5).collect();
+    assert_eq!(
+        relisting,
+        lines(&[
+            "POST tools/list 200",
+            "POST tools/list 400",
+            "POST initialize 200",
+            "POST notifications/initialized 202",
+            "POST tools/list 200",
+            "POST tools/list 200",
+            "POST tools/list 200",
+        ])
+    );
+}
+
+#[tokio::test]
+async fn a_walk_that_meets_a_second_new_session_fails_the_start_which_is_tried_again() {
+    let server = Modern::start_in(Era::Legacy).await;
+    server.set_pages(two_pages("a", "c1", "b"));
+    // The resent page meets `-32602` (an unknown cursor) on each new session: dropped too.
+    server.redeploy_at_cursor("c1", Era::Legacy, two_pages("x", "c2", "y"));
+    server.redeploy_at_cursor("c2", Era::Legacy, two_pages("p", "c3", "q"));
+    let host = Host::new(json!({"m": entry(&server.url)}));
+    host.wait_for(LIMIT, |l| {
+        crate::support::hostile::server_entry(l, "m")["status"] == "error"
+    })
+    .await;
+    let listing = host.listing(json!({})).await;
+    assert_eq!(
+        crate::support::hostile::server_entry(&listing, "m")["reason"],
+        "the server's session changed twice during one tools/list walk (at page 2)",
+        "{listing}"
+    );
+    host.ready("m", LIMIT).await;
+    assert_eq!(host.tool_names("m").await, ["p", "q"]);
+}
+
 #[tokio::test]
 async fn no_listen_stream_without_the_list_changed_capability() {
     let server = Modern::start().await;

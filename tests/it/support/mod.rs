@@ -107,6 +107,19 @@ impl Host {
         serde_json::from_str(&text).expect("the listing is JSON")
     }
 
+    /// The names of `namespace`'s tools in its namespace listing, in listing order.
+    pub async fn tool_names(&self, namespace: &str) -> Vec<String> {
+        let listing = self
+            .listing(serde_json::json!({ "namespace": namespace }))
+            .await;
+        listing["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no tools in {listing}"))
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    }
+
     /// Waits (at most `limit`) until no server is `loading`; returns the last full listing.
     pub async fn settled(&self, limit: Duration) -> Value {
         self.wait_for(limit, |listing| {

@@ -168,6 +168,9 @@ struct Config {
     tools: Vec<Value>,
     /// Explicit pages, by the cursor asked (`None`: no cursor): the tools and the `nextCursor`.
     pages: Option<Vec<Page>>,
+    /// Redeploys between two pages, in order: the `tools/list` asking for the first's cursor
+    /// finds the server restarted onto its era with its pages (see [`Modern::redeploy_at_cursor`]).
+    redeploys: Vec<(String, Era, Vec<Page>)>,
     /// `ttlMs` / `cacheScope` of the `tools/list` and discover results (`None`: left out).
     ttl_ms: Option<Value>,
     cache_scope: Option<Value>,
@@ -189,6 +192,7 @@ impl Default for Config {
             tools: vec![json!({"name": "echo", "description": "echoes",
                                "inputSchema": {"type": "object"}})],
             pages: None,
+            redeploys: Vec::new(),
             ttl_ms: Some(json!(0)),
             cache_scope: Some(json!("public")),
             result_meta: None,
@@ -297,6 +301,24 @@ impl Modern {
             .map(|(at, tools, next)| (at.map(str::to_string), tools, next.map(str::to_string)))
             .collect();
         self.config(|c| c.pages = Some(pages));
+    }
+
+    /// The first `tools/list` that asks for `cursor` (after the redeploys queued before this
+    /// one happened) finds the server redeployed: onto `era`,
+    /// every session forgotten and every listen stream ended (as [`Modern::restart`], but the
+    /// connection carrying that request stays up), now listing `pages`; then it is answered as
+    /// the redeployed server answers it.
+    pub fn redeploy_at_cursor(
+        &self,
+        cursor: &str,
+        era: Era,
+        pages: Vec<(Option<&str>, Vec<Value>, Option<&str>)>,
+    ) {
+        let pages = pages
+            .into_iter()
+            .map(|(at, tools, next)| (at.map(str::to_string), tools, next.map(str::to_string)))
+            .collect();
+        self.config(|c| c.redeploys.push((cursor.to_string(), era, pages)));
     }
 
     /// `ttlMs` and `cacheScope` of the results (`Value::Null`: left out).
@@ -609,6 +631,16 @@ fn decide(
                 Canned::Result(value) => json_reply(200, &result(&id, value)),
             }));
         }
+    }
+    if method == "tools/list"
+        && let Some((cursor, _, _)) = st.config.redeploys.first()
+        && rpc["params"]["cursor"].as_str() == Some(cursor.as_str())
+    {
+        let (_, era, pages) = st.config.redeploys.remove(0);
+        st.config.era = era;
+        st.config.pages = Some(pages);
+        st.live.clear();
+        st.listens.clear();
     }
     let live = session.is_some_and(|s| st.live.iter().any(|l| l == s));
     let era = st.config.era;
