@@ -245,17 +245,7 @@ impl Connection {
                     continue;
                 }
             };
-            let Some(text) = message_text(&event)? else {
-                continue;
-            };
-            let messages = match jsonrpc::decode(text) {
-                Ok(messages) => messages,
-                Err(_) => {
-                    tracing::debug!(namespace = %self.namespace, id, "skipped an event that is not JSON-RPC");
-                    continue;
-                }
-            };
-            for message in &messages {
+            for message in &self.messages(&event)? {
                 if let Some(answer) = self.route(message, &event.data, id, session, decode).await {
                     // The stream's end is usually one chunk away: read it in the background,
                     // so the connection is reused rather than closed.
@@ -351,23 +341,14 @@ impl Connection {
         // Request ids start at 1: a response to id 0 is one nobody waits for.
         let ignore = |_: &RawValue, _: &Bytes| -> Decoded<()> { Ok(()) };
         loop {
-            let event = match events.next().await {
-                None => return Ok(Listened::Ended),
-                Some(Ok(event)) => event,
-                Some(Err(error)) => return Err(self.body_error(error)),
+            let Some(event) = self.next_event(&mut events).await? else {
+                return Ok(Listened::Ended);
             };
             let id = events.last_event_id();
             if !id.is_empty() && id.len() <= limits::MAX_EVENT_ID_BYTES && id != last_event_id {
                 *last_event_id = id.to_string();
             }
-            let Some(text) = message_text(&event)? else {
-                continue;
-            };
-            let Ok(messages) = jsonrpc::decode(text) else {
-                tracing::debug!(namespace = %self.namespace, "skipped an event that is not JSON-RPC");
-                continue;
-            };
-            for message in &messages {
+            for message in &self.messages(&event)? {
                 let _ = self.route(message, &event.data, 0, session, &ignore).await;
             }
         }
@@ -432,19 +413,10 @@ impl Connection {
         let mut events = SseStream::new(response);
         let answered = |_: &RawValue, _: &Bytes| -> Decoded<()> { Ok(()) };
         loop {
-            let event = match events.next().await {
-                None => return Ok(Listened::Ended),
-                Some(Ok(event)) => event,
-                Some(Err(error)) => return Err(self.body_error(error)),
+            let Some(event) = self.next_event(&mut events).await? else {
+                return Ok(Listened::Ended);
             };
-            let Some(text) = message_text(&event)? else {
-                continue;
-            };
-            let Ok(messages) = jsonrpc::decode(text) else {
-                tracing::debug!(namespace = %self.namespace, "skipped an event that is not JSON-RPC");
-                continue;
-            };
-            for message in &messages {
+            for message in &self.messages(&event)? {
                 if message.method.as_deref() == Some("notifications/subscriptions/acknowledged") {
                     let ack: Option<Acknowledged> = jsonrpc::optional(
                         &self.namespace,
@@ -480,6 +452,44 @@ impl Connection {
                 }
             }
         }
+    }
+
+    /// The next event of a change stream (the standalone `GET`, `subscriptions/listen`);
+    /// `None` at its end.
+    ///
+    /// # Errors
+    /// A broken or oversized stream ([`Connection::body_error`]).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads the stream.
+    async fn next_event(&self, events: &mut SseStream) -> Result<Option<Event>, Error> {
+        match events.next().await {
+            None => Ok(None),
+            Some(Ok(event)) => Ok(Some(event)),
+            Some(Err(error)) => Err(self.body_error(error)),
+        }
+    }
+
+    /// The JSON-RPC messages an event carries (one, or a batch), borrowing its data; none for
+    /// an event without data, of a type other than `message`, or whose data is not JSON-RPC
+    /// (skipped, with a debug log).
+    ///
+    /// # Errors
+    /// A stream error when the data is not UTF-8.
+    fn messages<'e>(&self, event: &'e Event) -> Result<Vec<jsonrpc::Incoming<'e>>, Error> {
+        if event.data.is_empty() || event.event != "message" {
+            return Ok(Vec::new());
+        }
+        let Ok(text) = event.text() else {
+            return Err(Error::stream(
+                "the server's event stream is not UTF-8",
+                None,
+            ));
+        };
+        Ok(jsonrpc::decode(text).unwrap_or_else(|_| {
+            tracing::debug!(namespace = %self.namespace, "skipped an event that is not JSON-RPC");
+            Vec::new()
+        }))
     }
 
     /// Refuses a body in a `Content-Encoding` the client did not decode. The HTTP client decodes
@@ -620,24 +630,6 @@ fn rpc_error_in(body: &str) -> Option<RpcError> {
     match message.kind() {
         Kind::Response(_, Err(error)) | Kind::ErrorWithoutId(error) => Some(error.clone()),
         _ => None,
-    }
-}
-
-/// The JSON-RPC text an event carries: `None` for an event to skip (no data, or a type other
-/// than `message`).
-///
-/// # Errors
-/// A stream error when the data is not UTF-8.
-fn message_text(event: &Event) -> Result<Option<&str>, Error> {
-    if event.data.is_empty() || event.event != "message" {
-        return Ok(None);
-    }
-    match event.text() {
-        Ok(text) => Ok(Some(text)),
-        Err(_) => Err(Error::stream(
-            "the server's event stream is not UTF-8",
-            None,
-        )),
     }
 }
 
