@@ -7,6 +7,7 @@
 //! `cargo test --test it interop:: -- --ignored` (real peers, installed by `.ci/interop-setup.sh`).
 
 mod attack;
+mod attack2;
 mod config;
 mod dpop;
 mod host_logout;
