@@ -265,3 +265,136 @@ async fn a_configured_mcp_method_header_is_refused_or_never_doubled() {
     }
     assert_eq!(entry["status"], "ready", "{entry}");
 }
+
+/// docs/connection.md: the verdict is decided again when the server shows the other era, among
+/// others "an `initialize` answered with [a modern error] (probed again at once)"; MCP
+/// 2026-07-28 transports "Protocol Version Header": a modern server that does not implement a
+/// method "MUST respond with `404 Not Found` and a JSON-RPC error with code `-32601`", and the
+/// body "distinguishes this case from a `404` returned by a legacy ... server". A server known
+/// legacy (its start failed with a 503 after the probe) is redeployed as a modern server that
+/// answers `initialize`, a method it does not implement, that way. The client reads it as a
+/// plain 404: it keeps the legacy verdict and sends `initialize` at every start, forever; the
+/// server never becomes ready.
+#[tokio::test]
+async fn initialize_answered_404_method_not_found_by_a_redeployed_modern_server_reprobes() {
+    let server = Modern::start_in(Era::Legacy).await;
+    server.answer_next(
+        "initialize",
+        Canned::Raw(503, Some("text/plain"), "busy".into()),
+    );
+    let host = Host::new(json!({"m": entry(&server.url)}));
+    server
+        .wait_until(LIMIT, "the failed initialize", |t| {
+            t.iter().any(|s| s.line() == "POST initialize 503")
+        })
+        .await;
+    server.restart(Era::Modern);
+    for _ in 0..50 {
+        server.answer_next(
+            "initialize",
+            Canned::Error(404, -32601, "Method not found".into(), Value::Null),
+        );
+    }
+    let settled = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            let listing = namespace(&host).await;
+            if listing["status"] == "ready" {
+                return listing;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let listing =
+        settled.unwrap_or_else(|_| panic!("never ready; the trail: {:?}", lines(&server.trail())));
+    assert_eq!(listing["protocolVersion"], MODERN, "{listing}");
+}
+
+/// MCP 2026-07-28 basic/versioning: "The client SHOULD select a mutually supported version
+/// from the `supported` list"; `modern::supported_versions` promises only that the versions
+/// *shown* are bounded ("at most 16 are kept"). A server that lists 2026-07-28 as the 17th of
+/// its versions is judged on the first 16 alone: no version in common, the start fails naming
+/// the server's list, and waits the longest backoff, though both speak 2026-07-28.
+#[tokio::test]
+async fn a_mutual_version_beyond_the_sixteenth_listed_is_still_found() {
+    let server = Modern::start().await;
+    let mut supported: Vec<String> = (0..16).map(|i| format!("2099-01-{:02}", i + 1)).collect();
+    supported.push(MODERN.to_string());
+    server.set_supported(json!(supported));
+    // The probe's own answer refuses the version once, naming it 17th.
+    server.answer_next(
+        "server/discover",
+        Canned::Error(
+            400,
+            -32022,
+            "Unsupported protocol version".into(),
+            json!({"supported": supported, "requested": MODERN}),
+        ),
+    );
+    let host = Host::new(json!({"m": entry(&server.url)}));
+    let listing = host.settled(LIMIT).await;
+    let entry = &listing["servers"][0];
+    assert_eq!(entry["status"], "ready", "{entry}");
+    assert_eq!(namespace(&host).await["protocolVersion"], MODERN);
+}
+
+/// ARCHITECTURE "Invariants": "every server output is untrusted and bounded while it is read
+/// (bodies, SSE events, error previews, pages, tools, schemas, names ...)"; the reason of an
+/// `x-mcp-header` shows its header name cut to 64 characters. The same reason quotes the
+/// parameter's path and its declared `type` whole: a tool whose property name is 100 KB long
+/// puts a 100 KB reason in the listing's `omitted` (the reasons of the README table are at most
+/// 1 KiB).
+#[tokio::test]
+async fn an_omitted_tools_reason_is_bounded_whatever_its_property_name() {
+    let server = Modern::start().await;
+    let long = "p".repeat(100_000);
+    let mut properties = serde_json::Map::new();
+    properties.insert(
+        long.clone(),
+        json!({"type": "number", "x-mcp-header": "Amount"}),
+    );
+    server.set_tools(vec![
+        tool_with("echo", json!({})),
+        tool_with("pay", Value::Object(properties)),
+    ]);
+    let host = ready(&server).await;
+    let listing = namespace(&host).await;
+    let omitted = listing["omitted"].as_array().expect("pay is omitted");
+    assert_eq!(omitted.len(), 1, "{}", &listing.to_string()[..300]);
+    assert_eq!(omitted[0]["name"], "pay");
+    let reason = omitted[0]["reason"].as_str().unwrap();
+    assert!(
+        reason.len() <= 1024,
+        "the reason is {} bytes: {}…",
+        reason.len(),
+        &reason[..120]
+    );
+}
+
+/// ARCHITECTURE "Invariants (eras)": "the client sends no `DELETE`, `GET`, `ping`,
+/// `notifications/initialized` or `notifications/cancelled` to a modern server"; MCP
+/// 2026-07-28 transports: a modern server holds no sessions. A legacy server redeployed as a
+/// modern one answers the old session's call with a modern error; the client re-probes and
+/// goes on in the modern era, but keeps the dead legacy session id and sends the modern server
+/// a `DELETE` for it when the Pack is dropped.
+#[tokio::test]
+async fn no_delete_goes_to_a_server_that_answered_the_old_session_as_a_modern_one() {
+    let server = Modern::start_in(Era::Legacy).await;
+    let host = ready(&server).await;
+    server.restart(Era::Modern);
+    // A first call may meet the pooled connection the restart cut (as in modern.rs).
+    for _ in 0..3 {
+        if call(&host, "echo", json!({})).await.is_ok() {
+            break;
+        }
+    }
+    assert_eq!(namespace(&host).await["protocolVersion"], MODERN);
+    drop(host);
+    let trail = server.settle(Duration::from_millis(1500), LIMIT).await;
+    let after: Vec<String> = trail
+        .iter()
+        .filter(|s| matches!(s.verb.as_str(), "DELETE" | "GET"))
+        .map(Step::line)
+        .collect();
+    assert_eq!(after, Vec::<String>::new(), "{:?}", lines(&trail));
+}
