@@ -258,7 +258,7 @@ async fn a_configured_mcp_method_header_is_refused_or_never_doubled() {
     for step in &trail {
         assert_eq!(
             step.header_values("mcp-method"),
-            [step.method.clone()],
+            std::slice::from_ref(&step.method),
             "{:?}",
             lines(&trail)
         );
