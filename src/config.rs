@@ -21,14 +21,21 @@ use crate::substitute::{Environment, Notes, printable, substitute};
 /// case-insensitively).
 /// `accept-encoding` is among them because the client decodes only the encodings it offers (a
 /// configured one could ask for a reply it cannot read).
-const CLIENT_OWNED_HEADERS: [&str; 6] = [
+const CLIENT_OWNED_HEADERS: [&str; 8] = [
     "accept",
     "accept-encoding",
     "content-type",
     "mcp-session-id",
     "mcp-protocol-version",
     "last-event-id",
+    // MCP 2026-07-28, transports "Request Metadata": mirrored from each request's body.
+    "mcp-method",
+    "mcp-name",
 ];
+
+/// The prefix of the headers that mirror a tool's `x-mcp-header` parameters (MCP 2026-07-28,
+/// transports "Request Metadata"): the client's too.
+const CLIENT_OWNED_PREFIX: &str = "mcp-param-";
 
 /// Header names that belong to the HTTP connection (its target and framing); a config may not
 /// set them either.
@@ -410,7 +417,9 @@ fn parse_headers(
                 printable(name)
             )
         })?;
-        if CLIENT_OWNED_HEADERS.contains(&header.as_str()) {
+        if CLIENT_OWNED_HEADERS.contains(&header.as_str())
+            || header.as_str().starts_with(CLIENT_OWNED_PREFIX)
+        {
             return Err(format!(
                 "header \"{name}\" is set by the MCP client itself and may not be configured"
             ));
@@ -725,6 +734,9 @@ mod tests {
             "last-event-id",
             "Mcp-Protocol-Version",
             "Content-Type",
+            "Mcp-Method",
+            "MCP-NAME",
+            "Mcp-Param-Region",
         ] {
             assert_eq!(
                 refused(json!({"url": "https://a.example", "headers": {name: "v"}})),

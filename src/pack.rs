@@ -549,6 +549,8 @@ impl PreparedCall {
         // The retry after a `HeaderMismatch` goes out under an id of its own, cancelled when the
         // call is dropped.
         let mut retry_guard = None;
+        // A call is re-issued at most once in all, the retry after a `HeaderMismatch` included.
+        let reissued = std::sync::atomic::AtomicBool::new(false);
         let outcome = loop {
             tracing::debug!(namespace = %self.namespace, id, "tools/call");
             let listed = &list.tools[i];
@@ -566,7 +568,7 @@ impl PreparedCall {
             };
             let request = connection.request(
                 id,
-                Wire::new("tools/call", tool, &mirrored),
+                Wire::new("tools/call", tool, &mirrored).sharing_reissue(&reissued),
                 &self.params,
                 decode,
             );

@@ -587,7 +587,8 @@ impl Walk {
             (a, b) => a.or(b),
         };
         // A page asked for with "" that lists only tools already kept is an older server's
-        // first page again ("" meant "no more" to it): dropped, and the walk ends below.
+        // first page again ("" meant "no more" to it): dropped, and the walk ends there,
+        // whatever cursor that first page names again.
         let repeat = self.cursor.as_deref() == Some("")
             && listed_tools
                 .iter()
@@ -610,10 +611,10 @@ impl Walk {
             return Err(StartFailure::TooManyTools { listed, page });
         }
         // "" is a cursor like any other (MCP 2026-07-28, server/utilities/pagination), but a
-        // page asked for with "" that answers "" again ends the walk: older servers meant "no
-        // more" by it.
-        let Some(next) = next.filter(|c| !(c.is_empty() && self.cursor.as_deref() == Some("")))
-        else {
+        // page asked for with "" that answers "" again, or that repeats the first page, ends
+        // the walk: older servers meant "no more" by it.
+        let asked_empty = self.cursor.as_deref() == Some("");
+        let Some(next) = next.filter(|c| !(repeat || (asked_empty && c.is_empty()))) else {
             return Ok(Some(Walked {
                 tools: std::mem::take(&mut self.tools),
                 omitted: std::mem::take(&mut self.omitted),

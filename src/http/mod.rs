@@ -26,7 +26,7 @@ mod modern;
 mod reply;
 mod session;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
@@ -71,6 +71,9 @@ pub(crate) struct Wire<'a> {
     method: &'a str,
     name: Option<&'a str>,
     mirrored: &'a [(HeaderName, HeaderValue)],
+    /// The one re-issue of a lost modern request, shared by every send of one call (set once
+    /// a send was re-issued; [`Wire::sharing_reissue`]); `None`: the request's own.
+    reissued: Option<&'a AtomicBool>,
 }
 
 impl<'a> Wire<'a> {
@@ -85,6 +88,17 @@ impl<'a> Wire<'a> {
             method,
             name,
             mirrored,
+            reissued: None,
+        }
+    }
+
+    /// The same request, sharing the re-issue of a lost reply with the other sends of its call
+    /// (`reissued` is set once any of them was re-issued): a call is re-issued at most once in
+    /// all, however often it is sent (MCP 2026-07-28, transports "Receiving Messages").
+    pub(crate) fn sharing_reissue(self, reissued: &'a AtomicBool) -> Self {
+        Self {
+            reissued: Some(reissued),
+            ..self
         }
     }
 
@@ -94,6 +108,7 @@ impl<'a> Wire<'a> {
             method: "",
             name: None,
             mirrored: &[],
+            reissued: None,
         }
     }
 
@@ -358,7 +373,7 @@ impl Connection {
             return Err(Error::closed());
         }
         let answered = match self
-            .post_request(id, body, &Wire::new("ping", None, &[]), session)
+            .post_request(id, id, body, &Wire::new("ping", None, &[]), session)
             .await
         {
             Ok(response) => {
@@ -521,7 +536,9 @@ impl Connection {
         let by_listing = wire.method == "tools/list";
         let mut session = self.session(None, by_listing).await?;
         let mut resent = false;
-        let mut reissued = false;
+        // Set once the request was re-issued (or another send of its call was).
+        let own = AtomicBool::new(false);
+        let reissued = wire.reissued.unwrap_or(&own);
         let mut refused = 0;
         // The JSON-RPC id on the wire: `id` until a re-issue takes a new one (the in-flight
         // table keeps `id`, the caller's handle).
@@ -540,7 +557,7 @@ impl Connection {
                     jsonrpc::request_with_meta(wire_id, wire.method, params.get(), &modern::META)
                 }
             });
-            let response = match self.post_request(id, body, wire, &session).await {
+            let response = match self.post_request(id, wire_id, body, wire, &session).await {
                 Ok(response) => response,
                 Err(e) if e.is_refused() && refused < limits::REINIT_RETRIES => {
                     // Nothing was sent (a server restarting): try again after the same short
@@ -573,10 +590,14 @@ impl Connection {
                     }
                     continue;
                 }
-                Err(e) if session.era == Era::Modern && !reissued && e.is_lost_reply() => {
+                Err(e)
+                    if session.era == Era::Modern
+                        && !reissued.load(Ordering::Relaxed)
+                        && e.is_lost_reply() =>
+                {
                     // The connection broke before the status: the request may have reached the
                     // server, and its answer is lost.
-                    reissued = true;
+                    reissued.store(true, Ordering::Relaxed);
                     wire_id = self.fresh_id();
                     tracing::debug!(namespace = %self.namespace, method = wire.method, id, wire_id, reason = %e, "the request was lost on its way; issuing it again with a new id");
                     continue;
@@ -603,8 +624,12 @@ impl Connection {
                     // resent.
                     lock(&self.sessions).forget(&session);
                 }
-                Err(e) if session.era == Era::Modern && !reissued && e.is_lost_reply() => {
-                    reissued = true;
+                Err(e)
+                    if session.era == Era::Modern
+                        && !reissued.load(Ordering::Relaxed)
+                        && e.is_lost_reply() =>
+                {
+                    reissued.store(true, Ordering::Relaxed);
                     wire_id = self.fresh_id();
                     tracing::debug!(namespace = %self.namespace, method = wire.method, id, wire_id, reason = %e, "the reply was lost; issuing the request again with a new id");
                     continue;
@@ -783,15 +808,17 @@ impl Connection {
         session: Option<&Session>,
     ) -> Result<Response, Error> {
         let response = self.send_post(body, wire, session).await?;
-        self.check_status(response, session).await
+        self.check_status(response, session, None).await
     }
 
-    /// [`Connection::post`] of request `id` on `session`: as soon as the status says the
-    /// server did not accept the request (anything but 2xx), the in-flight table stops holding
-    /// it as sent, before the error body is read — a drop while that body comes sends no cancel.
+    /// [`Connection::post`] of request `id` (JSON-RPC id `wire_id` in `body`) on `session`: as
+    /// soon as the status says the server did not accept the request (anything but 2xx), the
+    /// in-flight table stops holding it as sent, before the error body is read — a drop while
+    /// that body comes sends no cancel.
     async fn post_request(
         &self,
         id: u64,
+        wire_id: u64,
         body: Bytes,
         wire: &Wire<'_>,
         session: &Session,
@@ -800,7 +827,8 @@ impl Connection {
         if !response.status().is_success() {
             lock(&self.flights).waiting(id);
         }
-        self.check_status(response, Some(session)).await
+        self.check_status(response, Some(session), Some(wire_id))
+            .await
     }
 
     /// Sends one POST with the session's headers; the status is not checked.
@@ -1034,17 +1062,24 @@ impl crate::notices::Origin for Connection {
 }
 
 /// Whether `error`, the answer to a request on `session`, is the way the other era answers:
-/// a modern error to a legacy session, or a plain refusal (400, 404, 405 or 406 without a
-/// JSON-RPC error) to a modern request, which a legacy server gives a request without a
-/// session (MCP 2026-07-28, basic/versioning "Backward Compatibility").
+/// a modern error to a legacy session; to a modern request, a plain refusal (400, 404, 405 or
+/// 406 without a JSON-RPC error), which a legacy server gives a request without a session, or
+/// an `UnsupportedProtocolVersion` whose `supported` list names only legacy versions this
+/// client speaks (a server redeployed without 2026-07-28; MCP 2026-07-28, basic/versioning
+/// "Backward Compatibility").
 fn shows_other_era(session: &Session, error: &Error) -> bool {
     match session.era {
         Era::Legacy => error.rpc().is_some_and(|r| codes::is_modern(r.code)),
         Era::Modern => {
-            error.is_plain_status()
+            let plain_refusal = error.is_plain_status()
                 && error
                     .status()
-                    .is_some_and(|s| matches!(s.as_u16(), 400 | 404 | 405 | 406))
+                    .is_some_and(|s| matches!(s.as_u16(), 400 | 404 | 405 | 406));
+            plain_refusal
+                || error.rpc().is_some_and(|r| {
+                    modern::verdict_of_error(r.code, r.data.as_deref())
+                        == modern::Verdict::LegacyOffered
+                })
         }
     }
 }

@@ -37,10 +37,10 @@ pub(crate) static META: LazyLock<String> = LazyLock::new(|| {
     .to_string()
 });
 
-/// The most versions of an `UnsupportedProtocolVersion` answer that are read, and the longest
-/// one shown; the rest are left out of the reason.
-const MAX_SUPPORTED: usize = 16;
-const MAX_VERSION_BYTES: usize = 32;
+/// The most versions of a server's list that a reason shows, and the longest one shown (each
+/// scrubbed first, then cut); the decision reads them all.
+pub(crate) const MAX_SUPPORTED: usize = 16;
+pub(crate) const MAX_VERSION_BYTES: usize = 32;
 
 /// What the answer to the first modern request of a start says of the server's era (MCP
 /// 2026-07-28, transports "Backward Compatibility"; basic/versioning "Backward Compatibility
@@ -53,8 +53,8 @@ pub(crate) enum Verdict {
     /// `UnsupportedProtocolVersion` whose `supported` list names a legacy version this client
     /// speaks: the server is dual-era but not on 2026-07-28; the client initializes.
     LegacyOffered,
-    /// `UnsupportedProtocolVersion` naming no version this client speaks: the versions it named
-    /// (each bounded, at most [`MAX_SUPPORTED`]), shown in the reason.
+    /// `UnsupportedProtocolVersion` naming no version this client speaks: the versions it named,
+    /// as received (the reason shows at most [`MAX_SUPPORTED`], each scrubbed and cut).
     NoMutualVersion(Vec<String>),
     /// Anything else a server answers that is no transport failure: a 4xx without a modern
     /// JSON-RPC error, a `-32601` in a 200, an empty body. The server is legacy.
@@ -81,8 +81,9 @@ impl std::fmt::Debug for Verdict {
 }
 
 /// The versions a modern error's `data.supported` names, read leniently: non-strings are
-/// skipped, each is cut to [`MAX_VERSION_BYTES`], at most [`MAX_SUPPORTED`] are kept. `None`
-/// when `data` holds no `supported` array.
+/// skipped, every string is kept as it came (the reader bounded the message; a reason shows
+/// them scrubbed and cut, [`MAX_SUPPORTED`] at most). `None` when `data` holds no `supported`
+/// array.
 pub(crate) fn supported_versions(data: Option<&RawValue>) -> Option<Vec<String>> {
     #[derive(Deserialize)]
     struct Data {
@@ -93,8 +94,7 @@ pub(crate) fn supported_versions(data: Option<&RawValue>) -> Option<Vec<String>>
         data.supported
             .iter()
             .filter_map(Value::as_str)
-            .take(MAX_SUPPORTED)
-            .map(|v| crate::limits::truncate(v, MAX_VERSION_BYTES).into_owned())
+            .map(str::to_string)
             .collect(),
     )
 }
@@ -250,7 +250,7 @@ impl Mirrored {
             if !seen.insert(param.header.clone()) {
                 return Err(format!(
                     "its inputSchema names the x-mcp-header \"{}\" twice",
-                    &param.header.as_str()[MCP_PARAM_PREFIX.len()..]
+                    shown(&param.header.as_str()[MCP_PARAM_PREFIX.len()..])
                 ));
             }
         }
@@ -346,6 +346,20 @@ fn collect(
     }
 }
 
+/// A schema's text (already scrubbed with the schema) as a reason quotes it: its first 64
+/// characters, control characters as spaces.
+fn shown(text: &str) -> String {
+    let mut shown: String = text
+        .chars()
+        .take(64)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if text.chars().nth(64).is_some() {
+        shown.push('…');
+    }
+    shown
+}
+
 /// One declaration, checked: the name a token, the property's type a primitive other than
 /// `number`.
 fn param(
@@ -353,7 +367,7 @@ fn param(
     schema: &serde_json::Map<String, Value>,
     path: &[String],
 ) -> Result<Param, String> {
-    let at = path.join(".");
+    let at = shown(&path.join("."));
     let Some(name) = name.as_str().filter(|n| !n.is_empty()) else {
         return Err(format!(
             "the x-mcp-header of its parameter \"{at}\" is not a non-empty string"
@@ -366,13 +380,9 @@ fn param(
     let header = match HeaderName::from_bytes(header.as_bytes()) {
         Ok(header) if token => header,
         _ => {
-            let shown: String = name
-                .chars()
-                .take(64)
-                .map(|c| if c.is_control() { ' ' } else { c })
-                .collect();
             return Err(format!(
-                "the x-mcp-header \"{shown}\" of its parameter \"{at}\" is not an HTTP token"
+                "the x-mcp-header \"{}\" of its parameter \"{at}\" is not an HTTP token",
+                shown(name)
             ));
         }
     };
@@ -398,7 +408,10 @@ fn param(
         other => {
             return Err(format!(
                 "its parameter \"{at}\" has an x-mcp-header but its type is {}, not string, integer or boolean",
-                other.map_or_else(|| "not declared".to_string(), |t| format!("\"{t}\""))
+                other.map_or_else(
+                    || "not declared".to_string(),
+                    |t| format!("\"{}\"", shown(t))
+                )
             ));
         }
     };
@@ -544,7 +557,7 @@ mod tests {
                 .join(",")
         );
         match verdict_of_error(-32022, data(&many).as_deref()) {
-            Verdict::NoMutualVersion(list) => assert_eq!(list.len(), MAX_SUPPORTED),
+            Verdict::NoMutualVersion(list) => assert_eq!(list.len(), 100),
             other => panic!("{}", other.name()),
         }
     }

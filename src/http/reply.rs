@@ -43,13 +43,15 @@ pub(crate) enum Listened {
 
 impl Connection {
     /// Turns a non-2xx status into its [`Error`]; returns a 2xx response unchanged.
-    /// `carried_session` says whether the request carried an `Mcp-Session-Id`. A redirect keeps
+    /// `on` is the session the request went out on, and `answering` the JSON-RPC id of the
+    /// request the response is to (none for a notification or a stream's `GET`). A redirect keeps
     /// its target ([`redirect_target`], bounded to 512 bytes); a 429/503 its `Retry-After`; a
     /// 401/403 the entry's config hint; any other status a scrubbed, bounded body preview.
     pub(super) async fn check_status(
         &self,
         response: Response,
         on: Option<&Session>,
+        answering: Option<u64>,
     ) -> Result<Response, Error> {
         let carried_session = on.is_some_and(|s| s.id.is_some());
         let modern = on.is_some_and(|s| s.era == Era::Modern);
@@ -80,14 +82,16 @@ impl Connection {
             _ => None,
         };
         let preview = read_preview(response).await;
-        // A modern error (either era may meet one: a restart onto 2026-07-28), and on a modern
-        // route the 404 of an unknown method, are JSON-RPC errors whatever the status (MCP
-        // 2026-07-28, transports "Protocol Version Header" and "Backward Compatibility").
-        if let Some(error) = rpc_error_in(&preview)
+        // A modern error (either era may meet one: a restart onto 2026-07-28), and the 404 of
+        // an unknown method, are JSON-RPC errors whatever the status (MCP 2026-07-28,
+        // transports "Protocol Version Header" and "Backward Compatibility"; a 404 to a request
+        // that carried a session id was read above); so is, on a modern route, any error
+        // answering the request's own id: the server read it as a request of its era (a legacy
+        // server refusing a request without a session answers no id of the client's).
+        if let Some((error, answers)) = rpc_error_in(&preview, answering)
             && (codes::is_modern(error.code)
-                || (modern
-                    && status == StatusCode::NOT_FOUND
-                    && error.code == codes::METHOD_NOT_FOUND))
+                || (status == StatusCode::NOT_FOUND && error.code == codes::METHOD_NOT_FOUND)
+                || (modern && answers))
         {
             return Err(self.rpc_error(&error));
         }
@@ -274,7 +278,7 @@ impl Connection {
                     .header(LAST_EVENT_ID, last.clone())
             })
             .await?;
-        let response = self.check_status(response, Some(session)).await?;
+        let response = self.check_status(response, Some(session), None).await?;
         self.check_encoding(&response)?;
         match media_type(&response) {
             Some(MediaType::EventStream) => Ok(response),
@@ -328,7 +332,7 @@ impl Connection {
         if response.status() == StatusCode::METHOD_NOT_ALLOWED {
             return Ok(Listened::NotOffered);
         }
-        let response = self.check_status(response, Some(session)).await?;
+        let response = self.check_status(response, Some(session), None).await?;
         self.check_encoding(&response)?;
         if !matches!(media_type(&response), Some(MediaType::EventStream)) {
             return Err(Error::protocol(
@@ -621,14 +625,19 @@ impl Connection {
     }
 }
 
-/// The error of a body that is one JSON-RPC error response (with or without an id).
-fn rpc_error_in(body: &str) -> Option<RpcError> {
+/// The error of a body that is one JSON-RPC error response (with or without an id), and
+/// whether its id is `answering`.
+fn rpc_error_in(body: &str, answering: Option<u64>) -> Option<(RpcError, bool)> {
     let messages = jsonrpc::decode(body).ok()?;
     let [message] = messages.as_slice() else {
         return None;
     };
     match message.kind() {
-        Kind::Response(_, Err(error)) | Kind::ErrorWithoutId(error) => Some(error.clone()),
+        Kind::Response(id, Err(error)) => Some((
+            error.clone(),
+            answering.is_some_and(|a| jsonrpc::id_matches(id, a)),
+        )),
+        Kind::ErrorWithoutId(error) => Some((error.clone(), false)),
         _ => None,
     }
 }

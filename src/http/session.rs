@@ -312,15 +312,23 @@ impl Sessions {
     }
 
     /// Transition of [`Known`]: a start learned the server's era (a `server/discover` answer,
-    /// or `initialize` after the probe found the server legacy).
+    /// or `initialize` after the probe found the server legacy). A server found modern holds
+    /// no sessions (MCP 2026-07-28, basic/versioning): the legacy ones still owned (the server
+    /// was legacy before a restart) ended with the build that made them, and get no `DELETE`.
     fn learned(&mut self, era: Era) {
+        if era == Era::Modern {
+            for gone in self.owned.drain(..) {
+                gone.deleted.store(true, Ordering::Release);
+            }
+        }
         self.known = Known::Era(era);
     }
 
     /// Transition of both machines: a request on `stale` was answered the way the other era
     /// answers (a modern error to a legacy session, a legacy refusal to a modern request; a
     /// restart onto another version). The era is not known any more, and `stale` stops being
-    /// the route if it still is; a legacy session stays owned (deleted with the others).
+    /// the route if it still is; a legacy session stays owned (deleted with the others, unless
+    /// the server is found modern next: [`Sessions::learned`]).
     pub(super) fn doubt(&mut self, stale: &Arc<Session>) {
         if matches!(&self.link, Link::Live(s) if Arc::ptr_eq(s, stale)) {
             self.link = Link::Idle;
@@ -534,8 +542,9 @@ impl Connection {
     /// One start of the route, not yet current: `server/discover` first (the era probe of MCP
     /// 2026-07-28, transports "Backward Compatibility") unless the server is known legacy; a
     /// modern server's route is then ready, and a legacy one gets the handshake
-    /// ([`Connection::handshake`]). An `initialize` answered with a modern error means the
-    /// server is modern after all: it is probed once more at once; a server known legacy whose
+    /// ([`Connection::handshake`]). An `initialize` answered with a modern error, or with
+    /// `-32601` (no legacy server lacks `initialize`), means the server is modern after all:
+    /// it is probed once more at once; a server known legacy whose
     /// `initialize` gets another 4xx is probed at the next start.
     ///
     /// # Cancel safety
@@ -551,9 +560,14 @@ impl Connection {
             return Ok(modern);
         }
         match self.handshake().await {
-            Err(e) if e.rpc().is_some_and(|r| codes::is_modern(r.code)) => {
-                // A modern error to initialize: the server is modern after all (a restart onto
-                // 2026-07-28, or a probe answer that could not be read); asked once more now.
+            Err(e)
+                if e.rpc().is_some_and(|r| {
+                    codes::is_modern(r.code) || r.code == codes::METHOD_NOT_FOUND
+                }) =>
+            {
+                // A modern error to initialize, or a server that does not know it: modern after
+                // all (a restart onto 2026-07-28, or a probe answer that could not be read);
+                // asked once more now.
                 tracing::debug!(namespace = %self.namespace, "initialize was answered with a modern error; asking server/discover");
                 lock(&self.sessions).known = Known::Unknown;
                 match self.discover().await? {
@@ -682,9 +696,11 @@ impl Connection {
                 Ok(None)
             }
             modern::Verdict::NoMutualVersion(theirs) => {
+                // Scrubbed whole, then cut: a secret the server echoes leaves no prefix.
                 let theirs: Vec<String> = theirs
                     .iter()
-                    .map(|v| self.server_text(v, 32).into_owned())
+                    .take(modern::MAX_SUPPORTED)
+                    .map(|v| self.server_text(v, modern::MAX_VERSION_BYTES).into_owned())
                     .collect();
                 Err(Error::no_mutual_version(theirs))
             }

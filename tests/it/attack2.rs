@@ -1,7 +1,7 @@
-//! A second adversarial review of the modern era (MCP 2026-07-28) and its fallbacks: each test
-//! says what the contract (README, ARCHITECTURE, docs/, or the MCP 2026-07-28 text) promises,
-//! and what the client does instead. They drive the Pack through the `runvil-plugin` contract
-//! against the [`Modern`] fake on loopback.
+//! Cases of the modern era (MCP 2026-07-28) and its fallbacks found by an adversarial review:
+//! each test says what the contract (README, ARCHITECTURE, docs/, or the MCP 2026-07-28 text)
+//! promises. They drive the Pack through the `runvil-plugin` contract against the [`Modern`]
+//! fake on loopback.
 
 use std::time::Duration;
 
@@ -48,12 +48,10 @@ fn cut() -> Canned {
 // ---------------------------------------------------------------------------------------------
 // secrets
 
-/// README "Configuration" and docs/configuration.md: header values and env values are secrets,
-/// "Text is scrubbed before it is cut to a bound, so a secret that straddles a cut leaves no
-/// prefix behind". A `-32022` whose `data.supported` quotes a configured secret longer than 32
-/// bytes: each version is cut to 32 bytes *before* it is scrubbed
-/// (`http::modern::supported_versions`), so the cut piece no longer matches the secret and
-/// its first 29 bytes show in the listing's reason and in the `warn` log line.
+/// A `-32022` whose `data.supported` quotes a configured env secret longer than a shown
+/// version (32 bytes): the versions are scrubbed whole before they are cut (README
+/// "Configuration": scrubbed first, cut second), so neither the reason nor a log line shows a
+/// prefix of the secret.
 #[tokio::test]
 async fn a_long_secret_quoted_in_a_version_refusal_leaves_no_prefix() {
     let (_capture, logs) = logs::capture("trace");
@@ -87,14 +85,10 @@ async fn a_long_secret_quoted_in_a_version_refusal_leaves_no_prefix() {
 // ---------------------------------------------------------------------------------------------
 // era flips
 
-/// MCP 2026-07-28 basic/versioning: a server that does not implement the requested version
-/// answers `UnsupportedProtocolVersion` listing the versions it does support, and "the client
-/// SHOULD select a mutually supported version from the `supported` list and retry the
-/// request"; the issue: "the verdict is ... re-decided only when the server shows the other
-/// era". A modern server redeployed as a dual-era build that dropped 2026-07-28 answers every
-/// modern request `-32022` with `supported: ["2025-11-25"]`. The client neither retries with
-/// 2025-11-25 nor re-probes: each call is a `backend` error "Unsupported protocol version",
-/// forever, though the server offers a version both speak.
+/// MCP 2026-07-28 basic/versioning: a refused version comes with the server's `supported`
+/// list, from which the client picks a mutual version. A modern server redeployed as a dual-era
+/// build without 2026-07-28 answers a modern call `-32022` naming only `2025-11-25`: that shows
+/// the other era, so the client probes, initializes, and the call is answered in the legacy era.
 #[tokio::test]
 async fn a_modern_server_that_drops_2026_07_28_for_a_legacy_version_is_spoken_to_in_legacy() {
     let server = Modern::start().await;
@@ -114,13 +108,9 @@ async fn a_modern_server_that_drops_2026_07_28_for_a_legacy_version_is_spoken_to
     assert_eq!(namespace(&host).await["protocolVersion"], LEGACY);
 }
 
-/// docs/connection.md: the verdict "is decided again only when the server shows the other era
-/// ... a modern request answered with a plain `400`, `404`, `405` or `406`"; `shows_other_era`'s
-/// own doc: "a plain refusal (400, 404, 405 or 406 without a JSON-RPC error)"; the issue: "never
-/// one probe per request". A modern server that refuses a call with `400` and a JSON-RPC
-/// `-32602` *answering that request's id* has read the request as a modern one. The client
-/// takes it for a legacy refusal: every such call costs a `server/discover` and a resend of a
-/// call the server refused.
+/// docs/connection.md: the era is decided again only when a modern request meets a plain
+/// refusal (no JSON-RPC error). A `400` carrying a JSON-RPC error that answers the request's own
+/// id was read by a modern server: it is that call's error, with no probe and no resend.
 #[tokio::test]
 async fn a_400_with_a_json_rpc_error_for_the_call_is_no_era_flip() {
     let server = Modern::start().await;
@@ -149,19 +139,22 @@ async fn a_400_with_a_json_rpc_error_for_the_call_is_no_era_flip() {
         ]
     );
     for answer in answers {
-        assert!(answer.is_err(), "the server refused the call: {answer:?}");
+        let refused = answer.unwrap_err();
+        assert_eq!(refused.kind, ToolErrorKind::InvalidArguments, "{refused:?}");
+        assert_eq!(
+            refused.message,
+            "server \"m\" refused the arguments of tool \"echo\": Invalid params: x must be positive; see the schema with mcp/get_dynamic_tools {\"namespace\":\"m\",\"toolName\":\"echo\"}"
+        );
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // re-issue of a lost reply
 
-/// The issue (4): "A broken response stream loses the request: re-issue with a new request id,
-/// at most once per call"; docs/connection.md: a lost reply "is re-issued once ... **A tool
-/// call may then run twice**". A call whose first stream is cut, whose re-issue meets
-/// `HeaderMismatch`, and whose retry after the re-listing is cut again is re-issued a second
-/// time: four `tools/call` POSTs, three of which (the cut ones and the last) may have run the
-/// tool.
+/// docs/connection.md: a lost reply is re-issued once per call (MCP 2026-07-28, transports
+/// "Receiving Messages"). A call whose stream is cut, whose re-issue meets `HeaderMismatch`, and
+/// whose retry after the re-listing is cut again is not re-issued a second time: three
+/// `tools/call` POSTs, a `transport` error.
 #[tokio::test]
 async fn a_call_is_re_issued_at_most_once_even_across_a_header_mismatch_retry() {
     let server = Modern::start().await;
@@ -195,14 +188,9 @@ async fn a_call_is_re_issued_at_most_once_even_across_a_header_mismatch_retry() 
 // ---------------------------------------------------------------------------------------------
 // pagination
 
-/// docs/connection.md "Pagination": `nextCursor: ""` is followed, and "a page asked for with
-/// `""` ... (older servers meant "no more" by it), and such a page listing only tools already
-/// kept is dropped"; server.rs: "A page asked for with "" that lists only tools already kept is
-/// an older server's first page again ... dropped, and the walk ends below". An older server
-/// of two pages ends its walk with `nextCursor: ""`; asked for `""` it answers its first page
-/// again, with its first cursor. The client drops that page but then follows the cursor, meets
-/// it as already used, and fails the whole start ("returned a cursor already used") — a server
-/// that listed fine when `""` meant the end never becomes ready.
+/// docs/connection.md "Pagination": a page asked for with `""` that lists only tools already
+/// kept is an older server's first page again (`""` meant "no more" to it), and ends the walk
+/// whatever cursor it names; in both eras.
 #[tokio::test]
 async fn an_older_server_ending_a_two_page_walk_with_an_empty_cursor_is_listed() {
     for era in [Era::Modern, Era::Legacy] {
@@ -230,51 +218,30 @@ async fn an_older_server_ending_a_two_page_walk_with_an_empty_cursor_is_listed()
 // ---------------------------------------------------------------------------------------------
 // configuration
 
-/// README/docs/configuration.md: `headers` "may not set ... `Mcp-Session-Id`,
-/// `MCP-Protocol-Version` ... (the MCP client owns them)"; MCP 2026-07-28 transports: the
-/// client sets `Mcp-Method` on every POST and `Mcp-Name` on `tools/call`, mirrored from the
-/// body. A configured `Mcp-Method` is accepted and sent beside the client's own: every modern
-/// request carries two `Mcp-Method` values, the server refuses each with `HeaderMismatch`, and
-/// the server never starts. The client owns these headers in the modern era as it owns
-/// `MCP-Protocol-Version`: the entry is refused as such, or the header is not sent twice.
+/// docs/configuration.md: `headers` may not set what the client sends itself; in the modern
+/// era that includes `Mcp-Method`, `Mcp-Name` and `Mcp-Param-…` (MCP 2026-07-28, transports
+/// "Request Metadata"). The entry is refused, and nothing is sent.
 #[tokio::test]
-async fn a_configured_mcp_method_header_is_refused_or_never_doubled() {
+async fn configured_modern_metadata_headers_are_refused() {
     let server = Modern::start().await;
-    let host = Host::new(json!({"m": {"url": server.url, "headers": {
-        "Mcp-Method": "tools/call",
-    }}}));
-    let listing = host.settled(LIMIT).await;
-    let entry = &listing["servers"][0];
-    if entry["status"] == "error" && entry.get("retryInSeconds").is_none() {
+    for name in ["Mcp-Method", "mcp-name", "Mcp-Param-Region"] {
+        let host = Host::new(json!({"m": {"url": server.url, "headers": {name: "tools/call"}}}));
+        let listing = host.settled(LIMIT).await;
+        let entry = &listing["servers"][0];
+        assert_eq!(entry["status"], "error", "{entry}");
         assert_eq!(
             entry["reason"],
-            "header \"Mcp-Method\" is set by the MCP client itself and may not be configured",
+            format!("header \"{name}\" is set by the MCP client itself and may not be configured"),
             "{entry}"
         );
-        assert_eq!(server.lines(), Vec::<String>::new());
-        return;
+        assert_eq!(entry.get("retryInSeconds"), None, "{entry}");
     }
-    let trail = server.settle(Duration::from_millis(300), LIMIT).await;
-    for step in &trail {
-        assert_eq!(
-            step.header_values("mcp-method"),
-            std::slice::from_ref(&step.method),
-            "{:?}",
-            lines(&trail)
-        );
-    }
-    assert_eq!(entry["status"], "ready", "{entry}");
+    assert_eq!(server.lines(), Vec::<String>::new());
 }
 
-/// docs/connection.md: the verdict is decided again when the server shows the other era, among
-/// others "an `initialize` answered with [a modern error] (probed again at once)"; MCP
-/// 2026-07-28 transports "Protocol Version Header": a modern server that does not implement a
-/// method "MUST respond with `404 Not Found` and a JSON-RPC error with code `-32601`", and the
-/// body "distinguishes this case from a `404` returned by a legacy ... server". A server known
-/// legacy (its start failed with a 503 after the probe) is redeployed as a modern server that
-/// answers `initialize`, a method it does not implement, that way. The client reads it as a
-/// plain 404: it keeps the legacy verdict and sends `initialize` at every start, forever; the
-/// server never becomes ready.
+/// MCP 2026-07-28 transports: a modern server answers a method it does not implement with
+/// `404` and a JSON-RPC `-32601`. A server known legacy, redeployed as a modern one, answers
+/// `initialize` that way: the client probes again at once and starts in the modern era.
 #[tokio::test]
 async fn initialize_answered_404_method_not_found_by_a_redeployed_modern_server_reprobes() {
     let server = Modern::start_in(Era::Legacy).await;
@@ -310,11 +277,9 @@ async fn initialize_answered_404_method_not_found_by_a_redeployed_modern_server_
     assert_eq!(listing["protocolVersion"], MODERN, "{listing}");
 }
 
-/// MCP 2026-07-28 basic/versioning: "The client SHOULD select a mutually supported version
-/// from the `supported` list"; `modern::supported_versions` promises only that the versions
-/// *shown* are bounded ("at most 16 are kept"). A server that lists 2026-07-28 as the 17th of
-/// its versions is judged on the first 16 alone: no version in common, the start fails naming
-/// the server's list, and waits the longest backoff, though both speak 2026-07-28.
+/// MCP 2026-07-28 basic/versioning: the client picks a mutual version from the whole
+/// `supported` list; only the reason's copy of it is bounded (16 versions). A server naming
+/// 2026-07-28 17th is started in it.
 #[tokio::test]
 async fn a_mutual_version_beyond_the_sixteenth_listed_is_still_found() {
     let server = Modern::start().await;
@@ -338,12 +303,9 @@ async fn a_mutual_version_beyond_the_sixteenth_listed_is_still_found() {
     assert_eq!(namespace(&host).await["protocolVersion"], MODERN);
 }
 
-/// ARCHITECTURE "Invariants": "every server output is untrusted and bounded while it is read
-/// (bodies, SSE events, error previews, pages, tools, schemas, names ...)"; the reason of an
-/// `x-mcp-header` shows its header name cut to 64 characters. The same reason quotes the
-/// parameter's path and its declared `type` whole: a tool whose property name is 100 KB long
-/// puts a 100 KB reason in the listing's `omitted` (the reasons of the README table are at most
-/// 1 KiB).
+/// ARCHITECTURE "Invariants": every server output is bounded. The reason a tool with an
+/// invalid `x-mcp-header` is omitted quotes its property path and declared type cut to 64
+/// characters, as it quotes the header name.
 #[tokio::test]
 async fn an_omitted_tools_reason_is_bounded_whatever_its_property_name() {
     let server = Modern::start().await;
@@ -371,12 +333,9 @@ async fn an_omitted_tools_reason_is_bounded_whatever_its_property_name() {
     );
 }
 
-/// ARCHITECTURE "Invariants (eras)": "the client sends no `DELETE`, `GET`, `ping`,
-/// `notifications/initialized` or `notifications/cancelled` to a modern server"; MCP
-/// 2026-07-28 transports: a modern server holds no sessions. A legacy server redeployed as a
-/// modern one answers the old session's call with a modern error; the client re-probes and
-/// goes on in the modern era, but keeps the dead legacy session id and sends the modern server
-/// a `DELETE` for it when the Pack is dropped.
+/// ARCHITECTURE "Invariants (eras)": no `DELETE` or `GET` goes to a modern server. A legacy
+/// server redeployed as a modern one: the old session ended with the build that made it, and the
+/// Pack's drop sends it no `DELETE`.
 #[tokio::test]
 async fn no_delete_goes_to_a_server_that_answered_the_old_session_as_a_modern_one() {
     let server = Modern::start_in(Era::Legacy).await;
