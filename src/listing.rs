@@ -145,8 +145,9 @@ pub(crate) fn all(servers: &[std::sync::Arc<Server>]) -> String {
 
 /// One server's tools with their input schemas, and its `instructions` while it is ready.
 pub(crate) fn one_server(server: &Server, status: &Status) -> String {
+    // From the same snapshot as the tools: a re-listing since cannot mix two listings.
     let instructions = match status {
-        Status::Ready(_) => server.instructions(),
+        Status::Ready(list) => list.instructions.as_deref(),
         _ => None,
     };
     let (tools, omitted) = match status {
@@ -176,7 +177,7 @@ pub(crate) fn one_server(server: &Server, status: &Status) -> String {
     to_json(&Detail {
         head: head(&server.namespace, status),
         protocol_version,
-        instructions: instructions.as_deref(),
+        instructions,
         tools,
         omitted,
     })

@@ -828,15 +828,6 @@ impl Server {
         tracing::debug!(namespace = %self.namespace, ttl_ms = ttl.as_millis() as u64, "the listing is older than its ttl; re-listing");
         connection.signals().request_relist();
     }
-
-    /// The server's `instructions` while it is ready (those of the session its tools were
-    /// listed on), scrubbed and bounded.
-    pub(crate) fn instructions(&self) -> Option<Arc<str>> {
-        match &*self.status.read().unwrap_or_else(|e| e.into_inner()) {
-            Status::Ready(list) => list.instructions.clone(),
-            _ => None,
-        }
-    }
 }
 
 /// Where the standalone `GET` stream of one session stands (MCP 2025-11-25, transports,
