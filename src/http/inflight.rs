@@ -22,8 +22,9 @@ use super::session::Session;
 enum Flight {
     /// Not on the wire: waiting for a session (a new `initialize`).
     Waiting,
-    /// Sent on this session; the server may be running it.
-    Sent(Arc<Session>),
+    /// Sent on this session under JSON-RPC id `wire_id` (the handle's own id, or the new one of
+    /// a re-issue); the server may be running it.
+    Sent { session: Arc<Session>, wire_id: u64 },
 }
 
 /// The table; guarded by the connection's mutex.
@@ -48,12 +49,15 @@ impl InFlight {
         self.entries.contains_key(&id)
     }
 
-    /// Records that `id` goes out on `session`. `false` when the entry is gone (the request was
-    /// cancelled or the connection closed): then it must not be sent.
-    pub(super) fn sent(&mut self, id: u64, session: &Arc<Session>) -> bool {
+    /// Records that `id` goes out on `session` as JSON-RPC id `wire_id`. `false` when the entry
+    /// is gone (the request was cancelled or the connection closed): then it must not be sent.
+    pub(super) fn sent(&mut self, id: u64, wire_id: u64, session: &Arc<Session>) -> bool {
         match self.entries.get_mut(&id) {
             Some(flight) => {
-                *flight = Flight::Sent(Arc::clone(session));
+                *flight = Flight::Sent {
+                    session: Arc::clone(session),
+                    wire_id,
+                };
                 true
             }
             None => false,
@@ -81,16 +85,17 @@ impl InFlight {
         self.entries.remove(&id);
     }
 
-    /// Removes `id`; returns the session to cancel it on when it may be running there.
-    pub(super) fn take(&mut self, id: u64) -> Option<Arc<Session>> {
+    /// Removes `id`; returns the session to cancel it on, and the JSON-RPC id it went out
+    /// under there, when it may be running there.
+    pub(super) fn take(&mut self, id: u64) -> Option<(Arc<Session>, u64)> {
         match self.entries.remove(&id)? {
-            Flight::Sent(session) => Some(session),
+            Flight::Sent { session, wire_id } => Some((session, wire_id)),
             Flight::Waiting => None,
         }
     }
 
     /// Removes every request sent on one of `sessions` (all requests when `close`, which also
-    /// refuses new ones); returns those to cancel.
+    /// refuses new ones); returns those to cancel, by the JSON-RPC id each went out under.
     pub(super) fn drain(
         &mut self,
         sessions: &[Arc<Session>],
@@ -100,16 +105,16 @@ impl InFlight {
             self.closed = true;
         }
         let mut out = Vec::new();
-        self.entries.retain(|id, flight| {
+        self.entries.retain(|_, flight| {
             let on_drained = match flight {
-                Flight::Sent(session) => sessions.iter().any(|s| Arc::ptr_eq(s, session)),
+                Flight::Sent { session, .. } => sessions.iter().any(|s| Arc::ptr_eq(s, session)),
                 Flight::Waiting => false,
             };
             if !(close || on_drained) {
                 return true;
             }
-            if let Flight::Sent(session) = flight {
-                out.push((*id, Arc::clone(session)));
+            if let Flight::Sent { session, wire_id } = flight {
+                out.push((*wire_id, Arc::clone(session)));
             }
             false
         });

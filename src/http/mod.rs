@@ -112,6 +112,14 @@ impl<'a> Wire<'a> {
         }
     }
 
+    /// Whether a lost reply is re-issued in `era`: always in the modern era (MCP 2026-07-28,
+    /// transports "Receiving Messages": a broken stream loses the request); in the legacy era
+    /// only a `tools/list` page, which changes nothing on the server (a legacy stream cut
+    /// without an event id cannot be resumed).
+    fn reissues_in(&self, era: Era) -> bool {
+        era == Era::Modern || self.method == "tools/list"
+    }
+
     /// What names the request for step-ups (MCP 2025-11-25 "Step-Up Authorization Flow";
     /// README "Signing in"): its JSON-RPC `method`, and for `tools/call` the tool's name
     /// (`tools/call search`). Built from what the caller sends, never read back from the body.
@@ -369,7 +377,7 @@ impl Connection {
         let id = self.next_id();
         let body = Bytes::from(jsonrpc::request(id, "ping", &serde_json::json!({})));
         let _cancel = self.cancel_on_drop(id, "the client stopped waiting for ping");
-        if !lock(&self.flights).sent(id, session) {
+        if !lock(&self.flights).sent(id, id, session) {
             return Err(Error::closed());
         }
         let answered = match self
@@ -522,8 +530,9 @@ impl Connection {
 
     /// Sends and reads; see [`Connection::request`] (same cancel safety). Sent once more
     /// (at most once in all) after an expired session or an answer of the other era, on the
-    /// route made next; a modern request whose reply was lost is re-issued once with a new id
-    /// (MCP 2026-07-28, transports "Receiving Messages": the server may have run it).
+    /// route made next; a modern request (or a legacy `tools/list` page) whose reply was lost
+    /// is re-issued once with a new id (MCP 2026-07-28, transports "Receiving Messages": the
+    /// server may have run it), which the in-flight table then names for a cancel.
     async fn exchange<T>(
         self: &Arc<Self>,
         id: u64,
@@ -544,7 +553,7 @@ impl Connection {
         // table keeps `id`, the caller's handle).
         let mut wire_id = id;
         loop {
-            if !lock(&self.flights).sent(id, &session) {
+            if !lock(&self.flights).sent(id, wire_id, &session) {
                 // Cancelled (or shut down) while waiting for a session.
                 return Err(Error::closed());
             }
@@ -591,7 +600,7 @@ impl Connection {
                     continue;
                 }
                 Err(e)
-                    if session.era == Era::Modern
+                    if wire.reissues_in(session.era)
                         && !reissued.load(Ordering::Relaxed)
                         && e.is_lost_reply() =>
                 {
@@ -625,7 +634,7 @@ impl Connection {
                     lock(&self.sessions).forget(&session);
                 }
                 Err(e)
-                    if session.era == Era::Modern
+                    if wire.reissues_in(session.era)
                         && !reissued.load(Ordering::Relaxed)
                         && e.is_lost_reply() =>
                 {
@@ -647,7 +656,7 @@ impl Connection {
     /// waits for it before any `DELETE`. At most one cancel per request, whoever asks.
     pub(crate) fn cancel(self: &Arc<Self>, id: u64, reason: &'static str) {
         let mut flights = lock(&self.flights);
-        let Some(session) = flights.take(id) else {
+        let Some((session, wire_id)) = flights.take(id) else {
             return;
         };
         if session.is_deleted() || session.era == Era::Modern {
@@ -656,7 +665,7 @@ impl Connection {
             // basic/patterns/cancellation "Transport-Specific Cancellation").
             return;
         }
-        tracing::debug!(namespace = %self.namespace, id, reason, "cancelling a request");
+        tracing::debug!(namespace = %self.namespace, id, wire_id, reason, "cancelling a request");
         let this = Arc::clone(self);
         // Spawned while the table is locked, so that a close that drains the table next also
         // waits for this cancel before its DELETE.
@@ -664,7 +673,7 @@ impl Connection {
             async move {
                 let sent = tokio::time::timeout(
                     limits::GOODBYE_TIMEOUT,
-                    this.send_cancel(id, &session, reason),
+                    this.send_cancel(wire_id, &session, reason),
                 )
                 .await;
                 tracing::debug!(namespace = %this.namespace, id, sent = matches!(sent, Ok(Ok(()))), "sent notifications/cancelled");

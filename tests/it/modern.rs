@@ -1375,6 +1375,31 @@ async fn a_walk_that_meets_a_second_new_session_fails_the_start_which_is_tried_a
     assert_eq!(host.tool_names("m").await, ["p", "q"]);
 }
 
+// A listing changes nothing on the server: a legacy `tools/list` whose event stream is cut
+// before its answer (no event id to resume from) is issued once more with a new id, as a modern
+// request is.
+#[tokio::test]
+async fn a_legacy_listing_page_whose_stream_is_cut_is_issued_again() {
+    let server = Modern::start_in(Era::Legacy).await;
+    let host = ready(&server).await;
+    server.set_tools(vec![
+        tool_with("echo", json!({})),
+        tool_with("added", json!({})),
+    ]);
+    server.answer_next(
+        "tools/list",
+        Canned::Raw(200, Some("text/event-stream"), ": working\n\n".into()),
+    );
+    assert_eq!(
+        call(&host, "added", json!({})).await,
+        Ok("echo added {}".into())
+    );
+    let lists = server.steps("tools/list");
+    assert_eq!(lists.len(), 3, "{:?}", server.lines());
+    assert_ne!(lists[1].id, lists[2].id);
+    assert!(lists[2].session);
+}
+
 #[tokio::test]
 async fn no_listen_stream_without_the_list_changed_capability() {
     let server = Modern::start().await;
