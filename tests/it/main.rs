@@ -8,6 +8,7 @@
 
 mod attack;
 mod attack2;
+mod attack3;
 mod config;
 mod dpop;
 mod host_logout;
