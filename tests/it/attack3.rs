@@ -9,9 +9,35 @@ use serde_json::{Value, json};
 
 use crate::support::Host;
 use crate::support::hostile::entry;
-use crate::support::modern::{Era, Modern, tool_with};
+use crate::support::modern::{Canned, Era, Modern, Step, tool_with};
 
 const LIMIT: Duration = Duration::from_secs(10);
+
+/// A Pack with the one server `m` at `server`, waited on until ready.
+async fn ready(server: &Modern) -> Host {
+    let host = Host::new(json!({"m": entry(&server.url)}));
+    host.ready("m", LIMIT).await;
+    host
+}
+
+/// `call_dynamic_tool` of `tool` on `m` with `arguments`.
+async fn call(
+    host: &Host,
+    tool: &str,
+    arguments: Value,
+) -> Result<String, runvil_plugin::ToolError> {
+    let args = json!({"namespace": "m", "toolName": tool, "arguments": arguments});
+    host.call("call_dynamic_tool", args).await
+}
+
+/// The namespace listing of `m`.
+async fn namespace(host: &Host) -> Value {
+    host.listing(json!({"namespace": "m"})).await
+}
+
+fn lines(trail: &[Step]) -> Vec<String> {
+    trail.iter().map(Step::line).collect()
+}
 
 /// The `cursor` each `tools/list` asked with (`Null`: none), in order.
 fn cursors(server: &Modern) -> Vec<Value> {
@@ -86,4 +112,44 @@ async fn an_older_servers_repeated_first_page_with_a_malformed_tool_ends_the_wal
             "{era:?}"
         );
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// era signals
+
+/// docs/connection.md "How the era is chosen": the era is decided again only when a modern
+/// request is answered with a plain `400`, `404`, `405` or `406` — "no JSON-RPC error answering
+/// its own id". A modern server that refuses `subscriptions/listen` with a `400` carrying a
+/// JSON-RPC error for that request's own id read it as a request of its era: that is the
+/// stream's failure (opened again after 1 s), not a restart onto the legacy era, so the server
+/// is not probed again and its tools are not listed again for a new route.
+#[tokio::test]
+async fn a_listen_refused_with_a_json_rpc_error_for_its_own_id_is_no_era_flip() {
+    let server = Modern::start().await;
+    server.set_list_changed();
+    server.answer_next(
+        "subscriptions/listen",
+        Canned::Error(400, -32602, "Invalid params: unknown notifications".into(), Value::Null),
+    );
+    let _host = ready(&server).await;
+    server
+        .wait_until(LIMIT, "a second listen", |t| {
+            t.iter()
+                .filter(|s| s.method == "subscriptions/listen")
+                .count()
+                == 2
+        })
+        .await;
+    let trail = server.settle(Duration::from_millis(500), LIMIT).await;
+    assert_eq!(
+        lines(&trail),
+        [
+            "POST server/discover 200",
+            "POST tools/list 200",
+            "POST subscriptions/listen 400",
+            "POST subscriptions/listen 200",
+            // The acknowledgment's one re-listing.
+            "POST tools/list 200",
+        ]
+    );
 }
