@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::support::Host;
 use crate::support::hostile::entry;
-use crate::support::modern::{Canned, Era, Modern, Step, tool_with};
+use crate::support::modern::{Canned, Era, LEGACY, Modern, Step, tool_with};
 
 const LIMIT: Duration = Duration::from_secs(10);
 
@@ -152,4 +152,43 @@ async fn a_listen_refused_with_a_json_rpc_error_for_its_own_id_is_no_era_flip() 
             "POST tools/list 200",
         ]
     );
+}
+
+/// docs/connection.md "How the era is chosen": the era is decided again when a modern request
+/// is answered "with a `-32022` naming only legacy versions this client speaks (the request was
+/// refused, so it is sent once more after the new start)" — a JSON-RPC error, whatever the
+/// HTTP status carrying it (the probe's rule reads modern errors "with any status" too). A
+/// server redeployed without 2026-07-28 that refuses a call with that error in a `200` is
+/// probed, initialized, and the call is answered in the legacy era.
+#[tokio::test]
+async fn a_legacy_only_version_refusal_in_a_200_reply_flips_to_legacy() {
+    let server = Modern::start().await;
+    let host = ready(&server).await;
+    server.set_supported(json!([LEGACY]));
+    server.restart(Era::Dual);
+    server.answer_next(
+        "tools/call",
+        Canned::Error(
+            200,
+            -32022,
+            "Unsupported protocol version".into(),
+            json!({"supported": [LEGACY], "requested": "2026-07-28"}),
+        ),
+    );
+    // A first call may meet the pooled connection the restart cut (as in modern.rs).
+    let mut answer = call(&host, "echo", json!({"x": 1})).await;
+    if answer
+        .as_ref()
+        .is_err_and(|e| e.kind == runvil_plugin::ToolErrorKind::Transport)
+    {
+        answer = call(&host, "echo", json!({"x": 1})).await;
+    }
+    let trail = server.settle(Duration::from_millis(300), LIMIT).await;
+    assert_eq!(
+        answer,
+        Ok("echo echo {\"x\":1}".into()),
+        "{:?}",
+        lines(&trail)
+    );
+    assert_eq!(namespace(&host).await["protocolVersion"], LEGACY);
 }
