@@ -90,10 +90,18 @@ async fn an_older_servers_repeated_first_page_with_a_malformed_tool_ends_the_wal
     for era in [Era::Modern, Era::Legacy] {
         let server = Modern::start_in(era).await;
         server.set_pages(vec![
-            (None, vec![tool_with("a", json!({})), bad.clone()], Some("p2")),
+            (
+                None,
+                vec![tool_with("a", json!({})), bad.clone()],
+                Some("p2"),
+            ),
             (Some("p2"), vec![tool_with("b", json!({}))], Some("")),
             // An older server reads the cursor "" as none: its first page again.
-            (Some(""), vec![tool_with("a", json!({})), bad.clone()], Some("p2")),
+            (
+                Some(""),
+                vec![tool_with("a", json!({})), bad.clone()],
+                Some("p2"),
+            ),
         ]);
         let host = Host::new(json!({"m": entry(&server.url)}));
         let listing = host.settled(LIMIT).await;
@@ -129,7 +137,12 @@ async fn a_listen_refused_with_a_json_rpc_error_for_its_own_id_is_no_era_flip() 
     server.set_list_changed();
     server.answer_next(
         "subscriptions/listen",
-        Canned::Error(400, -32602, "Invalid params: unknown notifications".into(), Value::Null),
+        Canned::Error(
+            400,
+            -32602,
+            "Invalid params: unknown notifications".into(),
+            Value::Null,
+        ),
     );
     let _host = ready(&server).await;
     server
@@ -191,4 +204,41 @@ async fn a_legacy_only_version_refusal_in_a_200_reply_flips_to_legacy() {
         lines(&trail)
     );
     assert_eq!(namespace(&host).await["protocolVersion"], LEGACY);
+}
+
+/// docs/connection.md "How the era is chosen": the era is decided again when "a legacy
+/// session's request [is] answered with a modern error" (ARCHITECTURE "The connection machine":
+/// `Era(_) ──answered the way the other era does──▶ Unknown`, the request resent once). A legacy
+/// server redeployed as a modern one that refuses the old session's call with `-32022` (naming
+/// only 2026-07-28) in a `200` reply is probed again, and the call is answered in the modern
+/// era.
+#[tokio::test]
+async fn a_modern_error_in_a_200_reply_to_a_legacy_session_flips_to_modern() {
+    let server = Modern::start_in(Era::Legacy).await;
+    let host = ready(&server).await;
+    server.restart(Era::Modern);
+    server.answer_next(
+        "tools/call",
+        Canned::Error(
+            200,
+            -32022,
+            "Unsupported protocol version".into(),
+            json!({"supported": ["2026-07-28"], "requested": LEGACY}),
+        ),
+    );
+    let mut answer = call(&host, "echo", json!({"x": 2})).await;
+    if answer
+        .as_ref()
+        .is_err_and(|e| e.kind == runvil_plugin::ToolErrorKind::Transport)
+    {
+        answer = call(&host, "echo", json!({"x": 2})).await;
+    }
+    let trail = server.settle(Duration::from_millis(300), LIMIT).await;
+    assert_eq!(
+        answer,
+        Ok("echo echo {\"x\":2}".into()),
+        "{:?}",
+        lines(&trail)
+    );
+    assert_eq!(namespace(&host).await["protocolVersion"], "2026-07-28");
 }
