@@ -566,6 +566,9 @@ struct Walk {
     cursor: Option<String>,
     /// The shortest positive `ttlMs` of the pages so far.
     ttl: Option<Duration>,
+    /// The first page as an older server would repeat it: the names of what it listed (kept
+    /// or left out, in order) and its `nextCursor`.
+    first: Option<(Vec<String>, Option<String>)>,
 }
 
 impl Walk {
@@ -586,13 +589,28 @@ impl Walk {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        // A page asked for with "" that lists only tools already kept is an older server's
-        // first page again ("" meant "no more" to it): dropped, and the walk ends there,
-        // whatever cursor that first page names again.
-        let repeat = self.cursor.as_deref() == Some("")
-            && listed_tools
+        // A page asked for with "" that lists what the first page listed, and names the same
+        // next cursor, is an older server's first page again ("" meant "no more" to it):
+        // dropped, and the walk ends there.
+        let names = || {
+            listed_tools
                 .iter()
-                .all(|t| matches!(t, Ok(tool) if self.names.contains(&tool.name)));
+                .map(|t| match t {
+                    Ok(tool) => tool.name.clone(),
+                    Err(left_out) => left_out.name.clone(),
+                })
+                .collect::<Vec<_>>()
+        };
+        let repeat = match (&self.cursor, &self.first) {
+            (None, _) => {
+                self.first = Some((names(), next.clone()));
+                false
+            }
+            (Some(asked), Some((first, first_next))) => {
+                asked.is_empty() && *first_next == next && *first == names()
+            }
+            (Some(_), None) => false,
+        };
         for listed in listed_tools.into_iter().filter(|_| !repeat) {
             match listed {
                 Ok(tool) if self.names.contains(&tool.name) => self.omitted.push(Omitted {

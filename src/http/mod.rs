@@ -612,13 +612,8 @@ impl Connection {
                     continue;
                 }
                 Err(e) if !resent && shows_other_era(&session, &e) => {
-                    // The server answered the way the other era does (it restarted onto
-                    // another version): nothing was processed; ask which era, then send again.
-                    lock(&self.flights).waiting(id);
                     resent = true;
-                    tracing::debug!(namespace = %self.namespace, method = wire.method, id, era = ?session.era, "the server answered like the other era; asking which era it speaks");
-                    lock(&self.sessions).doubt(&session);
-                    session = self.session(None, by_listing).await?;
+                    session = self.reroute(id, wire.method, &session, by_listing).await?;
                     continue;
                 }
                 Err(e) => return Err(e),
@@ -632,6 +627,12 @@ impl Connection {
                     // without a DELETE, and the next request makes a new one. This one is not
                     // resent.
                     lock(&self.sessions).forget(&session);
+                }
+                Err(e) if !resent && shows_other_era(&session, e) => {
+                    // The same signal in a 2xx reply (a JSON body or an event stream).
+                    resent = true;
+                    session = self.reroute(id, wire.method, &session, by_listing).await?;
+                    continue;
                 }
                 Err(e)
                     if wire.reissues_in(session.era)
@@ -647,6 +648,25 @@ impl Connection {
             }
             return read;
         }
+    }
+
+    /// Request `id` (of `method`) on `stale` was answered the way the other era answers (the
+    /// server restarted onto another version; nothing was processed): it is off the wire, the
+    /// era is asked again, and the route made next is returned for the one resend.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the new start runs in its own task (see `Connection::session`).
+    async fn reroute(
+        self: &Arc<Self>,
+        id: u64,
+        method: &str,
+        stale: &Arc<Session>,
+        by_listing: bool,
+    ) -> Result<Arc<Session>, Error> {
+        lock(&self.flights).waiting(id);
+        tracing::debug!(namespace = %self.namespace, method, id, era = ?stale.era, "the server answered like the other era; asking which era it speaks");
+        lock(&self.sessions).doubt(stale);
+        self.session(None, by_listing).await
     }
 
     /// Tells the server to stop request `id` (`notifications/cancelled` with `reason`, MCP
@@ -700,9 +720,14 @@ impl Connection {
         session: Option<&Session>,
     ) -> Result<(), Error> {
         let body = jsonrpc::notification(method, params);
-        self.post(Bytes::from(body), &Wire::new(method, None, &[]), session)
-            .await
-            .map(drop)
+        self.post(
+            Bytes::from(body),
+            &Wire::new(method, None, &[]),
+            session,
+            None,
+        )
+        .await
+        .map(drop)
     }
 
     /// The configured headers, and the session's id and negotiated version when it has them;
@@ -809,15 +834,18 @@ impl Connection {
     /// insufficient_scope`) gets a token by refresh, stored grant or sign-in and the request is
     /// sent again, at most [`auth::MAX_AUTH_RETRIES`] times.
     ///
-    /// `wire` names the message for step-ups ([`Wire::step_up_key`]).
+    /// `wire` names the message for step-ups ([`Wire::step_up_key`]); `answering` is the
+    /// request's JSON-RPC id when the status check may read an error answering it (see
+    /// [`Connection::check_status`]).
     async fn post(
         &self,
         body: Bytes,
         wire: &Wire<'_>,
         session: Option<&Session>,
+        answering: Option<u64>,
     ) -> Result<Response, Error> {
         let response = self.send_post(body, wire, session).await?;
-        self.check_status(response, session, None).await
+        self.check_status(response, session, answering).await
     }
 
     /// [`Connection::post`] of request `id` (JSON-RPC id `wire_id` in `body`) on `session`: as

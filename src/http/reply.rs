@@ -85,13 +85,14 @@ impl Connection {
         // A modern error (either era may meet one: a restart onto 2026-07-28), and the 404 of
         // an unknown method, are JSON-RPC errors whatever the status (MCP 2026-07-28,
         // transports "Protocol Version Header" and "Backward Compatibility"; a 404 to a request
-        // that carried a session id was read above); so is, on a modern route, any error
-        // answering the request's own id: the server read it as a request of its era (a legacy
-        // server refusing a request without a session answers no id of the client's).
+        // that carried a session id was read above); so is, on a modern route, a refusal (400,
+        // 404, 405, 406) whose error answers the request's own id: the server read it as a
+        // request of its era (a legacy server refusing a request without a session answers no
+        // id of the client's).
         if let Some((error, answers)) = rpc_error_in(&preview, answering)
             && (codes::is_modern(error.code)
                 || (status == StatusCode::NOT_FOUND && error.code == codes::METHOD_NOT_FOUND)
-                || (modern && answers))
+                || (modern && answers && matches!(status.as_u16(), 400 | 404 | 405 | 406)))
         {
             return Err(self.rpc_error(&error));
         }
@@ -390,7 +391,10 @@ impl Connection {
             &super::modern::META,
         );
         let wire = Wire::new("subscriptions/listen", None, &[]);
-        let response = match self.post(Bytes::from(body), &wire, Some(session)).await {
+        let response = match self
+            .post(Bytes::from(body), &wire, Some(session), Some(id))
+            .await
+        {
             Ok(response) => response,
             Err(e) if e.rpc().is_some_and(|r| r.code == codes::METHOD_NOT_FOUND) => {
                 return Ok(Listened::NotOffered);
@@ -556,7 +560,7 @@ impl Connection {
                 // An answer is no request: it names nothing for step-ups. Bounded, so a server
                 // that never answers this POST cannot stall the stream it asked on.
                 let wire = Wire::answer();
-                let post = self.post(Bytes::from(answer), &wire, Some(session));
+                let post = self.post(Bytes::from(answer), &wire, Some(session), None);
                 match tokio::time::timeout(limits::GOODBYE_TIMEOUT, post).await {
                     Ok(Ok(_)) => {}
                     Ok(Err(e)) => {

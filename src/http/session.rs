@@ -645,7 +645,7 @@ impl Connection {
             initialized.version = MODERN_VERSION;
             Ok((verdict, initialized))
         };
-        let mut answered = match self.post(body.clone(), &wire, Some(&session)).await {
+        let mut answered = match self.post(body.clone(), &wire, Some(&session), None).await {
             Ok(response) => self.read_response(response, id, &session, &decode).await,
             Err(e) => Err(e),
         };
@@ -658,7 +658,7 @@ impl Connection {
             // It names the version it refused as supported (a server whose first answer is a
             // version refusal): the best mutual version is that one, asked once more.
             tracing::debug!(namespace = %self.namespace, "server/discover refused 2026-07-28 but names it as supported; asking once more");
-            answered = match self.post(body, &wire, Some(&session)).await {
+            answered = match self.post(body, &wire, Some(&session), None).await {
                 Ok(response) => self.read_response(response, id, &session, &decode).await,
                 Err(e) => Err(e),
             };
@@ -760,7 +760,7 @@ impl Connection {
         let generation = lock(&self.sessions).generation;
         let work = async move {
             let response = this
-                .post(body, &super::Wire::new("initialize", None, &[]), None)
+                .post(body, &super::Wire::new("initialize", None, &[]), None, None)
                 .await?;
             let session_id = match response.headers().get(&SESSION_ID) {
                 Some(value) => Some(valid_session_id(value)?),

@@ -2375,8 +2375,8 @@ async fn omitted_tools_keep_the_order_the_server_listed_them() {
     );
 }
 
-/// A start fails because its `tools/list` reply breaks mid-body (so the page may still run);
-/// ending that start cancels the page, and the server takes 3 s to accept the cancel. The Pack
+/// A start fails because its `tools/list` reply breaks mid-body (so the page may still run), and
+/// so does the page issued again; ending that start cancels the page, and the server takes 3 s to accept the cancel. The Pack
 /// is dropped meanwhile: the session is still the client's, so its `DELETE` must go out.
 #[tokio::test(start_paused = true)]
 async fn pack_drop_while_a_failed_start_cancels_still_deletes_the_session() {
@@ -2425,8 +2425,23 @@ async fn pack_drop_while_a_failed_start_cancels_still_deletes_the_session() {
             "POST initialize None".to_string(),
             format!("POST notifications/initialized {session}"),
             format!("POST tools/list {session}"),
+            // The lost reply of a listing page is issued once more, with a new id.
+            format!("POST tools/list {session}"),
             format!("POST notifications/cancelled {session}"),
             format!("DELETE  {session}"),
         ]
     );
+    // The cancel names the id the page last went out under.
+    let requests = server.requests();
+    let pages: Vec<Value> = requests
+        .iter()
+        .filter(|r| r.method() == "tools/list")
+        .map(Received::id)
+        .collect();
+    assert_ne!(pages[0], pages[1]);
+    let cancel = requests
+        .iter()
+        .find(|r| r.method() == "notifications/cancelled")
+        .unwrap();
+    assert_eq!(cancel.rpc["params"]["requestId"], pages[1]);
 }
