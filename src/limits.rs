@@ -103,6 +103,11 @@ pub(crate) const MAX_DESCRIPTION_BYTES: usize = 4096;
 /// Server text quoted in a status reason or an error is cut to this many bytes.
 pub(crate) const MAX_REASON_BYTES: usize = 1024;
 
+/// The longest media type (`type/subtype`, in bytes) a reason names for an error body it does
+/// not quote (an HTML page: README "Lifecycle and limits"); a longer one reads "an unreadable
+/// media type". RFC 6838 §4.2 allows 127 bytes per part; a real one is far shorter.
+pub(crate) const MAX_MEDIA_TYPE_BYTES: usize = 64;
+
 /// How many resumptions of one request's SSE stream (`GET` + `Last-Event-ID`) may bring no new
 /// event id before the request fails. Resumptions that bring one are not counted: a server may
 /// close the stream after every event and expect the client to poll (MCP 2025-11-25,

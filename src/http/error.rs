@@ -63,8 +63,8 @@ enum Kind {
         status: StatusCode,
         /// The wait a 429 or 503 asked for with `Retry-After` (seconds or an HTTP date).
         retry_after: Option<Duration>,
-        /// The start of the body, scrubbed, single-line and bounded.
-        preview: String,
+        /// The body: the start of it, or only its media type ([`Body`]).
+        preview: Body,
         /// The entry's config hint, on a 401 or 403 only ([`Error::with_auth_hint`]).
         hint: Option<String>,
     },
@@ -124,6 +124,55 @@ enum Kind {
     SignIn(Arc<str>),
     /// Signing in failed; the text says which step and why (scrubbed, no secret).
     Auth(String),
+}
+
+/// How the body of an error status is shown in its reason (README "Lifecycle and limits"):
+/// quoted when it is text a person wrote for a client (JSON, plain text, or a body without a
+/// `Content-Type`), otherwise (an HTML error page of a server that is no MCP server, XML) only
+/// named by its media type, so a web page is never pasted into a reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Body {
+    /// The start of the body, scrubbed, single-line and bounded (empty: no body).
+    Quoted(String),
+    /// The body's media type (`type/subtype`, lower-case, at most
+    /// [`limits::MAX_MEDIA_TYPE_BYTES`]; `an unreadable media type` otherwise); the body is not
+    /// shown.
+    Withheld(String),
+}
+
+impl From<String> for Body {
+    fn from(text: String) -> Self {
+        Body::Quoted(text)
+    }
+}
+
+impl Body {
+    /// Whether an error body with this `Content-Type` header (RFC 9110 §8.3) is quoted:
+    /// `application/json`, a `+json` type (RFC 6839 §3.1, e.g. `application/problem+json`),
+    /// `text/plain`, or no `Content-Type` at all. `Some(media)` when it is withheld instead.
+    pub(crate) fn withheld_type(content_type: Option<&http::HeaderValue>) -> Option<String> {
+        let value = content_type?;
+        let essence = value
+            .to_str()
+            .ok()
+            .and_then(|v| v.split(';').next())
+            .map(|v| v.trim().to_ascii_lowercase());
+        let Some(essence) = essence else {
+            return Some("an unreadable media type".to_string());
+        };
+        let (kind, subtype) = essence.split_once('/').unwrap_or((&essence, ""));
+        let token = |s: &str| {
+            !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b))
+        };
+        if !token(kind) || !token(subtype) || essence.len() > limits::MAX_MEDIA_TYPE_BYTES {
+            return Some("an unreadable media type".to_string());
+        }
+        let quoted = matches!((kind, subtype), ("application", "json") | ("text", "plain"))
+            || (kind == "application" && subtype.ends_with("+json"));
+        (!quoted).then_some(essence)
+    }
 }
 
 impl Error {
@@ -258,13 +307,13 @@ impl Error {
     pub(crate) fn http_status(
         status: StatusCode,
         retry_after: Option<Duration>,
-        preview: String,
+        preview: impl Into<Body>,
     ) -> Self {
         Self::new(
             Kind::Status {
                 status,
                 retry_after,
-                preview,
+                preview: preview.into(),
                 hint: None,
             },
             None,
@@ -507,8 +556,10 @@ impl fmt::Display for Error {
             } => {
                 let reason = status.canonical_reason().unwrap_or("");
                 write!(f, "HTTP {} {reason}", status.as_u16())?;
-                if !preview.is_empty() {
-                    write!(f, ": {preview}")?;
+                match preview {
+                    Body::Quoted(text) if text.is_empty() => {}
+                    Body::Quoted(text) => write!(f, ": {text}")?,
+                    Body::Withheld(media) => write!(f, " (a body of type {media}, not shown)")?,
                 }
                 match hint {
                     Some(hint) => write!(f, "; {hint}"),
@@ -885,7 +936,7 @@ mod tests {
         let status = Error::http_status(
             StatusCode::SERVICE_UNAVAILABLE,
             Some(Duration::from_secs(3)),
-            "secret-free preview".into(),
+            "secret-free preview".to_string(),
         );
         assert_eq!(
             status.to_string(),

@@ -81,6 +81,8 @@ impl Connection {
             }
             _ => None,
         };
+        // Read before the body: a web page is named by its type, never quoted (error::Body).
+        let withheld = super::error::Body::withheld_type(response.headers().get(CONTENT_TYPE));
         let preview = read_preview(response).await;
         // A modern error (either era may meet one: a restart onto 2026-07-28), and the 404 of
         // an unknown method, are JSON-RPC errors whatever the status (MCP 2026-07-28,
@@ -110,9 +112,13 @@ impl Connection {
         } else {
             preview.as_str().into()
         };
-        let preview = self
-            .server_text(&preview, limits::MAX_REASON_BYTES)
-            .into_owned();
+        let preview = match withheld {
+            Some(media) => super::error::Body::Withheld(media),
+            None => super::error::Body::Quoted(
+                self.server_text(&preview, limits::MAX_REASON_BYTES)
+                    .into_owned(),
+            ),
+        };
         Err(Error::http_status(status, retry_after, preview)
             .with_auth_hint(self.auth_hint.as_deref()))
     }

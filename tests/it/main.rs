@@ -11,6 +11,7 @@ mod attack2;
 mod attack3;
 mod config;
 mod dpop;
+mod host_author;
 mod host_logout;
 mod hostile;
 mod interop;
