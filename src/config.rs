@@ -174,46 +174,132 @@ impl std::fmt::Debug for RemoteServer {
     }
 }
 
-/// Parses the whole `mcpServers` value.
+/// Parses the whole Pack config: the `mcpServers` object of an `mcp.json`, or the whole file
+/// (README "Configuration").
 ///
-/// Returns the entries in config order, keyed by namespace (the key exactly as written).
+/// The config is read as a whole `mcp.json` when it has a key `mcpServers` (Claude, Cursor and
+/// most clients) or `servers` (VS Code) that is not itself a server entry ([`file_key`]): the
+/// servers are then that key's object, and the file's other keys (VS Code's `inputs`, other
+/// clients' settings) are not read. Returns the entries in config order, keyed by namespace
+/// (the key exactly as written).
 ///
 /// # Errors
-/// A non-null, non-object value: the reason names the JSON type found, and the Pack is
-/// unavailable.
+/// A non-null, non-object value (naming the JSON type found), a whole file with both
+/// `mcpServers` and `servers`, or a file key whose value is not an object: the Pack is
+/// unavailable with that reason.
 pub(crate) fn parse(config: &Value, env: &dyn Environment) -> Result<Vec<(String, Entry)>, String> {
-    match config {
-        Value::Null => Ok(Vec::new()),
-        Value::Object(servers) => Ok(servers
-            .iter()
-            .map(|(name, entry)| {
-                let parsed = match whole_file_key(name, entry) {
-                    Some(reason) => Entry::Refused(reason),
-                    None => parse_entry(entry, env),
-                };
-                (name.clone(), parsed)
-            })
-            .collect()),
-        other => Err(format!(
-            "the mcp config must be an object of servers (the mcpServers of an mcp.json), found {}",
-            json_type(other)
+    let servers = match config {
+        Value::Null => return Ok(Vec::new()),
+        Value::Object(top) => match file_servers(top)? {
+            Some(Value::Null) => return Ok(Vec::new()),
+            Some(Value::Object(servers)) => servers,
+            Some(_) => unreachable!("file_servers answers an object or null"),
+            None => top,
+        },
+        other => {
+            return Err(format!(
+                "the mcp config must be an object of servers (the mcpServers of an mcp.json), found {}",
+                json_type(other)
+            ));
+        }
+    };
+    Ok(servers
+        .iter()
+        .map(|(name, entry)| (name.clone(), parse_entry(entry, env)))
+        .collect())
+}
+
+/// Whether `config` is a whole `mcp.json` (an object with an `mcpServers` or `servers` key that
+/// is no server entry: [`file_key`]), not a servers object.
+pub(crate) fn is_whole_file(config: &Value) -> bool {
+    config.as_object().is_some_and(|top| {
+        ["mcpServers", "servers"]
+            .into_iter()
+            .any(|key| top.get(key).is_some_and(|value| file_key(key, value)))
+    })
+}
+
+/// The servers of a whole `mcp.json` passed as the config: the value of its `mcpServers` or
+/// `servers` key ([`file_key`]), an object or `null`; `None` when `top` is a servers object.
+///
+/// # Errors
+/// Both keys, or a file key whose value is neither an object nor `null`.
+fn file_servers(top: &serde_json::Map<String, Value>) -> Result<Option<&Value>, String> {
+    let found: Vec<(&str, &Value)> = ["mcpServers", "servers"]
+        .into_iter()
+        .filter_map(|key| top.get(key).map(|value| (key, value)))
+        .filter(|(key, value)| file_key(key, value))
+        .collect();
+    match found.as_slice() {
+        [] => Ok(None),
+        [(_, value @ (Value::Object(_) | Value::Null))] => Ok(Some(value)),
+        [(key, value)] => Err(format!(
+            "the mcp config's \"{key}\" must be an object of servers, found {}",
+            json_type(value)
         )),
+        _ => Err(
+            "the mcp config is a whole mcp.json with both \"mcpServers\" and \"servers\"; keep one"
+                .to_string(),
+        ),
     }
 }
 
-/// The reason for an entry that is an `mcp.json`'s own servers object, passed one level too
-/// deep (`{"mcp": {"mcpServers": {...}}}`): the key is `mcpServers` (or VS Code's `servers`) and
-/// the value is an object with none of the keys a server entry is read by.
-fn whole_file_key(name: &str, entry: &Value) -> Option<String> {
-    let Value::Object(fields) = entry else {
-        return None;
-    };
-    let entry_keys = ["url", "command", "serverUrl", "httpUrl", "type"];
-    let is_file_key = matches!(name, "mcpServers" | "servers");
-    (is_file_key && !entry_keys.iter().any(|key| fields.contains_key(*key))).then(|| {
-        format!(
-            "\"{name}\" is the servers object of an mcp.json, not a server: pass the \"{name}\" object itself as the mcp config ({{\"mcp\": {{\"docs\": {{\"url\": ...}}}}}}, not {{\"mcp\": {{\"{name}\": ...}}}})"
-        )
+/// Whether the key `name` of a config, holding `value`, is an `mcp.json`'s own servers key
+/// rather than a server: an object without any of the keys an entry is read by
+/// ([`ENTRY_KEYS`]), or for `mcpServers` (no client names a server so) any value but a server
+/// entry.
+fn file_key(name: &str, value: &Value) -> bool {
+    match value {
+        Value::Object(fields) => !ENTRY_KEYS.iter().any(|key| fields.contains_key(*key)),
+        _ => name == "mcpServers",
+    }
+}
+
+/// The keys a server entry is recognised by: an object with one of them is a server.
+const ENTRY_KEYS: [&str; 5] = ["url", "command", "serverUrl", "httpUrl", "type"];
+
+/// The keys of a server entry this Pack reads or knows (other clients' included); a key that
+/// is none of them but one of them in another case, or one letter off, is a typo
+/// ([`misspelled`]).
+const KNOWN_KEYS: [&str; 14] = [
+    "url",
+    "headers",
+    "type",
+    "oauth",
+    "disabled",
+    "enabled",
+    "includeTools",
+    "excludeTools",
+    "disabledTools",
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "serverUrl",
+];
+
+/// The shortest key compared by edit distance (a shorter key is compared by case only), so
+/// that short keys of other clients (`auth`, `env`) are not read as typos.
+const MIN_FUZZY_KEY: usize = 5;
+
+/// The refusal of an entry holding a key that is a known key misspelled (`"URL"`, `"Headers"`,
+/// `"header"`) while the key itself is absent: as written, the setting would be silently
+/// ignored. Decided on the key names only (config text, never server text).
+fn misspelled(fields: &serde_json::Map<String, Value>) -> Option<String> {
+    fields.keys().find_map(|key| {
+        if KNOWN_KEYS.contains(&key.as_str()) {
+            return None;
+        }
+        let meant = KNOWN_KEYS.iter().find(|known| {
+            !fields.contains_key(**known)
+                && (key.eq_ignore_ascii_case(known)
+                    || (key.len() >= MIN_FUZZY_KEY
+                        && strsim::damerau_levenshtein(key, known) == 1))
+        })?;
+        Some(format!(
+            "the entry has \"{}\", which this Pack does not read; did you mean \"{meant}\"? (keys are case-sensitive)",
+            printable(key)
+        ))
     })
 }
 
@@ -235,9 +321,24 @@ fn parse_remote(entry: &Value, env: &dyn Environment) -> Result<RemoteServer, St
     if fields.contains_key("command") {
         return Err(LOCAL_REFUSED.to_string());
     }
+    if let Some(reason) = misspelled(fields) {
+        return Err(reason);
+    }
     match fields.get("type") {
         None | Some(Value::String(_)) => {}
         Some(other) => return Err(wrong_type("type", "a string", other)),
+    }
+    // VS Code's and Cursor's local type: beside a `url`, which of the two is meant is unclear.
+    if fields.contains_key("url")
+        && fields
+            .get("type")
+            .and_then(Value::as_str)
+            .is_some_and(|t| t.eq_ignore_ascii_case("stdio"))
+    {
+        return Err(
+            "the entry has \"type\": \"stdio\" (a local server) and a \"url\": for a remote server remove \"type\" or write \"type\": \"http\""
+                .to_string(),
+        );
     }
     let tool_filter = ToolFilter::parse(fields)?;
     if fields
@@ -386,11 +487,30 @@ fn no_url(fields: &serde_json::Map<String, Value>) -> String {
     }
 }
 
+/// The entry's url, an `http` or `https` URL with a host. A url without a scheme
+/// (`127.0.0.1:8080/mcp`, `localhost:3000/mcp`, `api.example.com/mcp`: one that parses as an
+/// `http://` URL with a host once that is put before it) is refused saying so; the url is
+/// never quoted (it may hold a secret).
+///
+/// # Errors
+/// The reason, naming the field only.
 fn parse_url(url: &str) -> Result<Url, String> {
-    match Url::parse(url) {
-        Ok(parsed) if matches!(parsed.scheme(), "http" | "https") && parsed.has_host() => {
-            Ok(parsed)
-        }
+    let parsed = Url::parse(url);
+    if let Ok(parsed) = &parsed
+        && matches!(parsed.scheme(), "http" | "https")
+        && parsed.has_host()
+    {
+        return Ok(parsed.clone());
+    }
+    let no_scheme = !url.contains("://")
+        && Url::parse(&format!("http://{url}")).is_ok_and(|with| with.has_host());
+    if no_scheme {
+        return Err(
+            "\"url\" has no scheme: begin it with https:// (or http:// for a server on this machine)"
+                .to_string(),
+        );
+    }
+    match parsed {
         Ok(_) => Err("\"url\" must be an http:// or https:// URL".to_string()),
         Err(_) => Err("\"url\" is not a valid URL".to_string()),
     }

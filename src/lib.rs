@@ -34,27 +34,28 @@ const PACK_NAME: &str = "runvil/mcp";
 const PACK_ID: &str = "mcp";
 
 /// The Plugin (a [`runvil_plugin::Plugin`]): inserts the Pack `runvil/mcp`, default id `mcp`,
-/// with `config["mcp"]` as its config — the `mcpServers` object of an `mcp.json` file, or `Null`
-/// (no servers) when `config` has no `mcp` key.
+/// with `config["mcp"]` as its config — the `mcpServers` object of an `mcp.json` file, or the
+/// whole file (`{"mcpServers": {...}}`, VS Code's `{"servers": {...}}`) — or `Null` (no servers)
+/// when `config` has no `mcp` key. A `config` without an `mcp` key that is itself a whole
+/// `mcp.json` (it has `mcpServers`, or a `servers` object that is no server entry) is the
+/// Pack's config as a whole.
 ///
 /// Constructing the Pack does no I/O. It fails, leaving the Pack unavailable, when the Host
 /// provides no [`runvil_plugin::TOKIO_RUNTIME`] or when the config is neither `null` nor an
-/// object. Each server entry is then parsed on its own: a refused entry shows as a namespace with
-/// status `error`, and each accepted one connects in the background on the Host's runtime
-/// (README "Configuration" and "Lifecycle and limits").
-///
-/// A `config` without an `mcp` key that has `mcpServers` (a whole `mcp.json` passed as the
-/// plugin config) logs one warning at `warn` naming the fix; the Pack then has no servers.
+/// object (or is a whole file naming both `mcpServers` and `servers`). Each server entry is then
+/// parsed on its own: a refused entry shows as a namespace with status `error` and the reason,
+/// and each accepted one connects in the background on the Host's runtime (README
+/// "Configuration" and "Lifecycle and limits").
 pub fn install(packs: &mut Packs, config: &Value) {
-    if config.get("mcp").is_none() && config.get("mcpServers").is_some() {
-        tracing::warn!(
-            "the plugin config has \"mcpServers\" but no \"mcp\" key, so the mcp Pack has no servers; pass the mcpServers object under \"mcp\": {{\"mcp\": {{\"docs\": {{\"url\": ...}}}}}}"
-        );
-    }
+    let pack_config = match config.get("mcp") {
+        Some(own) => own.clone(),
+        None if config::is_whole_file(config) => config.clone(),
+        None => Value::Null,
+    };
     packs.insert(PackSpec {
         name: PACK_NAME.to_string(),
         default_id: PACK_ID.to_string(),
-        config: config.get("mcp").cloned().unwrap_or(Value::Null),
+        config: pack_config,
         construct: pack::construct,
     });
 }

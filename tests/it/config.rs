@@ -1,6 +1,6 @@
 //! The config as its author wrote it, through the Host contract: other clients' tool filters
 //! (`includeTools`, `excludeTools`, `disabledTools`), VS Code's placeholders in a refused
-//! request's hint, a config in the wrong shape, and the `refusedStarts` count of a server that
+//! request's hint, and the `refusedStarts` count of a server that
 //! nothing listens for (README "Configuration", "What the tools answer").
 
 use std::time::Duration;
@@ -9,7 +9,7 @@ use runvil_plugin::ToolErrorKind;
 use serde_json::{Value, json};
 
 use crate::support::hostile::{self, Reply, server_entry};
-use crate::support::{Host, construct, logs, net};
+use crate::support::{Host, net};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -171,49 +171,6 @@ async fn vs_code_placeholders_earn_a_hint_on_401_and_403() {
     assert_eq!(
         sent.header("authorization").as_deref(),
         Some("Bearer ${input:github-token}")
-    );
-}
-
-/// A Host that passes a whole `mcp.json` (`{"mcpServers": ...}` with no `mcp` key) gets one
-/// warning naming the fix; one that nests it under `mcp` sees a namespace `mcpServers` whose
-/// reason says to pass the `mcpServers` object itself.
-#[tokio::test]
-async fn a_config_in_the_wrong_shape_says_so() {
-    let (_capture, logs) = logs::capture("plugin_mcp=warn");
-    let pack = construct(
-        &json!({"mcpServers": {"docs": {"url": "http://127.0.0.1:9/mcp"}}}),
-        "mcp",
-    )
-    .unwrap();
-    let listing = pack.call("mcp/get_dynamic_tools", json!({})).await.unwrap();
-    assert_eq!(listing, r#"{"servers":[]}"#);
-    let warnings: Vec<String> = logs
-        .text()
-        .lines()
-        .map(|line| line.trim().to_string())
-        .collect();
-    assert_eq!(
-        warnings,
-        [
-            r#"WARN plugin_mcp: the plugin config has "mcpServers" but no "mcp" key, so the mcp Pack has no servers; pass the mcpServers object under "mcp": {"mcp": {"docs": {"url": ...}}}"#
-        ]
-    );
-
-    let host = Host::new(json!({"mcpServers": {"docs": {"url": "http://127.0.0.1:9/mcp"}}}));
-    assert_eq!(
-        host.listing(json!({})).await,
-        json!({"servers": [{
-            "namespace": "mcpServers",
-            "status": "error",
-            "reason": "\"mcpServers\" is the servers object of an mcp.json, not a server: pass the \"mcpServers\" object itself as the mcp config ({\"mcp\": {\"docs\": {\"url\": ...}}}, not {\"mcp\": {\"mcpServers\": ...}})",
-            "tools": []
-        }]})
-    );
-    // A server that happens to be named `servers` is still a server.
-    let named = Host::new(json!({"servers": {"url": "http://127.0.0.1:9/mcp", "disabled": true}}));
-    assert_eq!(
-        named.listing(json!({"namespace": "servers"})).await["reason"],
-        "the entry is disabled in the config (\"disabled\": true), so this Pack does not connect to it"
     );
 }
 

@@ -81,3 +81,91 @@ async fn a_text_error_body_is_still_quoted() {
         );
     }
 }
+
+/// The reason the listing shows for namespace `namespace` of `host`.
+async fn reason(host: &Host, namespace: &str) -> serde_json::Value {
+    host.listing(json!({"namespace": namespace})).await["reason"].clone()
+}
+
+/// A whole `mcp.json` is read as one wherever a Host passes it: as the plugin config (Claude's
+/// `mcpServers`, VS Code's `servers` with its `inputs`), or as the Pack's config; one naming
+/// both keys is unavailable, saying so. A server that is named `servers` is still a server.
+#[tokio::test]
+async fn a_whole_mcp_json_is_read_as_one() {
+    let off = json!({"url": "http://127.0.0.1:9/mcp", "disabled": true});
+    let disabled = "the entry is disabled in the config (\"disabled\": true), so this Pack does not connect to it";
+    for plugin_config in [
+        json!({"servers": {"docs": off}, "inputs": []}),
+        json!({"mcpServers": {"docs": off}}),
+        json!({"mcp": {"servers": {"docs": off}, "inputs": []}}),
+        json!({"mcp": {"mcpServers": {"docs": off}}}),
+    ] {
+        let pack = crate::support::construct(&plugin_config, "mcp").unwrap();
+        let host = Host { pack };
+        assert_eq!(
+            host.listing(json!({})).await,
+            json!({"servers": [{"namespace": "docs", "status": "error", "reason": disabled, "tools": []}]}),
+            "{plugin_config}"
+        );
+    }
+    let both = Host::try_new(json!({"mcpServers": {}, "servers": {}}))
+        .err()
+        .unwrap();
+    assert_eq!(
+        both.reason,
+        "the mcp config is a whole mcp.json with both \"mcpServers\" and \"servers\"; keep one"
+    );
+    let wrong = Host::try_new(json!({"mcpServers": [off]})).err().unwrap();
+    assert_eq!(
+        wrong.reason,
+        "the mcp config's \"mcpServers\" must be an object of servers, found an array"
+    );
+    let named = Host::new(json!({"servers": off}));
+    assert_eq!(reason(&named, "servers").await, disabled);
+}
+
+/// Config mistakes of the kinds other clients' files hold are refused with a reason that says
+/// what to write, never silently ignored: a key in the wrong case or one letter off (a
+/// did-you-mean), `"type": "stdio"` beside a `url`, a url without a scheme.
+#[tokio::test]
+async fn config_mistakes_are_refused_with_what_to_write() {
+    let host = Host::new(json!({
+        "upper": {"URL": "http://127.0.0.1:9/mcp"},
+        "headers": {"url": "http://127.0.0.1:9/mcp", "Headers": {"X-Api-Key": KEY}},
+        "header": {"url": "http://127.0.0.1:9/mcp", "header": {"X-Api-Key": KEY}},
+        "stdio": {"type": "stdio", "url": "http://127.0.0.1:9/mcp"},
+        "bare": {"url": "127.0.0.1:9/mcp"},
+        "host": {"url": "localhost:9/mcp"},
+        "ws": {"url": "ws://127.0.0.1:9/mcp"},
+    }));
+    let cases = [
+        (
+            "upper",
+            "the entry has \"URL\", which this Pack does not read; did you mean \"url\"? (keys are case-sensitive)",
+        ),
+        (
+            "headers",
+            "the entry has \"Headers\", which this Pack does not read; did you mean \"headers\"? (keys are case-sensitive)",
+        ),
+        (
+            "header",
+            "the entry has \"header\", which this Pack does not read; did you mean \"headers\"? (keys are case-sensitive)",
+        ),
+        (
+            "stdio",
+            "the entry has \"type\": \"stdio\" (a local server) and a \"url\": for a remote server remove \"type\" or write \"type\": \"http\"",
+        ),
+        (
+            "bare",
+            "\"url\" has no scheme: begin it with https:// (or http:// for a server on this machine)",
+        ),
+        (
+            "host",
+            "\"url\" has no scheme: begin it with https:// (or http:// for a server on this machine)",
+        ),
+        ("ws", "\"url\" must be an http:// or https:// URL"),
+    ];
+    for (namespace, expected) in cases {
+        assert_eq!(reason(&host, namespace).await, expected, "{namespace}");
+    }
+}
