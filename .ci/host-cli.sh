@@ -2,8 +2,8 @@
 # The host CLI's login, logout and cleanup wait against small loopback servers, in the style of
 # .ci/examples.sh: --wait fractions, logout's store file (with ${userHome} and ${env:NAME}), Ctrl-C during the cleanup wait, a 401
 # server without OAuth, --wait after CONFIG, malformed stdin script lines, the wait for a server
-# nothing listens on (and one still coming up) or one that waits for a sign-in, and --json's
-# decoded "json". Traffic goes to
+# nothing listens on (and one still coming up), one that waits for a sign-in or one whose start
+# failed for good (a 404), and --json's decoded "json". Traffic goes to
 # 127.0.0.1 only.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -122,7 +122,7 @@ python3 "$tmp/s401.py" $port401 2>/dev/null & pids+=($!)
 sleep 0.5
 printf '{"mcpServers": {"p": {"url": "http://127.0.0.1:%s/mcp"}}}' $port401 > "$tmp/no-oauth.json"
 rc=0; err=$(PLUGIN_MCP_OAUTH_DIR="$tmp/store" $host login --wait 5 "$tmp/no-oauth.json" p 2>&1 >/dev/null) || rc=$?
-[ "$rc" = 1 ] && [ "$err" = 'host: login failed: HTTP 401 Unauthorized: unauthorized' ] \
+[ "$rc" = 1 ] && [ "$err" = 'host: login failed: HTTP 401 Unauthorized: unauthorized; the server refuses the request and offers no sign-in this client can use: check the credentials in the entry'"'"'s "headers" (e.g. "Authorization": "Bearer ${env:TOKEN}")' ] \
   || finding "login to a 401 server without OAuth metadata: exit $rc, $err"
 
 # 5. `login` takes `--wait` after CONFIG too, like the call form.
@@ -269,5 +269,33 @@ case "$first" in
 esac
 [ "$rc" = 1 ] && [ "$ok" = 1 ] && [ "$took" -lt 10 ] \
   || finding "a call to a server waiting for a sign-in: exit $rc after ${took}s, $first"
+
+# 12. A call naming a server whose start failed in a way that will not fix itself (a 404 at a url
+# without /mcp) stops waiting at its first failed start, well before --wait 30, and says what to
+# change.
+cat > "$tmp/s404.py" <<'PY'
+import sys
+from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def reply(self):
+        n = int(self.headers.get("Content-Length", 0) or 0)
+        if n: self.rfile.read(n)
+        self.send_response(404); self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", "22"); self.end_headers(); self.wfile.write(b"<h1>404 Not Found</h1>")
+    do_GET = do_POST = do_DELETE = reply
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+PY
+port404=18984
+python3 "$tmp/s404.py" $port404 2>/dev/null & pids+=($!)
+sleep 0.5
+printf '{"mcpServers": {"web": {"url": "http://127.0.0.1:%s/"}}}' $port404 > "$tmp/no-path.json"
+started=$SECONDS
+rc=0; err=$($host --wait 30 "$tmp/no-path.json" mcp/call_dynamic_tool '{"namespace":"web","toolName":"x"}' 2>&1 >/dev/null) || rc=$?
+first=$(printf '%s\n' "$err" | head -n 1)
+[ "$rc" = 1 ] && [ $((SECONDS - started)) -lt 15 ] \
+  && [ "$first" = 'host: not waiting for web: its start failed in a way that will not fix itself (HTTP 404 Not Found (a body of type text/html, not shown); nothing serves MCP at this URL: check the path in "url" (many servers serve MCP at /mcp))' ] \
+  || finding "a call to a url without /mcp: exit $rc after $((SECONDS - started)) s, $err"
 
 [ "$failed" = 0 ] && echo "host-cli: all passed" || { echo "host-cli: $failed failed" >&2; exit 1; }

@@ -1,10 +1,10 @@
 //! The JSON text `get_dynamic_tools` answers, in its three shapes (README "What the tools answer").
 //!
 //! - no arguments: `{"servers":[{"namespace","status","reason"?,"retryInSeconds"?,"signInUrl"?,
-//!   "refusedStarts"?,"tools":[names]}]}`, servers sorted by namespace and tool names sorted,
+//!   "refusedStarts"?,"lasting"?,"tools":[names]}]}`, servers sorted by namespace and tool names sorted,
 //!   both in byte order;
 //! - `namespace`: `{"namespace","status","reason"?,"retryInSeconds"?,"signInUrl"?,
-//!   "refusedStarts"?,"protocolVersion"?,"instructions"?,
+//!   "refusedStarts"?,"lasting"?,"protocolVersion"?,"instructions"?,
 //!   "tools":[{"name","description","inputSchema"}],"omitted"?:[{"name","reason"}]}`;
 //! - `namespace` + `toolName`: `{"namespace","name","description","inputSchema","outputSchema"?,
 //!   "annotations"?}`.
@@ -13,6 +13,10 @@
 //! again; a refused entry has none. `refusedStarts` (a count, at least 1) is there when the last
 //! start failed because the connection was refused (nothing listens at the url): how many starts
 //! in a row failed that way, so a Host can stop waiting for a server that is not running.
+//! `lasting` (`true`, else absent) is there when the last start failed in a way that will not
+//! pass until the config or the server changes (a 404 at the url, a 401 with no sign-in, a TLS
+//! handshake with a plain-HTTP port; the reason says what to change): the start is still
+//! retried, but a Host need not wait for it.
 //! `omitted` is there when a ready server's listing left tools out; `protocolVersion` while a
 //! server is ready (the version its requests carry: `2026-07-28`, or the one `initialize`
 //! negotiated); `instructions` (scrubbed, at most 8 KiB) when a ready server's
@@ -22,7 +26,7 @@
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use crate::server::{Server, Status, Tool, retry_in_seconds};
+use crate::server::{Failing, Server, Status, Tool, retry_in_seconds};
 
 /// The fields a server's entry starts with in both listings: its namespace and its status.
 #[derive(Serialize)]
@@ -37,6 +41,8 @@ struct Head<'a> {
     sign_in_url: Option<&'a str>,
     #[serde(rename = "refusedStarts", skip_serializing_if = "Option::is_none")]
     refused_starts: Option<u32>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    lasting: bool,
 }
 
 #[derive(Serialize)]
@@ -89,21 +95,27 @@ struct OneTool<'a> {
 /// The entry's head for the server at `namespace` in `status`: the status name, its reason,
 /// `retryInSeconds` and the sign-in link.
 fn head<'a>(namespace: &'a str, status: &'a Status) -> Head<'a> {
-    let (status, reason, retry_in_seconds, sign_in_url, refused_starts) = match status {
-        Status::Loading => ("loading", None, None, None, None),
-        Status::Ready(_) => ("ready", None, None, None, None),
+    let (status, reason, retry_in_seconds, sign_in_url, failing) = match status {
+        Status::Loading => ("loading", None, None, None, Failing::Passing),
+        Status::Ready(_) => ("ready", None, None, None, Failing::Passing),
         Status::Error {
             reason,
             retry_at,
-            refused_starts,
+            failing,
         } => (
             "error",
             Some(&**reason),
             retry_in_seconds(*retry_at),
             None,
-            Some(*refused_starts).filter(|n| *n > 0),
+            *failing,
         ),
-        Status::SignIn(reason, link) => ("error", Some(&**reason), None, Some(&**link), None),
+        Status::SignIn(reason, link) => (
+            "error",
+            Some(&**reason),
+            None,
+            Some(&**link),
+            Failing::Passing,
+        ),
     };
     Head {
         namespace,
@@ -111,7 +123,11 @@ fn head<'a>(namespace: &'a str, status: &'a Status) -> Head<'a> {
         reason,
         retry_in_seconds,
         sign_in_url,
-        refused_starts,
+        refused_starts: match failing {
+            Failing::Refused(n) => Some(n),
+            Failing::Passing | Failing::Lasting => None,
+        },
+        lasting: failing == Failing::Lasting,
     }
 }
 

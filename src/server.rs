@@ -54,17 +54,48 @@ pub(crate) enum Status {
     /// Started; its tools, sorted by name, and the ones left out.
     Ready(Arc<ToolList>),
     /// Its config was refused (`retry_at` is `None`: nothing will change), or its last start
-    /// failed and another starts at `retry_at`. `refused_starts` counts the starts in a row,
-    /// this one included, whose connection was refused ([`Error::is_refused`]: nothing listens
-    /// at the url); 0 when the last start failed another way (or the config was refused).
+    /// failed and another starts at `retry_at`; `failing` says whether that failure may pass.
     Error {
         reason: Arc<str>,
         retry_at: Option<Instant>,
-        refused_starts: u32,
+        failing: Failing,
     },
     /// Its last start needs a user to sign in, or it was ready and lost its grant: the reason
     /// (starting `sign-in required`, with the link) and the link.
     SignIn(Arc<str>, Arc<str>),
+}
+
+/// How a failed start failed, as the listing tells a Host whether waiting is worth it (README
+/// "What the tools answer": `refusedStarts`, `lasting`). Each start's failure replaces it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Failing {
+    /// A failure that may pass by itself (a 5xx, a timeout, a broken connection), or a
+    /// refused config entry (which shows no retry).
+    Passing,
+    /// The connection was refused ([`Error::is_refused`]: nothing listens at the url) this many
+    /// starts in a row (at least 1), this one included.
+    Refused(u32),
+    /// A failure that will not pass until the config or the server changes
+    /// ([`Error::lasting`]); still retried on the backoff.
+    Lasting,
+}
+
+impl Failing {
+    /// The failing of a start that failed with `failure`, after a start that failed with
+    /// `before`.
+    fn after(before: Failing, failure: &StartFailure) -> Failing {
+        if failure.is_refused() {
+            let before = match before {
+                Failing::Refused(n) => n,
+                Failing::Passing | Failing::Lasting => 0,
+            };
+            Failing::Refused(before.saturating_add(1))
+        } else if failure.lasting().is_some() {
+            Failing::Lasting
+        } else {
+            Failing::Passing
+        }
+    }
 }
 
 impl Status {
@@ -73,7 +104,7 @@ impl Status {
         Status::Error {
             reason: reason.into(),
             retry_at: None,
-            refused_starts: 0,
+            failing: Failing::Passing,
         }
     }
 }
@@ -174,6 +205,21 @@ impl StartFailure {
         matches!(self, StartFailure::Exchange(error) if error.is_refused())
     }
 
+    /// Why the failure will not pass by itself ([`Error::lasting`]), when it will not; the
+    /// listing's own bounds (pages, tools, cursors) are broken by the server until it changes.
+    fn lasting(&self) -> Option<crate::http::Lasting> {
+        match self {
+            StartFailure::Exchange(error) => error.lasting(),
+            StartFailure::TooManyTools { .. }
+            | StartFailure::SameCursor { .. }
+            | StartFailure::UsedCursor { .. }
+            | StartFailure::TooManyPages => Some(crate::http::Lasting::Explained),
+            StartFailure::StartDeadline
+            | StartFailure::RelistDeadline
+            | StartFailure::SessionChanged { .. } => None,
+        }
+    }
+
     /// Whether the start waits for a user to sign in (the server answered with a sign-in link).
     fn needs_sign_in(&self) -> bool {
         matches!(self, StartFailure::Exchange(error) if error.sign_in_url().is_some())
@@ -203,7 +249,11 @@ impl From<Error> for StartFailure {
 impl std::fmt::Display for StartFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            StartFailure::Exchange(error) => error.fmt(f),
+            StartFailure::Exchange(error) => {
+                error.fmt(f)?;
+                // What to change, for an error that will not pass by itself.
+                f.write_str(error.lasting().map_or("", crate::http::Lasting::advice))
+            }
             StartFailure::StartDeadline => write!(
                 f,
                 "the server did not finish starting (initialize and tools/list) within {} seconds",
@@ -377,8 +427,8 @@ impl Server {
             outcome
         };
         let sleeping = Arc::clone(&connection);
-        // Starts in a row whose connection was refused (nothing listening).
-        let mut refused_starts = 0u32;
+        // How the last start failed (refused starts counted in a row).
+        let mut failing = Failing::Passing;
         let started = start
             .retry(backoff())
             // A sign-in that ends (tokens, or a link that expired) starts again at once.
@@ -395,11 +445,7 @@ impl Server {
                 step.map(|step| next_wait(step, failure.retry_after()))
             })
             .notify(|failure: &StartFailure, wait| {
-                refused_starts = if failure.is_refused() {
-                    refused_starts.saturating_add(1)
-                } else {
-                    0
-                };
+                failing = Failing::after(failing, failure);
                 let whole = failure.to_string();
                 let reason = limits::truncate(&whole, 2 * limits::MAX_REASON_BYTES);
                 let link = connection.sign_in_url().filter(|_| failure.needs_sign_in());
@@ -425,7 +471,7 @@ impl Server {
                     None => Status::Error {
                         reason: reason.into(),
                         retry_at: Some(Instant::now() + wait),
-                        refused_starts,
+                        failing,
                     },
                 });
             });

@@ -214,6 +214,7 @@ impl Waiter {
                 status: s["status"].as_str().unwrap_or_default().to_string(),
                 reason: s["reason"].as_str().map(str::to_string),
                 refused_starts: s["refusedStarts"].as_u64().unwrap_or(0),
+                lasting: s["lasting"] == true,
                 sign_in_url: s["signInUrl"].as_str().map(str::to_string),
             })
             .collect()
@@ -253,6 +254,17 @@ impl Waiter {
                 );
                 return;
             }
+            // Its start failed in a way that will not fix itself (the listing's `lasting`: a
+            // 404 at the url, a 401 with no sign-in): waiting is in vain until the config or
+            // the server changes, and the reason says what to change.
+            if let Some(down) = pending.iter().find(|s| s.lasting) {
+                eprintln!(
+                    "host: not waiting for {}: its start failed in a way that will not fix itself ({})",
+                    down.namespace,
+                    down.reason.as_deref().unwrap_or_default()
+                );
+                return;
+            }
             // It waits for a sign-in: no wait ends that but the user, so say how at once.
             if let Some((down, link)) = pending
                 .iter()
@@ -281,6 +293,8 @@ struct ServerState {
     reason: Option<String>,
     /// The listing's `refusedStarts`: starts in a row whose connection was refused (0: none).
     refused_starts: u64,
+    /// The listing's `lasting`: the last start failed in a way that will not fix itself.
+    lasting: bool,
     /// The listing's `signInUrl`: the link of a sign-in the server waits for.
     sign_in_url: Option<String>,
 }

@@ -16,8 +16,9 @@
 //! never waited for. When the wait runs out, stderr names the servers still not ready.
 //!
 //! A call naming a namespace also stops waiting once that server's start was refused at
-//! connect twice in a row (the listing's `refusedStarts`: nothing listens there), saying so on
-//! stderr.
+//! connect twice in a row (the listing's `refusedStarts`: nothing listens there), or failed in
+//! a way that will not fix itself (the listing's `lasting`: a 404 at the url, a 401 with no
+//! sign-in), saying so on stderr.
 //!
 //! One call prints the tool's text on stdout (exit 0) or `kind: message` on stderr (exit 1);
 //! with `--json` it prints one JSON line on stdout instead: `{"ok":true,"text":"..."}` (plus

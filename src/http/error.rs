@@ -32,6 +32,38 @@ struct Inner {
     source: Option<BoxError>,
 }
 
+/// Why an error will not pass by itself ([`Error::lasting`]), so a reason can say what to
+/// change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lasting {
+    /// `404`: nothing serves MCP at the url's path.
+    NoEndpoint,
+    /// `400`, `405`, `406`, `410`, `415`, `501`: what answers there takes no MCP requests.
+    NotMcp,
+    /// `401`/`403` with no sign-in this client can use: the entry's credentials.
+    Credentials,
+    /// A redirect, a TLS failure, no shared version: the error's own sentence says what to do.
+    Explained,
+}
+
+impl Lasting {
+    /// What to change, as the end of a reason (`; ...`); empty when the error says it.
+    pub(crate) fn advice(self) -> &'static str {
+        match self {
+            Lasting::NoEndpoint => {
+                "; nothing serves MCP at this URL: check the path in \"url\" (many servers serve MCP at /mcp)"
+            }
+            Lasting::NotMcp => {
+                "; the server does not take MCP requests at this URL: check that \"url\" is the server's MCP endpoint"
+            }
+            Lasting::Credentials => {
+                "; the server refuses the request and offers no sign-in this client can use: check the credentials in the entry's \"headers\" (e.g. \"Authorization\": \"Bearer ${env:TOKEN}\")"
+            }
+            Lasting::Explained => "",
+        }
+    }
+}
+
 /// How a connection attempt failed (TCP connect, name resolution or TLS handshake).
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Connect {
@@ -272,6 +304,32 @@ impl Error {
             Kind::NoMutualVersion(_) => true,
             Kind::Reinitialize(cause) => cause.is_no_mutual_version(),
             _ => false,
+        }
+    }
+
+    /// What will not change until the config or the server does, when this error is such
+    /// (README "Lifecycle and limits": a lasting start failure): a `404 Not Found` to a request
+    /// without a session (nothing serves MCP at that path), `405`, `406`, `410`, `415` or `501`
+    /// (no MCP endpoint there), a `400` without a JSON-RPC error, a `401`/`403` without a
+    /// sign-in (the configured credentials, or none, are refused and no OAuth sign-in is
+    /// offered), a refused redirect, a failed TLS handshake, and no shared protocol version.
+    /// Decided on the kind and the status only.
+    pub(crate) fn lasting(&self) -> Option<Lasting> {
+        match &self.inner.kind {
+            Kind::Status { status, hint, .. } => match status.as_u16() {
+                404 => Some(Lasting::NoEndpoint),
+                400 | 405 | 406 | 410 | 415 | 501 => Some(Lasting::NotMcp),
+                // The config hint says what to change already.
+                401 | 403 if hint.is_some() => Some(Lasting::Explained),
+                401 | 403 => Some(Lasting::Credentials),
+                _ => None,
+            },
+            Kind::Redirect { .. }
+            | Kind::Connect {
+                why: Connect::Tls, ..
+            }
+            | Kind::NoMutualVersion(_) => Some(Lasting::Explained),
+            _ => None,
         }
     }
 

@@ -38,7 +38,7 @@ use tokio_util::task::TaskTracker;
 
 pub(crate) use auth::{Logout, SignInState};
 pub(crate) use client::Clients;
-pub(crate) use error::Error;
+pub(crate) use error::{Error, Lasting};
 pub(crate) use modern::{Mirrored, input_required, required_capabilities};
 pub(crate) use reply::Listened;
 pub(crate) use session::{AnsweredOn, Era, Initialized, Installs};

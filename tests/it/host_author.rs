@@ -169,3 +169,67 @@ async fn config_mistakes_are_refused_with_what_to_write() {
         assert_eq!(reason(&host, namespace).await, expected, "{namespace}");
     }
 }
+
+/// `entry` without `retryInSeconds`, which a failed start always has (a lasting error is
+/// retried on the backoff too).
+fn without_retry(entry: &serde_json::Value) -> serde_json::Value {
+    let mut entry = entry.clone();
+    let retry = entry.as_object_mut().unwrap().remove("retryInSeconds");
+    assert!(
+        retry.is_some_and(|r| r.as_u64().is_some_and(|r| r <= 60)),
+        "{entry}"
+    );
+    entry
+}
+
+/// Errors that will not fix themselves show at the first failed start as `error` with
+/// `"lasting": true` and a reason saying what to change: a 404 at the url (the path lacks
+/// `/mcp`), a 501, a 401 to an entry that cannot sign in, an https url for a plain-HTTP port. A
+/// 500 may pass: no `lasting`.
+#[tokio::test]
+async fn errors_that_will_not_heal_are_lasting_at_once() {
+    let server = serve(|req| async move {
+        match req.target.as_str() {
+            "/501" => Reply::raw(501, "text/plain", ""),
+            "/401" => Reply::raw(401, "text/plain", "bad token"),
+            "/500" => Reply::raw(500, "text/plain", "busy"),
+            _ => Reply::raw(404, "text/plain", "Not Found"),
+        }
+    })
+    .await;
+    let port = server.port;
+    let host = Host::new(json!({
+        "path": {"url": format!("http://127.0.0.1:{port}/")},
+        "unimplemented": {"url": format!("http://127.0.0.1:{port}/501")},
+        "keyed": {"url": format!("http://127.0.0.1:{port}/401"), "headers": {"Authorization": format!("Bearer {KEY}")}},
+        "tls": {"url": format!("https://127.0.0.1:{port}/mcp")},
+        "busy": {"url": format!("http://127.0.0.1:{port}/500")},
+    }));
+    let lasting = |namespace: &str, reason: &str| json!({"namespace": namespace, "status": "error", "reason": reason, "lasting": true, "tools": []});
+    let cases = [
+        lasting(
+            "path",
+            "HTTP 404 Not Found: Not Found; nothing serves MCP at this URL: check the path in \"url\" (many servers serve MCP at /mcp)",
+        ),
+        lasting(
+            "unimplemented",
+            "HTTP 501 Not Implemented; the server does not take MCP requests at this URL: check that \"url\" is the server's MCP endpoint",
+        ),
+        lasting(
+            "keyed",
+            "HTTP 401 Unauthorized: bad token; the server refuses the request and offers no sign-in this client can use: check the credentials in the entry's \"headers\" (e.g. \"Authorization\": \"Bearer ${env:TOKEN}\")",
+        ),
+        lasting(
+            "tls",
+            &format!(
+                "the TLS handshake with https://127.0.0.1:{port} failed (is it an https URL for a plain-HTTP port?)"
+            ),
+        ),
+        json!({"namespace": "busy", "status": "error", "reason": "HTTP 500 Internal Server Error: busy", "tools": []}),
+    ];
+    for expected in cases {
+        let namespace = expected["namespace"].as_str().unwrap();
+        let entry = host.failed(namespace, WAIT).await;
+        assert_eq!(without_retry(&entry), expected, "{namespace}");
+    }
+}

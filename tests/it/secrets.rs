@@ -650,7 +650,7 @@ async fn percent_encoded_header_echoes_and_url_user_names_are_scrubbed() {
     let listing = host.settled(Duration::from_secs(10)).await;
     assert_eq!(
         server_entry(&listing, "header")["reason"],
-        "HTTP 401 Unauthorized: rejected [redacted] /  / "
+        "HTTP 401 Unauthorized: rejected [redacted] /  / ; the server refuses the request and offers no sign-in this client can use: check the credentials in the entry's \"headers\" (e.g. \"Authorization\": \"Bearer ${env:TOKEN}\")"
     );
     // base64("ghp_4f9a8b7c6d5e/q:") is the Basic token; the user name alone and encoded too.
     let sent = server.first(|r| r.header("authorization").is_some());
@@ -660,7 +660,7 @@ async fn percent_encoded_header_echoes_and_url_user_names_are_scrubbed() {
     );
     assert_eq!(
         server_entry(&listing, "user")["reason"],
-        "HTTP 401 Unauthorized: rejected  / [redacted] / [redacted]"
+        "HTTP 401 Unauthorized: rejected  / [redacted] / [redacted]; the server refuses the request and offers no sign-in this client can use: check the credentials in the entry's \"headers\" (e.g. \"Authorization\": \"Bearer ${env:TOKEN}\")"
     );
     drop(host);
     let logs = logs.text();
@@ -749,7 +749,7 @@ async fn a_secret_split_by_the_preview_cut_leaves_no_prefix() {
     assert_eq!(
         server_entry(&listing, "long")["reason"],
         format!(
-            "HTTP 401 Unauthorized: {}[redacted]",
+            "HTTP 401 Unauthorized: {}[redacted]; the server refuses the request and offers no sign-in this client can use: check the credentials in the entry's \"headers\" (e.g. \"Authorization\": \"Bearer ${{env:TOKEN}}\")",
             "[redacted] ".repeat(39)
         )
     );
@@ -849,8 +849,12 @@ async fn a_secret_json_escaped_in_an_error_body_is_scrubbed() {
             server_entry(&listing, "py")["reason"].clone()
         ),
         (
-            json!(r#"HTTP 401 Unauthorized: {"error":"invalid key [redacted]"}"#),
-            json!(r#"HTTP 401 Unauthorized: {"detail":"bad key [redacted]"}"#)
+            json!(
+                r#"HTTP 401 Unauthorized: {"error":"invalid key [redacted]"}; the server refuses the request and offers no sign-in this client can use: check the credentials in the entry's "headers" (e.g. "Authorization": "Bearer ${env:TOKEN}")"#
+            ),
+            json!(
+                r#"HTTP 401 Unauthorized: {"detail":"bad key [redacted]"}; the server refuses the request and offers no sign-in this client can use: check the credentials in the entry's "headers" (e.g. "Authorization": "Bearer ${env:TOKEN}")"#
+            )
         )
     );
     drop(host);
@@ -858,8 +862,8 @@ async fn a_secret_json_escaped_in_an_error_body_is_scrubbed() {
     assert_eq!(
         (logged_reason(&logs, "php"), logged_reason(&logs, "py")),
         (
-            r#"HTTP 401 Unauthorized: {"error":"invalid key [redacted]"}"#,
-            r#"HTTP 401 Unauthorized: {"detail":"bad key [redacted]"}"#
+            r#"HTTP 401 Unauthorized: {"error":"invalid key [redacted]"}; the server refuses the request and offers no sign-in this client can use: check the credentials in the entry's "headers" (e.g. "Authorization": "Bearer ${env:TOKEN}")"#,
+            r#"HTTP 401 Unauthorized: {"detail":"bad key [redacted]"}; the server refuses the request and offers no sign-in this client can use: check the credentials in the entry's "headers" (e.g. "Authorization": "Bearer ${env:TOKEN}")"#
         )
     );
     for leaked in [r"k3y\/abcdef", r"p\u00e4sswort"] {

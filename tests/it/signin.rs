@@ -423,7 +423,9 @@ async fn a_configured_authorization_header_never_starts_oauth() {
         (&docs["status"], &docs["reason"], &docs["signInUrl"]),
         (
             &json!("error"),
-            &json!("HTTP 401 Unauthorized"),
+            &json!(
+                "HTTP 401 Unauthorized; the server refuses the request and offers no sign-in this client can use: check the credentials in the entry's \"headers\" (e.g. \"Authorization\": \"Bearer ${env:TOKEN}\")"
+            ),
             &Value::Null
         )
     );
