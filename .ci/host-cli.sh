@@ -298,4 +298,16 @@ first=$(printf '%s\n' "$err" | head -n 1)
   && [ "$first" = 'host: not waiting for web: its start failed in a way that will not fix itself (HTTP 404 Not Found (a body of type text/html, not shown); nothing serves MCP at this URL: check the path in "url" (many servers serve MCP at /mcp))' ] \
   || finding "a call to a url without /mcp: exit $rc after $((SECONDS - started)) s, $err"
 
+# 13. Honest exit codes: a call that answered exits 3 when an entry of CONFIG was refused or a
+# server's start failed (status error), also for a listing, and stderr names them; 0 when every
+# server is up.
+rc=0; out=$($host fixtures/local-only.json mcp/get_dynamic_tools 2>"$tmp/err") || rc=$?
+[ "$rc" = 3 ] && [ "$(printf '%s' "$out" | head -c 12)" = '{"servers":[' ] \
+  && [ "$(cat "$tmp/err")" = 'host: exit 3: not every server is up: files (error: local MCP servers (command) are not supported yet), legacy (error: the legacy HTTP+SSE transport (type "sse") is not supported; point "url" at the server'"'"'s Streamable HTTP endpoint instead)' ] \
+  || finding "a listing with refused entries: exit $rc, $out, $(cat "$tmp/err")"
+rc=0; $host --wait 5 "$tmp/no-path.json" mcp/get_dynamic_tools >/dev/null 2>&1 || rc=$?
+[ "$rc" = 3 ] || finding "a listing with a failed server: exit $rc"
+rc=0; $host "$tmp/coming-up.json" mcp/get_dynamic_tools >/dev/null 2>"$tmp/err" || rc=$?
+[ "$rc" = 0 ] && [ ! -s "$tmp/err" ] || finding "a listing with every server up: exit $rc, $(cat "$tmp/err")"
+
 [ "$failed" = 0 ] && echo "host-cli: all passed" || { echo "host-cli: $failed failed" >&2; exit 1; }

@@ -69,6 +69,13 @@ pub(crate) async fn run(args: Run, servers: Value, script: Option<Vec<Step>>) ->
             },
         },
     };
+    // Honest exit codes: calls that answered still exit 3 when an entry was refused or a
+    // server's start failed.
+    let code = if code == ExitCode::SUCCESS {
+        waiter.verdict(&*pack).await
+    } else {
+        code
+    };
     drop(pack);
     settle().await;
     code
@@ -218,6 +225,24 @@ impl Waiter {
                 sign_in_url: s["signInUrl"].as_str().map(str::to_string),
             })
             .collect()
+    }
+
+    /// The exit code of a run whose calls all answered: 0 when no server shows `error` (a
+    /// refused entry, or a failed start) now, else 3, naming them on stderr. A server still
+    /// `loading` has no verdict yet.
+    async fn verdict(&self, pack: &dyn Pack) -> ExitCode {
+        let down: Vec<String> = self
+            .servers(pack)
+            .await
+            .iter()
+            .filter(|s| s.status == "error")
+            .map(ServerState::describe)
+            .collect();
+        if down.is_empty() {
+            return ExitCode::SUCCESS;
+        }
+        eprintln!("host: exit 3: not every server is up: {}", down.join(", "));
+        ExitCode::from(3)
     }
 
     async fn wait(&mut self, pack: &dyn Pack, tool: &str, arguments: &Value) {
