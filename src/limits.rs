@@ -40,6 +40,11 @@ pub(crate) const HANDSHAKE_GRACE: Duration = Duration::from_secs(1);
 /// time; the host CLI (`docs/host-cli.md`) waits 11 s.
 pub(crate) const CLOSE_DEADLINE: Duration = Duration::from_secs(10);
 
+/// How long after the Pack's drop the future of `Pack::closed` (README "Add it to a Host")
+/// waits at most for every server task to end: [`CLOSE_DEADLINE`] plus 1 s for the tasks to
+/// finish after their last `DELETE`.
+pub(crate) const CLOSED_WAIT: Duration = Duration::from_secs(11);
+
 /// How long connecting a TCP (and TLS) connection may take; the start and call deadlines still
 /// govern everything after it.
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);

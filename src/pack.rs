@@ -16,8 +16,8 @@ mod host_only;
 use std::sync::Arc;
 
 use runvil_plugin::{
-    BoxFuture, Pack, Services, TOKIO_RUNTIME, ToolError, ToolErrorKind, ToolSpec, Unavailable,
-    Value,
+    BoxFuture, Pack, Services, Settled, TOKIO_RUNTIME, ToolError, ToolErrorKind, ToolSpec,
+    Unavailable, Value,
 };
 use serde_json::{Map, json};
 use tokio_util::sync::CancellationToken;
@@ -50,6 +50,8 @@ pub(crate) fn construct(
     let entries = config::parse(config, &ProcessEnvironment).map_err(Unavailable::new)?;
     let shutdown = CancellationToken::new();
     let clients = Arc::new(Clients::default());
+    // Every server task, so `Pack::closed` waits for this Pack's work only.
+    let tasks = tokio_util::task::TaskTracker::new();
     let mut servers = Vec::with_capacity(entries.len());
     for (namespace, entry) in entries {
         let namespace: Arc<str> = namespace.into();
@@ -68,17 +70,23 @@ pub(crate) fn construct(
                     Arc::clone(&connection),
                     tool_filter,
                 ));
-                runtime.spawn(Arc::clone(&server).run(connection, shutdown.clone()));
+                tasks.spawn_on(
+                    Arc::clone(&server).run(connection, shutdown.clone()),
+                    &runtime,
+                );
                 server
             }
         };
         servers.push(server);
     }
     servers.sort_by(|a, b| a.namespace.cmp(&b.namespace));
+    tasks.close();
     Ok(Box::new(McpPack {
+        tasks,
         id: id.to_string(),
         servers: Arc::new(servers),
         shutdown,
+        runtime,
     }))
 }
 
@@ -88,6 +96,11 @@ struct McpPack {
     /// Sorted by namespace.
     servers: Arc<Vec<Arc<Server>>>,
     shutdown: CancellationToken,
+    /// The Host's runtime, where [`Pack::settled`] and [`Pack::closed`] wait (so any executor
+    /// can poll them).
+    runtime: tokio::runtime::Handle,
+    /// The server tasks (closed: no more are added); each ends after its connection's cleanup.
+    tasks: tokio_util::task::TaskTracker,
 }
 
 impl Drop for McpPack {
@@ -168,6 +181,53 @@ impl Pack for McpPack {
 
     fn ready(&self) -> BoxFuture<()> {
         Box::pin(async {})
+    }
+
+    /// Waits, in a task on the Host's runtime, until no server is `loading`
+    /// ([`Server::settled`]), at most `within` (or until the Pack is dropped); `Pending` names
+    /// the namespaces still loading then, sorted. The future only awaits that task.
+    fn settled(&self, within: std::time::Duration) -> BoxFuture<Settled> {
+        let servers = Arc::clone(&self.servers);
+        let shutdown = self.shutdown.clone();
+        let task = self.runtime.spawn(async move {
+            let all = futures_util::future::join_all(servers.iter().map(|s| s.settled()));
+            tokio::select! {
+                _ = tokio::time::timeout(within, all) => {}
+                () = shutdown.cancelled() => {}
+            }
+            let pending: Vec<String> = servers
+                .iter()
+                .filter(|s| s.is_loading())
+                .map(|s| s.namespace.to_string())
+                .collect();
+            if pending.is_empty() {
+                Settled::All
+            } else {
+                Settled::Pending(pending)
+            }
+        });
+        Box::pin(async move {
+            // Dropping the returned future leaves the task to end at its deadline; a task
+            // that panicked or was aborted (the runtime shutting down) settled nothing.
+            task.await.unwrap_or(Settled::Pending(Vec::new()))
+        })
+    }
+
+    /// Waits, in a task on the Host's runtime, for the Pack's drop and then for every server
+    /// task to end (each ends once its connection's cancels and `DELETE`s are done), at most
+    /// [`limits::CLOSED_WAIT`] after the drop. The future only awaits that task.
+    fn closed(&self) -> BoxFuture<()> {
+        let tasks = self.tasks.clone();
+        let shutdown = self.shutdown.clone();
+        let task = self.runtime.spawn(async move {
+            shutdown.cancelled().await;
+            // A server task that outlives the bound is given up on, not waited for.
+            let _ = tokio::time::timeout(limits::CLOSED_WAIT, tasks.wait()).await;
+        });
+        Box::pin(async move {
+            // An error is the runtime shutting down: nothing is left to wait for.
+            let _ = task.await;
+        })
     }
 
     fn call(&self, tool: &str, args: Value) -> BoxFuture<Result<String, ToolError>> {

@@ -328,6 +328,8 @@ pub(crate) struct Server {
     last_refresh: Mutex<Option<Instant>>,
     /// The tools its config entry hides: never in its [`ToolList`], never called.
     pub(crate) tool_filter: ToolFilter,
+    /// Sent to on every status change, so [`Server::settled`] needs no polling.
+    changes: tokio::sync::watch::Sender<()>,
 }
 
 impl Server {
@@ -340,6 +342,7 @@ impl Server {
             last_miss: Mutex::new(None),
             last_refresh: Mutex::new(None),
             tool_filter: ToolFilter::default(),
+            changes: tokio::sync::watch::Sender::new(()),
         }
     }
 
@@ -357,6 +360,7 @@ impl Server {
             last_miss: Mutex::new(None),
             last_refresh: Mutex::new(None),
             tool_filter,
+            changes: tokio::sync::watch::Sender::new(()),
         }
     }
 
@@ -384,6 +388,34 @@ impl Server {
 
     fn set_status(&self, status: Status) {
         *self.status.write().unwrap_or_else(|e| e.into_inner()) = status;
+        self.changes.send_replace(());
+    }
+
+    /// Resolves once the server is no longer `loading`: ready, or `error` (a refused entry, a
+    /// failed start, a sign-in it waits for). Woken by each status change, no polling.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only waits.
+    pub(crate) async fn settled(&self) {
+        let mut changed = self.changes.subscribe();
+        loop {
+            let loading = matches!(
+                *self.status.read().unwrap_or_else(|e| e.into_inner()),
+                Status::Loading
+            );
+            // The sender lives as long as `self`: `changed` errs never while it is borrowed.
+            if !loading || changed.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Whether the server is still `loading` (its first start has not finished).
+    pub(crate) fn is_loading(&self) -> bool {
+        matches!(
+            *self.status.read().unwrap_or_else(|e| e.into_inner()),
+            Status::Loading
+        )
     }
 
     /// Makes `list`, without the tools the config hides, the server's tools (`ready`) and logs

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use runvil_plugin::{Pack, ToolError};
+use runvil_plugin::{Pack, Settled, ToolError};
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
 use tokio::time::Instant;
@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use crate::args::{Mode, Run};
 use crate::config::without_bom;
 use crate::script::{Step, parse_line};
-use crate::{Closed, emit, exit_code, settle};
+use crate::{Closed, emit, exit_code};
 
 /// How often the listing is polled while waiting.
 const POLL: Duration = Duration::from_millis(20);
@@ -76,15 +76,15 @@ pub(crate) async fn run(args: Run, servers: Value, script: Option<Vec<Step>>) ->
     } else {
         code
     };
-    drop(pack);
-    settle().await;
+    // This Pack's cleanup, awaited through the contract (`Pack::closed`).
+    crate::close(pack).await;
     code
 }
 
 /// Stdout was closed (`host ... | head -n 1`): drops the Pack and exits 1 without another word.
 async fn stop(pack: Box<dyn Pack>) -> ExitCode {
-    drop(pack);
-    settle().await;
+    // This Pack's cleanup, awaited through the contract (`Pack::closed`).
+    crate::close(pack).await;
     ExitCode::from(1)
 }
 
@@ -247,8 +247,19 @@ impl Waiter {
 
     async fn wait(&mut self, pack: &dyn Pack, tool: &str, arguments: &Value) {
         let need = self.need(tool, arguments);
-        if matches!(need, Need::Nothing) {
-            return;
+        match need {
+            Need::Nothing => return,
+            // The whole listing: awaited through the contract (`Pack::settled`), no polling.
+            Need::Settled => {
+                let left = self.deadline.saturating_duration_since(Instant::now());
+                if let Settled::Pending(names) = pack.settled(left).await {
+                    let names: Vec<String> =
+                        names.iter().map(|n| format!("{n} (loading)")).collect();
+                    eprintln!("host: the wait ran out; not ready: {}", names.join(", "));
+                }
+                return;
+            }
+            Need::Ready(_) => {}
         }
         loop {
             let pending: Vec<ServerState> = self
@@ -256,8 +267,7 @@ impl Waiter {
                 .await
                 .into_iter()
                 .filter(|s| match &need {
-                    Need::Nothing => false,
-                    Need::Settled => s.status == "loading",
+                    Need::Nothing | Need::Settled => false,
                     Need::Ready(namespace) => {
                         s.namespace == *namespace
                             && s.status != "ready"

@@ -145,9 +145,16 @@ fn construct(
     Ok((pack, spec.default_id.clone()))
 }
 
-/// After the Pack's drop: waits until its background work (the cancels, then each session's
-/// `DELETE`, each bounded by 5 s) has ended, at most 11 s, so the process does not end it
-/// first.
+/// Drops `pack` and awaits its cleanup (the cancels, then each session's `DELETE`) through
+/// the contract's `Pack::closed`, at most 11 s, so the process does not end it first.
+pub(crate) async fn close(pack: Box<dyn Pack>) {
+    let closed = pack.closed();
+    drop(pack);
+    closed.await;
+}
+
+/// After a Ctrl-C dropped the work that owned the Pack (so no `Pack::closed` future was taken):
+/// waits until the runtime's tasks — here only the Pack's — have ended, at most 11 s.
 async fn settle() {
     let handle = tokio::runtime::Handle::current();
     let deadline = Instant::now() + Duration::from_secs(11);

@@ -72,8 +72,7 @@ async fn wait_ready(namespace: &str, entry: Value, wait: Duration) -> ExitCode {
     if first["status"] == "error" {
         let reason = first["reason"].as_str().unwrap_or("refused by its config");
         eprintln!("host: login failed: server {namespace:?} cannot start: {reason}");
-        drop(pack);
-        crate::settle().await;
+        crate::close(pack).await;
         return ExitCode::from(1);
     }
     let mut shown: Option<String> = None;
@@ -150,8 +149,7 @@ async fn wait_ready(namespace: &str, entry: Value, wait: Duration) -> ExitCode {
         (Ok(()), Some(_)) => saved(&*pack, &id, namespace).await,
         (outcome, _) => outcome,
     };
-    drop(pack);
-    crate::settle().await;
+    crate::close(pack).await;
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(reason) => {

@@ -202,9 +202,53 @@ pub trait Pack: Send + Sync {
     /// Resolves when the Pack can take calls.
     fn ready(&self) -> BoxFuture<()>;
 
+    /// Resolves once every backend of the Pack has settled — it is ready, or it failed and
+    /// says why (the Pack's own listing tells which) — with [`Settled::All`], or once `within`
+    /// has passed with [`Settled::Pending`] naming the backends still starting. A Host awaits
+    /// this instead of polling the Pack's tools for a status.
+    ///
+    /// The default (for a Pack without backends that start on their own) awaits
+    /// [`Pack::ready`] and answers [`Settled::All`]; it does not bound that wait by `within`.
+    /// A Pack that overrides it must bound the wait and may be polled by any executor.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future only stops the wait.
+    fn settled(&self, within: std::time::Duration) -> BoxFuture<Settled> {
+        let _ = within;
+        let ready = self.ready();
+        Box::pin(async move {
+            ready.await;
+            Settled::All
+        })
+    }
+
+    /// Resolves once the Pack's cleanup after its drop is done (what dropping it started on the
+    /// Host's runtime: the MCP Pack's cancels and session `DELETE`s), within a bound the Pack
+    /// documents; never before the drop. Take it before dropping the Pack, so a Host waits for
+    /// this Pack's work only, not every task on its runtime:
+    /// `let closed = pack.closed(); drop(pack); closed.await;`
+    ///
+    /// The default (a Pack that leaves no work behind its drop) resolves at once.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future only stops the wait; the cleanup goes on.
+    fn closed(&self) -> BoxFuture<()> {
+        Box::pin(async {})
+    }
+
     /// Runs the tool named `tool` (a full name from [`Pack::tools`]) with the JSON argument object
     /// `args`. Dropping the returned future cancels the call.
     fn call(&self, tool: &str, args: Value) -> BoxFuture<Result<String, ToolError>>;
+}
+
+/// What [`Pack::settled`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settled {
+    /// Every backend settled: ready, or failed with a reason the Pack shows.
+    All,
+    /// The wait ran out first: the backends still starting, by the Pack's names for them (the
+    /// MCP Pack's namespaces), sorted.
+    Pending(Vec<String>),
 }
 
 /// The kinds of [`ToolError`], so a Host or a model can tell what to do next.
@@ -317,6 +361,24 @@ mod tests {
         assert!(pack.tools().is_empty());
         assert_eq!(pack.prelude(), None);
         assert!(packs.get("runvil/other").is_none());
+        let settled = pack.settled(std::time::Duration::ZERO);
+        assert_eq!(futures_executor_block_on(settled), Settled::All);
+        let closed = pack.closed();
+        drop(pack);
+        futures_executor_block_on(closed);
+    }
+
+    /// Polls `future` to its end on this thread (the futures the contract's defaults return
+    /// need no runtime).
+    fn futures_executor_block_on<T>(future: BoxFuture<T>) -> T {
+        let mut future = future;
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        loop {
+            if let std::task::Poll::Ready(value) = future.as_mut().poll(&mut cx) {
+                return value;
+            }
+        }
     }
 
     #[test]

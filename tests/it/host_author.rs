@@ -233,3 +233,73 @@ async fn errors_that_will_not_heal_are_lasting_at_once() {
         assert_eq!(without_retry(&entry), expected, "{namespace}");
     }
 }
+
+/// A Host awaits readiness through the contract instead of polling the listing:
+/// `Pack::settled` resolves `All` once no server is `loading` (each is ready, or in `error`
+/// with its reason), and `Pending` with the namespaces still loading when the time runs out.
+#[tokio::test]
+async fn a_host_awaits_every_server_settled() {
+    use runvil_plugin::Settled;
+    let server = hostile::serve_tools(vec![hostile::tool("echo", "echoes")], |req| {
+        Reply::json(&hostile::text_result(&req.id(), "hi"))
+    })
+    .await;
+    let silent = crate::support::net::unused_loopback().await;
+    let silent_url = format!("http://{}/mcp", silent.local_addr().unwrap());
+    let ready = format!("http://127.0.0.1:{}/mcp", server.port);
+    let host = Host::new(json!({
+        "docs": {"url": ready},
+        "files": {"command": "npx"},
+    }));
+    assert_eq!(host.pack.settled(WAIT).await, Settled::All);
+    assert_eq!(
+        host.listing(json!({})).await,
+        json!({"servers": [
+            {"namespace": "docs", "status": "ready", "tools": ["echo"]},
+            {"namespace": "files", "status": "error", "reason": "local MCP servers (command) are not supported yet", "tools": []},
+        ]})
+    );
+    let hanging = Host::new(json!({"docs": {"url": ready}, "silent": {"url": silent_url}}));
+    assert_eq!(
+        hanging.pack.settled(Duration::from_millis(500)).await,
+        Settled::Pending(vec!["silent".to_string()])
+    );
+    assert_eq!(Host::new(json!({})).pack.settled(WAIT).await, Settled::All);
+}
+
+/// A Host awaits the Pack's cleanup instead of counting the runtime's tasks: the future
+/// `Pack::closed` gave before the drop resolves once the session's `DELETE` was answered.
+#[tokio::test]
+async fn a_host_awaits_the_cleanup_after_the_drop() {
+    let server = hostile::serve(|req| async move {
+        if req.http_method == "DELETE" {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            return Reply::raw(200, "text/plain", "");
+        }
+        hostile::standard(&req).unwrap_or_else(|| match req.method() {
+            "tools/list" => Reply::json(&hostile::tools_page(
+                &req.id(),
+                vec![hostile::tool("echo", "e")],
+                None,
+            )),
+            _ => Reply::raw(400, "text/plain", ""),
+        })
+    })
+    .await;
+    let host = Host::new(json!({"docs": {"url": format!("http://127.0.0.1:{}/mcp", server.port)}}));
+    host.ready("docs", WAIT).await;
+    let closed = host.pack.closed();
+    // A Host's own task, alive for the whole test: the wait is for this Pack's work only.
+    let own = tokio::spawn(std::future::pending::<()>());
+    drop(host);
+    closed.await;
+    let deletes: Vec<String> = server
+        .requests()
+        .iter()
+        .filter(|r| r.http_method == "DELETE")
+        .map(|r| r.header("mcp-session-id").unwrap_or_default())
+        .collect();
+    assert_eq!(deletes, [hostile::SESSION]);
+    assert!(!own.is_finished());
+    own.abort();
+}
