@@ -19,13 +19,17 @@ use reqwest::{Response, StatusCode, Url};
 use serde_json::value::RawValue;
 
 use super::events::{BodyError, SseStream};
-use super::session::{Era, Session};
-use super::{Connection, Current, Decoded, Error, Wire, lock};
+use super::session::{Era, EraSignal, Rechecked, Session};
+use super::{Connection, Current, Decoded, Error, Wire};
 use crate::jsonrpc::{self, Kind, RpcError};
 use crate::limits::{self, MAX_MESSAGE_BYTES};
 use crate::protocol::{ACCEPT_SSE, LAST_EVENT_ID, codes};
 use crate::redact::{REDACTED, Redactor};
 use crate::sse::Event;
+
+/// The JSON-RPC method of the modern change stream (MCP 2026-07-28,
+/// basic/patterns/subscriptions).
+const LISTEN: &str = "subscriptions/listen";
 
 /// The longest redirect target a reason quotes, in bytes (after scrubbing).
 const MAX_LOCATION_BYTES: usize = 512;
@@ -261,7 +265,28 @@ impl Connection {
         }
     }
 
-    /// Resumes a stream: `GET` with `Last-Event-ID`, carrying `session`.
+    /// Sends the `GET` of a stream on `session` ([`Connection::send_session_request`], the
+    /// token refreshed first when it expires soon); its response headers must come within
+    /// [`limits::STREAM_OPEN_TIMEOUT`], else [`Error::no_answer`] naming `what`. The status is
+    /// not checked.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping it drops the request.
+    async fn open_stream(
+        &self,
+        what: &'static str,
+        session: &Session,
+        make: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
+    ) -> Result<Response, Error> {
+        let within = limits::STREAM_OPEN_TIMEOUT;
+        let sent = self.send_session_request(session, reqwest::Method::GET, true, make);
+        tokio::time::timeout(within, sent)
+            .await
+            .unwrap_or_else(|_| Err(Error::no_answer(what, within)))
+    }
+
+    /// Resumes a stream: `GET` with `Last-Event-ID`, carrying `session`; its headers within
+    /// [`limits::STREAM_OPEN_TIMEOUT`].
     async fn resume(&self, last_event_id: &str, session: &Session) -> Result<Response, Error> {
         if last_event_id.len() > limits::MAX_EVENT_ID_BYTES {
             return Err(Error::protocol(format!(
@@ -273,7 +298,7 @@ impl Connection {
             Error::protocol("the server's SSE event id is not a valid header value")
         })?;
         let response = self
-            .send_session_request(session, reqwest::Method::GET, true, |http| {
+            .open_stream("the resumption", session, |http| {
                 http.get(self.url.clone())
                     .header(ACCEPT, ACCEPT_SSE)
                     .header(LAST_EVENT_ID, last.clone())
@@ -307,7 +332,7 @@ impl Connection {
     /// Cancel safe: dropping the future closes the stream; `last_event_id` holds the last id
     /// received.
     pub(crate) async fn listen(
-        &self,
+        self: &std::sync::Arc<Self>,
         on: &Current,
         last_event_id: &mut String,
     ) -> Result<Listened, Error> {
@@ -322,7 +347,7 @@ impl Connection {
             .filter(|id| !id.is_empty())
             .and_then(|id| HeaderValue::from_str(id).ok());
         let response = self
-            .send_session_request(session, reqwest::Method::GET, true, |http| {
+            .open_stream("the standalone GET", session, |http| {
                 let request = http.get(self.url.clone()).header(ACCEPT, ACCEPT_SSE);
                 match &last {
                     Some(last) => request.header(LAST_EVENT_ID, last.clone()),
@@ -373,7 +398,7 @@ impl Connection {
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future closes the stream, which ends the subscription.
-    async fn subscribe(&self, on: &Current) -> Result<Listened, Error> {
+    async fn subscribe(self: &std::sync::Arc<Self>, on: &Current) -> Result<Listened, Error> {
         #[derive(serde::Deserialize)]
         struct Acknowledged {
             #[serde(default)]
@@ -386,11 +411,12 @@ impl Connection {
         let id = self.fresh_id();
         let body = jsonrpc::request_with_meta(
             id,
-            "subscriptions/listen",
+            LISTEN,
             r#"{"notifications":{"toolsListChanged":true}}"#,
             &super::modern::META,
         );
-        let wire = Wire::new("subscriptions/listen", None, &[]);
+        let within = limits::STREAM_OPEN_TIMEOUT;
+        let wire = Wire::new(LISTEN, None, &[]).headers_within(within);
         let response = match self
             .post(Bytes::from(body), &wire, Some(session), Some(id))
             .await
@@ -399,9 +425,23 @@ impl Connection {
             Err(e) if e.rpc().is_some_and(|r| r.code == codes::METHOD_NOT_FOUND) => {
                 return Ok(Listened::NotOffered);
             }
-            Err(e) if super::shows_other_era(session, &e) => {
-                // A restart onto the legacy era: the loop makes a new start (which probes).
-                lock(&self.sessions).doubt(session);
+            Err(e) if super::era_signal(session, &e).is_some() => {
+                // Maybe a restart onto the legacy era: the era is asked again, unless the
+                // server's probe found this answer to be its own before. Moved, the loop
+                // leaves this route for the next. The same era: a plain 404 or 405 means this
+                // server has no listen endpoint, and nothing more is asked.
+                let signal = super::era_signal(session, &e);
+                let own = match signal {
+                    Some(signal) if !self.is_own(session, LISTEN, signal) => {
+                        self.recheck(session, LISTEN, signal).await == Rechecked::Own
+                    }
+                    Some(_) => true,
+                    None => false,
+                };
+                if own && matches!(signal, Some(EraSignal::PlainRefusal(404 | 405))) {
+                    tracing::debug!(namespace = %self.namespace, "subscriptions/listen has no endpoint on this server (a plain 404 or 405 from a modern server)");
+                    return Ok(Listened::NotOffered);
+                }
                 return Err(e);
             }
             Err(e) => return Err(e),
@@ -410,7 +450,11 @@ impl Connection {
         if !matches!(media_type(&response), Some(MediaType::EventStream)) {
             // A JSON answer ends the subscription at once: an error, or a graceful end.
             let ignore = |_: &RawValue, _: &Bytes| -> Decoded<()> { Ok(()) };
-            return match self.read_response(response, id, session, &ignore).await {
+            let read =
+                tokio::time::timeout(within, self.read_response(response, id, session, &ignore))
+                    .await
+                    .unwrap_or_else(|_| Err(Error::no_answer(LISTEN, within)));
+            return match read {
                 Ok(()) => Ok(Listened::Ended),
                 Err(e) if e.rpc().is_some_and(|r| r.code == codes::METHOD_NOT_FOUND) => {
                     Ok(Listened::NotOffered)

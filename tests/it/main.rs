@@ -9,6 +9,7 @@
 mod attack;
 mod attack2;
 mod attack3;
+mod bounds;
 mod config;
 mod dpop;
 mod host_logout;
