@@ -717,10 +717,13 @@ impl Connection {
     }
 
     /// Request `id` (of `method`) on `stale` was answered `error`, the way the other era
-    /// answers: it is off the wire, and the era is asked again ([`Connection::recheck`]). The
-    /// other era (the server restarted onto another version; nothing was processed): the
-    /// route made next, for the one resend. The same era, or no verdict: `None`, and `error`
-    /// is the request's answer.
+    /// answers: it is off the wire, and the era is asked again ([`Connection::recheck`]). A
+    /// route changed (the other era: the server restarted onto another version and processed
+    /// nothing; or the same modern era declaring other things): the live route, for the one
+    /// resend. The same era and route: a plain refusal (nothing was processed; a proxy that
+    /// flapped) is sent once more on `stale`; any other signal is the server's own answer
+    /// (`None`: `error` is the request's answer), and so is everything when the probe gave no
+    /// verdict.
     ///
     /// # Cancel safety
     /// Cancel safe: the probe and the new start run in tasks of their own.
@@ -737,8 +740,11 @@ impl Connection {
         };
         lock(&self.flights).waiting(id);
         tracing::debug!(namespace = %self.namespace, method, id, era = ?stale.era, "the server answered like the other era; asking which era it speaks");
-        match self.recheck(stale, method, signal).await {
+        match self.recheck(stale, method, signal, by_listing).await {
             Rechecked::Moved => self.session(None, by_listing).await.map(Some),
+            Rechecked::Own if matches!(signal, EraSignal::PlainRefusal(_)) => {
+                Ok(Some(Arc::clone(stale)))
+            }
             Rechecked::Own | Rechecked::Unsure => Ok(None),
         }
     }

@@ -433,7 +433,7 @@ impl Connection {
                 let signal = super::era_signal(session, &e);
                 let own = match signal {
                     Some(signal) if !self.is_own(session, LISTEN, signal) => {
-                        self.recheck(session, LISTEN, signal).await == Rechecked::Own
+                        self.recheck(session, LISTEN, signal, false).await == Rechecked::Own
                     }
                     Some(_) => true,
                     None => false,

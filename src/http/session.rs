@@ -196,10 +196,12 @@ impl OwnAnswers {
 /// What asking the era again after an [`EraSignal`] found ([`Connection::recheck`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Rechecked {
-    /// The same era: the answer was the server's own, and stands.
+    /// The same era, and the route is kept: the answer was the server's own.
     Own,
-    /// The other era (or the route changed meanwhile): the request goes once more on the route
-    /// made next.
+    /// The route is another one now: the probe found the other era (a modern route is
+    /// installed at once; a legacy one is made by the next request's handshake), or the same
+    /// modern era declaring other things (its new route is installed), or the route changed
+    /// meanwhile. The request goes once more on the live route.
     Moved,
     /// The probe gave no verdict (a transport failure, a 5xx, no mutual version): the answer
     /// stands, and the same signal asks again next time.
@@ -698,11 +700,14 @@ impl Connection {
     /// The answer to a request of `method` on route `on` carried `signal`, a sign of the other
     /// era: asks the server `server/discover` again, one such probe at a time, in a task of the
     /// connection (MCP 2026-07-28, basic/versioning "Backward Compatibility"). The same era:
-    /// the route is kept and the signal is the server's own answer to `method` from now on
-    /// ([`Rechecked::Own`]). The other era: `on` stops being the route (a legacy session stays
-    /// owned, deleted with the others unless the server was found modern) and the next request
-    /// makes a route of that era ([`Rechecked::Moved`]). A signal already confirmed, or a route
-    /// another probe already moved, is answered without a probe.
+    /// the signal is the server's own answer to `method` from now on, and the route is kept
+    /// ([`Rechecked::Own`]) — unless it is a modern route whose new `server/discover` declares
+    /// other things, which is replaced by the new one. The other era: `on` stops being the
+    /// route (a legacy session stays owned, deleted with the others unless the server was
+    /// found modern); a modern route found is installed at once ([`Rechecked::Moved`]). A
+    /// signal already confirmed, or a route another probe already moved, is answered without
+    /// a probe. A route installed here asks for a re-listing unless `by_listing`
+    /// ([`crate::notices::Signals::session_renewed`]).
     ///
     /// # Cancel safety
     /// Cancel safe: the probe runs in its own task and finishes without the caller.
@@ -711,6 +716,7 @@ impl Connection {
         on: &Arc<Session>,
         method: &str,
         signal: EraSignal,
+        by_listing: bool,
     ) -> Rechecked {
         let this = Arc::clone(self);
         let on = Arc::clone(on);
@@ -728,21 +734,39 @@ impl Connection {
             }
             tracing::debug!(namespace = %this.namespace, method = &*method, ?signal, era = ?on.era, "an answer looked like the other era's; asking server/discover again");
             let found = match this.discover().await {
-                Ok(found) => found.map_or(Era::Legacy, |_| Era::Modern),
+                Ok(found) => found,
                 Err(e) => {
                     tracing::debug!(namespace = %this.namespace, reason = %e, "server/discover gave no verdict; the answer stands");
                     return Rechecked::Unsure;
                 }
             };
+            let era = found.as_ref().map_or(Era::Legacy, |_| Era::Modern);
             let mut state = lock(&this.sessions);
-            if found == on.era {
+            if era == on.era {
                 tracing::debug!(namespace = %this.namespace, method = &*method, ?signal, "the server is still of the same era: that answer is its own");
-                state.confirmed(found, &method, signal);
-                Rechecked::Own
-            } else {
-                state.retire(&on);
-                Rechecked::Moved
+                state.confirmed(era, &method, signal);
             }
+            let replacement = match found {
+                // The same modern server, declaring what it declared: nothing to change.
+                Some((_, declared)) if on.initialized() == Some(&declared) => None,
+                Some((route, _)) => Some(route),
+                None if on.era == Era::Legacy => None,
+                None => {
+                    // A legacy server now: the next request makes its session.
+                    state.retire(&on);
+                    return Rechecked::Moved;
+                }
+            };
+            let Some(route) = replacement else {
+                return Rechecked::Own;
+            };
+            state.retire(&on);
+            let installed = state.install(&route, None).is_some();
+            drop(state);
+            if installed {
+                this.signals.session_renewed(by_listing);
+            }
+            Rechecked::Moved
         });
         probe.await.unwrap_or(Rechecked::Unsure)
     }
