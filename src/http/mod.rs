@@ -437,7 +437,7 @@ impl Connection {
     }
 
     /// Resolves once `on` is no longer the live session: another one was installed, or the
-    /// [`session::Link`] left it (forgotten, set aside, doubted, ended). At once when it is not
+    /// [`session::Link`] left it (forgotten, set aside, replaced by a probe, ended). At once when it is not
     /// live now.
     ///
     /// # Cancel safety
@@ -654,7 +654,7 @@ impl Connection {
                     tracing::debug!(namespace = %self.namespace, method = wire.method, id, wire_id, reason = %e, "the request was lost on its way; issuing it again with a new id");
                     continue;
                 }
-                Err(e) if !resent && self.era_signal(&session, wire.method, &e).is_some() => {
+                Err(e) if !resent && self.new_era_signal(&session, wire.method, &e).is_some() => {
                     resent = true;
                     match self
                         .reroute(id, wire.method, &session, &e, by_listing)
@@ -677,7 +677,7 @@ impl Connection {
                     // resent.
                     lock(&self.sessions).forget(&session);
                 }
-                Err(e) if !resent && self.era_signal(&session, wire.method, e).is_some() => {
+                Err(e) if !resent && self.new_era_signal(&session, wire.method, e).is_some() => {
                     // The same signal in a 2xx reply (a JSON body or an event stream).
                     resent = true;
                     match self
@@ -712,7 +712,7 @@ impl Connection {
 
     /// The [`EraSignal`] in `error`, the answer to a request of `method` on `session`, unless
     /// a probe found that signal to be this server's own answer to `method` before.
-    fn era_signal(&self, session: &Session, method: &str, error: &Error) -> Option<EraSignal> {
+    fn new_era_signal(&self, session: &Session, method: &str, error: &Error) -> Option<EraSignal> {
         era_signal(session, error).filter(|signal| !self.is_own(session, method, *signal))
     }
 

@@ -322,11 +322,13 @@ impl Connection {
     /// dropped); each event is bounded by [`MAX_MESSAGE_BYTES`]. Once the stream is open it asks
     /// for one re-listing ([`crate::notices::Signals::stream_opened`]): a change made while no
     /// stream was open was announced nowhere. `last_event_id` is updated with each event id the
-    /// server sends (ids over [`limits::MAX_EVENT_ID_BYTES`] are not kept).
+    /// server sends (ids over [`limits::MAX_EVENT_ID_BYTES`] are not kept). The response headers
+    /// must come within [`limits::STREAM_OPEN_TIMEOUT`]; once open, the stream may stay quiet.
     ///
     /// # Errors
     /// A transport failure, an HTTP error status (a 404: [`Error::is_session_expired`]), a 2xx
-    /// answer that is not an event stream, or a broken or oversized stream.
+    /// answer that is not an event stream, a broken or oversized stream, or no headers in time
+    /// ([`Error::no_answer`]).
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future closes the stream; `last_event_id` holds the last id
@@ -390,8 +392,11 @@ impl Connection {
     /// Its answer is an event stream: the acknowledgment first, which asks for one re-listing
     /// ([`crate::notices::Signals::stream_opened`]: a change made while no stream was open was
     /// announced nowhere), then the notifications, handed to [`crate::notices`]. An
-    /// acknowledgment without `toolsListChanged`, or `-32601`, means the server offers none; a
-    /// response to the request is the server's graceful end ([`Listened::Ended`]).
+    /// acknowledgment without `toolsListChanged`, or `-32601`, means the server offers none, and
+    /// so does a plain `404` or `405` once a probe found the server still modern
+    /// ([`Connection::recheck`]); a response to the request is the server's graceful end
+    /// ([`Listened::Ended`]). Its headers (and a JSON answer) must come within
+    /// [`limits::STREAM_OPEN_TIMEOUT`].
     ///
     /// # Errors
     /// As [`Connection::listen`].
@@ -425,26 +430,22 @@ impl Connection {
             Err(e) if e.rpc().is_some_and(|r| r.code == codes::METHOD_NOT_FOUND) => {
                 return Ok(Listened::NotOffered);
             }
-            Err(e) if super::era_signal(session, &e).is_some() => {
-                // Maybe a restart onto the legacy era: the era is asked again, unless the
-                // server's probe found this answer to be its own before. Moved, the loop
-                // leaves this route for the next. The same era: a plain 404 or 405 means this
-                // server has no listen endpoint, and nothing more is asked.
-                let signal = super::era_signal(session, &e);
-                let own = match signal {
-                    Some(signal) if !self.is_own(session, LISTEN, signal) => {
-                        self.recheck(session, LISTEN, signal, false).await == Rechecked::Own
-                    }
-                    Some(_) => true,
-                    None => false,
+            Err(e) => {
+                // Maybe a restart onto the legacy era: the era is asked again, unless a probe
+                // found this answer to be the server's own before (moved, the loop leaves this
+                // route for the next). The same era: a plain 404 or 405 means this server has
+                // no listen endpoint, and nothing more is asked.
+                let Some(signal) = super::era_signal(session, &e) else {
+                    return Err(e);
                 };
-                if own && matches!(signal, Some(EraSignal::PlainRefusal(404 | 405))) {
+                let own = self.is_own(session, LISTEN, signal)
+                    || self.recheck(session, LISTEN, signal, false).await == Rechecked::Own;
+                if own && matches!(signal, EraSignal::PlainRefusal(404 | 405)) {
                     tracing::debug!(namespace = %self.namespace, "subscriptions/listen has no endpoint on this server (a plain 404 or 405 from a modern server)");
                     return Ok(Listened::NotOffered);
                 }
                 return Err(e);
             }
-            Err(e) => return Err(e),
         };
         self.check_encoding(&response)?;
         if !matches!(media_type(&response), Some(MediaType::EventStream)) {
