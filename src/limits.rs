@@ -60,6 +60,10 @@ pub(crate) const DRAIN_TIME: Duration = Duration::from_secs(1);
 /// See [`DRAIN_TIME`].
 pub(crate) const DRAIN_BYTES: usize = 64 * 1024;
 
+/// How long the era probe waits for the end of its answer's event stream (usually one chunk
+/// away) before the start goes on, so its first `tools/list` reuses the probe's connection.
+pub(crate) const PROBE_DRAIN_WAIT: Duration = Duration::from_millis(20);
+
 /// The longest a `tools/list` ttl (`ttlMs`, MCP 2026-07-28, server/utilities/caching) is
 /// taken for: a day.
 pub(crate) const MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);

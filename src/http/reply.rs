@@ -34,6 +34,19 @@ const LISTEN: &str = "subscriptions/listen";
 /// The longest redirect target a reason quotes, in bytes (after scrubbing).
 const MAX_LOCATION_BYTES: usize = 512;
 
+/// How the end of an event stream is read once it brought the answer: always to its end in the
+/// background (at most [`limits::DRAIN_TIME`] and [`limits::DRAIN_BYTES`]), so the connection
+/// goes back to the pool.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum AfterAnswer {
+    /// The caller goes on at once.
+    Background,
+    /// The caller waits for that end for at most [`limits::PROBE_DRAIN_WAIT`]: the era probe,
+    /// whose next request (the first `tools/list`) then reuses the connection instead of
+    /// opening another.
+    Briefly,
+}
+
 /// How a standalone `GET` stream ended without an error.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Listened {
@@ -135,6 +148,23 @@ impl Connection {
         session: &Session,
         decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
     ) -> Result<T, Error> {
+        self.read_reply(response, id, session, decode, AfterAnswer::Background)
+            .await
+    }
+
+    /// As [`Connection::read_response`]; `after` says how an event stream's end is read once
+    /// the answer came.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe, as [`Connection::read_response`].
+    pub(super) async fn read_reply<T>(
+        &self,
+        response: Response,
+        id: u64,
+        session: &Session,
+        decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
+        after: AfterAnswer,
+    ) -> Result<T, Error> {
         self.check_encoding(&response)?;
         match media_type(&response) {
             Some(MediaType::Json) => {
@@ -155,7 +185,9 @@ impl Connection {
                     "the server's JSON reply held no response to request {id}"
                 )))
             }
-            Some(MediaType::EventStream) => self.read_stream(response, id, session, decode).await,
+            Some(MediaType::EventStream) => {
+                self.read_stream(response, id, session, decode, after).await
+            }
             None => {
                 let shown = response.headers().get(CONTENT_TYPE).map(|v| {
                     self.server_text(&String::from_utf8_lossy(v.as_bytes()), 100)
@@ -190,6 +222,7 @@ impl Connection {
         id: u64,
         session: &Session,
         decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
+        after: AfterAnswer,
     ) -> Result<T, Error> {
         let mut events = SseStream::new(response);
         // The last event id the latest resumption asked with, and how many brought no new one.
@@ -258,7 +291,10 @@ impl Connection {
                 if let Some(answer) = self.route(message, &event.data, id, session, decode).await {
                     // The stream's end is usually one chunk away: read it in the background,
                     // so the connection is reused rather than closed.
-                    self.runtime.spawn(events.drain());
+                    let drained = self.runtime.spawn(events.drain());
+                    if after == AfterAnswer::Briefly {
+                        let _ = tokio::time::timeout(limits::PROBE_DRAIN_WAIT, drained).await;
+                    }
                     return answer;
                 }
             }

@@ -39,6 +39,7 @@ use serde::Deserialize;
 use tokio::sync::watch;
 
 use super::modern;
+use super::reply::AfterAnswer;
 use super::{Connection, Decoded, Error, lock};
 use crate::jsonrpc;
 use crate::limits;
@@ -831,7 +832,8 @@ impl Connection {
         let wire = super::Wire::new("server/discover", None, &[]).headers_within(within);
         let ask = |body: Bytes| async {
             let response = self.post(body, &wire, Some(&session), None).await?;
-            tokio::time::timeout(within, self.read_response(response, id, &session, &decode))
+            let read = self.read_reply(response, id, &session, &decode, AfterAnswer::Briefly);
+            tokio::time::timeout(within, read)
                 .await
                 .unwrap_or_else(|_| Err(Error::no_answer("server/discover", within)))
         };
