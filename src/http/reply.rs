@@ -292,8 +292,16 @@ impl Connection {
                     // The stream's end is usually one chunk away: read it in the background,
                     // so the connection is reused rather than closed.
                     let drained = self.runtime.spawn(events.drain());
-                    if after == AfterAnswer::Briefly {
-                        let _ = tokio::time::timeout(limits::PROBE_DRAIN_WAIT, drained).await;
+                    if after == AfterAnswer::Briefly
+                        && tokio::time::timeout(limits::PROBE_DRAIN_WAIT, drained)
+                            .await
+                            .is_ok()
+                    {
+                        // The connection goes back to the pool in the HTTP client's own task,
+                        // once it saw the body's end: let that task run first.
+                        for _ in 0..4 {
+                            tokio::task::yield_now().await;
+                        }
                     }
                     return answer;
                 }
