@@ -3,8 +3,8 @@
 //! Each test fails on the change and names the defect it proves.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -125,7 +125,6 @@ async fn legacy_with(
 }
 
 /// The namespace listing of `ns`.
-#[allow(dead_code)]
 async fn namespace(host: &Host, ns: &str) -> Value {
     host.listing(json!({ "namespace": ns })).await
 }
@@ -147,13 +146,8 @@ async fn a_discover_refused_with_a_body_that_never_ends_falls_back_to_initialize
 {
     heartbeat();
     let server = legacy_with(|req| {
-        (req.method() == "server/discover").then(|| {
-            Answer::Now(headers_then_silence(
-                400,
-                "text/plain",
-                Arc::default(),
-            ))
-        })
+        (req.method() == "server/discover")
+            .then(|| Answer::Now(headers_then_silence(400, "text/plain", Arc::default())))
     })
     .await;
     let t0 = Instant::now();
@@ -180,13 +174,8 @@ async fn a_discover_refused_with_a_body_that_never_ends_falls_back_to_initialize
 async fn a_standalone_get_refused_with_a_body_that_never_ends_does_not_stall_the_stream_loop() {
     heartbeat();
     let server = legacy_with(|req| {
-        (req.http_method == "GET" && req.nth == 0).then(|| {
-            Answer::Now(headers_then_silence(
-                503,
-                "text/plain",
-                Arc::default(),
-            ))
-        })
+        (req.http_method == "GET" && req.nth == 0)
+            .then(|| Answer::Now(headers_then_silence(503, "text/plain", Arc::default())))
     })
     .await;
     let host = Host::new(json!({ "g503": entry(&server.url) }));
@@ -290,4 +279,158 @@ async fn a_call_that_renews_the_session_while_the_loop_pings_moves_the_stream_at
         .unwrap();
     assert_eq!((get.at - answered).as_secs(), 0);
     drop(host);
+}
+
+// ---------------------------------------------------------------------------------------------
+// era doubts that heal, and real restarts after them
+
+/// A server that is modern (no `listChanged`, tool `t`) until `legacy` is set, then a 2025-era
+/// server (discover plain 400, sessions `s-N`, a request without a session refused with the
+/// plain-text 400 of older SDKs). `flap` answers the first modern `tools/call` with a plain
+/// 400 (a proxy that flapped once).
+async fn flipping(legacy: Arc<AtomicBool>, flap: bool) -> Server {
+    hostile::serve_all(move |req| {
+        let legacy = legacy.load(Ordering::SeqCst);
+        async move {
+            let session = req.header("mcp-session-id");
+            if !legacy {
+                return match req.method() {
+                    "server/discover" => Reply::json(&result(
+                        &req.id(),
+                        json!({"supportedVersions": ["2026-07-28"],
+                               "capabilities": {"tools": {}},
+                               "serverInfo": {"name": "flip", "version": "0"}}),
+                    )),
+                    "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)),
+                    "tools/call" if flap && req.nth == 0 => {
+                        Reply::raw(400, "text/html", "<html>400 Bad Request</html>")
+                    }
+                    "tools/call" => Reply::json(&text_result(&req.id(), "modern ok")),
+                    _ => Reply::raw(400, "text/plain", ""),
+                };
+            }
+            match (req.http_method.as_str(), req.method()) {
+                ("GET", _) => Reply::raw(405, "text/plain", ""),
+                ("DELETE", _) => Reply::raw(200, "text/plain", ""),
+                (_, "server/discover") => Reply::raw(400, "text/plain", "Bad Request"),
+                (_, "initialize") => {
+                    let n = req.nth + 1;
+                    initialize(&req.id(), &format!("s-{n}"))
+                }
+                _ if session.is_none() && req.rpc.get("id").is_some() => Reply::raw(
+                    400,
+                    "text/plain",
+                    "Bad Request: No valid session ID provided",
+                ),
+                (_, "tools/list") => {
+                    Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None))
+                }
+                (_, "tools/call") => Reply::json(&text_result(
+                    &req.id(),
+                    &format!("legacy ok on {}", session.unwrap_or_default()),
+                )),
+                _ => standard(&req).unwrap_or_else(|| Reply::raw(400, "text/plain", "")),
+            }
+        }
+    })
+    .await
+}
+
+/// A proxy in front of a modern server refuses one `tools/call` with a plain 400; the probe
+/// finds the server still modern and the resend on the kept route succeeds — so that 400 was
+/// a flap, not the server's own answer to `tools/call`. The change records it as an own answer
+/// all the same (`Sessions::confirmed` for a `PlainRefusal`), so when the server is later
+/// really redeployed onto the 2025 era, whose answer to a request without a session is that
+/// same plain 400, no call ever probes again: every call fails for the Pack's life. README:
+/// "It is decided again only when the server shows the other era — a restart onto another
+/// version" (and without the earlier flap the same restart is followed by the next call).
+/// The call after the restart should be answered on a new legacy session (`legacy ok on
+/// s-1`); observed: the plain 400, forever.
+#[tokio::test]
+async fn a_plain_400_a_resend_got_past_does_not_hide_a_later_restart_onto_the_legacy_era() {
+    let legacy = Arc::new(AtomicBool::new(false));
+    let server = flipping(Arc::clone(&legacy), true).await;
+    let host = Host::new(json!({ "flap": entry(&server.url) }));
+    host.ready("flap", Duration::from_secs(10)).await;
+    // The flap: refused once, probed, resent on the same route.
+    assert_eq!(host.call_tool("flap", "t").await, Ok("modern ok".into()));
+    assert_eq!(server.count("server/discover"), 2);
+    legacy.store(true, Ordering::SeqCst);
+    let mut answers = Vec::new();
+    for _ in 0..3 {
+        answers.push(host.call_tool("flap", "t").await.map_err(|e| e.message));
+    }
+    assert_eq!(
+        answers,
+        [
+            Ok("legacy ok on s-1".to_string()),
+            Ok("legacy ok on s-1".to_string()),
+            Ok("legacy ok on s-1".to_string())
+        ]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// storms and floors
+
+/// Every standalone `GET` and `ping` is answered with the plain-text 400 of older SDKs ("No
+/// valid session ID provided") while calls on the same session work: those words are about the
+/// `GET`, not the session. On the call path, "a fresh session got the same 400: such 400s are
+/// the request's own from now on" (`session_400s`), so it costs one extra session; the stream
+/// path, which the change made set sessions aside "as on the call path" (docs/connection.md),
+/// never learns it: it sets aside a fresh session and initializes another on every backoff
+/// step, forever — a new session and a re-listing every minute for the Pack's life, each kept
+/// to be deleted at the drop (16 sessions and 16 `DELETE`s after 10 minutes, growing). It
+/// should stop at s-2, the fresh session that got the same 400: two `initialize`s in all.
+#[tokio::test(start_paused = true)]
+async fn a_stream_400_that_speaks_of_sessions_on_every_fresh_session_does_not_make_a_session_a_minute()
+ {
+    heartbeat();
+    const GONE: &str = "Bad Request: No valid session ID provided";
+    let server = legacy_with(|req| match (req.http_method.as_str(), req.method()) {
+        ("GET", _) | (_, "ping") => Some(Answer::Now(Reply::raw(400, "text/plain", GONE))),
+        _ => None,
+    })
+    .await;
+    let t0 = Instant::now();
+    let host = Host::new(json!({ "words": entry(&server.url) }));
+    host.ready("words", Duration::from_secs(20)).await;
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert_eq!(seconds(&server, "POST", "initialize", t0).len(), 2);
+    assert_eq!(host.call_tool("words", "t").await, Ok("ok on s-2".into()));
+    drop(host);
+}
+
+/// A modern server's `tools/list` page with `ttlMs: 0.5`. docs/lifecycle.md: "a listing's
+/// `ttlMs` | at least 5 s, at most a day | a smaller positive ttl counts as 5 s"; README: "a
+/// server-chosen `ttlMs` counts as at least 5 s". `read_page` drops every ttl under 1 ms
+/// before the floor applies, so this positive ttl counts as none: the listing is never
+/// refreshed by time (where `ttlMs: 1` is refreshed after 5 s). Used 6 s after the start, it
+/// should be re-listed once: two `tools/list`; observed one.
+#[tokio::test(start_paused = true)]
+async fn a_positive_ttl_under_one_millisecond_counts_as_the_5_second_floor() {
+    heartbeat();
+    let server = hostile::serve_all(|req| async move {
+        match req.method() {
+            "server/discover" => Reply::json(&result(
+                &req.id(),
+                json!({"supportedVersions": ["2026-07-28"],
+                       "capabilities": {"tools": {}},
+                       "serverInfo": {"name": "ttl", "version": "0"}}),
+            )),
+            "tools/list" => Reply::json(&result(
+                &req.id(),
+                json!({"tools": [tool("t", "t")], "ttlMs": 0.5}),
+            )),
+            _ => Reply::raw(400, "text/plain", ""),
+        }
+    })
+    .await;
+    let host = Host::new(json!({ "ttl": entry(&server.url) }));
+    host.ready("ttl", Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    namespace(&host, "ttl").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    namespace(&host, "ttl").await;
+    assert_eq!(server.count("tools/list"), 2);
 }
