@@ -9,6 +9,7 @@
 mod attack;
 mod attack2;
 mod attack3;
+mod attack4;
 mod bounds;
 mod config;
 mod dpop;
