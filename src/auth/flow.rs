@@ -4,7 +4,8 @@
 //! Flow").
 //!
 //! Owns the grant requests: the authorization request (PKCE S256 only, a random `state`,
-//! `resource`, scopes) and the code exchange (state and `iss` checked); refresh; client
+//! `resource`, scopes) and the code exchange (of a redirect whose `state` and `iss` the listener
+//! checked); refresh; client
 //! credentials with its ES256 assertion; and how a token endpoint's refusal becomes an
 //! [`Error`]. The grants go through the `oauth2` crate over [`Net`]. Which scopes to ask for is
 //! [`super::scopes`]'s; the current grant of a server, refreshed single-flight and saved before
@@ -142,17 +143,17 @@ impl std::fmt::Debug for Pending {
     }
 }
 
-/// What the browser brought back to the loopback listener.
+/// What the browser brought back to the loopback listener: the code of a redirect whose every
+/// parameter the listener checked (`state`, and `iss` by RFC 9207 §2.4; see
+/// [`super::callback`]).
 pub(crate) struct Redirect {
     pub(crate) code: SecretString,
-    pub(crate) iss: Option<String>,
 }
 
 impl std::fmt::Debug for Redirect {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Redirect")
             .field("code", &"[redacted]")
-            .field("iss", &self.iss)
             .finish()
     }
 }
@@ -216,11 +217,11 @@ pub(crate) fn authorization_request(
 }
 
 /// Exchanges the code the browser brought back (RFC 6749 §4.1.3 with the PKCE verifier and
-/// `resource`), after checking `iss` (RFC 9207 §2.4): when present it must be the server's
-/// issuer, and it must be present when the server says it sends it.
+/// `resource`). The redirect's `state` and `iss` (RFC 9207 §2.4) were checked by the listener
+/// that took it, before any of it reached here.
 ///
 /// # Errors
-/// [`Kind::Refused`] for a wrong or missing `iss`; as [`token_error`] for the token request.
+/// As [`token_error`] for the token request.
 pub(crate) async fn exchange_code(
     net: &Net,
     server: &AuthorizationServer,
@@ -230,26 +231,6 @@ pub(crate) async fn exchange_code(
     redirect: Redirect,
     learn: &LearnSecret,
 ) -> Result<Grant, Error> {
-    match (&redirect.iss, &server.issuer) {
-        (Some(iss), Some(issuer)) if iss != issuer => {
-            return Err(Error::new(
-                Kind::Refused,
-                "the authorization response names another issuer (RFC 9207); the code is refused",
-            ));
-        }
-        (None, _)
-            if server
-                .metadata
-                .authorization_response_iss_parameter_supported =>
-        {
-            return Err(Error::new(
-                Kind::Refused,
-                "the authorization response lacks the iss the server promised (RFC 9207); the \
-                 code is refused",
-            ));
-        }
-        _ => {}
-    }
     let redirect_url = RedirectUrl::new(pending.redirect_uri.clone())
         .map_err(|_| Error::new(Kind::Refused, "the redirect URI is not a valid URL"))?;
     let client = token_client(server, identity).set_redirect_uri(redirect_url);

@@ -10,7 +10,7 @@ use reqwest::Url;
 use secrecy::ExposeSecret;
 
 use super::Error;
-use super::callback::{Listener, Outcome, Pasted};
+use super::callback::{Awaited, Listener, Outcome, Pasted};
 use super::challenge::Challenge;
 use super::client::{self, ClientIdentity};
 use super::config::{GrantType, OAuthConfig};
@@ -333,12 +333,19 @@ impl SignIn {
     /// the code exchange, the sign-in is lost and a new link is needed.
     pub(crate) async fn finish(self: Box<Self>) -> Result<Arc<Tokens>, Error> {
         let mut this = *self;
-        let state = secrecy::SecretString::from(this.pending.state.expose_secret().to_string());
+        let server = &this.discovered.server;
+        let awaited = Awaited {
+            state: secrecy::SecretString::from(this.pending.state.expose_secret().to_string()),
+            issuer: server.issuer.clone(),
+            iss_required: server
+                .metadata
+                .authorization_response_iss_parameter_supported,
+        };
         // Only the senders given out keep the channel open: the wait ends with the last paste.
         drop(this.paste);
         let (redirect, browser) = this
             .listener
-            .wait(&state, SIGN_IN_WAIT, &mut this.pasted)
+            .wait(awaited, SIGN_IN_WAIT, &mut this.pasted)
             .await?;
         drop(this.pasted);
         let exchanged = {
@@ -1129,12 +1136,11 @@ mod tests {
         else {
             panic!("a link");
         };
-        let (_, finish) = play(sign_in).await;
-        let err = finish.await.unwrap().unwrap_err();
-        assert_eq!(
-            err.message(),
-            "the authorization response names another issuer (RFC 9207); the code is refused"
-        );
+        // Refused at the listener (RFC 9207 §2.4): the sign-in keeps waiting for its redirect.
+        let (status, finish) = play(sign_in).await;
+        assert_eq!(status, 400);
+        assert!(!finish.is_finished());
+        finish.abort();
         assert!(
             !server.requests().iter().any(|r| r.ends_with("/token")),
             "no exchange"
