@@ -60,7 +60,7 @@ struct SecretSet {
     /// JWT heads learned at run time ([`Learned::JwtHead`]), each as its forms; kept like
     /// credentials. An occurrence covers the JWT it starts too ([`Matcher::covered`]).
     jwt_heads: Vec<Vec<SecretString>>,
-    /// Every form, configured and learned (for every scrub and [`Redactor::checker`]).
+    /// Every form, configured and learned (for every scrub; [`Redactor::shown_checker`] builds its own).
     matcher: Arc<Matcher>,
 }
 
@@ -124,11 +124,6 @@ impl Matcher {
 
     fn is_empty(&self) -> bool {
         self.automaton.is_none()
-    }
-
-    /// Whether `text` holds a form.
-    fn holds(&self, text: &str) -> bool {
-        self.automaton.as_ref().is_some_and(|ac| ac.is_match(text))
     }
 
     /// The byte ranges of `text` that some occurrence of some form covers, as maximal runs in
@@ -353,14 +348,66 @@ impl Redactor {
         }
     }
 
-    /// A function telling whether a text holds a secret this redactor scrubs (in any
-    /// registered form), configured or learned, now or later, for text that is useless
-    /// scrubbed, such as a link a user must open.
-    pub(crate) fn checker(&self) -> impl Fn(&str) -> bool + Send + Sync + 'static {
+    /// A function telling whether a text that is useless scrubbed and must be shown whole (a
+    /// sign-in link a user opens) holds a secret this redactor knows, configured or learned,
+    /// now or later, in any registered form, anywhere but inside an occurrence of one of the
+    /// `public` values (the entry's own client id, say, which the link must carry although the
+    /// config took it from `${env:NAME}`). Nothing is removed from the text first: a secret
+    /// that contains a public value, or overlaps one, is found all the same.
+    ///
+    /// The text is looked at as shown and as a browser or a reader may decode it
+    /// ([`shown_views`]: percent-decoded, `+` as a space, up to [`MAX_DECODES`] times over), and
+    /// secrets are matched ignoring ASCII case (a URL parser lower-cases a host). A public
+    /// value counts as written and form-urlencoded, matched exactly. When no matcher can be
+    /// built over the secrets, every text counts as holding one.
+    pub(crate) fn shown_checker(
+        &self,
+        public: Vec<String>,
+    ) -> impl Fn(&str) -> bool + Send + Sync + 'static {
         let redactor = Redactor {
             set: Arc::clone(&self.set),
         };
-        move |text: &str| redactor.matcher().holds(text)
+        let public: Vec<String> = public
+            .into_iter()
+            .filter(|value| !value.is_empty())
+            .flat_map(|value| {
+                let encoded: String =
+                    url::form_urlencoded::byte_serialize(value.as_bytes()).collect();
+                [value, encoded]
+            })
+            .collect();
+        move |text: &str| {
+            let automaton = {
+                let set = redactor.read();
+                let forms: Vec<&[u8]> = set.forms().map(|s| s.expose_secret().as_bytes()).collect();
+                if forms.is_empty() {
+                    return false;
+                }
+                let built = AhoCorasick::builder()
+                    .match_kind(MatchKind::Standard)
+                    .ascii_case_insensitive(true)
+                    .build(&forms)
+                    .or_else(|_| {
+                        AhoCorasick::builder()
+                            .match_kind(MatchKind::Standard)
+                            .ascii_case_insensitive(true)
+                            .kind(Some(aho_corasick::AhoCorasickKind::NoncontiguousNFA))
+                            .build(&forms)
+                    });
+                match built {
+                    Ok(automaton) => automaton,
+                    Err(_) => return true,
+                }
+            };
+            shown_views(text).iter().any(|view| {
+                let allowed = occurrences(view, &public);
+                automaton.find_overlapping_iter(view.as_str()).any(|found| {
+                    !allowed
+                        .iter()
+                        .any(|span| span.start <= found.start() && found.end() <= span.end)
+                })
+            })
+        }
     }
 
     /// [`Redactor::add`] for `value` and for each percent-encoded form of it and of its words
@@ -500,6 +547,54 @@ impl Redactor {
             Cow::Owned(scrubbed) => scrubbed,
         }
     }
+}
+
+/// How many times over [`shown_views`] percent-decodes a text: a link encoded twice or three
+/// times still shows its secret to whoever decodes it.
+const MAX_DECODES: usize = 4;
+
+/// `text` as shown, then as decoded: percent-decoded again and again until nothing changes (at
+/// most [`MAX_DECODES`] times), once taking `+` as written and once as a space (a form,
+/// `application/x-www-form-urlencoded`). Bytes that are no UTF-8 become U+FFFD.
+fn shown_views(text: &str) -> Vec<String> {
+    let mut views = vec![text.to_string()];
+    for plus_is_space in [false, true] {
+        let mut view = text.to_string();
+        for _ in 0..MAX_DECODES {
+            let spaced = if plus_is_space {
+                view.replace('+', " ")
+            } else {
+                view.clone()
+            };
+            let decoded = percent_encoding::percent_decode_str(&spaced)
+                .decode_utf8_lossy()
+                .into_owned();
+            if decoded == view {
+                break;
+            }
+            if !views.contains(&decoded) {
+                views.push(decoded.clone());
+            }
+            view = decoded;
+        }
+    }
+    views
+}
+
+/// The byte ranges of every occurrence of every value of `values` in `text`, overlapping ones
+/// included.
+fn occurrences(text: &str, values: &[String]) -> Vec<std::ops::Range<usize>> {
+    let mut spans = Vec::new();
+    for value in values {
+        let mut from = 0;
+        while let Some(at) = text.get(from..).and_then(|rest| rest.find(value.as_str())) {
+            let start = from + at;
+            spans.push(start..start + value.len());
+            // On to the next char boundary after this occurrence's start.
+            from = start + text[start..].chars().next().map_or(1, char::len_utf8);
+        }
+    }
+    spans
 }
 
 /// JavaScript's `encodeURIComponent` leaves these alone: letters, digits and `-_.!~*'()`.
@@ -725,6 +820,44 @@ mod tests {
             ),
             "[redacted] [redacted] rotated-token-0000 [redacted]"
         );
+    }
+
+    #[test]
+    fn a_shown_text_holds_a_secret_anywhere_but_inside_a_public_value() {
+        let mut r = Redactor::default();
+        r.add_secret("docs-app-4f9a8b7c6d5e");
+        r.add_secret("Cloud Key/77");
+        let check = r.shown_checker(vec!["docs-app".into(), "x-docs-app-4f9a8b7c6d5e-y".into()]);
+        let holding = [
+            "https://as.example/authorize?t=docs-app-4f9a8b7c6d5e&client_id=docs-app",
+            "https://as.example/authorize/docs-app-4f9a8b7c6d5e",
+            // Percent-encoded, every byte or twice over; a host a URL parser lower-cased.
+            "https://as.example/a?t=%64%6F%63%73%2D%61%70%70-4f9a8b7c6d5e",
+            "https://as.example/a?t=%2564ocs-app-4f9a8b7c6d5e",
+            "https://docs-app-4f9a8b7c6d5e.as.example/a",
+            "https://as.example/a?t=cloud+key%2F77",
+            "https://as.example/a?t=CLOUD%20KEY/77",
+        ];
+        for text in holding {
+            assert!(check(text), "{text}");
+        }
+        let clean = [
+            "https://as.example/authorize?client_id=docs-app&app=docs-app",
+            // Inside a public value the secret is as public as the value.
+            "https://as.example/a?v=x-docs-app-4f9a8b7c6d5e-y",
+            "https://as.example/a?v=x-docs-app-4f9a8b7c6d5e-y%2B",
+            "https://as.example/a?t=docs-app-4f9a8b7c6d5",
+        ];
+        for text in clean {
+            assert!(!check(text), "{text}");
+        }
+        // Learned later, found later.
+        let learn = r.learner();
+        learn(&SecretString::from("learned-token-000001"), Learned::Token);
+        assert!(check("https://as.example/a?t=learned-token-000001"));
+        assert!(!Redactor::default().shown_checker(Vec::new())(
+            "https://as.example/a"
+        ));
     }
 
     #[test]

@@ -79,36 +79,32 @@ const REPEATS_SECRET: &str = "the authorization server's metadata repeats a secr
      server entry; refusing to show its link";
 
 /// Whether a sign-in link (or a metadata URL) holds one of the entry's secrets, configured or
-/// learned (a token, a client secret, a DPoP proof a hostile server saw), apart from the
-/// entry's own `oauth.clientId`, `oauth.clientMetadataUrl` and `oauth.scopes`: a link must
-/// carry the client id and the scopes, also when the config takes them from `${env:NAME}`.
+/// learned (a token, a client secret, a DPoP proof a hostile server saw), checked on the text
+/// exactly as it would be shown ([`Redactor::shown_checker`]). Only inside an occurrence of the
+/// entry's own `oauth.clientId`, `oauth.clientMetadataUrl` or `oauth.scopes` may a secret show:
+/// a link must carry the client id and the scopes, also when the config takes them from
+/// `${env:NAME}`. A secret that contains one of them (a header value starting with the client
+/// id) refuses the link all the same.
 fn link_holds_secret(
     redactor: &Redactor,
     config: &OAuthConfig,
 ) -> impl Fn(&str) -> bool + Send + Sync + 'static {
-    let holds = redactor.checker();
-    let own: Vec<String> = [
+    let scopes = config.scopes.iter().flat_map(|scopes| {
+        // Each scope, and the `scope` parameter they make together (RFC 6749 §3.3).
+        scopes
+            .iter()
+            .cloned()
+            .chain(std::iter::once(scopes.join(" ")))
+    });
+    let public = [
         config.client_id.clone(),
         config.client_metadata_url.as_ref().map(|u| u.to_string()),
     ]
     .into_iter()
     .flatten()
-    // Only scopes that are configured secrets themselves (from `${env:NAME}`): removing a
-    // short literal scope could break a secret that happens to contain it.
-    .chain(config.scopes.iter().flatten().filter(|s| holds(s)).cloned())
-    .filter(|value| !value.is_empty())
-    .flat_map(|value| {
-        let encoded: String = url::form_urlencoded::byte_serialize(value.as_bytes()).collect();
-        [value, encoded]
-    })
+    .chain(scopes)
     .collect();
-    move |text: &str| {
-        let mut text = text.to_string();
-        for value in &own {
-            text = text.replace(value.as_str(), "");
-        }
-        holds(&text)
-    }
+    redactor.shown_checker(public)
 }
 
 /// Where one connection's sign-in stands (see the module docs' diagram). Changed only by the
