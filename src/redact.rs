@@ -49,17 +49,22 @@ pub(crate) struct Redactor {
 struct SecretSet {
     /// The configured secrets' forms, each once, in the order added.
     configured: Vec<SecretString>,
-    /// Rotating secrets learned at run time ([`Learned::Token`]: access and refresh tokens, a
-    /// client assertion), oldest first, each as its forms (see [`Redactor::add_secret`]), the
+    /// Rotating secrets learned at run time ([`Learned::Token`]: access and refresh tokens),
+    /// oldest first, each as its forms (see [`Redactor::add_secret`]), the
     /// value as given first; at most [`MAX_LEARNED`].
     learned: VecDeque<Vec<SecretString>>,
     /// Long-lived client credentials learned at run time ([`Learned::Credential`]: a
     /// registered client's secret and its `client_secret_basic` forms), each as its forms, the
     /// value as given first; kept for the redactor's whole life, never pushed out by tokens.
     credentials: Vec<Vec<SecretString>>,
-    /// JWT heads learned at run time ([`Learned::JwtHead`]), each as its forms; kept like
-    /// credentials. An occurrence covers the JWT it starts too ([`Matcher::covered`]).
-    jwt_heads: Vec<Vec<SecretString>>,
+    /// Client assertions learned at run time ([`Learned::Assertion`]), oldest first, each as
+    /// its forms; at most [`MAX_ASSERTIONS`], apart from the tokens so that no number of them
+    /// pushes a token out.
+    assertions: VecDeque<Vec<SecretString>>,
+    /// JWT heads learned at run time ([`Learned::JwtHead`]), oldest first, each as its forms;
+    /// at most [`MAX_JWT_HEADS`], apart from the tokens. An occurrence covers the JWT it starts
+    /// too ([`Matcher::covered`]).
+    jwt_heads: VecDeque<Vec<SecretString>>,
     /// Every form, configured and learned (for every scrub; [`Redactor::shown_checker`] builds its own).
     matcher: Arc<Matcher>,
 }
@@ -79,6 +84,7 @@ impl SecretSet {
             .flatten()
             .chain(&self.configured)
             .chain(self.credentials.iter().flatten())
+            .chain(self.assertions.iter().flatten())
             .chain(self.learned.iter().flatten())
     }
 }
@@ -212,6 +218,17 @@ impl std::fmt::Debug for Redactor {
 /// ([`Learned::Credential`]) are not counted: they stay.
 const MAX_LEARNED: usize = 64;
 
+/// Keeps at most this many learned client assertions per server (the newest), in a list of
+/// their own: each client credentials request signs one (valid for five minutes), also each one
+/// that fails, and none of them may push out a token still in use.
+const MAX_ASSERTIONS: usize = 16;
+
+/// Keeps at most this many learned JWT heads per server (the newest), in a list of their own:
+/// each new grant (a code exchange, every client credentials renewal, failed ones too) makes a
+/// DPoP key, and a Pack that renews for days must not grow with its uptime. A server holds one
+/// grant at a time, so its key is always among the newest.
+const MAX_JWT_HEADS: usize = 16;
+
 /// Called with every secret the Pack learns at run time, and how long it lives, so the entry's
 /// redactor scrubs it from server text ([`Redactor::learner`]).
 pub(crate) type LearnSecret = dyn Fn(&SecretString, Learned) + Send + Sync;
@@ -219,15 +236,18 @@ pub(crate) type LearnSecret = dyn Fn(&SecretString, Learned) + Send + Sync;
 /// How long a secret learned at run time stays worth scrubbing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Learned {
-    /// A secret that rotates (an access or refresh token, a client assertion valid for
-    /// minutes): the newest [`MAX_LEARNED`] are kept.
+    /// A secret that rotates (an access or refresh token): the newest [`MAX_LEARNED`] are
+    /// kept.
     Token,
+    /// A signed client assertion (RFC 7523), valid for minutes: the newest [`MAX_ASSERTIONS`]
+    /// are kept, apart from the tokens.
+    Assertion,
     /// A long-lived client credential (a registered client's secret, its
     /// `client_secret_basic` form): kept for the redactor's whole life.
     Credential,
     /// The first segment of every JWT a long-lived key signs (a DPoP proof's JOSE header,
-    /// which holds the public key, RFC 9449 §4.2): kept for the redactor's whole life, and an
-    /// occurrence also covers the rest of the JWT after it (its payload and signature segments,
+    /// which holds the public key, RFC 9449 §4.2): the newest [`MAX_JWT_HEADS`] are kept,
+    /// apart from the tokens, and an occurrence also covers the rest of the JWT after it (its payload and signature segments,
     /// [`jwt_rest`]), so an echoed proof is scrubbed whole although no two proofs are alike.
     JwtHead,
 }
@@ -307,7 +327,9 @@ impl Redactor {
     /// a registered client's secret, a client assertion) to this redactor, from any thread, in
     /// the same forms as a configured secret ([`Redactor::add_secret`]); values shorter than
     /// [`MIN_SECRET_BYTES`] are skipped. Of the [`Learned::Token`]s the newest [`MAX_LEARNED`]
-    /// are kept; every [`Learned::Credential`] is kept.
+    /// are kept, of the [`Learned::Assertion`]s [`MAX_ASSERTIONS`] and of the
+    /// [`Learned::JwtHead`]s [`MAX_JWT_HEADS`], each in a list of its own; every
+    /// [`Learned::Credential`] is kept.
     pub(crate) fn learner(&self) -> impl Fn(&SecretString, Learned) + Send + Sync + 'static {
         let set = Arc::clone(&self.set);
         move |secret: &SecretString, lifetime: Learned| {
@@ -325,6 +347,9 @@ impl Redactor {
             if lifetime == Learned::Token && set.learned.iter().any(named) {
                 return;
             }
+            if lifetime == Learned::Assertion && set.assertions.iter().any(named) {
+                return;
+            }
             // The value as given comes first: it names the group.
             let mut group = vec![SecretString::from(secret.to_string())];
             push_secret_forms(&mut group, secret);
@@ -339,9 +364,18 @@ impl Redactor {
                     set.learned.retain(|forms| !named(forms));
                     set.credentials.push(group);
                 }
+                Learned::Assertion => {
+                    if set.assertions.len() >= MAX_ASSERTIONS {
+                        set.assertions.pop_front();
+                    }
+                    set.assertions.push_back(group);
+                }
                 Learned::JwtHead => {
                     set.learned.retain(|forms| !named(forms));
-                    set.jwt_heads.push(group);
+                    if set.jwt_heads.len() >= MAX_JWT_HEADS {
+                        set.jwt_heads.pop_front();
+                    }
+                    set.jwt_heads.push_back(group);
                 }
             }
             set.rebuild();
@@ -997,6 +1031,40 @@ mod tests {
         // Learned again as a token, it keeps its reach.
         learn(&SecretString::from(head), Learned::Token);
         assert_eq!(r.scrub(&format!("{head}.x.y z")), "[redacted] z");
+    }
+
+    #[test]
+    fn assertions_and_keys_of_many_renewals_neither_grow_nor_push_a_token_out() {
+        let r = Redactor::default();
+        let learn = r.learner();
+        learn(&SecretString::from("live-access-token-1"), Learned::Token);
+        // Renewals, failed ones too, each sign an assertion and make a key.
+        for n in 0..MAX_ASSERTIONS.max(MAX_JWT_HEADS) * 8 {
+            learn(
+                &SecretString::from(format!("eyJhbGciOiJFUzI1NiJ9.assertion-{n:04}.sig")),
+                Learned::Assertion,
+            );
+            learn(
+                &SecretString::from(format!("eyJ0eXAiOiJkcG9wK2p3dCJ9key{n:04}")),
+                Learned::JwtHead,
+            );
+        }
+        assert_eq!(r.scrub("echo live-access-token-1"), "echo [redacted]");
+        let set = r.read();
+        assert_eq!(
+            (set.assertions.len(), set.jwt_heads.len(), set.learned.len()),
+            (MAX_ASSERTIONS, MAX_JWT_HEADS, 1)
+        );
+        drop(set);
+        let last = MAX_ASSERTIONS.max(MAX_JWT_HEADS) * 8 - 1;
+        assert_eq!(
+            r.scrub(&format!("eyJ0eXAiOiJkcG9wK2p3dCJ9key{last:04}.p.s x")),
+            "[redacted] x"
+        );
+        assert_eq!(
+            r.scrub(&format!("eyJhbGciOiJFUzI1NiJ9.assertion-{last:04}.sig")),
+            "[redacted]"
+        );
     }
 
     #[test]

@@ -333,7 +333,7 @@ pub(crate) async fn client_credentials(
             let assertion = jwt_assertion(key, &identity.client_id, &audience)?;
             // Learned before it is sent: an MCP server that also saw it (or plays the
             // authorization server) may echo it while it is still valid.
-            learn(&assertion, Learned::Token);
+            learn(&assertion, Learned::Assertion);
             Some(assertion)
         }
         _ => None,
