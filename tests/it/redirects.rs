@@ -308,7 +308,7 @@ const KEY: &str = "docs-app-4f9a8b7c6d5e";
 /// endpoint `endpoint(base, key)` makes from the `X-Api-Key` value the MCP endpoint received:
 /// the `docs` entry of the listing once it shows an error, and every text shown (the listing,
 /// the call's error, the log at trace level).
-async fn shown_for(endpoint: fn(&str, &str) -> String) -> (Value, [String; 3]) {
+async fn shown_for(endpoint: Endpoint) -> (Value, [String; 3]) {
     oauth_store();
     let (_capture, logs) = logs::capture("trace");
     let listener = crate::support::net::unused_loopback().await;
@@ -350,6 +350,9 @@ async fn shown_for(endpoint: fn(&str, &str) -> String) -> (Value, [String; 3]) {
     (entry, shown)
 }
 
+/// Makes the authorization endpoint from the server's base URL and the key it received.
+type Endpoint = fn(&str, &str) -> String;
+
 /// Every byte of `text` percent-encoded, letters and digits too.
 fn every_byte_encoded(text: &str) -> String {
     text.bytes().map(|b| format!("%{b:02X}")).collect()
@@ -357,7 +360,7 @@ fn every_byte_encoded(text: &str) -> String {
 
 #[tokio::test]
 async fn a_link_holding_a_header_secret_that_contains_the_client_id_is_never_shown() {
-    let endpoints: [(&str, fn(&str, &str) -> String); 4] = [
+    let endpoints: [(&str, Endpoint); 4] = [
         ("in the query", |base, key| {
             format!("{base}/authorize?tenant={key}")
         }),
