@@ -233,6 +233,10 @@ const MAX_JWT_HEADS: usize = 16;
 /// redactor scrubs it from server text ([`Redactor::learner`]).
 pub(crate) type LearnSecret = dyn Fn(&SecretString, Learned) + Send + Sync;
 
+/// Whether a text that must go out whole holds a secret of the entry
+/// ([`Redactor::shown_checker`]).
+pub(crate) type HoldsSecret = dyn Fn(&str) -> bool + Send + Sync;
+
 /// How long a secret learned at run time stays worth scrubbing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Learned {

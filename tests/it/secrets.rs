@@ -1416,12 +1416,12 @@ async fn a_secret_in_the_urls_query_is_never_the_resource_of_a_client_credential
         "{entry}"
     );
     assert_eq!(server.log.lock().unwrap().token_requests.len(), 0);
-    assert_eq!(
-        call.map_err(|e| e.message),
-        Err(format!(
-            "server \"bot\" is not available: signing in failed: {URL_RESOURCE_REFUSED}"
-        ))
+    let message = call.unwrap_err().message;
+    let unavailable = format!(
+        "server \"bot\" is unavailable: signing in failed: {URL_RESOURCE_REFUSED}; it will be \
+         started again in "
     );
+    assert!(message.starts_with(&unavailable), "{message}");
 }
 
 /// Why a sign-in whose resource indicator would be the server's url holding a secret fails.
@@ -1513,10 +1513,67 @@ async fn a_refresh_never_sends_a_resource_holding_a_secret() {
     assert_eq!(
         call,
         Err(format!(
-            "server \"docs\" refused the request: signing in failed: {URL_RESOURCE_REFUSED}"
+            "server \"docs\": signing in failed: {URL_RESOURCE_REFUSED}"
         ))
     );
     let shown = [listing.to_string(), format!("{call:?}"), logs.text()];
     let leaked: Vec<&String> = shown.iter().filter(|t| t.contains(KEY)).collect();
     assert_eq!(leaked, Vec::<&String>::new());
+}
+
+/// An authorization code sign-in of such a url makes no link: its authorization request would
+/// name the url as `resource` too. The reason says why, as for the client credentials grant.
+#[tokio::test]
+async fn a_secret_in_the_urls_query_is_never_the_resource_of_a_sign_in_link() {
+    const KEY: &str = "rk-link-2e6b9d4f8a1c";
+    let guard = exclusive();
+    crate::support::oauth_store();
+    let (_capture, logs) = logs::capture("trace");
+    set_env(&guard, "MCP_SECRETS_RESOURCE_LINK_KEY", KEY);
+    let server = oauth::TestServer::start(oauth::Options {
+        prm: oauth::PrmAt::Nowhere,
+        ..oauth::Options::default()
+    })
+    .await;
+    let url = format!(
+        "{}?key=${{env:MCP_SECRETS_RESOURCE_LINK_KEY}}",
+        server.mcp_url()
+    );
+    let host = Host::new(json!({"docs": {"url": url}}));
+    let entry = host.failed("docs", Duration::from_secs(10)).await;
+    let call = host.call_tool("docs", "whoami").await;
+    drop(host);
+    let shown = [entry.to_string(), format!("{call:?}"), logs.text()];
+    assert_resource_secret_nowhere(&server, KEY, &shown);
+    assert_eq!(
+        (&entry["signInUrl"], &entry["reason"]),
+        (
+            &Value::Null,
+            &json!(format!("signing in failed: {URL_RESOURCE_REFUSED}"))
+        ),
+        "{entry}"
+    );
+    let log = server.log.lock().unwrap();
+    assert_eq!((log.authorizations.len(), log.token_requests.len()), (0, 0));
+}
+
+/// A query holding no secret stays part of the resource indicator (RFC 8707 §2: the url as
+/// configured, without its fragment).
+#[tokio::test]
+async fn a_query_holding_no_secret_is_still_sent_in_the_resource() {
+    let _guard = exclusive();
+    crate::support::oauth_store();
+    let server = oauth::TestServer::start(oauth::Options {
+        prm: oauth::PrmAt::Nowhere,
+        ..oauth::Options::default()
+    })
+    .await;
+    let url = format!("{}?tenant=public-tenant-1", server.mcp_url());
+    let host = Host::new(json!({"bot": {"url": url, "oauth": {
+        "grantType": "client_credentials", "clientId": "resource-bot",
+        "privateKey": oauth::private_key_pem(),
+    }}}));
+    host.ready("bot", Duration::from_secs(10)).await;
+    drop(host);
+    assert_eq!(resources_received(&server), [url]);
 }
