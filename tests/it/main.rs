@@ -20,6 +20,7 @@ mod load;
 mod machine;
 mod modern;
 mod pack;
+mod redirects;
 mod review;
 mod rmcp_peer;
 mod schemas;
