@@ -51,6 +51,10 @@ pub(crate) const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 /// How much of an error response's body is read and quoted, in bytes (cut on a char boundary).
 pub(crate) const ERROR_PREVIEW_BYTES: usize = 8 * 1024;
 
+/// How long an error response's body is read for its preview; what came by then is quoted (a
+/// refusal whose body never ends costs no more).
+pub(crate) const ERROR_PREVIEW_TIME: Duration = Duration::from_secs(5);
+
 /// After the answer of an event stream was read, the client reads on in the background for at
 /// most this long, and at most [`DRAIN_BYTES`], for the stream's end: a body read to its end
 /// gives its connection back to the pool (README "Protocol eras, sessions and cancellation":

@@ -737,7 +737,7 @@ fn read_page(connection: &Connection, result: &RawValue, page: usize) -> Result<
         ));
     }
     let ttl = crate::jsonrpc::optional::<f64>(connection.namespace(), "ttlMs", list.ttl_ms)
-        .filter(|ms| ms.is_finite() && *ms >= 1.0)
+        .filter(|ms| ms.is_finite() && *ms > 0.0)
         .map(|ms| {
             Duration::from_millis(ms.min(limits::MAX_TTL.as_millis() as f64) as u64)
                 .max(limits::MIN_TTL)
@@ -927,6 +927,9 @@ async fn listen(connection: &Arc<Connection>) {
     // The session the stream was last opened on, and its stream's state.
     let mut on: Option<(crate::http::Current, Stream)> = None;
     let mut said_no_endpoint = false;
+    // Whether the live session was made by this loop after a "no valid session" 400 (the
+    // server's words): the same 400 on it means those words are the requests' own.
+    let mut renewed_by_text = false;
     loop {
         let seen = *installs.borrow_and_update();
         let Some(current) = connection.current() else {
@@ -960,6 +963,8 @@ async fn listen(connection: &Arc<Connection>) {
             continue;
         };
         let opened = tokio::time::Instant::now();
+        // Only the first stream of the session the loop made counts.
+        let fresh_by_text = std::mem::take(&mut renewed_by_text);
         // The stream, read until it ends, or until its session stops being the live one.
         let listened = tokio::select! {
             listened = connection.listen(session, last_event_id) => Some(listened),
@@ -989,9 +994,23 @@ async fn listen(connection: &Arc<Connection>) {
                 tracing::debug!(namespace, "the change stream ended");
                 Turn::Backoff
             }
+            Some(Err(error)) if error.is_expired_by_text() && fresh_by_text => {
+                // A fresh session got the same words: they are not about the session. No
+                // session is set aside for them again, and this one offers no stream.
+                connection.session_400s_are_the_requests_own();
+                *stream = Stream::NotOffered;
+                Turn::Now
+            }
             Some(Err(error)) if error.is_session_expired() => {
-                match connection.still_knows(session).await {
-                    Ok(()) => {
+                // The ping, raced against the session being replaced meanwhile (a call's
+                // renewal): then its answer no longer matters.
+                let asked = tokio::select! {
+                    asked = connection.still_knows(session) => Some(asked),
+                    () = connection.left(session) => None,
+                };
+                match asked {
+                    None => Turn::Backoff,
+                    Some(Ok(())) => {
                         if !said_no_endpoint {
                             said_no_endpoint = true;
                             tracing::debug!(
@@ -1002,19 +1021,22 @@ async fn listen(connection: &Arc<Connection>) {
                         *stream = Stream::NotOffered;
                         Turn::Now
                     }
-                    Err(gone) if gone.is_session_expired() => {
+                    Some(Err(gone)) if gone.is_session_expired() => {
                         // `still_knows` forgot the session (a 404), or set it aside to be
                         // deleted at the drop (the server's words).
                         tracing::debug!(
                             namespace,
                             "the standalone stream's session expired; initializing again"
                         );
-                        if let Err(error) = connection.renew_now().await {
-                            tracing::debug!(namespace, reason = %error, "initializing again failed");
+                        match connection.renew_now().await {
+                            Ok(()) => renewed_by_text = gone.is_expired_by_text(),
+                            Err(error) => {
+                                tracing::debug!(namespace, reason = %error, "initializing again failed");
+                            }
                         }
                         Turn::BackoffOnly
                     }
-                    Err(error) => {
+                    Some(Err(error)) => {
                         tracing::debug!(namespace, reason = %error, "asking whether the session is live failed");
                         Turn::Backoff
                     }

@@ -455,6 +455,14 @@ impl Connection {
         }
     }
 
+    /// The standalone stream's loop met, on a session it had just made because of such a `400`,
+    /// the `400` whose words speak of the session again: those words are the requests' own
+    /// (as when a call's resend meets them), and such `400`s are ordinary errors from now on.
+    pub(crate) fn session_400s_are_the_requests_own(&self) {
+        tracing::debug!(namespace = %self.namespace, "a fresh session's stream got the same 400: such 400s are the request's own from now on");
+        self.session_400s.store(false, Ordering::Relaxed);
+    }
+
     /// Changes each time a session is installed (the first start's, or a renewal's).
     pub(crate) fn installs(&self) -> tokio::sync::watch::Receiver<Installs> {
         lock(&self.sessions).installs()
@@ -595,6 +603,9 @@ impl Connection {
         // The JSON-RPC id on the wire: `id` until a re-issue takes a new one (the in-flight
         // table keeps `id`, the caller's handle).
         let mut wire_id = id;
+        // A plain refusal sent once more on the same route after a probe found the same era:
+        // met again, it is the server's own answer.
+        let mut confirming: Option<EraSignal> = None;
         loop {
             if !lock(&self.flights).sent(id, wire_id, &session) {
                 // Cancelled (or shut down) while waiting for a session.
@@ -660,12 +671,24 @@ impl Connection {
                         .reroute(id, wire.method, &session, &e, by_listing)
                         .await?
                     {
-                        Some(next) => session = next,
+                        Some(next) => {
+                            if Arc::ptr_eq(&next, &session) {
+                                confirming = era_signal(&session, &e);
+                            }
+                            session = next;
+                        }
                         None => return Err(e),
                     }
                     continue;
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    if let Some(signal) = confirming
+                        && era_signal(&session, &e) == Some(signal)
+                    {
+                        self.confirm_own(&session, wire.method, signal);
+                    }
+                    return Err(e);
+                }
             };
             let read = self
                 .read_response(response, wire_id, &session, decode)

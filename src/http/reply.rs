@@ -18,7 +18,7 @@ use reqwest::header::{
 use reqwest::{Response, StatusCode, Url};
 use serde_json::value::RawValue;
 
-use super::events::{BodyError, SseStream};
+use super::events::{AfterAnswer, BodyError, SseStream};
 use super::session::{Era, EraSignal, Rechecked, Session};
 use super::{Connection, Current, Decoded, Error, Wire};
 use crate::jsonrpc::{self, Kind, RpcError};
@@ -33,19 +33,6 @@ const LISTEN: &str = "subscriptions/listen";
 
 /// The longest redirect target a reason quotes, in bytes (after scrubbing).
 const MAX_LOCATION_BYTES: usize = 512;
-
-/// How the end of an event stream is read once it brought the answer: always to its end in the
-/// background (at most [`limits::DRAIN_TIME`] and [`limits::DRAIN_BYTES`]), so the connection
-/// goes back to the pool.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum AfterAnswer {
-    /// The caller goes on at once.
-    Background,
-    /// The caller waits for that end for at most [`limits::PROBE_DRAIN_WAIT`]: the era probe,
-    /// whose next request (the first `tools/list`) then reuses the connection instead of
-    /// opening another.
-    Briefly,
-}
 
 /// How a standalone `GET` stream ended without an error.
 #[derive(Debug, PartialEq, Eq)]
@@ -484,6 +471,10 @@ impl Connection {
                 };
                 let own = self.is_own(session, LISTEN, signal)
                     || self.recheck(session, LISTEN, signal, false).await == Rechecked::Own;
+                if own {
+                    // The listen's refusal stands (nothing is resent): asked about once.
+                    self.confirm_own(session, LISTEN, signal);
+                }
                 if own && matches!(signal, EraSignal::PlainRefusal(404 | 405)) {
                     tracing::debug!(namespace = %self.namespace, "subscriptions/listen has no endpoint on this server (a plain 404 or 405 from a modern server)");
                     return Ok(Listened::NotOffered);
@@ -898,9 +889,11 @@ async fn read_capped(response: Response) -> Result<Vec<u8>, BodyError> {
 async fn read_preview(response: Response) -> String {
     let mut body = Vec::new();
     let mut chunks = response.bytes_stream();
+    // A body that never ends (a silent proxy) gives what came within the bound.
+    let until = tokio::time::Instant::now() + limits::ERROR_PREVIEW_TIME;
     while body.len() < limits::ERROR_PREVIEW_BYTES {
-        match chunks.next().await {
-            Some(Ok(chunk)) => body.extend_from_slice(&chunk),
+        match tokio::time::timeout_at(until, chunks.next()).await {
+            Ok(Some(Ok(chunk))) => body.extend_from_slice(&chunk),
             _ => break,
         }
     }

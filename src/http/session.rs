@@ -38,8 +38,8 @@ use reqwest::header::HeaderValue;
 use serde::Deserialize;
 use tokio::sync::watch;
 
+use super::events::AfterAnswer;
 use super::modern;
-use super::reply::AfterAnswer;
 use super::{Connection, Decoded, Error, lock};
 use crate::jsonrpc;
 use crate::limits;
@@ -738,6 +738,12 @@ impl Connection {
                 Ok(found) => found,
                 Err(e) => {
                     tracing::debug!(namespace = %this.namespace, reason = %e, "server/discover gave no verdict; the answer stands");
+                    let mut state = lock(&this.sessions);
+                    if state.era().is_some_and(|era| era != on.era) {
+                        // It named the other era all the same (a modern error): `on` is over.
+                        state.retire(&on);
+                        return Rechecked::Moved;
+                    }
                     return Rechecked::Unsure;
                 }
             };
@@ -745,7 +751,11 @@ impl Connection {
             let mut state = lock(&this.sessions);
             if era == on.era {
                 tracing::debug!(namespace = %this.namespace, method = &*method, ?signal, "the server is still of the same era: that answer is its own");
-                state.confirmed(era, &method, signal);
+                // A plain refusal may be a proxy's flap: its caller records it as the server's
+                // own only once the request met it again ([`Connection::confirm_own`]).
+                if !matches!(signal, EraSignal::PlainRefusal(_)) {
+                    state.confirmed(era, &method, signal);
+                }
             }
             let replacement = match found {
                 // The same modern server, declaring what it declared: nothing to change.
@@ -770,6 +780,15 @@ impl Connection {
             Rechecked::Moved
         });
         probe.await.unwrap_or(Rechecked::Unsure)
+    }
+
+    /// Records `signal`, answering `method` on `on`, as the server's own answer from now on: a
+    /// probe found the same era ([`Rechecked::Own`]) and the request met the signal again.
+    pub(super) fn confirm_own(&self, on: &Session, method: &str, signal: EraSignal) {
+        let mut state = lock(&self.sessions);
+        if state.era() == Some(on.era) {
+            state.confirmed(on.era, method, signal);
+        }
     }
 
     /// The era probe: `server/discover` as a modern request (MCP 2026-07-28, server/discover).
