@@ -56,6 +56,10 @@ pub(crate) const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 /// How much of an error response's body is read and quoted, in bytes (cut on a char boundary).
 pub(crate) const ERROR_PREVIEW_BYTES: usize = 8 * 1024;
 
+/// How long an error response's body is read for its preview; what came by then is quoted (a
+/// refusal whose body never ends costs no more).
+pub(crate) const ERROR_PREVIEW_TIME: Duration = Duration::from_secs(5);
+
 /// After the answer of an event stream was read, the client reads on in the background for at
 /// most this long, and at most [`DRAIN_BYTES`], for the stream's end: a body read to its end
 /// gives its connection back to the pool (README "Protocol eras, sessions and cancellation":
@@ -64,6 +68,10 @@ pub(crate) const DRAIN_TIME: Duration = Duration::from_secs(1);
 
 /// See [`DRAIN_TIME`].
 pub(crate) const DRAIN_BYTES: usize = 64 * 1024;
+
+/// How long the era probe waits for the end of its answer's event stream (usually one chunk
+/// away) before the start goes on, so its first `tools/list` reuses the probe's connection.
+pub(crate) const PROBE_DRAIN_WAIT: Duration = Duration::from_millis(20);
 
 /// The longest a `tools/list` ttl (`ttlMs`, MCP 2026-07-28, server/utilities/caching) is
 /// taken for: a day.
@@ -153,6 +161,28 @@ pub(crate) const LISTEN_RETRY_FIRST: Duration = Duration::from_secs(1);
 /// A standalone `GET` stream that stayed open this long resets the reopen backoff (proxies
 /// close idle streams).
 pub(crate) const LISTEN_STABLE: Duration = Duration::from_secs(60);
+
+/// How long `server/discover`, the era probe, may take to answer (MCP 2026-07-28,
+/// basic/versioning "Backward Compatibility": a server that does not respond within a
+/// reasonable timeout is legacy). A server silent past it is spoken to in the legacy era; one
+/// that is modern after all answers the `initialize` that follows with a modern error or
+/// `-32601`, and is probed again.
+pub(crate) const DISCOVER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long the `ping` asking whether a session is still live (after a `404` to its standalone
+/// `GET`) may take, answer included.
+pub(crate) const PING_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a stream the client opens in the background — the standalone `GET`, a
+/// `subscriptions/listen` POST, a resumption (`GET` with `Last-Event-ID`) — may take to bring
+/// its response headers. Once open, a stream may stay quiet for as long as it likes: the
+/// stream's loop leaves it as soon as its session is replaced.
+pub(crate) const STREAM_OPEN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The shortest ttl a `tools/list` page's `ttlMs` is taken for (MCP 2026-07-28,
+/// server/utilities/caching): a smaller positive one counts as this, so a server cannot make
+/// every use of the listing a re-listing.
+pub(crate) const MIN_TTL: Duration = Duration::from_secs(5);
 
 /// The longest session id the Pack keeps, in bytes.
 pub(crate) const MAX_SESSION_ID_BYTES: usize = 1024;

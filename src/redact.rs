@@ -49,18 +49,23 @@ pub(crate) struct Redactor {
 struct SecretSet {
     /// The configured secrets' forms, each once, in the order added.
     configured: Vec<SecretString>,
-    /// Rotating secrets learned at run time ([`Learned::Token`]: access and refresh tokens, a
-    /// client assertion), oldest first, each as its forms (see [`Redactor::add_secret`]), the
+    /// Rotating secrets learned at run time ([`Learned::Token`]: access and refresh tokens),
+    /// oldest first, each as its forms (see [`Redactor::add_secret`]), the
     /// value as given first; at most [`MAX_LEARNED`].
     learned: VecDeque<Vec<SecretString>>,
     /// Long-lived client credentials learned at run time ([`Learned::Credential`]: a
     /// registered client's secret and its `client_secret_basic` forms), each as its forms, the
     /// value as given first; kept for the redactor's whole life, never pushed out by tokens.
     credentials: Vec<Vec<SecretString>>,
-    /// JWT heads learned at run time ([`Learned::JwtHead`]), each as its forms; kept like
-    /// credentials. An occurrence covers the JWT it starts too ([`Matcher::covered`]).
-    jwt_heads: Vec<Vec<SecretString>>,
-    /// Every form, configured and learned (for every scrub and [`Redactor::checker`]).
+    /// Client assertions learned at run time ([`Learned::Assertion`]), oldest first, each as
+    /// its forms; at most [`MAX_ASSERTIONS`], apart from the tokens so that no number of them
+    /// pushes a token out.
+    assertions: VecDeque<Vec<SecretString>>,
+    /// JWT heads learned at run time ([`Learned::JwtHead`]), oldest first, each as its forms;
+    /// at most [`MAX_JWT_HEADS`], apart from the tokens. An occurrence covers the JWT it starts
+    /// too ([`Matcher::covered`]).
+    jwt_heads: VecDeque<Vec<SecretString>>,
+    /// Every form, configured and learned (for every scrub; [`Redactor::shown_checker`] builds its own).
     matcher: Arc<Matcher>,
 }
 
@@ -79,6 +84,7 @@ impl SecretSet {
             .flatten()
             .chain(&self.configured)
             .chain(self.credentials.iter().flatten())
+            .chain(self.assertions.iter().flatten())
             .chain(self.learned.iter().flatten())
     }
 }
@@ -124,11 +130,6 @@ impl Matcher {
 
     fn is_empty(&self) -> bool {
         self.automaton.is_none()
-    }
-
-    /// Whether `text` holds a form.
-    fn holds(&self, text: &str) -> bool {
-        self.automaton.as_ref().is_some_and(|ac| ac.is_match(text))
     }
 
     /// The byte ranges of `text` that some occurrence of some form covers, as maximal runs in
@@ -217,22 +218,40 @@ impl std::fmt::Debug for Redactor {
 /// ([`Learned::Credential`]) are not counted: they stay.
 const MAX_LEARNED: usize = 64;
 
+/// Keeps at most this many learned client assertions per server (the newest), in a list of
+/// their own: each client credentials request signs one (valid for five minutes), also each one
+/// that fails, and none of them may push out a token still in use.
+const MAX_ASSERTIONS: usize = 16;
+
+/// Keeps at most this many learned JWT heads per server (the newest), in a list of their own:
+/// each new grant (a code exchange, every client credentials renewal, failed ones too) makes a
+/// DPoP key, and a Pack that renews for days must not grow with its uptime. A server holds one
+/// grant at a time, so its key is always among the newest.
+const MAX_JWT_HEADS: usize = 16;
+
 /// Called with every secret the Pack learns at run time, and how long it lives, so the entry's
 /// redactor scrubs it from server text ([`Redactor::learner`]).
 pub(crate) type LearnSecret = dyn Fn(&SecretString, Learned) + Send + Sync;
 
+/// Whether a text that must go out whole holds a secret of the entry
+/// ([`Redactor::shown_checker`]).
+pub(crate) type HoldsSecret = dyn Fn(&str) -> bool + Send + Sync;
+
 /// How long a secret learned at run time stays worth scrubbing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Learned {
-    /// A secret that rotates (an access or refresh token, a client assertion valid for
-    /// minutes): the newest [`MAX_LEARNED`] are kept.
+    /// A secret that rotates (an access or refresh token): the newest [`MAX_LEARNED`] are
+    /// kept.
     Token,
+    /// A signed client assertion (RFC 7523), valid for minutes: the newest [`MAX_ASSERTIONS`]
+    /// are kept, apart from the tokens.
+    Assertion,
     /// A long-lived client credential (a registered client's secret, its
     /// `client_secret_basic` form): kept for the redactor's whole life.
     Credential,
     /// The first segment of every JWT a long-lived key signs (a DPoP proof's JOSE header,
-    /// which holds the public key, RFC 9449 §4.2): kept for the redactor's whole life, and an
-    /// occurrence also covers the rest of the JWT after it (its payload and signature segments,
+    /// which holds the public key, RFC 9449 §4.2): the newest [`MAX_JWT_HEADS`] are kept,
+    /// apart from the tokens, and an occurrence also covers the rest of the JWT after it (its payload and signature segments,
     /// [`jwt_rest`]), so an echoed proof is scrubbed whole although no two proofs are alike.
     JwtHead,
 }
@@ -312,7 +331,9 @@ impl Redactor {
     /// a registered client's secret, a client assertion) to this redactor, from any thread, in
     /// the same forms as a configured secret ([`Redactor::add_secret`]); values shorter than
     /// [`MIN_SECRET_BYTES`] are skipped. Of the [`Learned::Token`]s the newest [`MAX_LEARNED`]
-    /// are kept; every [`Learned::Credential`] is kept.
+    /// are kept, of the [`Learned::Assertion`]s [`MAX_ASSERTIONS`] and of the
+    /// [`Learned::JwtHead`]s [`MAX_JWT_HEADS`], each in a list of its own; every
+    /// [`Learned::Credential`] is kept.
     pub(crate) fn learner(&self) -> impl Fn(&SecretString, Learned) + Send + Sync + 'static {
         let set = Arc::clone(&self.set);
         move |secret: &SecretString, lifetime: Learned| {
@@ -330,6 +351,9 @@ impl Redactor {
             if lifetime == Learned::Token && set.learned.iter().any(named) {
                 return;
             }
+            if lifetime == Learned::Assertion && set.assertions.iter().any(named) {
+                return;
+            }
             // The value as given comes first: it names the group.
             let mut group = vec![SecretString::from(secret.to_string())];
             push_secret_forms(&mut group, secret);
@@ -344,23 +368,84 @@ impl Redactor {
                     set.learned.retain(|forms| !named(forms));
                     set.credentials.push(group);
                 }
+                Learned::Assertion => {
+                    if set.assertions.len() >= MAX_ASSERTIONS {
+                        set.assertions.pop_front();
+                    }
+                    set.assertions.push_back(group);
+                }
                 Learned::JwtHead => {
                     set.learned.retain(|forms| !named(forms));
-                    set.jwt_heads.push(group);
+                    if set.jwt_heads.len() >= MAX_JWT_HEADS {
+                        set.jwt_heads.pop_front();
+                    }
+                    set.jwt_heads.push_back(group);
                 }
             }
             set.rebuild();
         }
     }
 
-    /// A function telling whether a text holds a secret this redactor scrubs (in any
-    /// registered form), configured or learned, now or later, for text that is useless
-    /// scrubbed, such as a link a user must open.
-    pub(crate) fn checker(&self) -> impl Fn(&str) -> bool + Send + Sync + 'static {
+    /// A function telling whether a text that is useless scrubbed and must be shown whole (a
+    /// sign-in link a user opens) holds a secret this redactor knows, configured or learned,
+    /// now or later, in any registered form, anywhere but inside an occurrence of one of the
+    /// `public` values (the entry's own client id, say, which the link must carry although the
+    /// config took it from `${env:NAME}`). Nothing is removed from the text first: a secret
+    /// that contains a public value, or overlaps one, is found all the same.
+    ///
+    /// The text is looked at as shown and as a browser or a reader may decode it
+    /// ([`shown_views`]: percent-decoded, `+` as a space, up to [`MAX_DECODES`] times over), and
+    /// secrets are matched ignoring ASCII case (a URL parser lower-cases a host). A public
+    /// value counts as written and form-urlencoded, matched exactly. When no matcher can be
+    /// built over the secrets, every text counts as holding one.
+    pub(crate) fn shown_checker(
+        &self,
+        public: Vec<String>,
+    ) -> impl Fn(&str) -> bool + Send + Sync + 'static {
         let redactor = Redactor {
             set: Arc::clone(&self.set),
         };
-        move |text: &str| redactor.matcher().holds(text)
+        let public: Vec<String> = public
+            .into_iter()
+            .filter(|value| !value.is_empty())
+            .flat_map(|value| {
+                let encoded: String =
+                    url::form_urlencoded::byte_serialize(value.as_bytes()).collect();
+                [value, encoded]
+            })
+            .collect();
+        move |text: &str| {
+            let automaton = {
+                let set = redactor.read();
+                let forms: Vec<&[u8]> = set.forms().map(|s| s.expose_secret().as_bytes()).collect();
+                if forms.is_empty() {
+                    return false;
+                }
+                let built = AhoCorasick::builder()
+                    .match_kind(MatchKind::Standard)
+                    .ascii_case_insensitive(true)
+                    .build(&forms)
+                    .or_else(|_| {
+                        AhoCorasick::builder()
+                            .match_kind(MatchKind::Standard)
+                            .ascii_case_insensitive(true)
+                            .kind(Some(aho_corasick::AhoCorasickKind::NoncontiguousNFA))
+                            .build(&forms)
+                    });
+                match built {
+                    Ok(automaton) => automaton,
+                    Err(_) => return true,
+                }
+            };
+            shown_views(text).iter().any(|view| {
+                let allowed = occurrences(view, &public);
+                automaton.find_overlapping_iter(view.as_str()).any(|found| {
+                    !allowed
+                        .iter()
+                        .any(|span| span.start <= found.start() && found.end() <= span.end)
+                })
+            })
+        }
     }
 
     /// [`Redactor::add`] for `value` and for each percent-encoded form of it and of its words
@@ -500,6 +585,54 @@ impl Redactor {
             Cow::Owned(scrubbed) => scrubbed,
         }
     }
+}
+
+/// How many times over [`shown_views`] percent-decodes a text: a link encoded twice or three
+/// times still shows its secret to whoever decodes it.
+const MAX_DECODES: usize = 4;
+
+/// `text` as shown, then as decoded: percent-decoded again and again until nothing changes (at
+/// most [`MAX_DECODES`] times), once taking `+` as written and once as a space (a form,
+/// `application/x-www-form-urlencoded`). Bytes that are no UTF-8 become U+FFFD.
+fn shown_views(text: &str) -> Vec<String> {
+    let mut views = vec![text.to_string()];
+    for plus_is_space in [false, true] {
+        let mut view = text.to_string();
+        for _ in 0..MAX_DECODES {
+            let spaced = if plus_is_space {
+                view.replace('+', " ")
+            } else {
+                view.clone()
+            };
+            let decoded = percent_encoding::percent_decode_str(&spaced)
+                .decode_utf8_lossy()
+                .into_owned();
+            if decoded == view {
+                break;
+            }
+            if !views.contains(&decoded) {
+                views.push(decoded.clone());
+            }
+            view = decoded;
+        }
+    }
+    views
+}
+
+/// The byte ranges of every occurrence of every value of `values` in `text`, overlapping ones
+/// included.
+fn occurrences(text: &str, values: &[String]) -> Vec<std::ops::Range<usize>> {
+    let mut spans = Vec::new();
+    for value in values {
+        let mut from = 0;
+        while let Some(at) = text.get(from..).and_then(|rest| rest.find(value.as_str())) {
+            let start = from + at;
+            spans.push(start..start + value.len());
+            // On to the next char boundary after this occurrence's start.
+            from = start + text[start..].chars().next().map_or(1, char::len_utf8);
+        }
+    }
+    spans
 }
 
 /// JavaScript's `encodeURIComponent` leaves these alone: letters, digits and `-_.!~*'()`.
@@ -728,6 +861,44 @@ mod tests {
     }
 
     #[test]
+    fn a_shown_text_holds_a_secret_anywhere_but_inside_a_public_value() {
+        let mut r = Redactor::default();
+        r.add_secret("docs-app-4f9a8b7c6d5e");
+        r.add_secret("Cloud Key/77");
+        let check = r.shown_checker(vec!["docs-app".into(), "x-docs-app-4f9a8b7c6d5e-y".into()]);
+        let holding = [
+            "https://as.example/authorize?t=docs-app-4f9a8b7c6d5e&client_id=docs-app",
+            "https://as.example/authorize/docs-app-4f9a8b7c6d5e",
+            // Percent-encoded, every byte or twice over; a host a URL parser lower-cased.
+            "https://as.example/a?t=%64%6F%63%73%2D%61%70%70-4f9a8b7c6d5e",
+            "https://as.example/a?t=%2564ocs-app-4f9a8b7c6d5e",
+            "https://docs-app-4f9a8b7c6d5e.as.example/a",
+            "https://as.example/a?t=cloud+key%2F77",
+            "https://as.example/a?t=CLOUD%20KEY/77",
+        ];
+        for text in holding {
+            assert!(check(text), "{text}");
+        }
+        let clean = [
+            "https://as.example/authorize?client_id=docs-app&app=docs-app",
+            // Inside a public value the secret is as public as the value.
+            "https://as.example/a?v=x-docs-app-4f9a8b7c6d5e-y",
+            "https://as.example/a?v=x-docs-app-4f9a8b7c6d5e-y%2B",
+            "https://as.example/a?t=docs-app-4f9a8b7c6d5",
+        ];
+        for text in clean {
+            assert!(!check(text), "{text}");
+        }
+        // Learned later, found later.
+        let learn = r.learner();
+        learn(&SecretString::from("learned-token-000001"), Learned::Token);
+        assert!(check("https://as.example/a?t=learned-token-000001"));
+        assert!(!Redactor::default().shown_checker(Vec::new())(
+            "https://as.example/a"
+        ));
+    }
+
+    #[test]
     fn secrets_are_scrubbed_in_every_percent_encoded_form() {
         let mut r = Redactor::default();
         r.add_secret("Bearer tok/a b+c'(x)~");
@@ -864,6 +1035,40 @@ mod tests {
         // Learned again as a token, it keeps its reach.
         learn(&SecretString::from(head), Learned::Token);
         assert_eq!(r.scrub(&format!("{head}.x.y z")), "[redacted] z");
+    }
+
+    #[test]
+    fn assertions_and_keys_of_many_renewals_neither_grow_nor_push_a_token_out() {
+        let r = Redactor::default();
+        let learn = r.learner();
+        learn(&SecretString::from("live-access-token-1"), Learned::Token);
+        // Renewals, failed ones too, each sign an assertion and make a key.
+        for n in 0..MAX_ASSERTIONS.max(MAX_JWT_HEADS) * 8 {
+            learn(
+                &SecretString::from(format!("eyJhbGciOiJFUzI1NiJ9.assertion-{n:04}.sig")),
+                Learned::Assertion,
+            );
+            learn(
+                &SecretString::from(format!("eyJ0eXAiOiJkcG9wK2p3dCJ9key{n:04}")),
+                Learned::JwtHead,
+            );
+        }
+        assert_eq!(r.scrub("echo live-access-token-1"), "echo [redacted]");
+        let set = r.read();
+        assert_eq!(
+            (set.assertions.len(), set.jwt_heads.len(), set.learned.len()),
+            (MAX_ASSERTIONS, MAX_JWT_HEADS, 1)
+        );
+        drop(set);
+        let last = MAX_ASSERTIONS.max(MAX_JWT_HEADS) * 8 - 1;
+        assert_eq!(
+            r.scrub(&format!("eyJ0eXAiOiJkcG9wK2p3dCJ9key{last:04}.p.s x")),
+            "[redacted] x"
+        );
+        assert_eq!(
+            r.scrub(&format!("eyJhbGciOiJFUzI1NiJ9.assertion-{last:04}.sig")),
+            "[redacted]"
+        );
     }
 
     #[test]

@@ -35,7 +35,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ToolFilter;
-use crate::http::{AnsweredOn, Connection, Error, Initialized, Listened, Mirrored, Wire};
+use crate::http::{AnsweredOn, Connection, Era, Error, Initialized, Listened, Mirrored, Wire};
 use crate::limits::{
     self, MAX_DESCRIPTION_BYTES, MAX_PAGES, MAX_SCHEMA_BYTES, MAX_TOOL_NAME_BYTES, MAX_TOOLS,
     START_DEADLINE,
@@ -122,7 +122,8 @@ pub(crate) struct ToolList {
     /// `initialize` negotiated).
     pub(crate) protocol_version: &'static str,
     /// How long the listing is fresh, from `listed_at`: the smallest positive `ttlMs` of its
-    /// pages (MCP 2026-07-28, server/utilities/caching); `None` when no page gave one (a ttl
+    /// pages (MCP 2026-07-28, server/utilities/caching), each taken as at least
+    /// [`limits::MIN_TTL`] and at most [`limits::MAX_TTL`]; `None` when no page gave one (a ttl
     /// of 0, absent or negative adds no time-based refresh).
     pub(crate) ttl: Option<Duration>,
     /// When the listing's last page arrived.
@@ -182,8 +183,10 @@ enum StartFailure {
     /// An exchange with the server failed: HTTP, transport, protocol, JSON-RPC, or a sign-in
     /// the server needs ([`Error::sign_in_url`]).
     Exchange(Error),
-    /// The start (`initialize` and every `tools/list` page) took over [`START_DEADLINE`].
-    StartDeadline,
+    /// The start took over [`START_DEADLINE`]; the era the client knew of the server then
+    /// (`None`: still probing), which says what the start was doing: `server/discover`, the
+    /// legacy handshake and its listing, or a modern listing.
+    StartDeadline(Option<Era>),
     /// A re-listing took over [`limits::RELIST_DEADLINE`].
     RelistDeadline,
     /// More than [`MAX_TOOLS`] tools: at least `listed` by page `page`.
@@ -214,7 +217,7 @@ impl StartFailure {
             | StartFailure::SameCursor { .. }
             | StartFailure::UsedCursor { .. }
             | StartFailure::TooManyPages => Some(crate::http::Lasting::Explained),
-            StartFailure::StartDeadline
+            StartFailure::StartDeadline(_)
             | StartFailure::RelistDeadline
             | StartFailure::SessionChanged { .. } => None,
         }
@@ -254,9 +257,14 @@ impl std::fmt::Display for StartFailure {
                 // What to change, for an error that will not pass by itself.
                 f.write_str(error.lasting().map_or("", crate::http::Lasting::advice))
             }
-            StartFailure::StartDeadline => write!(
+            StartFailure::StartDeadline(era) => write!(
                 f,
-                "the server did not finish starting (initialize and tools/list) within {} seconds",
+                "the server did not finish starting ({}) within {} seconds",
+                match era {
+                    None => "server/discover",
+                    Some(Era::Legacy) => "initialize and tools/list",
+                    Some(Era::Modern) => "server/discover and tools/list",
+                },
                 START_DEADLINE.as_secs()
             ),
             StartFailure::RelistDeadline => write!(
@@ -450,7 +458,7 @@ impl Server {
             let outcome = match tokio::time::timeout(START_DEADLINE, start_once(&connection)).await
             {
                 Ok(result) => result,
-                Err(_) => Err(StartFailure::StartDeadline),
+                Err(_) => Err(StartFailure::StartDeadline(connection.era())),
             };
             if outcome.is_err() {
                 // A start that got as far as a session leaves none behind on the server.
@@ -807,8 +815,11 @@ fn read_page(connection: &Connection, result: &RawValue, page: usize) -> Result<
         ));
     }
     let ttl = crate::jsonrpc::optional::<f64>(connection.namespace(), "ttlMs", list.ttl_ms)
-        .filter(|ms| ms.is_finite() && *ms >= 1.0)
-        .map(|ms| Duration::from_millis(ms.min(limits::MAX_TTL.as_millis() as f64) as u64));
+        .filter(|ms| ms.is_finite() && *ms > 0.0)
+        .map(|ms| {
+            Duration::from_millis(ms.min(limits::MAX_TTL.as_millis() as f64) as u64)
+                .max(limits::MIN_TTL)
+        });
     let redactor = connection.redactor();
     let mut tools = Vec::with_capacity(list.tools.len());
     for (i, raw) in list.tools.into_iter().enumerate() {
@@ -926,14 +937,17 @@ impl Server {
     }
 }
 
-/// Where the standalone `GET` stream of one session stands (MCP 2025-11-25, transports,
-/// "Listening for Messages from the Server").
+/// Where the change stream of one session stands: the standalone `GET` of a legacy session
+/// (MCP 2025-11-25, transports, "Listening for Messages from the Server"), or a modern route's
+/// `subscriptions/listen` (MCP 2026-07-28, basic/patterns/subscriptions).
 ///
 /// ```text
-///   Open ──ends / breaks──▶ Open (reopened after the backoff, with Last-Event-ID)
-///   Open ──405──▶ NotOffered
+///   Open ──ends / breaks / no headers in 30 s──▶ Open (reopened after the backoff, Last-Event-ID)
+///   Open ──405, no listChanged, an ack without it, -32601──▶ NotOffered
 ///   Open ──404, and a ping on the session answered──▶ NotOffered (no GET endpoint)
-///   Open ──404, and the ping 404 too (session forgotten)──▶ renew; the next session is Open
+///   Open ──404 or "no valid session", and the ping too──▶ renew; the next session is Open
+///   any ──the session stops being the live one (replaced, forgotten, doubted)──▶ left: the
+///          stream is dropped at once; the next live session starts Open
 /// ```
 enum Stream {
     /// The stream may be opened on this session; the last event id it carried.
@@ -942,18 +956,40 @@ enum Stream {
     NotOffered,
 }
 
-/// Holds the standalone `GET` stream open on every live 2025-era session (whether or not it
-/// declared `tools.listChanged`: servers send log messages, `list_changed` and requests there
-/// regardless): reopens it with `Last-Event-ID` after 1 s, doubling to 60 s (a stream that
-/// stayed open a minute resets the wait). A 405 means no stream on that session. A 404 means
-/// either that the server forgot the session or that it has no `GET` endpoint: a `ping` on
-/// the session tells ([`Connection::still_knows`]). Answered, the stream is not offered (said
-/// once at debug level); forgotten, the loop joins or starts the connection's renewal
-/// ([`Connection::renew_after`]), which re-lists. With no session and none being made (a
-/// renewal failed while the server was down), the loop makes one after the backoff, so a long
-/// restart does not silence `list_changed` until a call comes. Each stream that opens asks for
-/// one re-listing (in `Connection::listen`), so a change made while no stream was open is not
-/// lost. Never returns.
+/// What one turn of the stream loop ended with, and so how it waits before the next.
+enum Turn {
+    /// Look again at once (the state changed: a session to use, a stream not offered).
+    Now,
+    /// The stream ended or failed: wait out the backoff, but look at once when a session a
+    /// call (not a listing alone) asked for is installed.
+    Backoff,
+    /// A renewal the loop itself asked for: wait out the whole backoff.
+    BackoffOnly,
+}
+
+/// Holds the change stream open on every live session, as its own machine beside the
+/// session machine it watches ([`Connection::left`]): a legacy session's standalone `GET`
+/// (whether or not it declared `tools.listChanged`: servers send log messages, `list_changed`
+/// and requests there regardless), or a modern route's `subscriptions/listen` when
+/// `server/discover` declared `tools.listChanged`. A stream that ends or breaks is reopened
+/// (with `Last-Event-ID` on a legacy `GET`) after 1 s, doubling to 60 s; one that stayed open
+/// a minute resets the wait. Every wait of the loop, a stream open and quiet included, ends as
+/// soon as its session stops being the live one: the stream is dropped, and the next live
+/// session gets its own at once when a call (or the loop) made it, after the backoff when only
+/// a listing did (so a server that forgets every session on `tools/list` is not asked in a
+/// tight loop). Every request it sends is bounded ([`limits::STREAM_OPEN_TIMEOUT`] for the
+/// stream's headers, [`limits::PING_TIMEOUT`] for the `ping`), and it recovers on the backoff
+/// after any failure.
+///
+/// A 405 means no stream on that session. A 404 (or a "no valid session" 400) means either
+/// that the server forgot the session or that it has no `GET` endpoint: a `ping` on the session
+/// tells ([`Connection::still_knows`], which forgets or sets aside the session). Answered, the
+/// stream is not offered (said once at debug level); gone, the loop joins or starts the
+/// connection's renewal ([`Connection::renew_now`]), which re-lists. With no session and none
+/// being made (a renewal failed while the server was down), the loop makes one after the
+/// backoff, so a long restart does not silence `list_changed` until a call comes. Each stream
+/// that opens asks for one re-listing (in `Connection::listen`), so a change made while no
+/// stream was open is not lost. Never returns.
 async fn listen(connection: &Arc<Connection>) {
     let backoff = || {
         ExponentialBuilder::new()
@@ -963,20 +999,27 @@ async fn listen(connection: &Arc<Connection>) {
             .without_max_times()
             .build()
     };
+    let namespace = connection.namespace();
     let mut installs = connection.installs();
     let mut waits = backoff();
     // The session the stream was last opened on, and its stream's state.
     let mut on: Option<(crate::http::Current, Stream)> = None;
     let mut said_no_endpoint = false;
+    // Whether the live session was made by this loop after a "no valid session" 400 (the
+    // server's words): the same 400 on it means those words are the requests' own.
+    let mut renewed_by_text = false;
     loop {
         let seen = *installs.borrow_and_update();
         let Some(current) = connection.current() else {
+            // No live session: a renewal runs, or none does (one failed while the server was
+            // down). The stream of the session before is over either way.
+            on = None;
             let wait = waits.next().unwrap_or(limits::RETRY_MAX);
             tokio::select! {
                 _ = installs.changed() => {}
                 () = tokio::time::sleep(wait) => {
-                    if let Err(error) = connection.renew_after(None).await {
-                        tracing::debug!(namespace = %connection.namespace(), reason = %error, "initializing again failed");
+                    if let Err(error) = connection.renew_now().await {
+                        tracing::debug!(namespace, reason = %error, "initializing again failed");
                     }
                 }
             }
@@ -994,63 +1037,112 @@ async fn listen(connection: &Arc<Connection>) {
             continue;
         };
         let Stream::Open { last_event_id } = stream else {
-            let _ = installs.changed().await;
+            connection.left(session).await;
             continue;
         };
         let opened = tokio::time::Instant::now();
-        let mut wake_on_install = true;
-        match connection.listen(session, last_event_id).await {
-            Ok(Listened::NotOffered) => {
-                tracing::debug!(namespace = %connection.namespace(), "the server offers no standalone stream (405)");
+        // Only the first stream of the session the loop made counts.
+        let fresh_by_text = std::mem::take(&mut renewed_by_text);
+        // The stream, read until it ends, or until its session stops being the live one.
+        let listened = tokio::select! {
+            listened = connection.listen(session, last_event_id) => Some(listened),
+            () = connection.left(session) => None,
+        };
+        let turn = match listened {
+            None => {
+                tracing::debug!(
+                    namespace,
+                    "the stream's session is no longer the live one; leaving its stream"
+                );
+                Turn::Backoff
+            }
+            Some(Ok(Listened::NotOffered)) => {
+                tracing::debug!(
+                    namespace,
+                    "the server offers no change stream on this session"
+                );
                 *stream = Stream::NotOffered;
-                continue;
+                Turn::Now
             }
-            Ok(Listened::NoSession) => {
-                let _ = installs.changed().await;
-                continue;
+            Some(Ok(Listened::NoSession)) => {
+                connection.left(session).await;
+                Turn::Now
             }
-            Ok(Listened::Ended) => {
-                tracing::debug!(namespace = %connection.namespace(), "the standalone stream ended");
+            Some(Ok(Listened::Ended)) => {
+                tracing::debug!(namespace, "the change stream ended");
+                Turn::Backoff
             }
-            Err(error) if error.is_session_expired() => match connection.still_knows(session).await
-            {
-                Ok(()) => {
-                    if !said_no_endpoint {
-                        said_no_endpoint = true;
-                        tracing::debug!(namespace = %connection.namespace(), "the standalone GET was answered 404 on a live session: the server offers no standalone stream");
+            Some(Err(error)) if error.is_expired_by_text() && fresh_by_text => {
+                // A fresh session got the same words: they are not about the session. No
+                // session is set aside for them again, and this one offers no stream.
+                connection.session_400s_are_the_requests_own();
+                *stream = Stream::NotOffered;
+                Turn::Now
+            }
+            Some(Err(error)) if error.is_session_expired() => {
+                // The ping, raced against the session being replaced meanwhile (a call's
+                // renewal): then its answer no longer matters.
+                let asked = tokio::select! {
+                    asked = connection.still_knows(session) => Some(asked),
+                    () = connection.left(session) => None,
+                };
+                match asked {
+                    None => Turn::Backoff,
+                    Some(Ok(())) => {
+                        if !said_no_endpoint {
+                            said_no_endpoint = true;
+                            tracing::debug!(
+                                namespace,
+                                "the standalone GET was answered 404 on a live session: the server offers no standalone stream"
+                            );
+                        }
+                        *stream = Stream::NotOffered;
+                        Turn::Now
                     }
-                    *stream = Stream::NotOffered;
-                    continue;
-                }
-                Err(gone) if gone.is_session_expired() => {
-                    tracing::debug!(namespace = %connection.namespace(), "the standalone stream's session expired; initializing again");
-                    if let Err(error) = connection.renew_after(Some(session)).await {
-                        tracing::debug!(namespace = %connection.namespace(), reason = %error, "initializing again failed");
+                    Some(Err(gone)) if gone.is_session_expired() => {
+                        // `still_knows` forgot the session (a 404), or set it aside to be
+                        // deleted at the drop (the server's words).
+                        tracing::debug!(
+                            namespace,
+                            "the standalone stream's session expired; initializing again"
+                        );
+                        match connection.renew_now().await {
+                            Ok(()) => renewed_by_text = gone.is_expired_by_text(),
+                            Err(error) => {
+                                tracing::debug!(namespace, reason = %error, "initializing again failed");
+                            }
+                        }
+                        Turn::BackoffOnly
                     }
-                    wake_on_install = false;
+                    Some(Err(error)) => {
+                        tracing::debug!(namespace, reason = %error, "asking whether the session is live failed");
+                        Turn::Backoff
+                    }
                 }
-                Err(error) => {
-                    tracing::debug!(namespace = %connection.namespace(), reason = %error, "asking whether the session is live failed");
-                }
-            },
-            Err(error) => {
-                tracing::debug!(namespace = %connection.namespace(), reason = %error, "the standalone stream failed");
             }
-        }
+            Some(Err(error)) => {
+                tracing::debug!(namespace, reason = %error, "the change stream failed");
+                Turn::Backoff
+            }
+        };
         if opened.elapsed() >= limits::LISTEN_STABLE {
             waits = backoff();
         }
-        let wait = waits.next().unwrap_or(limits::RETRY_MAX);
-        if wake_on_install {
+        match turn {
+            Turn::Now => {}
             // A session a call renewed is looked at at once; one a listing alone renewed waits
             // out the backoff, so a server forgetting every session on tools/list is not asked
             // in a tight loop.
-            tokio::select! {
-                () = tokio::time::sleep(wait) => {}
-                _ = installs.wait_for(|n| n.not_by_listing > seen.not_by_listing) => {}
+            Turn::Backoff => {
+                let wait = waits.next().unwrap_or(limits::RETRY_MAX);
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => {}
+                    _ = installs.wait_for(|n| n.not_by_listing > seen.not_by_listing) => {}
+                }
             }
-        } else {
-            tokio::time::sleep(wait).await;
+            Turn::BackoffOnly => {
+                tokio::time::sleep(waits.next().unwrap_or(limits::RETRY_MAX)).await;
+            }
         }
     }
 }

@@ -7,11 +7,11 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use rmcp::ServiceExt;
-use rmcp::model::ClientConfig;
+use rmcp::model::{ClientConfig, ProtocolVersion};
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientLifecycleMode, ClientServiceExt, ServiceExt};
 use runvil_plugin::{Pack, Packs, Services, TOKIO_RUNTIME};
 use serde_json::{Value, json};
 
@@ -48,6 +48,28 @@ pub(crate) async fn wait_ready(pack: &dyn Pack, n: usize, limit: Duration) {
     }
 }
 
+/// The protocol version the Pack speaks with server `namespace` (its listing's
+/// `protocolVersion`).
+pub(crate) async fn spoken(pack: &dyn Pack, namespace: &str) -> String {
+    let listing = pack
+        .call("mcp/get_dynamic_tools", json!({ "namespace": namespace }))
+        .await
+        .expect("listing");
+    let listing: Value = serde_json::from_str(&listing).expect("the listing is JSON");
+    listing["protocolVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The protocol version rmcp's client negotiated.
+pub(crate) fn peer_version(client: &RmcpClient) -> String {
+    client
+        .peer_info()
+        .map(|i| i.protocol_version.to_string())
+        .unwrap_or_default()
+}
+
 pub(crate) type RmcpClient = RunningService<RoleClient, ClientConfig>;
 
 /// rmcp's client as its docs show it: `from_uri` (its default reqwest client keeps no idle
@@ -71,6 +93,60 @@ pub(crate) async fn rmcp_pooled(url: &str) -> RmcpClient {
         .await
         .expect("rmcp connects")
 }
+
+/// rmcp's client on a pooled `reqwest::Client`, starting with `server/discover` and speaking
+/// only 2026-07-28 (`ClientLifecycleMode::Discover`; `serve` always initializes, 2025-11-25).
+pub(crate) async fn rmcp_pooled_modern(url: &str) -> RmcpClient {
+    let transport = StreamableHttpClientTransport::with_client(
+        reqwest::Client::new(),
+        StreamableHttpClientTransportConfig::with_uri(url.to_string()),
+    );
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    ClientConfig::default()
+        .serve_with_lifecycle(transport, lifecycle)
+        .await
+        .expect("rmcp connects (server/discover)")
+}
+
+/// The floor of a modern cold start (M8): a fresh `reqwest::Client` built as the Pack builds
+/// its client for `http://` servers, so a new TCP connection, then `server/discover` and
+/// `tools/list` as MCP 2026-07-28 POSTs with the bytes and headers the Pack sends (`_meta`
+/// first in `params`, `MCP-Protocol-Version`, `Mcp-Method`; no session), each body read whole.
+/// Returns the `tools/list` body.
+pub(crate) async fn modern_start_floor(url: &str) -> Bytes {
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(Duration::from_secs(10))
+        .tcp_nodelay(true)
+        .gzip(true)
+        .brotli(true)
+        .zstd(true)
+        .tls_certs_only(std::iter::empty())
+        .build()
+        .unwrap();
+    let post = |id: u64, method: &'static str| {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{{"_meta":{MODERN_META}}}}}"#
+        );
+        let request = http
+            .post(url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", method)
+            .body(body);
+        async move { request.send().await.unwrap().bytes().await.unwrap() }
+    };
+    let discovered = post(1, "server/discover").await;
+    assert!(memfind(&discovered, b"supportedVersions").is_some());
+    post(2, "tools/list").await
+}
+
+/// The `_meta` of every modern request, the bytes `src/http/modern.rs` writes (`META`, keys in
+/// insertion order: the workspace builds `serde_json` with `preserve_order`).
+const MODERN_META: &str = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"plugin-mcp","version":"0.1.0"}}"#;
 
 /// The modern floor: raw `reqwest` POSTs of MCP 2026-07-28 stateless requests (`_meta` with
 /// the protocol version, client capabilities and client info; `MCP-Protocol-Version`,

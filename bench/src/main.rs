@@ -2,8 +2,8 @@
 //! same `rmcp` servers in the same run, with the physical floors measured alongside.
 //!
 //! `cargo run --release -p bench` runs the full set (a few minutes); `-- --smoke` a reduced one
-//! (under a minute). The last line printed is one JSON object with every ratio (`m1` … `m7`,
-//! `scrub`).
+//! (under a minute). The last line printed is one JSON object with every ratio (`m1` … `m8`,
+//! `m7b`, `scrub`).
 //! See `BENCHMARKS.md` for what each metric measures and what it means for a user.
 //!
 //! Layout: the servers run on their own thread (a current-thread Tokio runtime); every client —
@@ -26,6 +26,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use futures_util::StreamExt;
 use rmcp::model::{CallToolRequestParams, ListToolsResult};
 use serde_json::{Value, json};
 
@@ -34,8 +35,11 @@ use metrics::*;
 use report::*;
 use servers::*;
 
-/// How many `call_dynamic_tool` calls M7 has in flight at once.
+/// How many `call_dynamic_tool` calls M7 has in flight at once (and M7b makes per burst).
 const M7_CONCURRENT: usize = 256;
+
+/// The most calls M7b's caller keeps in flight at once.
+const M7B_IN_FLIGHT: usize = 32;
 
 fn main() {
     let smoke = std::env::args().any(|a| a == "--smoke");
@@ -395,19 +399,33 @@ async fn run(
             Series::new("ours, modern server: construct → ready"),
             Series::new("ours, legacy-only server: construct → ready"),
             Series::new("rmcp pooled: connect + list_tools"),
+            Series::new("floor: new reqwest::Client, server/discover + tools/list"),
         ];
         let n = plan.m2_starts;
         let mut versions = [String::new(), String::new()];
+        // Starts and the TCP connections the server accepted during their timed parts, per
+        // contender, over every round (round 0 included). (No CPU time here: `wait_ready` spins
+        // on the client thread, so ours would count its wait as CPU.)
+        let opened = [const { std::cell::Cell::new((0usize, 0usize)) }; 4];
+        let opened = &opened;
+        // Ends a start's timed part: its wall time and the connections accepted meanwhile.
+        let stop = |b: &mut Block, c: usize, start: Instant, accepted: usize| {
+            b.samples.push(start.elapsed().as_nanos() as u64);
+            let (starts, conns) = opened[c].get();
+            let now = NODELAY_ACCEPTED.load(Ordering::Relaxed) - accepted;
+            opened[c].set((starts + 1, conns + now));
+        };
         rounds(&mut m8, plan.m2_rounds, plan.budget, async |c, d| {
             let mut b = Block::default();
             let cpu = thread_cpu_ns();
             for _ in 0..n {
+                let accepted = NODELAY_ACCEPTED.load(Ordering::Relaxed);
                 let start = Instant::now();
                 if c < 2 {
                     let at = if c == 0 { url_ref } else { legacy_ref };
                     let pack = our_pack(json!({"s": {"url": at}}));
                     wait_ready(pack.as_ref(), 1, Duration::from_secs(10)).await;
-                    b.samples.push(start.elapsed().as_nanos() as u64);
+                    stop(&mut b, c, start, accepted);
                     if versions[c].is_empty() {
                         let listing = pack
                             .call("mcp/get_dynamic_tools", json!({"namespace": "s"}))
@@ -420,12 +438,16 @@ async fn run(
                             .to_string();
                     }
                     drop(pack);
-                } else {
+                } else if c == 2 {
                     let client = rmcp_pooled(url_ref).await;
                     let tools = client.list_tools(None).await.expect("list_tools");
                     assert_eq!(tools.tools.len(), 52);
-                    b.samples.push(start.elapsed().as_nanos() as u64);
+                    stop(&mut b, c, start, accepted);
                     let _ = client.cancel().await;
+                } else {
+                    let listing = modern_start_floor(url_ref).await;
+                    stop(&mut b, c, start, accepted);
+                    assert!(memfind(&listing, b"\"name\":\"text\"").is_some());
                 }
                 // Let the goodbye (a legacy DELETE) finish outside the timed part.
                 tokio::time::sleep(Duration::from_millis(2)).await;
@@ -439,20 +461,30 @@ async fn run(
         .await;
         let v_legacy = ratio(&m8[0], &m8[1]);
         let v_rmcp = ratio(&m8[0], &m8[2]);
+        let v_floor = ratio(&m8[0], &m8[3]);
         rows.push(row(
             "M8 cold start by era",
             &m8[0],
             true,
             format!(
-                "÷ legacy {v_legacy:.2}, ÷ rmcp {v_rmcp:.2}; spoke {} / {}",
+                "÷ legacy {v_legacy:.2}, ÷ rmcp {v_rmcp:.2}, ÷ floor {v_floor:.2}; spoke {} / {}",
                 versions[0], versions[1]
             ),
         ));
-        rows.push(row("M8 cold start by era", &m8[1], true, String::new()));
-        rows.push(row("M8 cold start by era", &m8[2], true, String::new()));
+        let per_start = |c: usize| {
+            let (starts, conns) = opened[c].get();
+            conns as f64 / starts.max(1) as f64
+        };
+        let last = rows.len() - 1;
+        rows[last].extra += &format!("; {:.1} connections/start", per_start(0));
+        for (c, s) in m8.iter().enumerate().skip(1) {
+            let note = format!("{:.1} connections/start", per_start(c));
+            rows.push(row("M8 cold start by era", s, true, note));
+        }
         summary.insert(
             "m8".into(),
-            json!({"modern_vs_legacy": r2(v_legacy), "modern_vs_rmcp": r2(v_rmcp)}),
+            json!({"modern_vs_legacy": r2(v_legacy), "modern_vs_rmcp": r2(v_rmcp),
+                   "modern_vs_floor": r2(v_floor)}),
         );
     }
 
@@ -928,6 +960,103 @@ async fn run(
         );
     }
 
+    if plan.runs("m7b") {
+        // ---- M7b: M7's 256 calls with the caller keeping at most M7B_IN_FLIGHT in flight, for
+        // ours and rmcp pooled, in each era: wall time per burst and client CPU per call.
+        eprintln!("M7b: {M7_CONCURRENT} calls, {M7B_IN_FLIGHT} in flight, both eras ...");
+        let mut m7b = serde_json::Map::new();
+        m7b.insert("in_flight".into(), json!(M7B_IN_FLIGHT));
+        for (era, path) in [("modern", "mcp"), ("legacy", "legacy")] {
+            let era_url = format!("http://{}/{path}", addrs.nodelay);
+            let pack = our_pack(json!({"s": {"url": era_url}}));
+            wait_ready(pack.as_ref(), 1, Duration::from_secs(10)).await;
+            let rp = if era == "modern" {
+                rmcp_pooled_modern(&era_url).await
+            } else {
+                rmcp_pooled(&era_url).await
+            };
+            let spoke = [spoken(pack.as_ref(), "s").await, peer_version(&rp)];
+            let (pack, rp) = (pack.as_ref(), &rp);
+            let args = json!({"namespace": "s", "toolName": "sum", "arguments": sum_args});
+            let args = &args;
+            let sum_map = &sum_map;
+            let ours_burst = || {
+                futures_util::stream::iter(0..M7_CONCURRENT)
+                    .map(|_| pack.call("mcp/call_dynamic_tool", args.clone()))
+                    .buffer_unordered(M7B_IN_FLIGHT)
+                    .for_each(|text| {
+                        assert_eq!(text.expect("sum"), "3");
+                        std::future::ready(())
+                    })
+            };
+            let rmcp_burst = || {
+                futures_util::stream::iter(0..M7_CONCURRENT)
+                    .map(|_| {
+                        rp.call_tool(
+                            CallToolRequestParams::new("sum").with_arguments(sum_map.clone()),
+                        )
+                    })
+                    .buffer_unordered(M7B_IN_FLIGHT)
+                    .for_each(|result| {
+                        assert!(result.expect("sum").is_error != Some(true));
+                        std::future::ready(())
+                    })
+            };
+            let mut m = [
+                Series::new(format!(
+                    "ours, {era}: {M7_CONCURRENT} calls, {M7B_IN_FLIGHT} in flight"
+                )),
+                Series::new(format!(
+                    "rmcp pooled, {era}: {M7_CONCURRENT} calls, {M7B_IN_FLIGHT} in flight"
+                )),
+            ];
+            let mut opened = [0usize; 2];
+            let n = plan.m7_bursts;
+            rounds(&mut m, plan.m7_rounds, plan.budget, async |c, d| {
+                let before = NODELAY_ACCEPTED.load(Ordering::Relaxed);
+                let block = match c {
+                    0 => block(n, d, false, ours_burst).await,
+                    _ => block(n, d, false, rmcp_burst).await,
+                };
+                opened[c] += NODELAY_ACCEPTED.load(Ordering::Relaxed) - before;
+                block
+            })
+            .await;
+            let wall = ratio(&m[0], &m[1]);
+            let cpu = cpu_ratio(&m[0], &m[1]);
+            // A sample is a burst, so its CPU time is that of M7_CONCURRENT calls.
+            let per_call = |s: &Series| s.cpu_us() / M7_CONCURRENT as f64;
+            let metric = format!("M7b {M7_CONCURRENT} calls, {M7B_IN_FLIGHT} in flight");
+            rows.push(row(
+                &metric,
+                &m[0],
+                true,
+                format!(
+                    "÷ rmcp pooled {wall:.2}; client CPU/call {:.1} vs {:.1} µs (÷ {cpu:.2}); \
+                     {} TCP connections opened; spoke {} / rmcp {}",
+                    per_call(&m[0]),
+                    per_call(&m[1]),
+                    opened[0],
+                    spoke[0],
+                    spoke[1]
+                ),
+            ));
+            rows.push(row(
+                &metric,
+                &m[1],
+                true,
+                format!("{} TCP connections opened", opened[1]),
+            ));
+            m7b.insert(format!("vs_rmcp_pooled_{era}"), r2(wall));
+            m7b.insert(format!("cpu_vs_rmcp_pooled_{era}"), r2(cpu));
+            m7b.insert(format!("ours_cpu_us_{era}"), r2(per_call(&m[0])));
+            m7b.insert(format!("rmcp_cpu_us_{era}"), r2(per_call(&m[1])));
+            m7b.insert(format!("connections_{era}"), json!(opened[0]));
+            m7b.insert(format!("rmcp_connections_{era}"), json!(opened[1]));
+        }
+        summary.insert("m7b".into(), Value::Object(m7b));
+    }
+
     if plan.runs("scrub") {
         // ---- scrub: a 16 MiB result scrubbed of 64 configured secrets, ours vs the naive way.
         eprintln!("scrub: a 16 MiB result with {SCRUB_SECRETS} secrets ...");
@@ -1024,7 +1153,7 @@ async fn run(
     // Keep key order m1..m7 for readers.
     let mut ordered = serde_json::Map::new();
     for k in [
-        "m1", "check", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "scrub",
+        "m1", "check", "m2", "m3", "m4", "m5", "m6", "m7", "m7b", "m8", "scrub",
     ] {
         if let Some(v) = summary.remove(k) {
             ordered.insert(k.into(), v);

@@ -4,13 +4,21 @@
 //! `oauth.callbackPort` when configured, else on a port the system picks), it accepts one
 //! request carrying the expected `state` and a `code` (or an `error`), and closes. The browser
 //! that brought a code is answered once the sign-in's outcome is known ([`Browser::answer`]):
-//! a short HTML page saying "Signed in" or "Sign-in failed" with the reason, escaped. A request with another or no `state` gets a `400` page and the
-//! listener keeps waiting: a stray or forged request does not end the sign-in. After
-//! [`crate::limits::SIGN_IN_WAIT`] without a code it closes; the sign-in needs a new link.
+//! a short HTML page saying "Signed in" or "Sign-in failed" with the reason, escaped.
+//!
+//! Every parameter of a redirect is checked as received ([`Awaited`]): none may come twice
+//! (RFC 6749 §3.1), an empty one counts as omitted (RFC 6749 §3.1), `state` must be the
+//! authorization request's, `iss` the authorization server's issuer (RFC 9207 §2.4; required when
+//! its metadata promises it), and the redirect must carry exactly one of a `code` and an `error`
+//! (RFC 6749 §4.1.2, §4.1.2.1). A redirect that fails any check gets a `400` page and the
+//! listener keeps waiting: a stray, forged or mixed-up redirect (an error or a code of another
+//! authorization server) does not end the sign-in, spends no code and no PKCE verifier, and is
+//! never reported as the authorization server's answer. After [`crate::limits::SIGN_IN_WAIT`]
+//! without a code it closes; the sign-in needs a new link.
 //!
 //! The same wait also takes the redirect's address pasted by hand ([`Pasted`]: sign-in from
 //! another machine, README "Signing in"), checked exactly as the request would be: the
-//! listener's own address and path, then `state`, `error` and `code`. A pasted address that is
+//! listener's own address and path, then the redirect's parameters. A pasted address that is
 //! not the awaited redirect is refused to its sender and the wait goes on; the first accepted
 //! one ends the wait, so an address is used once.
 
@@ -46,10 +54,40 @@ const FAILED: &str = "<!doctype html><meta charset=utf-8><title>Sign-in failed</
 <p>The sign-in did not complete. Ask your assistant for a new sign-in link.</p>";
 const WRONG_STATE: &str = "<!doctype html><meta charset=utf-8><title>Not this sign-in</title>\
 <p>This answer does not belong to the sign-in that is waiting. Use the latest sign-in link.</p>";
+const WRONG_ISSUER: &str = "<!doctype html><meta charset=utf-8><title>Not this authorization \
+server</title><p>This answer does not name the authorization server the sign-in waits for. Use \
+the latest sign-in link.</p>";
+const MALFORMED: &str = "<!doctype html><meta charset=utf-8><title>Not a sign-in answer</title>\
+<p>This answer does not carry exactly one code or one error, each parameter once. Use the \
+latest sign-in link.</p>";
 const WRONG_HOST: &str = "<!doctype html><meta charset=utf-8><title>Wrong host</title>\
 <p>The sign-in redirect listener answers only requests to its own loopback address.</p>";
 const NOT_FOUND: &str =
     "<!doctype html><meta charset=utf-8><title>Not found</title><p>Not found.</p>";
+
+/// What the awaited redirect must carry besides its code or error: the authorization request's
+/// `state` (RFC 6749 §4.1.2) and the authorization server's issuer (RFC 9207 §2.4). Its `Debug`
+/// shows no state.
+pub(crate) struct Awaited {
+    /// The `state` of the authorization request, compared in constant time.
+    pub(crate) state: SecretString,
+    /// The issuer identifier the authorization server's metadata names, compared with `iss` as
+    /// text (RFC 9207 §2.4: no normalization); `None` when no metadata names one (the
+    /// 2025-03-26 default endpoints).
+    pub(crate) issuer: Option<String>,
+    /// The metadata promises `iss` (`authorization_response_iss_parameter_supported`, RFC 9207
+    /// §3): a redirect without one is refused.
+    pub(crate) iss_required: bool,
+}
+
+impl std::fmt::Debug for Awaited {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Awaited")
+            .field("issuer", &self.issuer)
+            .field("iss_required", &self.iss_required)
+            .finish_non_exhaustive()
+    }
+}
 
 /// The browser connection that brought the code, waiting for the sign-in's outcome: the page
 /// to answer its request with goes to `page`, and `connection` (the HTTP connection, its
@@ -182,7 +220,7 @@ impl Listener {
         format!("http://127.0.0.1:{}/callback", self.port)
     }
 
-    /// Waits up to `limit` for the redirect carrying `state`, then closes. A redirect with a
+    /// Waits up to `limit` for the redirect `awaited` describes, then closes. A redirect with a
     /// code comes with the [`Browser`] to answer once the code is exchanged. Addresses pasted
     /// on `pasted` are checked like requests (see the module docs); each hears its verdict.
     ///
@@ -194,20 +232,20 @@ impl Listener {
     /// rebinding cannot end the sign-in.
     ///
     /// # Errors
-    /// [`Kind::Callback`] when the time runs out, or when the redirect carries an OAuth `error`
-    /// (its code quoted, bounded).
+    /// [`Kind::Callback`] when the time runs out, or when the awaited redirect carries an OAuth
+    /// `error` (its code quoted, bounded).
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future closes the listener and every connection it serves; no
     /// code has been taken (a paste still unread stays in `pasted`; its sender hears nothing).
     pub(crate) async fn wait(
         self,
-        state: &SecretString,
+        awaited: Awaited,
         limit: Duration,
         pasted: &mut mpsc::Receiver<Pasted>,
     ) -> Result<(Redirect, Browser), Error> {
         let deadline = tokio::time::Instant::now() + limit;
-        let state = std::sync::Arc::new(state.clone());
+        let awaited = std::sync::Arc::new(awaited);
         let host = format!("127.0.0.1:{}", self.port);
         let expected = std::sync::Arc::<str>::from(host);
         // Dropped with the future: aborts the connections still being served.
@@ -231,7 +269,7 @@ impl Listener {
                     }
                     open.push_back(serving.spawn(serve(
                         stream,
-                        std::sync::Arc::clone(&state),
+                        std::sync::Arc::clone(&awaited),
                         std::sync::Arc::clone(&expected),
                     )));
                 }
@@ -241,7 +279,7 @@ impl Listener {
                     }
                 }
                 Some(paste) = pasted.recv() => {
-                    let decided = decide_pasted(paste.address.expose_secret(), &state, self.port);
+                    let decided = decide_pasted(paste.address.expose_secret(), &awaited, self.port);
                     match decided {
                         Decided::Refused(_, _) => {
                             tracing::warn!("a pasted sign-in address was refused");
@@ -255,7 +293,7 @@ impl Listener {
                                 ),
                             )));
                         }
-                        Decided::Failed(_, error) => {
+                        Decided::Failed(error) => {
                             let _ = paste.reply.send(Err(error.clone()));
                             return Err(error);
                         }
@@ -284,10 +322,10 @@ impl Listener {
 
 /// What one request decided, for the connection that carried it.
 enum Verdict {
-    /// The redirect carried the expected `state` and an OAuth `error`, or no code: the sign-in
-    /// ends with this error (the browser is answered [`FAILED`]).
+    /// The awaited redirect carried an OAuth `error`: the sign-in ends with this error (the
+    /// browser is answered [`FAILED`]).
     Failed(Error),
-    /// The redirect carried the expected `state` and a code; the request waits for the page
+    /// The awaited redirect carried a code; the request waits for the page
     /// sent on the channel.
     Code(Redirect, oneshot::Sender<Response<String>>),
 }
@@ -302,19 +340,19 @@ enum Verdict {
 /// a `Host` (RFC 9112 §5.1, §5.2) — is refused by the HTTP parser with a `400`.
 async fn serve(
     stream: TcpStream,
-    state: std::sync::Arc<SecretString>,
+    awaited: std::sync::Arc<Awaited>,
     host: std::sync::Arc<str>,
 ) -> Option<Result<(Redirect, Browser), Error>> {
     let (verdicts, mut verdict) = mpsc::unbounded_channel();
     let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-        let decided = decide(&request, &state, &host);
+        let decided = decide(&request, &awaited, &host);
         let verdicts = verdicts.clone();
         async move {
             let response = match decided {
                 Decided::Refused(status, body) => page(status, body.to_string()),
-                Decided::Failed(status, error) => {
+                Decided::Failed(error) => {
                     let _ = verdicts.send(Verdict::Failed(error));
-                    page(status, FAILED.to_string())
+                    page(StatusCode::OK, FAILED.to_string())
                 }
                 Decided::Code(redirect) => {
                     let (answer, page_sent) = oneshot::channel();
@@ -378,15 +416,15 @@ async fn serve(
 enum Decided {
     /// Not the awaited redirect: answered with this status and page; the wait goes on.
     Refused(StatusCode, &'static str),
-    /// The awaited redirect, without a code: answered with this status and [`FAILED`].
-    Failed(StatusCode, Error),
+    /// The awaited redirect, with an OAuth `error`: answered with [`FAILED`].
+    Failed(Error),
     /// The awaited redirect with its code.
     Code(Redirect),
 }
 
-/// Checks one request in order: its `Host`, its target (`GET /callback`), its `state`
-/// (compared in constant time), then its `error` or `code`.
-fn decide(request: &Request<Incoming>, state: &SecretString, host: &str) -> Decided {
+/// Checks one request in order: its `Host`, its target (`GET /callback`), then its query
+/// ([`decide_query`]).
+fn decide(request: &Request<Incoming>, awaited: &Awaited, host: &str) -> Decided {
     let mut hosts = request.headers().get_all(header::HOST).iter();
     let host_matches = match (hosts.next(), hosts.next()) {
         (Some(got), None) => got
@@ -404,13 +442,13 @@ fn decide(request: &Request<Incoming>, state: &SecretString, host: &str) -> Deci
     if request.method() != Method::GET || !origin_form || uri.path() != "/callback" {
         return Decided::Refused(StatusCode::NOT_FOUND, NOT_FOUND);
     }
-    decide_query(uri.query().unwrap_or(""), state)
+    decide_query(uri.query().unwrap_or(""), awaited)
 }
 
 /// Checks a pasted address as [`decide`] checks a request: it must be the listener's own
 /// redirect URI (`http://127.0.0.1:<port>/callback`, no user info, no fragment), then its query
 /// as a request's. Surrounding whitespace is ignored.
-fn decide_pasted(address: &str, state: &SecretString, port: u16) -> Decided {
+fn decide_pasted(address: &str, awaited: &Awaited, port: u16) -> Decided {
     let Ok(url) = url::Url::parse(address.trim()) else {
         return Decided::Refused(StatusCode::BAD_REQUEST, NOT_FOUND);
     };
@@ -424,54 +462,73 @@ fn decide_pasted(address: &str, state: &SecretString, port: u16) -> Decided {
     if !own {
         return Decided::Refused(StatusCode::BAD_REQUEST, WRONG_HOST);
     }
-    decide_query(url.query().unwrap_or(""), state)
+    decide_query(url.query().unwrap_or(""), awaited)
 }
 
-/// The redirect's query: its `state` (compared in constant time), then its `error` or `code`.
-fn decide_query(query: &str, state: &SecretString) -> Decided {
-    let mut code = None;
-    let mut got_state = None;
-    let mut iss = None;
-    let mut error = None;
-    for (name, value) in url::form_urlencoded::parse(query.as_bytes()) {
-        let slot = match name.as_ref() {
-            "code" => &mut code,
-            "state" => &mut got_state,
-            "iss" => &mut iss,
-            "error" => &mut error,
-            _ => continue,
-        };
-        slot.get_or_insert(value.into_owned());
+/// The redirect's query, every parameter as received, in order (see the module docs):
+/// 1. no parameter twice (RFC 6749 §3.1: a repeated `code`, `state` or `iss` is not taken
+///    first-wins, since a check of one copy would pass the other);
+/// 2. `state` is the authorization request's (compared in constant time);
+/// 3. `iss` is the authorization server's issuer, as text, and present when its metadata
+///    promises it (RFC 9207 §2.4), for an error as for a code;
+/// 4. exactly one of `code` and `error` (RFC 6749 §4.1.2, §4.1.2.1).
+///
+/// An empty parameter counts as omitted (RFC 6749 §3.1): `code=` is no code, `iss=` no issuer.
+fn decide_query(query: &str, awaited: &Awaited) -> Decided {
+    let pairs: Vec<(String, String)> = url::form_urlencoded::parse(query.as_bytes())
+        .map(|(name, value)| (name.into_owned(), value.into_owned()))
+        .collect();
+    let repeated = pairs
+        .iter()
+        .enumerate()
+        .any(|(at, (name, _))| pairs[..at].iter().any(|(earlier, _)| earlier == name));
+    if repeated {
+        tracing::warn!("a sign-in redirect repeating a parameter was refused (RFC 6749 §3.1)");
+        return Decided::Refused(StatusCode::BAD_REQUEST, MALFORMED);
     }
-    let state_matches = got_state
-        .as_deref()
-        .is_some_and(|got| same(got.as_bytes(), state.expose_secret().as_bytes()));
+    let param = |wanted: &str| {
+        pairs
+            .iter()
+            .find(|(name, value)| name == wanted && !value.is_empty())
+            .map(|(_, value)| value.as_str())
+    };
+    let state_matches = param("state")
+        .is_some_and(|got| same(got.as_bytes(), awaited.state.expose_secret().as_bytes()));
     if !state_matches {
         tracing::warn!("a sign-in redirect with another state was refused");
         return Decided::Refused(StatusCode::BAD_REQUEST, WRONG_STATE);
     }
-    if let Some(error) = error {
-        return Decided::Failed(
-            StatusCode::OK,
-            Error::new(
-                Kind::Callback,
-                format!(
-                    "the authorization server did not grant access ({})",
-                    oauth_code(&error)
-                ),
-            ),
-        );
-    }
-    let Some(code) = code else {
-        return Decided::Failed(
-            StatusCode::BAD_REQUEST,
-            Error::new(Kind::Callback, "the sign-in redirect carried no code"),
-        );
+    let issuer_matches = match (param("iss"), &awaited.issuer) {
+        (Some(iss), Some(issuer)) => iss == issuer,
+        (Some(_), None) => true,
+        (None, _) => !awaited.iss_required,
     };
-    Decided::Code(Redirect {
-        code: SecretString::from(code),
-        iss,
-    })
+    if !issuer_matches {
+        tracing::warn!(
+            "a sign-in redirect naming another issuer, or none where the authorization server \
+             promises one, was refused (RFC 9207 §2.4)"
+        );
+        return Decided::Refused(StatusCode::BAD_REQUEST, WRONG_ISSUER);
+    }
+    match (param("code"), param("error")) {
+        (Some(code), None) => Decided::Code(Redirect {
+            code: SecretString::from(code.to_string()),
+        }),
+        (None, Some(error)) => Decided::Failed(Error::new(
+            Kind::Callback,
+            format!(
+                "the authorization server did not grant access ({})",
+                oauth_code(error)
+            ),
+        )),
+        _ => {
+            tracing::warn!(
+                "a sign-in redirect without exactly one of a code and an error was refused \
+                 (RFC 6749 §4.1.2)"
+            );
+            Decided::Refused(StatusCode::BAD_REQUEST, MALFORMED)
+        }
+    }
 }
 
 /// Compares in constant time (no early exit at the first difference).
@@ -529,14 +586,24 @@ mod tests {
         state: &str,
         secs: u64,
     ) -> (Waiting, mpsc::Sender<Pasted>) {
-        let state = SecretString::from(state);
+        let awaited = awaiting(state);
         let (paste, mut pasted) = mpsc::channel(1);
         let waiting = tokio::spawn(async move {
             listener
-                .wait(&state, Duration::from_secs(secs), &mut pasted)
+                .wait(awaited, Duration::from_secs(secs), &mut pasted)
                 .await
         });
         (waiting, paste)
+    }
+
+    /// A redirect with `state` from the issuer `https://a`, whose metadata does not promise
+    /// `iss`.
+    fn awaiting(state: &str) -> Awaited {
+        Awaited {
+            state: SecretString::from(state),
+            issuer: Some("https://a".to_string()),
+            iss_required: false,
+        }
     }
 
     /// Pastes `address` and returns the verdict's message (`None`: taken).
@@ -596,7 +663,6 @@ mod tests {
         assert_eq!(paste(&to, &address).await, None);
         let (redirect, browser) = waiting.await.unwrap().unwrap();
         assert_eq!(redirect.code.expose_secret(), "the code");
-        assert_eq!(redirect.iss.as_deref(), Some("https://a"));
         // No browser waits: answering it is a no-op.
         browser.answer(Outcome::SignedIn).await;
         // Taken once: the wait has ended, so nothing receives another paste.
@@ -662,11 +728,7 @@ mod tests {
         answer.answer(Outcome::SignedIn).await;
         assert_eq!(browser.await.unwrap(), (200, SIGNED_IN.to_string()));
         assert_eq!(redirect.code.expose_secret(), "the code");
-        assert_eq!(redirect.iss.as_deref(), Some("https://a"));
-        assert_eq!(
-            format!("{redirect:?}"),
-            "Redirect { code: \"[redacted]\", iss: Some(\"https://a\") }"
-        );
+        assert_eq!(format!("{redirect:?}"), "Redirect { code: \"[redacted]\" }");
         // Closed after the code: a second request cannot connect.
         let again = reqwest::get(format!("http://127.0.0.1:{port}/callback")).await;
         assert!(again.is_err());
@@ -717,9 +779,12 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_listener_closes_after_ten_minutes() {
         let listener = Listener::bind(None).await.unwrap();
-        let state = SecretString::from("s-1234567");
         let err = listener
-            .wait(&state, crate::limits::SIGN_IN_WAIT, &mut mpsc::channel(1).1)
+            .wait(
+                awaiting("s-1234567"),
+                crate::limits::SIGN_IN_WAIT,
+                &mut mpsc::channel(1).1,
+            )
             .await
             .unwrap_err();
         assert_eq!(err.kind(), Kind::Callback);

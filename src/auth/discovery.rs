@@ -14,6 +14,12 @@
 //!    there.
 //!
 //! Every URL here comes from a server and passes the [`super::policy::UrlPolicy`].
+//!
+//! Discovery also decides the resource indicator (RFC 8707) of every grant request: the
+//! protected resource metadata's `resource`, else the server's url ([`Resource`]). Its value
+//! goes out only through [`Resource::to_send`], which refuses one holding a secret of the entry.
+
+use std::sync::Arc;
 
 use reqwest::Url;
 use serde::Deserialize;
@@ -21,6 +27,7 @@ use serde::Deserialize;
 use super::challenge::Challenge;
 use super::net::Net;
 use super::{Error, Kind};
+use crate::redact::HoldsSecret;
 
 /// Protected resource metadata (RFC 9728 §2), the fields a client uses.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
@@ -122,20 +129,97 @@ impl AuthorizationServer {
     }
 }
 
+/// Where a resource indicator came from: what a user can change when it holds a secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ResourceSource {
+    /// The server's url without its fragment, query and all: there is no protected resource
+    /// metadata (a 2025-03-26 server), or it names no `resource`.
+    ServerUrl,
+    /// The protected resource metadata's `resource` (RFC 9728 §2), exactly as published.
+    Published,
+}
+
+/// The resource indicator (RFC 8707 §2) that the authorization request, the code exchange, every
+/// refresh and every client credentials grant of one server name as `resource`.
+///
+/// Invariant: its value goes out only through [`Resource::to_send`], which checks it, when each
+/// request is made, for every secret the entry's redactor knows then (configured, or learned
+/// since), exactly as it is sent ([`crate::redact::Redactor::shown_checker`]); one holding a
+/// secret is never sent. Its `Debug` shows where it came from, not the value.
+#[derive(Clone)]
+pub(crate) struct Resource {
+    value: String,
+    source: ResourceSource,
+    holds_secret: Arc<HoldsSecret>,
+}
+
+impl Resource {
+    pub(crate) fn new(
+        value: String,
+        source: ResourceSource,
+        holds_secret: Arc<HoldsSecret>,
+    ) -> Resource {
+        Resource {
+            value,
+            source,
+            holds_secret,
+        }
+    }
+
+    /// The value for a request's `resource` parameter.
+    ///
+    /// # Errors
+    /// When it holds a secret of the entry: [`Kind::Config`] for the server's url (its query,
+    /// most likely: the secret belongs in a header), [`Kind::Refused`] for a published
+    /// `resource`. The message names no secret and says what to change.
+    pub(crate) fn to_send(&self) -> Result<&str, Error> {
+        if !(self.holds_secret)(&self.value) {
+            return Ok(&self.value);
+        }
+        Err(match self.source {
+            ResourceSource::ServerUrl => Error::new(Kind::Config, URL_HOLDS_SECRET),
+            ResourceSource::Published => Error::new(Kind::Refused, PUBLISHED_HOLDS_SECRET),
+        })
+    }
+}
+
+impl std::fmt::Debug for Resource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resource")
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a sign-in whose resource indicator is the server's url holding a secret is refused.
+const URL_HOLDS_SECRET: &str = "the server's url holds a secret of this server entry and, with \
+     no resource published in the server's protected resource metadata (RFC 9728), the url is \
+     the resource indicator (RFC 8707) every authorization and token request names; it is not \
+     sent, and signing in is refused: move the secret out of the url (a query parameter such as \
+     ?key=${env:API_KEY}) into a header (\"headers\")";
+
+/// Why a sign-in whose published resource holds a secret is refused.
+const PUBLISHED_HOLDS_SECRET: &str = "the resource the server's protected resource metadata \
+     publishes (RFC 9728) holds a secret of this server entry, and it is the resource indicator \
+     (RFC 8707) every authorization and token request names; it is not sent, and signing in is \
+     refused: if the server's url holds the secret (a query parameter such as \
+     ?key=${env:API_KEY}), move it into a header (\"headers\")";
+
 /// What discovery found for one MCP server.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) struct Discovered {
     /// The resource indicator (RFC 8707) for the authorization and token requests: the
     /// protected resource metadata's `resource` exactly as published (a URL parser would add a
     /// `/` to a pathless one, which the authorization server may not know), else the server's
     /// URL.
-    pub(crate) resource: String,
+    pub(crate) resource: Resource,
     /// The protected resource metadata's `scopes_supported`.
     pub(crate) resource_scopes: Option<Vec<String>>,
     pub(crate) server: AuthorizationServer,
 }
 
-/// Runs discovery for the MCP server at `server_url` after it answered with `challenge`.
+/// Runs discovery for the MCP server at `server_url` after it answered with `challenge`;
+/// `holds_secret` tells whether a text holds a secret of the entry, for the [`Resource`].
 ///
 /// # Errors
 /// [`Kind::Refused`] when a document is malformed, a URL breaks the policy, the resource
@@ -145,6 +229,7 @@ pub(crate) async fn discover(
     net: &Net,
     server_url: &Url,
     challenge: &Challenge,
+    holds_secret: Arc<HoldsSecret>,
 ) -> Result<Discovered, Error> {
     let mut canonical = server_url.clone();
     canonical.set_fragment(None);
@@ -176,7 +261,11 @@ pub(crate) async fn discover(
     let Some(document) = found else {
         let server = legacy_server(net, server_url).await?;
         return Ok(Discovered {
-            resource: canonical.to_string(),
+            resource: Resource::new(
+                canonical.to_string(),
+                ResourceSource::ServerUrl,
+                holds_secret,
+            ),
             resource_scopes: None,
             server,
         });
@@ -196,9 +285,13 @@ pub(crate) async fn discover(
                      (RFC 9728 §3.3); signing in is refused",
                 ));
             }
-            text.clone()
+            Resource::new(text.clone(), ResourceSource::Published, holds_secret)
         }
-        None => canonical.to_string(),
+        None => Resource::new(
+            canonical.to_string(),
+            ResourceSource::ServerUrl,
+            holds_secret,
+        ),
     };
     let Some(published) = document.authorization_servers.first() else {
         return Err(Error::new(
@@ -506,5 +599,33 @@ mod tests {
         server.metadata.code_challenge_methods_supported =
             Some(vec!["plain".into(), "S256".into()]);
         assert!(server.supports_s256());
+    }
+
+    #[test]
+    fn a_resource_holding_a_secret_is_never_given_out() {
+        use crate::redact::{Learned, Redactor};
+        use secrecy::SecretString;
+        let mut redactor = Redactor::default();
+        redactor.add_secret("pass word-1234");
+        let holds: Arc<HoldsSecret> = Arc::new(redactor.shown_checker(Vec::new()));
+        let resource = |value: &str, source| Resource::new(value.into(), source, holds.clone());
+        let kind = |r: Resource| r.to_send().map(str::to_string).map_err(|e| e.kind());
+        // Percent-encoded, as a url carries it: refused all the same; by where it came from.
+        let configured = "https://mcp.example.com/mcp?key=pass%20word-1234";
+        assert_eq!(
+            kind(resource(configured, ResourceSource::ServerUrl)),
+            Err(Kind::Config)
+        );
+        assert_eq!(
+            kind(resource(configured, ResourceSource::Published)),
+            Err(Kind::Refused)
+        );
+        // A query holding no secret is sent as it is.
+        let learned = "https://mcp.example.com/mcp?tenant=t-4f9a8b7c6d5e";
+        let later = resource(learned, ResourceSource::ServerUrl);
+        assert_eq!(kind(later.clone()), Ok(learned.to_string()));
+        // Checked at each request: a secret learned since refuses it.
+        redactor.learner()(&SecretString::from("t-4f9a8b7c6d5e"), Learned::Token);
+        assert_eq!(kind(later), Err(Kind::Config));
     }
 }

@@ -4,11 +4,13 @@
 //! Flow").
 //!
 //! Owns the grant requests: the authorization request (PKCE S256 only, a random `state`,
-//! `resource`, scopes) and the code exchange (state and `iss` checked); refresh; client
+//! `resource`, scopes) and the code exchange (of a redirect whose `state` and `iss` the listener
+//! checked); refresh; client
 //! credentials with its ES256 assertion; and how a token endpoint's refusal becomes an
 //! [`Error`]. The grants go through the `oauth2` crate over [`Net`]. Which scopes to ask for is
 //! [`super::scopes`]'s; the current grant of a server, refreshed single-flight and saved before
-//! use, is [`super::tokens::Tokens`].
+//! use, is [`super::tokens::Tokens`]. Every one of these requests takes its `resource` from
+//! [`Resource::to_send`], so none names a resource holding a secret of the entry.
 
 use oauth2::basic::{BasicClient, BasicErrorResponse, BasicErrorResponseType};
 use oauth2::{
@@ -22,7 +24,7 @@ use secrecy::{ExposeSecret, SecretString};
 use std::sync::Arc;
 
 use super::client::{AuthMethod, ClientIdentity, oauth_code};
-use super::discovery::AuthorizationServer;
+use super::discovery::{AuthorizationServer, Resource};
 use super::dpop::DpopKey;
 use super::net::{Net, NetError};
 use super::{Error, Kind, now_secs};
@@ -142,17 +144,17 @@ impl std::fmt::Debug for Pending {
     }
 }
 
-/// What the browser brought back to the loopback listener.
+/// What the browser brought back to the loopback listener: the code of a redirect whose every
+/// parameter the listener checked (`state`, and `iss` by RFC 9207 §2.4; see
+/// [`super::callback`]).
 pub(crate) struct Redirect {
     pub(crate) code: SecretString,
-    pub(crate) iss: Option<String>,
 }
 
 impl std::fmt::Debug for Redirect {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Redirect")
             .field("code", &"[redacted]")
-            .field("iss", &self.iss)
             .finish()
     }
 }
@@ -179,14 +181,16 @@ fn token_client(server: &AuthorizationServer, identity: &ClientIdentity) -> Toke
 /// `scopes` (no `scope` parameter when empty).
 ///
 /// # Errors
-/// [`Kind::Refused`] when the server does not advertise S256 (MCP 2025-11-25 requires it).
+/// [`Kind::Refused`] when the server does not advertise S256 (MCP 2025-11-25 requires it); as
+/// [`Resource::to_send`] for a resource holding a secret.
 pub(crate) fn authorization_request(
     server: &AuthorizationServer,
     identity: &ClientIdentity,
-    resource: &str,
+    resource: &Resource,
     scopes: &[String],
     redirect_uri: &str,
 ) -> Result<Pending, Error> {
+    let resource = resource.to_send()?;
     if !server.supports_s256() {
         return Err(Error::new(
             Kind::Refused,
@@ -216,40 +220,22 @@ pub(crate) fn authorization_request(
 }
 
 /// Exchanges the code the browser brought back (RFC 6749 §4.1.3 with the PKCE verifier and
-/// `resource`), after checking `iss` (RFC 9207 §2.4): when present it must be the server's
-/// issuer, and it must be present when the server says it sends it.
+/// `resource`). The redirect's `state` and `iss` (RFC 9207 §2.4) were checked by the listener
+/// that took it, before any of it reached here.
 ///
 /// # Errors
-/// [`Kind::Refused`] for a wrong or missing `iss`; as [`token_error`] for the token request.
+/// As [`Resource::to_send`] for a resource holding a secret (nothing is sent); as
+/// [`token_error`] for the token request.
 pub(crate) async fn exchange_code(
     net: &Net,
     server: &AuthorizationServer,
     identity: &ClientIdentity,
-    resource: &str,
+    resource: &Resource,
     pending: Pending,
     redirect: Redirect,
     learn: &LearnSecret,
 ) -> Result<Grant, Error> {
-    match (&redirect.iss, &server.issuer) {
-        (Some(iss), Some(issuer)) if iss != issuer => {
-            return Err(Error::new(
-                Kind::Refused,
-                "the authorization response names another issuer (RFC 9207); the code is refused",
-            ));
-        }
-        (None, _)
-            if server
-                .metadata
-                .authorization_response_iss_parameter_supported =>
-        {
-            return Err(Error::new(
-                Kind::Refused,
-                "the authorization response lacks the iss the server promised (RFC 9207); the \
-                 code is refused",
-            ));
-        }
-        _ => {}
-    }
+    let resource = resource.to_send()?;
     let redirect_url = RedirectUrl::new(pending.redirect_uri.clone())
         .map_err(|_| Error::new(Kind::Refused, "the redirect URI is not a valid URL"))?;
     let client = token_client(server, identity).set_redirect_uri(redirect_url);
@@ -297,14 +283,16 @@ fn new_key(
 /// rotated refresh token replaces the old one; the old one stays when the server sends none.
 ///
 /// # Errors
+/// As [`Resource::to_send`] for a resource holding a secret (nothing is sent);
 /// [`Kind::SignInRequired`] for `invalid_grant`; as [`token_error`] otherwise.
 pub(crate) async fn refresh(
     net: &Net,
     server: &AuthorizationServer,
     identity: &ClientIdentity,
-    resource: &str,
+    resource: &Resource,
     grant: &Grant,
 ) -> Result<Grant, Error> {
+    let resource = resource.to_send()?;
     let Some(refresh_token) = &grant.refresh_token else {
         return Err(Error::new(
             Kind::SignInRequired,
@@ -333,16 +321,19 @@ pub(crate) async fn refresh(
 /// client id and whose `aud` is the issuer (else the token endpoint).
 ///
 /// # Errors
-/// [`Kind::Config`] for a key that is not a PKCS #8 P-256 key; as [`token_error`] otherwise.
+/// As [`Resource::to_send`] for a resource holding a secret (nothing is sent, no assertion is
+/// made); [`Kind::Config`] for a key that is not a PKCS #8 P-256 key; as [`token_error`]
+/// otherwise.
 pub(crate) async fn client_credentials(
     net: &Net,
     server: &AuthorizationServer,
     identity: &ClientIdentity,
     private_key: Option<&SecretString>,
-    resource: &str,
+    resource: &Resource,
     scopes: &[String],
     learn: &LearnSecret,
 ) -> Result<Grant, Error> {
+    let resource = resource.to_send()?;
     let assertion = match (private_key, identity.auth_method) {
         (Some(key), AuthMethod::PrivateKeyJwt) => {
             let audience = server
@@ -352,7 +343,7 @@ pub(crate) async fn client_credentials(
             let assertion = jwt_assertion(key, &identity.client_id, &audience)?;
             // Learned before it is sent: an MCP server that also saw it (or plays the
             // authorization server) may echo it while it is still valid.
-            learn(&assertion, Learned::Token);
+            learn(&assertion, Learned::Assertion);
             Some(assertion)
         }
         _ => None,
@@ -852,7 +843,11 @@ mod tests {
             &server,
             &identity,
             Some(&SecretString::from(pem)),
-            base.join("/mcp").unwrap().as_str(),
+            &Resource::new(
+                base.join("/mcp").unwrap().to_string(),
+                crate::auth::discovery::ResourceSource::ServerUrl,
+                std::sync::Arc::new(|_: &str| false),
+            ),
             &[],
             &|_: &SecretString, _: Learned| {},
         )

@@ -10,7 +10,7 @@ use reqwest::Url;
 use secrecy::ExposeSecret;
 
 use super::Error;
-use super::callback::{Listener, Outcome, Pasted};
+use super::callback::{Awaited, Listener, Outcome, Pasted};
 use super::challenge::Challenge;
 use super::client::{self, ClientIdentity};
 use super::config::{GrantType, OAuthConfig};
@@ -21,11 +21,20 @@ use super::scopes;
 use super::store::{Store, StoreKey};
 use super::tokens::{LearnSecret, ScrubText, Tokens};
 use crate::limits::SIGN_IN_WAIT;
-use crate::redact::Learned;
+use crate::redact::{HoldsSecret, Learned};
 
 /// How long the browser that brought the code waits for the code exchange before it is told
 /// only that the code arrived.
 const BROWSER_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The entry's secrets as a sign-in meets them.
+pub(crate) struct EntrySecrets {
+    /// Gives every secret the sign-in learns (a token, a client secret) to the entry's
+    /// redactor.
+    pub(crate) learn: Box<LearnSecret>,
+    /// Whether a text that goes out whole holds a secret of the entry, configured or learned.
+    pub(crate) holds: Arc<HoldsSecret>,
+}
 
 /// What [`begin`] gives.
 #[derive(Debug)]
@@ -98,8 +107,12 @@ pub(crate) fn store_key(server_url: &Url, config: &OAuthConfig, namespace: &str)
 /// scope choice (a step-up's union). `store` is the store and the entry's namespace, which
 /// keys its file with the URL and the client ([`store_key`]).
 ///
+/// `secrets` learns the secrets the sign-in meets and tells whether a text holds one: no
+/// request names a resource indicator holding one ([`discovery::Resource`]).
+///
 /// # Errors
-/// Any [`Error`] of discovery, registration, the listener or the client credentials grant.
+/// Any [`Error`] of discovery, registration, the listener, the authorization request (a
+/// resource holding a secret among them) or the client credentials grant.
 ///
 /// # Cancel safety
 /// Cancel safe in effect: dropped midway, it may leave a new registration stored (which the
@@ -111,10 +124,11 @@ pub(crate) async fn begin(
     challenge: &Challenge,
     reuse_grant: bool,
     scopes: Option<Vec<String>>,
-    learn: Box<LearnSecret>,
+    secrets: EntrySecrets,
 ) -> Result<Started, Error> {
+    let EntrySecrets { learn, holds } = secrets;
     let net = Net::new(server_url)?;
-    let discovered = discovery::discover(&net, server_url, challenge).await?;
+    let discovered = discovery::discover(&net, server_url, challenge, holds).await?;
     let store = store.map(|(s, namespace)| {
         let key = store_key(server_url, config, namespace);
         (s, key)
@@ -333,12 +347,19 @@ impl SignIn {
     /// the code exchange, the sign-in is lost and a new link is needed.
     pub(crate) async fn finish(self: Box<Self>) -> Result<Arc<Tokens>, Error> {
         let mut this = *self;
-        let state = secrecy::SecretString::from(this.pending.state.expose_secret().to_string());
+        let server = &this.discovered.server;
+        let awaited = Awaited {
+            state: secrecy::SecretString::from(this.pending.state.expose_secret().to_string()),
+            issuer: server.issuer.clone(),
+            iss_required: server
+                .metadata
+                .authorization_response_iss_parameter_supported,
+        };
         // Only the senders given out keep the channel open: the wait ends with the last paste.
         drop(this.paste);
         let (redirect, browser) = this
             .listener
-            .wait(&state, SIGN_IN_WAIT, &mut this.pasted)
+            .wait(awaited, SIGN_IN_WAIT, &mut this.pasted)
             .await?;
         drop(this.pasted);
         let exchanged = {
@@ -449,7 +470,10 @@ mod tests {
             &challenge,
             reuse_grant,
             scopes,
-            learn,
+            EntrySecrets {
+                learn,
+                holds: Arc::new(|_: &str| false),
+            },
         )
         .await
     }
@@ -1129,12 +1153,11 @@ mod tests {
         else {
             panic!("a link");
         };
-        let (_, finish) = play(sign_in).await;
-        let err = finish.await.unwrap().unwrap_err();
-        assert_eq!(
-            err.message(),
-            "the authorization response names another issuer (RFC 9207); the code is refused"
-        );
+        // Refused at the listener (RFC 9207 §2.4): the sign-in keeps waiting for its redirect.
+        let (status, finish) = play(sign_in).await;
+        assert_eq!(status, 400);
+        assert!(!finish.is_finished());
+        finish.abort();
         assert!(
             !server.requests().iter().any(|r| r.ends_with("/token")),
             "no exchange"

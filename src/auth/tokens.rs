@@ -7,7 +7,7 @@ use std::sync::Arc;
 use secrecy::{ExposeSecret, SecretString};
 
 use super::client::ClientIdentity;
-use super::discovery::AuthorizationServer;
+use super::discovery::{AuthorizationServer, Resource};
 use super::dpop::DpopKey;
 use super::flow::{Grant, client_credentials, refresh, refused_grant};
 use super::net::Net;
@@ -75,7 +75,7 @@ pub(crate) struct Tokens {
     net: Net,
     server: AuthorizationServer,
     identity: ClientIdentity,
-    resource: String,
+    resource: Resource,
     store: Option<(Store, StoreKey)>,
     grant: tokio::sync::Mutex<Option<Grant>>,
     learn: Box<LearnSecret>,
@@ -110,7 +110,7 @@ impl Tokens {
         net: Net,
         server: AuthorizationServer,
         identity: ClientIdentity,
-        resource: String,
+        resource: Resource,
         store: Option<(Store, StoreKey)>,
         grant: Option<Grant>,
         learn: Box<LearnSecret>,

@@ -11,7 +11,9 @@
 //!   that keeps refusing ends in an error, never a loop;
 //! - every token learned is given to the entry's redactor before any request carries it;
 //! - a sign-in link or metadata URL holding a configured secret is never shown: that sign-in
-//!   is refused (a scrubbed link would be useless).
+//!   is refused (a scrubbed link would be useless);
+//! - a resource indicator (RFC 8707) holding one of the entry's secrets is never sent: the same
+//!   check goes with every grant request ([`crate::auth::discovery::Resource`]).
 //!
 //! # The sign-in phase
 //!
@@ -66,10 +68,10 @@ use crate::auth::callback::Pasted;
 use crate::auth::challenge::Challenge;
 use crate::auth::config::OAuthConfig;
 use crate::auth::scopes::StepUp;
-use crate::auth::signin::{self, Started};
+use crate::auth::signin::{self, EntrySecrets, Started};
 use crate::auth::store::Store;
 use crate::auth::tokens::{AccessToken, ScrubText, Tokens};
-use crate::redact::Redactor;
+use crate::redact::{HoldsSecret, Redactor};
 
 /// How many times one request is sent again after the server refused its token.
 pub(super) const MAX_AUTH_RETRIES: u32 = 2;
@@ -79,36 +81,32 @@ const REPEATS_SECRET: &str = "the authorization server's metadata repeats a secr
      server entry; refusing to show its link";
 
 /// Whether a sign-in link (or a metadata URL) holds one of the entry's secrets, configured or
-/// learned (a token, a client secret, a DPoP proof a hostile server saw), apart from the
-/// entry's own `oauth.clientId`, `oauth.clientMetadataUrl` and `oauth.scopes`: a link must
-/// carry the client id and the scopes, also when the config takes them from `${env:NAME}`.
+/// learned (a token, a client secret, a DPoP proof a hostile server saw), checked on the text
+/// exactly as it would be shown ([`Redactor::shown_checker`]). Only inside an occurrence of the
+/// entry's own `oauth.clientId`, `oauth.clientMetadataUrl` or `oauth.scopes` may a secret show:
+/// a link must carry the client id and the scopes, also when the config takes them from
+/// `${env:NAME}`. A secret that contains one of them (a header value starting with the client
+/// id) refuses the link all the same.
 fn link_holds_secret(
     redactor: &Redactor,
     config: &OAuthConfig,
 ) -> impl Fn(&str) -> bool + Send + Sync + 'static {
-    let holds = redactor.checker();
-    let own: Vec<String> = [
+    let scopes = config.scopes.iter().flat_map(|scopes| {
+        // Each scope, and the `scope` parameter they make together (RFC 6749 §3.3).
+        scopes
+            .iter()
+            .cloned()
+            .chain(std::iter::once(scopes.join(" ")))
+    });
+    let public = [
         config.client_id.clone(),
         config.client_metadata_url.as_ref().map(|u| u.to_string()),
     ]
     .into_iter()
     .flatten()
-    // Only scopes that are configured secrets themselves (from `${env:NAME}`): removing a
-    // short literal scope could break a secret that happens to contain it.
-    .chain(config.scopes.iter().flatten().filter(|s| holds(s)).cloned())
-    .filter(|value| !value.is_empty())
-    .flat_map(|value| {
-        let encoded: String = url::form_urlencoded::byte_serialize(value.as_bytes()).collect();
-        [value, encoded]
-    })
+    .chain(scopes)
     .collect();
-    move |text: &str| {
-        let mut text = text.to_string();
-        for value in &own {
-            text = text.replace(value.as_str(), "");
-        }
-        holds(&text)
-    }
+    redactor.shown_checker(public)
 }
 
 /// Where one connection's sign-in stands (see the module docs' diagram). Changed only by the
@@ -318,8 +316,10 @@ pub(crate) struct Auth {
     store: Option<Store>,
     /// Gives every token learned to the entry's redactor.
     learn: Arc<crate::redact::LearnSecret>,
-    /// Whether a text holds one of the entry's configured secrets.
-    holds_secret: Box<dyn Fn(&str) -> bool + Send + Sync>,
+    /// Whether a text holds one of the entry's secrets, configured or learned, as it would be
+    /// shown or sent ([`link_holds_secret`]): for the sign-in link, and for the resource
+    /// indicator of every grant request.
+    holds_secret: Arc<HoldsSecret>,
     /// Scrubs the entry's secrets (configured and learned) from every failure reason and log
     /// line: an authorization server may echo a token or a header value into its errors.
     scrub: Arc<ScrubText>,
@@ -354,7 +354,7 @@ impl Auth {
                 None
             }
         };
-        let holds_secret = Box::new(link_holds_secret(redactor, &config));
+        let holds_secret = Arc::new(link_holds_secret(redactor, &config));
         Some(Arc::new(Auth {
             namespace,
             config,
@@ -596,7 +596,10 @@ impl Auth {
                 challenge,
                 reuse_grant,
                 scopes.clone(),
-                learn,
+                EntrySecrets {
+                    learn,
+                    holds: Arc::clone(&self.holds_secret),
+                },
             )
             .await
             .map_err(|e| self.error(e.message()))?;
@@ -778,7 +781,11 @@ mod tests {
             net,
             server,
             identity,
-            url.to_string(),
+            discovery::Resource::new(
+                url.to_string(),
+                discovery::ResourceSource::ServerUrl,
+                Arc::new(|_: &str| false),
+            ),
             None,
             None,
             Box::new(|_: &SecretString, _| {}),
@@ -813,7 +820,7 @@ mod tests {
         let redactor = Redactor::default();
         Arc::new(Auth {
             namespace: "docs".into(),
-            holds_secret: Box::new(link_holds_secret(&redactor, &config)),
+            holds_secret: Arc::new(link_holds_secret(&redactor, &config)),
             config,
             store: None,
             learn: Arc::new(redactor.learner()),

@@ -147,6 +147,10 @@ enum Kind {
     InputRequired(String),
     /// The connection was cut while a reply was being read.
     Body,
+    /// The server sent nothing for `what` (its response headers, or for `server/discover` its
+    /// answer) within `within`: a silent server or proxy. The request is given up and not
+    /// re-issued.
+    NoAnswer { what: String, within: Duration },
     /// A new `initialize` after an expired session failed, and why (also the `source()`).
     Reinitialize(Arc<Error>),
     /// The connection was shut down (the Pack was dropped) or its start abandoned.
@@ -333,6 +337,11 @@ impl Error {
         }
     }
 
+    /// Whether the server sent nothing in time ([`Error::no_answer`]).
+    pub(crate) fn is_no_answer(&self) -> bool {
+        matches!(self.inner.kind, Kind::NoAnswer { .. })
+    }
+
     /// Whether a modern server asked for input ([`Error::input_required`]).
     pub(crate) fn is_input_required(&self) -> bool {
         matches!(self.inner.kind, Kind::InputRequired(_))
@@ -467,6 +476,12 @@ impl Error {
         Self::new(Kind::InputRequired(asked), None)
     }
 
+    /// The server sent nothing for `what` within `within` ([`Kind::NoAnswer`]).
+    pub(crate) fn no_answer(what: impl Into<String>, within: Duration) -> Self {
+        let what = what.into();
+        Self::new(Kind::NoAnswer { what, within }, None)
+    }
+
     #[cfg(test)]
     pub(crate) fn body() -> Self {
         Self::new(Kind::Body, None)
@@ -521,6 +536,7 @@ impl Error {
             Kind::NoMutualVersion(_) => "no mutual version",
             Kind::InputRequired(_) => "input required",
             Kind::Body => "body",
+            Kind::NoAnswer { .. } => "no answer",
             Kind::Reinitialize(_) => "reinitialize",
             Kind::Closed => "closed",
             Kind::SignIn(_) => "sign-in required",
@@ -686,6 +702,11 @@ impl fmt::Display for Error {
             Kind::Body => {
                 f.write_str("the connection was cut while the server's reply was being read")
             }
+            Kind::NoAnswer { what, within } => write!(
+                f,
+                "the server did not answer {what} within {} seconds",
+                within.as_secs()
+            ),
             Kind::Reinitialize(cause) => write!(
                 f,
                 "the server forgot the session and initializing again failed: {cause}"

@@ -2,13 +2,27 @@
 //! response chunk by chunk and hands the chunks to the crate's own framer ([`sse::Framer`],
 //! the WHATWG "event stream interpretation" rules), which bounds each event by
 //! [`crate::limits::MAX_MESSAGE_BYTES`] while it is read. Nothing else in the client knows how
-//! events are framed. It also owns [`BodyError`], why reading any reply body failed.
+//! events are framed. It also owns [`BodyError`], why reading any reply body failed, and
+//! [`AfterAnswer`], how a stream's end is read once its answer came.
 
 use std::time::Duration;
 
 use reqwest::Response;
 
 use crate::sse;
+
+/// How the end of an event stream is read once it brought the answer: always to its end in the
+/// background (at most [`crate::limits::DRAIN_TIME`] and [`crate::limits::DRAIN_BYTES`]), so
+/// the connection goes back to the pool.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AfterAnswer {
+    /// The caller goes on at once.
+    Background,
+    /// The caller waits for that end for at most [`crate::limits::PROBE_DRAIN_WAIT`]: the era
+    /// probe, whose next request (the first `tools/list`) then reuses the connection instead
+    /// of opening another.
+    Briefly,
+}
 
 /// Why reading a body failed, as a JSON body ([`super::reply`]) or as events ([`SseStream`]).
 pub(super) enum BodyError {

@@ -42,6 +42,7 @@ pub(crate) use error::{Error, Lasting};
 pub(crate) use modern::{Mirrored, input_required, required_capabilities};
 pub(crate) use reply::Listened;
 pub(crate) use session::{AnsweredOn, Era, Initialized, Installs};
+use session::{EraSignal, Rechecked};
 
 use crate::auth::challenge::{Challenge, asks_for_dpop_nonce};
 use crate::auth::dpop::{DPOP, Nonce};
@@ -74,6 +75,9 @@ pub(crate) struct Wire<'a> {
     /// The one re-issue of a lost modern request, shared by every send of one call (set once
     /// a send was re-issued; [`Wire::sharing_reissue`]); `None`: the request's own.
     reissued: Option<&'a AtomicBool>,
+    /// How long the server may take to send the response headers of each POST of it
+    /// ([`Wire::headers_within`]); `None`: the caller's deadline alone bounds it.
+    headers_within: Option<std::time::Duration>,
 }
 
 impl<'a> Wire<'a> {
@@ -89,6 +93,17 @@ impl<'a> Wire<'a> {
             name,
             mirrored,
             reissued: None,
+            headers_within: None,
+        }
+    }
+
+    /// The same request, whose every POST must bring its response headers within `within`
+    /// (else [`Error::no_answer`]): for what the client sends in the background, with no
+    /// caller's deadline above it. The time a sign-in takes is not counted.
+    pub(crate) fn headers_within(self, within: std::time::Duration) -> Self {
+        Self {
+            headers_within: Some(within),
+            ..self
         }
     }
 
@@ -109,6 +124,7 @@ impl<'a> Wire<'a> {
             name: None,
             mirrored: &[],
             reissued: None,
+            headers_within: None,
         }
     }
 
@@ -174,14 +190,17 @@ pub(crate) struct Connection {
     refused_after_refresh: Mutex<Option<secrecy::SecretString>>,
     /// What notifications and session renewals tell the server's task.
     signals: Signals,
+    /// Held by the one probe of the era after an answer that looked like the other era's
+    /// ([`Connection::recheck`]): concurrent requests that met the same signal ask once.
+    rechecks: tokio::sync::Mutex<()>,
     /// Whether a 400 whose words speak of the session is read as a forgotten session; cleared
     /// when a fresh session got the same 400 (then those words are about the request, such as
     /// a tool's own "session").
     session_400s: std::sync::atomic::AtomicBool,
 }
 
-/// The current session as the server's task sees it: a handle for [`Connection::listen`] and
-/// [`Connection::renew_after`], and what its `initialize` declared.
+/// The current session as the server's task sees it: a handle for [`Connection::listen`],
+/// [`Connection::left`] and [`Connection::still_knows`], and what its `initialize` declared.
 pub(crate) struct Current {
     session: Arc<Session>,
     /// What the session's `initialize` answer declared.
@@ -260,6 +279,7 @@ impl Connection {
             cleanups: TaskTracker::new(),
             closing: CancellationToken::new(),
             signals: Signals::default(),
+            rechecks: tokio::sync::Mutex::new(()),
             session_400s: std::sync::atomic::AtomicBool::new(true),
         }
     }
@@ -343,6 +363,12 @@ impl Connection {
         })
     }
 
+    /// The server's era as the client knows it; `None` while it is not known (not probed yet,
+    /// or doubted).
+    pub(crate) fn era(&self) -> Option<Era> {
+        lock(&self.sessions).era()
+    }
+
     /// The live session, waiting for the one being made (or starting a renewal when there is
     /// none), and what its `initialize` declared.
     ///
@@ -366,8 +392,11 @@ impl Connection {
     /// the server answered (any JSON-RPC answer: the session is live). A session the server
     /// says it does not know is forgotten here (no `DELETE`).
     ///
+    /// The whole exchange is bounded by [`limits::PING_TIMEOUT`].
+    ///
     /// # Errors
-    /// [`Error::is_session_expired`] when the server forgot the session; any other failure.
+    /// [`Error::is_session_expired`] when the server forgot the session;
+    /// [`Error::no_answer`] past the bound; any other failure.
     ///
     /// # Cancel safety
     /// Cancel safe as to state: a drop leaves the ping in the in-flight table only as it would
@@ -380,19 +409,19 @@ impl Connection {
         if !lock(&self.flights).sent(id, id, session) {
             return Err(Error::closed());
         }
-        let answered = match self
-            .post_request(id, id, body, &Wire::new("ping", None, &[]), session)
-            .await
-        {
-            Ok(response) => {
-                let any = |_: &RawValue, _: &Bytes| -> Decoded<()> { Ok(()) };
-                match self.read_response(response, id, session, &any).await {
-                    Err(e) if e.rpc().is_some() => Ok(()),
-                    other => other,
-                }
+        let asked = async {
+            let wire = Wire::new("ping", None, &[]);
+            let response = self.post_request(id, id, body, &wire, session).await?;
+            let any = |_: &RawValue, _: &Bytes| -> Decoded<()> { Ok(()) };
+            match self.read_response(response, id, session, &any).await {
+                Err(e) if e.rpc().is_some() => Ok(()),
+                other => other,
             }
-            Err(e) => Err(e),
         };
+        // Sent in the background, with no caller's deadline above it: bounded here.
+        let answered = tokio::time::timeout(limits::PING_TIMEOUT, asked)
+            .await
+            .unwrap_or_else(|_| Err(Error::no_answer("ping", limits::PING_TIMEOUT)));
         match &answered {
             Err(e) if e.is_expired_by_text() => lock(&self.sessions).retire(session),
             Err(e) if e.is_session_expired() => lock(&self.sessions).forget(session),
@@ -407,29 +436,51 @@ impl Connection {
         answered
     }
 
+    /// Resolves once `on` is no longer the live session: another one was installed, or the
+    /// [`session::Link`] left it (forgotten, set aside, replaced by a probe, ended). At once when it is not
+    /// live now.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only watches.
+    pub(crate) async fn left(&self, on: &Current) {
+        let mut transitions = lock(&self.sessions).transitions();
+        loop {
+            let live = lock(&self.sessions).current();
+            if !live.is_some_and(|live| Arc::ptr_eq(&live, &on.session)) {
+                return;
+            }
+            if transitions.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// The standalone stream's loop met, on a session it had just made because of such a `400`,
+    /// the `400` whose words speak of the session again: those words are the requests' own
+    /// (as when a call's resend meets them), and such `400`s are ordinary errors from now on.
+    pub(crate) fn session_400s_are_the_requests_own(&self) {
+        tracing::debug!(namespace = %self.namespace, "a fresh session's stream got the same 400: such 400s are the request's own from now on");
+        self.session_400s.store(false, Ordering::Relaxed);
+    }
+
     /// Changes each time a session is installed (the first start's, or a renewal's).
     pub(crate) fn installs(&self) -> tokio::sync::watch::Receiver<Installs> {
         lock(&self.sessions).installs()
     }
 
-    /// Initializes a new session because the server forgot `stale` (the standalone stream's
-    /// `GET` was answered 404 and a `ping` on it too, [`Connection::still_knows`]), unless
-    /// something already replaced it, or because there is none (`None`: a renewal failed while
-    /// the server was down); joins a renewal that runs. Such a renewal asks for a re-listing
-    /// ([`Signals::session_renewed`]).
+    /// Joins the connection's renewal, or starts one when there is no live session: the
+    /// standalone stream's session is gone ([`Connection::still_knows`] forgot it, or set it
+    /// aside to be deleted at the drop), or a renewal failed while the server was down. Such a
+    /// renewal asks for a re-listing ([`Signals::session_renewed`]). With a live session, it
+    /// returns at once.
     ///
     /// # Errors
     /// The renewal failed, or the connection is closed.
     ///
     /// # Cancel safety
     /// Cancel safe: the renewal runs in its own task and finishes without the caller.
-    pub(crate) async fn renew_after(
-        self: &Arc<Self>,
-        stale: Option<&Current>,
-    ) -> Result<(), Error> {
-        self.session(stale.map(|s| &s.session), false)
-            .await
-            .map(drop)
+    pub(crate) async fn renew_now(self: &Arc<Self>) -> Result<(), Error> {
+        self.session(None, false).await.map(drop)
     }
 
     /// The Host's runtime, where every exchange of this connection runs.
@@ -552,6 +603,9 @@ impl Connection {
         // The JSON-RPC id on the wire: `id` until a re-issue takes a new one (the in-flight
         // table keeps `id`, the caller's handle).
         let mut wire_id = id;
+        // A plain refusal sent once more on the same route after a probe found the same era:
+        // met again, it is the server's own answer.
+        let mut confirming: Option<EraSignal> = None;
         loop {
             if !lock(&self.flights).sent(id, wire_id, &session) {
                 // Cancelled (or shut down) while waiting for a session.
@@ -611,12 +665,30 @@ impl Connection {
                     tracing::debug!(namespace = %self.namespace, method = wire.method, id, wire_id, reason = %e, "the request was lost on its way; issuing it again with a new id");
                     continue;
                 }
-                Err(e) if !resent && shows_other_era(&session, &e) => {
+                Err(e) if !resent && self.new_era_signal(&session, wire.method, &e).is_some() => {
                     resent = true;
-                    session = self.reroute(id, wire.method, &session, by_listing).await?;
+                    match self
+                        .reroute(id, wire.method, &session, &e, by_listing)
+                        .await?
+                    {
+                        Some(next) => {
+                            if Arc::ptr_eq(&next, &session) {
+                                confirming = era_signal(&session, &e);
+                            }
+                            session = next;
+                        }
+                        None => return Err(e),
+                    }
                     continue;
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    if let Some(signal) = confirming
+                        && era_signal(&session, &e) == Some(signal)
+                    {
+                        self.confirm_own(&session, wire.method, signal);
+                    }
+                    return Err(e);
+                }
             };
             let read = self
                 .read_response(response, wire_id, &session, decode)
@@ -628,10 +700,16 @@ impl Connection {
                     // resent.
                     lock(&self.sessions).forget(&session);
                 }
-                Err(e) if !resent && shows_other_era(&session, e) => {
+                Err(e) if !resent && self.new_era_signal(&session, wire.method, e).is_some() => {
                     // The same signal in a 2xx reply (a JSON body or an event stream).
                     resent = true;
-                    session = self.reroute(id, wire.method, &session, by_listing).await?;
+                    match self
+                        .reroute(id, wire.method, &session, e, by_listing)
+                        .await?
+                    {
+                        Some(next) => session = next,
+                        None => return read,
+                    }
                     continue;
                 }
                 Err(e)
@@ -650,23 +728,48 @@ impl Connection {
         }
     }
 
-    /// Request `id` (of `method`) on `stale` was answered the way the other era answers (the
-    /// server restarted onto another version; nothing was processed): it is off the wire, the
-    /// era is asked again, and the route made next is returned for the one resend.
+    /// Whether `signal`, answering `method` on `session`, is a known own answer of the server.
+    fn is_own(&self, session: &Session, method: &str, signal: EraSignal) -> bool {
+        lock(&self.sessions).is_own(session.era, method, signal)
+    }
+
+    /// The [`EraSignal`] in `error`, the answer to a request of `method` on `session`, unless
+    /// a probe found that signal to be this server's own answer to `method` before.
+    fn new_era_signal(&self, session: &Session, method: &str, error: &Error) -> Option<EraSignal> {
+        era_signal(session, error).filter(|signal| !self.is_own(session, method, *signal))
+    }
+
+    /// Request `id` (of `method`) on `stale` was answered `error`, the way the other era
+    /// answers: it is off the wire, and the era is asked again ([`Connection::recheck`]). A
+    /// route changed (the other era: the server restarted onto another version and processed
+    /// nothing; or the same modern era declaring other things): the live route, for the one
+    /// resend. The same era and route: a plain refusal (nothing was processed; a proxy that
+    /// flapped) is sent once more on `stale`; any other signal is the server's own answer
+    /// (`None`: `error` is the request's answer), and so is everything when the probe gave no
+    /// verdict.
     ///
     /// # Cancel safety
-    /// Cancel safe: the new start runs in its own task (see `Connection::session`).
+    /// Cancel safe: the probe and the new start run in tasks of their own.
     async fn reroute(
         self: &Arc<Self>,
         id: u64,
         method: &str,
         stale: &Arc<Session>,
+        error: &Error,
         by_listing: bool,
-    ) -> Result<Arc<Session>, Error> {
+    ) -> Result<Option<Arc<Session>>, Error> {
+        let Some(signal) = era_signal(stale, error) else {
+            return Ok(None);
+        };
         lock(&self.flights).waiting(id);
         tracing::debug!(namespace = %self.namespace, method, id, era = ?stale.era, "the server answered like the other era; asking which era it speaks");
-        lock(&self.sessions).doubt(stale);
-        self.session(None, by_listing).await
+        match self.recheck(stale, method, signal, by_listing).await {
+            Rechecked::Moved => self.session(None, by_listing).await.map(Some),
+            Rechecked::Own if matches!(signal, EraSignal::PlainRefusal(_)) => {
+                Ok(Some(Arc::clone(stale)))
+            }
+            Rechecked::Own | Rechecked::Unsure => Ok(None),
+        }
     }
 
     /// Tells the server to stop request `id` (`notifications/cancelled` with `reason`, MCP
@@ -1060,7 +1163,13 @@ impl Connection {
             .header(ACCEPT, ACCEPT_BOTH)
             .header(CONTENT_TYPE, JSON)
             .body(body);
-        request.send().await.map_err(|e| self.http_error(e))
+        let Some(within) = wire.headers_within else {
+            return request.send().await.map_err(|e| self.http_error(e));
+        };
+        match tokio::time::timeout(within, request.send()).await {
+            Ok(sent) => sent.map_err(|e| self.http_error(e)),
+            Err(_) => Err(Error::no_answer(wire.method, within)),
+        }
     }
 
     /// Server text fit for a reason: scrubbed of secrets, single-line, bounded.
@@ -1098,25 +1207,32 @@ impl crate::notices::Origin for Connection {
     }
 }
 
-/// Whether `error`, the answer to a request on `session`, is the way the other era answers:
-/// a modern error to a legacy session; to a modern request, a plain refusal (400, 404, 405 or
-/// 406 without a JSON-RPC error), which a legacy server gives a request without a session, or
-/// an `UnsupportedProtocolVersion` whose `supported` list names only legacy versions this
-/// client speaks (a server redeployed without 2026-07-28; MCP 2026-07-28, basic/versioning
-/// "Backward Compatibility").
-fn shows_other_era(session: &Session, error: &Error) -> bool {
+/// The sign in `error`, the answer to a request on `session`, that the server speaks the
+/// other era, if it has one: a modern error to a legacy session; to a modern request, a plain
+/// refusal (400, 404, 405 or 406 without a JSON-RPC error), which a legacy server gives a
+/// request without a session, or an `UnsupportedProtocolVersion` whose `supported` list names
+/// only legacy versions this client speaks (a server redeployed without 2026-07-28; MCP
+/// 2026-07-28, basic/versioning "Backward Compatibility").
+fn era_signal(session: &Session, error: &Error) -> Option<EraSignal> {
     match session.era {
-        Era::Legacy => error.rpc().is_some_and(|r| codes::is_modern(r.code)),
+        Era::Legacy => error
+            .rpc()
+            .filter(|r| codes::is_modern(r.code))
+            .map(|r| EraSignal::ModernError(r.code)),
         Era::Modern => {
-            let plain_refusal = error.is_plain_status()
-                && error
-                    .status()
-                    .is_some_and(|s| matches!(s.as_u16(), 400 | 404 | 405 | 406));
-            plain_refusal
-                || error.rpc().is_some_and(|r| {
+            if error.is_plain_status()
+                && let Some(status) = error.status()
+                && matches!(status.as_u16(), 400 | 404 | 405 | 406)
+            {
+                return Some(EraSignal::PlainRefusal(status.as_u16()));
+            }
+            error
+                .rpc()
+                .filter(|r| {
                     modern::verdict_of_error(r.code, r.data.as_deref())
                         == modern::Verdict::LegacyOffered
                 })
+                .map(|_| EraSignal::LegacyVersionsOnly)
         }
     }
 }

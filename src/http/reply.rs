@@ -18,14 +18,18 @@ use reqwest::header::{
 use reqwest::{Response, StatusCode, Url};
 use serde_json::value::RawValue;
 
-use super::events::{BodyError, SseStream};
-use super::session::{Era, Session};
-use super::{Connection, Current, Decoded, Error, Wire, lock};
+use super::events::{AfterAnswer, BodyError, SseStream};
+use super::session::{Era, EraSignal, Rechecked, Session};
+use super::{Connection, Current, Decoded, Error, Wire};
 use crate::jsonrpc::{self, Kind, RpcError};
 use crate::limits::{self, MAX_MESSAGE_BYTES};
 use crate::protocol::{ACCEPT_SSE, LAST_EVENT_ID, codes};
 use crate::redact::{REDACTED, Redactor};
 use crate::sse::Event;
+
+/// The JSON-RPC method of the modern change stream (MCP 2026-07-28,
+/// basic/patterns/subscriptions).
+const LISTEN: &str = "subscriptions/listen";
 
 /// The longest redirect target a reason quotes, in bytes (after scrubbing).
 const MAX_LOCATION_BYTES: usize = 512;
@@ -137,6 +141,23 @@ impl Connection {
         session: &Session,
         decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
     ) -> Result<T, Error> {
+        self.read_reply(response, id, session, decode, AfterAnswer::Background)
+            .await
+    }
+
+    /// As [`Connection::read_response`]; `after` says how an event stream's end is read once
+    /// the answer came.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe, as [`Connection::read_response`].
+    pub(super) async fn read_reply<T>(
+        &self,
+        response: Response,
+        id: u64,
+        session: &Session,
+        decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
+        after: AfterAnswer,
+    ) -> Result<T, Error> {
         self.check_encoding(&response)?;
         match media_type(&response) {
             Some(MediaType::Json) => {
@@ -157,7 +178,9 @@ impl Connection {
                     "the server's JSON reply held no response to request {id}"
                 )))
             }
-            Some(MediaType::EventStream) => self.read_stream(response, id, session, decode).await,
+            Some(MediaType::EventStream) => {
+                self.read_stream(response, id, session, decode, after).await
+            }
             None => {
                 let shown = response.headers().get(CONTENT_TYPE).map(|v| {
                     self.server_text(&String::from_utf8_lossy(v.as_bytes()), 100)
@@ -192,6 +215,7 @@ impl Connection {
         id: u64,
         session: &Session,
         decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
+        after: AfterAnswer,
     ) -> Result<T, Error> {
         let mut events = SseStream::new(response);
         // The last event id the latest resumption asked with, and how many brought no new one.
@@ -260,14 +284,46 @@ impl Connection {
                 if let Some(answer) = self.route(message, &event.data, id, session, decode).await {
                     // The stream's end is usually one chunk away: read it in the background,
                     // so the connection is reused rather than closed.
-                    self.runtime.spawn(events.drain());
+                    let drained = self.runtime.spawn(events.drain());
+                    if after == AfterAnswer::Briefly
+                        && tokio::time::timeout(limits::PROBE_DRAIN_WAIT, drained)
+                            .await
+                            .is_ok()
+                    {
+                        // The connection goes back to the pool in the HTTP client's own task,
+                        // once it saw the body's end: let that task run first.
+                        for _ in 0..4 {
+                            tokio::task::yield_now().await;
+                        }
+                    }
                     return answer;
                 }
             }
         }
     }
 
-    /// Resumes a stream: `GET` with `Last-Event-ID`, carrying `session`.
+    /// Sends the `GET` of a stream on `session` ([`Connection::send_session_request`], the
+    /// token refreshed first when it expires soon); its response headers must come within
+    /// [`limits::STREAM_OPEN_TIMEOUT`], else [`Error::no_answer`] naming `what`. The status is
+    /// not checked.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping it drops the request.
+    async fn open_stream(
+        &self,
+        what: &'static str,
+        session: &Session,
+        make: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
+    ) -> Result<Response, Error> {
+        let within = limits::STREAM_OPEN_TIMEOUT;
+        let sent = self.send_session_request(session, reqwest::Method::GET, true, make);
+        tokio::time::timeout(within, sent)
+            .await
+            .unwrap_or_else(|_| Err(Error::no_answer(what, within)))
+    }
+
+    /// Resumes a stream: `GET` with `Last-Event-ID`, carrying `session`; its headers within
+    /// [`limits::STREAM_OPEN_TIMEOUT`].
     async fn resume(&self, last_event_id: &str, session: &Session) -> Result<Response, Error> {
         if last_event_id.len() > limits::MAX_EVENT_ID_BYTES {
             return Err(Error::protocol(format!(
@@ -279,7 +335,7 @@ impl Connection {
             Error::protocol("the server's SSE event id is not a valid header value")
         })?;
         let response = self
-            .send_session_request(session, reqwest::Method::GET, true, |http| {
+            .open_stream("the resumption", session, |http| {
                 http.get(self.url.clone())
                     .header(ACCEPT, ACCEPT_SSE)
                     .header(LAST_EVENT_ID, last.clone())
@@ -303,17 +359,19 @@ impl Connection {
     /// dropped); each event is bounded by [`MAX_MESSAGE_BYTES`]. Once the stream is open it asks
     /// for one re-listing ([`crate::notices::Signals::stream_opened`]): a change made while no
     /// stream was open was announced nowhere. `last_event_id` is updated with each event id the
-    /// server sends (ids over [`limits::MAX_EVENT_ID_BYTES`] are not kept).
+    /// server sends (ids over [`limits::MAX_EVENT_ID_BYTES`] are not kept). The response headers
+    /// must come within [`limits::STREAM_OPEN_TIMEOUT`]; once open, the stream may stay quiet.
     ///
     /// # Errors
     /// A transport failure, an HTTP error status (a 404: [`Error::is_session_expired`]), a 2xx
-    /// answer that is not an event stream, or a broken or oversized stream.
+    /// answer that is not an event stream, a broken or oversized stream, or no headers in time
+    /// ([`Error::no_answer`]).
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future closes the stream; `last_event_id` holds the last id
     /// received.
     pub(crate) async fn listen(
-        &self,
+        self: &std::sync::Arc<Self>,
         on: &Current,
         last_event_id: &mut String,
     ) -> Result<Listened, Error> {
@@ -328,7 +386,7 @@ impl Connection {
             .filter(|id| !id.is_empty())
             .and_then(|id| HeaderValue::from_str(id).ok());
         let response = self
-            .send_session_request(session, reqwest::Method::GET, true, |http| {
+            .open_stream("the standalone GET", session, |http| {
                 let request = http.get(self.url.clone()).header(ACCEPT, ACCEPT_SSE);
                 match &last {
                     Some(last) => request.header(LAST_EVENT_ID, last.clone()),
@@ -371,15 +429,18 @@ impl Connection {
     /// Its answer is an event stream: the acknowledgment first, which asks for one re-listing
     /// ([`crate::notices::Signals::stream_opened`]: a change made while no stream was open was
     /// announced nowhere), then the notifications, handed to [`crate::notices`]. An
-    /// acknowledgment without `toolsListChanged`, or `-32601`, means the server offers none; a
-    /// response to the request is the server's graceful end ([`Listened::Ended`]).
+    /// acknowledgment without `toolsListChanged`, or `-32601`, means the server offers none, and
+    /// so does a plain `404` or `405` once a probe found the server still modern
+    /// ([`Connection::recheck`]); a response to the request is the server's graceful end
+    /// ([`Listened::Ended`]). Its headers (and a JSON answer) must come within
+    /// [`limits::STREAM_OPEN_TIMEOUT`].
     ///
     /// # Errors
     /// As [`Connection::listen`].
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future closes the stream, which ends the subscription.
-    async fn subscribe(&self, on: &Current) -> Result<Listened, Error> {
+    async fn subscribe(self: &std::sync::Arc<Self>, on: &Current) -> Result<Listened, Error> {
         #[derive(serde::Deserialize)]
         struct Acknowledged {
             #[serde(default)]
@@ -392,11 +453,12 @@ impl Connection {
         let id = self.fresh_id();
         let body = jsonrpc::request_with_meta(
             id,
-            "subscriptions/listen",
+            LISTEN,
             r#"{"notifications":{"toolsListChanged":true}}"#,
             &super::modern::META,
         );
-        let wire = Wire::new("subscriptions/listen", None, &[]);
+        let within = limits::STREAM_OPEN_TIMEOUT;
+        let wire = Wire::new(LISTEN, None, &[]).headers_within(within);
         let response = match self
             .post(Bytes::from(body), &wire, Some(session), Some(id))
             .await
@@ -405,18 +467,36 @@ impl Connection {
             Err(e) if e.rpc().is_some_and(|r| r.code == codes::METHOD_NOT_FOUND) => {
                 return Ok(Listened::NotOffered);
             }
-            Err(e) if super::shows_other_era(session, &e) => {
-                // A restart onto the legacy era: the loop makes a new start (which probes).
-                lock(&self.sessions).doubt(session);
+            Err(e) => {
+                // Maybe a restart onto the legacy era: the era is asked again, unless a probe
+                // found this answer to be the server's own before (moved, the loop leaves this
+                // route for the next). The same era: a plain 404 or 405 means this server has
+                // no listen endpoint, and nothing more is asked.
+                let Some(signal) = super::era_signal(session, &e) else {
+                    return Err(e);
+                };
+                let own = self.is_own(session, LISTEN, signal)
+                    || self.recheck(session, LISTEN, signal, false).await == Rechecked::Own;
+                if own {
+                    // The listen's refusal stands (nothing is resent): asked about once.
+                    self.confirm_own(session, LISTEN, signal);
+                }
+                if own && matches!(signal, EraSignal::PlainRefusal(404 | 405)) {
+                    tracing::debug!(namespace = %self.namespace, "subscriptions/listen has no endpoint on this server (a plain 404 or 405 from a modern server)");
+                    return Ok(Listened::NotOffered);
+                }
                 return Err(e);
             }
-            Err(e) => return Err(e),
         };
         self.check_encoding(&response)?;
         if !matches!(media_type(&response), Some(MediaType::EventStream)) {
             // A JSON answer ends the subscription at once: an error, or a graceful end.
             let ignore = |_: &RawValue, _: &Bytes| -> Decoded<()> { Ok(()) };
-            return match self.read_response(response, id, session, &ignore).await {
+            let read =
+                tokio::time::timeout(within, self.read_response(response, id, session, &ignore))
+                    .await
+                    .unwrap_or_else(|_| Err(Error::no_answer(LISTEN, within)));
+            return match read {
                 Ok(()) => Ok(Listened::Ended),
                 Err(e) if e.rpc().is_some_and(|r| r.code == codes::METHOD_NOT_FOUND) => {
                     Ok(Listened::NotOffered)
@@ -815,9 +895,11 @@ async fn read_capped(response: Response) -> Result<Vec<u8>, BodyError> {
 async fn read_preview(response: Response) -> String {
     let mut body = Vec::new();
     let mut chunks = response.bytes_stream();
+    // A body that never ends (a silent proxy) gives what came within the bound.
+    let until = tokio::time::Instant::now() + limits::ERROR_PREVIEW_TIME;
     while body.len() < limits::ERROR_PREVIEW_BYTES {
-        match chunks.next().await {
-            Some(Ok(chunk)) => body.extend_from_slice(&chunk),
+        match tokio::time::timeout_at(until, chunks.next()).await {
+            Ok(Some(Ok(chunk))) => body.extend_from_slice(&chunk),
             _ => break,
         }
     }

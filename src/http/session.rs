@@ -38,6 +38,7 @@ use reqwest::header::HeaderValue;
 use serde::Deserialize;
 use tokio::sync::watch;
 
+use super::events::AfterAnswer;
 use super::modern;
 use super::{Connection, Decoded, Error, lock};
 use crate::jsonrpc;
@@ -124,17 +125,88 @@ pub(crate) enum Era {
 /// in this Pack (MCP 2026-07-28, basic/versioning "Backward Compatibility").
 ///
 /// ```text
-///   Unknown ──server/discover answered, or a modern error──▶ Era(Modern)
-///   Unknown ──anything else (4xx, -32601, empty)────────────▶ Era(Legacy)
-///   Era(e) ──the server answered like the other era─────────▶ Unknown (probed again)
+///   Unknown ──server/discover answered, or a modern error──────▶ Era(Modern, none own)
+///   Unknown ──anything else (4xx, -32601, empty, no answer)────▶ Era(Legacy, none own)
+///   Era(e, own) ──an answer like the other era's (EraSignal)──▶ probed again at once:
+///       e again ──▶ Era(e, own + that signal): the route is kept, the answer stands, and the
+///                   same signal to the same method is the server's own from then on
+///       the other ─▶ Era(other, none own): the route is set aside, the request resent once
+///   Era(Legacy, _) ──initialize refused (a modern error, -32601, another 4xx)──▶ Unknown
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Known {
-    /// Not probed yet, or the server showed the other era: the next start asks
+    /// Not probed yet, or an `initialize` suggested the other era: the next start asks
     /// `server/discover` first.
     Unknown,
-    /// Decided: a legacy start goes straight to `initialize`, a modern one to `server/discover`.
-    Era(Era),
+    /// Decided: a legacy start goes straight to `initialize`, a modern one to `server/discover`;
+    /// with the era signals a probe found to be this server's own answers.
+    Era(Era, OwnAnswers),
+}
+
+impl Known {
+    /// The era, when decided.
+    pub(crate) fn era(&self) -> Option<Era> {
+        match self {
+            Known::Era(era, _) => Some(*era),
+            Known::Unknown => None,
+        }
+    }
+}
+
+/// A sign, in an answer to a request, that the server speaks the other era (MCP 2026-07-28,
+/// basic/versioning "Backward Compatibility"): a restart onto another version, unless a probe
+/// finds the server still in the same era (then it was the server's own answer, such as a
+/// 2025-era tool's own `-32021`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EraSignal {
+    /// A legacy session's request answered with this modern JSON-RPC error code (`-32020`,
+    /// `-32021`, `-32022`), in any status.
+    ModernError(i64),
+    /// A modern request refused with this HTTP status (`400`, `404`, `405`, `406`) and no
+    /// JSON-RPC error answering it: what a legacy server gives a request without a session.
+    PlainRefusal(u16),
+    /// A modern request answered `-32022` naming only legacy versions this client speaks (a
+    /// server redeployed without 2026-07-28).
+    LegacyVersionsOnly,
+}
+
+/// The era signals a probe found to be one server's own answers, each with the JSON-RPC
+/// method it answered (at most [`OwnAnswers::MAX`]; the oldest goes first).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct OwnAnswers(Vec<(Box<str>, EraSignal)>);
+
+impl OwnAnswers {
+    /// How many are kept: one per method and signal the client meets, with room to spare.
+    const MAX: usize = 16;
+
+    fn holds(&self, method: &str, signal: EraSignal) -> bool {
+        self.0.iter().any(|(m, s)| &**m == method && *s == signal)
+    }
+
+    fn add(&mut self, method: &str, signal: EraSignal) {
+        if self.holds(method, signal) {
+            return;
+        }
+        if self.0.len() == Self::MAX {
+            self.0.remove(0);
+        }
+        self.0.push((method.into(), signal));
+    }
+}
+
+/// What asking the era again after an [`EraSignal`] found ([`Connection::recheck`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rechecked {
+    /// The same era, and the route is kept: the answer was the server's own.
+    Own,
+    /// The route is another one now: the probe found the other era (a modern route is
+    /// installed at once; a legacy one is made by the next request's handshake), or the same
+    /// modern era declaring other things (its new route is installed), or the route changed
+    /// meanwhile. The request goes once more on the live route.
+    Moved,
+    /// The probe gave no verdict (a transport failure, a 5xx, no mutual version): the answer
+    /// stands, and the same signal asks again next time.
+    Unsure,
 }
 
 /// What requests go out on: a legacy session (or a stateless legacy server), or a modern
@@ -283,6 +355,9 @@ pub(super) struct Sessions {
     /// Counts the sessions installed (`Live` entered): all of them, and those not made for
     /// listings alone. The standalone stream's loop waits on it.
     installs: watch::Sender<Installs>,
+    /// Counts every transition of `link` ([`Sessions::relink`]): the stream's loop watches it
+    /// to leave a stream whose session stopped being the live one.
+    transitions: watch::Sender<u64>,
 }
 
 impl Default for Sessions {
@@ -294,6 +369,7 @@ impl Default for Sessions {
             generation: 0,
             renewals: 0,
             installs: watch::Sender::new(Installs::default()),
+            transitions: watch::Sender::new(0),
         }
     }
 }
@@ -311,29 +387,61 @@ impl Sessions {
         matches!(self.link, Link::Closed)
     }
 
-    /// Transition of [`Known`]: a start learned the server's era (a `server/discover` answer,
-    /// or `initialize` after the probe found the server legacy). A server found modern holds
-    /// no sessions (MCP 2026-07-28, basic/versioning): the legacy ones still owned (the server
-    /// was legacy before a restart) ended with the build that made them, and get no `DELETE`.
+    /// The server's era, when decided.
+    pub(super) fn era(&self) -> Option<Era> {
+        self.known.era()
+    }
+
+    /// Whether `signal` in an answer to `method` on a route of `era` is a known own answer of
+    /// the server (a probe confirmed `era` after it), so no sign of the other era.
+    pub(super) fn is_own(&self, era: Era, method: &str, signal: EraSignal) -> bool {
+        matches!(&self.known, Known::Era(known, own) if *known == era && own.holds(method, signal))
+    }
+
+    /// Transition of [`Known`]: a start (or a probe) learned the server's era (a
+    /// `server/discover` answer, or `initialize` after the probe found the server legacy). The
+    /// own answers found so far are kept when the era is the same, and dropped when it
+    /// changed. A server found modern holds no sessions (MCP 2026-07-28, basic/versioning): the
+    /// legacy ones still owned (the server was legacy before a restart) ended with the build
+    /// that made them, and get no `DELETE`.
     fn learned(&mut self, era: Era) {
         if era == Era::Modern {
             for gone in self.owned.drain(..) {
                 gone.deleted.store(true, Ordering::Release);
             }
         }
-        self.known = Known::Era(era);
+        if self.known.era() != Some(era) {
+            self.known = Known::Era(era, OwnAnswers::default());
+        }
     }
 
-    /// Transition of both machines: a request on `stale` was answered the way the other era
-    /// answers (a modern error to a legacy session, a legacy refusal to a modern request; a
-    /// restart onto another version). The era is not known any more, and `stale` stops being
-    /// the route if it still is; a legacy session stays owned (deleted with the others, unless
-    /// the server is found modern next: [`Sessions::learned`]).
-    pub(super) fn doubt(&mut self, stale: &Arc<Session>) {
-        if matches!(&self.link, Link::Live(s) if Arc::ptr_eq(s, stale)) {
-            self.link = Link::Idle;
+    /// Transition of [`Known`]: a probe after `signal` in an answer to `method` found the server
+    /// still in `era`: the signal is the server's own answer to that method from now on.
+    fn confirmed(&mut self, era: Era, method: &str, signal: EraSignal) {
+        self.learned(era);
+        if let Known::Era(_, own) = &mut self.known {
+            own.add(method, signal);
         }
+    }
+
+    /// Transition of [`Known`]: an `initialize` was refused in a way that suggests the other era
+    /// (a modern error, `-32601`, another `4xx` to a server known legacy): the next start asks
+    /// `server/discover` first.
+    fn unsure(&mut self) {
         self.known = Known::Unknown;
+    }
+
+    /// Every write of `link` goes through here: it replaces the state (returning the old one)
+    /// and tells the watchers of [`Sessions::transitions`].
+    fn relink(&mut self, link: Link) -> Link {
+        let before = std::mem::replace(&mut self.link, link);
+        self.transitions.send_modify(|n| *n += 1);
+        before
+    }
+
+    /// Sees each transition of the [`Link`] from now on.
+    pub(super) fn transitions(&self) -> watch::Receiver<u64> {
+        self.transitions.subscribe()
     }
 
     /// Sees each session installed from now on.
@@ -354,8 +462,8 @@ impl Sessions {
             (_, Some(_)) => return None,
             (_, None) => true,
         };
-        self.known = Known::Era(session.era);
-        self.link = Link::Live(Arc::clone(session));
+        self.learned(session.era);
+        self.relink(Link::Live(Arc::clone(session)));
         self.installs.send_modify(|n| {
             n.all += 1;
             if !by_listing || renewal.is_none() {
@@ -368,7 +476,7 @@ impl Sessions {
     /// Transition: renewal `number` failed; back to `Idle` if it is still the one running.
     fn renewal_failed(&mut self, number: u64) {
         if matches!(&self.link, Link::Initializing(r) if r.number == number) {
-            self.link = Link::Idle;
+            self.relink(Link::Idle);
         }
     }
 
@@ -376,7 +484,7 @@ impl Sessions {
     /// is that one; either way it is no longer owned (there is nothing left to delete).
     pub(super) fn forget(&mut self, stale: &Arc<Session>) {
         if matches!(&self.link, Link::Live(s) if Arc::ptr_eq(s, stale)) {
-            self.link = Link::Idle;
+            self.relink(Link::Idle);
         }
         // Marked as ended: a cancel of a request still held on it is not sent there.
         stale.deleted.store(true, Ordering::Release);
@@ -387,7 +495,7 @@ impl Sessions {
     /// deleted with the others: the server's words (a 400) said it is gone, not a 404.
     pub(super) fn retire(&mut self, stale: &Arc<Session>) {
         if matches!(&self.link, Link::Live(s) if Arc::ptr_eq(s, stale)) {
-            self.link = Link::Idle;
+            self.relink(Link::Idle);
         }
     }
 
@@ -398,7 +506,7 @@ impl Sessions {
             self.generation += 1;
         }
         let after = if close { Link::Closed } else { Link::Idle };
-        match std::mem::replace(&mut self.link, after) {
+        match self.relink(after) {
             Link::Initializing(renewal) => (Some(renewal), None),
             Link::Live(session) => (None, Some(session)),
             Link::Idle | Link::Closed => (None, None),
@@ -502,12 +610,12 @@ impl Connection {
             }
             let _ = done.send(Some(made.map_err(Arc::new)));
         });
-        state.link = Link::Initializing(Renewal {
+        state.relink(Link::Initializing(Renewal {
             number,
             outcome: outcome.clone(),
             task,
             by_listing,
-        });
+        }));
         outcome
     }
 
@@ -553,8 +661,8 @@ impl Connection {
         if self.is_closed() {
             return Err(Error::closed());
         }
-        let known = lock(&self.sessions).known;
-        if known != Known::Era(Era::Legacy)
+        let known = lock(&self.sessions).era();
+        if known != Some(Era::Legacy)
             && let Some(modern) = self.discover().await?
         {
             return Ok(modern);
@@ -569,24 +677,117 @@ impl Connection {
                 // all (a restart onto 2026-07-28, or a probe answer that could not be read);
                 // asked once more now.
                 tracing::debug!(namespace = %self.namespace, "initialize was answered with a modern error; asking server/discover");
-                lock(&self.sessions).known = Known::Unknown;
+                lock(&self.sessions).unsure();
                 match self.discover().await? {
                     Some(modern) => Ok(modern),
                     None => Err(e),
                 }
             }
             Err(e)
-                if known == Known::Era(Era::Legacy)
+                if known == Some(Era::Legacy)
                     && e.status().is_some_and(|s| {
                         s.is_client_error() && !matches!(s.as_u16(), 401 | 403 | 404 | 408 | 429)
                     }) =>
             {
                 // Maybe a restart onto the modern era (a modern server refuses an initialize
                 // without the modern headers with a 400): the next start asks first.
-                lock(&self.sessions).known = Known::Unknown;
+                lock(&self.sessions).unsure();
                 Err(e)
             }
             other => other,
+        }
+    }
+
+    /// The answer to a request of `method` on route `on` carried `signal`, a sign of the other
+    /// era: asks the server `server/discover` again, one such probe at a time, in a task of the
+    /// connection (MCP 2026-07-28, basic/versioning "Backward Compatibility"). The same era:
+    /// the signal is the server's own answer to `method` from now on, and the route is kept
+    /// ([`Rechecked::Own`]) — unless it is a modern route whose new `server/discover` declares
+    /// other things, which is replaced by the new one. The other era: `on` stops being the
+    /// route (a legacy session stays owned, deleted with the others unless the server was
+    /// found modern); a modern route found is installed at once ([`Rechecked::Moved`]). A
+    /// signal already confirmed, or a route another probe already moved, is answered without
+    /// a probe. A route installed here asks for a re-listing unless `by_listing`
+    /// ([`crate::notices::Signals::session_renewed`]).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the probe runs in its own task and finishes without the caller.
+    pub(super) async fn recheck(
+        self: &Arc<Self>,
+        on: &Arc<Session>,
+        method: &str,
+        signal: EraSignal,
+        by_listing: bool,
+    ) -> Rechecked {
+        let this = Arc::clone(self);
+        let on = Arc::clone(on);
+        let method: Box<str> = method.into();
+        let probe = self.runtime.spawn(async move {
+            let _one = this.rechecks.lock().await;
+            {
+                let state = lock(&this.sessions);
+                if state.is_own(on.era, &method, signal) {
+                    return Rechecked::Own;
+                }
+                if !state.current().is_some_and(|live| Arc::ptr_eq(&live, &on)) {
+                    return Rechecked::Moved;
+                }
+            }
+            tracing::debug!(namespace = %this.namespace, method = &*method, ?signal, era = ?on.era, "an answer looked like the other era's; asking server/discover again");
+            let found = match this.discover().await {
+                Ok(found) => found,
+                Err(e) => {
+                    tracing::debug!(namespace = %this.namespace, reason = %e, "server/discover gave no verdict; the answer stands");
+                    let mut state = lock(&this.sessions);
+                    if state.era().is_some_and(|era| era != on.era) {
+                        // It named the other era all the same (a modern error): `on` is over.
+                        state.retire(&on);
+                        return Rechecked::Moved;
+                    }
+                    return Rechecked::Unsure;
+                }
+            };
+            let era = found.as_ref().map_or(Era::Legacy, |_| Era::Modern);
+            let mut state = lock(&this.sessions);
+            if era == on.era {
+                tracing::debug!(namespace = %this.namespace, method = &*method, ?signal, "the server is still of the same era: that answer is its own");
+                // A plain refusal may be a proxy's flap: its caller records it as the server's
+                // own only once the request met it again ([`Connection::confirm_own`]).
+                if !matches!(signal, EraSignal::PlainRefusal(_)) {
+                    state.confirmed(era, &method, signal);
+                }
+            }
+            let replacement = match found {
+                // The same modern server, declaring what it declared: nothing to change.
+                Some((_, declared)) if on.initialized() == Some(&declared) => None,
+                Some((route, _)) => Some(route),
+                None if on.era == Era::Legacy => None,
+                None => {
+                    // A legacy server now: the next request makes its session.
+                    state.retire(&on);
+                    return Rechecked::Moved;
+                }
+            };
+            let Some(route) = replacement else {
+                return Rechecked::Own;
+            };
+            state.retire(&on);
+            let installed = state.install(&route, None).is_some();
+            drop(state);
+            if installed {
+                this.signals.session_renewed(by_listing);
+            }
+            Rechecked::Moved
+        });
+        probe.await.unwrap_or(Rechecked::Unsure)
+    }
+
+    /// Records `signal`, answering `method` on `on`, as the server's own answer from now on: a
+    /// probe found the same era ([`Rechecked::Own`]) and the request met the signal again.
+    pub(super) fn confirm_own(&self, on: &Session, method: &str, signal: EraSignal) {
+        let mut state = lock(&self.sessions);
+        if state.era() == Some(on.era) {
+            state.confirmed(on.era, method, signal);
         }
     }
 
@@ -615,7 +816,6 @@ impl Connection {
             "{}",
             &modern::META,
         ));
-        let wire = super::Wire::new("server/discover", None, &[]);
         let decode = |result: &serde_json::value::RawValue,
                       _: &Bytes|
          -> Decoded<(modern::Verdict, Initialized)> {
@@ -645,10 +845,18 @@ impl Connection {
             initialized.version = MODERN_VERSION;
             Ok((verdict, initialized))
         };
-        let mut answered = match self.post(body.clone(), &wire, Some(&session), None).await {
-            Ok(response) => self.read_response(response, id, &session, &decode).await,
-            Err(e) => Err(e),
+        // A server that does not answer in time is legacy (MCP 2026-07-28, basic/versioning
+        // "Backward Compatibility"): its headers, and then its answer, each within the bound.
+        let within = limits::DISCOVER_TIMEOUT;
+        let wire = super::Wire::new("server/discover", None, &[]).headers_within(within);
+        let ask = |body: Bytes| async {
+            let response = self.post(body, &wire, Some(&session), None).await?;
+            let read = self.read_reply(response, id, &session, &decode, AfterAnswer::Briefly);
+            tokio::time::timeout(within, read)
+                .await
+                .unwrap_or_else(|_| Err(Error::no_answer("server/discover", within)))
         };
+        let mut answered = ask(body.clone()).await;
         if let Err(e) = &answered
             && let Some(rpc) = e.rpc()
             && rpc.code == codes::UNSUPPORTED_PROTOCOL_VERSION
@@ -658,10 +866,7 @@ impl Connection {
             // It names the version it refused as supported (a server whose first answer is a
             // version refusal): the best mutual version is that one, asked once more.
             tracing::debug!(namespace = %self.namespace, "server/discover refused 2026-07-28 but names it as supported; asking once more");
-            answered = match self.post(body, &wire, Some(&session), None).await {
-                Ok(response) => self.read_response(response, id, &session, &decode).await,
-                Err(e) => Err(e),
-            };
+            answered = ask(body).await;
         }
         let (verdict, answered) = match answered {
             Ok((verdict, initialized)) => (verdict, Ok(initialized)),
@@ -669,6 +874,10 @@ impl Connection {
                 let verdict = match e.rpc() {
                     Some(rpc) => modern::verdict_of_error(rpc.code, rpc.data.as_deref()),
                     None if e.is_unreadable_answer() => modern::Verdict::Legacy,
+                    None if e.is_no_answer() => {
+                        tracing::debug!(namespace = %self.namespace, within_s = within.as_secs(), "server/discover got no answer in time: the server is legacy");
+                        modern::Verdict::Legacy
+                    }
                     None => match e.status() {
                         Some(status)
                             if status.is_client_error()

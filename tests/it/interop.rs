@@ -126,7 +126,9 @@ fn summaries(log: &[Exchange]) -> Vec<String> {
 /// The exchanges without the standalone `GET` streams, which the Pack opens (and reopens) beside
 /// the calls for a server that declared `tools.listChanged`, as server-everything does, and
 /// without the re-listing each opened stream asks for: the first `tools/list` after a `GET`
-/// answered 200, in its session (its place among the calls depends on timing).
+/// answered 200, in its session (its place among the calls depends on timing). A `GET`
+/// answered 404 takes the `ping` that asks whether its session is live with it (the stream's
+/// loop may meet a restart before a call does).
 fn without_streams(log: &[Exchange]) -> Vec<Exchange> {
     let mut skip = vec![false; log.len()];
     for (i, get) in log.iter().enumerate() {
@@ -134,6 +136,14 @@ fn without_streams(log: &[Exchange]) -> Vec<Exchange> {
             continue;
         }
         skip[i] = true;
+        if get.status == 404 {
+            let ping = (i + 1..log.len()).find(|&j| {
+                !skip[j] && log[j].body["method"] == "ping" && log[j].session == get.session
+            });
+            if let Some(j) = ping {
+                skip[j] = true;
+            }
+        }
         if get.status != 200 {
             continue;
         }

@@ -9,6 +9,8 @@
 mod attack;
 mod attack2;
 mod attack3;
+mod attack4;
+mod bounds;
 mod config;
 mod dpop;
 mod host_author;
@@ -19,6 +21,7 @@ mod load;
 mod machine;
 mod modern;
 mod pack;
+mod redirects;
 mod review;
 mod rmcp_peer;
 mod schemas;

@@ -1353,3 +1353,231 @@ async fn a_registered_client_secret_stays_scrubbed_after_many_refreshes() {
     );
     assert!(!logs.text().contains(&secret));
 }
+
+// ---------------------------------------------------------------------------------------------
+// the resource indicator (RFC 8707)
+
+/// Every `resource` the authorization server received: of the authorization requests (the
+/// links opened) and of the token requests, in that order.
+fn resources_received(server: &oauth::TestServer) -> Vec<String> {
+    let log = server.log.lock().unwrap();
+    log.authorizations
+        .iter()
+        .chain(&log.token_requests)
+        .filter_map(|form| form.get("resource").cloned())
+        .collect()
+}
+
+/// What the Host showed, and whether any of it, or any `resource` the authorization server
+/// received, holds `secret`.
+fn assert_resource_secret_nowhere(server: &oauth::TestServer, secret: &str, shown: &[String]) {
+    let sent: Vec<String> = resources_received(server)
+        .into_iter()
+        .filter(|resource| resource.contains(secret))
+        .collect();
+    assert_eq!(
+        sent,
+        Vec::<String>::new(),
+        "a resource sent holds the secret"
+    );
+    let leaked: Vec<&String> = shown.iter().filter(|t| t.contains(secret)).collect();
+    assert_eq!(leaked, Vec::<&String>::new());
+}
+
+/// With no protected resource metadata (a 2025-03-26 server) the server's url, query and all,
+/// is the resource indicator. An `${env:...}` value in that query is a secret: a client
+/// credentials grant (no link to check) must not send it to the token endpoint as `resource`,
+/// and the sign-in fails with a reason saying what to change.
+#[tokio::test]
+async fn a_secret_in_the_urls_query_is_never_the_resource_of_a_client_credentials_grant() {
+    const KEY: &str = "rk-7d1e5c9a3b2f-query";
+    let guard = exclusive();
+    crate::support::oauth_store();
+    let (_capture, logs) = logs::capture("trace");
+    set_env(&guard, "MCP_SECRETS_RESOURCE_KEY", KEY);
+    let server = oauth::TestServer::start(oauth::Options {
+        prm: oauth::PrmAt::Nowhere,
+        ..oauth::Options::default()
+    })
+    .await;
+    let url = format!("{}?key=${{env:MCP_SECRETS_RESOURCE_KEY}}", server.mcp_url());
+    let host = Host::new(json!({"bot": {"url": url, "oauth": {
+        "grantType": "client_credentials", "clientId": "resource-bot",
+        "privateKey": oauth::private_key_pem(),
+    }}}));
+    let listing = host.settled(Duration::from_secs(10)).await;
+    let call = host.call_tool("bot", "whoami").await;
+    drop(host);
+    let shown = [listing.to_string(), format!("{call:?}"), logs.text()];
+    assert_resource_secret_nowhere(&server, KEY, &shown);
+    let entry = server_entry(&listing, "bot");
+    assert_eq!(
+        (&entry["status"], &entry["reason"]),
+        (
+            &json!("error"),
+            &json!(format!("signing in failed: {URL_RESOURCE_REFUSED}"))
+        ),
+        "{entry}"
+    );
+    assert_eq!(server.log.lock().unwrap().token_requests.len(), 0);
+    let message = call.unwrap_err().message;
+    let unavailable = format!(
+        "server \"bot\" is unavailable: signing in failed: {URL_RESOURCE_REFUSED}; it will be \
+         started again in "
+    );
+    assert!(message.starts_with(&unavailable), "{message}");
+}
+
+/// Why a sign-in whose resource indicator would be the server's url holding a secret fails.
+const URL_RESOURCE_REFUSED: &str = "the server's url holds a secret of this server entry and, \
+     with no resource published in the server's protected resource metadata (RFC 9728), the url \
+     is the resource indicator (RFC 8707) every authorization and token request names; it is \
+     not sent, and signing in is refused: move the secret out of the url (a query parameter \
+     such as ?key=${env:API_KEY}) into a header (\"headers\")";
+
+/// A `resource` the protected resource metadata publishes holding a secret the entry knows (a
+/// server that copies the `X-Api-Key` it received into it) never goes out either.
+#[tokio::test]
+async fn a_published_resource_holding_a_header_secret_is_never_sent() {
+    const KEY: &str = "rk-header-5b8e2f0c4a6d";
+    let _guard = exclusive();
+    crate::support::oauth_store();
+    let (_capture, logs) = logs::capture("trace");
+    let server = oauth::TestServer::start(oauth::Options {
+        resource_echoes_key: true,
+        ..oauth::Options::default()
+    })
+    .await;
+    let host = Host::new(json!({"bot": {
+        "url": server.mcp_url().as_str(),
+        "headers": {"X-Api-Key": KEY},
+        "oauth": {
+            "grantType": "client_credentials", "clientId": "resource-bot",
+            "privateKey": oauth::private_key_pem(),
+        },
+    }}));
+    let listing = host.settled(Duration::from_secs(10)).await;
+    let call = host.call_tool("bot", "whoami").await;
+    drop(host);
+    let shown = [listing.to_string(), format!("{call:?}"), logs.text()];
+    assert_resource_secret_nowhere(&server, KEY, &shown);
+    let entry = server_entry(&listing, "bot");
+    assert_eq!(
+        (&entry["status"], &entry["reason"]),
+        (
+            &json!("error"),
+            &json!(format!("signing in failed: {PUBLISHED_RESOURCE_REFUSED}"))
+        ),
+        "{entry}"
+    );
+    assert_eq!(server.log.lock().unwrap().token_requests.len(), 0);
+}
+
+/// Why a sign-in whose published resource holds a secret fails.
+const PUBLISHED_RESOURCE_REFUSED: &str = "the resource the server's protected resource metadata \
+     publishes (RFC 9728) holds a secret of this server entry, and it is the resource indicator \
+     (RFC 8707) every authorization and token request names; it is not sent, and signing in is \
+     refused: if the server's url holds the secret (a query parameter such as \
+     ?key=${env:API_KEY}), move it into a header (\"headers\")";
+
+/// A grant stored while the url's query held no known secret (signed in by an entry without
+/// the header) is refreshed by an entry that configures that value as a header: the refresh
+/// would name the url, secret and all, as its `resource`. It is not sent; the call fails with
+/// the reason, and nothing shows the value.
+#[tokio::test]
+async fn a_refresh_never_sends_a_resource_holding_a_secret() {
+    const KEY: &str = "rk-refresh-9c3f7a1e5d2b";
+    let _guard = exclusive();
+    crate::support::oauth_store();
+    let server = oauth::TestServer::start(oauth::Options {
+        prm: oauth::PrmAt::Nowhere,
+        ..oauth::Options::default()
+    })
+    .await;
+    let url = format!("{}?key={KEY}", server.mcp_url());
+    let first = Host::new(json!({"docs": {"url": url}}));
+    crate::signin::sign_in(&first).await;
+    drop(first);
+    let signed_in = resources_received(&server).len();
+    // Captured from here: the first entry, which knows no secret, shows its url as it is.
+    let (_capture, logs) = logs::capture("trace");
+    let host = Host::new(json!({"docs": {"url": url, "headers": {"X-Api-Key": KEY}}}));
+    host.ready("docs", Duration::from_secs(10)).await;
+    server.expire_access_tokens();
+    let call = host.call_tool("docs", "whoami").await;
+    let listing = host.listing(json!({})).await;
+    drop(host);
+    let later: Vec<String> = resources_received(&server)
+        .split_off(signed_in)
+        .into_iter()
+        .filter(|resource| resource.contains(KEY))
+        .collect();
+    assert_eq!(later, Vec::<String>::new(), "a refresh sent the secret");
+    let call = call.map_err(|e| e.message);
+    assert_eq!(
+        call,
+        Err(format!(
+            "server \"docs\": signing in failed: {URL_RESOURCE_REFUSED}"
+        ))
+    );
+    let shown = [listing.to_string(), format!("{call:?}"), logs.text()];
+    let leaked: Vec<&String> = shown.iter().filter(|t| t.contains(KEY)).collect();
+    assert_eq!(leaked, Vec::<&String>::new());
+}
+
+/// An authorization code sign-in of such a url makes no link: its authorization request would
+/// name the url as `resource` too. The reason says why, as for the client credentials grant.
+#[tokio::test]
+async fn a_secret_in_the_urls_query_is_never_the_resource_of_a_sign_in_link() {
+    const KEY: &str = "rk-link-2e6b9d4f8a1c";
+    let guard = exclusive();
+    crate::support::oauth_store();
+    let (_capture, logs) = logs::capture("trace");
+    set_env(&guard, "MCP_SECRETS_RESOURCE_LINK_KEY", KEY);
+    let server = oauth::TestServer::start(oauth::Options {
+        prm: oauth::PrmAt::Nowhere,
+        ..oauth::Options::default()
+    })
+    .await;
+    let url = format!(
+        "{}?key=${{env:MCP_SECRETS_RESOURCE_LINK_KEY}}",
+        server.mcp_url()
+    );
+    let host = Host::new(json!({"docs": {"url": url}}));
+    let entry = host.failed("docs", Duration::from_secs(10)).await;
+    let call = host.call_tool("docs", "whoami").await;
+    drop(host);
+    let shown = [entry.to_string(), format!("{call:?}"), logs.text()];
+    assert_resource_secret_nowhere(&server, KEY, &shown);
+    assert_eq!(
+        (&entry["signInUrl"], &entry["reason"]),
+        (
+            &Value::Null,
+            &json!(format!("signing in failed: {URL_RESOURCE_REFUSED}"))
+        ),
+        "{entry}"
+    );
+    let log = server.log.lock().unwrap();
+    assert_eq!((log.authorizations.len(), log.token_requests.len()), (0, 0));
+}
+
+/// A query holding no secret stays part of the resource indicator (RFC 8707 §2: the url as
+/// configured, without its fragment).
+#[tokio::test]
+async fn a_query_holding_no_secret_is_still_sent_in_the_resource() {
+    let _guard = exclusive();
+    crate::support::oauth_store();
+    let server = oauth::TestServer::start(oauth::Options {
+        prm: oauth::PrmAt::Nowhere,
+        ..oauth::Options::default()
+    })
+    .await;
+    let url = format!("{}?tenant=public-tenant-1", server.mcp_url());
+    let host = Host::new(json!({"bot": {"url": url, "oauth": {
+        "grantType": "client_credentials", "clientId": "resource-bot",
+        "privateKey": oauth::private_key_pem(),
+    }}}));
+    host.ready("bot", Duration::from_secs(10)).await;
+    drop(host);
+    assert_eq!(resources_received(&server), [url]);
+}

@@ -1191,15 +1191,16 @@ async fn a_configured_header_straddling_the_description_cut_leaves_no_prefix() {
 async fn a_redirect_error_straddling_its_cut_leaves_no_prefix_of_a_header() {
     oauth_store();
     let (_guard, logs) = crate::support::logs::capture("plugin_mcp=trace");
-    let (_server, host) = with_key("sk-configured-key-654321", |_| ()).await;
+    let (server, host) = with_key("sk-configured-key-654321", |_| ()).await;
     let link = Url::parse(&link_in_listing(&host).await).unwrap();
     let query = |name: &str| query(&link, name).unwrap();
-    // The authorization server (or anyone with the state) redirects with an `error` that
-    // quotes the key after 54 characters: the 64 kept end inside it.
+    // The authorization server redirects with an `error` that quotes the key after 54
+    // characters: the 64 kept end inside it. It names itself (RFC 9207), as it promised.
     let mut redirect = Url::parse(&query("redirect_uri")).unwrap();
     redirect
         .query_pairs_mut()
         .append_pair("state", &query("state"))
+        .append_pair("iss", server.base.as_str().trim_end_matches('/'))
         .append_pair(
             "error",
             &format!("{}sk-configured-key-654321", "a".repeat(54)),

@@ -155,6 +155,10 @@ pub struct Options {
     /// A second challenge appended to the MCP endpoint's `invalid_token` `401` (a server that
     /// speaks both schemes and asks every refused request for a DPoP nonce).
     pub extra_challenge: Option<&'static str>,
+    /// The protected resource metadata's `resource` is the MCP endpoint with
+    /// `?tenant=<the last X-Api-Key it received>`: a server that copies a secret it saw into its
+    /// metadata.
+    pub resource_echoes_key: bool,
 }
 
 impl Default for Options {
@@ -193,6 +197,7 @@ impl Default for Options {
             proof_echo: false,
             mcp_nonce: None,
             extra_challenge: None,
+            resource_echoes_key: false,
         }
     }
 }
@@ -454,8 +459,12 @@ async fn handle(
     };
 
     if method == Method::GET && Some(path.as_str()) == prm_path {
+        let resource = match &shared.log.lock().unwrap().api_key {
+            Some(key) if options.resource_echoes_key => format!("{origin}/mcp?tenant={key}"),
+            _ => format!("{origin}/mcp"),
+        };
         let mut prm = json!({
-            "resource": format!("{origin}/mcp"),
+            "resource": resource,
             "authorization_servers": [issuer],
         });
         if let Some(scopes) = &options.scopes_supported {

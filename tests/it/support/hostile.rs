@@ -399,7 +399,7 @@ where
     F: Fn(Received) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Reply> + Send + 'static,
 {
-    serve_with(listener, Gets::UnlessListChanged, handler)
+    serve_with(listener, Gets::UnlessListChanged, Probe::Legacy, handler)
 }
 
 /// Starts a server (as [`serve`]) whose `handler` sees and the log records every standalone
@@ -409,7 +409,26 @@ where
     F: Fn(Received) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Reply> + Send + 'static,
 {
-    serve_with(net::loopback().await.0, Gets::All, handler)
+    serve_with(net::loopback().await.0, Gets::All, Probe::Legacy, handler)
+}
+
+/// Starts a server (as [`serve_every_get`]) whose `handler` answers the era probe
+/// (`server/discover`) too, and the log records it: for the tests of the probe itself.
+pub async fn serve_all<F, Fut>(handler: F) -> Server
+where
+    F: Fn(Received) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Reply> + Send + 'static,
+{
+    serve_with(net::loopback().await.0, Gets::All, Probe::Handled, handler)
+}
+
+/// Who answers the client's era probe (`server/discover`).
+#[derive(Clone, Copy)]
+enum Probe {
+    /// The harness, as a legacy server ([`net::legacy_probe_answer`]), unrecorded.
+    Legacy,
+    /// The test's handler, recorded like any request.
+    Handled,
 }
 
 /// Which standalone `GET`s (no `Last-Event-ID`) reach the handler and the log.
@@ -424,7 +443,7 @@ enum Gets {
     UnlessListChanged,
 }
 
-fn serve_with<F, Fut>(listener: TcpListener, gets: Gets, handler: F) -> Server
+fn serve_with<F, Fut>(listener: TcpListener, gets: Gets, probe: Probe, handler: F) -> Server
 where
     F: Fn(Received) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Reply> + Send + 'static,
@@ -448,6 +467,7 @@ where
                     Arc::clone(&handler),
                     Arc::clone(&log),
                     Arc::clone(&streams),
+                    probe,
                 )
             })
         }
@@ -468,6 +488,7 @@ async fn record(
     handler: Handler,
     log: Arc<Mutex<Vec<Received>>>,
     streams: Arc<std::sync::atomic::AtomicBool>,
+    probe: Probe,
 ) -> Result<hyper::Response<ReplyBody>, Infallible> {
     let (parts, body) = request.into_parts();
     // The client's standalone stream: a GET for an event stream, not resuming one (OAuth
@@ -479,7 +500,7 @@ async fn record(
         return Ok(Reply::raw(405, "text/plain", "").into_response());
     }
     let body = net::collect(body).await;
-    if net::is_era_probe(&body) {
+    if matches!(probe, Probe::Legacy) && net::is_era_probe(&body) {
         return Ok(net::legacy_probe_answer());
     }
     let mut received = Received {
