@@ -66,13 +66,13 @@ config_error() { # FILE REST LABEL
   [ "$err" = "host: $tmp/$1$2" ] || fail "$3: $err"
   ok
 }
-config_error both.json ' has both "mcpServers" and "servers"; keep one' "both keys"
-config_error not-object.json ': the mcp config must be an object of servers (the mcpServers of an mcp.json), found a number' \
+config_error both.json ': the mcp config is a whole mcp.json with both "mcpServers" and "servers"; keep one' "both keys"
+config_error not-object.json ': the mcp config'"'"'s "mcpServers" must be an object of servers, found a number' \
   "not an object"
-config_error missing-comma.json ' is not JSON (comments and trailing commas are allowed): expected `,` or `}` at line 1 column 16' \
+config_error missing-comma.json ': the mcp config'"'"'s text is not JSON (comments and trailing commas are allowed): expected `,` or `}` at line 1 column 16' \
   "missing comma"
-config_error dup.json ' names the key "servers" twice in one object; keep one at line 1 column 52' "repeated key"
-config_error dup-entry.json ' names the key "command" twice in one object; keep one at line 1 column 50' \
+config_error dup.json ': the mcp config'"'"'s text names the key "servers" twice in one object; keep one at line 1 column 52' "repeated key"
+config_error dup-entry.json ': the mcp config'"'"'s text names the key "command" twice in one object; keep one at line 1 column 50' \
   "repeated key in an entry"
 
 # --help: the usage on stdout, exit 0.
@@ -196,9 +196,11 @@ ok
 ok
 
 # Every code block of README.md is built, run or parsed: the ```toml dependencies and the ```rust
-# Host are built as a crate of their own (as a Host author would, against this clone) and run
-# against the demo server and against a server that records its DELETE (the cleanup wait); each
-# ```sh line is run and must exit 0 (or 3: it answered, and its config has a refused entry); each ```json block must parse.
+# Host (the first ```rust block; each later one is built as a module of it) are built as a crate
+# of their own (as a Host author would, against this clone), and the Host is run against the demo
+# server and against a server that records its DELETE (the cleanup wait); each
+# ```sh line is run and must exit 0 (or 3: it answered, and its config has a refused entry), but
+# `cargo test`, which is .ci/run's own step; each ```json block must parse.
 python3 - README.md "$tmp/readme" <<'PY'
 import json, os, re, sys, tomllib
 text = open(sys.argv[1]).read()
@@ -206,6 +208,7 @@ out = sys.argv[2]
 os.makedirs(out + "/src", exist_ok=True)
 blocks = re.findall(r"^```(\w*)\n(.*?)^```$", text, re.S | re.M)
 kinds = {}
+rust = []
 for kind, body in blocks:
     kinds[kind] = kinds.get(kind, 0) + 1
     if kind == "json":
@@ -215,14 +218,22 @@ for kind, body in blocks:
         assert set(deps) == {"plugin-mcp", "runvil-plugin", "serde_json", "tokio"}, deps
         open(out + "/deps.toml", "w").write(body)
     elif kind == "rust":
-        open(out + "/src/main.rs", "w").write(body)
+        rust.append(body)
     elif kind == "sh":
         lines = [l for l in body.replace("\\\n", " ").splitlines() if l.strip() and not l.startswith("#")]
+        # `cargo test` is .ci/run's own step ("the README's test command"): not run twice.
+        lines = [l for l in lines if l.split("#")[0].strip() != "cargo test"]
         open(out + "/commands.sh", "a").write("\n".join(lines) + "\n")
     else:
         sys.exit(f"README.md has a ```{kind} block that .ci/examples.sh does not check")
-if kinds.get("rust") != 1 or kinds.get("toml") != 1:
-    sys.exit(f"README.md should have one ```rust and one ```toml block: {kinds}")
+if not rust or kinds.get("toml") != 1:
+    sys.exit(f"README.md should have a ```rust Host and one ```toml block: {kinds}")
+# The first ```rust block is the Host (its main.rs); each later one is a module of it, built too.
+main = rust[0]
+for i, body in enumerate(rust[1:], 1):
+    open(f"{out}/src/readme_{i}.rs", "w").write(body)
+    main += f"\n#[allow(dead_code)]\nmod readme_{i};\n"
+open(out + "/src/main.rs", "w").write(main)
 PY
 ok
 clone=$(pwd)

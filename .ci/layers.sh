@@ -21,6 +21,7 @@ LAYERS='
 limits
 protocol
 json
+jsonc
 substitute
 redact
 schema

@@ -183,11 +183,24 @@ impl std::fmt::Debug for RemoteServer {
 /// clients' settings) are not read. Returns the entries in config order, keyed by namespace
 /// (the key exactly as written).
 ///
+/// A string is the text of an `mcp.json` file, JSONC allowed ([`crate::jsonc`]), read as above
+/// once parsed.
+///
 /// # Errors
-/// A non-null, non-object value (naming the JSON type found), a whole file with both
-/// `mcpServers` and `servers`, or a file key whose value is not an object: the Pack is
-/// unavailable with that reason.
+/// A non-null, non-object, non-string value (naming the JSON type found), a text that is not
+/// JSONC (naming the line and column, never quoting the text), a whole file with both
+/// `mcpServers` and `servers`, a file key whose value is not an object, or a file of VS Code's
+/// settings without its servers (`inputs` alone): the Pack is unavailable with that reason.
 pub(crate) fn parse(config: &Value, env: &dyn Environment) -> Result<Vec<(String, Entry)>, String> {
+    if let Value::String(text) = config {
+        let file = crate::jsonc::parse(text).map_err(|e| format!("the mcp config's text {e}"))?;
+        if file.is_string() {
+            return Err(
+                "the mcp config's text holds a JSON string, not an mcp.json object".to_string(),
+            );
+        }
+        return parse(&file, env);
+    }
     let servers = match config {
         Value::Null => return Ok(Vec::new()),
         Value::Object(top) => match file_servers(top)? {
@@ -203,10 +216,28 @@ pub(crate) fn parse(config: &Value, env: &dyn Environment) -> Result<Vec<(String
             ));
         }
     };
+    if let Some(reason) = settings_only(servers) {
+        return Err(reason);
+    }
     Ok(servers
         .iter()
         .map(|(name, entry)| (name.clone(), parse_entry(entry, env)))
         .collect())
+}
+
+/// The reason a servers object that is only VS Code's file settings is refused: an `inputs`
+/// array (the prompts VS Code asks for `${input:..}`) beside no server entry means the file's
+/// `servers` key is missing, not that `inputs` is a server.
+fn settings_only(servers: &serde_json::Map<String, Value>) -> Option<String> {
+    let inputs = servers.get("inputs").is_some_and(Value::is_array);
+    let any_entry = servers.values().any(|value| {
+        value
+            .as_object()
+            .is_some_and(|fields| ENTRY_KEYS.iter().any(|key| fields.contains_key(*key)))
+    });
+    (inputs && !any_entry).then(|| {
+        "the mcp config has VS Code's \"inputs\" but no \"servers\" object; put the servers under \"servers\"".to_string()
+    })
 }
 
 /// Whether `config` is a whole `mcp.json` (an object with an `mcpServers` or `servers` key that
@@ -658,7 +689,6 @@ mod tests {
         assert!(parse(&Value::Null, &env()).unwrap().is_empty());
         let cases = [
             (json!([]), "an array"),
-            (json!("x"), "a string"),
             (json!(1), "a number"),
             (json!(true), "a boolean"),
         ];
@@ -670,6 +700,77 @@ mod tests {
                 )
             );
         }
+    }
+
+    #[test]
+    fn a_string_is_an_mcp_json_text_jsonc_allowed() {
+        let text = "\u{feff}{\n  // VS Code writes comments\n  \"servers\": {\"docs\": {\"url\": \"https://d.example/mcp\"},},\n  \"inputs\": [],\n}";
+        let parsed = parse(&json!(text), &env()).unwrap();
+        assert_eq!(parsed.len(), 1);
+        assert_eq!(parsed[0].0, "docs");
+        assert!(matches!(parsed[0].1, Entry::Remote(_)));
+        let servers_only = parse(&json!(r#"{"files": {"command": "npx"}}"#), &env()).unwrap();
+        assert!(matches!(&servers_only[0].1, Entry::Refused(r) if r == LOCAL_REFUSED));
+        assert!(
+            parse(&json!("{\"mcpServers\": null}"), &env())
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_string_that_is_no_mcp_json_says_why() {
+        let cases = [
+            (
+                r#"{"servers": {} "inputs": []}"#,
+                "the mcp config's text is not JSON (comments and trailing commas are allowed): expected `,` or `}` at line 1 column 16",
+            ),
+            (
+                "/home/me/.vscode/mcp.json",
+                "the mcp config's text is not JSON (comments and trailing commas are allowed): Unexpected token on line 1 column 1; a string config is the text of an mcp.json file, not its path: pass the file's contents",
+            ),
+            (
+                "",
+                "the mcp config's text is empty; a string config is the text of an mcp.json file, not its path: pass the file's contents",
+            ),
+            (
+                r#""{}""#,
+                "the mcp config's text holds a JSON string, not an mcp.json object",
+            ),
+            (
+                "[1]",
+                "the mcp config must be an object of servers (the mcpServers of an mcp.json), found an array",
+            ),
+            (
+                r#"{"mcpServers": {}, "servers": {}}"#,
+                "the mcp config is a whole mcp.json with both \"mcpServers\" and \"servers\"; keep one",
+            ),
+        ];
+        for (text, reason) in cases {
+            assert_eq!(
+                parse(&json!(text), &env()).err().as_deref(),
+                Some(reason),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn vs_code_inputs_without_servers_is_refused_whole() {
+        let reason = "the mcp config has VS Code's \"inputs\" but no \"servers\" object; put the servers under \"servers\"";
+        assert_eq!(
+            parse(&json!({"inputs": []}), &env()).err().as_deref(),
+            Some(reason)
+        );
+        assert_eq!(
+            parse(&json!(r#"{"inputs": [{"id": "token"}]}"#), &env())
+                .err()
+                .as_deref(),
+            Some(reason)
+        );
+        // A server that happens to be called "inputs" is still one.
+        let parsed = parse(&json!({"inputs": {"command": "npx"}}), &env()).unwrap();
+        assert_eq!(parsed[0].0, "inputs");
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod auth;
 mod config;
 mod http;
 mod json;
+mod jsonc;
 mod jsonrpc;
 mod limits;
 mod listing;
@@ -34,15 +35,17 @@ const PACK_NAME: &str = "runvil/mcp";
 const PACK_ID: &str = "mcp";
 
 /// The Plugin (a [`runvil_plugin::Plugin`]): inserts the Pack `runvil/mcp`, default id `mcp`,
-/// with `config["mcp"]` as its config — the `mcpServers` object of an `mcp.json` file, or the
-/// whole file (`{"mcpServers": {...}}`, VS Code's `{"servers": {...}}`) — or `Null` (no servers)
-/// when `config` has no `mcp` key. A `config` without an `mcp` key that is itself a whole
+/// with `config["mcp"]` as its config — the `mcpServers` object of an `mcp.json` file, the
+/// whole file (`{"mcpServers": {...}}`, VS Code's `{"servers": {...}}`), or the file's text as a
+/// string (JSONC: comments and trailing commas allowed) — or `Null` (no servers) when `config`
+/// has no `mcp` key. A `config` without an `mcp` key that is itself a whole
 /// `mcp.json` (it has `mcpServers`, or a `servers` object that is no server entry) is the
 /// Pack's config as a whole.
 ///
 /// Constructing the Pack does no I/O. It fails, leaving the Pack unavailable, when the Host
-/// provides no [`runvil_plugin::TOKIO_RUNTIME`] or when the config is neither `null` nor an
-/// object (or is a whole file naming both `mcpServers` and `servers`). Each server entry is then
+/// provides no [`runvil_plugin::TOKIO_RUNTIME`], when the config is neither `null`, an object
+/// nor a string, when its text is not JSONC (the reason names the line and column), or when it
+/// is a whole file naming both `mcpServers` and `servers`. Each server entry is then
 /// parsed on its own: a refused entry shows as a namespace with status `error` and the reason,
 /// and each accepted one connects in the background on the Host's runtime (README
 /// "Configuration" and "Lifecycle and limits").

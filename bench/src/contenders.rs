@@ -12,7 +12,7 @@ use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientLifecycleMode, ClientServiceExt, ServiceExt};
-use runvil_plugin::{Pack, Packs, Services, TOKIO_RUNTIME};
+use runvil_plugin::{Pack, Packs, Services, Settled, TOKIO_RUNTIME};
 use serde_json::{Value, json};
 
 // ---------------------------------------------------------------------------------------------
@@ -29,10 +29,14 @@ pub(crate) fn our_pack(servers: Value) -> Box<dyn Pack> {
         .expect("the Pack constructs")
 }
 
-/// Spins (yielding to the runtime, which polls its I/O driver between spins) until `n` servers
-/// are ready; panics with the listing after `limit`.
+/// Awaits the Pack's readiness as a Host does (`Pack::settled`, no polling), then checks that `n`
+/// servers are ready; should one show `error` (a start being retried), spins (yielding to the
+/// runtime) until they are. Panics with the listing after `limit`.
 pub(crate) async fn wait_ready(pack: &dyn Pack, n: usize, limit: Duration) {
     let deadline = Instant::now() + limit;
+    if let Settled::Pending(names) = pack.settled(limit).await {
+        panic!("servers still loading after {limit:?}: {names:?}");
+    }
     loop {
         let listing = pack
             .call("mcp/get_dynamic_tools", json!({}))

@@ -22,10 +22,10 @@ const POLL: Duration = Duration::from_millis(20);
 /// stops waiting for its server.
 const REFUSED_ENOUGH: u64 = 2;
 
-/// Runs `args` on the Pack built from `servers`; `script` holds the steps of a script file
-/// (read whole before the first call), `None` for stdin.
-pub(crate) async fn run(args: Run, servers: Value, script: Option<Vec<Step>>) -> ExitCode {
-    let (pack, id) = match crate::construct(servers, tokio::runtime::Handle::current()) {
+/// Runs `args` on the Pack built from `config` (the config file's text); `script` holds the
+/// steps of a script file (read whole before the first call), `None` for stdin.
+pub(crate) async fn run(args: Run, config: Value, script: Option<Vec<Step>>) -> ExitCode {
+    let (pack, id) = match crate::construct(config, tokio::runtime::Handle::current()) {
         Ok(built) => built,
         Err(unavailable) => {
             eprintln!("host: {}: {unavailable}", args.config);

@@ -89,8 +89,9 @@ fn main() -> ExitCode {
         Command::Logout { config, namespace } => return sign_in::logout(&config, &namespace),
         Command::Run(run) => run,
     };
-    let servers = match config::read_config(&run.config) {
-        Ok(servers) => servers,
+    // The file's text is the Pack's config: the Pack reads it as an mcp.json (JSONC allowed).
+    let servers = match config::read_text(&run.config) {
+        Ok(text) => Value::String(text),
         Err(message) => {
             eprintln!("host: {message}");
             return ExitCode::from(2);
@@ -127,9 +128,9 @@ fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
         })
 }
 
-/// The Pack `runvil/mcp` with `servers` (an `mcpServers` object) as its config, constructed as
-/// a Host does it (`install`, then `construct` under the default id with `runtime` as its
-/// [`TOKIO_RUNTIME`]), and that id.
+/// The Pack `runvil/mcp` with `servers` (an mcp.json's text, or an `mcpServers` object) as its
+/// config, constructed as a Host does it (`install`, then `construct` under the default id with
+/// `runtime` as its [`TOKIO_RUNTIME`]), and that id.
 fn construct(
     servers: Value,
     runtime: tokio::runtime::Handle,

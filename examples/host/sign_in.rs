@@ -14,15 +14,6 @@ use crate::args::USAGE;
 /// How the Pack's reason names a failed sign-in.
 const SIGN_IN_FAILED: &str = "signing in failed: ";
 
-/// The entry of `namespace` in the config file at `path`.
-fn entry(path: &str, namespace: &str) -> Result<Value, String> {
-    let servers = crate::config::read_config(path)?;
-    servers
-        .get(namespace)
-        .cloned()
-        .ok_or_else(|| format!("{path} has no server {namespace:?}"))
-}
-
 fn usage(message: &str) -> ExitCode {
     eprintln!("host: {message}\n{USAGE}");
     ExitCode::from(2)
@@ -31,7 +22,7 @@ fn usage(message: &str) -> ExitCode {
 /// The entry of `namespace` in the config file at `config`, and the one-thread runtime a
 /// command runs on; the exit code when either is missing (the usage and 2 for a missing entry).
 fn prepare(config: &str, namespace: &str) -> Result<(Value, tokio::runtime::Runtime), ExitCode> {
-    let entry = entry(config, namespace).map_err(|message| usage(&message))?;
+    let entry = crate::config::entry(config, namespace).map_err(|message| usage(&message))?;
     Ok((entry, crate::runtime()?))
 }
 

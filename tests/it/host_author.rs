@@ -87,6 +87,53 @@ async fn reason(host: &Host, namespace: &str) -> serde_json::Value {
     host.listing(json!({"namespace": namespace})).await["reason"].clone()
 }
 
+/// A Host hands the Pack an `mcp.json` file's text as it is: JSONC as VS Code writes it (a byte
+/// order mark, comments, trailing commas, `servers` beside `inputs`) is read by the Pack, and a
+/// live server in it becomes ready; text the Pack cannot read makes it unavailable with the
+/// place, never quoting the text (nor the secret in it).
+#[tokio::test]
+async fn a_host_passes_the_files_text_jsonc_allowed() {
+    let server = crate::support::scripted::Scripted::start().await;
+    let text = format!(
+        "\u{feff}{{\n  // the team's servers\n  \"servers\": {{\n    \"live\": {{\"url\": \"{}\", \"headers\": {{\"X-Api-Key\": \"{KEY}\"}},}},\n    /* not yet */ \"local\": {{\"command\": \"npx\"}},\n  }},\n  \"inputs\": [],\n}}\n",
+        server.url
+    );
+    let host = Host::new(serde_json::Value::String(text));
+    host.ready("live", WAIT).await;
+    let live = host.listing(json!({"namespace": "live"})).await;
+    assert_eq!(live["status"], "ready");
+    assert_eq!(
+        reason(&host, "local").await,
+        "local MCP servers (command) are not supported yet"
+    );
+
+    let cases = [
+        (
+            format!("{{\"servers\": {{\"a\": {{\"url\": \"http://127.0.0.1:9/mcp\", \"headers\": {{\"X-Api-Key\": '{KEY}'}}}}}}}}"),
+            "the mcp config's text is not JSON (comments and trailing commas are allowed): expected value at line 1 column 78".to_string(),
+        ),
+        (
+            format!("{{\"mcpServers\": {{\"a\": {{\"url\": \"http://127.0.0.1:9/mcp\"}},\n \"a\": {{\"command\": \"{KEY}\"}}}}}}"),
+            "the mcp config's text names the key \"a\" twice in one object; keep one at line 2 column 4".to_string(),
+        ),
+        (
+            "/home/me/.vscode/mcp.json".to_string(),
+            "the mcp config's text is not JSON (comments and trailing commas are allowed): Unexpected token on line 1 column 1; a string config is the text of an mcp.json file, not its path: pass the file's contents".to_string(),
+        ),
+        (
+            "{\"inputs\": [{\"id\": \"token\"}]}".to_string(),
+            "the mcp config has VS Code's \"inputs\" but no \"servers\" object; put the servers under \"servers\"".to_string(),
+        ),
+    ];
+    for (text, expected) in cases {
+        let refused = Host::try_new(serde_json::Value::String(text.clone()))
+            .err()
+            .unwrap_or_else(|| panic!("constructed from {text}"));
+        assert_eq!(refused.reason, expected, "{text}");
+        assert!(!refused.reason.contains(KEY));
+    }
+}
+
 /// A whole `mcp.json` is read as one wherever a Host passes it: as the plugin config (Claude's
 /// `mcpServers`, VS Code's `servers` with its `inputs`), or as the Pack's config; one naming
 /// both keys is unavailable, saying so. A server that is named `servers` is still a server.
