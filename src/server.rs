@@ -960,11 +960,11 @@ enum Stream {
 enum Turn {
     /// Look again at once (the state changed: a session to use, a stream not offered).
     Now,
-    /// The stream ended or failed: wait out the backoff, but look at once when a session a
-    /// call (not a listing alone) asked for is installed.
-    Backoff,
-    /// A renewal the loop itself asked for: wait out the whole backoff.
-    BackoffOnly,
+    /// The stream ended or failed, or the loop renewed the session itself: wait out the
+    /// backoff, but look at once when a session a call (not a listing alone) asked for is
+    /// installed after `since` (the installs seen when the turn began, or right after the
+    /// loop's own renewal, which is no call's).
+    Backoff { since: crate::http::Installs },
 }
 
 /// Holds the change stream open on every live session, as its own machine beside the
@@ -1008,6 +1008,9 @@ async fn listen(connection: &Arc<Connection>) {
     // Whether the live session was made by this loop after a "no valid session" 400 (the
     // server's words): the same 400 on it means those words are the requests' own.
     let mut renewed_by_text = false;
+    // Whether a fresh session's stream met those words again: from then on they are the
+    // stream's own answer (this loop's verdict; the call path keeps its own).
+    let mut words_own = false;
     loop {
         let seen = *installs.borrow_and_update();
         let Some(current) = connection.current() else {
@@ -1054,7 +1057,7 @@ async fn listen(connection: &Arc<Connection>) {
                     namespace,
                     "the stream's session is no longer the live one; leaving its stream"
                 );
-                Turn::Backoff
+                Turn::Backoff { since: seen }
             }
             Some(Ok(Listened::NotOffered)) => {
                 tracing::debug!(
@@ -1070,12 +1073,20 @@ async fn listen(connection: &Arc<Connection>) {
             }
             Some(Ok(Listened::Ended)) => {
                 tracing::debug!(namespace, "the change stream ended");
-                Turn::Backoff
+                Turn::Backoff { since: seen }
             }
-            Some(Err(error)) if error.is_expired_by_text() && fresh_by_text => {
-                // A fresh session got the same words: they are not about the session. No
-                // session is set aside for them again, and this one offers no stream.
-                connection.session_400s_are_the_requests_own();
+            Some(Err(error)) if error.is_expired_by_text() && (fresh_by_text || words_own) => {
+                // A fresh session got the same words: they are the stream's own answer, not
+                // about the session. No session is set aside for them again on this path, and
+                // this one offers no stream. Calls still read them as a forgotten session (a
+                // restart), until a call's own resend meets them on a fresh session.
+                if !words_own {
+                    words_own = true;
+                    tracing::debug!(
+                        namespace,
+                        "a fresh session's stream got the same 400: the stream's 400s are its own answer from now on"
+                    );
+                }
                 *stream = Stream::NotOffered;
                 Turn::Now
             }
@@ -1087,7 +1098,7 @@ async fn listen(connection: &Arc<Connection>) {
                     () = connection.left(session) => None,
                 };
                 match asked {
-                    None => Turn::Backoff,
+                    None => Turn::Backoff { since: seen },
                     Some(Ok(())) => {
                         if !said_no_endpoint {
                             said_no_endpoint = true;
@@ -1112,17 +1123,19 @@ async fn listen(connection: &Arc<Connection>) {
                                 tracing::debug!(namespace, reason = %error, "initializing again failed");
                             }
                         }
-                        Turn::BackoffOnly
+                        Turn::Backoff {
+                            since: *installs.borrow_and_update(),
+                        }
                     }
                     Some(Err(error)) => {
                         tracing::debug!(namespace, reason = %error, "asking whether the session is live failed");
-                        Turn::Backoff
+                        Turn::Backoff { since: seen }
                     }
                 }
             }
             Some(Err(error)) => {
                 tracing::debug!(namespace, reason = %error, "the change stream failed");
-                Turn::Backoff
+                Turn::Backoff { since: seen }
             }
         };
         if opened.elapsed() >= limits::LISTEN_STABLE {
@@ -1133,15 +1146,12 @@ async fn listen(connection: &Arc<Connection>) {
             // A session a call renewed is looked at at once; one a listing alone renewed waits
             // out the backoff, so a server forgetting every session on tools/list is not asked
             // in a tight loop.
-            Turn::Backoff => {
+            Turn::Backoff { since } => {
                 let wait = waits.next().unwrap_or(limits::RETRY_MAX);
                 tokio::select! {
                     () = tokio::time::sleep(wait) => {}
-                    _ = installs.wait_for(|n| n.not_by_listing > seen.not_by_listing) => {}
+                    _ = installs.wait_for(|n| n.not_by_listing > since.not_by_listing) => {}
                 }
-            }
-            Turn::BackoffOnly => {
-                tokio::time::sleep(waits.next().unwrap_or(limits::RETRY_MAX)).await;
             }
         }
     }

@@ -194,8 +194,9 @@ pub(crate) struct Connection {
     /// ([`Connection::recheck`]): concurrent requests that met the same signal ask once.
     rechecks: tokio::sync::Mutex<()>,
     /// Whether a 400 whose words speak of the session is read as a forgotten session; cleared
-    /// when a fresh session got the same 400 (then those words are about the request, such as
-    /// a tool's own "session").
+    /// when a request's resend on a fresh session got the same 400 (then those words are about
+    /// the request, such as a tool's own "session"). The standalone stream's loop keeps its
+    /// own verdict for its `GET`s (`server::listen`), which does not clear this.
     session_400s: std::sync::atomic::AtomicBool,
 }
 
@@ -455,14 +456,6 @@ impl Connection {
         }
     }
 
-    /// The standalone stream's loop met, on a session it had just made because of such a `400`,
-    /// the `400` whose words speak of the session again: those words are the requests' own
-    /// (as when a call's resend meets them), and such `400`s are ordinary errors from now on.
-    pub(crate) fn session_400s_are_the_requests_own(&self) {
-        tracing::debug!(namespace = %self.namespace, "a fresh session's stream got the same 400: such 400s are the request's own from now on");
-        self.session_400s.store(false, Ordering::Relaxed);
-    }
-
     /// Changes each time a session is installed (the first start's, or a renewal's).
     pub(crate) fn installs(&self) -> tokio::sync::watch::Receiver<Installs> {
         lock(&self.sessions).installs()
@@ -671,8 +664,8 @@ impl Connection {
                         .reroute(id, wire.method, &session, &e, by_listing)
                         .await?
                     {
-                        Some(next) => {
-                            if Arc::ptr_eq(&next, &session) {
+                        Some((next, same_era)) => {
+                            if same_era {
                                 confirming = era_signal(&session, &e);
                             }
                             session = next;
@@ -707,7 +700,7 @@ impl Connection {
                         .reroute(id, wire.method, &session, e, by_listing)
                         .await?
                     {
-                        Some(next) => session = next,
+                        Some((next, _)) => session = next,
                         None => return read,
                     }
                     continue;
@@ -746,7 +739,9 @@ impl Connection {
     /// resend. The same era and route: a plain refusal (nothing was processed; a proxy that
     /// flapped) is sent once more on `stale`; any other signal is the server's own answer
     /// (`None`: `error` is the request's answer), and so is everything when the probe gave no
-    /// verdict.
+    /// verdict. With the route, whether the probe confirmed the era (the route kept, or the
+    /// same modern era's new route: [`Rechecked::Renewed`]): then the same signal met again on
+    /// it is the server's own answer.
     ///
     /// # Cancel safety
     /// Cancel safe: the probe and the new start run in tasks of their own.
@@ -757,16 +752,17 @@ impl Connection {
         stale: &Arc<Session>,
         error: &Error,
         by_listing: bool,
-    ) -> Result<Option<Arc<Session>>, Error> {
+    ) -> Result<Option<(Arc<Session>, bool)>, Error> {
         let Some(signal) = era_signal(stale, error) else {
             return Ok(None);
         };
         lock(&self.flights).waiting(id);
         tracing::debug!(namespace = %self.namespace, method, id, era = ?stale.era, "the server answered like the other era; asking which era it speaks");
         match self.recheck(stale, method, signal, by_listing).await {
-            Rechecked::Moved => self.session(None, by_listing).await.map(Some),
+            Rechecked::Moved => Ok(Some((self.session(None, by_listing).await?, false))),
+            Rechecked::Renewed => Ok(Some((self.session(None, by_listing).await?, true))),
             Rechecked::Own if matches!(signal, EraSignal::PlainRefusal(_)) => {
-                Ok(Some(Arc::clone(stale)))
+                Ok(Some((Arc::clone(stale), true)))
             }
             Rechecked::Own | Rechecked::Unsure => Ok(None),
         }

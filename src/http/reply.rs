@@ -475,8 +475,13 @@ impl Connection {
                 let Some(signal) = super::era_signal(session, &e) else {
                     return Err(e);
                 };
+                // The same era on a new route (replicas declaring other things) confirms it
+                // too: the listen goes on the new route, where the same answer is its own.
                 let own = self.is_own(session, LISTEN, signal)
-                    || self.recheck(session, LISTEN, signal, false).await == Rechecked::Own;
+                    || matches!(
+                        self.recheck(session, LISTEN, signal, false).await,
+                        Rechecked::Own | Rechecked::Renewed
+                    );
                 if own {
                     // The listen's refusal stands (nothing is resent): asked about once.
                     self.confirm_own(session, LISTEN, signal);

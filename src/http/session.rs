@@ -200,10 +200,14 @@ pub(crate) enum Rechecked {
     /// The same era, and the route is kept: the answer was the server's own.
     Own,
     /// The route is another one now: the probe found the other era (a modern route is
-    /// installed at once; a legacy one is made by the next request's handshake), or the same
-    /// modern era declaring other things (its new route is installed), or the route changed
-    /// meanwhile. The request goes once more on the live route.
+    /// installed at once; a legacy one is made by the next request's handshake), or the route
+    /// changed meanwhile. The request goes once more on the live route.
     Moved,
+    /// The same modern era, declaring other things (another replica, a redeploy): its new
+    /// route is installed and the request goes once more on it. The era was confirmed, so the
+    /// same signal met again there is the server's own ([`Connection::confirm_own`]): replicas
+    /// whose declarations differ cost one probe, not one per answer.
+    Renewed,
     /// The probe gave no verdict (a transport failure, a 5xx, no mutual version): the answer
     /// stands, and the same signal asks again next time.
     Unsure,
@@ -777,7 +781,11 @@ impl Connection {
             if installed {
                 this.signals.session_renewed(by_listing);
             }
-            Rechecked::Moved
+            if era == on.era {
+                Rechecked::Renewed
+            } else {
+                Rechecked::Moved
+            }
         });
         probe.await.unwrap_or(Rechecked::Unsure)
     }

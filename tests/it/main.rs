@@ -10,6 +10,7 @@ mod attack;
 mod attack2;
 mod attack3;
 mod attack4;
+mod attack5;
 mod bounds;
 mod config;
 mod dpop;
