@@ -446,23 +446,30 @@ fn decide(request: &Request<Incoming>, awaited: &Awaited, host: &str) -> Decided
 }
 
 /// Checks a pasted address as [`decide`] checks a request: it must be the listener's own
-/// redirect URI (`http://127.0.0.1:<port>/callback`, no user info, no fragment), then its query
-/// as a request's. Surrounding whitespace is ignored.
+/// redirect URI exactly as received (`http://127.0.0.1:<port>/callback`, byte for byte: no
+/// other spelling of the host such as `127.1` or `0x7f.0.0.1`, no user info, no dot segments
+/// or backslashes, no fragment), then its query as a request's. Surrounding whitespace is
+/// ignored. Nothing is normalised first: a URL parser would rewrite the address before the
+/// check (WHATWG host and path rules).
 fn decide_pasted(address: &str, awaited: &Awaited, port: u16) -> Decided {
-    let Ok(url) = url::Url::parse(address.trim()) else {
-        return Decided::Refused(StatusCode::BAD_REQUEST, NOT_FOUND);
+    let own = format!("http://127.0.0.1:{port}/callback");
+    let query = match address.trim().strip_prefix(own.as_str()) {
+        Some("") => "",
+        Some(rest) => match rest.strip_prefix('?') {
+            Some(query) => query,
+            None => return Decided::Refused(StatusCode::BAD_REQUEST, WRONG_HOST),
+        },
+        None => return Decided::Refused(StatusCode::BAD_REQUEST, WRONG_HOST),
     };
-    let own = url.scheme() == "http"
-        && url.host_str() == Some("127.0.0.1")
-        && url.port() == Some(port)
-        && url.username().is_empty()
-        && url.password().is_none()
-        && url.fragment().is_none()
-        && url.path() == "/callback";
-    if !own {
+    // A fragment, or a character a request line cannot carry (a browser would have encoded
+    // it), is no redirect the listener could have received.
+    if query
+        .bytes()
+        .any(|byte| byte == b'#' || byte.is_ascii_whitespace() || byte.is_ascii_control())
+    {
         return Decided::Refused(StatusCode::BAD_REQUEST, WRONG_HOST);
     }
-    decide_query(url.query().unwrap_or(""), awaited)
+    decide_query(query, awaited)
 }
 
 /// The redirect's query, every parameter as received, in order (see the module docs):

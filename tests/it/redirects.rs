@@ -273,6 +273,51 @@ async fn pasted_addresses_are_checked_as_the_listener_checks_redirects() {
     waiting.then_signs_in().await;
 }
 
+/// A pasted address is checked as received, like the listener's `Host` and path: another
+/// spelling of the loopback host (`127.1`, `0x7f.0.0.1`, `2130706433`), a dot segment, a
+/// backslash, a tab inside the query or a fragment is refused — a URL parser would have
+/// rewritten each into the awaited redirect — and the genuine address is still taken.
+#[tokio::test]
+async fn a_pasted_address_is_not_rewritten_before_it_is_checked() {
+    let waiting = Waiting::start().await;
+    let port = waiting.redirect.port().unwrap();
+    let query = waiting.redirect.query().unwrap().to_string();
+    let not_this = format!(
+        "server \"docs\" did not take the pasted address: that is not the address this sign-in \
+         waits for: paste the whole address the browser ended on after the latest sign-in link \
+         (it begins http://127.0.0.1:{port}/callback?)"
+    );
+    let rewritten = [
+        format!("http://127.1:{port}/callback?{query}"),
+        format!("http://0x7f.0.0.1:{port}/callback?{query}"),
+        format!("http://2130706433:{port}/callback?{query}"),
+        format!("http://127.0.0.1:{port}/x/../callback?{query}"),
+        format!("http:\\\\127.0.0.1:{port}\\callback?{query}"),
+        format!("HTTP://127.0.0.1:{port}/callback?{query}"),
+        format!(
+            "http://127.0.0.1:{port}/callback?{}",
+            query.replacen('=', "=\t", 1)
+        ),
+        format!("http://127.0.0.1:{port}/callback?{query}#x"),
+        format!("http://127.0.0.1:{port}/callbackx?{query}"),
+    ];
+    for address in &rewritten {
+        let refused = paste(&waiting.host, address).await.unwrap_err();
+        assert_eq!(
+            (refused.kind, refused.message.as_str()),
+            (ToolErrorKind::InvalidArguments, not_this.as_str()),
+            "{address}"
+        );
+        waiting.still_waits(address).await;
+    }
+    let genuine = format!("  http://127.0.0.1:{port}/callback?{query}\n");
+    assert_eq!(
+        paste(&waiting.host, &genuine).await.unwrap(),
+        r#"{"namespace":"docs","accepted":true}"#
+    );
+    waiting.then_signs_in().await;
+}
+
 #[tokio::test]
 async fn an_error_from_the_authorization_server_itself_still_ends_the_sign_in() {
     let waiting = Waiting::start().await;
