@@ -19,9 +19,11 @@ code_lines=$(<.ci/code-lines.awk)  # the shared prelude: test blocks and comment
 #   speaks_of_session (src/http/reply.rs): a 400 whose JSON-RPC error message, or plain-text
 #   body, says the session is gone ("No valid session ID", "Session not found"), the only signal
 #   old servers give.
+#   looks_like_markup (src/http/reply.rs): an error body whose first non-blank character is
+#   `<` is a web page, named and not pasted, whatever its Content-Type said.
 # header_value (src/http/modern.rs) reads no server text: it encodes an outgoing header value by
 # MCP 2026-07-28's value-encoding rule, which is defined on the value's characters.
-ALLOWED='speaks_of_session header_value'
+ALLOWED='speaks_of_session looks_like_markup header_value'
 # Modules whose job is reading text, not deciding on a reason or a body: the Redactor finds
 # secrets in text; jsonc parses the config file's text a Host passes.
 ALLOWED_FILES='src/redact.rs src/jsonc.rs'

@@ -88,6 +88,9 @@ impl Connection {
         // Read before the body: a web page is named by its type, never quoted (error::Body).
         let withheld = super::error::Body::withheld_type(response.headers().get(CONTENT_TYPE));
         let preview = read_preview(response).await;
+        // A web page sent without its media type (none, or `text/plain`) is a page all the
+        // same: named, not pasted.
+        let withheld = withheld.or_else(|| looks_like_markup(&preview).then(|| "text/html".into()));
         // A modern error (either era may meet one: a restart onto 2026-07-28), and the 404 of
         // an unknown method, are JSON-RPC errors whatever the status (MCP 2026-07-28,
         // transports "Protocol Version Header" and "Backward Compatibility"; a 404 to a request
@@ -812,6 +815,14 @@ fn has_scheme(reference: &str) -> bool {
         && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
 }
 
+/// Whether an error body (its preview) is markup — an HTML or XML page — whatever its
+/// `Content-Type` said: its first non-blank character is `<` (a JSON-RPC error starts with `{`,
+/// and a plain-text reason with a word). The body's own bytes are the only signal of a web page
+/// sent as `text/plain` or without a type (a proxy's error page), so they are read here alone.
+fn looks_like_markup(preview: &str) -> bool {
+    preview.trim_start().starts_with('<')
+}
+
 /// Whether an error body says the session is gone: it names the session and says it is
 /// missing, unknown, invalid, expired, terminated or not found. Two forms are read:
 ///
@@ -923,6 +934,20 @@ async fn read_preview(response: Response) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn markup_is_named_by_its_first_character() {
+        use super::looks_like_markup;
+        assert!(looks_like_markup("<!DOCTYPE html><html>"));
+        assert!(looks_like_markup("\n  <html><body>502</body></html>"));
+        assert!(looks_like_markup("<?xml version=\"1.0\"?><Error/>"));
+        assert!(!looks_like_markup(r#"{"jsonrpc":"2.0","error":{}}"#));
+        assert!(!looks_like_markup(
+            "Bad Request: No valid session ID provided"
+        ));
+        assert!(!looks_like_markup("a < b"));
+        assert!(!looks_like_markup(""));
+    }
 
     #[test]
     fn retry_after_reads_seconds_and_dates() {

@@ -87,6 +87,39 @@ async fn reason(host: &Host, namespace: &str) -> serde_json::Value {
     host.listing(json!({"namespace": namespace})).await["reason"].clone()
 }
 
+/// A web page sent as `text/plain` or without a `Content-Type` (a proxy's error page) is named,
+/// never pasted: the reason reads as for a page that says it is HTML.
+#[tokio::test]
+async fn an_html_page_without_an_html_content_type_is_not_pasted() {
+    let page = format!(
+        "\n<!DOCTYPE html>\n<html><head><title>502 Bad Gateway</title><style>{}</style></head>\
+         <body><h1>Bad Gateway</h1><p>{KEY}</p></body></html>",
+        "body{font-family:sans-serif}".repeat(40)
+    );
+    let server = serve(move |req| {
+        let page = page.clone();
+        async move {
+            match req.target.as_str() {
+                "/plain" => Reply::raw(502, "text/plain", page),
+                _ => Reply::raw(502, "text/plain", page).without_headers(),
+            }
+        }
+    })
+    .await;
+    let url = |path: &str| format!("http://127.0.0.1:{}/{path}", server.port);
+    let host = Host::new(json!({
+        "bare": {"url": url("bare")},
+        "plain": {"url": url("plain")},
+    }));
+    for namespace in ["bare", "plain"] {
+        let entry = host.failed(namespace, WAIT).await;
+        assert_eq!(
+            entry["reason"], "HTTP 502 Bad Gateway (a body of type text/html, not shown)",
+            "{namespace}"
+        );
+    }
+}
+
 /// A Host hands the Pack an `mcp.json` file's text as it is: JSONC as VS Code writes it (a byte
 /// order mark, comments, trailing commas, `servers` beside `inputs`) is read by the Pack, and a
 /// live server in it becomes ready; text the Pack cannot read makes it unavailable with the
