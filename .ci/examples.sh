@@ -186,13 +186,15 @@ ok
 ok
 [ $((SECONDS - started)) -lt 60 ] || fail "the calls to demo waited for the hung server"
 ok
+# The hung server was still loading when the wait ran out: it is not up, so exit 3 (not 0).
 rc=0; out=$($host --wait 1 "$tmp/live.json" mcp/get_dynamic_tools 2>"$tmp/err") || rc=$?
-[ "$rc" = 0 ] || fail "the listing should exit 0, got $rc"
+[ "$rc" = 3 ] || fail "the listing with a server still loading after the wait should exit 3, got $rc"
 ok
 [ "$out" = '{"servers":[{"namespace":"demo","status":"ready","tools":["add","echo","fail","media","slow","weather"]},{"namespace":"hung","status":"loading","tools":[]}]}' ] \
   || fail "listing after the wait: $out"
 ok
-[ "$(cat "$tmp/err")" = 'host: the wait ran out; not ready: hung (loading)' ] || fail "wait message: $(cat "$tmp/err")"
+[ "$(cat "$tmp/err")" = 'host: the wait ran out; not ready: hung (loading)
+host: exit 3: not every server is up: hung (loading)' ] || fail "wait message: $(cat "$tmp/err")"
 ok
 
 # Every code block of README.md is built, run or parsed: the ```toml dependencies and the ```rust

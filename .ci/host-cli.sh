@@ -3,8 +3,8 @@
 # .ci/examples.sh: --wait fractions, logout's store file (with ${userHome} and ${env:NAME}), Ctrl-C during the cleanup wait, a 401
 # server without OAuth, --wait after CONFIG, malformed stdin script lines, the wait for a server
 # nothing listens on (and one still coming up), one that waits for a sign-in or one whose start
-# failed for good (a 404), and --json's decoded "json". Traffic goes to
-# 127.0.0.1 only.
+# failed for good (a 404, a 401 that offers no sign-in), and --json's decoded "json". Traffic goes
+# to 127.0.0.1 only.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 cargo build -q --example host || exit 2
@@ -300,7 +300,7 @@ first=$(printf '%s\n' "$err" | head -n 1)
 
 # 13. Honest exit codes: a call that answered exits 3 when an entry of CONFIG was refused or a
 # server's start failed (status error), also for a listing, and stderr names them; 0 when every
-# server is up.
+# server is up. (A server still loading when the wait ran out: .ci/examples.sh, the hung one.)
 rc=0; out=$($host fixtures/local-only.json mcp/get_dynamic_tools 2>"$tmp/err") || rc=$?
 [ "$rc" = 3 ] && [ "$(printf '%s' "$out" | head -c 12)" = '{"servers":[' ] \
   && [ "$(cat "$tmp/err")" = 'host: exit 3: not every server is up: files (error: local MCP servers (command) are not supported yet), legacy (error: the legacy HTTP+SSE transport (type "sse") is not supported; point "url" at the server'"'"'s Streamable HTTP endpoint instead)' ] \
@@ -309,5 +309,37 @@ rc=0; $host --wait 5 "$tmp/no-path.json" mcp/get_dynamic_tools >/dev/null 2>&1 |
 [ "$rc" = 3 ] || finding "a listing with a failed server: exit $rc"
 rc=0; $host "$tmp/coming-up.json" mcp/get_dynamic_tools >/dev/null 2>"$tmp/err" || rc=$?
 [ "$rc" = 0 ] && [ ! -s "$tmp/err" ] || finding "a listing with every server up: exit $rc, $(cat "$tmp/err")"
+
+# 14. A call naming a server that answers 401 with a Bearer challenge but offers no OAuth sign-in
+# at all (it wants an API key) stops waiting at its first failed start, like check 12: no sign-in
+# can succeed (it used to wait the whole --wait).
+cat > "$tmp/keyless.py" <<'PY'
+import sys
+from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def reply(self):
+        n = int(self.headers.get("Content-Length", 0) or 0)
+        if n: self.rfile.read(n)
+        if self.command == "POST" and self.path == "/mcp":
+            self.send_response(401); self.send_header("WWW-Authenticate", "Bearer")
+        else:
+            self.send_response(404)
+        self.send_header("Content-Type", "text/plain"); self.send_header("Content-Length", "4")
+        self.end_headers(); self.wfile.write(b"nope")
+    do_GET = do_POST = do_DELETE = reply
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+PY
+portkeyless=18985
+python3 "$tmp/keyless.py" $portkeyless 2>/dev/null & pids+=($!)
+sleep 0.5
+printf '{"mcpServers": {"keyless": {"url": "http://127.0.0.1:%s/mcp"}}}' $portkeyless > "$tmp/keyless.json"
+started=$SECONDS
+rc=0; err=$(PLUGIN_MCP_OAUTH_DIR="$tmp/store-keyless" $host --wait 30 "$tmp/keyless.json" mcp/call_dynamic_tool '{"namespace":"keyless","toolName":"x"}' 2>&1 >/dev/null) || rc=$?
+first=$(printf '%s\n' "$err" | head -n 1)
+[ "$rc" = 1 ] && [ $((SECONDS - started)) -lt 15 ] \
+  && [ "$first" = 'host: not waiting for keyless: its start failed in a way that will not fix itself (signing in failed: the server answered HTTP 401 but offers no OAuth sign-in (no protected resource metadata, no authorization server metadata, no registration endpoint); it probably wants an API key or token: set it in the entry'"'"'s headers)' ] \
+  || finding "a call to a 401 server that offers no sign-in: exit $rc after $((SECONDS - started)) s, $err"
 
 [ "$failed" = 0 ] && echo "host-cli: all passed" || { echo "host-cli: $failed failed" >&2; exit 1; }

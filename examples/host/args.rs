@@ -30,8 +30,9 @@ pub(crate) const USAGE: &str = "usage: host [--wait SECONDS] [--json] CONFIG TOO
                   browser ended on (http://127.0.0.1:.../callback?...) as one line on stdin
   logout          delete the stored sign-in of the server NAMESPACE
 exit: 0 every call ok and every server up, 1 a call failed, 2 bad usage, a bad script file line
-      or a config problem, 3 every call ok but a config entry was refused or a server failed to
-      start (status error; named on stderr), 130 Ctrl-C";
+      or a config problem, 3 every call ok but a server is not up: a config entry was refused, a
+      server failed to start (status error), or one was still loading when the wait ran out
+      (named on stderr), 130 Ctrl-C";
 
 /// The longest `--wait` or `sleep`, in seconds.
 const MAX_SECONDS: f64 = 86_400.0;

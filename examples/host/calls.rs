@@ -69,8 +69,8 @@ pub(crate) async fn run(args: Run, config: Value, script: Option<Vec<Step>>) -> 
             },
         },
     };
-    // Honest exit codes: calls that answered still exit 3 when an entry was refused or a
-    // server's start failed.
+    // Honest exit codes: calls that answered still exit 3 when an entry was refused, a
+    // server's start failed, or a server was still loading when the wait ran out.
     let code = if code == ExitCode::SUCCESS {
         waiter.verdict(&*pack).await
     } else {
@@ -227,15 +227,17 @@ impl Waiter {
             .collect()
     }
 
-    /// The exit code of a run whose calls all answered: 0 when no server shows `error` (a
-    /// refused entry, or a failed start) now, else 3, naming them on stderr. A server still
-    /// `loading` has no verdict yet.
+    /// The exit code of a run whose calls all answered: 0 when every server is up, else 3,
+    /// naming on stderr the ones that are not: in `error` now (a refused entry, or a failed
+    /// start), or still `loading` once the wait ran out. Before the deadline a server still
+    /// `loading` has no verdict yet (no call waited for it).
     async fn verdict(&self, pack: &dyn Pack) -> ExitCode {
+        let waited_out = Instant::now() >= self.deadline;
         let down: Vec<String> = self
             .servers(pack)
             .await
             .iter()
-            .filter(|s| s.status == "error")
+            .filter(|s| s.status == "error" || (waited_out && s.status == "loading"))
             .map(ServerState::describe)
             .collect();
         if down.is_empty() {

@@ -28,8 +28,9 @@
 //! `sleep SECONDS` waits; blank lines and lines starting with `#` are skipped. A bad stdin line
 //! prints `{"ok":false,"kind":"invalid_arguments","message":"line N: ..."}` and the script goes
 //! on. The Pack is dropped after the last line; the exit code is 0 when every call was ok, 1 when
-//! any failed, 3 when every call was ok but a config entry was refused or a server's start
-//! failed (a server in `error` at the end, named on stderr; also for a listing). Bad usage, a bad line of a script file (checked whole first) and every config
+//! any failed, 3 when every call was ok but a server is not up: a config entry was refused or a
+//! server's start failed (a server in `error` at the end), or a server was still `loading` when
+//! the wait ran out (named on stderr; also for a listing). Bad usage, a bad line of a script file (checked whole first) and every config
 //! problem exit 2; a closed stdout stops the host with exit 1 and no message. Logs go to stderr under `RUST_LOG`, in
 //! colour only on a terminal.
 //!

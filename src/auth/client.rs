@@ -195,7 +195,12 @@ pub(crate) async fn register(
         .post_json(endpoint, &body, "the registration endpoint")
         .await?;
     if !answer.status.is_success() {
-        if server.source == Found::Guessed && !is_oauth_error(&answer.body) {
+        // A guessed endpoint refused as a client error with no OAuth answer: there is none. A
+        // 5xx may pass, so it stays a refusal (no_sign_in_offered is for good: is_lasting).
+        if server.source == Found::Guessed
+            && answer.status.is_client_error()
+            && !is_oauth_error(&answer.body)
+        {
             return Err(no_sign_in_offered());
         }
         return Err(registration_refused(answer.status, &answer.body));
@@ -228,7 +233,9 @@ pub(crate) async fn register(
 }
 
 /// Why a server that answered `401` but showed no sign-in metadata at all, and whose guessed
-/// 2025-03-26 registration endpoint answered no OAuth answer either, cannot be signed in to.
+/// 2025-03-26 registration endpoint answered a client error that is no OAuth answer either,
+/// cannot be signed in to: [`Kind::Config`], so it is lasting (the entry needs its key in the
+/// headers).
 pub(crate) fn no_sign_in_offered() -> Error {
     Error::new(
         Kind::Config,

@@ -98,6 +98,14 @@ impl Error {
     pub(crate) fn is_sign_in_required(&self) -> bool {
         self.kind == Kind::SignInRequired
     }
+
+    /// Whether the sign-in will fail the same way until the entry's config changes: a
+    /// [`Kind::Config`] (the server offers no sign-in at all, no registration without
+    /// `oauth.clientId`, an unusable `oauth.privateKey`, ...), whose message says what to change.
+    /// Waiting for it is in vain (the listing's `lasting`).
+    pub(crate) fn is_lasting(&self) -> bool {
+        self.kind == Kind::Config
+    }
 }
 
 impl std::fmt::Debug for Error {

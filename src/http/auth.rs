@@ -412,7 +412,7 @@ impl Auth {
                 self.forget(&tokens);
                 Ok(None)
             }
-            Err(e) => Err(self.error(e.message())),
+            Err(e) => Err(self.error(&e)),
         }
     }
 
@@ -478,7 +478,7 @@ impl Auth {
                 match tokens.rejected(sent).await {
                     Ok(token) => return Ok(token),
                     Err(e) if e.is_sign_in_required() => self.forget(&tokens),
-                    Err(e) => return Err(self.error(e.message())),
+                    Err(e) => return Err(self.error(&e)),
                 }
             }
             return self
@@ -513,7 +513,7 @@ impl Auth {
         let scopes = self
             .step_up
             .next(&held, challenge, key)
-            .map_err(|e| self.error(e.message()))?;
+            .map_err(|e| self.error(&e))?;
         if let Some(tokens) = &tokens {
             self.forget(tokens);
         }
@@ -533,9 +533,10 @@ impl Auth {
         self.step_up.succeeded(key);
     }
 
-    /// [`Error::auth`] with [`Auth::reason`] of `message`.
-    fn error(&self, message: &str) -> Error {
-        Error::auth(self.reason(message))
+    /// [`Error::auth`] with [`Auth::reason`] of `failure`'s message, lasting when `failure` is
+    /// ([`crate::auth::Error::is_lasting`]).
+    fn error(&self, failure: &crate::auth::Error) -> Error {
+        Error::auth(self.reason(failure.message()), failure.is_lasting())
     }
 
     /// `message` scrubbed of the entry's secrets, then cut to
@@ -575,13 +576,10 @@ impl Auth {
         match found {
             // Another request signed in while this one waited.
             Start::Held(tokens) => {
-                return tokens
-                    .access_token()
-                    .await
-                    .map_err(|e| self.error(e.message()));
+                return tokens.access_token().await.map_err(|e| self.error(&e));
             }
             Start::Waiting(link) => return Err(Error::sign_in(link)),
-            Start::Failed(reason) => return Err(Error::auth(reason)),
+            Start::Failed(reason) => return Err(Error::auth(reason, false)),
             Start::Stopped => return Err(Error::closed()),
             Start::Begin => {}
         }
@@ -602,7 +600,7 @@ impl Auth {
                 },
             )
             .await
-            .map_err(|e| self.error(e.message()))?;
+            .map_err(|e| self.error(&e))?;
             let tokens = match started {
                 Started::Link(sign_in) => break sign_in,
                 Started::Ready(tokens) => tokens,
@@ -616,13 +614,13 @@ impl Auth {
                     self.forget(&tokens);
                     reuse_grant = false;
                 }
-                Err(e) => return Err(self.error(e.message())),
+                Err(e) => return Err(self.error(&e)),
             }
         };
         if sign_in.urls().any(|u| (self.holds_secret)(u)) {
             // Scrubbed, the link would be useless; shown, it would leak the value.
             tracing::warn!("{REPEATS_SECRET}");
-            return Err(Error::auth(REPEATS_SECRET));
+            return Err(Error::auth(REPEATS_SECRET, false));
         }
         let link: Arc<str> = sign_in.url().as_str().into();
         let this = Arc::clone(self);

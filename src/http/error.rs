@@ -42,7 +42,8 @@ pub(crate) enum Lasting {
     NotMcp,
     /// `401`/`403` with no sign-in this client can use: the entry's credentials.
     Credentials,
-    /// A redirect, a TLS failure, no shared version: the error's own sentence says what to do.
+    /// A redirect, a TLS failure, no shared version, a sign-in the entry's config rules out:
+    /// the error's own sentence says what to do.
     Explained,
 }
 
@@ -128,9 +129,13 @@ enum Kind {
     Rpc(RpcError),
     /// The answer arrived, but its `result` is not of the expected shape.
     Malformed(String),
-    /// A complete reply broke the protocol (wrong content type, not JSON-RPC, no answer in a
-    /// JSON body, a bad header); the text says how.
+    /// A complete reply broke the protocol (not JSON-RPC, no answer in a JSON body, a bad
+    /// header); the text says how.
     Protocol(String),
+    /// A 2xx reply whose `Content-Type` is neither `application/json` nor `text/event-stream`
+    /// (or is missing): what answers at the url (a web page, a file) is no MCP endpoint. The text
+    /// names the type (scrubbed, bounded), never the body.
+    NotMcpType(String),
     /// A 2xx reply ended or broke before the answer arrived (the request may still be running
     /// on the server); the text says how.
     Stream(String),
@@ -158,8 +163,10 @@ enum Kind {
     /// The server wants a signed-in user (MCP 2025-11-25 "Authorization") and a sign-in waits
     /// for the browser at this link.
     SignIn(Arc<str>),
-    /// Signing in failed; the text says which step and why (scrubbed, no secret).
-    Auth(String),
+    /// Signing in failed; the text says which step and why (scrubbed, no secret). `lasting`
+    /// when it will fail the same way until the entry's config changes
+    /// ([`crate::auth::Error::is_lasting`]: e.g. the server offers no sign-in at all).
+    Auth { text: String, lasting: bool },
 }
 
 /// How the body of an error status is shown in its reason (README "Lifecycle and limits"):
@@ -293,7 +300,10 @@ impl Error {
     /// JSON-RPC, no response in it, a `result` of another shape. To the era probe, a legacy
     /// server.
     pub(crate) fn is_unreadable_answer(&self) -> bool {
-        matches!(self.inner.kind, Kind::Protocol(_) | Kind::Malformed(_))
+        matches!(
+            self.inner.kind,
+            Kind::Protocol(_) | Kind::NotMcpType(_) | Kind::Malformed(_)
+        )
     }
 
     /// Whether the server refused with an HTTP status and no JSON-RPC error.
@@ -313,11 +323,13 @@ impl Error {
 
     /// What will not change until the config or the server does, when this error is such
     /// (README "Lifecycle and limits": a lasting start failure): a `404 Not Found` to a request
-    /// without a session (nothing serves MCP at that path), `405`, `406`, `410`, `415` or `501`
-    /// (no MCP endpoint there), a `400` without a JSON-RPC error, a `401`/`403` without a
-    /// sign-in (the configured credentials, or none, are refused and no OAuth sign-in is
-    /// offered), a refused redirect, a failed TLS handshake, and no shared protocol version.
-    /// Decided on the kind and the status only.
+    /// without a session, or a `2xx` that is neither JSON nor an event stream (a web page:
+    /// nothing serves MCP at that path), `405`, `406`, `410`, `415` or `501` (no MCP endpoint
+    /// there), a `400` without a JSON-RPC error, a `401`/`403` without a sign-in (the configured
+    /// credentials, or none, are refused and no OAuth sign-in is offered, whether the status
+    /// came plain or a sign-in found none: [`Kind::Auth`]'s `lasting`), a refused redirect, a
+    /// failed TLS handshake, and no shared protocol version. Decided on the kind and the status
+    /// only.
     pub(crate) fn lasting(&self) -> Option<Lasting> {
         match &self.inner.kind {
             Kind::Status { status, hint, .. } => match status.as_u16() {
@@ -328,6 +340,8 @@ impl Error {
                 401 | 403 => Some(Lasting::Credentials),
                 _ => None,
             },
+            Kind::NotMcpType(_) => Some(Lasting::NoEndpoint),
+            Kind::Auth { lasting: true, .. } => Some(Lasting::Explained),
             Kind::Redirect { .. }
             | Kind::Connect {
                 why: Connect::Tls, ..
@@ -453,6 +467,12 @@ impl Error {
         Self::new(Kind::Protocol(text.into()), None)
     }
 
+    /// A 2xx reply of a type that is no MCP answer ([`Kind::NotMcpType`]); `text` names the
+    /// type.
+    pub(crate) fn not_mcp_type(text: impl Into<String>) -> Self {
+        Self::new(Kind::NotMcpType(text.into()), None)
+    }
+
     pub(crate) fn stream(text: impl Into<String>, source: Option<Error>) -> Self {
         Self::new(
             Kind::Stream(text.into()),
@@ -499,8 +519,16 @@ impl Error {
         Self::new(Kind::SignIn(url), None)
     }
 
-    pub(crate) fn auth(text: impl Into<String>) -> Self {
-        Self::new(Kind::Auth(text.into()), None)
+    /// Signing in failed (`text`: which step and why, scrubbed); `lasting` when it fails the
+    /// same way until the entry's config changes ([`crate::auth::Error::is_lasting`]).
+    pub(crate) fn auth(text: impl Into<String>, lasting: bool) -> Self {
+        Self::new(
+            Kind::Auth {
+                text: text.into(),
+                lasting,
+            },
+            None,
+        )
     }
 
     /// The link a user must open when the server needs a sign-in.
@@ -531,6 +559,7 @@ impl Error {
             Kind::Rpc(_) => "rpc",
             Kind::Malformed(_) => "malformed",
             Kind::Protocol(_) => "protocol",
+            Kind::NotMcpType(_) => "not an MCP content type",
             Kind::Stream(_) => "stream",
             Kind::Broken(_) => "stream (broken)",
             Kind::NoMutualVersion(_) => "no mutual version",
@@ -540,7 +569,7 @@ impl Error {
             Kind::Reinitialize(_) => "reinitialize",
             Kind::Closed => "closed",
             Kind::SignIn(_) => "sign-in required",
-            Kind::Auth(_) => "sign-in failed",
+            Kind::Auth { .. } => "sign-in failed",
         }
     }
 }
@@ -677,7 +706,9 @@ impl fmt::Display for Error {
                 "the server answered with error {}: {}",
                 e.code, e.message
             ),
-            Kind::Malformed(text) | Kind::Protocol(text) => f.write_str(text),
+            Kind::Malformed(text) | Kind::Protocol(text) | Kind::NotMcpType(text) => {
+                f.write_str(text)
+            }
             Kind::Stream(text) => match &self.inner.source {
                 Some(cause) => write!(f, "{text}: {cause}"),
                 None => f.write_str(text),
@@ -716,7 +747,7 @@ impl fmt::Display for Error {
                 f,
                 "{SIGN_IN_REQUIRED}: open {url} in a browser and sign in; the server starts once the sign-in completes"
             ),
-            Kind::Auth(text) => write!(f, "signing in failed: {text}"),
+            Kind::Auth { text, .. } => write!(f, "signing in failed: {text}"),
         }
     }
 }

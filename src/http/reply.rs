@@ -189,7 +189,8 @@ impl Connection {
                     self.server_text(&String::from_utf8_lossy(v.as_bytes()), 100)
                         .into_owned()
                 });
-                Err(Error::protocol(match shown {
+                // A web page or a file: no MCP endpoint answers there ([`Error::lasting`]).
+                Err(Error::not_mcp_type(match shown {
                     Some(ct) => format!(
                         "the server answered with Content-Type \"{ct}\", not application/json or text/event-stream"
                     ),

@@ -314,6 +314,86 @@ async fn errors_that_will_not_heal_are_lasting_at_once() {
     }
 }
 
+/// A `401` with a `Bearer` challenge to an entry without headers, from a server that publishes no
+/// OAuth metadata at all (it wants an API key): no sign-in can ever succeed, so the entry is
+/// `lasting` at its first failed start, and the reason says to set the key in the headers. It
+/// used to show the reason without `lasting`, so a Host (and the host CLI) waited its whole
+/// deadline for it. A guessed registration endpoint that answers `503` may pass: no `lasting`.
+#[tokio::test]
+async fn a_401_that_offers_no_sign_in_is_lasting() {
+    crate::support::oauth_store();
+    let keyless = |register: u16| {
+        serve(move |req| async move {
+            match (req.http_method.as_str(), req.target.as_str()) {
+                ("POST", "/mcp") => Reply::raw(401, "text/plain", "missing API key")
+                    .header("www-authenticate", "Bearer"),
+                ("POST", "/register") => Reply::raw(register, "text/plain", "no"),
+                _ => Reply::raw(404, "text/plain", "not here"),
+            }
+        })
+    };
+    let (server, busy) = (keyless(404).await, keyless(503).await);
+    let host = Host::new(json!({
+        "keyless": {"url": format!("http://127.0.0.1:{}/mcp", server.port)},
+        "busy": {"url": format!("http://127.0.0.1:{}/mcp", busy.port)},
+    }));
+    let entry = host.failed("busy", WAIT).await;
+    assert_eq!(
+        without_retry(&entry),
+        json!({
+            "namespace": "busy",
+            "status": "error",
+            "reason": "signing in failed: the registration endpoint refused to register a client: HTTP 503",
+            "tools": [],
+        })
+    );
+    let entry = host.failed("keyless", WAIT).await;
+    assert_eq!(
+        without_retry(&entry),
+        json!({
+            "namespace": "keyless",
+            "status": "error",
+            "reason": "signing in failed: the server answered HTTP 401 but offers no OAuth sign-in (no \
+                       protected resource metadata, no authorization server metadata, no registration \
+                       endpoint); it probably wants an API key or token: set it in the entry's headers",
+            "lasting": true,
+            "tools": [],
+        })
+    );
+}
+
+/// A url that points at a web site (a page that answers every request `200` with HTML, as a
+/// single-page app's catch-all does) will not start serving MCP by itself, just like the 404 of
+/// a url without `/mcp`: `lasting` at once, the page named by its type and never pasted, and the
+/// reason says to check the url's path. It used to show no `lasting` and no advice.
+#[tokio::test]
+async fn a_web_page_that_answers_200_is_lasting() {
+    let server = serve(|_| async move {
+        Reply::raw(
+            200,
+            "text/html; charset=utf-8",
+            format!("<!doctype html><html><body><div id=app></div><p>{KEY}</p></body></html>"),
+        )
+    })
+    .await;
+    let host = Host::new(json!({
+        "site": {"url": format!("http://127.0.0.1:{}/", server.port), "headers": {"X-Api-Key": KEY}},
+    }));
+    let entry = host.failed("site", WAIT).await;
+    assert_eq!(
+        without_retry(&entry),
+        json!({
+            "namespace": "site",
+            "status": "error",
+            "reason": "the server answered with Content-Type \"text/html; charset=utf-8\", not \
+                       application/json or text/event-stream; nothing serves MCP at this URL: check \
+                       the path in \"url\" (many servers serve MCP at /mcp)",
+            "lasting": true,
+            "tools": [],
+        })
+    );
+}
+
 /// A Host awaits readiness through the contract instead of polling the listing:
 /// `Pack::settled` resolves `All` once no server is `loading` (each is ready, or in `error`
 /// with its reason), and `Pending` with the namespaces still loading when the time runs out.

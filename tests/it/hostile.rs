@@ -938,12 +938,12 @@ async fn lying_initialize_answers_each_give_an_exact_reason() {
         (
             "html",
             |_| Reply::raw(200, "text/html; charset=utf-8", "<html>hello</html>"),
-            "the server answered with Content-Type \"text/html; charset=utf-8\", not application/json or text/event-stream",
+            "the server answered with Content-Type \"text/html; charset=utf-8\", not application/json or text/event-stream; nothing serves MCP at this URL: check the path in \"url\" (many servers serve MCP at /mcp)",
         ),
         (
             "no-content-type",
             |_| Reply::raw(200, "x", "{}").without_headers(),
-            "the server answered without a Content-Type (HTTP 2xx with no JSON-RPC response)",
+            "the server answered without a Content-Type (HTTP 2xx with no JSON-RPC response); nothing serves MCP at this URL: check the path in \"url\" (many servers serve MCP at /mcp)",
         ),
         (
             "rpc-error",
