@@ -13,7 +13,7 @@ use reqwest::Url;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
-use crate::json::json_type;
+use crate::json::{json_type, misspelling_of};
 use crate::redact::Redactor;
 use crate::substitute::{Environment, Notes, printable, substitute};
 
@@ -221,7 +221,13 @@ pub(crate) fn parse(config: &Value, env: &dyn Environment) -> Result<Vec<(String
     }
     Ok(servers
         .iter()
-        .map(|(name, entry)| (name.clone(), parse_entry(entry, env)))
+        .map(|(name, entry)| {
+            let parsed = match misnamed_servers_key(name, entry) {
+                Some(reason) => Entry::Refused(reason),
+                None => parse_entry(entry, env),
+            };
+            (name.clone(), parsed)
+        })
         .collect())
 }
 
@@ -240,11 +246,15 @@ fn settings_only(servers: &serde_json::Map<String, Value>) -> Option<String> {
     })
 }
 
+/// The keys of a whole `mcp.json` whose object holds the servers: `mcpServers` (Claude, Cursor
+/// and most clients) and `servers` (VS Code).
+const FILE_KEYS: [&str; 2] = ["mcpServers", "servers"];
+
 /// Whether `config` is a whole `mcp.json` (an object with an `mcpServers` or `servers` key that
 /// is no server entry: [`file_key`]), not a servers object.
 pub(crate) fn is_whole_file(config: &Value) -> bool {
     config.as_object().is_some_and(|top| {
-        ["mcpServers", "servers"]
+        FILE_KEYS
             .into_iter()
             .any(|key| top.get(key).is_some_and(|value| file_key(key, value)))
     })
@@ -256,7 +266,7 @@ pub(crate) fn is_whole_file(config: &Value) -> bool {
 /// # Errors
 /// Both keys, or a file key whose value is neither an object nor `null`.
 fn file_servers(top: &serde_json::Map<String, Value>) -> Result<Option<&Value>, String> {
-    let found: Vec<(&str, &Value)> = ["mcpServers", "servers"]
+    let found: Vec<(&str, &Value)> = FILE_KEYS
         .into_iter()
         .filter_map(|key| top.get(key).map(|value| (key, value)))
         .filter(|(key, value)| file_key(key, value))
@@ -309,28 +319,81 @@ const KNOWN_KEYS: [&str; 14] = [
     "serverUrl",
 ];
 
-/// The shortest key compared by edit distance (a shorter key is compared by case only), so
-/// that short keys of other clients (`auth`, `env`) are not read as typos.
-const MIN_FUZZY_KEY: usize = 5;
-
 /// The refusal of an entry holding a key that is a known key misspelled (`"URL"`, `"Headers"`,
-/// `"header"`) while the key itself is absent: as written, the setting would be silently
-/// ignored. Decided on the key names only (config text, never server text).
+/// `"header"`, `"include_tools"`: [`misspelling_of`]) while the key itself is absent: as
+/// written, the setting would be silently ignored. Decided on the key names only (config text,
+/// never server text).
 fn misspelled(fields: &serde_json::Map<String, Value>) -> Option<String> {
     fields.keys().find_map(|key| {
-        if KNOWN_KEYS.contains(&key.as_str()) {
-            return None;
-        }
-        let meant = KNOWN_KEYS.iter().find(|known| {
-            !fields.contains_key(**known)
-                && (key.eq_ignore_ascii_case(known)
-                    || (key.len() >= MIN_FUZZY_KEY
-                        && strsim::damerau_levenshtein(key, known) == 1))
-        })?;
+        let meant = misspelling_of(key, &KNOWN_KEYS, |known| !fields.contains_key(known))?;
         Some(format!(
             "the entry has \"{}\", which this Pack does not read; did you mean \"{meant}\"? (keys are case-sensitive)",
             printable(key)
         ))
+    })
+}
+
+/// The keys a plugin config may hold this Pack's servers under: `mcp` (its own key), or those of
+/// a whole `mcp.json` passed as the plugin config.
+const PLUGIN_KEYS: [&str; 3] = ["mcp", "mcpServers", "servers"];
+
+/// The key of a plugin config without `mcp` that misspells one of [`PLUGIN_KEYS`] and holds
+/// servers ([`holds_servers`]), with the key meant: such a plugin config would give a Pack
+/// without servers and no word why. Other plugins' keys are none of these near misses, and a
+/// near miss that holds no servers (another plugin's `server` settings, a server entry of that
+/// name) is not taken for one. `None` when `config` has an `mcp` key or is a whole file.
+pub(crate) fn misnamed_plugin_key(config: &Value) -> Option<(&str, &'static str)> {
+    let top = config.as_object()?;
+    if top.contains_key("mcp") || is_whole_file(config) {
+        return None;
+    }
+    top.iter().find_map(|(key, value)| {
+        let meant = misspelling_of(key, &PLUGIN_KEYS, |_| true)?;
+        holds_servers(value).then_some((key.as_str(), meant))
+    })
+}
+
+/// The reason a plugin config with a [`misnamed_plugin_key`] makes the Pack unavailable: names
+/// the key as written and the key meant, never a value.
+pub(crate) fn misnamed_plugin_reason(key: &str, meant: &str) -> String {
+    format!(
+        "the plugin config has \"{}\", which this Plugin does not read, and no \"mcp\", so the mcp Pack would have no servers; did you mean \"{meant}\"? (keys are case-sensitive)",
+        printable(key)
+    )
+}
+
+/// Whether `value` holds servers: an object one of whose values is a server entry (an object
+/// with one of [`ENTRY_KEYS`]), a whole `mcp.json` ([`is_whole_file`]), or the JSONC text of
+/// either. A server entry itself holds none.
+fn holds_servers(value: &Value) -> bool {
+    match value {
+        Value::String(text) => {
+            crate::jsonc::parse(text).is_ok_and(|file| !file.is_string() && holds_servers(&file))
+        }
+        Value::Object(fields) => {
+            !is_entry(value) && (is_whole_file(value) || fields.values().any(is_entry))
+        }
+        _ => false,
+    }
+}
+
+/// Whether `value` is a server entry: an object with one of [`ENTRY_KEYS`].
+fn is_entry(value: &Value) -> bool {
+    value
+        .as_object()
+        .is_some_and(|fields| ENTRY_KEYS.iter().any(|key| fields.contains_key(*key)))
+}
+
+/// The refusal of a namespace of a servers object that misspells a whole file's servers key
+/// (`mcp_servers`, `Servers`) and holds servers itself: it is the file's servers under a key
+/// this Pack does not read, not a server. Names the key and the one meant.
+fn misnamed_servers_key(namespace: &str, entry: &Value) -> Option<String> {
+    let meant = misspelling_of(namespace, &FILE_KEYS, |_| true)?;
+    holds_servers(entry).then(|| {
+        format!(
+            "\"{}\" holds servers, not a server's settings, under a key this Pack does not read; did you mean \"{meant}\"? (keys are case-sensitive)",
+            printable(namespace)
+        )
     })
 }
 
@@ -771,6 +834,128 @@ mod tests {
         // A server that happens to be called "inputs" is still one.
         let parsed = parse(&json!({"inputs": {"command": "npx"}}), &env()).unwrap();
         assert_eq!(parsed[0].0, "inputs");
+    }
+
+    #[test]
+    fn a_plugin_key_that_misspells_a_servers_key_is_named_when_it_holds_servers() {
+        let entry = json!({"url": "https://a.example/mcp"});
+        let text = format!("// the file\n{{\"servers\": {{\"docs\": {entry},}}}}");
+        let cases = [
+            (json!({"MCP": {"docs": entry}}), Some(("MCP", "mcp"))),
+            (json!({"Mcp": text}), Some(("Mcp", "mcp"))),
+            (
+                json!({"mcp_servers": {"docs": entry}}),
+                Some(("mcp_servers", "mcpServers")),
+            ),
+            (
+                json!({"mcpservers": {"docs": entry}}),
+                Some(("mcpservers", "mcpServers")),
+            ),
+            (
+                json!({"mcpServer": {"docs": entry}}),
+                Some(("mcpServer", "mcpServers")),
+            ),
+            (
+                json!({"Servers": {"docs": entry}}),
+                Some(("Servers", "servers")),
+            ),
+            (
+                json!({"other": {"url": "x"}, "MCP": {"mcpServers": {}}}),
+                Some(("MCP", "mcp")),
+            ),
+            // No near miss, or one that holds no servers: nothing to name.
+            (json!({"fetch": {"docs": entry}}), None),
+            (json!({"mcps": {"docs": entry}}), None),
+            (json!({"server": {"port": 8080}}), None),
+            (json!({"MCP": entry}), None),
+            (json!({"MCP": {}}), None),
+            (json!({"MCP": "not json"}), None),
+            (json!({"MCP": "\"{}\""}), None),
+            (json!({"MCP": [entry]}), None),
+            // `mcp` or a whole file beside it wins.
+            (json!({"mcp": null, "MCP": {"docs": entry}}), None),
+            (
+                json!({"servers": {"docs": entry}, "MCP": {"docs": entry}}),
+                None,
+            ),
+            (json!(null), None),
+        ];
+        for (config, expected) in cases {
+            assert_eq!(misnamed_plugin_key(&config), expected, "{config}");
+        }
+        assert_eq!(
+            misnamed_plugin_reason("mcp_servers", "mcpServers"),
+            "the plugin config has \"mcp_servers\", which this Plugin does not read, and no \"mcp\", so the mcp Pack would have no servers; did you mean \"mcpServers\"? (keys are case-sensitive)"
+        );
+    }
+
+    #[test]
+    fn a_namespace_that_misspells_a_file_key_and_holds_servers_is_refused() {
+        let entry = json!({"url": "https://a.example/mcp"});
+        let parsed = parse(
+            &json!({
+                "mcp_servers": {"docs": entry},
+                "Servers": {"docs": entry},
+                "server": entry,
+                "MCPServers": {"note": "x"},
+                "docs": entry,
+            }),
+            &env(),
+        )
+        .unwrap();
+        let reason = |i: usize| match &parsed[i].1 {
+            Entry::Refused(reason) => Some(reason.clone()),
+            Entry::Remote(_) => None,
+        };
+        assert_eq!(
+            reason(0).as_deref(),
+            Some(
+                "\"mcp_servers\" holds servers, not a server's settings, under a key this Pack does not read; did you mean \"mcpServers\"? (keys are case-sensitive)"
+            )
+        );
+        assert_eq!(
+            reason(1).as_deref(),
+            Some(
+                "\"Servers\" holds servers, not a server's settings, under a key this Pack does not read; did you mean \"servers\"? (keys are case-sensitive)"
+            )
+        );
+        assert_eq!(reason(2), None, "a server named so is a server");
+        assert_eq!(
+            reason(3).as_deref(),
+            Some("the entry has neither \"url\" (a remote server) nor \"command\" (a local one)")
+        );
+        assert_eq!(reason(4), None);
+    }
+
+    #[test]
+    fn entry_keys_with_separators_or_another_case_are_misspellings() {
+        let said = |key: &str, meant: &str| {
+            format!(
+                "the entry has \"{key}\", which this Pack does not read; did you mean \"{meant}\"? (keys are case-sensitive)"
+            )
+        };
+        let url = "https://a.example/mcp";
+        let cases = [
+            (json!({"url": url, "Header": {}}), said("Header", "headers")),
+            (
+                json!({"url": url, "include_tools": []}),
+                said("include_tools", "includeTools"),
+            ),
+            (
+                json!({"url": url, "disabled-tools": []}),
+                said("disabled-tools", "disabledTools"),
+            ),
+            (json!({"url": url, "OAuth": {}}), said("OAuth", "oauth")),
+        ];
+        for (entry, expected) in cases {
+            assert_eq!(refused(entry.clone()), expected, "{entry}");
+        }
+        // Other clients' keys of other kinds are not taken for misspellings.
+        let server = remote(json!({
+            "url": url, "timeout": 5, "auth": {}, "alwaysAllow": [], "autoApprove": [],
+            "startup_timeout_sec": 10, "http_headers": {}, "trust": true, "description": "d"
+        }));
+        assert_eq!(server.url.as_str(), url);
     }
 
     #[test]

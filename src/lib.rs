@@ -26,7 +26,7 @@ mod server;
 mod sse;
 mod substitute;
 
-use runvil_plugin::{PackSpec, Packs, Value};
+use runvil_plugin::{Construct, PackSpec, Packs, Value};
 
 /// The name of the Pack [`install`] inserts.
 const PACK_NAME: &str = "runvil/mcp";
@@ -44,21 +44,30 @@ const PACK_ID: &str = "mcp";
 ///
 /// Constructing the Pack does no I/O. It fails, leaving the Pack unavailable, when the Host
 /// provides no [`runvil_plugin::TOKIO_RUNTIME`], when the config is neither `null`, an object
-/// nor a string, when its text is not JSONC (the reason names the line and column), or when it
-/// is a whole file naming both `mcpServers` and `servers`. Each server entry is then
+/// nor a string, when its text is not JSONC (the reason names the line and column), when it is
+/// a whole file naming both `mcpServers` and `servers`, or when `config` has no `mcp` key
+/// but one that misspells `mcp`, `mcpServers` or `servers` (`MCP`, `mcp_servers`) and holds
+/// servers (the reason names the key and the one meant). Each server entry is then
 /// parsed on its own: a refused entry shows as a namespace with status `error` and the reason,
 /// and each accepted one connects in the background on the Host's runtime (README
 /// "Configuration" and "Lifecycle and limits").
 pub fn install(packs: &mut Packs, config: &Value) {
-    let pack_config = match config.get("mcp") {
-        Some(own) => own.clone(),
-        None if config::is_whole_file(config) => config.clone(),
-        None => Value::Null,
+    let (pack_config, construct): (Value, Construct) = match config.get("mcp") {
+        Some(own) => (own.clone(), pack::construct),
+        None if config::is_whole_file(config) => (config.clone(), pack::construct),
+        None => match config::misnamed_plugin_key(config) {
+            // Only that key goes with the spec, not other plugins' settings.
+            Some((key, _)) => (
+                serde_json::json!({ key: config[key].clone() }),
+                pack::construct_misnamed,
+            ),
+            None => (Value::Null, pack::construct),
+        },
     };
     packs.insert(PackSpec {
         name: PACK_NAME.to_string(),
         default_id: PACK_ID.to_string(),
         config: pack_config,
-        construct: pack::construct,
+        construct,
     });
 }

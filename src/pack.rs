@@ -90,6 +90,22 @@ pub(crate) fn construct(
     }))
 }
 
+/// The [`runvil_plugin::Construct`] function `install` gives a plugin config whose servers sit
+/// under a key that misspells `mcp`, `mcpServers` or `servers`
+/// ([`config::misnamed_plugin_key`]): the Pack is unavailable, naming the key and the one meant.
+/// A config without such a key (one a Host passes in its place) is the Pack's config, as for
+/// [`construct`].
+pub(crate) fn construct_misnamed(
+    id: &str,
+    config: &Value,
+    services: &Services,
+) -> Result<Box<dyn Pack>, Unavailable> {
+    match config::misnamed_plugin_key(config) {
+        Some((key, meant)) => Err(Unavailable::new(config::misnamed_plugin_reason(key, meant))),
+        None => construct(id, config, services),
+    }
+}
+
 /// The running Pack. Dropping it cancels every server task and in-flight call.
 struct McpPack {
     id: String,

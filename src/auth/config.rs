@@ -10,8 +10,10 @@
 //! }
 //! ```
 //!
-//! Owns the shape and its rules; a refusal names the field, never its value. Unknown fields are
-//! ignored, like everywhere in an entry. String values go through the entry's substitution
+//! Owns the shape and its rules; a refusal names the field, never its value. A key that is one
+//! of [`KEYS`] in another case, with `_` or `-`, or one letter off (`clientID`, `client_id`,
+//! `scope`) refuses the entry with a did-you-mean, as a misspelled entry key does; other unknown
+//! fields are ignored, like everywhere in an entry. String values go through the entry's substitution
 //! (`${env:NAME}`), given as a function, so the substituted values become the entry's secrets.
 
 use reqwest::Url;
@@ -19,7 +21,20 @@ use secrecy::SecretString;
 use serde_json::Value;
 
 use super::challenge::split_scopes;
-use crate::json::json_type;
+use crate::json::{json_type, misspelling_of};
+use crate::substitute::printable;
+
+/// The keys of the `oauth` object this Pack reads.
+const KEYS: [&str; 8] = [
+    "clientId",
+    "clientSecret",
+    "clientMetadataUrl",
+    "callbackPort",
+    "scopes",
+    "grantType",
+    "privateKey",
+    "signingAlgorithm",
+];
 
 /// Which grant gets the tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,7 +109,9 @@ pub(crate) type Substitute<'a> = dyn FnMut(&str, &str) -> Result<String, String>
 /// Parses an entry's `oauth` value.
 ///
 /// # Errors
-/// A refusal naming the field (`oauth.callbackPort`, …) and what was expected.
+/// A refusal naming the field (`oauth.callbackPort`, …) and what was expected, or a key that
+/// misspells one of [`KEYS`] while that key is absent (the setting would be silently ignored),
+/// naming the key as written and the one meant.
 pub(crate) fn parse(value: &Value, substitute: &mut Substitute<'_>) -> Result<OAuthConfig, String> {
     let Value::Object(fields) = value else {
         return Err(format!(
@@ -102,6 +119,14 @@ pub(crate) fn parse(value: &Value, substitute: &mut Substitute<'_>) -> Result<OA
             json_type(value)
         ));
     };
+    for key in fields.keys() {
+        if let Some(meant) = misspelling_of(key, &KEYS, |known| !fields.contains_key(known)) {
+            return Err(format!(
+                "the entry's \"oauth\" has \"{}\", which this Pack does not read; did you mean \"{meant}\"? (keys are case-sensitive)",
+                printable(key)
+            ));
+        }
+    }
     let mut string = |key: &str| -> Result<Option<String>, String> {
         match fields.get(key) {
             None | Some(Value::Null) => Ok(None),
@@ -315,5 +340,51 @@ mod tests {
         for (value, reason) in cases {
             assert_eq!(parsed(value.clone()).unwrap_err(), reason, "{value}");
         }
+    }
+
+    #[test]
+    fn a_misspelled_key_is_refused_naming_the_key_meant() {
+        let said = |key: &str, meant: &str| {
+            format!(
+                "the entry's \"oauth\" has \"{key}\", which this Pack does not read; did you mean \"{meant}\"? (keys are case-sensitive)"
+            )
+        };
+        let cases = [
+            (json!({"clientID": "a"}), said("clientID", "clientId")),
+            (json!({"client_id": "a"}), said("client_id", "clientId")),
+            (json!({"scope": "a b"}), said("scope", "scopes")),
+            (
+                json!({"callbackport": 33418}),
+                said("callbackport", "callbackPort"),
+            ),
+            (
+                json!({"clientId": "a", "client_secret": "${env:SECRET}"}),
+                said("client_secret", "clientSecret"),
+            ),
+            (
+                json!({"grant_type": "client_credentials"}),
+                said("grant_type", "grantType"),
+            ),
+            (json!({"privatekey": "k"}), said("privatekey", "privateKey")),
+            (
+                json!({"clientMetadataURL": "https://a.example/c.json"}),
+                said("clientMetadataURL", "clientMetadataUrl"),
+            ),
+        ];
+        for (value, reason) in cases {
+            let refused = parsed(value.clone()).unwrap_err();
+            assert_eq!(refused, reason, "{value}");
+            assert!(!refused.contains("s3cr3t"));
+        }
+        // Keys of no known kind, and a near miss beside the key itself, are ignored.
+        let config = parsed(json!({
+            "clientId": "abc",
+            "client_id": "other",
+            "audience": "x",
+            "redirectUri": "http://127.0.0.1/cb",
+            "tokenUrl": "https://a.example/token",
+        }))
+        .unwrap();
+        assert_eq!(config.client_id.as_deref(), Some("abc"));
     }
 }

@@ -463,3 +463,115 @@ async fn a_host_awaits_the_cleanup_after_the_drop() {
     assert!(!own.is_finished());
     own.abort();
 }
+
+/// A plugin config without `mcp` whose servers sit under a key that misspells `mcp`,
+/// `mcpServers` or `servers` (`mcpservers`, Codex's `mcp_servers`, `MCP`) is not an empty Pack
+/// that says nothing: the Pack is unavailable, naming the key and the one meant. Other plugins'
+/// keys, a near miss that holds no servers, and a server that happens to be named so are left as
+/// they were (review 5, issue 32 item 4).
+#[tokio::test]
+async fn a_plugin_config_with_a_misspelled_servers_key_is_not_an_empty_pack() {
+    let entry =
+        json!({"url": "http://127.0.0.1:9/mcp", "disabled": true, "headers": {"X-Api-Key": KEY}});
+    let reason = |key: &str, meant: &str| {
+        format!(
+            "the plugin config has \"{key}\", which this Plugin does not read, and no \"mcp\", so the mcp Pack would have no servers; did you mean \"{meant}\"? (keys are case-sensitive)"
+        )
+    };
+    let text = format!("{{\"mcpServers\": {{\"docs\": {entry}}}}}");
+    let cases = [
+        (
+            json!({"mcpservers": {"docs": entry}}),
+            reason("mcpservers", "mcpServers"),
+        ),
+        (
+            json!({"mcp_servers": {"docs": entry}}),
+            reason("mcp_servers", "mcpServers"),
+        ),
+        (json!({"MCP": {"docs": entry}}), reason("MCP", "mcp")),
+        (json!({"Mcp": text}), reason("Mcp", "mcp")),
+        (
+            json!({"MCP": {"mcpServers": {"docs": entry}}}),
+            reason("MCP", "mcp"),
+        ),
+        (
+            json!({"mcp-server": {"docs": entry}, "other": {"a": 1}}),
+            reason("mcp-server", "mcpServers"),
+        ),
+        (
+            json!({"Servers": {"docs": entry}, "inputs": []}),
+            reason("Servers", "servers"),
+        ),
+    ];
+    for (config, expected) in cases {
+        let unavailable = crate::support::construct(&config, "mcp")
+            .err()
+            .unwrap_or_else(|| panic!("constructed from {config}"));
+        assert_eq!(unavailable.reason, expected, "{config}");
+        assert!(!unavailable.reason.contains(KEY));
+    }
+    // Not near misses holding servers: the Pack is empty, as before.
+    for config in [
+        json!({"server": {"port": 8080, "host": "0.0.0.0"}}),
+        json!({"MCP": entry}),
+        json!({"mcp_servers": {}}),
+        json!({"fetch": {"docs": entry}}),
+        json!({"mcps": {"docs": entry}}),
+    ] {
+        let pack = crate::support::construct(&config, "mcp").unwrap();
+        assert_eq!(
+            Host { pack }.listing(json!({})).await,
+            json!({"servers": []}),
+            "{config}"
+        );
+    }
+    // `mcp` wins over a near miss beside it, and a server may be named like one.
+    let disabled = "the entry is disabled in the config (\"disabled\": true), so this Pack does not connect to it";
+    for config in [
+        json!({"mcp": {"MCP": entry}, "mcp_servers": {"docs": entry}}),
+        json!({"mcp": {"MCP": entry}}),
+    ] {
+        let pack = crate::support::construct(&config, "mcp").unwrap();
+        assert_eq!(
+            Host { pack }.listing(json!({})).await,
+            json!({"servers": [{"namespace": "MCP", "status": "error", "reason": disabled, "tools": []}]}),
+            "{config}"
+        );
+    }
+}
+
+/// A key of an entry's `oauth` object in the wrong case or one letter off (`clientID`, `scope`,
+/// `callbackport`, Python's `client_id`) is not silently ignored (the entry would register a
+/// client of its own, ask for no scopes, bind a random port): the entry is refused with a
+/// did-you-mean, as a misspelled entry key is. A key of no known kind is still ignored (review
+/// 5, issue 32 item 4).
+#[tokio::test]
+async fn a_misspelled_oauth_key_is_not_silently_ignored() {
+    let server = hostile::serve_tools(vec![hostile::tool("echo", "echoes")], |req| {
+        Reply::json(&hostile::text_result(&req.id(), "hi"))
+    })
+    .await;
+    let url = format!("http://127.0.0.1:{}/mcp", server.port);
+    let host = Host::new(json!({
+        "id": {"url": url, "oauth": {"clientID": "docs-app"}},
+        "scope": {"url": url, "oauth": {"scope": "files:read"}},
+        "port": {"url": url, "oauth": {"callbackport": 33418}},
+        "snake": {"url": url, "oauth": {"client_id": "docs-app", "clientSecret": KEY}},
+        "unknown": {"url": url, "oauth": {"audience": "x", "clientId": "docs-app"}},
+    }));
+    host.settled(WAIT).await;
+    let said = |key: &str, meant: &str| {
+        json!(format!(
+            "the entry's \"oauth\" has \"{key}\", which this Pack does not read; did you mean \"{meant}\"? (keys are case-sensitive)"
+        ))
+    };
+    assert_eq!(reason(&host, "id").await, said("clientID", "clientId"));
+    assert_eq!(reason(&host, "scope").await, said("scope", "scopes"));
+    assert_eq!(
+        reason(&host, "port").await,
+        said("callbackport", "callbackPort")
+    );
+    assert_eq!(reason(&host, "snake").await, said("client_id", "clientId"));
+    let unknown = host.listing(json!({"namespace": "unknown"})).await;
+    assert_eq!(unknown["status"], "ready", "{unknown}");
+}
