@@ -102,7 +102,7 @@ async fn construct_needs_the_host_runtime_and_an_object_or_null() {
 
     for (config, found) in [
         (json!([1]), "an array"),
-        (json!("x"), "a string"),
+        (json!(7), "a number"),
         (json!(false), "a boolean"),
     ] {
         let error = Host::try_new(config).err().unwrap();
