@@ -236,12 +236,7 @@ pub(crate) fn parse(config: &Value, env: &dyn Environment) -> Result<Vec<(String
 /// `servers` key is missing, not that `inputs` is a server.
 fn settings_only(servers: &serde_json::Map<String, Value>) -> Option<String> {
     let inputs = servers.get("inputs").is_some_and(Value::is_array);
-    let any_entry = servers.values().any(|value| {
-        value
-            .as_object()
-            .is_some_and(|fields| ENTRY_KEYS.iter().any(|key| fields.contains_key(*key)))
-    });
-    (inputs && !any_entry).then(|| {
+    (inputs && !servers.values().any(is_entry)).then(|| {
         "the mcp config has VS Code's \"inputs\" but no \"servers\" object; put the servers under \"servers\"".to_string()
     })
 }
@@ -291,7 +286,7 @@ fn file_servers(top: &serde_json::Map<String, Value>) -> Result<Option<&Value>, 
 /// entry.
 fn file_key(name: &str, value: &Value) -> bool {
     match value {
-        Value::Object(fields) => !ENTRY_KEYS.iter().any(|key| fields.contains_key(*key)),
+        Value::Object(_) => !is_entry(value),
         _ => name == "mcpServers",
     }
 }
