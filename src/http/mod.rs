@@ -41,8 +41,8 @@ pub(crate) use client::Clients;
 pub(crate) use error::{Error, Lasting};
 pub(crate) use modern::{Mirrored, input_required, required_capabilities};
 pub(crate) use reply::Listened;
+use session::{AfterRecheck, EraSignal, Rechecked};
 pub(crate) use session::{AnsweredOn, Era, Initialized, Installs};
-use session::{EraSignal, Rechecked};
 
 use crate::auth::challenge::{Challenge, asks_for_dpop_nonce};
 use crate::auth::dpop::{DPOP, Nonce};
@@ -166,8 +166,9 @@ pub(crate) struct Connection {
     next_id: AtomicU64,
     sessions: Mutex<Sessions>,
     flights: Mutex<InFlight>,
-    /// The `notifications/cancelled` of dropped calls on their way; awaited before a `DELETE`.
-    cancels: TaskTracker,
+    /// What must reach a session before its `DELETE`: the `notifications/cancelled` of dropped
+    /// calls and the answers to server requests on their way; awaited before the `DELETE`s.
+    before_delete: TaskTracker,
     /// The `initialize` POSTs on their way, each in its own task that owns the session id the
     /// answer's header gives; awaited before the owned sessions are deleted.
     handshakes: TaskTracker,
@@ -275,7 +276,7 @@ impl Connection {
             next_id: AtomicU64::new(1),
             sessions: Mutex::default(),
             flights: Mutex::default(),
-            cancels: TaskTracker::new(),
+            before_delete: TaskTracker::new(),
             handshakes: TaskTracker::new(),
             cleanups: TaskTracker::new(),
             closing: CancellationToken::new(),
@@ -758,7 +759,10 @@ impl Connection {
         };
         lock(&self.flights).waiting(id);
         tracing::debug!(namespace = %self.namespace, method, id, era = ?stale.era, "the server answered like the other era; asking which era it speaks");
-        match self.recheck(stale, method, signal, by_listing).await {
+        match self
+            .recheck(stale, method, signal, by_listing, AfterRecheck::Resend)
+            .await
+        {
             Rechecked::Moved => Ok(Some((self.session(None, by_listing).await?, false))),
             Rechecked::Renewed => Ok(Some((self.session(None, by_listing).await?, true))),
             Rechecked::Own if matches!(signal, EraSignal::PlainRefusal(_)) => {
@@ -788,7 +792,7 @@ impl Connection {
         let this = Arc::clone(self);
         // Spawned while the table is locked, so that a close that drains the table next also
         // waits for this cancel before its DELETE.
-        self.cancels.spawn_on(
+        self.before_delete.spawn_on(
             async move {
                 let sent = tokio::time::timeout(
                     limits::GOODBYE_TIMEOUT,

@@ -8,6 +8,7 @@
 //! Every byte read is bounded ([`crate::limits`]); every piece of server text that reaches an
 //! [`Error`] is scrubbed of the entry's secrets and cut to a bounded length.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -19,7 +20,7 @@ use reqwest::{Response, StatusCode, Url};
 use serde_json::value::RawValue;
 
 use super::events::{AfterAnswer, BodyError, SseStream};
-use super::session::{Era, EraSignal, Rechecked, Session};
+use super::session::{AfterRecheck, Era, EraSignal, Rechecked, Session};
 use super::{Connection, Current, Decoded, Error, Wire};
 use crate::jsonrpc::{self, Kind, RpcError};
 use crate::limits::{self, MAX_MESSAGE_BYTES};
@@ -138,10 +139,10 @@ impl Connection {
     /// Not cancel safe: dropping it abandons the reply (the request may still run on the
     /// server; the in-flight table decides whether to cancel it).
     pub(super) async fn read_response<T>(
-        &self,
+        self: &Arc<Self>,
         response: Response,
         id: u64,
-        session: &Session,
+        session: &Arc<Session>,
         decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
     ) -> Result<T, Error> {
         self.read_reply(response, id, session, decode, AfterAnswer::Background)
@@ -154,10 +155,10 @@ impl Connection {
     /// # Cancel safety
     /// Not cancel safe, as [`Connection::read_response`].
     pub(super) async fn read_reply<T>(
-        &self,
+        self: &Arc<Self>,
         response: Response,
         id: u64,
-        session: &Session,
+        session: &Arc<Session>,
         decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
         after: AfterAnswer,
     ) -> Result<T, Error> {
@@ -214,10 +215,10 @@ impl Connection {
     /// # Cancel safety
     /// Not cancel safe, as [`Connection::read_response`].
     async fn read_stream<T>(
-        &self,
+        self: &Arc<Self>,
         response: Response,
         id: u64,
-        session: &Session,
+        session: &Arc<Session>,
         decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
         after: AfterAnswer,
     ) -> Result<T, Error> {
@@ -480,16 +481,16 @@ impl Connection {
                     return Err(e);
                 };
                 // The same era on a new route (replicas declaring other things) confirms it
-                // too: the listen goes on the new route, where the same answer is its own.
+                // too: the listen goes on the new route, where the same answer is its own. The
+                // listen's refusal stands (nothing is resent), so the probe records its verdict
+                // itself: asked about once, even when the loop drops this future on the new
+                // route's install.
                 let own = self.is_own(session, LISTEN, signal)
                     || matches!(
-                        self.recheck(session, LISTEN, signal, false).await,
+                        self.recheck(session, LISTEN, signal, false, AfterRecheck::Stands)
+                            .await,
                         Rechecked::Own | Rechecked::Renewed
                     );
-                if own {
-                    // The listen's refusal stands (nothing is resent): asked about once.
-                    self.confirm_own(session, LISTEN, signal);
-                }
                 if own && matches!(signal, EraSignal::PlainRefusal(404 | 405)) {
                     tracing::debug!(namespace = %self.namespace, "subscriptions/listen has no endpoint on this server (a plain 404 or 405 from a modern server)");
                     return Ok(Listened::NotOffered);
@@ -621,16 +622,21 @@ impl Connection {
 
     /// Handles one incoming message, from any stream or JSON body: returns the answer when it is
     /// the response to `id`, or an error response whose `id` is `null` (the server could not
-    /// read the request; every POST carries one request, so it answers `id`); answers a server request on `session` (`ping` with `{}`, anything
-    /// else with `-32601`); hands notifications to [`crate::notices::handle`]; logs and drops responses to other ids. The one
-    /// place where incoming messages are dispatched. `source` is the buffer the message's text
-    /// lies in, handed to `decode` with the `result`.
+    /// read the request; every POST carries one request, so it answers `id`); answers a server
+    /// request on `session` (`ping` with `{}`, anything else with `-32601`) in a task that
+    /// [`Connection::close`] awaits before any `DELETE`; hands notifications to
+    /// [`crate::notices::handle`]; logs and drops responses to other ids. The one place where
+    /// incoming messages are dispatched. `source` is the buffer the message's text lies in,
+    /// handed to `decode` with the `result`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: an answer to a server request on its way finishes without the caller.
     async fn route<T>(
-        &self,
+        self: &Arc<Self>,
         message: &jsonrpc::Incoming<'_>,
         source: &Bytes,
         id: u64,
-        session: &Session,
+        session: &Arc<Session>,
         decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
     ) -> Option<Result<T, Error>> {
         match message.kind() {
@@ -651,24 +657,41 @@ impl Connection {
             }
             Kind::Request(rid, method) => {
                 tracing::debug!(namespace = %self.namespace, id, ping = method == "ping", "answering a server request");
-                let answer = jsonrpc::answer_server_request(rid, method);
-                // An answer is no request: it names nothing for step-ups. Bounded, so a server
-                // that never answers this POST cannot stall the stream it asked on.
-                let wire = Wire::answer();
-                let post = self.post(Bytes::from(answer), &wire, Some(session), None);
-                match tokio::time::timeout(limits::GOODBYE_TIMEOUT, post).await {
-                    Ok(Ok(_)) => {}
-                    Ok(Err(e)) => {
-                        tracing::debug!(namespace = %self.namespace, error = %e, "answering a server request failed");
-                    }
-                    Err(_) => {
-                        tracing::debug!(namespace = %self.namespace, "answering a server request timed out");
-                    }
-                }
+                let answer = Bytes::from(jsonrpc::answer_server_request(rid, method));
+                let this = Arc::clone(self);
+                let on = Arc::clone(session);
+                // In a task the close awaits before any DELETE: dropped with the stream it came
+                // on, a half-sent answer could still reach the session after its DELETE. None
+                // starts once the connection is closed or the session deleted.
+                let sent = self.before_delete.spawn_on(
+                    async move {
+                        if this.is_closed() || on.is_deleted() {
+                            return;
+                        }
+                        // An answer is no request: it names nothing for step-ups. Bounded, so a
+                        // server that never answers this POST cannot stall the stream it asked
+                        // on, nor the close.
+                        let wire = Wire::answer();
+                        let post = this.post(answer, &wire, Some(&on), None);
+                        match tokio::time::timeout(limits::GOODBYE_TIMEOUT, post).await {
+                            Ok(Ok(_)) => {}
+                            Ok(Err(e)) => {
+                                tracing::debug!(namespace = %this.namespace, error = %e, "answering a server request failed");
+                            }
+                            Err(_) => {
+                                tracing::debug!(namespace = %this.namespace, "answering a server request timed out");
+                            }
+                        }
+                    },
+                    &self.runtime,
+                );
+                // Awaited: a server asking faster than it reads answers holds its own stream,
+                // not a pile of tasks.
+                let _ = sent.await;
                 None
             }
             Kind::Notification(method) => {
-                crate::notices::handle(self, method, message.params);
+                crate::notices::handle(&**self, method, message.params);
                 None
             }
             Kind::Invalid => {

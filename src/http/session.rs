@@ -213,6 +213,19 @@ pub(crate) enum Rechecked {
     Unsure,
 }
 
+/// What the request that met an [`EraSignal`] does once [`Connection::recheck`] found its
+/// server still of the same era.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AfterRecheck {
+    /// It goes once more (on the kept or the new route); a plain refusal met again there is
+    /// the server's own ([`Connection::confirm_own`]), one met once may be a proxy's flap.
+    Resend,
+    /// Its answer stands and nothing is resent (`subscriptions/listen`): the probe's verdict
+    /// is recorded by the probe itself, so a caller dropped meanwhile (the stream loop leaving
+    /// a route the probe replaced) cannot lose it.
+    Stands,
+}
+
 /// What requests go out on: a legacy session (or a stateless legacy server), or a modern
 /// server's stateless route.
 pub(crate) struct Session {
@@ -712,16 +725,19 @@ impl Connection {
     /// found modern); a modern route found is installed at once ([`Rechecked::Moved`]). A
     /// signal already confirmed, or a route another probe already moved, is answered without
     /// a probe. A route installed here asks for a re-listing unless `by_listing`
-    /// ([`crate::notices::Signals::session_renewed`]).
+    /// ([`crate::notices::Signals::session_renewed`]). Whether the same era makes a plain
+    /// refusal the server's own at once depends on `after` ([`AfterRecheck`]).
     ///
     /// # Cancel safety
-    /// Cancel safe: the probe runs in its own task and finishes without the caller.
+    /// Cancel safe: the probe runs in its own task and finishes without the caller, verdict
+    /// recorded.
     pub(super) async fn recheck(
         self: &Arc<Self>,
         on: &Arc<Session>,
         method: &str,
         signal: EraSignal,
         by_listing: bool,
+        after: AfterRecheck,
     ) -> Rechecked {
         let this = Arc::clone(self);
         let on = Arc::clone(on);
@@ -755,9 +771,10 @@ impl Connection {
             let mut state = lock(&this.sessions);
             if era == on.era {
                 tracing::debug!(namespace = %this.namespace, method = &*method, ?signal, "the server is still of the same era: that answer is its own");
-                // A plain refusal may be a proxy's flap: its caller records it as the server's
-                // own only once the request met it again ([`Connection::confirm_own`]).
-                if !matches!(signal, EraSignal::PlainRefusal(_)) {
+                // A plain refusal may be a proxy's flap: a caller that resends records it as
+                // the server's own only once the request met it again
+                // ([`Connection::confirm_own`]).
+                if after == AfterRecheck::Stands || !matches!(signal, EraSignal::PlainRefusal(_)) {
                     state.confirmed(era, &method, signal);
                 }
             }
@@ -1010,7 +1027,7 @@ impl Connection {
 
     /// Reads the `initialize` answer, checks the version, sends `notifications/initialized`.
     async fn negotiate(
-        &self,
+        self: &Arc<Self>,
         response: reqwest::Response,
         id: u64,
         session: &Arc<Session>,
@@ -1056,7 +1073,8 @@ impl Connection {
         Ok(initialized)
     }
 
-    fn is_closed(&self) -> bool {
+    /// Whether [`Connection::close`] began: no request or session is made any more.
+    pub(super) fn is_closed(&self) -> bool {
         lock(&self.sessions).is_closed()
     }
 
@@ -1124,7 +1142,8 @@ impl Connection {
     /// more; a running renewal is stopped (an `initialize` it has out gets
     /// [`limits::HANDSHAKE_GRACE`] to bring its session id, then deleted); every request in
     /// flight is sent its `notifications/cancelled` on the session it went out on, and the
-    /// cancels of dropped calls already on their way are awaited — and only then is each owned
+    /// cancels of dropped calls and answers to server requests already on their way are
+    /// awaited — and only then is each owned
     /// session deleted (`DELETE`, each bounded by [`limits::GOODBYE_TIMEOUT`]). Cleanups of
     /// failed starts still running ([`Connection::abandon`]) are awaited first. The steps before
     /// the `DELETE`s end [`limits::GOODBYE_TIMEOUT`] before [`limits::CLOSE_DEADLINE`], so the
@@ -1203,11 +1222,12 @@ impl Connection {
             .iter()
             .map(|(id, session)| self.send_cancel(*id, session, reason));
         let _ = tokio::time::timeout_at(step(), futures_util::future::join_all(sends)).await;
-        // Cancels of dropped calls that are already on their way go before the DELETE too.
-        self.cancels.close();
-        let _ = tokio::time::timeout_at(step(), self.cancels.wait()).await;
+        // Cancels of dropped calls and answers to server requests already on their way go
+        // before the DELETE too.
+        self.before_delete.close();
+        let _ = tokio::time::timeout_at(step(), self.before_delete.wait()).await;
         if !close {
-            self.cancels.reopen();
+            self.before_delete.reopen();
         }
         let deletes = sessions.iter().map(|session| self.delete(session));
         futures_util::future::join_all(deletes).await;

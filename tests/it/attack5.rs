@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::stream;
+use futures_util::{StreamExt, stream};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -247,4 +247,61 @@ async fn a_stream_paths_verdict_on_session_400s_does_not_hide_a_real_restart_fro
         [Ok("ok on s-3".to_string()), Ok("ok on s-3".to_string())]
     );
     drop(host);
+}
+
+// ---------------------------------------------------------------------------------------------
+// nothing reaches a session after its DELETE
+
+/// Whether `req` is the client's answer to the server request `p1`.
+fn is_answer_to_p1(req: &Received) -> bool {
+    req.http_method == "POST" && req.rpc.get("method").is_none() && req.id() == json!("p1")
+}
+
+/// A legacy server asks `ping` on the standalone stream and takes 600 ms to take the answer;
+/// the Pack is dropped while the answer is on its way. The answer went out from inside the
+/// stream loop, which the drop ends: dropped half-sent, it could still reach the session after
+/// its `DELETE` (a generated schedule saw `POST - "get-ping" s-1 404` after `DELETE - - s-1`),
+/// and here the `DELETE` overtook it. The close awaits it: the `DELETE` comes after the answer
+/// was taken, and the answer went out once.
+#[tokio::test]
+async fn an_answer_to_a_server_request_on_its_way_at_the_drop_goes_before_the_delete() {
+    let server = hostile::serve_every_get(|req| async move {
+        if req.http_method == "GET" {
+            let ping = hostile::sse_event(&json!({"jsonrpc": "2.0", "id": "p1", "method": "ping"}));
+            let first = stream::iter([Ok::<_, io::Error>(Bytes::from(ping))]);
+            return Reply::stream(200, "text/event-stream", first.chain(stream::pending()));
+        }
+        if is_answer_to_p1(&req) {
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            return Reply::accepted();
+        }
+        match req.method() {
+            "initialize" => initialize(&req.id(), "s-1"),
+            "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)),
+            _ => standard(&req).unwrap_or_else(|| Reply::raw(400, "text/plain", "")),
+        }
+    })
+    .await;
+    let host = Host::new(json!({ "s": entry(&server.url) }));
+    let seen = server
+        .wait_until(Duration::from_secs(10), "the answer to p1", |r| {
+            r.iter().any(is_answer_to_p1)
+        })
+        .await;
+    let answered =
+        seen.iter().find(|r| is_answer_to_p1(r)).unwrap().at + Duration::from_millis(600);
+    drop(host);
+    let seen = server
+        .wait_until(Duration::from_secs(10), "the DELETE", |r| {
+            r.iter().any(|r| r.http_method == "DELETE")
+        })
+        .await;
+    let delete = seen.iter().find(|r| r.http_method == "DELETE").unwrap();
+    assert!(
+        delete.at >= answered,
+        "the DELETE came {:?} before the answer was taken",
+        answered - delete.at
+    );
+    assert_eq!(delete.header("mcp-session-id").as_deref(), Some("s-1"));
+    assert_eq!(seen.iter().filter(|r| is_answer_to_p1(r)).count(), 1);
 }

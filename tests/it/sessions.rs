@@ -130,19 +130,23 @@ fn transport(message: &str) -> Result<String, ToolError> {
 // ---------------------------------------------------------------------------------------------
 // regressions, one per failure
 
-/// Call A runs on s-1; the server forgets s-1, call B is re-sent on s-2. Dropping A cancels it
-/// on s-1 (with s-1's headers), not on s-2.
-/// Calls made one after another reuse the connection the start used: the server accepts exactly
-/// one TCP connection for the start (`initialize`, `notifications/initialized`, `tools/list`)
-/// and twelve calls, answered as JSON and as event streams in turn.
+/// Calls made one after another reuse one connection: after the first call, eleven more,
+/// answered as JSON and as event streams in turn, open no connection. The start
+/// (`initialize`, `notifications/initialized`, `tools/list`) and the session's standalone `GET`
+/// ran on one; the first call may find it still reading the `GET`'s 405 and open a second.
 #[tokio::test]
 async fn sequential_calls_reuse_one_connection() {
     let (server, host) = started().await;
+    let mut after_first = 0;
     for i in 0..12u64 {
         let text = call(&host, json!({"sse": i % 2 == 1})).await.unwrap();
         assert_eq!(text, format!("done {}", i + 4));
+        if i == 0 {
+            after_first = server.connections();
+        }
     }
-    assert_eq!(server.connections(), 1, "{:#?}", server.lines());
+    assert!(matches!(after_first, 1 | 2), "{after_first} connections");
+    assert_eq!(server.connections(), after_first, "{:#?}", server.lines());
     assert_eq!(server.trail().len(), 3 + 12, "{:#?}", server.lines());
 }
 
@@ -431,7 +435,9 @@ async fn reinitialize_survives_its_caller_and_the_pack() {
     server.expire("s-1");
     let b = tokio::spawn(call(&host, json!({})));
     saw(&server, "POST initialize 5 - 200").await;
-    let lines = drop_and_settle(&server, host).await;
+    // The initialize is held 300 ms from its arrival: the DELETE comes after its answer, so
+    // the trail must stay quiet longer than that to be settled.
+    let lines = drop_and_settle_for(&server, host, Duration::from_millis(1500)).await;
     assert_eq!(
         b.await.unwrap(),
         transport("the call to server \"s\" was stopped because the mcp Pack was shut down")
