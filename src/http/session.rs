@@ -730,7 +730,7 @@ impl Connection {
     ///
     /// # Cancel safety
     /// Cancel safe: the probe runs in its own task and finishes without the caller, verdict
-    /// recorded.
+    /// recorded. [`Connection::close`] stops it (nothing is sent after the close).
     pub(super) async fn recheck(
         self: &Arc<Self>,
         on: &Arc<Session>,
@@ -754,7 +754,13 @@ impl Connection {
                 }
             }
             tracing::debug!(namespace = %this.namespace, method = &*method, ?signal, era = ?on.era, "an answer looked like the other era's; asking server/discover again");
-            let found = match this.discover().await {
+            // Stopped by the close: a probe still out then sends nothing more (its `-32022`
+            // re-ask, a sign-in's resend), and nothing after the close needs its verdict.
+            let discovered = tokio::select! {
+                discovered = this.discover() => discovered,
+                () = this.closing.cancelled() => return Rechecked::Unsure,
+            };
+            let found = match discovered {
                 Ok(found) => found,
                 Err(e) => {
                     tracing::debug!(namespace = %this.namespace, reason = %e, "server/discover gave no verdict; the answer stands");

@@ -11,6 +11,7 @@ mod attack2;
 mod attack3;
 mod attack4;
 mod attack5;
+mod attack6;
 mod bounds;
 mod config;
 mod dpop;
