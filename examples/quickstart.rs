@@ -14,7 +14,7 @@ mod demo_server;
 
 use std::time::Duration;
 
-use runvil_plugin::{Pack, Packs, Services, TOKIO_RUNTIME};
+use runvil_plugin::{Pack, Packs, Services, Settled, TOKIO_RUNTIME};
 use serde_json::{Value, json};
 
 #[tokio::main]
@@ -56,8 +56,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if any_loading(&first)? {
         println!("mcp/get_dynamic_tools {{}} while the server starts:\n{first}\n");
     }
-    let listing = wait_until_settled(&*pack, Duration::from_secs(30)).await?;
-    println!("mcp/get_dynamic_tools {{}} once ready:\n{listing}\n");
+    // Awaits every server's first outcome (ready, or error with its reason); no polling.
+    if let Settled::Pending(names) = pack.settled(Duration::from_secs(30)).await {
+        return Err(format!("still loading after 30 s: {}", names.join(", ")).into());
+    }
+    let listing = call(&*pack, "mcp/get_dynamic_tools", json!({})).await?;
+    println!("mcp/get_dynamic_tools {{}} once settled:\n{listing}\n");
 
     let args = json!({"namespace": "demo", "toolName": "add"});
     let schema = call(&*pack, "mcp/get_dynamic_tools", args.clone()).await?;
@@ -66,6 +70,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = json!({"namespace": "demo", "toolName": "add", "arguments": {"a": 2, "b": 3}});
     let sum = call(&*pack, "mcp/call_dynamic_tool", args.clone()).await?;
     println!("mcp/call_dynamic_tool {args}:\n{sum}");
+
+    // Dropping the Pack ends its sessions in the background; `closed` waits for that, bounded.
+    let closed = pack.closed();
+    drop(pack);
+    closed.await;
     Ok(())
 }
 
@@ -75,24 +84,6 @@ async fn call(
     args: Value,
 ) -> Result<String, runvil_plugin::ToolError> {
     pack.call(tool, args).await
-}
-
-/// Polls the listing until no server is `loading`, for at most `limit`.
-async fn wait_until_settled(
-    pack: &dyn Pack,
-    limit: Duration,
-) -> Result<String, Box<dyn std::error::Error>> {
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        let listing = call(pack, "mcp/get_dynamic_tools", json!({})).await?;
-        if !any_loading(&listing)? {
-            return Ok(listing);
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return Err(format!("a server was still loading after {limit:?}: {listing}").into());
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// Whether any server in a `get_dynamic_tools {}` listing is still `loading`.

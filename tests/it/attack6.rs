@@ -9,9 +9,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::support::Host;
-use crate::support::hostile::{
-    self, Reply, entry, result, rpc_error, standard, tool, tools_page,
-};
+use crate::support::hostile::{self, Reply, entry, result, rpc_error, standard, tool, tools_page};
 
 /// A legacy `initialize` answer issuing `session`.
 fn initialize(id: &Value, session: &str) -> Reply {

@@ -575,3 +575,31 @@ async fn a_misspelled_oauth_key_is_not_silently_ignored() {
     let unknown = host.listing(json!({"namespace": "unknown"})).await;
     assert_eq!(unknown["status"], "ready", "{unknown}");
 }
+
+/// An https url for a plain-HTTP server that answers the TLS hello with a plain-text `400` and
+/// closes (Python's `http.server` does): the same lasting reason as a port that says nothing
+/// back, not "could not connect to …" (which is retried and not lasting, so the host CLI would
+/// wait its whole `--wait` for it).
+#[tokio::test]
+async fn an_https_url_for_a_server_answering_plain_http_is_lasting() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (listener, port) = crate::support::net::loopback().await;
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut hello = [0u8; 512];
+                let _ = socket.read(&mut hello).await;
+                let page = "HTTP/1.0 400 Bad request version\r\nContent-Type: text/html\r\n\r\n<html>bad</html>";
+                let _ = socket.write_all(page.as_bytes()).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    let host = Host::new(json!({"tls": {"url": format!("https://127.0.0.1:{port}/mcp")}}));
+    let entry = host.failed("tls", WAIT).await;
+    assert_eq!(
+        without_retry(&entry),
+        json!({"namespace": "tls", "status": "error", "lasting": true, "tools": [],
+               "reason": format!("the TLS handshake with https://127.0.0.1:{port} failed (is it an https URL for a plain-HTTP port?)")})
+    );
+}
