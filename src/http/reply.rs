@@ -268,7 +268,24 @@ impl Connection {
                     tracing::debug!(namespace = %self.namespace, id, fruitless, retry_ms = retry.as_millis() as u64, "resuming event stream");
                     let last_event_id = last_event_id.to_string();
                     tokio::time::sleep(retry).await;
-                    let resumed = match self.resume(&last_event_id, session).await {
+                    // In a task the close awaits before any DELETE (bounded by the stream-open
+                    // deadline): dropped with its reader while on the wire, the GET could still
+                    // reach the session after its DELETE. None starts once the connection is
+                    // closed.
+                    let this = Arc::clone(self);
+                    let on = Arc::clone(session);
+                    let asking = last_event_id.clone();
+                    let resuming = self.before_delete.spawn_on(
+                        async move {
+                            if this.is_closed() {
+                                return Err(Error::closed());
+                            }
+                            this.resume(&asking, &on).await
+                        },
+                        &self.runtime,
+                    );
+                    let resumed = resuming.await.unwrap_or_else(|_| Err(Error::closed()));
+                    let resumed = match resumed {
                         Ok(resumed) => resumed,
                         // The server forgot the session (MCP 2025-11-25, transports, session
                         // management): the request is over on it and may have run.
