@@ -167,7 +167,8 @@ pub(crate) struct Connection {
     sessions: Mutex<Sessions>,
     flights: Mutex<InFlight>,
     /// What must reach a session before its `DELETE`: the `notifications/cancelled` of dropped
-    /// calls and the answers to server requests on their way; awaited before the `DELETE`s.
+    /// calls, the answers to server requests and the stream resumptions on their way; awaited
+    /// before the `DELETE`s.
     before_delete: TaskTracker,
     /// The `initialize` POSTs on their way, each in its own task that owns the session id the
     /// answer's header gives; awaited before the owned sessions are deleted.
