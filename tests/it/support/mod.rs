@@ -7,7 +7,7 @@
 //! responders behind matchers), [`oauth`] (an authorization server and protected resource, shared with the unit
 //! tests), [`modern`] (a strict 2026-07-28 server, switchable to the legacy era, recording a
 //! trail), [`demo_server`] (the examples' rmcp server) and [`interop`] (real peers behind a
-//! recording proxy). What they have in common, binding, serving connections and waiting on a
+//! recording proxy). What many tests build such servers from is in [`answers`]. What they have in common, binding, serving connections and waiting on a
 //! record, is in [`net`]; log capture is in [`logs`].
 
 use std::path::PathBuf;
@@ -173,6 +173,7 @@ impl Host {
 
 #[path = "../../../examples/common/demo_server.rs"]
 pub mod demo_server;
+pub mod answers;
 pub mod hostile;
 pub mod interop;
 pub mod logs;

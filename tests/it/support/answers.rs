@@ -1,0 +1,155 @@
+//! Building blocks for [`super::hostile`] servers that many test modules share: a heartbeat for
+//! Tokio's paused clock, requests never answered or answered with headers and then silence,
+//! the `server/discover` and `initialize` results of a server declaring `tools.listChanged`, a
+//! scripted legacy or modern server, and the arrival times of requests.
+
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::stream;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::Host;
+use super::hostile::{self, Received, Reply, Server, result, standard, text_result, tool, tools_page};
+
+/// On a paused clock, Tokio jumps to the next timer whenever every task is idle, also while a
+/// loopback packet is still on its way. This heartbeat keeps a timer at most 50 ms ahead at all
+/// times, so no jump skips past a deadline while the peers are merely between two socket reads.
+pub fn heartbeat() {
+    tokio::spawn(async {
+        loop {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+}
+
+/// A request the server never answers.
+pub async fn never() -> Reply {
+    std::future::pending().await
+}
+
+/// Sets its flag when dropped: the body of a response the client closed.
+pub struct Closed(pub Arc<AtomicBool>);
+
+impl Drop for Closed {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// A response of `status` whose headers go out at once and whose body never sends a byte nor
+/// ends (a silent proxy after the status line); `closed` is set once the client closed it.
+pub fn headers_then_silence(status: u16, content_type: &str, closed: Arc<AtomicBool>) -> Reply {
+    let body = stream::unfold(Closed(closed), |held| async move {
+        std::future::pending::<()>().await;
+        drop(held);
+        None::<(Result<Bytes, io::Error>, Closed)>
+    });
+    Reply::stream(status, content_type, body)
+}
+
+/// A `server/discover` result of a modern server declaring `tools.listChanged`.
+pub fn discover_result(id: &Value) -> Reply {
+    Reply::json(&result(
+        id,
+        json!({"supportedVersions": ["2026-07-28"],
+               "capabilities": {"tools": {"listChanged": true}},
+               "serverInfo": {"name": "fixture", "version": "0"}}),
+    ))
+}
+
+/// A legacy (MCP 2025-11-25) `initialize` answer declaring `tools.listChanged`, issuing
+/// `session`.
+pub fn initialize(id: &Value, session: &str) -> Reply {
+    initialize_declaring(id, session, json!({"tools": {"listChanged": true}}))
+}
+
+/// A legacy (MCP 2025-11-25) `initialize` answer declaring `capabilities`, issuing `session`.
+pub fn initialize_declaring(id: &Value, session: &str, capabilities: Value) -> Reply {
+    Reply::json(&result(
+        id,
+        json!({"protocolVersion": "2025-11-25",
+               "capabilities": capabilities,
+               "serverInfo": {"name": "fixture", "version": "0"}}),
+    ))
+    .header("mcp-session-id", session)
+}
+
+/// When each request of HTTP method `verb` and JSON-RPC method `method` (`""` for a `GET`)
+/// arrived, in whole seconds after `t0`.
+pub fn seconds(server: &Server, verb: &str, method: &str, t0: Instant) -> Vec<u64> {
+    server
+        .requests()
+        .iter()
+        .filter(|r| r.http_method == verb && r.method() == method)
+        .map(|r| (r.at - t0).as_secs())
+        .collect()
+}
+
+/// How a test's script answers a request.
+pub enum Answer {
+    Now(Reply),
+    /// Never: the request waits until the client gives up.
+    Never,
+}
+
+/// A legacy server (sessions `s-1`, `s-2`, … one per `initialize`, each declaring
+/// `tools.listChanged`; tool `t`) whose answers `script` decides first (`None`: the usual ones:
+/// `server/discover` plain 400, `GET` 405, `DELETE` 200, `tools/call` `ok on s-N`).
+pub async fn legacy_with(
+    script: impl Fn(&Received) -> Option<Answer> + Send + Sync + 'static,
+) -> Server {
+    let script = Arc::new(script);
+    hostile::serve_all(move |req| {
+        let script = Arc::clone(&script);
+        async move {
+            match script(&req) {
+                Some(Answer::Now(reply)) => return reply,
+                Some(Answer::Never) => return never().await,
+                None => {}
+            }
+            let session = req.header("mcp-session-id").unwrap_or_default();
+            match (req.http_method.as_str(), req.method()) {
+                ("GET", _) => Reply::raw(405, "text/plain", ""),
+                ("DELETE", _) => Reply::raw(200, "text/plain", ""),
+                (_, "server/discover") => Reply::raw(400, "text/plain", "Bad Request"),
+                (_, "initialize") => initialize(&req.id(), &format!("s-{}", req.nth + 1)),
+                (_, "tools/list") => {
+                    Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None))
+                }
+                (_, "tools/call") => {
+                    Reply::json(&text_result(&req.id(), &format!("ok on {session}")))
+                }
+                _ => standard(&req).unwrap_or_else(|| Reply::raw(400, "text/plain", "")),
+            }
+        }
+    })
+    .await
+}
+
+/// A modern server (`tools.listChanged`, tool `t`) whose `subscriptions/listen` is answered by
+/// `listen`.
+pub async fn modern_with(listen: impl Fn(&Received) -> Reply + Send + Sync + 'static) -> Server {
+    let listen = Arc::new(listen);
+    hostile::serve_all(move |req| {
+        let listen = Arc::clone(&listen);
+        async move {
+            match req.method() {
+                "server/discover" => discover_result(&req.id()),
+                "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)),
+                "subscriptions/listen" => listen(&req),
+                _ => Reply::raw(400, "text/plain", ""),
+            }
+        }
+    })
+    .await
+}
+
+/// The namespace listing of `ns` (`get_dynamic_tools` with `{"namespace": ns}`).
+pub async fn namespace(host: &Host, ns: &str) -> Value {
+    host.listing(json!({ "namespace": ns })).await
+}
