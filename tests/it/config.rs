@@ -3,6 +3,8 @@
 //! request's hint, and the `refusedStarts` count of a server that
 //! nothing listens for (README "Configuration", "What the tools answer").
 
+use crate::bounds::list_server;
+use crate::support::hostile::tools_page;
 use std::time::Duration;
 
 use runvil_plugin::ToolErrorKind;
@@ -242,4 +244,27 @@ async fn refused_starts_are_counted_in_the_listing() {
         server_entry(&host.listing(json!({})).await, "later"),
         &json!({"namespace": "later", "status": "ready", "tools": ["search"]})
     );
+}
+
+/// Disabled entries never touch the network (the server sees nothing, not even after the other
+/// entry is ready and a retry would have come); an entry with only `serverUrl` names the key.
+#[tokio::test]
+async fn disabled_and_other_clients_entries_do_no_io() {
+    let server = list_server(|req| Reply::json(&tools_page(&req.id(), vec![], None))).await;
+    let host = Host::new(json!({
+        "off": {"url": server.url, "headers": {"Authorization": "Bearer sk-live-4f9a8b7c6d5e"}, "disabled": true},
+        "not-enabled": {"url": server.url, "enabled": false},
+        "windsurf": {"serverUrl": server.url},
+    }));
+    let listing = host.listing(json!({})).await;
+    assert_eq!(
+        listing,
+        json!({"servers": [
+            {"namespace": "not-enabled", "status": "error", "reason": "the entry is disabled in the config (\"enabled\": false), so this Pack does not connect to it", "tools": []},
+            {"namespace": "off", "status": "error", "reason": "the entry is disabled in the config (\"disabled\": true), so this Pack does not connect to it", "tools": []},
+            {"namespace": "windsurf", "status": "error", "reason": "the entry has \"serverUrl\" (Windsurf's key) but no \"url\"; this Pack reads the server's address from \"url\", so rename \"serverUrl\" to \"url\"", "tools": []}]})
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(host.listing(json!({})).await, listing);
+    assert_eq!(server.requests().len(), 0);
 }

@@ -380,7 +380,7 @@ fn generated_modern_schedules_keep_the_invariants() {
 }
 
 #[test]
-#[ignore = "long run; .ci/run runs it"]
+#[ignore = "long run; .ci/run step 'generated session schedules' runs it"]
 fn generated_modern_schedules_keep_the_invariants_long() {
     run_cases(150);
 }

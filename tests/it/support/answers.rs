@@ -14,7 +14,9 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::Host;
-use super::hostile::{self, Received, Reply, Server, result, standard, text_result, tool, tools_page};
+use super::hostile::{
+    self, Received, Reply, Server, result, standard, text_result, tool, tools_page,
+};
 
 /// On a paused clock, Tokio jumps to the next timer whenever every task is idle, also while a
 /// loopback packet is still on its way. This heartbeat keeps a timer at most 50 ms ahead at all

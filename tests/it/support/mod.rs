@@ -56,6 +56,18 @@ pub fn store_file(url: &reqwest::Url, client: &str, namespace: &str) -> PathBuf 
     oauth_store().join(format!("{name}.json"))
 }
 
+/// How long a test waits for a server to be ready or for an answer: 10 seconds.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+/// The `transport` error (`ToolErrorKind::Transport`) whose message is `message`, as a call's
+/// outcome.
+pub fn transport(message: &str) -> Result<String, ToolError> {
+    Err(ToolError::new(
+        runvil_plugin::ToolErrorKind::Transport,
+        message,
+    ))
+}
+
 /// Installs the plugin with the plugin config `config` and constructs its Pack under `id` on
 /// the current Tokio runtime, as a Host does.
 pub fn construct(config: &Value, id: &str) -> Result<Box<dyn Pack>, runvil_plugin::Unavailable> {
@@ -171,9 +183,9 @@ impl Host {
     }
 }
 
+pub mod answers;
 #[path = "../../../examples/common/demo_server.rs"]
 pub mod demo_server;
-pub mod answers;
 pub mod hostile;
 pub mod interop;
 pub mod logs;

@@ -223,7 +223,7 @@ pub fn is_era_probe(body: &[u8]) -> bool {
 /// What a legacy (2025-era) server answers the era probe, as the Python SDK does: `400` with a
 /// JSON-RPC error of its own (`-32000`), no modern error. The legacy harnesses answer the probe
 /// with it and leave it out of their trails, so their tests read as before; the era tests
-/// (`tests/it/modern.rs`) pin the probe itself.
+/// (`tests/it/eras.rs`) pin the probe itself.
 pub fn legacy_probe_answer() -> hyper::Response<ReplyBody> {
     hyper::Response::builder()
         .status(400)
