@@ -9,8 +9,8 @@
 //! milliseconds and the bounds are measured in exact virtual seconds.
 
 use crate::support::answers::{
-    Answer, discover_result, headers_then_silence, heartbeat, legacy_with, namespace, never,
-    seconds,
+    Answer, assert_call_cancelled, discover_result, headers_then_silence, heartbeat, legacy_with,
+    namespace, never, seconds,
 };
 use crate::support::hostile::{
     self, Received, Reply, SESSION, Server, entry, rpc_error, serve, server_entry, sse_event,
@@ -934,11 +934,7 @@ async fn tool_taking_six_minutes_hits_the_call_deadline() {
         transport("server \"slower\" did not answer the tool call within 5 minutes")
     );
     assert_eq!(took, 300);
-    let call = server.with_method("tools/call")[0].id();
-    assert_eq!(
-        server.cancellations().await,
-        [json!({"requestId": call, "reason": "the client's deadline for the call passed"})]
-    );
+    assert_call_cancelled(&server, "the client's deadline for the call passed").await;
 }
 
 /// Keep-alive comments forever (never an answer) do not keep a start alive past its deadline.

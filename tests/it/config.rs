@@ -1,7 +1,7 @@
 //! The config as its author wrote it, through the Host contract: other clients' tool filters
 //! (`includeTools`, `excludeTools`, `disabledTools`), VS Code's placeholders in a refused
-//! request's hint, and the `refusedStarts` count of a server that
-//! nothing listens for (README "Configuration", "What the tools answer").
+//! request's hint, entries that are disabled or other clients' (no I/O), and the `refusedStarts`
+//! count of a server that nothing listens for (README "Configuration", "What the tools answer").
 
 use crate::bounds::list_server;
 use crate::support::hostile::tools_page;

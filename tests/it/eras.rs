@@ -8,7 +8,9 @@
 //! Where a test must guess the client's exact wording it asserts the structure (kind, and that
 //! the message names the thing) and says `// lead: exact text`.
 
-use crate::support::answers::{Answer, heartbeat, initialize, legacy_with, modern_with, namespace};
+use crate::support::answers::{
+    Answer, call_t_times, heartbeat, initialize, legacy_with, modern_with, namespace,
+};
 use crate::support::hostile::{
     self, Reply, Server, entry, result, rpc_error, server_entry, standard, text_result, tool,
     tools_page,
@@ -38,7 +40,7 @@ pub(crate) async fn call(host: &Host, tool: &str, arguments: Value) -> Result<St
     host.call("call_dynamic_tool", args).await
 }
 
-fn trail_lines(trail: &[Step]) -> Vec<String> {
+pub(crate) fn trail_lines(trail: &[Step]) -> Vec<String> {
     trail.iter().map(Step::line).collect()
 }
 
@@ -589,10 +591,7 @@ async fn a_plain_400_a_resend_got_past_does_not_hide_a_later_restart_onto_the_le
     assert_eq!(host.call_tool("flap", "t").await, Ok("modern ok".into()));
     assert_eq!(server.count("server/discover"), 2);
     legacy.store(true, Ordering::SeqCst);
-    let mut answers = Vec::new();
-    for _ in 0..3 {
-        answers.push(host.call_tool("flap", "t").await.map_err(|e| e.message));
-    }
+    let answers = call_t_times(&host, "flap", 3).await;
     assert_eq!(
         answers,
         [

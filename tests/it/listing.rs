@@ -6,14 +6,14 @@
 use crate::bounds::{
     call_t_within, cursors_asked, error_reason, failed_start, first_start, list_server, ready_on,
 };
-use crate::eras::{LIMIT, call, lines, ready};
+use crate::eras::{LIMIT, call, lines, ready, trail_lines};
 use crate::support::answers::{heartbeat, namespace};
 use crate::support::hostile::{
     self, Received, Reply, Server, entry, result, rpc_error, serve, serve_routes, server_entry,
     standard, text_result, tool, tools_page,
 };
 use crate::support::mock::{self, ResponseTemplate, body};
-use crate::support::modern::{Era, Modern, Step, tool_with};
+use crate::support::modern::{Era, Modern, tool_with};
 use crate::support::{Host, WAIT};
 use crate::wire::{
     Live, assert_ready_with, call_s, count, keyed_host, list_changed, mock_server,
@@ -695,7 +695,7 @@ async fn a_listing_with_ttl_zero_or_absent_is_not_refreshed_by_time() {
         call(&host, "echo", json!({})).await.unwrap();
         let trail = server.settle(Duration::from_millis(300), LIMIT).await;
         assert_eq!(
-            trail.iter().map(Step::line).collect::<Vec<_>>(),
+            trail_lines(&trail),
             lines(&[
                 "POST server/discover 200",
                 "POST tools/list 200",

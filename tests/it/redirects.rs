@@ -16,7 +16,7 @@ use reqwest::Url;
 use runvil_plugin::ToolErrorKind;
 use serde_json::{Value, json};
 
-use crate::signin::{WAIT, call_whoami, grant_types, link_in_listing};
+use crate::signin::{WAIT, call_whoami, grant_types, link_in_listing, paste};
 use crate::support::hostile::{self, Received, Reply};
 use crate::support::oauth::{Options, TestServer};
 use crate::support::{Host, logs, oauth_store};
@@ -105,6 +105,15 @@ impl Waiting {
 
     /// The genuine redirect is then accepted: the server gets ready with one code exchange,
     /// whose PKCE verifier the test server checks.
+    /// Pastes `address`, which the sign-in accepts, and goes on as [`Waiting::then_signs_in`].
+    async fn accepts(&self, address: &str) {
+        assert_eq!(
+            paste(&self.host, address).await.unwrap(),
+            r#"{"namespace":"docs","accepted":true}"#
+        );
+        self.then_signs_in().await;
+    }
+
     async fn then_signs_in(&self) {
         self.host.ready("docs", WAIT).await;
         assert_eq!(call_whoami(&self.host).await.unwrap(), "signed in");
@@ -235,15 +244,6 @@ async fn redirects_the_listener_refuses_leave_the_sign_in_open_for_the_genuine_o
     );
 }
 
-/// Hands `address` to the Pack's waiting sign-in of `docs` (`mcp/sign_in_redirect`).
-async fn paste(host: &Host, address: &str) -> Result<String, runvil_plugin::ToolError> {
-    host.call(
-        "sign_in_redirect",
-        json!({"namespace": "docs", "address": address}),
-    )
-    .await
-}
-
 #[tokio::test]
 async fn pasted_addresses_are_checked_as_the_listener_checks_redirects() {
     let waiting = Waiting::start().await;
@@ -266,11 +266,7 @@ async fn pasted_addresses_are_checked_as_the_listener_checks_redirects() {
     }
     // An empty `error` counts as omitted (RFC 6749 §3.1): this is the genuine redirect.
     let genuine = waiting.address("error=&code={code}&state={state}&iss={iss}");
-    assert_eq!(
-        paste(&waiting.host, &genuine).await.unwrap(),
-        r#"{"namespace":"docs","accepted":true}"#
-    );
-    waiting.then_signs_in().await;
+    waiting.accepts(&genuine).await;
 }
 
 /// A pasted address is checked as received, like the listener's `Host` and path: another
@@ -311,11 +307,7 @@ async fn a_pasted_address_is_not_rewritten_before_it_is_checked() {
         waiting.still_waits(address).await;
     }
     let genuine = format!("  http://127.0.0.1:{port}/callback?{query}\n");
-    assert_eq!(
-        paste(&waiting.host, &genuine).await.unwrap(),
-        r#"{"namespace":"docs","accepted":true}"#
-    );
-    waiting.then_signs_in().await;
+    waiting.accepts(&genuine).await;
 }
 
 #[tokio::test]

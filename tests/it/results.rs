@@ -4,13 +4,13 @@
 //! can act on (README "What the tools answer").
 
 use crate::bounds::{call_t_within, error_reason, ready_on, tool_server};
-use crate::eras::{LIMIT, call, lines, ready};
+use crate::eras::{LIMIT, call, lines, ready, trail_lines};
 use crate::support::hostile::{
     self, Reply, entry, result, rpc_error, sse_event, text_result, tool,
 };
 use crate::support::mock::matchers::path;
 use crate::support::mock::{self, Mock, MockServer, ResponseTemplate, body};
-use crate::support::modern::{Call, Modern, Step};
+use crate::support::modern::{Call, Modern};
 use crate::support::{Host, WAIT, transport};
 use crate::wire::{
     assert_call_fails, assert_only_the_call_before_delete, call_s, mock_server, mock_tool,
@@ -313,7 +313,7 @@ async fn a_missing_client_capability_error_fails_at_once_naming_it() {
     assert!(failed.message.contains("elicitation"), "{failed:?}"); // lead: exact text
     let trail = server.settle(Duration::from_millis(500), LIMIT).await;
     assert_eq!(
-        trail.iter().map(Step::line).collect::<Vec<_>>(),
+        trail_lines(&trail),
         lines(&[
             "POST server/discover 200",
             "POST tools/list 200",

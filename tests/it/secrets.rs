@@ -2,7 +2,7 @@
 //! error, a `Debug` output or a log line, even when a server echoes them back; server text that
 //! holds one shows `[redacted]` instead.
 //!
-//! Every test here captures every log record at trace level (the Pack's `tracing` events and,
+//! Most tests here capture every log record at trace level (the Pack's `tracing` events and,
 //! through the `log` bridge, its HTTP stack's) into a buffer, with a subscriber set as the
 //! default for the test's (current-thread) runtime. The tests of this module hold one lock for
 //! their whole run and set only variables of their own (`MCP_SECRETS_*`, `MCP_BREAK10_*`), which

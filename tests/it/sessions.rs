@@ -214,6 +214,19 @@ pub(crate) async fn saw_get(server: &Sessioned) {
         .await;
 }
 
+/// Waits (at most `limit`) until `server` has seen a `GET` on `session`.
+async fn saw_get_on(server: &Sessioned, session: &str, limit: Duration) -> Vec<Received> {
+    let what = format!("a GET on {session}");
+    server
+        .server
+        .wait_until(limit, &what, |r| {
+            r.iter().any(|r| {
+                r.http_method == "GET" && r.header("mcp-session-id").as_deref() == Some(session)
+            })
+        })
+        .await
+}
+
 pub(crate) fn call_args(tool: &str) -> Value {
     json!({"namespace": "m", "toolName": tool, "arguments": {}})
 }
@@ -454,13 +467,7 @@ async fn two_restarts_in_a_row_leave_the_standalone_stream_shut_until_a_call() {
     server.forget_all();
     let found = tokio::time::timeout(
         Duration::from_secs(300),
-        server
-            .server
-            .wait_until(Duration::from_secs(300), "a GET on m-3", |r| {
-                r.iter().any(|r| {
-                    r.http_method == "GET" && r.header("mcp-session-id").as_deref() == Some("m-3")
-                })
-            }),
+        saw_get_on(&server, "m-3", Duration::from_secs(300)),
     )
     .await;
     assert!(found.is_ok(), "{:#?}", server.lines());
@@ -636,14 +643,7 @@ async fn after_a_long_restart_the_standalone_stream_reopens_without_a_call() {
     server.set(|s| s.restarting = true);
     tokio::time::sleep(Duration::from_secs(20)).await;
     server.set(|s| s.restarting = false);
-    server
-        .server
-        .wait_until(Duration::from_secs(120), "a GET on m-2", |r| {
-            r.iter().any(|r| {
-                r.http_method == "GET" && r.header("mcp-session-id").as_deref() == Some("m-2")
-            })
-        })
-        .await;
+    saw_get_on(&server, "m-2", Duration::from_secs(120)).await;
     assert_eq!(server.server.count("tools/call"), 0);
     drop(host);
 }

@@ -6,7 +6,8 @@
 
 use crate::bounds::{assert_read_to_the_cap, call_t_within, ready_on, ready_pair, tool_server};
 use crate::support::answers::{
-    Answer, headers_then_silence, heartbeat, initialize, legacy_with, seconds,
+    Answer, assert_call_cancelled, call_t_times, headers_then_silence, heartbeat, initialize,
+    legacy_with, seconds,
 };
 use crate::support::hostile::{
     self, Received, Reply, SESSION, Server, entry, list_changed_initialize, result, serve,
@@ -532,10 +533,7 @@ async fn a_stream_paths_verdict_on_session_400s_does_not_hide_a_real_restart_fro
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(host.call_tool("words", "t").await, Ok("ok on s-2".into()));
     restarted.store(true, Ordering::SeqCst);
-    let mut answers = Vec::new();
-    for _ in 0..2 {
-        answers.push(host.call_tool("words", "t").await.map_err(|e| e.message));
-    }
+    let answers = call_t_times(&host, "words", 2).await;
     assert_eq!(
         answers,
         [Ok("ok on s-3".to_string()), Ok("ok on s-3".to_string())]
@@ -653,11 +651,7 @@ async fn call_stream_reset_mid_response_is_a_transport_error_at_once() {
         started.elapsed()
     );
     for s in [&server, &json_cut] {
-        let call = s.with_method("tools/call")[0].id();
-        assert_eq!(
-            s.cancellations().await,
-            [json!({"requestId": call, "reason": "the client lost the reply stream"})]
-        );
+        assert_call_cancelled(s, "the client lost the reply stream").await;
     }
 }
 

@@ -155,3 +155,22 @@ pub async fn modern_with(listen: impl Fn(&Received) -> Reply + Send + Sync + 'st
 pub async fn namespace(host: &Host, ns: &str) -> Value {
     host.listing(json!({ "namespace": ns })).await
 }
+
+/// Asserts that `server` was told, once, to cancel the first `tools/call` it received, with
+/// `reason` (MCP 2025-11-25 "Cancellation": `notifications/cancelled`).
+pub async fn assert_call_cancelled(server: &Server, reason: &str) {
+    let call = server.with_method("tools/call")[0].id();
+    assert_eq!(
+        server.cancellations().await,
+        [json!({"requestId": call, "reason": reason})]
+    );
+}
+
+/// `times` calls of tool `t` on `ns`, one after the other: each answer, or its error message.
+pub async fn call_t_times(host: &Host, ns: &str, times: usize) -> Vec<Result<String, String>> {
+    let mut answers = Vec::new();
+    for _ in 0..times {
+        answers.push(host.call_tool(ns, "t").await.map_err(|e| e.message));
+    }
+    answers
+}

@@ -233,3 +233,21 @@ pub fn legacy_probe_answer() -> hyper::Response<ReplyBody> {
         ))
         .unwrap()
 }
+
+/// Waits until `trail()` has kept its length for `quiet` (at most `limit`, Tokio time), polling
+/// every 10 ms; returns the trail then.
+pub async fn settle<T>(quiet: Duration, limit: Duration, trail: impl Fn() -> Vec<T>) -> Vec<T> {
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut seen = trail().len();
+    let mut since = tokio::time::Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let now = trail().len();
+        if now != seen {
+            seen = now;
+            since = tokio::time::Instant::now();
+        } else if since.elapsed() >= quiet || tokio::time::Instant::now() >= deadline {
+            return trail();
+        }
+    }
+}
