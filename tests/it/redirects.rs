@@ -10,14 +10,12 @@
 //! - A link holding a configured secret anywhere (also one that contains the entry's client id,
 //!   or percent-encoded) is refused and never shown.
 
-use std::sync::{Arc, Mutex};
-
 use reqwest::Url;
 use runvil_plugin::ToolErrorKind;
 use serde_json::{Value, json};
 
 use crate::signin::{WAIT, call_whoami, grant_types, link_in_listing, paste};
-use crate::support::hostile::{self, Received, Reply};
+use crate::support::answers::key_echoing_sign_in;
 use crate::support::oauth::{Options, TestServer};
 use crate::support::{Host, logs, oauth_store};
 
@@ -348,33 +346,7 @@ const KEY: &str = "docs-app-4f9a8b7c6d5e";
 async fn shown_for(endpoint: Endpoint) -> (Value, [String; 3]) {
     oauth_store();
     let (_capture, logs) = logs::capture("trace");
-    let listener = crate::support::net::unused_loopback().await;
-    let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
-    let learned: Arc<Mutex<String>> = Arc::default();
-    let (b, seen) = (base.clone(), learned.clone());
-    let _server = hostile::serve_on(listener, move |req: Received| {
-        let (base, seen) = (b.clone(), seen.clone());
-        async move {
-            if let Some(key) = req.header("x-api-key") {
-                *seen.lock().unwrap() = key;
-            }
-            let key = seen.lock().unwrap().clone();
-            match (req.http_method.as_str(), req.target.as_str()) {
-                ("POST", "/mcp") => Reply::raw(401, "text/plain", "sign in first").header(
-                    "www-authenticate",
-                    &format!("Bearer resource_metadata=\"{base}/prm\""),
-                ),
-                ("GET", "/prm") => Reply::json(&json!({
-                    "resource": format!("{base}/mcp"),
-                    "authorization_servers": [base],
-                })),
-                ("GET", "/.well-known/oauth-authorization-server") => Reply::json(
-                    &hostile::authorization_server_metadata(&base, &endpoint(&base, &key)),
-                ),
-                _ => Reply::raw(404, "text/plain", "not here"),
-            }
-        }
-    });
+    let (_server, base) = key_echoing_sign_in(endpoint).await;
     let host = Host::new(json!({"docs": {
         "url": format!("{base}/mcp"),
         "headers": {"X-Api-Key": KEY},

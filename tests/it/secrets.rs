@@ -13,9 +13,10 @@
     reason = "ENV_LOCK serializes whole tests, each on its own current-thread runtime: holding it across awaits is the point, and no task of another test can wait on it"
 )]
 
-use std::sync::{Arc, Mutex, MutexGuard, Once};
+use std::sync::{Mutex, MutexGuard, Once};
 use std::time::Duration;
 
+use crate::support::answers::key_echoing_sign_in;
 use crate::support::hostile::{
     self, Received, Reply, Server, result, rpc_error, serve, server_entry, sse_event, standard,
     text_result, tool, tools_page,
@@ -1215,37 +1216,8 @@ async fn a_header_value_echoed_into_the_sign_in_link_is_not_shown() {
     let _guard = exclusive();
     crate::support::oauth_store();
     let (_capture, logs) = logs::capture("trace");
-    let listener = crate::support::net::unused_loopback().await;
-    let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
-    let learned: Arc<Mutex<String>> = Arc::default();
-    let (b, seen) = (base.clone(), learned.clone());
-    let _server = hostile::serve_on(listener, move |req: Received| {
-        let (base, seen) = (b.clone(), seen.clone());
-        async move {
-            if let Some(key) = req.header("x-api-key") {
-                *seen.lock().unwrap() = key;
-            }
-            let key = seen.lock().unwrap().clone();
-            match (req.http_method.as_str(), req.target.as_str()) {
-                ("POST", "/mcp") => Reply::raw(401, "text/plain", "sign in first").header(
-                    "www-authenticate",
-                    &format!("Bearer resource_metadata=\"{base}/prm\""),
-                ),
-                ("GET", "/prm") => Reply::json(&json!({
-                    "resource": format!("{base}/mcp"),
-                    "authorization_servers": [base],
-                })),
-                ("GET", "/.well-known/oauth-authorization-server") => {
-                    Reply::json(&hostile::authorization_server_metadata(
-                        &base,
-                        &format!("{base}/authorize?tenant={key}"),
-                    ))
-                }
-                ("POST", "/register") => Reply::json(&hostile::public_client("client-echo-1")),
-                _ => Reply::raw(404, "text/plain", "not here"),
-            }
-        }
-    });
+    let (_server, base) =
+        key_echoing_sign_in(|base, key| format!("{base}/authorize?tenant={key}")).await;
     let host = Host::new(json!({"ok": {
         "url": format!("{base}/mcp"),
         "headers": {"X-Api-Key": KEY},

@@ -4,8 +4,8 @@
 //! scripted legacy or modern server, and the arrival times of requests.
 
 use std::io;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -173,4 +173,41 @@ pub async fn call_t_times(host: &Host, ns: &str, times: usize) -> Vec<Result<Str
         answers.push(host.call_tool(ns, "t").await.map_err(|e| e.message));
     }
     answers
+}
+
+/// A protected MCP endpoint at `{base}/mcp` (MCP 2025-11-25 "Authorization") that is its own
+/// authorization server, and names as its authorization endpoint `endpoint(base, key)`, `key`
+/// being the `X-Api-Key` value the MCP endpoint last received: `POST /mcp` answers `401` with a
+/// Bearer challenge, `/prm` the resource's metadata, `/.well-known/oauth-authorization-server`
+/// the server's, and `/register` registers client `client-echo-1`. Returns it and its `base`.
+pub async fn key_echoing_sign_in(endpoint: fn(&str, &str) -> String) -> (Server, String) {
+    let listener = super::net::unused_loopback().await;
+    let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+    let learned: Arc<Mutex<String>> = Arc::default();
+    let b = base.clone();
+    let server = hostile::serve_on(listener, move |req: Received| {
+        let (base, seen) = (b.clone(), learned.clone());
+        async move {
+            if let Some(key) = req.header("x-api-key") {
+                *seen.lock().unwrap() = key;
+            }
+            let key = seen.lock().unwrap().clone();
+            match (req.http_method.as_str(), req.target.as_str()) {
+                ("POST", "/mcp") => Reply::raw(401, "text/plain", "sign in first").header(
+                    "www-authenticate",
+                    &format!("Bearer resource_metadata=\"{base}/prm\""),
+                ),
+                ("GET", "/prm") => Reply::json(&json!({
+                    "resource": format!("{base}/mcp"),
+                    "authorization_servers": [base],
+                })),
+                ("GET", "/.well-known/oauth-authorization-server") => Reply::json(
+                    &hostile::authorization_server_metadata(&base, &endpoint(&base, &key)),
+                ),
+                ("POST", "/register") => Reply::json(&hostile::public_client("client-echo-1")),
+                _ => Reply::raw(404, "text/plain", "not here"),
+            }
+        }
+    });
+    (server, base)
 }
