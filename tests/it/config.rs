@@ -4,6 +4,7 @@
 //! count of a server that nothing listens for (README "Configuration", "What the tools answer").
 
 use crate::bounds::list_server;
+use crate::support::answers::one_tool_or_400;
 use crate::support::hostile::tools_page;
 use std::time::Duration;
 
@@ -229,16 +230,10 @@ async fn refused_starts_are_counted_in_the_listing() {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
         .await
         .unwrap();
-    let _up = hostile::serve_on(listener, |req| async move {
-        hostile::standard(&req).unwrap_or_else(|| match req.method() {
-            "tools/list" => Reply::json(&hostile::tools_page(
-                &req.id(),
-                vec![hostile::tool("search", "a tool")],
-                None,
-            )),
-            _ => Reply::raw(400, "text/plain", ""),
-        })
-    });
+    let _up = hostile::serve_on(
+        listener,
+        |req| async move { one_tool_or_400(&req, "search") },
+    );
     host.ready("later", Duration::from_secs(30)).await;
     assert_eq!(
         server_entry(&host.listing(json!({})).await, "later"),

@@ -9,7 +9,7 @@
 //! the message names the thing) and says `// lead: exact text`.
 
 use crate::support::answers::{
-    Answer, call_t_times, heartbeat, initialize, legacy_with, modern_with, namespace,
+    Answer, call_t_times, heartbeat, initialize, legacy_with, modern_with, namespace, tool_names,
 };
 use crate::support::hostile::{
     self, Reply, Server, entry, result, rpc_error, server_entry, standard, text_result, tool,
@@ -1650,12 +1650,7 @@ async fn tools_with_invalid_x_mcp_header_are_omitted_and_named() {
     server.set_tools(tools);
     let host = ready(&server).await;
     let listing = namespace(&host, "m").await;
-    let listed: Vec<&Value> = listing["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| &t["name"])
-        .collect();
+    let listed = tool_names(&listing);
     assert_eq!(listed, [&json!("fine")]);
     let omitted = listing["omitted"].as_array().expect("omitted");
     let mut names: Vec<&str> = omitted

@@ -3,6 +3,7 @@
 //! a model can act on, reasons that stay short when a server answers with a web page, config
 //! mistakes that are never silent, and readiness and shutdown a Host can await.
 
+use crate::support::answers::one_tool_or_400;
 use crate::support::hostile::{self, Reply, serve};
 use crate::support::mock::matchers::path;
 use crate::support::mock::{Mock, MockServer};
@@ -613,14 +614,7 @@ async fn a_host_awaits_the_cleanup_after_the_drop() {
             tokio::time::sleep(Duration::from_millis(300)).await;
             return Reply::raw(200, "text/plain", "");
         }
-        hostile::standard(&req).unwrap_or_else(|| match req.method() {
-            "tools/list" => Reply::json(&hostile::tools_page(
-                &req.id(),
-                vec![hostile::tool("echo", "e")],
-                None,
-            )),
-            _ => Reply::raw(400, "text/plain", ""),
-        })
+        one_tool_or_400(&req, "echo")
     })
     .await;
     let host = Host::new(json!({"docs": {"url": format!("http://127.0.0.1:{}/mcp", server.port)}}));

@@ -7,7 +7,7 @@ use crate::bounds::{
     call_t_within, cursors_asked, error_reason, failed_start, first_start, list_server, ready_on,
 };
 use crate::eras::{LIMIT, call, lines, ready, trail_lines};
-use crate::support::answers::{heartbeat, namespace};
+use crate::support::answers::{heartbeat, namespace, tool_names};
 use crate::support::hostile::{
     self, Received, Reply, Server, entry, result, rpc_error, serve, serve_routes, server_entry,
     standard, text_result, tool, tools_page,
@@ -716,12 +716,7 @@ async fn an_empty_next_cursor_is_followed_and_its_repeat_ends_the_walk() {
         ]);
         let host = ready(&server).await;
         let listing = namespace(&host, "m").await;
-        let names: Vec<&Value> = listing["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| &t["name"])
-            .collect();
+        let names = tool_names(&listing);
         assert_eq!(names, [&json!("a"), &json!("b")], "{era:?}");
         let lists = server.steps("tools/list");
         assert_eq!(lists.len(), 2, "{era:?}: {:?}", server.lines());

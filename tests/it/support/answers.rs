@@ -211,3 +211,22 @@ pub async fn key_echoing_sign_in(endpoint: fn(&str, &str) -> String) -> (Server,
     });
     (server, base)
 }
+
+/// A server listing the one tool `name`: the answers of [`hostile::standard`], `tools/list`, and
+/// `400` to anything else.
+pub fn one_tool_or_400(req: &Received, name: &str) -> Reply {
+    standard(req).unwrap_or_else(|| match req.method() {
+        "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool(name, "a tool")], None)),
+        _ => Reply::raw(400, "text/plain", ""),
+    })
+}
+
+/// The `name` of each tool of a namespace listing, in its order.
+pub fn tool_names(listing: &Value) -> Vec<&Value> {
+    listing["tools"]
+        .as_array()
+        .expect("a namespace listing has tools")
+        .iter()
+        .map(|t| &t["name"])
+        .collect()
+}

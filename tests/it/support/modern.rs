@@ -408,11 +408,6 @@ impl Modern {
             .collect()
     }
 
-    /// How many requests of `method` arrived.
-    pub fn count(&self, method: &str) -> usize {
-        self.steps(method).len()
-    }
-
     /// Waits (at most `limit`) until `done(trail)`; panics with the trail's lines otherwise.
     pub async fn wait_until(
         &self,
@@ -421,6 +416,11 @@ impl Modern {
         done: impl Fn(&[Step]) -> bool,
     ) -> Vec<Step> {
         net::wait_on(limit, what, || self.trail(), done, || self.lines()).await
+    }
+
+    /// How many requests of `method` arrived.
+    pub fn count(&self, method: &str) -> usize {
+        self.steps(method).len()
     }
 
     /// Waits until the trail has been quiet for `quiet` (at most `limit`); returns it.
