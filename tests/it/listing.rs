@@ -7,7 +7,7 @@ use crate::bounds::{
     call_t_within, cursors_asked, error_reason, failed_start, first_start, list_server, ready_on,
 };
 use crate::eras::{LIMIT, call, lines, ready, trail_lines};
-use crate::support::answers::{heartbeat, namespace, tool_names};
+use crate::support::answers::{discover_declaring, heartbeat, namespace, tool_names};
 use crate::support::hostile::{
     self, Received, Reply, Server, entry, result, rpc_error, serve, serve_routes, server_entry,
     standard, text_result, tool, tools_page,
@@ -218,12 +218,7 @@ async fn a_positive_ttl_under_one_millisecond_counts_as_the_5_second_floor() {
     heartbeat();
     let server = hostile::serve_all(|req| async move {
         match req.method() {
-            "server/discover" => Reply::json(&result(
-                &req.id(),
-                json!({"supportedVersions": ["2026-07-28"],
-                       "capabilities": {"tools": {}},
-                       "serverInfo": {"name": "ttl", "version": "0"}}),
-            )),
+            "server/discover" => discover_declaring(&req.id(), json!({"tools": {}})),
             "tools/list" => Reply::json(&result(
                 &req.id(),
                 json!({"tools": [tool("t", "t")], "ttlMs": 0.5}),

@@ -197,10 +197,7 @@ pub async fn key_echoing_sign_in(endpoint: fn(&str, &str) -> String) -> (Server,
                     "www-authenticate",
                     &format!("Bearer resource_metadata=\"{base}/prm\""),
                 ),
-                ("GET", "/prm") => Reply::json(&json!({
-                    "resource": format!("{base}/mcp"),
-                    "authorization_servers": [base],
-                })),
+                ("GET", "/prm") => resource_metadata(&base, &base),
                 ("GET", "/.well-known/oauth-authorization-server") => Reply::json(
                     &hostile::authorization_server_metadata(&base, &endpoint(&base, &key)),
                 ),
@@ -229,4 +226,22 @@ pub fn tool_names(listing: &Value) -> Vec<&Value> {
         .iter()
         .map(|t| &t["name"])
         .collect()
+}
+
+/// The protected resource metadata (RFC 9728) of `{base}/mcp`, naming `authorization_server`.
+pub fn resource_metadata(base: &str, authorization_server: &str) -> Reply {
+    Reply::json(&json!({
+        "resource": format!("{base}/mcp"),
+        "authorization_servers": [authorization_server],
+    }))
+}
+
+/// A `server/discover` result (MCP 2026-07-28) of a modern server declaring `capabilities`.
+pub fn discover_declaring(id: &Value, capabilities: Value) -> Reply {
+    Reply::json(&result(
+        id,
+        json!({"supportedVersions": ["2026-07-28"],
+               "capabilities": capabilities,
+               "serverInfo": {"name": "fixture", "version": "0"}}),
+    ))
 }
