@@ -1,7 +1,8 @@
 //! The config as its author wrote it, through the Host contract: other clients' tool filters
-//! (`includeTools`, `excludeTools`, `disabledTools`), VS Code's placeholders in a refused
-//! request's hint, entries that are disabled or other clients' (no I/O), and the `refusedStarts`
-//! count of a server that nothing listens for (README "Configuration", "What the tools answer").
+//! (`includeTools`, `excludeTools`, `disabledTools`), entries that are disabled or other
+//! clients' (no I/O), and the `refusedStarts` count of a server that nothing listens for (README
+//! "Configuration", "What the tools answer"). The hints a refused request earns for placeholders
+//! and variables (VS Code's among them) are in `secrets`.
 
 use crate::bounds::list_server;
 use crate::support::answers::one_tool_or_400;
@@ -137,43 +138,6 @@ async fn a_tool_filter_of_the_wrong_type_refuses_the_entry() {
             {"namespace": "b", "status": "error", "reason": "\"excludeTools\" must be an array of tool names (strings); item 2 is a number", "tools": []},
             {"namespace": "c", "status": "error", "reason": "\"disabledTools\" must be an array of tool names (strings), found an object", "tools": []},
         ]})
-    );
-}
-
-/// VS Code's `${input:ID}`, its predefined variables (`${workspaceFolder}`), `${config:...}` and
-/// a `${...}` of no known form are sent as written; a 401 or 403 then says what each is and to
-/// use `${env:NAME}`, quoting no unknown form (it may be a pasted secret).
-#[tokio::test]
-async fn vs_code_placeholders_earn_a_hint_on_401_and_403() {
-    let server = hostile::serve_initialize(|req| match req.target.as_str() {
-        "/input" => Reply::raw(401, "text/plain", ""),
-        _ => Reply::raw(403, "text/plain", ""),
-    })
-    .await;
-    let base = format!("http://127.0.0.1:{}", server.port);
-    let host = Host::new(json!({
-        "input": {"url": format!("{base}/input"), "headers": {"Authorization": "Bearer ${input:github-token}"}},
-        "folder": {"url": format!("{base}/folder?root=${{workspaceFolder}}"), "headers": {"X-Setting": "${config:mcp.key}"}},
-        "other": {"url": format!("{base}/other"), "headers": {"X-Key": "${sk-live-4f9a8b7c6d5e}"}},
-    }));
-    let listing = host.settled(WAIT).await;
-    assert_eq!(
-        server_entry(&listing, "input")["reason"],
-        "HTTP 401 Unauthorized; header \"Authorization\" holds ${input:github-token}, a VS Code input (a value VS Code prompts for), which was sent as written: this Pack cannot prompt; put the value in an environment variable and write ${env:NAME}"
-    );
-    assert_eq!(
-        server_entry(&listing, "folder")["reason"],
-        "HTTP 403 Forbidden; url holds ${workspaceFolder}, a VS Code predefined variable, which was sent as written (this Pack expands only ${env:NAME} and ${userHome}); write the value itself, or put it in an environment variable and write ${env:NAME}; \
-         header \"X-Setting\" holds ${config:…}, a VS Code setting variable, which was sent as written (this Pack expands only ${env:NAME} and ${userHome}); put the value in an environment variable and write ${env:NAME}"
-    );
-    assert_eq!(
-        server_entry(&listing, "other")["reason"],
-        "HTTP 403 Forbidden; header \"X-Key\" holds a ${...} placeholder this Pack does not know, which was sent as written (this Pack expands only ${env:NAME} and ${userHome}); put the value in an environment variable and write ${env:NAME}"
-    );
-    let sent = server.first(|r| r.target == "/input");
-    assert_eq!(
-        sent.header("authorization").as_deref(),
-        Some("Bearer ${input:github-token}")
     );
 }
 

@@ -216,15 +216,21 @@ fn both_schemes() -> Options {
     }
 }
 
-/// A Bearer (unbound) grant sends no proof, so a nonce cannot be what the server refuses: the
-/// expired token must be refreshed.
-#[tokio::test]
-async fn a_bearer_client_refreshes_despite_a_dpop_nonce_challenge() {
+/// A Host signed in to `docs` on a [`both_schemes`] server, whose access tokens then expired.
+async fn signed_in_with_expired_token() -> (TestServer, Host) {
     oauth_store();
     let server = TestServer::start(both_schemes()).await;
     let host = Host::new(json!({"docs": {"url": server.mcp_url().as_str()}}));
     sign_in(&host).await;
     server.expire_access_tokens();
+    (server, host)
+}
+
+/// A Bearer (unbound) grant sends no proof, so a nonce cannot be what the server refuses: the
+/// expired token must be refreshed.
+#[tokio::test]
+async fn a_bearer_client_refreshes_despite_a_dpop_nonce_challenge() {
+    let (server, host) = signed_in_with_expired_token().await;
     let answer = call_whoami(&host).await;
     let log = server.log.lock().unwrap().mcp.clone();
     assert_eq!(
@@ -237,11 +243,7 @@ async fn a_bearer_client_refreshes_despite_a_dpop_nonce_challenge() {
 /// The same with a revoked grant: the user must get a sign-in link.
 #[tokio::test]
 async fn a_bearer_client_with_a_revoked_grant_gets_a_sign_in_link() {
-    oauth_store();
-    let server = TestServer::start(both_schemes()).await;
-    let host = Host::new(json!({"docs": {"url": server.mcp_url().as_str()}}));
-    sign_in(&host).await;
-    server.expire_access_tokens();
+    let (server, host) = signed_in_with_expired_token().await;
     server.revoke_refresh_tokens();
     let refused = call_whoami(&host).await.unwrap_err();
     assert!(

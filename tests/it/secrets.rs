@@ -1,6 +1,7 @@
 //! Secrets: header values, `${env:...}` values and the tokens a sign-in learns must never appear in a listing, a reason, an
 //! error, a `Debug` output or a log line, even when a server echoes them back; server text that
-//! holds one shows `[redacted]` instead.
+//! holds one shows `[redacted]` instead. A refused request's hint names unexpanded variables and
+//! placeholders (VS Code's too) but never quotes one of no known form.
 //!
 //! Most tests here capture every log record at trace level (the Pack's `tracing` events and,
 //! through the `log` bridge, its HTTP stack's) into a buffer, with a subscriber set as the
@@ -728,6 +729,43 @@ async fn refused_requests_hint_at_unexpanded_and_empty_variables() {
     assert_eq!(
         sent.header("authorization").as_deref(),
         Some("Bearer ${API_KEY}")
+    );
+}
+
+/// VS Code's `${input:ID}`, its predefined variables (`${workspaceFolder}`), `${config:...}` and
+/// a `${...}` of no known form are sent as written; a 401 or 403 then says what each is and to
+/// use `${env:NAME}`, quoting no unknown form (it may be a pasted secret).
+#[tokio::test]
+async fn vs_code_placeholders_earn_a_hint_on_401_and_403() {
+    let server = hostile::serve_initialize(|req| match req.target.as_str() {
+        "/input" => Reply::raw(401, "text/plain", ""),
+        _ => Reply::raw(403, "text/plain", ""),
+    })
+    .await;
+    let base = format!("http://127.0.0.1:{}", server.port);
+    let host = Host::new(json!({
+        "input": {"url": format!("{base}/input"), "headers": {"Authorization": "Bearer ${input:github-token}"}},
+        "folder": {"url": format!("{base}/folder?root=${{workspaceFolder}}"), "headers": {"X-Setting": "${config:mcp.key}"}},
+        "other": {"url": format!("{base}/other"), "headers": {"X-Key": "${sk-live-4f9a8b7c6d5e}"}},
+    }));
+    let listing = host.settled(Duration::from_secs(10)).await;
+    assert_eq!(
+        server_entry(&listing, "input")["reason"],
+        "HTTP 401 Unauthorized; header \"Authorization\" holds ${input:github-token}, a VS Code input (a value VS Code prompts for), which was sent as written: this Pack cannot prompt; put the value in an environment variable and write ${env:NAME}"
+    );
+    assert_eq!(
+        server_entry(&listing, "folder")["reason"],
+        "HTTP 403 Forbidden; url holds ${workspaceFolder}, a VS Code predefined variable, which was sent as written (this Pack expands only ${env:NAME} and ${userHome}); write the value itself, or put it in an environment variable and write ${env:NAME}; \
+         header \"X-Setting\" holds ${config:…}, a VS Code setting variable, which was sent as written (this Pack expands only ${env:NAME} and ${userHome}); put the value in an environment variable and write ${env:NAME}"
+    );
+    assert_eq!(
+        server_entry(&listing, "other")["reason"],
+        "HTTP 403 Forbidden; header \"X-Key\" holds a ${...} placeholder this Pack does not know, which was sent as written (this Pack expands only ${env:NAME} and ${userHome}); put the value in an environment variable and write ${env:NAME}"
+    );
+    let sent = server.first(|r| r.target == "/input");
+    assert_eq!(
+        sent.header("authorization").as_deref(),
+        Some("Bearer ${input:github-token}")
     );
 }
 
