@@ -23,6 +23,23 @@ use runvil_plugin::ToolErrorKind;
 use serde_json::{Value, json};
 use std::time::Duration;
 
+/// A [`Modern`] server of `era` whose `tools/list` answers `pages` (the cursor asked for, the
+/// tools, the next cursor), and a Host whose start walked them: it must be ready, listing `tools`.
+async fn walked(
+    era: Era,
+    pages: Vec<(Option<&str>, Vec<Value>, Option<&str>)>,
+    tools: Value,
+) -> (Modern, Host) {
+    let server = Modern::start_in(era).await;
+    server.set_pages(pages);
+    let host = Host::new(json!({"m": entry(&server.url)}));
+    let listing = host.settled(LIMIT).await;
+    let entry = &listing["servers"][0];
+    assert_eq!(entry["status"], "ready", "{era:?}: {entry}");
+    assert_eq!(entry["tools"], tools, "{era:?}: {entry}");
+    (server, host)
+}
+
 /// The `cursor` each `tools/list` asked with (`Null`: none), in order.
 fn cursors(server: &Modern) -> Vec<Value> {
     server
@@ -85,24 +102,22 @@ where
 #[tokio::test]
 async fn an_older_server_ending_a_two_page_walk_with_an_empty_cursor_is_listed() {
     for era in [Era::Modern, Era::Legacy] {
-        let server = Modern::start_in(era).await;
-        server.set_pages(vec![
-            (None, vec![tool_with("a", json!({}))], Some("p2")),
-            (Some("p2"), vec![tool_with("b", json!({}))], Some("")),
-            // An older server reads the cursor "" as none: its first page again.
-            (Some(""), vec![tool_with("a", json!({}))], Some("p2")),
-        ]);
-        let host = Host::new(json!({"m": entry(&server.url)}));
-        let listing = host.settled(LIMIT).await;
-        let entry = &listing["servers"][0];
-        assert_eq!(entry["status"], "ready", "{era:?}: {entry}");
-        assert_eq!(entry["tools"], json!(["a", "b"]), "{era:?}: {entry}");
-        let cursors: Vec<Value> = server
-            .steps("tools/list")
-            .iter()
-            .map(|s| s.params.get("cursor").cloned().unwrap_or(Value::Null))
-            .collect();
-        assert_eq!(cursors, [Value::Null, json!("p2"), json!("")], "{era:?}");
+        let (server, _host) = walked(
+            era,
+            vec![
+                (None, vec![tool_with("a", json!({}))], Some("p2")),
+                (Some("p2"), vec![tool_with("b", json!({}))], Some("")),
+                // An older server reads the cursor "" as none: its first page again.
+                (Some(""), vec![tool_with("a", json!({}))], Some("p2")),
+            ],
+            json!(["a", "b"]),
+        )
+        .await;
+        assert_eq!(
+            cursors(&server),
+            [Value::Null, json!("p2"), json!("")],
+            "{era:?}"
+        );
     }
 }
 
@@ -144,17 +159,16 @@ async fn an_omitted_tools_reason_is_bounded_whatever_its_property_name() {
 #[tokio::test]
 async fn an_empty_page_at_the_empty_cursor_with_a_next_cursor_is_followed() {
     for era in [Era::Modern, Era::Legacy] {
-        let server = Modern::start_in(era).await;
-        server.set_pages(vec![
-            (None, vec![tool_with("a", json!({}))], Some("")),
-            (Some(""), vec![], Some("c2")),
-            (Some("c2"), vec![tool_with("z", json!({}))], None),
-        ]);
-        let host = Host::new(json!({"m": entry(&server.url)}));
-        let listing = host.settled(LIMIT).await;
-        let entry = &listing["servers"][0];
-        assert_eq!(entry["status"], "ready", "{era:?}: {entry}");
-        assert_eq!(entry["tools"], json!(["a", "z"]), "{era:?}: {entry}");
+        let (server, _host) = walked(
+            era,
+            vec![
+                (None, vec![tool_with("a", json!({}))], Some("")),
+                (Some(""), vec![], Some("c2")),
+                (Some("c2"), vec![tool_with("z", json!({}))], None),
+            ],
+            json!(["a", "z"]),
+        )
+        .await;
         assert_eq!(
             cursors(&server),
             [Value::Null, json!(""), json!("c2")],
@@ -173,26 +187,25 @@ async fn an_empty_page_at_the_empty_cursor_with_a_next_cursor_is_followed() {
 async fn an_older_servers_repeated_first_page_with_a_malformed_tool_ends_the_walk() {
     let bad = json!({"name": "bad", "description": 5, "inputSchema": {"type": "object"}});
     for era in [Era::Modern, Era::Legacy] {
-        let server = Modern::start_in(era).await;
-        server.set_pages(vec![
-            (
-                None,
-                vec![tool_with("a", json!({})), bad.clone()],
-                Some("p2"),
-            ),
-            (Some("p2"), vec![tool_with("b", json!({}))], Some("")),
-            // An older server reads the cursor "" as none: its first page again.
-            (
-                Some(""),
-                vec![tool_with("a", json!({})), bad.clone()],
-                Some("p2"),
-            ),
-        ]);
-        let host = Host::new(json!({"m": entry(&server.url)}));
-        let listing = host.settled(LIMIT).await;
-        let entry = &listing["servers"][0];
-        assert_eq!(entry["status"], "ready", "{era:?}: {entry}");
-        assert_eq!(entry["tools"], json!(["a", "b"]), "{era:?}: {entry}");
+        let (server, host) = walked(
+            era,
+            vec![
+                (
+                    None,
+                    vec![tool_with("a", json!({})), bad.clone()],
+                    Some("p2"),
+                ),
+                (Some("p2"), vec![tool_with("b", json!({}))], Some("")),
+                // An older server reads the cursor "" as none: its first page again.
+                (
+                    Some(""),
+                    vec![tool_with("a", json!({})), bad.clone()],
+                    Some("p2"),
+                ),
+            ],
+            json!(["a", "b"]),
+        )
+        .await;
         let one = host.listing(json!({"namespace": "m"})).await;
         assert_eq!(
             one["omitted"],

@@ -447,54 +447,40 @@ async fn invalid_params_from_the_server_is_invalid_arguments() {
 async fn structured_content_is_checked_against_the_output_schema() {
     let (_server, host) = ready_with_schemas().await;
     let backend = |message: &str| Err((ToolErrorKind::Backend, message.to_string()));
-    // Only structuredContent: it is the answer, so it must conform.
-    assert_eq!(
-        call_outcome(
-            &host,
-            "stats",
-            json!({"mode": "structured", "value": {"sum": 5}})
-        )
-        .await,
-        Ok(r#"{"sum":5}"#.to_string())
-    );
-    assert_eq!(
-        call_outcome(
-            &host,
-            "stats",
-            json!({"mode": "structured", "value": {"sum": SECRET}})
-        )
-        .await,
-        backend(
-            "server \"s\" returned a structuredContent that does not match the outputSchema of tool \"stats\": \
-             structuredContent/sum: \"[redacted]\" is not of type \"integer\""
-        )
-    );
-    assert_eq!(
-        call_outcome(&host, "stats", json!({"mode": "nothing"})).await,
-        backend(
-            "server \"s\" returned no content and no structuredContent, though tool \"stats\" declares an outputSchema"
-        )
-    );
-    // A text copy beside it: the model reads the text, which passes through as sent.
-    assert_eq!(
-        call_outcome(
-            &host,
-            "stats",
-            json!({"mode": "both", "value": {"total": 5}})
-        )
-        .await,
-        Ok(r#"{"total":5}"#.to_string())
-    );
-    // An error result need not conform: its text is the error.
-    assert_eq!(
-        call_outcome(
-            &host,
-            "stats",
-            json!({"mode": "error", "value": {"total": 5}})
-        )
-        .await,
-        backend("it broke")
-    );
+    let cases = [
+        // Only structuredContent: it is the answer, so it must conform.
+        (
+            json!({"mode": "structured", "value": {"sum": 5}}),
+            Ok(r#"{"sum":5}"#.to_string()),
+        ),
+        (
+            json!({"mode": "structured", "value": {"sum": SECRET}}),
+            backend(
+                "server \"s\" returned a structuredContent that does not match the outputSchema of tool \"stats\": \
+                 structuredContent/sum: \"[redacted]\" is not of type \"integer\"",
+            ),
+        ),
+        (
+            json!({"mode": "nothing"}),
+            backend(
+                "server \"s\" returned no content and no structuredContent, though tool \"stats\" declares an outputSchema",
+            ),
+        ),
+        // A text copy beside it: the model reads the text, which passes through as sent.
+        (
+            json!({"mode": "both", "value": {"total": 5}}),
+            Ok(r#"{"total":5}"#.to_string()),
+        ),
+        // An error result need not conform: its text is the error.
+        (
+            json!({"mode": "error", "value": {"total": 5}}),
+            backend("it broke"),
+        ),
+    ];
+    for (arguments, expected) in cases {
+        let outcome = call_outcome(&host, "stats", arguments.clone()).await;
+        assert_eq!(outcome, expected, "{arguments}");
+    }
 }
 
 #[tokio::test]

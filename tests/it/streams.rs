@@ -609,26 +609,25 @@ async fn a_call_that_renews_the_session_moves_the_stream_off_a_quiet_old_one() {
     assert_eq!(deleted, ["s-2"], "{} requests", deletes.len());
 }
 
+/// A server whose `tools/call` is answered `200` as `content_type` with the bytes `first`, and
+/// then the connection is cut.
+async fn cut_call_server(content_type: &'static str, first: &'static [u8]) -> Server {
+    tool_server(
+        move |_req| async move { Reply::stream(200, content_type, stream_cut_after(first)) },
+    )
+    .await
+}
+
 /// The call's event stream breaks mid-event (no event id, so nothing to resume): a transport
 /// error at once, and the server is told to drop the request.
 #[tokio::test]
 async fn call_stream_reset_mid_response_is_a_transport_error_at_once() {
-    let server = tool_server(|_req| async move {
-        Reply::stream(
-            200,
-            "text/event-stream",
-            stream_cut_after(b"event: message\ndata: {\"jsonrpc\":\"2.0\","),
-        )
-    })
+    let server = cut_call_server(
+        "text/event-stream",
+        b"event: message\ndata: {\"jsonrpc\":\"2.0\",",
+    )
     .await;
-    let json_cut = tool_server(|_req| async move {
-        Reply::stream(
-            200,
-            "application/json",
-            stream_cut_after(b"{\"jsonrpc\":\"2.0\","),
-        )
-    })
-    .await;
+    let json_cut = cut_call_server("application/json", b"{\"jsonrpc\":\"2.0\",").await;
     let host = ready_pair(("reset", &server), ("jsoncut", &json_cut)).await;
     let started = std::time::Instant::now();
     let got = call_t_within(&host, "reset", Duration::from_secs(10)).await;
