@@ -6,8 +6,8 @@
 
 use crate::bounds::{assert_read_to_the_cap, call_t_within, ready_on, ready_pair, tool_server};
 use crate::support::answers::{
-    Answer, assert_call_cancelled, call_t_times, headers_then_silence, heartbeat, initialize,
-    legacy_with, seconds,
+    Answer, assert_call_cancelled, call_t_times, first_get_on, headers_then_silence, heartbeat,
+    initialize, legacy_with, seconds,
 };
 use crate::support::hostile::{
     self, Received, Reply, SESSION, Server, entry, list_changed_initialize, result, serve,
@@ -393,16 +393,7 @@ async fn a_call_that_renews_the_session_while_the_loop_pings_moves_the_stream_at
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(host.call_tool("pinging", "t").await, Ok("ok on s-2".into()));
     let answered = Instant::now();
-    let get = server
-        .wait_until(Duration::from_secs(60), "a GET on s-2", |r| {
-            r.iter().any(|r| {
-                r.http_method == "GET" && r.header("mcp-session-id").as_deref() == Some("s-2")
-            })
-        })
-        .await
-        .into_iter()
-        .find(|r| r.http_method == "GET" && r.header("mcp-session-id").as_deref() == Some("s-2"))
-        .unwrap();
+    let get = first_get_on(&server, "s-2", Duration::from_secs(60)).await;
     assert_eq!((get.at - answered).as_secs(), 0);
     drop(host);
 }
@@ -472,15 +463,7 @@ async fn a_call_renewal_during_the_wait_after_the_loops_own_renewal_gets_its_str
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(host.call_tool("grown", "t").await, Ok("ok on s-7".into()));
     let answered = Instant::now();
-    let get = server
-        .wait_until(Duration::from_secs(120), "a GET on s-7", |r| {
-            r.iter()
-                .any(|r| r.http_method == "GET" && session_number(r) == 7)
-        })
-        .await
-        .into_iter()
-        .find(|r| r.http_method == "GET" && session_number(r) == 7)
-        .unwrap();
+    let get = first_get_on(&server, "s-7", Duration::from_secs(120)).await;
     assert_eq!((get.at - answered).as_secs(), 0);
     drop(host);
 }

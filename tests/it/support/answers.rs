@@ -245,3 +245,20 @@ pub fn discover_declaring(id: &Value, capabilities: Value) -> Reply {
                "serverInfo": {"name": "fixture", "version": "0"}}),
     ))
 }
+
+/// Whether `req` is a `GET` on session `session` (its `Mcp-Session-Id`).
+pub fn is_get_on(req: &Received, session: &str) -> bool {
+    req.http_method == "GET" && req.header("mcp-session-id").as_deref() == Some(session)
+}
+
+/// Waits (at most `limit`, Tokio time) until `server` received a `GET` on session `session`;
+/// returns the first.
+pub async fn first_get_on(server: &Server, session: &str, limit: Duration) -> Received {
+    let what = format!("a GET on {session}");
+    server
+        .wait_until(limit, &what, |r| r.iter().any(|r| is_get_on(r, session)))
+        .await
+        .into_iter()
+        .find(|r| is_get_on(r, session))
+        .expect("the GET waited for")
+}
