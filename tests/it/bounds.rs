@@ -8,6 +8,17 @@
 //! only when every task is idle, so a 70-second handshake or a 4-minute tool takes
 //! milliseconds and the bounds are measured in exact virtual seconds.
 
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::stream::{self, StreamExt};
+use runvil_plugin::{ToolError, ToolErrorKind};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
 use crate::support::answers::{
     Answer, assert_call_cancelled, discover_result, headers_then_silence, heartbeat, legacy_with,
     namespace, never, seconds,
@@ -17,15 +28,6 @@ use crate::support::hostile::{
     standard, text_result, tool, tools_page,
 };
 use crate::support::{Host, transport};
-use bytes::Bytes;
-use futures_util::stream::{self, StreamExt};
-use runvil_plugin::{ToolError, ToolErrorKind};
-use serde_json::{Value, json};
-use std::io;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
-use tokio::time::Instant;
 
 pub(crate) const MIB: usize = 1024 * 1024;
 

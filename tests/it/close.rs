@@ -3,6 +3,15 @@
 //! answers on their way go out before the `DELETE`, nothing is sent after the close, and the
 //! cleanup a Host awaits is bounded.
 
+use std::io;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::{StreamExt, stream};
+use runvil_plugin::{ToolError, ToolErrorKind};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
 use crate::sessions::{
     STOPPED, Sessioned, call_args, call_scripted, drop_and_settle, drop_and_settle_for, saw,
     started, trail_of,
@@ -16,13 +25,6 @@ use crate::support::mock::{self, Mock, ResponseTemplate, body, header};
 use crate::support::scripted::{Scripted, Step};
 use crate::support::{Host, WAIT, transport};
 use crate::wire::{answer_first, echo_call, mock_server, requests, until_delete};
-use bytes::Bytes;
-use futures_util::{StreamExt, stream};
-use runvil_plugin::{ToolError, ToolErrorKind};
-use serde_json::{Value, json};
-use std::io;
-use std::time::Duration;
-use tokio::time::Instant;
 
 /// Whether `req` is the client's answer to the server request `p1`.
 fn is_answer_to_p1(req: &Received) -> bool {

@@ -8,6 +8,13 @@
 //! Where a test must guess the client's exact wording it asserts the structure (kind, and that
 //! the message names the thing) and says `// lead: exact text`.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use runvil_plugin::{ToolError, ToolErrorKind};
+use serde_json::{Value, json};
+
 use crate::support::answers::{
     Answer, call_t_times, heartbeat, initialize, legacy_with, modern_with, namespace, tool_names,
 };
@@ -19,11 +26,6 @@ use crate::support::modern::{
     Call, Canned, Era, LEGACY, MODERN, Modern, NO_SESSION, Step, client_meta, sentinel, tool_with,
 };
 use crate::support::{Host, logs};
-use runvil_plugin::{ToolError, ToolErrorKind};
-use serde_json::{Value, json};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 pub(crate) const LIMIT: Duration = Duration::from_secs(10);
 

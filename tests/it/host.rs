@@ -3,14 +3,16 @@
 //! a model can act on, reasons that stay short when a server answers with a web page, config
 //! mistakes that are never silent, and readiness and shutdown a Host can await.
 
+use std::time::Duration;
+
+use runvil_plugin::{Pack, Packs, Services, TOKIO_RUNTIME, ToolErrorKind, Unavailable};
+use serde_json::{Value, json};
+
 use crate::support::answers::one_tool_or_400;
 use crate::support::hostile::{self, Reply, serve};
 use crate::support::mock::matchers::path;
 use crate::support::mock::{Mock, MockServer};
 use crate::support::{Host, WAIT, mock};
-use runvil_plugin::{Pack, Packs, Services, TOKIO_RUNTIME, ToolErrorKind, Unavailable};
-use serde_json::{Value, json};
-use std::time::Duration;
 
 /// A server that accepts connections and never answers: its namespace stays `loading`.
 async fn silent_server() -> (tokio::net::TcpListener, String) {

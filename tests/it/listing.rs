@@ -3,6 +3,11 @@
 //! malformed and omitted tools, cached listings and their `ttl`, and relisting on
 //! `notifications/tools/list_changed` or on a miss (README "What the tools answer").
 
+use std::time::Duration;
+
+use runvil_plugin::ToolErrorKind;
+use serde_json::{Value, json};
+
 use crate::bounds::{
     call_t_within, cursors_asked, error_reason, failed_start, first_start, list_server, ready_on,
 };
@@ -19,9 +24,6 @@ use crate::wire::{
     Live, assert_ready_with, call_s, count, keyed_host, list_changed, mock_server,
     mock_text_result, mock_tool, requests, settles_at, sse_then, tools, wait_count, wait_tools,
 };
-use runvil_plugin::ToolErrorKind;
-use serde_json::{Value, json};
-use std::time::Duration;
 
 /// A [`Modern`] server of `era` whose `tools/list` answers `pages` (the cursor asked for, the
 /// tools, the next cursor), and a Host whose start walked them: it must be ready, listing `tools`.

@@ -3,6 +3,13 @@
 //! "Invalid params", results of a wrong shape, empty or huge results, and the error kinds a model
 //! can act on (README "What the tools answer").
 
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::stream::{self, StreamExt};
+use runvil_plugin::{ToolError, ToolErrorKind};
+use serde_json::{Value, json};
+
 use crate::bounds::{call_t_within, error_reason, ready_on, tool_server};
 use crate::eras::{LIMIT, call, lines, ready, trail_lines};
 use crate::support::hostile::{
@@ -16,11 +23,6 @@ use crate::wire::{
     assert_call_fails, assert_only_the_call_before_delete, call_s, mock_server, mock_tool,
     ready_mock,
 };
-use bytes::Bytes;
-use futures_util::stream::{self, StreamExt};
-use runvil_plugin::{ToolError, ToolErrorKind};
-use serde_json::{Value, json};
-use std::time::Duration;
 
 const SECRET: &str = "sk-live-4f9a8b7c6d5e4f3a2b1c";
 

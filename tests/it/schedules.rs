@@ -4,14 +4,16 @@
 //! every wire trail. The short runs run in every `cargo test`; the `_long` runs are ignored
 //! there and run by `.ci/run` (step "generated session schedules": `it schedules:: --ignored`).
 
-use crate::sessions::{call_scripted, ready_host};
-use crate::support::scripted::{InitStyle, Scripted, Step};
-use crate::support::{Host, WAIT};
+use std::collections::HashMap;
+use std::time::Duration;
+
 use proptest::prelude::*;
 use runvil_plugin::{BoxFuture, ToolError};
 use serde_json::json;
-use std::collections::HashMap;
-use std::time::Duration;
+
+use crate::sessions::{call_scripted, ready_host};
+use crate::support::scripted::{InitStyle, Scripted, Step};
+use crate::support::{Host, WAIT};
 
 #[derive(Clone, Debug)]
 enum Op {

@@ -8,6 +8,12 @@
 //! the hostile harness that hands out sessions `m-1`, `m-2`, …, can forget them, and lets each
 //! test script `tools/list`, `tools/call`, the standalone `GET` and `initialize`.
 
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use runvil_plugin::{BoxFuture, ToolError, ToolErrorKind};
+use serde_json::{Value, json};
+
 use crate::support::answers::heartbeat;
 use crate::support::hostile::{
     Received, Reply, Server, entry, result, rpc_error, serve_every_get, sse_event, text_result,
@@ -15,10 +21,6 @@ use crate::support::hostile::{
 };
 use crate::support::scripted::{InitStyle, Scripted, Step};
 use crate::support::{Host, WAIT, transport};
-use runvil_plugin::{BoxFuture, ToolError, ToolErrorKind};
-use serde_json::{Value, json};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// The scripted server's `notifications/cancelled` steps, as `session status`.
 fn scripted_cancels(server: &Scripted) -> Vec<String> {

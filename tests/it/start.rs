@@ -3,6 +3,12 @@
 //! `Retry-After`, and the failures that will not heal shown as lasting at once (README
 //! "What the tools answer", "Lifecycle and limits").
 
+use std::time::Duration;
+
+use runvil_plugin::{ToolError, ToolErrorKind};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
 use crate::bounds::{error_reason, offsets_ms};
 use crate::host::KEY;
 use crate::support::answers::heartbeat;
@@ -14,10 +20,6 @@ use crate::support::mock::matchers::path;
 use crate::support::mock::{self, Mock, MockServer, ResponseTemplate};
 use crate::support::{Host, WAIT, net};
 use crate::wire::{echo_call, mock_tool};
-use runvil_plugin::{ToolError, ToolErrorKind};
-use serde_json::{Value, json};
-use std::time::Duration;
-use tokio::time::Instant;
 
 /// A server whose `initialize` answer is `reply(id)`.
 async fn initialize_server(reply: fn(&Value) -> Reply) -> Server {

@@ -4,6 +4,18 @@
 //! stream, and the change-stream loop following the session machine when a call renews the
 //! session.
 
+use std::collections::HashSet;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::{StreamExt, stream};
+use runvil_plugin::ToolError;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
 use crate::bounds::{assert_read_to_the_cap, call_t_within, ready_on, ready_pair, tool_server};
 use crate::support::answers::{
     Answer, assert_call_cancelled, call_t_times, first_get_on, headers_then_silence, heartbeat,
@@ -14,16 +26,6 @@ use crate::support::hostile::{
     serve_routes, server_entry, sse_event, standard, text_result, tool, tools_page,
 };
 use crate::support::{Host, WAIT, transport};
-use bytes::Bytes;
-use futures_util::{StreamExt, stream};
-use runvil_plugin::ToolError;
-use serde_json::{Value, json};
-use std::collections::HashSet;
-use std::io;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-use tokio::time::Instant;
 
 /// The number of the session `s-N` a request carried (0 for none).
 fn session_number(req: &Received) -> usize {

@@ -3,6 +3,13 @@
 //! redirects, HTTP failures, session headers and expiry, and the standalone `GET` stream.
 //! Most servers here are [`crate::support::mock`] servers; the rest are `support::hostile` ones.
 
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::stream;
+use runvil_plugin::ToolErrorKind;
+use serde_json::{Value, json};
+
 use crate::bounds::{call_t_within, description, error_reason, ready_on, tool_server};
 use crate::support::hostile::{
     Reply, SESSION, entry, result, serve, server_entry, sse_event, standard, text_result, tool,
@@ -11,11 +18,6 @@ use crate::support::hostile::{
 use crate::support::mock::matchers::{method, path};
 use crate::support::mock::{self, Mock, MockServer, Request, ResponseTemplate, body, header};
 use crate::support::{Host, WAIT, transport};
-use bytes::Bytes;
-use futures_util::stream;
-use runvil_plugin::ToolErrorKind;
-use serde_json::{Value, json};
-use std::time::Duration;
 
 fn gzip(body: &[u8]) -> Vec<u8> {
     use std::io::Write;
