@@ -52,10 +52,8 @@ class Sdk:
     low_level: Callable[[Any], Any]
 
 
-def add_tools(mcp: Any, sdk: Sdk, growing: bool) -> None:
-    """Registers add, echo, ping_then_answer, ask_sampling and slow, and with `growing`
-    grow and grow_more (and declares tools.listChanged)."""
-    Context = sdk.context
+def add_basic_tools(mcp: Any) -> None:
+    """Registers add(a, b: integer) and echo(text)."""
 
     @mcp.tool()
     def add(a: int, b: int) -> int:
@@ -66,6 +64,25 @@ def add_tools(mcp: Any, sdk: Sdk, growing: bool) -> None:
     def echo(text: str) -> str:
         """Echo the text back."""
         return text
+
+
+def serve(mcp: Any, opts: argparse.Namespace) -> None:
+    """Serves `mcp` (an SDK 2.x MCPServer) over Streamable HTTP on 127.0.0.1:opts.port at /mcp,
+    answering with JSON instead of SSE under --json-response."""
+    mcp.run(
+        transport="streamable-http",
+        host="127.0.0.1",
+        port=opts.port,
+        streamable_http_path="/mcp",
+        json_response=opts.json_response,
+    )
+
+
+def add_tools(mcp: Any, sdk: Sdk, growing: bool) -> None:
+    """Registers add, echo, ping_then_answer, ask_sampling and slow, and with `growing`
+    grow and grow_more (and declares tools.listChanged)."""
+    Context = sdk.context
+    add_basic_tools(mcp)
 
     @mcp.tool()
     async def ping_then_answer(ctx: Context) -> str:

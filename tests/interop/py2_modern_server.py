@@ -13,30 +13,18 @@ publishes notifications/tools/list_changed to open subscriptions/listen streams.
 printed when ready (log level WARNING): poll the port.
 """
 
-import argparse
 from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
-parser = argparse.ArgumentParser()
-parser.add_argument("--port", type=int, required=True)
-parser.add_argument("--json-response", action="store_true")
-opts = parser.parse_args()
+from common_server import add_basic_tools, parse_options, serve
+
+opts = parse_options()
 
 mcp = MCPServer("py2-modern-interop", log_level="WARNING")
 
-
-@mcp.tool()
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
-
-
-@mcp.tool()
-def echo(text: str) -> str:
-    """Echo the text back."""
-    return text
+add_basic_tools(mcp)
 
 
 @mcp.tool()
@@ -60,10 +48,4 @@ async def grow(ctx: Context) -> str:
 
 
 if __name__ == "__main__":
-    mcp.run(
-        transport="streamable-http",
-        host="127.0.0.1",
-        port=opts.port,
-        streamable_http_path="/mcp",
-        json_response=opts.json_response,
-    )
+    serve(mcp, opts)

@@ -16,7 +16,7 @@ import mcp.types as types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 
-from common_server import Sdk, add_tools, parse_options
+from common_server import Sdk, add_tools, parse_options, serve
 
 warnings.filterwarnings("ignore")  # sampling is deprecated as of 2026-07-28; we use it on purpose
 
@@ -41,10 +41,4 @@ add_tools(
 
 
 if __name__ == "__main__":
-    mcp.run(
-        transport="streamable-http",
-        host="127.0.0.1",
-        port=opts.port,
-        streamable_http_path="/mcp",
-        json_response=opts.json_response,
-    )
+    serve(mcp, opts)

@@ -1,8 +1,12 @@
 //! The config as its author wrote it, through the Host contract: other clients' tool filters
-//! (`includeTools`, `excludeTools`, `disabledTools`), VS Code's placeholders in a refused
-//! request's hint, and the `refusedStarts` count of a server that
-//! nothing listens for (README "Configuration", "What the tools answer").
+//! (`includeTools`, `excludeTools`, `disabledTools`), entries that are disabled or other
+//! clients' (no I/O), and the `refusedStarts` count of a server that nothing listens for (README
+//! "Configuration", "What the tools answer"). The hints a refused request earns for placeholders
+//! and variables (VS Code's among them) are in `secrets`.
 
+use crate::bounds::list_server;
+use crate::support::answers::one_tool_or_400;
+use crate::support::hostile::tools_page;
 use std::time::Duration;
 
 use runvil_plugin::ToolErrorKind;
@@ -137,43 +141,6 @@ async fn a_tool_filter_of_the_wrong_type_refuses_the_entry() {
     );
 }
 
-/// VS Code's `${input:ID}`, its predefined variables (`${workspaceFolder}`), `${config:...}` and
-/// a `${...}` of no known form are sent as written; a 401 or 403 then says what each is and to
-/// use `${env:NAME}`, quoting no unknown form (it may be a pasted secret).
-#[tokio::test]
-async fn vs_code_placeholders_earn_a_hint_on_401_and_403() {
-    let server = hostile::serve_initialize(|req| match req.target.as_str() {
-        "/input" => Reply::raw(401, "text/plain", ""),
-        _ => Reply::raw(403, "text/plain", ""),
-    })
-    .await;
-    let base = format!("http://127.0.0.1:{}", server.port);
-    let host = Host::new(json!({
-        "input": {"url": format!("{base}/input"), "headers": {"Authorization": "Bearer ${input:github-token}"}},
-        "folder": {"url": format!("{base}/folder?root=${{workspaceFolder}}"), "headers": {"X-Setting": "${config:mcp.key}"}},
-        "other": {"url": format!("{base}/other"), "headers": {"X-Key": "${sk-live-4f9a8b7c6d5e}"}},
-    }));
-    let listing = host.settled(WAIT).await;
-    assert_eq!(
-        server_entry(&listing, "input")["reason"],
-        "HTTP 401 Unauthorized; header \"Authorization\" holds ${input:github-token}, a VS Code input (a value VS Code prompts for), which was sent as written: this Pack cannot prompt; put the value in an environment variable and write ${env:NAME}"
-    );
-    assert_eq!(
-        server_entry(&listing, "folder")["reason"],
-        "HTTP 403 Forbidden; url holds ${workspaceFolder}, a VS Code predefined variable, which was sent as written (this Pack expands only ${env:NAME} and ${userHome}); write the value itself, or put it in an environment variable and write ${env:NAME}; \
-         header \"X-Setting\" holds ${config:…}, a VS Code setting variable, which was sent as written (this Pack expands only ${env:NAME} and ${userHome}); put the value in an environment variable and write ${env:NAME}"
-    );
-    assert_eq!(
-        server_entry(&listing, "other")["reason"],
-        "HTTP 403 Forbidden; header \"X-Key\" holds a ${...} placeholder this Pack does not know, which was sent as written (this Pack expands only ${env:NAME} and ${userHome}); put the value in an environment variable and write ${env:NAME}"
-    );
-    let sent = server.first(|r| r.target == "/input");
-    assert_eq!(
-        sent.header("authorization").as_deref(),
-        Some("Bearer ${input:github-token}")
-    );
-}
-
 /// `entry` without `retryInSeconds`, which is checked to be at most 60 (the longest wait).
 fn without_retry(entry: &Value) -> Value {
     let mut entry = entry.clone();
@@ -227,19 +194,36 @@ async fn refused_starts_are_counted_in_the_listing() {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
         .await
         .unwrap();
-    let _up = hostile::serve_on(listener, |req| async move {
-        hostile::standard(&req).unwrap_or_else(|| match req.method() {
-            "tools/list" => Reply::json(&hostile::tools_page(
-                &req.id(),
-                vec![hostile::tool("search", "a tool")],
-                None,
-            )),
-            _ => Reply::raw(400, "text/plain", ""),
-        })
-    });
+    let _up = hostile::serve_on(
+        listener,
+        |req| async move { one_tool_or_400(&req, "search") },
+    );
     host.ready("later", Duration::from_secs(30)).await;
     assert_eq!(
         server_entry(&host.listing(json!({})).await, "later"),
         &json!({"namespace": "later", "status": "ready", "tools": ["search"]})
     );
+}
+
+/// Disabled entries never touch the network (the server sees nothing, not even after the other
+/// entry is ready and a retry would have come); an entry with only `serverUrl` names the key.
+#[tokio::test]
+async fn disabled_and_other_clients_entries_do_no_io() {
+    let server = list_server(|req| Reply::json(&tools_page(&req.id(), vec![], None))).await;
+    let host = Host::new(json!({
+        "off": {"url": server.url, "headers": {"Authorization": "Bearer sk-live-4f9a8b7c6d5e"}, "disabled": true},
+        "not-enabled": {"url": server.url, "enabled": false},
+        "windsurf": {"serverUrl": server.url},
+    }));
+    let listing = host.listing(json!({})).await;
+    assert_eq!(
+        listing,
+        json!({"servers": [
+            {"namespace": "not-enabled", "status": "error", "reason": "the entry is disabled in the config (\"enabled\": false), so this Pack does not connect to it", "tools": []},
+            {"namespace": "off", "status": "error", "reason": "the entry is disabled in the config (\"disabled\": true), so this Pack does not connect to it", "tools": []},
+            {"namespace": "windsurf", "status": "error", "reason": "the entry has \"serverUrl\" (Windsurf's key) but no \"url\"; this Pack reads the server's address from \"url\", so rename \"serverUrl\" to \"url\"", "tools": []}]})
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(host.listing(json!({})).await, listing);
+    assert_eq!(server.requests().len(), 0);
 }

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use crate::support::answers::resource_metadata;
 use crate::support::oauth::{self, Options, TestServer, play_browser_page};
 use crate::support::{Host, oauth_store};
 use reqwest::Url;
@@ -21,17 +22,23 @@ fn holding<'a>(texts: &[(&'a str, &String)], secret: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// A DPoP-bound authorization server whose token endpoint quotes the proof of a request it
+/// refuses, in the sign-in store of [`oauth_store`].
+async fn proof_echoing_server() -> TestServer {
+    oauth_store();
+    TestServer::start(Options {
+        proof_echo: true,
+        ..Options::with_dpop(true, false)
+    })
+    .await
+}
+
 /// A code exchange refused by a token endpoint that quotes the DPoP proof it got: the proof
 /// must show nowhere (browser page, listing reason, log).
 #[tokio::test]
 async fn a_refused_code_exchange_quoting_its_dpop_proof_shows_it_nowhere() {
-    oauth_store();
     let (_guard, logs) = crate::support::logs::capture("trace");
-    let server = TestServer::start(Options {
-        proof_echo: true,
-        ..Options::with_dpop(true, false)
-    })
-    .await;
+    let server = proof_echoing_server().await;
     let host = Host::new(json!({"docs": {"url": server.mcp_url().as_str()}}));
     let link = link_in_listing(&host).await;
     let (status, page) = play_browser_page(&Url::parse(&link).unwrap()).await;
@@ -62,13 +69,8 @@ async fn a_refused_code_exchange_quoting_its_dpop_proof_shows_it_nowhere() {
 /// tool error, the listing and the log.
 #[tokio::test]
 async fn a_refused_client_credentials_grant_quoting_its_dpop_proof_shows_it_nowhere() {
-    oauth_store();
     let (_guard, logs) = crate::support::logs::capture("trace");
-    let server = TestServer::start(Options {
-        proof_echo: true,
-        ..Options::with_dpop(true, false)
-    })
-    .await;
+    let server = proof_echoing_server().await;
     let pem = oauth::private_key_pem();
     let host = Host::new(json!({"bot": {"url": server.mcp_url().as_str(), "oauth": {
         "grantType": "client_credentials", "clientId": "bot", "privateKey": pem,
@@ -157,14 +159,8 @@ async fn a_proof_echoed_into_the_next_sign_in_link_is_not_shown() {
                     "www-authenticate",
                     &format!("DPoP error=\"invalid_token\", resource_metadata=\"{base}/prm2\""),
                 ),
-                ("GET", "/prm") => Reply::json(&json!({
-                    "resource": format!("{base}/mcp"),
-                    "authorization_servers": [real_base],
-                })),
-                ("GET", "/prm2") => Reply::json(&json!({
-                    "resource": format!("{base}/mcp"),
-                    "authorization_servers": [base],
-                })),
+                ("GET", "/prm") => resource_metadata(&base, &real_base),
+                ("GET", "/prm2") => resource_metadata(&base, &base),
                 ("GET", "/.well-known/oauth-authorization-server") => {
                     Reply::json(&hostile::authorization_server_metadata(
                         &base,
@@ -220,15 +216,21 @@ fn both_schemes() -> Options {
     }
 }
 
-/// A Bearer (unbound) grant sends no proof, so a nonce cannot be what the server refuses: the
-/// expired token must be refreshed.
-#[tokio::test]
-async fn a_bearer_client_refreshes_despite_a_dpop_nonce_challenge() {
+/// A Host signed in to `docs` on a [`both_schemes`] server, whose access tokens then expired.
+async fn signed_in_with_expired_token() -> (TestServer, Host) {
     oauth_store();
     let server = TestServer::start(both_schemes()).await;
     let host = Host::new(json!({"docs": {"url": server.mcp_url().as_str()}}));
     sign_in(&host).await;
     server.expire_access_tokens();
+    (server, host)
+}
+
+/// A Bearer (unbound) grant sends no proof, so a nonce cannot be what the server refuses: the
+/// expired token must be refreshed.
+#[tokio::test]
+async fn a_bearer_client_refreshes_despite_a_dpop_nonce_challenge() {
+    let (server, host) = signed_in_with_expired_token().await;
     let answer = call_whoami(&host).await;
     let log = server.log.lock().unwrap().mcp.clone();
     assert_eq!(
@@ -241,11 +243,7 @@ async fn a_bearer_client_refreshes_despite_a_dpop_nonce_challenge() {
 /// The same with a revoked grant: the user must get a sign-in link.
 #[tokio::test]
 async fn a_bearer_client_with_a_revoked_grant_gets_a_sign_in_link() {
-    oauth_store();
-    let server = TestServer::start(both_schemes()).await;
-    let host = Host::new(json!({"docs": {"url": server.mcp_url().as_str()}}));
-    sign_in(&host).await;
-    server.expire_access_tokens();
+    let (server, host) = signed_in_with_expired_token().await;
     server.revoke_refresh_tokens();
     let refused = call_whoami(&host).await.unwrap_err();
     assert!(

@@ -2,8 +2,10 @@
 //! Pack deletes the store file it keys itself, for every substitution form a url or an `oauth`
 //! field may use, and never offers either request as a tool (README "Signing in").
 
+use crate::support::Host;
 use std::path::PathBuf;
 use std::sync::Once;
+use std::time::Duration;
 
 use runvil_plugin::{Pack, Packs, Services, TOKIO_RUNTIME, ToolError, ToolErrorKind};
 use serde_json::{Value, json};
@@ -253,4 +255,78 @@ async fn sign_in_state_tells_a_server_that_is_not_signed_in() {
         "the Pack never keys a file for an entry with its own header"
     );
     std::fs::remove_file(file).unwrap();
+}
+
+/// Confirmed right: a model cannot reach a Host-only request through `call_dynamic_tool` (its
+/// namespace is a server's, never the Pack's), and an unknown tool's error names only the two
+/// tools. A Host that forwards any `mcp/...` name a model emits would reach `mcp/logout` —
+/// the contract (`Pack::call` takes "a full name from `Pack::tools`") is all that stops it.
+#[tokio::test]
+async fn host_only_requests_are_not_reachable_through_call_dynamic_tool() {
+    let host = Host::new(json!({"docs": {"command": "npx"}}));
+    for (namespace, tool) in [
+        ("mcp", "logout"),
+        ("mcp/logout", "x"),
+        ("docs", "../logout"),
+    ] {
+        let error = host
+            .call(
+                "call_dynamic_tool",
+                json!({"namespace": namespace, "toolName": tool, "arguments": {"namespace": "docs"}}),
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                error.kind,
+                ToolErrorKind::NotFound | ToolErrorKind::Unavailable
+            ),
+            "{namespace}/{tool}: {error}"
+        );
+        assert!(!error.message.contains("deleted"), "{error}");
+    }
+    // A Host-only request under another id, or with a suffix, is an unknown tool.
+    for name in [
+        "other/logout",
+        "mcp/logout/",
+        "mcp//logout",
+        "MCP/logout",
+        "mcp/Logout",
+    ] {
+        let error = host
+            .pack
+            .call(name, json!({"namespace": "docs"}))
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind, ToolErrorKind::NotFound, "{name}: {error}");
+    }
+}
+
+/// Confirmed right: odd argument shapes of the Host-only requests are refused with a reason,
+/// never a panic or a hang.
+#[tokio::test]
+async fn host_only_requests_refuse_odd_arguments() {
+    let host = Host::new(json!({"docs": {"url": "http://127.0.0.1:9/review/mcp"}}));
+    for request in ["mcp/logout", "mcp/sign_in_state"] {
+        for (args, kind) in [
+            (json!(null), ToolErrorKind::InvalidArguments),
+            (json!([]), ToolErrorKind::InvalidArguments),
+            (json!("docs"), ToolErrorKind::InvalidArguments),
+            (json!({"namespace": null}), ToolErrorKind::InvalidArguments),
+            (
+                json!({"namespace": ["docs"]}),
+                ToolErrorKind::InvalidArguments,
+            ),
+            (json!({"namespace": ""}), ToolErrorKind::NotFound),
+            (json!({"namespace": "Docs"}), ToolErrorKind::NotFound),
+        ] {
+            let outcome = tokio::time::timeout(
+                Duration::from_secs(5),
+                host.pack.call(request, args.clone()),
+            )
+            .await
+            .expect("no hang");
+            assert_eq!(outcome.map_err(|e| e.kind), Err(kind), "{request} {args}");
+        }
+    }
 }

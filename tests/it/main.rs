@@ -1,35 +1,53 @@
-//! The integration tests, one binary with one module per concern, each driving the Pack through
+//! The integration tests, one binary with one module per behaviour, each driving the Pack through
 //! the `runvil-plugin` contract exactly as a Host would. The servers they talk to are in
-//! [`support`], all on loopback.
+//! [`support`], all on loopback. To find where a behaviour is tested, read the line above its
+//! `mod`; filter by module: `cargo test --test it listing::`.
 //!
-//! Filter by module: `cargo test --test it wire::`. The ignored tests are run by CI on purpose:
-//! `cargo test --test it sessions:: -- --ignored` (the long generated schedules) and
-//! `cargo test --test it interop:: -- --ignored` (real peers, installed by `.ci/interop-setup.sh`).
+//! The ignored tests are run by CI on purpose: `cargo test --test it schedules:: -- --ignored`
+//! (the long generated schedules; `.ci/run` step "generated session schedules") and
+//! `cargo test --test it interop:: -- --ignored` (real peers installed by
+//! `.ci/interop-setup.sh`; `.ci/interop.sh`). The four `finding:` tests at the end of `secrets`
+//! are parked findings, ignored until their fixes land; no CI step runs them.
 
-mod attack;
-mod attack2;
-mod attack3;
-mod attack4;
-mod attack5;
-mod attack6;
-mod bounds;
+// The Host's view: install, construct, the two tools, errors a model acts on, awaited shutdown.
+mod host;
+// The config as written: other clients' tool filters, placeholders, disabled entries.
 mod config;
-mod dpop;
-mod host_author;
-mod host_logout;
-mod hostile;
-mod interop;
-mod load;
-mod machine;
-mod modern;
-mod pack;
-mod redirects;
-mod review;
-mod rmcp_peer;
-mod schemas;
-mod secrets;
-mod sessions;
-mod signin;
-mod streams;
-mod support;
+// Starting a server: `initialize` answers, refused connections, retries, lasting failures.
+mod start;
+// Listing and pagination: cursors, tool caps, malformed and omitted tools, `ttl`, relisting.
+mod listing;
+// Call results and errors: schemas, `isError`, "Invalid params", odd or empty results.
+mod results;
+// Deadlines and bounds: start and call deadlines, body and event caps, background requests.
+mod bounds;
+// Protocol eras: `server/discover`, the modern era's headers and listen, fallbacks, re-probes.
+mod eras;
+// The wire: headers sent, versions, JSON and SSE replies, compression, redirects, HTTP errors.
 mod wire;
+// Sessions and cancellation: every request and cancel on its own session, renewals, reuse.
+mod sessions;
+// Event streams: resumption, the standalone `GET` stream, server requests inside a call.
+mod streams;
+// Closing: the Pack's drop deletes every session, cancels before `DELETE`, bounded cleanup.
+mod close;
+// Generated schedules of calls, drops and restarts; the `_long` runs are `.ci/run`'s.
+mod schedules;
+// Load: a thousand concurrent calls, and half of 200 in-flight calls dropped.
+mod load;
+// Signing in (OAuth): the link, the browser, stored grants, refresh, step-up, host login.
+mod signin;
+// Sign-in redirects and links, checked as received.
+mod redirects;
+// DPoP (RFC 9449): proofs, nonces and keys against hostile servers.
+mod dpop;
+// The Host-only requests `mcp/logout` and `mcp/sign_in_state`, never offered as tools.
+mod host_logout;
+// Secrets: no header, env value, token or proof in any output or log line.
+mod secrets;
+// A real peer in-process: the official Rust SDK's (rmcp) Streamable HTTP server.
+mod rmcp_peer;
+// Real peers nobody here wrote (ignored; `.ci/interop.sh` runs them).
+mod interop;
+// What the tests share: the minimal Host and the fake servers, all on loopback.
+mod support;

@@ -359,19 +359,7 @@ fn check(trail: &[Step], run: &Run, schedule: &Schedule) {
 }
 
 fn run_cases(cases: u32) {
-    let config = ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    };
-    proptest!(config, |(schedule in schedules())| {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(run_schedule(schedule));
-    });
+    super::run_generated(cases, schedules(), run_schedule);
 }
 
 #[test]
@@ -380,7 +368,7 @@ fn generated_modern_schedules_keep_the_invariants() {
 }
 
 #[test]
-#[ignore = "long run; .ci/run runs it"]
+#[ignore = "long run; .ci/run step 'generated session schedules' runs it"]
 fn generated_modern_schedules_keep_the_invariants_long() {
     run_cases(150);
 }

@@ -10,14 +10,12 @@
 //! - A link holding a configured secret anywhere (also one that contains the entry's client id,
 //!   or percent-encoded) is refused and never shown.
 
-use std::sync::{Arc, Mutex};
-
 use reqwest::Url;
 use runvil_plugin::ToolErrorKind;
 use serde_json::{Value, json};
 
-use crate::signin::{WAIT, call_whoami, grant_types, link_in_listing};
-use crate::support::hostile::{self, Received, Reply};
+use crate::signin::{WAIT, call_whoami, grant_types, link_in_listing, paste};
+use crate::support::answers::key_echoing_sign_in;
 use crate::support::oauth::{Options, TestServer};
 use crate::support::{Host, logs, oauth_store};
 
@@ -105,6 +103,15 @@ impl Waiting {
 
     /// The genuine redirect is then accepted: the server gets ready with one code exchange,
     /// whose PKCE verifier the test server checks.
+    /// Pastes `address`, which the sign-in accepts, and goes on as [`Waiting::then_signs_in`].
+    async fn accepts(&self, address: &str) {
+        assert_eq!(
+            paste(&self.host, address).await.unwrap(),
+            r#"{"namespace":"docs","accepted":true}"#
+        );
+        self.then_signs_in().await;
+    }
+
     async fn then_signs_in(&self) {
         self.host.ready("docs", WAIT).await;
         assert_eq!(call_whoami(&self.host).await.unwrap(), "signed in");
@@ -235,15 +242,6 @@ async fn redirects_the_listener_refuses_leave_the_sign_in_open_for_the_genuine_o
     );
 }
 
-/// Hands `address` to the Pack's waiting sign-in of `docs` (`mcp/sign_in_redirect`).
-async fn paste(host: &Host, address: &str) -> Result<String, runvil_plugin::ToolError> {
-    host.call(
-        "sign_in_redirect",
-        json!({"namespace": "docs", "address": address}),
-    )
-    .await
-}
-
 #[tokio::test]
 async fn pasted_addresses_are_checked_as_the_listener_checks_redirects() {
     let waiting = Waiting::start().await;
@@ -266,11 +264,7 @@ async fn pasted_addresses_are_checked_as_the_listener_checks_redirects() {
     }
     // An empty `error` counts as omitted (RFC 6749 §3.1): this is the genuine redirect.
     let genuine = waiting.address("error=&code={code}&state={state}&iss={iss}");
-    assert_eq!(
-        paste(&waiting.host, &genuine).await.unwrap(),
-        r#"{"namespace":"docs","accepted":true}"#
-    );
-    waiting.then_signs_in().await;
+    waiting.accepts(&genuine).await;
 }
 
 /// A pasted address is checked as received, like the listener's `Host` and path: another
@@ -311,11 +305,7 @@ async fn a_pasted_address_is_not_rewritten_before_it_is_checked() {
         waiting.still_waits(address).await;
     }
     let genuine = format!("  http://127.0.0.1:{port}/callback?{query}\n");
-    assert_eq!(
-        paste(&waiting.host, &genuine).await.unwrap(),
-        r#"{"namespace":"docs","accepted":true}"#
-    );
-    waiting.then_signs_in().await;
+    waiting.accepts(&genuine).await;
 }
 
 #[tokio::test]
@@ -356,33 +346,7 @@ const KEY: &str = "docs-app-4f9a8b7c6d5e";
 async fn shown_for(endpoint: Endpoint) -> (Value, [String; 3]) {
     oauth_store();
     let (_capture, logs) = logs::capture("trace");
-    let listener = crate::support::net::unused_loopback().await;
-    let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
-    let learned: Arc<Mutex<String>> = Arc::default();
-    let (b, seen) = (base.clone(), learned.clone());
-    let _server = hostile::serve_on(listener, move |req: Received| {
-        let (base, seen) = (b.clone(), seen.clone());
-        async move {
-            if let Some(key) = req.header("x-api-key") {
-                *seen.lock().unwrap() = key;
-            }
-            let key = seen.lock().unwrap().clone();
-            match (req.http_method.as_str(), req.target.as_str()) {
-                ("POST", "/mcp") => Reply::raw(401, "text/plain", "sign in first").header(
-                    "www-authenticate",
-                    &format!("Bearer resource_metadata=\"{base}/prm\""),
-                ),
-                ("GET", "/prm") => Reply::json(&json!({
-                    "resource": format!("{base}/mcp"),
-                    "authorization_servers": [base],
-                })),
-                ("GET", "/.well-known/oauth-authorization-server") => Reply::json(
-                    &hostile::authorization_server_metadata(&base, &endpoint(&base, &key)),
-                ),
-                _ => Reply::raw(404, "text/plain", "not here"),
-            }
-        }
-    });
+    let (_server, base) = key_echoing_sign_in(endpoint).await;
     let host = Host::new(json!({"docs": {
         "url": format!("{base}/mcp"),
         "headers": {"X-Api-Key": KEY},

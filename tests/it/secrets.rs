@@ -1,8 +1,9 @@
 //! Secrets: header values, `${env:...}` values and the tokens a sign-in learns must never appear in a listing, a reason, an
 //! error, a `Debug` output or a log line, even when a server echoes them back; server text that
-//! holds one shows `[redacted]` instead.
+//! holds one shows `[redacted]` instead. A refused request's hint names unexpanded variables and
+//! placeholders (VS Code's too) but never quotes one of no known form.
 //!
-//! Every test here captures every log record at trace level (the Pack's `tracing` events and,
+//! Most tests here capture every log record at trace level (the Pack's `tracing` events and,
 //! through the `log` bridge, its HTTP stack's) into a buffer, with a subscriber set as the
 //! default for the test's (current-thread) runtime. The tests of this module hold one lock for
 //! their whole run and set only variables of their own (`MCP_SECRETS_*`, `MCP_BREAK10_*`), which
@@ -13,9 +14,10 @@
     reason = "ENV_LOCK serializes whole tests, each on its own current-thread runtime: holding it across awaits is the point, and no task of another test can wait on it"
 )]
 
-use std::sync::{Arc, Mutex, MutexGuard, Once};
+use std::sync::{Mutex, MutexGuard, Once};
 use std::time::Duration;
 
+use crate::support::answers::key_echoing_sign_in;
 use crate::support::hostile::{
     self, Received, Reply, Server, result, rpc_error, serve, server_entry, sse_event, standard,
     text_result, tool, tools_page,
@@ -730,6 +732,43 @@ async fn refused_requests_hint_at_unexpanded_and_empty_variables() {
     );
 }
 
+/// VS Code's `${input:ID}`, its predefined variables (`${workspaceFolder}`), `${config:...}` and
+/// a `${...}` of no known form are sent as written; a 401 or 403 then says what each is and to
+/// use `${env:NAME}`, quoting no unknown form (it may be a pasted secret).
+#[tokio::test]
+async fn vs_code_placeholders_earn_a_hint_on_401_and_403() {
+    let server = hostile::serve_initialize(|req| match req.target.as_str() {
+        "/input" => Reply::raw(401, "text/plain", ""),
+        _ => Reply::raw(403, "text/plain", ""),
+    })
+    .await;
+    let base = format!("http://127.0.0.1:{}", server.port);
+    let host = Host::new(json!({
+        "input": {"url": format!("{base}/input"), "headers": {"Authorization": "Bearer ${input:github-token}"}},
+        "folder": {"url": format!("{base}/folder?root=${{workspaceFolder}}"), "headers": {"X-Setting": "${config:mcp.key}"}},
+        "other": {"url": format!("{base}/other"), "headers": {"X-Key": "${sk-live-4f9a8b7c6d5e}"}},
+    }));
+    let listing = host.settled(Duration::from_secs(10)).await;
+    assert_eq!(
+        server_entry(&listing, "input")["reason"],
+        "HTTP 401 Unauthorized; header \"Authorization\" holds ${input:github-token}, a VS Code input (a value VS Code prompts for), which was sent as written: this Pack cannot prompt; put the value in an environment variable and write ${env:NAME}"
+    );
+    assert_eq!(
+        server_entry(&listing, "folder")["reason"],
+        "HTTP 403 Forbidden; url holds ${workspaceFolder}, a VS Code predefined variable, which was sent as written (this Pack expands only ${env:NAME} and ${userHome}); write the value itself, or put it in an environment variable and write ${env:NAME}; \
+         header \"X-Setting\" holds ${config:…}, a VS Code setting variable, which was sent as written (this Pack expands only ${env:NAME} and ${userHome}); put the value in an environment variable and write ${env:NAME}"
+    );
+    assert_eq!(
+        server_entry(&listing, "other")["reason"],
+        "HTTP 403 Forbidden; header \"X-Key\" holds a ${...} placeholder this Pack does not know, which was sent as written (this Pack expands only ${env:NAME} and ${userHome}); put the value in an environment variable and write ${env:NAME}"
+    );
+    let sent = server.first(|r| r.target == "/input");
+    assert_eq!(
+        sent.header("authorization").as_deref(),
+        Some("Bearer ${input:github-token}")
+    );
+}
+
 /// An error body is read to 8 KiB and its reason shows 1 KiB of it after scrubbing. A server
 /// that echoes a long token many times shrinks to well under 1 KiB once scrubbed, so the copy
 /// the 8 KiB cut splits would show its start: that piece is redacted too.
@@ -1215,37 +1254,8 @@ async fn a_header_value_echoed_into_the_sign_in_link_is_not_shown() {
     let _guard = exclusive();
     crate::support::oauth_store();
     let (_capture, logs) = logs::capture("trace");
-    let listener = crate::support::net::unused_loopback().await;
-    let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
-    let learned: Arc<Mutex<String>> = Arc::default();
-    let (b, seen) = (base.clone(), learned.clone());
-    let _server = hostile::serve_on(listener, move |req: Received| {
-        let (base, seen) = (b.clone(), seen.clone());
-        async move {
-            if let Some(key) = req.header("x-api-key") {
-                *seen.lock().unwrap() = key;
-            }
-            let key = seen.lock().unwrap().clone();
-            match (req.http_method.as_str(), req.target.as_str()) {
-                ("POST", "/mcp") => Reply::raw(401, "text/plain", "sign in first").header(
-                    "www-authenticate",
-                    &format!("Bearer resource_metadata=\"{base}/prm\""),
-                ),
-                ("GET", "/prm") => Reply::json(&json!({
-                    "resource": format!("{base}/mcp"),
-                    "authorization_servers": [base],
-                })),
-                ("GET", "/.well-known/oauth-authorization-server") => {
-                    Reply::json(&hostile::authorization_server_metadata(
-                        &base,
-                        &format!("{base}/authorize?tenant={key}"),
-                    ))
-                }
-                ("POST", "/register") => Reply::json(&hostile::public_client("client-echo-1")),
-                _ => Reply::raw(404, "text/plain", "not here"),
-            }
-        }
-    });
+    let (_server, base) =
+        key_echoing_sign_in(|base, key| format!("{base}/authorize?tenant={key}")).await;
     let host = Host::new(json!({"ok": {
         "url": format!("{base}/mcp"),
         "headers": {"X-Api-Key": KEY},
@@ -1580,4 +1590,207 @@ async fn a_query_holding_no_secret_is_still_sent_in_the_resource() {
     host.ready("bot", Duration::from_secs(10)).await;
     drop(host);
     assert_eq!(resources_received(&server), [url]);
+}
+
+/// A header value that is all digits (an account number, a numeric API key): a configured
+/// secret like any other (README "Configuration": header values are secrets).
+const NUMERIC_KEY: &str = "20240517123456789";
+
+/// A server that lists one tool `t` whose raw `inputSchema` text is `schema`, and answers a
+/// call of it with the raw `result` object text.
+async fn raw_server(schema: &'static str, result: &'static str) -> crate::support::hostile::Server {
+    serve(move |req| async move {
+        if let Some(reply) = standard(&req) {
+            return reply;
+        }
+        let id = req.id();
+        let body = match req.method() {
+            "tools/list" => format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"result":{{"tools":[{{"name":"t","description":"d","inputSchema":{schema}}}]}}}}"#
+            ),
+            _ => format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#),
+        };
+        Reply::raw(200, "application/json", body)
+    })
+    .await
+}
+
+async fn keyed(url: &str, key: &str) -> Host {
+    let host = Host::new(json!({"k": {"url": url, "headers": {"X-Api-Key": key}}}));
+    host.ready("k", Duration::from_secs(10)).await;
+    host
+}
+
+/// The text of a call of `t` on a [`raw_server`] whose schema is `{"type":"object"}` and whose
+/// result is `result`, by a Host that sends [`NUMERIC_KEY`].
+async fn keyed_call(result: &'static str) -> String {
+    let server = raw_server(r#"{"type":"object"}"#, result).await;
+    let host = keyed(&server.url, NUMERIC_KEY).await;
+    host.call_tool("k", "t").await.expect("the call answers")
+}
+
+const STRING_KEY: &str = "sk-review-0123456789abcdef";
+
+/// The store file README "Signing in" names for the server at `url` with no client: the first
+/// 16 bytes of SHA-256 over the URL and a NUL, in hex, plus `.json`.
+fn store_file(url: &str) -> std::path::PathBuf {
+    use sha2::{Digest, Sha256};
+    let url = url::Url::parse(url).unwrap();
+    let mut hash = Sha256::new();
+    hash.update(url.as_str().as_bytes());
+    hash.update([0]);
+    let name: String = hash.finalize()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    crate::support::oauth_store().join(format!("{name}.json"))
+}
+
+/// `Server::read_tool`'s `scrubbed_json`: the plain scrub turns `"default":2024...` into
+/// `"default":[redacted]`, which is not JSON, and the fallback for text that does not parse
+/// is the *unscrubbed* raw schema.
+#[tokio::test]
+async fn a_numeric_secret_echoed_as_a_schema_number_is_shown() {
+    let server = raw_server(
+        r#"{"type":"object","properties":{"account":{"type":"integer","default":20240517123456789}}}"#,
+        r#"{"content":[{"type":"text","text":"ok"}]}"#,
+    )
+    .await;
+    let host = keyed(&server.url, NUMERIC_KEY).await;
+    let one = host.lookup("k", "t").await.expect("the tool is listed");
+    assert!(
+        !one.contains(NUMERIC_KEY),
+        "the listing shows the configured header value: {one}"
+    );
+    // The scrubbed schema is no JSON value any more, so it is shown as one JSON string.
+    assert!(
+        one.contains(r#""{\"type\":\"object\",\"properties\":{\"account\":{\"type\":\"integer\",\"default\":[redacted]}}}""#),
+        "the scrubbed schema is not shown as a string: {one}"
+    );
+}
+
+/// Confirmed right: secrets that overlap, contain each other, touch, or meet an escaped form
+/// of another leave no byte behind, one `[redacted]` per covered run, in a text result and in
+/// a description.
+#[tokio::test]
+async fn overlapping_nested_and_touching_secrets_leave_no_byte() {
+    const A: &str = "AAAA1111BBBB";
+    const B: &str = "BBBB2222CCCC";
+    const INNER: &str = "1111BBBB2222";
+    const SAY: &str = "x AAAA1111BBBB2222CCCC y AAAA1111BBBBBBBB2222CCCC z BBBB2222CCCCAAAA1111BBBB w a%2Fb%2Fc%2Fd%2Fe/f/g/h/i";
+    let server = serve(|req| async move {
+        if let Some(reply) = standard(&req) {
+            return reply;
+        }
+        let id = req.id();
+        let body = match req.method() {
+            "tools/list" => json!({"jsonrpc":"2.0","id":id,"result":{"tools":[{"name":"t","description":SAY,"inputSchema":{"type":"object","default":SAY}}]}}),
+            _ => json!({"jsonrpc":"2.0","id":id,"result":{"content":[{"type":"text","text":SAY}]}}),
+        };
+        Reply::json(&body)
+    })
+    .await;
+    let host = Host::new(json!({"k": {"url": server.url, "headers": {
+        "X-A": A, "X-B": B, "X-Inner": INNER, "X-Path": "a/b/c/d/e", "X-Tail": "e/f/g/h/i"
+    }}}));
+    host.ready("k", Duration::from_secs(10)).await;
+    const SCRUBBED: &str = "x [redacted] y [redacted] z [redacted] w [redacted]";
+    assert_eq!(host.call_tool("k", "t").await, Ok(SCRUBBED.to_string()));
+    let one: serde_json::Value =
+        serde_json::from_str(&host.lookup("k", "t").await.unwrap()).unwrap();
+    assert_eq!(one["description"], SCRUBBED);
+    assert_eq!(one["inputSchema"]["default"], SCRUBBED);
+}
+
+// Parked findings (to be replaced)
+
+/// `Redactor::scrub_json`, JSON holding a backslash: decoded, only strings and keys are
+/// scrubbed, so a number holding a secret is re-encoded as it was.
+#[tokio::test]
+#[ignore = "finding: a secret echoed as a JSON number in structuredContent that also holds an escape (\\/) is returned unscrubbed"]
+async fn a_numeric_secret_in_structured_content_with_an_escape_is_shown() {
+    let text =
+        keyed_call(r#"{"structuredContent":{"account":20240517123456789,"path":"a\/b"}}"#).await;
+    assert!(
+        !text.contains(NUMERIC_KEY),
+        "the result shows the configured header value: {text}"
+    );
+}
+
+/// The same without an escape is scrubbed, but the result is no longer JSON: the README says
+/// a result with no blocks "gives its structuredContent JSON".
+#[tokio::test]
+#[ignore = "finding: scrubbing a JSON number in structuredContent makes the result text invalid JSON ([redacted] unquoted)"]
+async fn a_numeric_secret_in_structured_content_leaves_valid_json() {
+    let text = keyed_call(r#"{"structuredContent":{"account":20240517123456789}}"#).await;
+    assert!(!text.contains(NUMERIC_KEY), "{text}");
+    serde_json::from_str::<serde_json::Value>(&text)
+        .unwrap_or_else(|e| panic!("the scrubbed structuredContent is not JSON ({e}): {text}"));
+}
+
+/// `Redactor::scrub_json` decodes JSON holding a backslash into a `Value`: of a key named twice
+/// only the last value survives, so a secret in the first is never seen, nothing "changed", and
+/// the original text (secret included) is returned as it was.
+#[tokio::test]
+#[ignore = "finding: a secret in the first of two duplicate JSON keys (text with a \\/ escape) passes scrub_json unscrubbed, in schemas and structuredContent"]
+async fn a_secret_under_a_duplicated_json_key_is_shown() {
+    let server = raw_server(
+        r#"{"type":"object","description":"sk-review-0123456789abcdef","description":"a\/b"}"#,
+        r#"{"structuredContent":{"echo":"sk-review-0123456789abcdef","echo":"a\/b"}}"#,
+    )
+    .await;
+    let host = keyed(&server.url, STRING_KEY).await;
+    let one = host.lookup("k", "t").await.expect("the tool is listed");
+    let text = host.call_tool("k", "t").await.expect("the call answers");
+    assert!(
+        !one.contains(STRING_KEY),
+        "the listing shows the secret: {one}"
+    );
+    assert!(
+        !text.contains(STRING_KEY),
+        "the result shows the secret: {text}"
+    );
+}
+
+/// A user who switches a signed-in server off (`"disabled": true`, README "Configuration")
+/// and then signs out cannot: the entry is refused, so `mcp/logout` (and `host logout`) will
+/// not delete its grant, although the store key needs only the url and the client, both
+/// still in the entry. The grant stays on disk until the entry is enabled again — when it is
+/// used at once.
+#[tokio::test]
+#[ignore = "finding: mcp/logout refuses a disabled entry (or one with an unset ${env:} in a header), so its stored grant cannot be deleted"]
+async fn logout_deletes_the_grant_of_a_disabled_entry() {
+    let cases = [
+        (
+            "off",
+            json!({"url": "http://127.0.0.1:9/review-disabled/mcp", "disabled": true}),
+        ),
+        // The variable is unset: the header is refused, the url and client are as above.
+        (
+            "unset",
+            json!({"url": "http://127.0.0.1:9/review-unset/mcp",
+            "headers": {"X-Key": "${env:PLUGIN_MCP_REVIEW_NEVER_SET}"}}),
+        ),
+    ];
+    let servers: serde_json::Map<String, serde_json::Value> = cases
+        .iter()
+        .map(|(n, e)| (n.to_string(), e.clone()))
+        .collect();
+    let host = Host::new(serde_json::Value::Object(servers));
+    for (namespace, entry) in &cases {
+        let file = store_file(entry["url"].as_str().unwrap());
+        std::fs::write(&file, "{}").unwrap();
+        let outcome = host
+            .pack
+            .call("mcp/logout", json!({"namespace": namespace}))
+            .await;
+        let gone = !file.exists();
+        let _ = std::fs::remove_file(&file);
+        assert_eq!(
+            outcome,
+            Ok(json!({"namespace": namespace, "deleted": true}).to_string()),
+            "{namespace}"
+        );
+        assert!(gone, "{namespace}: the grant is still stored");
+    }
 }

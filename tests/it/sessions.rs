@@ -1,33 +1,250 @@
-//! Sessions and cancellation under interleavings: every request carries the session it was sent
-//! on, its cancel goes there and only while it may be running, sessions are never leaked, and a
-//! call's I/O runs on the Host's runtime.
+//! Sessions and cancellation (MCP 2025-11-25 "Session Management", "Cancellation"; ARCHITECTURE
+//! "The connection machine"): every request, listing page, stream and cancel bound to the
+//! session it was sent on, connections reused, sessions renewed once when forgotten, and a
+//! call's I/O on the Host's runtime.
 //!
-//! Against a strict stateful server of our own (tests/it/support/scripted.rs) that records a trail
-//! of every request and the status it answered. First one regression test per failure this
-//! crate once had, each asserting the exact trail; then a property test that generates
-//! schedules (calls of random length, drops at random points, expiries, restarts, refusals, the
-//! Pack's drop) and checks the invariants on every trail.
+//! The servers are the strict stateful [`crate::support::scripted`] server, which records a
+//! trail of every request and the status it answered, and [`Sessioned`], a 2025-era server on
+//! the hostile harness that hands out sessions `m-1`, `m-2`, …, can forget them, and lets each
+//! test script `tools/list`, `tools/call`, the standalone `GET` and `initialize`.
 
-use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::support::Host;
-use crate::support::scripted::{InitStyle, Scripted, Step};
-use proptest::prelude::*;
-use runvil_plugin::{BoxFuture, ToolError};
+use runvil_plugin::{BoxFuture, ToolError, ToolErrorKind};
 use serde_json::{Value, json};
 
-const WAIT: Duration = Duration::from_secs(10);
+use crate::support::answers::heartbeat;
+use crate::support::hostile::{
+    Received, Reply, Server, entry, result, rpc_error, serve_every_get, sse_event, text_result,
+    tool, tools_page,
+};
+use crate::support::scripted::{InitStyle, Scripted, Step};
+use crate::support::{Host, WAIT, transport};
+
+/// The scripted server's `notifications/cancelled` steps, as `session status`.
+fn scripted_cancels(server: &Scripted) -> Vec<String> {
+    server
+        .trail()
+        .iter()
+        .filter(|s| s.method == "notifications/cancelled")
+        .map(|s| format!("{} {}", s.session.as_deref().unwrap_or("-"), s.status))
+        .collect()
+}
+
+/// What a [`Sessioned`] server knows and how it answers.
+#[derive(Default)]
+pub(crate) struct State {
+    pub(crate) issued: usize,
+    pub(crate) live: Vec<String>,
+    /// `initialize` answers after this long (none: at once).
+    pub(crate) init_delay: Option<Duration>,
+    /// `initialize` answers 404 (a server restarting) while set.
+    pub(crate) restarting: bool,
+    /// The `instructions` of each `initialize` answer.
+    pub(crate) instructions: Option<String>,
+    /// Declares `tools.listChanged`.
+    pub(crate) list_changed: bool,
+    /// `notifications/cancelled` and `DELETE` get no answer (their headers never come).
+    pub(crate) hang_goodbyes: bool,
+    /// Listed beside `t`.
+    pub(crate) tools: Vec<Value>,
+}
+
+pub(crate) type Responder =
+    Arc<dyn Fn(&Received, &Arc<Mutex<State>>) -> Option<Reply> + Send + Sync>;
+
+/// A scripted 2025-era server with sessions.
+pub(crate) struct Sessioned {
+    pub(crate) server: Server,
+    pub(crate) state: Arc<Mutex<State>>,
+}
+
+impl Sessioned {
+    /// Starts one; `answer` handles what it wants to (returning `None` for the rest): every
+    /// request carrying a session the server does not know gets 404 first, `initialize` makes a
+    /// session, notifications get 202, `DELETE` ends the session, a `GET` not handled is 405,
+    /// `tools/list` not handled lists one tool `t`, `tools/call` not handled answers `done`.
+    pub(crate) async fn start(
+        answer: impl Fn(&Received, &Arc<Mutex<State>>) -> Option<Reply> + Send + Sync + 'static,
+    ) -> Sessioned {
+        let state = Arc::new(Mutex::new(State::default()));
+        let answer: Responder = Arc::new(answer);
+        let shared = Arc::clone(&state);
+        let server = serve_every_get(move |req| {
+            let state = Arc::clone(&shared);
+            let answer = Arc::clone(&answer);
+            async move {
+                let delay = respond_delay(&req, &state);
+                if let Some(delay) = delay {
+                    tokio::time::sleep(delay).await;
+                }
+                respond(&req, &state, &answer)
+            }
+        })
+        .await;
+        Sessioned { server, state }
+    }
+
+    pub(crate) fn set(&self, change: impl FnOnce(&mut State)) {
+        change(&mut self.state.lock().unwrap());
+    }
+
+    /// Forgets every session (a restart that kept the port).
+    pub(crate) fn forget_all(&self) {
+        self.state.lock().unwrap().live.clear();
+    }
+
+    pub(crate) fn issued(&self) -> usize {
+        self.state.lock().unwrap().issued
+    }
+
+    /// The sessions it still knows, in the order it issued them.
+    pub(crate) fn live(&self) -> Vec<String> {
+        self.state.lock().unwrap().live.clone()
+    }
+
+    /// `VERB method session` of every request, in arrival order.
+    pub(crate) fn lines(&self) -> Vec<String> {
+        self.server
+            .requests()
+            .iter()
+            .map(|r| {
+                let session = r.header("mcp-session-id").unwrap_or_else(|| "-".into());
+                format!("{} {} {session}", r.http_method, r.method())
+            })
+            .collect()
+    }
+}
+
+pub(crate) fn respond_delay(req: &Received, state: &Arc<Mutex<State>>) -> Option<Duration> {
+    let state = state.lock().unwrap();
+    let goodbye = req.http_method == "DELETE" || req.method() == "notifications/cancelled";
+    if goodbye && state.hang_goodbyes {
+        return Some(Duration::from_secs(3600));
+    }
+    (req.method() == "initialize")
+        .then_some(state.init_delay)
+        .flatten()
+}
+
+pub(crate) fn respond(req: &Received, state: &Arc<Mutex<State>>, answer: &Responder) -> Reply {
+    let session = req.header("mcp-session-id");
+    {
+        let mut st = state.lock().unwrap();
+        if let Some(s) = &session
+            && !st.live.contains(s)
+        {
+            return Reply::raw(404, "text/plain", "no such session");
+        }
+        if req.method() == "initialize" {
+            if st.restarting {
+                return Reply::raw(404, "text/plain", "restarting");
+            }
+            st.issued += 1;
+            let id = format!("m-{}", st.issued);
+            st.live.push(id.clone());
+            let tools = if st.list_changed {
+                json!({"listChanged": true})
+            } else {
+                json!({})
+            };
+            let mut body = json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": tools},
+                                  "serverInfo": {"name": "sessioned", "version": "0"}});
+            if let Some(text) = &st.instructions {
+                body["instructions"] = json!(text);
+            }
+            return Reply::json(&result(&req.id(), body)).header("mcp-session-id", &id);
+        }
+        if req.http_method == "DELETE" {
+            st.live.retain(|s| Some(s) != session.as_ref());
+            return Reply::raw(200, "text/plain", "");
+        }
+    }
+    if let Some(reply) = answer(req, state) {
+        return reply;
+    }
+    if req.http_method == "GET" {
+        return Reply::raw(405, "text/plain", "");
+    }
+    if req.rpc.get("id").is_none() || req.rpc.get("method").is_none() {
+        return Reply::accepted();
+    }
+    match req.method() {
+        "tools/list" => {
+            let mut tools = vec![tool("t", "a tool")];
+            tools.extend(state.lock().unwrap().tools.iter().cloned());
+            Reply::json(&tools_page(&req.id(), tools, None))
+        }
+        "tools/call" => Reply::json(&text_result(&req.id(), "done")),
+        _ => Reply::json(&rpc_error(&req.id(), -32601, "Method not found")),
+    }
+}
+
+pub(crate) async fn ready(server: &Sessioned) -> Host {
+    let host = Host::new(json!({"m": entry(&server.server.url)}));
+    host.ready("m", Duration::from_secs(20)).await;
+    host
+}
+
+/// A ready [`Sessioned`] server declaring `listChanged` whose standalone streams each end after
+/// 1 s, once its first `GET` (on `m-1`) arrived.
+pub(crate) async fn streaming() -> (Sessioned, Host) {
+    let server = Sessioned::start(|req, _| {
+        (req.http_method == "GET").then(|| {
+            let ends = futures_util::stream::once(async {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                Ok(bytes::Bytes::from_static(b": bye\n\n"))
+            });
+            Reply::stream(200, "text/event-stream", ends)
+        })
+    })
+    .await;
+    server.set(|s| s.list_changed = true);
+    let host = ready(&server).await;
+    saw_get(&server).await;
+    (server, host)
+}
+
+/// Waits (at most 5 s) until a standalone `GET` arrived.
+pub(crate) async fn saw_get(server: &Sessioned) {
+    server
+        .server
+        .wait_until(Duration::from_secs(5), "a GET", |r| {
+            r.iter().any(|r| r.http_method == "GET")
+        })
+        .await;
+}
+
+/// Waits (at most `limit`) until `server` has seen a `GET` on `session`.
+async fn saw_get_on(server: &Sessioned, session: &str, limit: Duration) -> Vec<Received> {
+    let what = format!("a GET on {session}");
+    server
+        .server
+        .wait_until(limit, &what, |r| {
+            r.iter().any(|r| {
+                r.http_method == "GET" && r.header("mcp-session-id").as_deref() == Some(session)
+            })
+        })
+        .await
+}
+
+pub(crate) fn call_args(tool: &str) -> Value {
+    json!({"namespace": "m", "toolName": tool, "arguments": {}})
+}
+
+pub(crate) const STOPPED: &str =
+    "the call to server \"m\" was stopped because the mcp Pack was shut down";
 
 /// A Host with the one server `s` at `server`, once it is ready.
-async fn ready_host(server: &Scripted) -> Host {
+pub(crate) async fn ready_host(server: &Scripted) -> Host {
     let host = Host::new(json!({"s": {"url": server.url}}));
     host.ready("s", WAIT).await;
     host
 }
 
 /// A [`Scripted`] server and a Host with it as `s`, ready.
-async fn started() -> (Scripted, Host) {
+pub(crate) async fn started() -> (Scripted, Host) {
     let server = Scripted::start().await;
     let host = ready_host(&server).await;
     // The session's standalone GET (405, not in the trail) is answered before a test goes on:
@@ -38,7 +255,7 @@ async fn started() -> (Scripted, Host) {
 }
 
 /// Waits until the server answered the first standalone `GET` (405, not recorded).
-async fn stream_answered(server: &Scripted) {
+pub(crate) async fn stream_answered(server: &Scripted) {
     let deadline = tokio::time::Instant::now() + WAIT;
     while server.unrecorded_gets() == 0 {
         assert!(tokio::time::Instant::now() < deadline, "no standalone GET");
@@ -47,7 +264,7 @@ async fn stream_answered(server: &Scripted) {
 }
 
 /// `call_dynamic_tool` of `t` on `s` with `arguments` (the server's script for the call).
-fn call(host: &Host, arguments: Value) -> BoxFuture<Result<String, ToolError>> {
+pub(crate) fn call_scripted(host: &Host, arguments: Value) -> BoxFuture<Result<String, ToolError>> {
     host.pack.call(
         "mcp/call_dynamic_tool",
         json!({"namespace": "s", "toolName": "t", "arguments": arguments}),
@@ -55,14 +272,14 @@ fn call(host: &Host, arguments: Value) -> BoxFuture<Result<String, ToolError>> {
 }
 
 /// Waits until the trail holds a step whose line is `line`.
-async fn saw(server: &Scripted, line: &str) {
+pub(crate) async fn saw(server: &Scripted, line: &str) {
     server
         .wait_until(WAIT, line, |t| t.iter().any(|s| s.line() == line))
         .await;
 }
 
 /// Drops the Host and waits until the trail has been quiet for 300 ms; returns the lines.
-async fn drop_and_settle(server: &Scripted, host: Host) -> Vec<String> {
+pub(crate) async fn drop_and_settle(server: &Scripted, host: Host) -> Vec<String> {
     drop(host);
     server
         .settle(Duration::from_millis(300), WAIT)
@@ -72,7 +289,7 @@ async fn drop_and_settle(server: &Scripted, host: Host) -> Vec<String> {
         .collect()
 }
 
-const START: [&str; 3] = [
+pub(crate) const START: [&str; 3] = [
     "POST initialize 2 - 200",
     "POST notifications/initialized - s-1 202",
     "POST tools/list 3 s-1 200",
@@ -106,7 +323,7 @@ async fn relisted_on(server: &Scripted, session: &str) {
         .await;
 }
 
-fn trail_of(lines: &[&str]) -> Vec<String> {
+pub(crate) fn trail_of(lines: &[&str]) -> Vec<String> {
     START.iter().chain(lines).map(|l| l.to_string()).collect()
 }
 
@@ -120,15 +337,538 @@ async fn assert_deleted_after(server: &Scripted, host: Host, line: &str) {
     assert_trail_at_drop(server, host, &[line, "DELETE - - s-1 200"]).await;
 }
 
-fn transport(message: &str) -> Result<String, ToolError> {
-    Err(ToolError::new(
-        runvil_plugin::ToolErrorKind::Transport,
-        message,
-    ))
+/// Drops the Host and waits until the trail has been quiet for `quiet`; returns the lines.
+pub(crate) async fn drop_and_settle_for(
+    server: &Scripted,
+    host: Host,
+    quiet: Duration,
+) -> Vec<String> {
+    drop(host);
+    server
+        .settle(quiet, WAIT)
+        .await
+        .iter()
+        .map(Step::line)
+        .collect()
 }
 
-// ---------------------------------------------------------------------------------------------
-// regressions, one per failure
+/// README "Protocol eras, sessions and cancellation": "No cancel follows ... an expired session". Call A is
+/// held on `s-1`; the server then forgets `s-1`, and call B is answered 404 on it (the session
+/// is forgotten and B goes on in `s-2`). Dropping A must not send its cancel to `s-1`, the
+/// session the server just said it forgot (every cancel names a request in flight on the
+/// session it is sent to); at the Pack's drop the same request is rightly left out.
+#[tokio::test]
+async fn a_dropped_call_sends_its_cancel_to_a_session_another_call_found_forgotten() {
+    let server = Scripted::start().await;
+    let host = Host::new(json!({"s": entry(&server.url)}));
+    host.ready("s", Duration::from_secs(10)).await;
+    let args = |a: Value| json!({"namespace": "s", "toolName": "t", "arguments": a});
+    let held = tokio::spawn(host.pack.call(
+        "mcp/call_dynamic_tool",
+        args(json!({"ms": 20000, "tag": 1})),
+    ));
+    server
+        .wait_until(Duration::from_secs(5), "call A held on s-1", |t| {
+            t.iter()
+                .any(|s| s.tag == Some(1) && s.session.as_deref() == Some("s-1"))
+        })
+        .await;
+    server.expire("s-1");
+    let b = tokio::time::timeout(
+        Duration::from_secs(10),
+        host.call("call_dynamic_tool", args(json!({"tag": 2}))),
+    )
+    .await
+    .expect("call B ends");
+    assert!(b.is_ok(), "{b:?}");
+    assert_eq!(server.issued(), ["s-1", "s-2"]);
+    held.abort();
+    let _ = held.await;
+    server
+        .settle(Duration::from_millis(500), Duration::from_secs(5))
+        .await;
+    assert_eq!(
+        scripted_cancels(&server),
+        Vec::<String>::new(),
+        "{:#?}",
+        server.lines()
+    );
+}
+
+/// README "The standalone stream": "A 404 means the session is gone". Call A is held on
+/// `m-1`; the server forgets `m-1`; the standalone `GET` (reopened on `m-1`) is answered 404
+/// and a new session is made. Dropping A then must not send its cancel to `m-1` ("No cancel
+/// follows ... an expired session").
+#[tokio::test]
+async fn a_dropped_call_sends_its_cancel_to_a_session_the_standalone_get_found_gone() {
+    let server = Sessioned::start(|req, _| {
+        if req.http_method == "GET" {
+            // Each stream ends after 200 ms, so the loop reopens it.
+            let ends = futures_util::stream::once(async {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                Ok(bytes::Bytes::from_static(b": bye\n\n"))
+            });
+            return Some(Reply::stream(200, "text/event-stream", ends));
+        }
+        (req.method() == "tools/call")
+            .then(|| Reply::stream(200, "application/json", futures_util::stream::pending()))
+    })
+    .await;
+    let host = ready(&server).await;
+    saw_get(&server).await;
+    let held = tokio::spawn(host.pack.call(
+        "mcp/call_dynamic_tool",
+        json!({"namespace": "m", "toolName": "t", "arguments": {}}),
+    ));
+    server
+        .server
+        .wait_until(Duration::from_secs(5), "call A on m-1", |r| {
+            r.iter().any(|r| r.method() == "tools/call")
+        })
+        .await;
+    server.forget_all();
+    server
+        .server
+        .wait_until(Duration::from_secs(20), "the GET's renewal", |r| {
+            r.iter().filter(|r| r.method() == "initialize").count() == 2
+        })
+        .await;
+    held.abort();
+    let _ = held.await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let cancels: Vec<String> = server
+        .lines()
+        .into_iter()
+        .filter(|l| l.contains("notifications/cancelled"))
+        .collect();
+    assert_eq!(cancels, Vec::<String>::new(), "{:#?}", server.lines());
+    drop(host);
+}
+
+/// README "The standalone stream": after a restart "the stream's loop makes a session itself
+/// ... so `list_changed` is heard again without waiting for a call": the `GET` stream is open
+/// whenever the session is live and the server allows it. Two restarts in a row: the
+/// first is found by the `GET` on `m-1` (404, a new session `m-2`); the second forgets `m-2`
+/// before its first `GET`. That `GET` is 404 too; the loop used to take the server for one
+/// without a `GET` endpoint, so no session was made and the stream stayed shut until a call.
+#[tokio::test(start_paused = true)]
+async fn two_restarts_in_a_row_leave_the_standalone_stream_shut_until_a_call() {
+    heartbeat();
+    let (server, host) = streaming().await;
+    // Restart 1: found by the GET on m-1, which makes m-2 and re-lists on it.
+    server.forget_all();
+    server
+        .server
+        .wait_until(Duration::from_secs(120), "the re-listing on m-2", |r| {
+            r.iter().any(|r| {
+                r.method() == "tools/list" && r.header("mcp-session-id").as_deref() == Some("m-2")
+            })
+        })
+        .await;
+    // Restart 2, before m-2's first GET.
+    server.forget_all();
+    let found = tokio::time::timeout(
+        Duration::from_secs(300),
+        saw_get_on(&server, "m-3", Duration::from_secs(300)),
+    )
+    .await;
+    assert!(found.is_ok(), "{:#?}", server.lines());
+    assert_eq!(server.server.count("tools/call"), 0);
+    drop(host);
+}
+
+/// README "Protocol eras, sessions and cancellation": a restart is recovered from without a re-initialize
+/// storm on genuine 400s, and each session the client holds is deleted. A tool
+/// whose plain-text 400 speaks of an application's session ("the booking session 42 was not
+/// found") while the MCP session is alive: each call used to forget a session the server still
+/// knew (never sent its `DELETE`) and make a new one.
+#[tokio::test]
+async fn a_tools_plain_text_400_about_its_own_session_leaks_a_session_per_call() {
+    let server = Sessioned::start(|req, _| {
+        (req.method() == "tools/call" && req.rpc["params"]["name"] == "book").then(|| {
+            Reply::raw(
+                400,
+                "text/plain",
+                "Bad Request: the booking session 42 was not found",
+            )
+        })
+    })
+    .await;
+    server.set(|s| s.tools.push(tool("book", "books")));
+    let host = ready(&server).await;
+    // The first call learns that the 400 is the tool's own (one re-initialize); the next two get
+    // it as an ordinary 400.
+    let expected = [
+        "server \"m\": the server rejected the session again right after a new initialize",
+        "server \"m\": HTTP 400 Bad Request: Bad Request: the booking session 42 was not found",
+        "server \"m\": HTTP 400 Bad Request: Bad Request: the booking session 42 was not found",
+    ];
+    for expected in expected {
+        let called = tokio::time::timeout(
+            Duration::from_secs(10),
+            host.call(
+                "call_dynamic_tool",
+                json!({"namespace": "m", "toolName": "book", "arguments": {}}),
+            ),
+        )
+        .await
+        .expect("the call ends");
+        assert_eq!(
+            called,
+            Err(ToolError::new(ToolErrorKind::Transport, expected))
+        );
+    }
+    drop(host);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // One re-initialize learns it: the fresh session got the same 400, so such 400s are the
+    // tool's own from then on; both sessions are deleted at the drop.
+    assert_eq!(
+        (server.issued(), server.live()),
+        (2, Vec::<String>::new()),
+        "{:#?}",
+        server.lines()
+    );
+}
+
+/// README: a call future that outlives the Pack resolves to a `transport` error — also while
+/// it waits for the re-listing a miss asked for (it used to answer `not_found`).
+#[tokio::test]
+async fn a_call_waiting_on_a_refresh_on_miss_when_the_pack_is_dropped_is_a_transport_error() {
+    for (tool, args) in [
+        ("mcp/call_dynamic_tool", call_args("unlisted")),
+        (
+            "mcp/get_dynamic_tools",
+            json!({"namespace": "m", "toolName": "unlisted"}),
+        ),
+    ] {
+        let server = Sessioned::start(|req, _| {
+            // The first listing answers; every later one hangs.
+            (req.method() == "tools/list" && req.id() != json!(2) && req.id() != json!(3))
+                .then(|| Reply::stream(200, "application/json", futures_util::stream::pending()))
+        })
+        .await;
+        let host = ready(&server).await;
+        let call = tokio::spawn(host.pack.call(tool, args));
+        server
+            .server
+            .wait_until(Duration::from_secs(5), "the miss's re-listing", |r| {
+                r.iter().filter(|r| r.method() == "tools/list").count() == 2
+            })
+            .await;
+        drop(host);
+        let outcome = tokio::time::timeout(Duration::from_secs(5), call)
+            .await
+            .expect("the call resolves once the Pack is dropped")
+            .unwrap();
+        assert_eq!(
+            outcome,
+            Err(ToolError::new(ToolErrorKind::Transport, STOPPED)),
+            "{tool}"
+        );
+    }
+}
+
+/// A re-listing that starts while the session is being renewed waits for the new session and
+/// reads its pages by what that session declared (`tools`): the server's -32603 is a failed
+/// re-listing, which keeps the tools — not "ready with no tools".
+#[tokio::test]
+async fn a_relisting_during_a_renewal_keeps_the_tools() {
+    let server = Sessioned::start(|req, _| {
+        let session = req.header("mcp-session-id");
+        match req.method() {
+            "tools/list" if session.as_deref() != Some("m-1") => {
+                Some(Reply::json(&rpc_error(&req.id(), -32603, "internal error")))
+            }
+            _ => None,
+        }
+    })
+    .await;
+    let host = ready(&server).await;
+    server.forget_all();
+    server.set(|s| s.init_delay = Some(Duration::from_millis(500)));
+    // The call finds m-1 gone and starts the renewal; the miss re-lists while it runs.
+    let (called, missed) = tokio::join!(host.call("call_dynamic_tool", call_args("t")), async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        host.call("call_dynamic_tool", call_args("unlisted")).await
+    });
+    assert_eq!(called, Ok("done".into()));
+    assert_eq!(
+        missed,
+        Err(ToolError::new(
+            ToolErrorKind::NotFound,
+            "server \"m\" has no tool \"unlisted\"; list its tools with mcp/get_dynamic_tools {\"namespace\":\"m\"}"
+        ))
+    );
+    assert_eq!(host.tool_names("m").await, ["t"]);
+    assert_eq!(server.issued(), 2);
+}
+
+/// A re-listing that hits its deadline cancels its page (MCP lifecycle "Timeouts": cancel and
+/// stop waiting) instead of leaving it in the in-flight table until the Pack is dropped.
+#[tokio::test(start_paused = true)]
+async fn a_relisting_that_hits_its_deadline_cancels_its_page() {
+    heartbeat();
+    let server = Sessioned::start(|req, _| {
+        (req.method() == "tools/list" && req.id() != json!(2) && req.id() != json!(3))
+            .then(|| Reply::stream(200, "application/json", futures_util::stream::pending()))
+    })
+    .await;
+    let host = ready(&server).await;
+    let missed = host.call("call_dynamic_tool", call_args("unlisted")).await;
+    assert_eq!(
+        missed,
+        Err(ToolError::new(
+            ToolErrorKind::NotFound,
+            "server \"m\" has no tool \"unlisted\"; list its tools with mcp/get_dynamic_tools {\"namespace\":\"m\"}"
+        ))
+    );
+    let page = server.server.with_method("tools/list")[1].id();
+    assert_eq!(
+        server.server.cancellations().await,
+        [json!({"requestId": page, "reason": "the client stopped waiting for tools/list"})]
+    );
+    // Sent on the session the page went out on, before the Pack's drop.
+    let cancel = &server.server.with_method("notifications/cancelled")[0];
+    assert_eq!(cancel.header("mcp-session-id").as_deref(), Some("m-1"));
+    assert_eq!(host.tool_names("m").await, ["t"]);
+}
+
+/// After a restart longer than the renewal's own retries (about 3 s), the standalone stream's
+/// loop makes a session itself once the server is back and opens the stream again: no call is
+/// needed to hear `list_changed` again.
+#[tokio::test(start_paused = true)]
+async fn after_a_long_restart_the_standalone_stream_reopens_without_a_call() {
+    heartbeat();
+    let (server, host) = streaming().await;
+    // The restart: m-1 forgotten, initialize refused for 20 s.
+    server.forget_all();
+    server.set(|s| s.restarting = true);
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    server.set(|s| s.restarting = false);
+    saw_get_on(&server, "m-2", Duration::from_secs(120)).await;
+    assert_eq!(server.server.count("tools/call"), 0);
+    drop(host);
+}
+
+/// The server's `instructions` stay in the listing while a new session is being made: they
+/// belong to the listing, made on the session that gave them.
+#[tokio::test]
+async fn instructions_stay_listed_while_the_session_is_renewed() {
+    let server = Sessioned::start(|_, _| None).await;
+    server.set(|s| s.instructions = Some("Use t for everything.".into()));
+    let host = ready(&server).await;
+    server.forget_all();
+    server.set(|s| s.init_delay = Some(Duration::from_millis(800)));
+    let call = host.call("call_dynamic_tool", call_args("t"));
+    let during = async {
+        server
+            .server
+            .wait_until(Duration::from_secs(5), "the second initialize", |r| {
+                r.iter().filter(|r| r.method() == "initialize").count() == 2
+            })
+            .await;
+        host.listing(json!({"namespace": "m"})).await
+    };
+    let (called, listing) = tokio::join!(call, during);
+    assert_eq!(called, Ok("done".into()));
+    assert_eq!(listing["instructions"], "Use t for everything.");
+    assert_eq!(server.issued(), 2);
+}
+
+/// A server that declares `listChanged` but has no `GET` endpoint answers every `GET` 404.
+/// A `ping` on the session tells that from a forgotten session: no endpoint, like a 405 — no
+/// new session and re-listing every few seconds (it made seven sessions in 40 s).
+#[tokio::test(start_paused = true)]
+async fn a_server_that_answers_the_standalone_get_with_404_gets_no_session_storm() {
+    heartbeat();
+    let server = Sessioned::start(|req, _| {
+        (req.http_method == "GET").then(|| Reply::raw(404, "text/plain", "Not Found"))
+    })
+    .await;
+    server.set(|s| s.list_changed = true);
+    let host = ready(&server).await;
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    // The 404 is asked about with a ping on the session, which answers: no GET endpoint, one
+    // session, no new GET.
+    assert_eq!(server.issued(), 1, "{:#?}", server.lines());
+    let asked = server
+        .lines()
+        .into_iter()
+        .filter(|l| l.starts_with("GET") || l.contains("ping"))
+        .collect::<Vec<_>>();
+    assert_eq!(asked, ["GET  m-1", "POST ping m-1"]);
+    assert_eq!(host.tool_names("m").await, ["t"]);
+}
+
+/// A server that does not declare `listChanged` may still send on the standalone stream: its
+/// requests are answered there and its `list_changed` re-lists.
+#[tokio::test]
+async fn requests_and_list_changed_on_the_standalone_stream_are_heard_without_listchanged() {
+    let sent = Arc::new(Mutex::new(false));
+    let server = Sessioned::start(move |req, _| {
+        if req.http_method != "GET" {
+            return None;
+        }
+        let mut sent = sent.lock().unwrap();
+        if *sent {
+            return Some(Reply::stream(
+                200,
+                "text/event-stream",
+                futures_util::stream::pending(),
+            ));
+        }
+        *sent = true;
+        let text = [
+            json!({"jsonrpc": "2.0", "id": "srv-1", "method": "ping"}),
+            json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
+        ]
+        .iter()
+        .map(sse_event)
+        .collect::<String>();
+        Some(Reply::raw(200, "text/event-stream", text))
+    })
+    .await;
+    let host = ready(&server).await;
+    let requests = server
+        .server
+        .wait_until(Duration::from_secs(10), "the ping's answer", |r| {
+            r.iter()
+                .any(|r| r.rpc["id"] == "srv-1" && r.rpc.get("result").is_some())
+        })
+        .await;
+    let answer = requests.iter().find(|r| r.rpc["id"] == "srv-1").unwrap();
+    assert_eq!(
+        answer.rpc,
+        json!({"jsonrpc": "2.0", "id": "srv-1", "result": {}})
+    );
+    assert_eq!(answer.header("mcp-session-id").as_deref(), Some("m-1"));
+    // The first listing, the one the opened stream asks for, and the list_changed's: at least 2.
+    server
+        .server
+        .wait_until(Duration::from_secs(10), "a re-listing", |r| {
+            r.iter().filter(|r| r.method() == "tools/list").count() >= 2
+        })
+        .await;
+    drop(host);
+}
+
+/// The answer to a server's `ping` on a call's stream is bounded: a server that never answers
+/// that POST does not stall the stream (the call gets its result, 5 s later).
+#[tokio::test(start_paused = true)]
+async fn a_ping_answer_the_server_never_accepts_does_not_stall_the_call() {
+    heartbeat();
+    let server = Sessioned::start(|req, _| {
+        if req.rpc["id"] == "srv-1" {
+            // The client's answer to the ping: never answered.
+            return Some(Reply::stream(
+                202,
+                "text/plain",
+                futures_util::stream::pending(),
+            ));
+        }
+        (req.method() == "tools/call").then(|| {
+            let text = [
+                json!({"jsonrpc": "2.0", "id": "srv-1", "method": "ping"}),
+                text_result(&req.id(), "after the ping"),
+            ]
+            .iter()
+            .map(sse_event)
+            .collect::<String>();
+            Reply::raw(200, "text/event-stream", text)
+        })
+    })
+    .await;
+    let host = ready(&server).await;
+    let t0 = tokio::time::Instant::now();
+    let called = tokio::time::timeout(
+        Duration::from_secs(60),
+        host.call("call_dynamic_tool", call_args("t")),
+    )
+    .await
+    .expect("the call does not wait for the ping's answer past its bound");
+    assert_eq!(called, Ok("after the ping".into()));
+    assert!(t0.elapsed() < Duration::from_secs(6), "{:?}", t0.elapsed());
+}
+
+/// The call deadline (5 minutes) covers the wait for a refresh-on-miss too: a call whose tool
+/// a slow re-listing brings, and which then hangs, ends 5 minutes after it was made — not 5
+/// minutes after the re-listing.
+#[tokio::test(start_paused = true)]
+async fn the_call_deadline_covers_the_wait_for_a_refresh_on_miss() {
+    heartbeat();
+    let server = Sessioned::start(|req, _| match req.method() {
+        "tools/list" if req.id() != json!(2) && req.id() != json!(3) => {
+            let page = tools_page(
+                &req.id(),
+                vec![tool("t", "a tool"), tool("late", "late")],
+                None,
+            );
+            let slow = futures_util::stream::once(async move {
+                tokio::time::sleep(Duration::from_secs(110)).await;
+                Ok(bytes::Bytes::from(page.to_string()))
+            });
+            Some(Reply::stream(200, "application/json", slow))
+        }
+        "tools/call" => Some(Reply::stream(
+            200,
+            "application/json",
+            futures_util::stream::pending(),
+        )),
+        _ => None,
+    })
+    .await;
+    let host = ready(&server).await;
+    let t0 = tokio::time::Instant::now();
+    let called = host.call("call_dynamic_tool", call_args("late")).await;
+    let waited = t0.elapsed();
+    assert_eq!(
+        called,
+        Err(ToolError::new(
+            ToolErrorKind::Transport,
+            "server \"m\" did not answer the tool call within 5 minutes"
+        ))
+    );
+    assert!(
+        waited >= Duration::from_secs(300) && waited < Duration::from_secs(301),
+        "{waited:?}"
+    );
+    assert_eq!(server.server.count("tools/call"), 1);
+}
+
+/// A call dropped the moment it was made, racing its own task on a multi-thread runtime, is
+/// either never sent or cancelled: no `tools/call` reaches the server without its cancel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_dropped_racing_its_own_task_is_never_left_running() {
+    let server = Sessioned::start(|req, _| {
+        (req.method() == "tools/call")
+            .then(|| Reply::stream(200, "application/json", futures_util::stream::pending()))
+    })
+    .await;
+    let host = ready(&server).await;
+    for _ in 0..200 {
+        drop(host.pack.call("mcp/call_dynamic_tool", call_args("t")));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let sent: Vec<Value> = server
+        .server
+        .with_method("tools/call")
+        .iter()
+        .map(|r| r.id())
+        .collect();
+    let cancelled: Vec<Value> = server
+        .server
+        .with_method("notifications/cancelled")
+        .iter()
+        .map(|r| r.rpc["params"]["requestId"].clone())
+        .collect();
+    for id in &sent {
+        assert!(
+            cancelled.contains(id),
+            "request {id} was sent and never cancelled"
+        );
+    }
+    drop(host);
+}
 
 /// Calls made one after another reuse one connection: after the first call, eleven more,
 /// answered as JSON and as event streams in turn, open no connection. The start
@@ -139,7 +879,9 @@ async fn sequential_calls_reuse_one_connection() {
     let (server, host) = started().await;
     let mut after_first = 0;
     for i in 0..12u64 {
-        let text = call(&host, json!({"sse": i % 2 == 1})).await.unwrap();
+        let text = call_scripted(&host, json!({"sse": i % 2 == 1}))
+            .await
+            .unwrap();
         assert_eq!(text, format!("done {}", i + 4));
         if i == 0 {
             after_first = server.connections();
@@ -160,7 +902,7 @@ async fn a_second_burst_reuses_the_connections_of_the_first() {
     let (server, host) = started().await;
     tokio::time::sleep(Duration::from_millis(50)).await;
     for burst in 0..2u64 {
-        let calls = (0..8u64).map(|i| call(&host, json!({"ms": 300, "sse": i % 2 == 1})));
+        let calls = (0..8u64).map(|i| call_scripted(&host, json!({"ms": 300, "sse": i % 2 == 1})));
         let texts: Vec<String> = futures_util::future::join_all(calls)
             .await
             .into_iter()
@@ -179,11 +921,11 @@ async fn a_second_burst_reuses_the_connections_of_the_first() {
 /// to the forgotten session: tests/it/attack.rs.)
 async fn cancel_goes_to_the_session_the_call_was_sent_on() {
     let (server, host) = started().await;
-    let a = call(&host, json!({"ms": 10_000}));
+    let a = call_scripted(&host, json!({"ms": 10_000}));
     saw(&server, "POST tools/call 4 s-1 200").await;
     server.set_plain_text_expiry();
     server.expire("s-1");
-    assert_eq!(call(&host, json!({})).await, Ok("done 5".into()));
+    assert_eq!(call_scripted(&host, json!({})).await, Ok("done 5".into()));
     drop(a);
     saw(&server, "POST notifications/cancelled 4 s-1 400").await;
     let cancel = server
@@ -212,47 +954,6 @@ async fn cancel_goes_to_the_session_the_call_was_sent_on() {
     );
 }
 
-/// Dropping the Pack with a call in flight: the cancel goes first, on the call's session with
-/// its headers, then the DELETE; the call's future resolves, and dropping it later sends no
-/// second cancel.
-#[tokio::test]
-async fn cancel_after_shutdown_goes_before_the_delete() {
-    let (server, host) = started().await;
-    let a = tokio::spawn(call(&host, json!({"ms": 10_000})));
-    let b = call(&host, json!({"ms": 10_000}));
-    saw(&server, "POST tools/call 4 s-1 200").await;
-    saw(&server, "POST tools/call 5 s-1 200").await;
-    drop(host);
-    assert_eq!(
-        a.await.unwrap(),
-        transport("the call to server \"s\" was stopped because the mcp Pack was shut down")
-    );
-    drop(b);
-    let mut trail: Vec<String> = server
-        .settle(Duration::from_millis(300), WAIT)
-        .await
-        .iter()
-        .map(Step::line)
-        .collect();
-    // The two calls travel on two connections, and the two cancels go out together: the order
-    // within each pair is free.
-    trail[3..5].sort();
-    trail[5..7].sort();
-    assert_eq!(
-        trail,
-        trail_of(&[
-            "POST tools/call 4 s-1 200",
-            "POST tools/call 5 s-1 200",
-            "POST notifications/cancelled 4 s-1 202",
-            "POST notifications/cancelled 5 s-1 202",
-            "DELETE - - s-1 200",
-        ])
-    );
-    for step in server.trail().iter().skip(3) {
-        assert_eq!(step.version.as_deref(), Some("2025-11-25"), "{step:?}");
-    }
-}
-
 /// A call the server refused (HTTP 400/500/503) is not cancelled; nor is one whose
 /// re-initialize failed.
 #[tokio::test]
@@ -265,13 +966,13 @@ async fn no_cancel_for_a_refused_call() {
             _ => "Service Unavailable",
         };
         assert_eq!(
-            call(&host, json!({"status": status})).await,
+            call_scripted(&host, json!({"status": status})).await,
             transport(&format!("server \"s\": HTTP {status} {reason}: refused"))
         );
     }
     server.restart_with_404(Duration::from_secs(30));
     assert_eq!(
-        call(&host, json!({})).await,
+        call_scripted(&host, json!({})).await,
         transport(
             "server \"s\": the server forgot the session and initializing again failed: HTTP 404 Not Found: restarting"
         )
@@ -298,45 +999,6 @@ async fn no_cancel_for_a_refused_call() {
             "POST initialize 13 - 404",
         ])
     );
-}
-
-/// A start that fails after the server gave a session id deletes that session: an unsupported
-/// protocolVersion (the DELETE carries no version: none was negotiated), and a failed
-/// notifications/initialized.
-#[tokio::test]
-async fn a_failed_start_deletes_the_session_it_was_given() {
-    for (bad, expected, version) in [
-        (
-            "version",
-            ["POST initialize 2 - 200", "DELETE - - s-1 200"].as_slice(),
-            None,
-        ),
-        (
-            "initialized",
-            [
-                "POST initialize 2 - 200",
-                "POST notifications/initialized - s-1 500",
-                "DELETE - - s-1 200",
-            ]
-            .as_slice(),
-            Some("2025-11-25"),
-        ),
-    ] {
-        let server = Scripted::start().await;
-        match bad {
-            "version" => server.set_version("2099-01-01"),
-            _ => server.set_initialized_status(500),
-        }
-        let host = Host::new(json!({"s": {"url": server.url}}));
-        let trail = server
-            .wait_until(WAIT, "the DELETE", |t| t.iter().any(|s| s.verb == "DELETE"))
-            .await;
-        drop(host);
-        let lines: Vec<String> = trail.iter().map(Step::line).collect();
-        assert_eq!(lines, expected, "{bad}");
-        assert_eq!(trail.last().unwrap().version.as_deref(), version, "{bad}");
-        assert_eq!(server.live(), Vec::<String>::new());
-    }
 }
 
 /// `initialize` answered as an event stream with a server `ping` and a resumption: the ping's
@@ -369,12 +1031,12 @@ async fn the_initialize_stream_carries_its_session() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_can_be_polled_by_any_executor() {
     let (server, host) = started().await;
-    let quick = call(&host, json!({}));
+    let quick = call_scripted(&host, json!({}));
     let answer = std::thread::spawn(move || futures_executor::block_on(quick))
         .join()
         .unwrap();
     assert_eq!(answer, Ok("done 4".into()));
-    let held = call(&host, json!({"ms": 10_000}));
+    let held = call_scripted(&host, json!({"ms": 10_000}));
     saw(&server, "POST tools/call 5 s-1 200").await;
     std::thread::spawn(move || {
         let mut held = held;
@@ -408,14 +1070,14 @@ async fn reinitialize_survives_its_caller_and_the_pack() {
     let (server, host) = started().await;
     server.set_init_delay(Duration::from_millis(300));
     server.expire("s-1");
-    let b = call(&host, json!({}));
+    let b = call_scripted(&host, json!({}));
     // Dropped while the re-initialize it caused is half done (initialize held 300 ms).
     saw(&server, "POST initialize 5 - 200").await;
     drop(b);
     saw(&server, "POST notifications/initialized - s-2 202").await;
     // The new session is listed again, then the next call goes out on it.
     saw(&server, "POST tools/list 6 s-2 200").await;
-    assert_eq!(call(&host, json!({})).await, Ok("done 7".into()));
+    assert_eq!(call_scripted(&host, json!({})).await, Ok("done 7".into()));
     assert_trail_at_drop(
         &server,
         host,
@@ -433,7 +1095,7 @@ async fn reinitialize_survives_its_caller_and_the_pack() {
     let (server, host) = started().await;
     server.set_init_delay(Duration::from_millis(300));
     server.expire("s-1");
-    let b = tokio::spawn(call(&host, json!({})));
+    let b = tokio::spawn(call_scripted(&host, json!({})));
     saw(&server, "POST initialize 5 - 200").await;
     // The initialize is held 300 ms from its arrival: the DELETE comes after its answer, so
     // the trail must stay quiet longer than that to be settled.
@@ -459,7 +1121,7 @@ async fn reinitialize_survives_its_caller_and_the_pack() {
 async fn a_restarting_server_serves_the_call() {
     let (server, host) = started().await;
     server.restart_with_404(Duration::from_millis(250));
-    assert_eq!(call(&host, json!({})).await, Ok("done 4".into()));
+    assert_eq!(call_scripted(&host, json!({})).await, Ok("done 4".into()));
     relisted_on(&server, "s-2").await;
     let trail = server.trail();
     let lines: Vec<String> = trail.iter().map(Step::line).collect();
@@ -483,7 +1145,10 @@ async fn a_restarting_server_serves_the_call() {
     let id = 7 + failed as u64;
     server.restart_refusing_at_next_404(Duration::from_millis(250));
     server.expire("s-2");
-    assert_eq!(call(&host, json!({})).await, Ok(format!("done {id}")));
+    assert_eq!(
+        call_scripted(&host, json!({})).await,
+        Ok(format!("done {id}"))
+    );
     relisted_on(&server, "s-3").await;
     let after: Vec<String> = without_relisting(&server.lines()[seen..], "s-3");
     let init_id: u64 = after[1].split(' ').nth(2).unwrap().parse().unwrap();
@@ -502,378 +1167,6 @@ async fn a_restarting_server_serves_the_call() {
     assert_eq!(server.live(), Vec::<String>::new());
 }
 
-// ---------------------------------------------------------------------------------------------
-// the model: generated schedules
-
-#[derive(Clone, Debug)]
-enum Op {
-    /// A call held `ms` by the server, answered as SSE or JSON, or refused with `status`;
-    /// dropped after `drop_after` ms when given, else awaited in the background.
-    Call {
-        ms: u64,
-        sse: bool,
-        status: Option<u16>,
-        drop_after: Option<u64>,
-    },
-    Wait(u64),
-    /// The server forgets the newest session.
-    Expire,
-    /// The server forgets every session and answers 404 for `ms`.
-    Restart404(u64),
-    /// The server forgets every session and refuses connections for `ms`.
-    RestartRefusing(u64),
-    /// Later `initialize`s are answered `ms` after they arrive.
-    SlowInit(u64),
-    /// Later `initialize`s are answered as an event stream with a ping and a resumption.
-    SseInit,
-    /// A call whose reply stream ends before the answer (so it is cancelled), dropped after
-    /// `drop_after` ms when given.
-    CutCall {
-        drop_after: Option<u64>,
-    },
-    /// A call whose reply stream is cut inside the answer's own event; the resumption (after
-    /// the last whole event) replays it.
-    CutInEvent,
-    /// A call of a tool the listing lacks: a re-listing, racing whatever renewal runs.
-    Miss,
-    /// From now on a forgotten session is answered like Python SDK 1.8–1.25 does: a plain-text
-    /// `400 Bad Request: No valid session ID provided`.
-    PlainTextExpiry,
-    /// From now on every standalone `GET` is answered 404 (no `GET` endpoint).
-    NoGetEndpoint,
-    /// The server forgets every session and refuses connections for longer than the client's
-    /// own re-initialize retries (about 3 s).
-    LongRestart(u64),
-}
-
-fn op() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        4 => (0u64..400, any::<bool>(), prop_oneof![6 => Just(None), 1 => Just(Some(400u16)), 1 => Just(Some(503u16))],
-              prop_oneof![Just(None), (0u64..300).prop_map(Some)])
-            .prop_map(|(ms, sse, status, drop_after)| Op::Call { ms, sse, status, drop_after }),
-        2 => (0u64..150).prop_map(Op::Wait),
-        1 => Just(Op::Expire),
-        1 => (50u64..400).prop_map(Op::Restart404),
-        1 => (50u64..400).prop_map(Op::RestartRefusing),
-        1 => (20u64..200).prop_map(Op::SlowInit),
-        1 => Just(Op::SseInit),
-        1 => prop_oneof![Just(None), (0u64..50).prop_map(Some)]
-            .prop_map(|drop_after| Op::CutCall { drop_after }),
-        1 => Just(Op::CutInEvent),
-        1 => Just(Op::Miss),
-        1 => Just(Op::PlainTextExpiry),
-        1 => Just(Op::NoGetEndpoint),
-        // Rare: each costs seconds of real time.
-        1 => prop_oneof![19 => Just(None), 1 => (3_500u64..4_500).prop_map(Some)]
-            .prop_map(|ms| ms.map_or(Op::Wait(10), Op::LongRestart)),
-    ]
-}
-
-/// How a call of the schedule ended, by its tag.
-#[derive(Debug)]
-enum Ended {
-    Resolved(Result<String, ToolError>),
-    Dropped,
-}
-
-/// Runs the call `future` of schedule step `tag` as a task of its own, dropped after
-/// `drop_after` ms when given.
-fn spawn_call(
-    future: BoxFuture<Result<String, ToolError>>,
-    tag: usize,
-    drop_after: Option<u64>,
-) -> tokio::task::JoinHandle<(usize, Ended)> {
-    tokio::spawn(async move {
-        match drop_after {
-            Some(after) => {
-                tokio::select! {
-                    outcome = future => (tag, Ended::Resolved(outcome)),
-                    () = tokio::time::sleep(Duration::from_millis(after)) => (tag, Ended::Dropped),
-                }
-            }
-            None => (tag, Ended::Resolved(future.await)),
-        }
-    })
-}
-
-/// Runs one schedule; with `list_changed` the server declares `tools.listChanged`, so the
-/// standalone `GET` stream and the re-listings its notifications cause are in play too.
-async fn run_schedule(ops: Vec<Op>, wait_before_drop: u64, list_changed: bool) {
-    let server = Scripted::start().await;
-    server.set_list_changed(list_changed);
-    let host = ready_host(&server).await;
-    let mut calls = Vec::new();
-    for (tag, op) in ops.iter().enumerate() {
-        match op.clone() {
-            Op::Call {
-                ms,
-                sse,
-                status,
-                drop_after,
-            } => {
-                let mut args = json!({"tag": tag, "ms": ms, "sse": sse});
-                if let Some(status) = status {
-                    args["status"] = json!(status);
-                }
-                calls.push(spawn_call(call(&host, args), tag, drop_after));
-            }
-            Op::CutCall { drop_after } => {
-                let future = call(&host, json!({"tag": tag, "cut": true}));
-                calls.push(spawn_call(future, tag, drop_after));
-            }
-            Op::Wait(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
-            Op::Expire => {
-                if let Some(newest) = server.issued().last() {
-                    server.expire(newest);
-                }
-            }
-            Op::Restart404(ms) => server.restart_with_404(Duration::from_millis(ms)),
-            Op::RestartRefusing(ms) => server.restart_refusing(Duration::from_millis(ms)).await,
-            Op::SlowInit(ms) => server.set_init_delay(Duration::from_millis(ms)),
-            Op::SseInit => server.set_init_style(InitStyle::SseWithPingAndResume),
-            Op::CutInEvent => {
-                let future = call(&host, json!({"tag": tag, "cut_in_event": true}));
-                calls.push(spawn_call(future, tag, None));
-            }
-            Op::Miss => {
-                let future = host.pack.call(
-                    "mcp/call_dynamic_tool",
-                    json!({"namespace": "s", "toolName": "unlisted", "arguments": {"tag": tag}}),
-                );
-                calls.push(spawn_call(future, tag, None));
-            }
-            Op::PlainTextExpiry => server.set_plain_text_expiry(),
-            Op::NoGetEndpoint => server.set_no_get_endpoint(),
-            Op::LongRestart(ms) => server.restart_refusing(Duration::from_millis(ms)).await,
-        }
-    }
-    tokio::time::sleep(Duration::from_millis(wait_before_drop)).await;
-    // A failed re-listing keeps the tools: the ready server still lists `t`, whatever ran.
-    let listing = host.listing(json!({"namespace": "s"})).await;
-    if listing["status"] == "ready" {
-        assert_eq!(listing["tools"][0]["name"], "t", "{listing}");
-    }
-    drop(host);
-    // Every call resolves (or was dropped) soon after the Pack's drop.
-    let mut ended: HashMap<u64, Ended> = HashMap::new();
-    for handle in calls {
-        let (tag, end) = tokio::time::timeout(WAIT, handle)
-            .await
-            .expect("every call resolves after the Pack's drop")
-            .unwrap();
-        ended.insert(tag as u64, end);
-    }
-    let trail = server.settle(Duration::from_millis(300), WAIT).await;
-    // No task outlives the Pack: nothing more arrives once the trail settled.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(
-        server.trail().len(),
-        trail.len(),
-        "a request after the Pack's drop settled"
-    );
-    check(&trail, &ended, &server);
-}
-
-fn check(trail: &[Step], ended: &HashMap<u64, Ended>, server: &Scripted) {
-    let lines: Vec<String> = trail.iter().map(Step::line).collect();
-    // Every session the server still knows was deleted: none is left.
-    assert_eq!(server.live(), Vec::<String>::new(), "{lines:#?}");
-    let mut cancelled: HashMap<String, usize> = HashMap::new();
-    for (i, step) in trail.iter().enumerate() {
-        // No request after initialize lacks the session or the version (the standalone GET
-        // stream included).
-        if (step.verb == "POST" && step.method != "initialize") || step.verb == "GET" {
-            assert!(step.session.is_some(), "no session at {i}: {lines:#?}");
-            // The answer to a ping on the initialize stream goes before a version is agreed.
-            if !step.method.is_empty() {
-                assert!(step.version.is_some(), "no version at {i}: {lines:#?}");
-            }
-        }
-        if step.verb == "DELETE" {
-            assert!(step.session.is_some(), "{lines:#?}");
-        }
-        // Nothing goes to a session after its DELETE (cancels included: they go first).
-        if step.session.is_some() && step.method != "initialize" {
-            let deleted_before = trail[..i]
-                .iter()
-                .any(|s| s.verb == "DELETE" && s.session == step.session);
-            assert!(
-                !deleted_before,
-                "a request at {i} after its session's DELETE: {lines:#?}"
-            );
-        }
-        if step.method != "notifications/cancelled" {
-            continue;
-        }
-        let count = cancelled.entry(step.id.to_string()).or_default();
-        *count += 1;
-        assert_eq!(*count, 1, "a second cancel at {i}: {lines:#?}");
-        // It names a request (a call, or a re-listing's page); the last send before it went out
-        // on the same session.
-        let sent_at = trail[..i].iter().rposition(|s| {
-            s.verb == "POST" && s.method != "notifications/cancelled" && s.id == step.id
-        });
-        let sent = sent_at.map(|at| &trail[at]);
-        let tag = trail
-            .iter()
-            .find(|s| s.method == "tools/call" && s.id == step.id)
-            .and_then(|s| s.tag);
-        let end = tag.and_then(|t| ended.get(&t));
-        let shutdown = step.reason.as_deref() == Some("the client was shut down");
-        // A resend on a new session that was handed over and then cut (the call dropped, a
-        // re-listing's page dropped by its deadline, or the Pack shut down) never reached the
-        // server, yet its cancel names that session: the limit docs/connection.md ("A cancel
-        // goes where the request went") states. Then the last recorded send was refused as an
-        // expired session, the cancel's session began after that refusal, and nothing of the
-        // request reached it (before the cancel).
-        // (An expired session is a 404, or after `PlainTextExpiry` a plain-text 400.)
-        let cut_resend = sent_at.is_some_and(|at| {
-            let sent = &trail[at];
-            sent.session != step.session
-                && matches!(sent.status, 404 | 400)
-                && (shutdown || tag.is_none() || matches!(end, Some(Ended::Dropped)))
-                && trail[at..i]
-                    .iter()
-                    .any(|s| s.method == "notifications/initialized" && s.session == step.session)
-        });
-        // At shutdown, a resend already handed to its connection may reach the server after
-        // the cancel the close sent over another connection (the order in which requests on
-        // two connections arrive is the network's): that resend, on the cancel's session, is
-        // the send the cancel names.
-        let raced = shutdown
-            && sent.is_some_and(|sent| sent.session != step.session)
-            && trail[i + 1..].iter().any(|s| {
-                s.verb == "POST"
-                    && s.method != "notifications/cancelled"
-                    && s.id == step.id
-                    && s.session == step.session
-            });
-        match sent.filter(|_| !cut_resend && !raced) {
-            Some(sent) => {
-                assert_eq!(
-                    sent.session, step.session,
-                    "cancel at {i} on another session: {lines:#?}"
-                );
-                if let Some(Ended::Resolved(outcome)) = end {
-                    // A call that resolved knew its answer or refusal: no cancel after either.
-                    // The one exception is the Pack's shutdown, which cancels every request it
-                    // finds in flight: an answer or a refusal still on its way to the client
-                    // races it (MCP 2025-11-25 "Cancellation" lets the server ignore a cancel
-                    // of a request it finished), and the answer, once read, is still returned.
-                    assert!(
-                        sent.status == 200 || shutdown,
-                        "cancel at {i} of a refused call: {lines:#?}"
-                    );
-                    assert!(
-                        outcome.is_err() || shutdown,
-                        "cancel at {i} of an answered call: {lines:#?}"
-                    );
-                }
-            }
-            // Only a call dropped (or shut down) while its POST was on the way has its cancel
-            // arrive first.
-            None => assert!(
-                tag.is_none() || cut_resend || shutdown || matches!(end, Some(Ended::Dropped)),
-                "cancel at {i} names no request sent before it: {lines:#?}"
-            ),
-        }
-    }
-}
-
-fn schedules() -> impl Strategy<Value = (Vec<Op>, u64, bool)> {
-    (prop::collection::vec(op(), 1..7), 0u64..300, any::<bool>())
-}
-
-fn run_cases(cases: u32) {
-    let config = ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    };
-    proptest!(config, |((ops, wait, list_changed) in schedules())| {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(run_schedule(ops, wait, list_changed));
-    });
-}
-
-#[test]
-fn generated_schedules_keep_the_session_invariants() {
-    run_cases(6);
-}
-
-#[test]
-#[ignore = "long run; .ci/run runs it"]
-fn generated_schedules_keep_the_session_invariants_long() {
-    run_cases(200);
-}
-
-// ---------------------------------------------------------------------------------------------
-// more interleavings a review found by driving the public contract
-
-/// Drops the Host and waits until the trail has been quiet for `quiet`; returns the lines.
-async fn drop_and_settle_for(server: &Scripted, host: Host, quiet: Duration) -> Vec<String> {
-    drop(host);
-    server
-        .settle(quiet, WAIT)
-        .await
-        .iter()
-        .map(Step::line)
-        .collect()
-}
-
-/// The Pack is dropped while the first `initialize` is on its way (the server already issued
-/// s-1 and answers 400 ms later). The session is owned from the answer's header, so it must be
-/// deleted, as a re-initialize caught by the drop is (allowed to finish, then deleted).
-#[tokio::test]
-async fn pack_drop_during_the_first_initialize_deletes_its_session() {
-    let server = Scripted::start().await;
-    server.set_init_delay(Duration::from_millis(400));
-    let host = Host::new(json!({"s": {"url": server.url}}));
-    saw(&server, "POST initialize 2 - 200").await;
-    assert_eq!(
-        drop_and_settle_for(&server, host, Duration::from_millis(1500)).await,
-        ["POST initialize 2 - 200", "DELETE - - s-1 200"]
-    );
-    assert_eq!(server.issued(), ["s-1"]);
-    assert_eq!(server.live(), Vec::<String>::new());
-}
-
-/// The 2-minute start deadline passes while `initialize` is unanswered (the server issued s-1
-/// and answers 5 s later). The POST finishes in its own task: s-1 is deleted as soon as its
-/// header arrives, the next start's s-2 is the session used, and it is deleted at the drop.
-#[tokio::test(start_paused = true)]
-async fn an_initialize_answered_after_the_start_deadline_is_deleted() {
-    let server = Scripted::start().await;
-    server.set_init_delay(Duration::from_secs(125));
-    let host = Host::new(json!({"s": {"url": server.url}}));
-    saw(&server, "POST initialize 2 - 200").await;
-    server.set_init_delay(Duration::ZERO);
-    host.ready("s", Duration::from_secs(200)).await;
-    server
-        .wait_until(Duration::from_secs(200), "DELETE of s-1", |t| {
-            t.iter().any(|s| s.line() == "DELETE - - s-1 200")
-        })
-        .await;
-    let trail = drop_and_settle(&server, host).await;
-    assert_eq!(
-        trail,
-        [
-            "POST initialize 2 - 200",
-            "POST initialize 3 - 200",
-            "POST notifications/initialized - s-2 202",
-            "POST tools/list 4 s-2 200",
-            "DELETE - - s-1 200",
-            "DELETE - - s-2 200",
-        ]
-    );
-    assert_eq!(server.issued(), ["s-1", "s-2"]);
-    assert_eq!(server.live(), Vec::<String>::new());
-}
-
 /// A call made while the server restarts (refusing connections for 300 ms; it forgets s-1)
 /// is served once it is back: a refused connect means the server never got the request, so
 /// it is as safe to retry as the re-initialize the client already retries after a refusal.
@@ -882,7 +1175,7 @@ async fn a_call_during_a_refusing_restart_is_served_after_it() {
     let (server, host) = started().await;
     let (_, outcome) = tokio::join!(server.restart_refusing(Duration::from_millis(300)), async {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        call(&host, json!({})).await
+        call_scripted(&host, json!({})).await
     });
     assert_eq!(outcome, Ok("done 4".into()));
     // How the client finds its way back (resend, then 404, then initialize) is its own; the
@@ -901,7 +1194,7 @@ async fn a_call_during_a_refusing_restart_is_served_after_it() {
 #[tokio::test]
 async fn a_400_about_a_session_argument_is_not_an_expiry() {
     let (server, host) = started().await;
-    let outcome = call(
+    let outcome = call_scripted(
         &host,
         json!({"status": 400, "rpc": "Invalid params: sessionId is required"}),
     )
@@ -921,7 +1214,7 @@ async fn a_400_about_a_session_argument_is_not_an_expiry() {
 #[tokio::test]
 async fn a_broken_stream_is_cancelled_with_its_own_reason() {
     let (server, host) = started().await;
-    let outcome = call(&host, json!({"cut": true})).await;
+    let outcome = call_scripted(&host, json!({"cut": true})).await;
     assert!(outcome.is_err(), "{outcome:?}");
     saw(&server, "POST notifications/cancelled 4 s-1 202").await;
     let reasons: Vec<Option<String>> = server
@@ -938,115 +1231,13 @@ async fn a_broken_stream_is_cancelled_with_its_own_reason() {
     drop(host);
 }
 
-/// How a generated start goes: `initialize` held `init_ms` and answered as JSON or as an
-/// event stream with a ping and a resumption, with a supported version or not, then
-/// `notifications/initialized` answered `initialized`; the Pack is dropped `drop_after` ms after
-/// it was made (during the handshake, the listing, a failed start's cleanup or its backoff).
-#[derive(Clone, Debug)]
-struct StartSchedule {
-    init_ms: u64,
-    sse: bool,
-    good_version: bool,
-    initialized: u16,
-    drop_after: u64,
-}
-
-fn start_schedules() -> impl Strategy<Value = StartSchedule> {
-    (
-        prop_oneof![1 => Just(0u64), 3 => 100u64..400],
-        any::<bool>(),
-        prop_oneof![3 => Just(true), 1 => Just(false)],
-        prop_oneof![3 => Just(202u16), 1 => Just(500u16)],
-        prop_oneof![3 => 0u64..300, 1 => 300u64..1500],
-    )
-        .prop_map(
-            |(init_ms, sse, good_version, initialized, drop_after)| StartSchedule {
-                init_ms,
-                sse,
-                good_version,
-                initialized,
-                drop_after,
-            },
-        )
-}
-
-/// Every session the server issued during a start is deleted once the Pack's drop settles,
-/// nothing reaches a session after its DELETE, and nothing arrives after the trail settled.
-async fn run_start_schedule(schedule: StartSchedule) {
-    let server = Scripted::start().await;
-    if schedule.init_ms > 0 {
-        server.set_init_delay(Duration::from_millis(schedule.init_ms));
-    }
-    if schedule.sse {
-        server.set_init_style(InitStyle::SseWithPingAndResume);
-    }
-    if !schedule.good_version {
-        server.set_version("1999-01-01");
-    }
-    server.set_initialized_status(schedule.initialized);
-    let host = Host::new(json!({"s": {"url": server.url}}));
-    tokio::time::sleep(Duration::from_millis(schedule.drop_after)).await;
-    drop(host);
-    let quiet = Duration::from_millis(schedule.init_ms + 600);
-    let trail = server.settle(quiet, WAIT).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let lines: Vec<String> = trail.iter().map(Step::line).collect();
-    assert_eq!(
-        server.trail().len(),
-        trail.len(),
-        "a request after the drop settled: {lines:#?}"
-    );
-    assert_eq!(
-        server.live(),
-        Vec::<String>::new(),
-        "{schedule:?} {lines:#?}"
-    );
-    for (i, step) in trail.iter().enumerate() {
-        if step.session.is_some() && step.method != "initialize" {
-            assert!(
-                !trail[..i]
-                    .iter()
-                    .any(|s| s.verb == "DELETE" && s.session == step.session),
-                "a request at {i} after its session's DELETE: {lines:#?}"
-            );
-        }
-    }
-}
-
-fn run_start_cases(cases: u32) {
-    let config = ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    };
-    proptest!(config, |(schedule in start_schedules())| {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(run_start_schedule(schedule));
-    });
-}
-
-#[test]
-fn generated_start_schedules_delete_every_session() {
-    run_start_cases(6);
-}
-
-#[test]
-#[ignore = "long run; .ci/run runs it"]
-fn generated_start_schedules_delete_every_session_long() {
-    run_start_cases(40);
-}
-
 /// The server refuses the call with HTTP 500, its status line and headers at once and its body
 /// a second later. The caller drops the call while the body is on its way: the status already
 /// said the server did not accept the request, so no cancel may follow it.
 #[tokio::test]
 async fn no_cancel_for_a_refused_call_dropped_while_its_body_is_read() {
     let (server, host) = started().await;
-    let refused = call(&host, json!({"status": 500, "slow_body_ms": 1000}));
+    let refused = call_scripted(&host, json!({"status": 500, "slow_body_ms": 1000}));
     let refused = tokio::spawn(async move {
         tokio::select! {
             outcome = refused => Some(outcome),
@@ -1064,7 +1255,7 @@ async fn no_cancel_for_a_refused_call_dropped_while_its_body_is_read() {
 #[tokio::test]
 async fn no_cancel_at_pack_drop_for_a_call_whose_refusal_body_is_read() {
     let (server, host) = started().await;
-    let refused = call(&host, json!({"status": 500, "slow_body_ms": 1000}));
+    let refused = call_scripted(&host, json!({"status": 500, "slow_body_ms": 1000}));
     let refused = tokio::spawn(refused);
     saw(&server, "POST tools/call 4 s-1 500").await;
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -1085,7 +1276,7 @@ async fn no_cancel_at_pack_drop_for_a_call_whose_refusal_body_is_read() {
 async fn calls_dropped_at_once_cancel_everything_that_was_sent() {
     let (server, host) = started().await;
     for i in 0..300u64 {
-        let dropped = call(&host, json!({"ms": 20_000, "tag": i}));
+        let dropped = call_scripted(&host, json!({"ms": 20_000, "tag": i}));
         match i % 3 {
             1 => tokio::task::yield_now().await,
             2 => std::thread::sleep(Duration::from_micros(50)),
@@ -1133,32 +1324,4 @@ async fn calls_dropped_at_once_cancel_everything_that_was_sent() {
         trail.iter().map(Step::line).collect::<Vec<_>>()
     );
     drop(host);
-}
-
-#[path = "modern_schedules.rs"]
-mod modern_schedules;
-
-/// The start schedule a long run found (MCP 2025-11-25 "Session Management": a client that
-/// abandons a session deletes it): a server that answers `initialize` as an event stream cut
-/// after a ping (resumed with `GET`) and names a version this client does not speak, with the
-/// Pack dropped 104 ms in, just as the refused handshake deletes its session. That `DELETE`
-/// used to die with the stopped start, after the session had left the owned set, so nobody
-/// deleted it. Repeated, since the drop must meet the `DELETE` on its way.
-#[test]
-#[ignore = "long run; .ci/run runs it"]
-fn a_refused_handshake_deletes_its_session_whenever_the_pack_drops_long() {
-    for _ in 0..40 {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(run_start_schedule(StartSchedule {
-            init_ms: 0,
-            sse: true,
-            good_version: false,
-            initialized: 500,
-            drop_after: 104,
-        }));
-    }
 }

@@ -1704,7 +1704,7 @@ async fn the_resource_goes_out_exactly_as_the_metadata_publishes_it() {
 }
 
 /// Hands `address` to the Pack's waiting sign-in of `docs` (`mcp/sign_in_redirect`).
-async fn paste(host: &Host, address: &str) -> Result<String, runvil_plugin::ToolError> {
+pub(crate) async fn paste(host: &Host, address: &str) -> Result<String, runvil_plugin::ToolError> {
     host.call(
         "sign_in_redirect",
         json!({"namespace": "docs", "address": address}),

@@ -1,25 +1,138 @@
-//! Event streams and the sessions they run on: where a cut stream resumes (the last event that
-//! arrived whole), what a resumption refused as a forgotten session ends, and the plain-text
-//! "no valid session" of older SDKs. Each test's server is [`support::hostile`] with a handler of
-//! this module that issues sessions `s-1`, `s-2`, … and forgets them on demand; it records a
-//! trail of every request with the status it answered.
+//! Event streams (MCP spec "Streamable HTTP": SSE, resumption, the standalone `GET` stream):
+//! where a cut stream resumes, how resumptions and reopenings are bounded and backed off, what
+//! a refused resumption or a plain-text "no valid session" ends, server requests inside a call
+//! stream, and the change-stream loop following the session machine when a call renews the
+//! session.
 
 use std::collections::HashSet;
 use std::io;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::stream::{self, StreamExt};
-use runvil_plugin::{ToolError, ToolErrorKind};
+use futures_util::{StreamExt, stream};
+use runvil_plugin::ToolError;
 use serde_json::{Value, json};
+use tokio::time::Instant;
 
-use crate::support::Host;
-use crate::support::hostile::{
-    self, Received, Reply, Server, result, text_result, tool, tools_page,
+use crate::bounds::{assert_read_to_the_cap, call_t_within, ready_on, ready_pair, tool_server};
+use crate::support::answers::{
+    Answer, assert_call_cancelled, call_t_times, first_get_on, headers_then_silence, heartbeat,
+    initialize, legacy_with, seconds,
 };
+use crate::support::hostile::{
+    self, Received, Reply, SESSION, Server, entry, list_changed_initialize, result, serve,
+    serve_routes, server_entry, sse_event, standard, text_result, tool, tools_page,
+};
+use crate::support::{Host, WAIT, transport};
 
-const WAIT: Duration = Duration::from_secs(10);
+/// The number of the session `s-N` a request carried (0 for none).
+fn session_number(req: &Received) -> usize {
+    req.header("mcp-session-id")
+        .and_then(|s| s.strip_prefix("s-").and_then(|n| n.parse().ok()))
+        .unwrap_or(0)
+}
+
+/// `200 text/event-stream` whose headers go out at once and whose body never sends a byte;
+/// `closed` is set once the client closed it.
+fn quiet_stream(closed: Arc<AtomicBool>) -> Reply {
+    headers_then_silence(200, "text/event-stream", closed)
+}
+
+/// A server declaring `tools.listChanged` whose standalone `GET`s are answered by `get` and
+/// whose `tools/list` by `list`; the rest as [`serve_routes`].
+async fn stream_server<G, L>(get: G, list: L) -> Server
+where
+    G: Fn(&Received) -> Reply + Send + Sync + 'static,
+    L: Fn(&Received) -> Reply + Send + Sync + 'static,
+{
+    serve_routes(move |req| {
+        let reply = match (req.http_method.as_str(), req.method()) {
+            ("GET", _) => Some(get(&req)),
+            (_, "initialize") => Some(list_changed_initialize(&req.id())),
+            (_, "tools/list") => Some(list(&req)),
+            _ => None,
+        };
+        async move { reply }
+    })
+    .await
+}
+
+/// Waits (at most `limit`) until `server` has had `n` `GET`s; the gaps between them, in ms.
+async fn get_gaps(server: &Server, limit: Duration, what: &str, n: usize) -> Vec<u128> {
+    let is_get = |r: &&Received| r.http_method == "GET";
+    let requests = server
+        .wait_until(limit, what, |requests| {
+            requests.iter().filter(is_get).count() == n
+        })
+        .await;
+    let at: Vec<Instant> = requests.iter().filter(is_get).map(|r| r.at).collect();
+    at.windows(2).map(|w| (w[1] - w[0]).as_millis()).collect()
+}
+
+/// `first`, then (after the headers and `first` went out) the connection is cut mid-body.
+fn stream_cut_after(
+    first: &'static [u8],
+) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
+    let cut = async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "cut",
+        ))
+    };
+    stream::iter([Ok(Bytes::from_static(first))]).chain(stream::once(cut))
+}
+
+/// A server whose `tools/call` stream and every resumption come from `stream(n, call)`, `n`
+/// being 0 for the POST and 1, 2, … for each `GET` + `Last-Event-ID`, and `call` the id of the
+/// `tools/call`.
+async fn polling_server<F>(stream: F) -> Server
+where
+    F: Fn(usize, &Value) -> String + Send + Sync + 'static,
+{
+    let gets = Arc::new(AtomicUsize::new(0));
+    let call = Arc::new(Mutex::new(Value::Null));
+    let stream = Arc::new(stream);
+    serve(move |req| {
+        let gets = Arc::clone(&gets);
+        let call = Arc::clone(&call);
+        let stream = Arc::clone(&stream);
+        async move {
+            if req.http_method == "GET" {
+                let n = gets.fetch_add(1, Ordering::SeqCst) + 1;
+                let body = stream(n, &call.lock().unwrap());
+                return Reply::raw(200, "text/event-stream", body);
+            }
+            if let Some(reply) = standard(&req) {
+                return reply;
+            }
+            match req.method() {
+                "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)),
+                _ => {
+                    *call.lock().unwrap() = req.id();
+                    Reply::raw(200, "text/event-stream", stream(0, &req.id()))
+                }
+            }
+        }
+    })
+    .await
+}
+
+/// The `Last-Event-ID` of each resumption, and its time after the `tools/call` in whole ms.
+fn resumptions(server: &Server) -> Vec<(String, u128)> {
+    let call = server.with_method("tools/call")[0].at;
+    server
+        .requests()
+        .iter()
+        .filter(|r| r.http_method == "GET")
+        .map(|r| {
+            let id = r.header("last-event-id").unwrap_or_default();
+            (id, (r.at - call).as_millis())
+        })
+        .collect()
+}
 
 /// A `tools/call` or resumption `GET`'s answer, decided by the test: `None` falls back to the
 /// server's usual answers.
@@ -235,10 +348,6 @@ async fn call_across_a_restart(
     (server, host, called)
 }
 
-fn transport(message: &str) -> Result<String, ToolError> {
-    Err(ToolError::new(ToolErrorKind::Transport, message))
-}
-
 const START: [&str; 3] = [
     "POST initialize 2 - 200",
     "POST notifications/initialized - s-1 202",
@@ -249,8 +358,562 @@ fn trail_of(lines: &[&str]) -> Vec<String> {
     START.iter().chain(lines).map(|l| l.to_string()).collect()
 }
 
-// ---------------------------------------------------------------------------------------------
-// regressions, one per failure
+/// The loop's `ping` (after a `404` to s-1's `GET`) goes unanswered while a call finds s-1
+/// forgotten and renews it to s-2. docs/connection.md: "The loop watches the session machine
+/// while it waits: when the session its stream is on stops being the live one (a call renewed
+/// it ...) ... the new session gets its own stream — at once when a call made it". The `ping`
+/// is a wait that does not watch: the loop keeps asking about s-1, which is no longer live, for
+/// the rest of the ping's 10 s before s-2 gets its `GET`. s-2's `GET` should go out at once
+/// (0 s after the call's answer); observed 8 s.
+#[tokio::test(start_paused = true)]
+async fn a_call_that_renews_the_session_while_the_loop_pings_moves_the_stream_at_once() {
+    heartbeat();
+    let server = legacy_with(|req| {
+        let on_s1 = req.header("mcp-session-id").as_deref() == Some("s-1");
+        match (req.http_method.as_str(), req.method()) {
+            ("GET", _) if on_s1 => Some(Answer::Now(Reply::raw(404, "text/plain", "Not Found"))),
+            ("GET", _) => Some(Answer::Now(headers_then_silence(
+                200,
+                "text/event-stream",
+                Arc::default(),
+            ))),
+            (_, "ping") if on_s1 => Some(Answer::Never),
+            (_, "tools/call") if on_s1 => {
+                Some(Answer::Now(Reply::raw(404, "text/plain", "Not Found")))
+            }
+            _ => None,
+        }
+    })
+    .await;
+    let host = Host::new(json!({ "pinging": entry(&server.url) }));
+    host.ready("pinging", Duration::from_secs(20)).await;
+    server
+        .wait_until(Duration::from_secs(20), "the ping on s-1", |r| {
+            r.iter().any(|r| r.method() == "ping")
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(host.call_tool("pinging", "t").await, Ok("ok on s-2".into()));
+    let answered = Instant::now();
+    let get = first_get_on(&server, "s-2", Duration::from_secs(60)).await;
+    assert_eq!((get.at - answered).as_secs(), 0);
+    drop(host);
+}
+
+/// Every standalone `GET` and `ping` is answered with the plain-text 400 of older SDKs ("No
+/// valid session ID provided") while calls on the same session work: those words are about the
+/// `GET`, not the session. On the call path, "a fresh session got the same 400: such 400s are
+/// the request's own from now on" (`session_400s`), so it costs one extra session; the stream
+/// path, which the change made set sessions aside "as on the call path" (docs/connection.md),
+/// never learns it: it sets aside a fresh session and initializes another on every backoff
+/// step, forever — a new session and a re-listing every minute for the Pack's life, each kept
+/// to be deleted at the drop (16 sessions and 16 `DELETE`s after 10 minutes, growing). It
+/// should stop at s-2, the fresh session that got the same 400: two `initialize`s in all.
+#[tokio::test(start_paused = true)]
+async fn a_stream_400_that_speaks_of_sessions_on_every_fresh_session_does_not_make_a_session_a_minute()
+ {
+    heartbeat();
+    const GONE: &str = "Bad Request: No valid session ID provided";
+    let server = legacy_with(|req| match (req.http_method.as_str(), req.method()) {
+        ("GET", _) | (_, "ping") => Some(Answer::Now(Reply::raw(400, "text/plain", GONE))),
+        _ => None,
+    })
+    .await;
+    let t0 = Instant::now();
+    let host = Host::new(json!({ "words": entry(&server.url) }));
+    host.ready("words", Duration::from_secs(20)).await;
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert_eq!(seconds(&server, "POST", "initialize", t0).len(), 2);
+    assert_eq!(host.call_tool("words", "t").await, Ok("ok on s-2".into()));
+    drop(host);
+}
+
+/// A legacy server that forgets s-1 … s-5 (their standalone `GET` and the loop's `ping` both
+/// answered 404), so the stream loop itself renews them one after the other and its backoff
+/// grows (1, 2, 4, 8, then 16 s). While the loop waits out that 16 s after making s-6, a call
+/// finds s-6 forgotten too and renews it to s-7. docs/connection.md and the loop's own doc:
+/// "Every wait of the loop ... ends as soon as its session stops being the live one ... the
+/// next live session gets its own at once when a call ... made it". The wait after a renewal
+/// the loop asked for (`Turn::BackoffOnly`) is a bare sleep that watches nothing, so s-7's
+/// `GET` goes out only when the 16 s are over. Expected: s-7's `GET` 0 s after the call's
+/// answer; observed: 14 s.
+#[tokio::test(start_paused = true)]
+async fn a_call_renewal_during_the_wait_after_the_loops_own_renewal_gets_its_stream_at_once() {
+    heartbeat();
+    let server = hostile::serve_all(|req| async move {
+        let n = session_number(&req);
+        match (req.http_method.as_str(), req.method()) {
+            ("DELETE", _) => Reply::raw(200, "text/plain", ""),
+            ("GET", _) if n <= 6 => Reply::raw(404, "text/plain", "Not Found"),
+            ("GET", _) => headers_then_silence(200, "text/event-stream", Arc::default()),
+            (_, "ping") | (_, "tools/call") if n <= 6 => Reply::raw(404, "text/plain", "Not Found"),
+            (_, "server/discover") => Reply::raw(400, "text/plain", "Bad Request"),
+            (_, "initialize") => initialize(&req.id(), &format!("s-{}", req.nth + 1)),
+            (_, "tools/list") => Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)),
+            (_, "tools/call") => Reply::json(&text_result(&req.id(), &format!("ok on s-{n}"))),
+            _ => standard(&req).unwrap_or_else(|| Reply::raw(400, "text/plain", "")),
+        }
+    })
+    .await;
+    let host = Host::new(json!({ "grown": entry(&server.url) }));
+    host.ready("grown", Duration::from_secs(20)).await;
+    server
+        .wait_until(Duration::from_secs(120), "s-6 made by the loop", |r| {
+            r.iter().filter(|r| r.method() == "initialize").count() == 6
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(host.call_tool("grown", "t").await, Ok("ok on s-7".into()));
+    let answered = Instant::now();
+    let get = first_get_on(&server, "s-7", Duration::from_secs(120)).await;
+    assert_eq!((get.at - answered).as_secs(), 0);
+    drop(host);
+}
+
+/// A legacy server whose standalone `GET` and `ping` are answered with the plain-text 400 of
+/// older SDKs ("No valid session ID provided") while calls on the session work. The stream
+/// loop sets s-1 aside, makes s-2, meets the same words there and concludes that "such 400s are
+/// the request's own from now on" (attack4). That verdict
+/// is connection-wide and for good: when the server later restarts and forgets s-2, answering
+/// every request on it with those very words (as it answers any unknown session), the call
+/// path no longer reads them as a forgotten session, never makes s-3, and every call fails for
+/// the Pack's life. Learned from `GET`/`ping` answers, it should not disarm the `tools/call`
+/// path (which learns it on its own after a resend). Expected after the restart: `ok on s-3`;
+/// observed: the 400, on every call.
+#[tokio::test(start_paused = true)]
+async fn a_stream_paths_verdict_on_session_400s_does_not_hide_a_real_restart_from_calls() {
+    heartbeat();
+    const GONE: &str = "Bad Request: No valid session ID provided";
+    let restarted = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&restarted);
+    let server = hostile::serve_all(move |req| {
+        let restarted = flag.load(Ordering::SeqCst);
+        async move {
+            let n = session_number(&req);
+            let known = n > 0 && (!restarted || n > 2);
+            match (req.http_method.as_str(), req.method()) {
+                ("DELETE", _) => Reply::raw(200, "text/plain", ""),
+                ("GET", _) | (_, "ping") => Reply::raw(400, "text/plain", GONE),
+                (_, "server/discover") => Reply::raw(400, "text/plain", "Bad Request"),
+                (_, "initialize") => initialize(&req.id(), &format!("s-{}", req.nth + 1)),
+                _ if req.rpc.get("id").is_none() => Reply::accepted(),
+                _ if !known => Reply::raw(400, "text/plain", GONE),
+                (_, "tools/list") => {
+                    Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None))
+                }
+                (_, "tools/call") => Reply::json(&text_result(&req.id(), &format!("ok on s-{n}"))),
+                _ => Reply::raw(400, "text/plain", ""),
+            }
+        }
+    })
+    .await;
+    let host = Host::new(json!({ "words": entry(&server.url) }));
+    host.ready("words", Duration::from_secs(20)).await;
+    server
+        .wait_until(Duration::from_secs(60), "the GET on s-2", |r| {
+            r.iter()
+                .any(|r| r.http_method == "GET" && session_number(r) == 2)
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(host.call_tool("words", "t").await, Ok("ok on s-2".into()));
+    restarted.store(true, Ordering::SeqCst);
+    let answers = call_t_times(&host, "words", 2).await;
+    assert_eq!(
+        answers,
+        [Ok("ok on s-3".to_string()), Ok("ok on s-3".to_string())]
+    );
+    drop(host);
+}
+
+/// A call renews session s-1 (the server answers it 404) to s-2 while s-1's standalone stream
+/// stays open and quiet (a load balancer pinned it): the loop leaves s-1's stream at once —
+/// the client closes it — and s-2 gets its own `GET`. s-1 was forgotten by the server's 404,
+/// so only s-2 is deleted at the drop.
+#[tokio::test]
+async fn a_call_that_renews_the_session_moves_the_stream_off_a_quiet_old_one() {
+    let closed = Arc::new(AtomicBool::new(false));
+    let opened: Arc<Mutex<Vec<String>>> = Arc::default();
+    let server = {
+        let closed = Arc::clone(&closed);
+        let opened = Arc::clone(&opened);
+        legacy_with(move |req| {
+            let session = req.header("mcp-session-id").unwrap_or_default();
+            match (req.http_method.as_str(), req.method()) {
+                ("GET", _) => {
+                    opened.lock().unwrap().push(session.clone());
+                    let flag = if session == "s-1" {
+                        Arc::clone(&closed)
+                    } else {
+                        Arc::default()
+                    };
+                    Some(Answer::Now(quiet_stream(flag)))
+                }
+                (_, "tools/call") if session == "s-1" => {
+                    Some(Answer::Now(Reply::raw(404, "text/plain", "Not Found")))
+                }
+                _ => None,
+            }
+        })
+        .await
+    };
+    let host = Host::new(json!({ "lb": entry(&server.url) }));
+    host.ready("lb", Duration::from_secs(10)).await;
+    server
+        .wait_until(Duration::from_secs(10), "the GET on s-1", |r| {
+            r.iter().any(|r| r.http_method == "GET")
+        })
+        .await;
+    assert_eq!(host.call_tool("lb", "t").await, Ok("ok on s-2".into()));
+    server
+        .wait_until(Duration::from_secs(10), "a GET on s-2", |r| {
+            r.iter().any(|r| {
+                r.http_method == "GET" && r.header("mcp-session-id").as_deref() == Some("s-2")
+            })
+        })
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !closed.load(Ordering::SeqCst) {
+        assert!(Instant::now() < deadline, "the s-1 stream was never closed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(*opened.lock().unwrap(), ["s-1", "s-2"]);
+    drop(host);
+    let deletes = server
+        .wait_until(Duration::from_secs(15), "the DELETE", |r| {
+            r.iter().any(|r| r.http_method == "DELETE")
+        })
+        .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let deleted: Vec<String> = server
+        .requests()
+        .iter()
+        .filter(|r| r.http_method == "DELETE")
+        .filter_map(|r| r.header("mcp-session-id"))
+        .collect();
+    assert_eq!(deleted, ["s-2"], "{} requests", deletes.len());
+}
+
+/// A server whose `tools/call` is answered `200` as `content_type` with the bytes `first`, and
+/// then the connection is cut.
+async fn cut_call_server(content_type: &'static str, first: &'static [u8]) -> Server {
+    tool_server(
+        move |_req| async move { Reply::stream(200, content_type, stream_cut_after(first)) },
+    )
+    .await
+}
+
+/// The call's event stream breaks mid-event (no event id, so nothing to resume): a transport
+/// error at once, and the server is told to drop the request.
+#[tokio::test]
+async fn call_stream_reset_mid_response_is_a_transport_error_at_once() {
+    let server = cut_call_server(
+        "text/event-stream",
+        b"event: message\ndata: {\"jsonrpc\":\"2.0\",",
+    )
+    .await;
+    let json_cut = cut_call_server("application/json", b"{\"jsonrpc\":\"2.0\",").await;
+    let host = ready_pair(("reset", &server), ("jsoncut", &json_cut)).await;
+    let started = std::time::Instant::now();
+    let got = call_t_within(&host, "reset", Duration::from_secs(10)).await;
+    let call = server.with_method("tools/call")[0].id();
+    assert_eq!(
+        got,
+        transport(&format!(
+            "server \"reset\": the server's event stream broke before the response to request {call}: the connection was cut"
+        ))
+    );
+    assert_eq!(
+        call_t_within(&host, "jsoncut", Duration::from_secs(10)).await,
+        transport(
+            "server \"jsoncut\": the connection was cut while the server's reply was being read"
+        )
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "no hang: {:?}",
+        started.elapsed()
+    );
+    for s in [&server, &json_cut] {
+        assert_call_cancelled(s, "the client lost the reply stream").await;
+    }
+}
+
+/// Resumptions that bring nothing new (the server replays no event, or only the id already
+/// sent) count toward the limit of 5; then the call fails, saying how many came to nothing.
+#[tokio::test(start_paused = true)]
+async fn resumptions_that_bring_no_new_event_id_are_bounded() {
+    heartbeat();
+    let server = polling_server(|n, _| match n {
+        0 => "id: p0\nretry: 5\ndata:\n\n".to_string(),
+        // The first two resumptions bring new ids (the second in an event without data).
+        1 => "id: g1\ndata:\n\n".to_string(),
+        2 => "id: g2\n\n".to_string(),
+        // Then: nothing, a comment, the same id again, a data event without an id, nothing.
+        3 => String::new(),
+        4 => ": still working\n\n".to_string(),
+        5 => "id: g2\n\n".to_string(),
+        6 => "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\n".to_string(),
+        _ => String::new(),
+    })
+    .await;
+    let host = ready_on("resume", &server.url).await;
+    let got = call_t_within(&host, "resume", Duration::from_secs(60)).await;
+    let call = server.with_method("tools/call")[0].id();
+    assert_eq!(
+        got,
+        transport(&format!(
+            "server \"resume\": the server closed the event stream before the response to request {call}; 5 resumptions (GET with Last-Event-ID) brought no new event id"
+        ))
+    );
+    // `retry: 5` is raised to the 100 ms floor.
+    assert_eq!(
+        resumptions(&server),
+        [
+            ("p0", 100),
+            ("g1", 200),
+            ("g2", 300),
+            ("g2", 400),
+            ("g2", 500),
+            ("g2", 600),
+            ("g2", 700)
+        ]
+        .map(|(id, at)| (id.to_string(), at))
+    );
+}
+
+/// A server that closes the stream after every event and expects polling (MCP 2025-11-25,
+/// SEP-1699): as long as each resumption brings a new event id, the call goes on — here through
+/// 12 resumptions, waiting the server's `retry: 0` raised to 100 ms each time — until the answer.
+#[tokio::test(start_paused = true)]
+async fn polling_goes_on_while_each_resumption_brings_a_new_event_id() {
+    heartbeat();
+    let server = polling_server(|n, call| match n {
+        0 => "id: 0\nretry: 0\ndata:\n\n".to_string(),
+        12 => sse_event(&text_result(call, "done after polling")),
+        n => format!(
+            "id: {n}\ndata: {{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}}\n\n"
+        ),
+    })
+    .await;
+    let host = ready_on("poll", &server.url).await;
+    assert_eq!(
+        call_t_within(&host, "poll", Duration::from_secs(60)).await,
+        Ok("done after polling".into())
+    );
+    let expected: Vec<(String, u128)> = (0..12)
+        .map(|n| (n.to_string(), (n as u128 + 1) * 100))
+        .collect();
+    assert_eq!(resumptions(&server), expected);
+}
+
+/// `retry` is honoured exactly but capped at 30 s.
+#[tokio::test(start_paused = true)]
+async fn huge_retry_is_capped_at_30_seconds() {
+    heartbeat();
+    let server = polling_server(|n, call| match n {
+        0 => "id: p0\nretry: 999999999\ndata:\n\n".to_string(),
+        _ => sse_event(&text_result(call, "resumed")),
+    })
+    .await;
+    let host = ready_on("r", &server.url).await;
+    assert_eq!(
+        call_t_within(&host, "r", Duration::from_secs(100)).await,
+        Ok("resumed".into())
+    );
+    let call = &server.with_method("tools/call")[0];
+    let get = server
+        .requests()
+        .into_iter()
+        .find(|r| r.http_method == "GET")
+        .unwrap();
+    assert_eq!((get.at - call.at).as_millis(), 30_000);
+}
+
+#[tokio::test]
+async fn server_requests_inside_a_call_stream_are_answered() {
+    let server = tool_server(|req| async move {
+        Reply::sse(&[
+            json!({"jsonrpc": "2.0", "id": "s-1", "method": "sampling/createMessage", "params": {}}),
+            json!({"jsonrpc": "2.0", "id": 42, "method": "ping"}),
+            json!({"jsonrpc": "2.0", "id": 43, "method": "elicitation/create", "params": {}}),
+            json!({"jsonrpc": "2.0", "id": 44, "method": "roots/list"}),
+            text_result(&req.id(), "answered after the questions"),
+        ])
+    })
+    .await;
+    let host = ready_on("asks", &server.url).await;
+    assert_eq!(
+        call_t_within(&host, "asks", Duration::from_secs(10)).await,
+        Ok("answered after the questions".into())
+    );
+    let answers: Vec<(String, Option<String>, Option<String>)> = server
+        .requests()
+        .iter()
+        .filter(|r| r.rpc.get("method").is_none())
+        .map(|r| {
+            (
+                String::from_utf8(r.body.to_vec()).unwrap(),
+                r.header("mcp-session-id"),
+                r.header("mcp-protocol-version"),
+            )
+        })
+        .collect();
+    let with = |body: &str| {
+        (
+            body.to_string(),
+            Some(SESSION.to_string()),
+            Some("2025-06-18".to_string()),
+        )
+    };
+    assert_eq!(
+        answers,
+        [
+            with(
+                r#"{"jsonrpc":"2.0","id":"s-1","error":{"code":-32601,"message":"Method not found"}}"#
+            ),
+            with(r#"{"jsonrpc":"2.0","id":42,"result":{}}"#),
+            with(
+                r#"{"jsonrpc":"2.0","id":43,"error":{"code":-32601,"message":"Method not found"}}"#
+            ),
+            with(
+                r#"{"jsonrpc":"2.0","id":44,"error":{"code":-32601,"message":"Method not found"}}"#
+            ),
+        ]
+    );
+}
+
+/// The standalone stream is bounded like every stream: an endless event is cut at 16 MiB and the
+/// stream dropped, then asked for again after 1 s; the second answer (405) ends the asking.
+#[tokio::test]
+async fn an_endless_event_on_the_standalone_stream_is_cut_and_the_stream_reopened() {
+    let sent = Arc::new(AtomicUsize::new(0));
+    let sent2 = Arc::clone(&sent);
+    let get = move |req: &Received| match req.nth {
+        0 => Reply::endless(
+            200,
+            "text/event-stream",
+            "data: ",
+            Bytes::from(vec![b'x'; 64 * 1024]),
+            Duration::from_millis(1),
+            Arc::clone(&sent2),
+        ),
+        _ => Reply::raw(405, "text/plain", ""),
+    };
+    let server = stream_server(get, |req| {
+        Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None))
+    })
+    .await;
+    let host = ready_on("flood", &server.url).await;
+    get_gaps(&server, Duration::from_secs(30), "a second GET", 2).await;
+    assert_read_to_the_cap(sent.load(Ordering::SeqCst));
+    let listing = host.listing(json!({})).await;
+    assert_eq!(
+        server_entry(&listing, "flood"),
+        &json!({"namespace": "flood", "status": "ready", "tools": ["t"]})
+    );
+    // The start's listing and the one after the stream opened; a broken stream is no change.
+    assert_eq!(server.count("tools/list"), 2);
+}
+
+/// Reopening waits 1 s, then doubles; a stream that stayed open a minute (proxies close idle
+/// streams) starts the waits over.
+#[tokio::test(start_paused = true)]
+async fn the_standalone_stream_reopen_wait_doubles_and_a_long_stream_resets_it() {
+    heartbeat();
+    let get = |req: &Received| match req.nth + 1 {
+        1 | 2 => Reply::raw(200, "text/event-stream", ": short\n\n"),
+        3 => Reply::stream(
+            200,
+            "text/event-stream",
+            stream::once(async { Ok(Bytes::from_static(b": long\n\n")) }).chain(stream::once(
+                async {
+                    tokio::time::sleep(Duration::from_secs(61)).await;
+                    Ok(Bytes::from_static(b": bye\n\n"))
+                },
+            )),
+        ),
+        _ => Reply::raw(405, "text/plain", ""),
+    };
+    let server = stream_server(get, |req| {
+        Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None))
+    })
+    .await;
+    let _host = ready_on("long", &server.url).await;
+    let gaps = get_gaps(&server, Duration::from_secs(200), "four GETs", 4).await;
+    // 1 s, 2 s, then the 61 s stream and 1 s again (not 4 s).
+    assert_eq!(gaps, [1000, 2000, 62_000]);
+}
+
+/// A tool the server adds between the start's listing and the opening of the standalone stream
+/// has no stream to be announced on (a server does not keep notifications for a stream that is
+/// not open). A change racing the listing must not be lost: once the stream is open, one
+/// re-listing closes the gap, and the listing shows the tool without any call having to miss.
+#[tokio::test]
+async fn a_change_before_the_get_stream_opens_is_not_lost() {
+    // Held open, with nothing to say: the change happened before it opened.
+    let get = |_: &Received| {
+        Reply::endless(
+            200,
+            "text/event-stream",
+            ": open\n\n",
+            Bytes::from_static(b": idle\n\n"),
+            Duration::from_millis(500),
+            Arc::new(AtomicUsize::new(0)),
+        )
+    };
+    // The first answer is the start's; the tool `u` is added right after it.
+    let server = stream_server(get, |req| {
+        let tools = match req.nth {
+            0 => vec![tool("t", "t")],
+            _ => vec![tool("t", "t"), tool("u", "u")],
+        };
+        Reply::json(&tools_page(&req.id(), tools, None))
+    })
+    .await;
+    let host = ready_on("gap", &server.url).await;
+    server
+        .wait_until(Duration::from_secs(10), "the standalone GET", |requests| {
+            requests.iter().any(|r| r.http_method == "GET")
+        })
+        .await;
+    let listing = host
+        .wait_for(Duration::from_secs(5), |l| {
+            server_entry(l, "gap")["tools"] == json!(["t", "u"])
+        })
+        .await;
+    assert_eq!(
+        server_entry(&listing, "gap"),
+        &json!({"namespace": "gap", "status": "ready", "tools": ["t", "u"]})
+    );
+}
+
+/// A server that opens every standalone stream (and ends it at once) but forgets the session on
+/// every `tools/list` after the start: each open asks for a re-listing, whose 404 initializes
+/// again. That renewal must not cut the stream's backoff short, or the GET, the re-listing and
+/// the `initialize` would repeat in a tight loop: the streams open at 0 s, 1 s and 3 s.
+#[tokio::test(start_paused = true)]
+async fn a_stream_whose_relisting_meets_404_is_reopened_with_backoff() {
+    heartbeat();
+    let get = |_: &Received| Reply::raw(200, "text/event-stream", ": short\n\n");
+    let server = stream_server(get, |req| match req.nth {
+        0 => Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)),
+        _ => Reply::raw(404, "text/plain", "no such session"),
+    })
+    .await;
+    let host = ready_on("lb", &server.url).await;
+    let gaps = get_gaps(&server, Duration::from_secs(10), "three GETs", 3).await;
+    assert_eq!(gaps, [1000, 2000]);
+    // Long enough for the third stream's re-listing, well before a fourth stream (at 7 s).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The start's initialize, and one per opened stream's re-listing.
+    assert_eq!(server.count("initialize"), 4);
+    assert_eq!(server.count("tools/list"), 7);
+    assert_eq!(
+        server_entry(&host.listing(json!({})).await, "lb"),
+        &json!({"namespace": "lb", "status": "ready", "tools": ["t"]})
+    );
+}
 
 /// "A stream cut inside the response's own event loses the result." The call's stream carries
 /// a notification as event `e1`, then starts the response as event `e2` and is cut inside it.

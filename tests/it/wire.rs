@@ -1,22 +1,58 @@
-//! Wire behaviour against a scripted server ([`crate::support::mock`]): the headers and bodies the client
-//! sends, JSON and SSE replies, pagination, redirects, session expiry, errors.
+//! Wire behaviour (MCP spec "Streamable HTTP"): the headers and bodies the client sends, the
+//! negotiated version, JSON and SSE replies (framing, batches, charsets, compression), refused
+//! redirects, HTTP failures, session headers and expiry, and the standalone `GET` stream.
+//! Most servers here are [`crate::support::mock`] servers; the rest are `support::hostile` ones.
 
 use std::time::Duration;
 
-use crate::support::Host;
-use crate::support::mock::matchers::{method, path};
-use crate::support::mock::{self, body, header};
-use crate::support::mock::{Mock, MockServer, Request, ResponseTemplate};
+use bytes::Bytes;
+use futures_util::stream;
 use runvil_plugin::ToolErrorKind;
 use serde_json::{Value, json};
 
-const WAIT: Duration = Duration::from_secs(10);
+use crate::bounds::{call_t_within, description, error_reason, ready_on, tool_server};
+use crate::support::hostile::{
+    Reply, SESSION, entry, result, serve, server_entry, sse_event, standard, text_result, tool,
+    tools_page,
+};
+use crate::support::mock::matchers::{method, path};
+use crate::support::mock::{self, Mock, MockServer, Request, ResponseTemplate, body, header};
+use crate::support::{Host, WAIT, transport};
 
-fn tool(name: &str) -> Value {
+fn gzip(body: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    encoder.write_all(body).unwrap();
+    encoder.finish().unwrap()
+}
+
+fn brotli(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    brotli::BrotliCompress(
+        &mut &body[..],
+        &mut out,
+        &brotli::enc::BrotliEncoderParams::default(),
+    )
+    .unwrap();
+    out
+}
+
+fn zstd(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(zstd_safe::compress_bound(body.len()));
+    zstd_safe::compress(&mut out, body, 3).unwrap();
+    out
+}
+
+/// `body` compressed by `encode`, sent with `Content-Encoding: name`.
+fn encoded(content_type: &str, name: &str, encode: fn(&[u8]) -> Vec<u8>, body: &[u8]) -> Reply {
+    Reply::raw(200, content_type, encode(body)).header("content-encoding", name)
+}
+
+pub(crate) fn mock_tool(name: &str) -> Value {
     json!({"name": name, "description": format!("{name} things"), "inputSchema": {"type": "object"}})
 }
 
-async fn mock_server(
+pub(crate) async fn mock_server(
     responder: impl Fn(&Request) -> ResponseTemplate + Send + Sync + 'static,
 ) -> MockServer {
     let server = MockServer::start().await;
@@ -28,7 +64,7 @@ async fn mock_server(
 }
 
 /// A Host with the one server `s` at `server`'s `/mcp`, once it is ready.
-async fn ready_host(server: &MockServer) -> Host {
+pub(crate) async fn ready_mock(server: &MockServer) -> Host {
     let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
     host.ready("s", WAIT).await;
     host
@@ -37,24 +73,24 @@ async fn ready_host(server: &MockServer) -> Host {
 /// Every request `server` received so far but the standalone `GET`s (no `Last-Event-ID`): the
 /// client opens that stream on every session, so a trail about something else leaves them out;
 /// the stream's own tests count them with [`count`].
-async fn requests(server: &MockServer) -> Vec<Request> {
+pub(crate) async fn requests(server: &MockServer) -> Vec<Request> {
     let mut all = server.received_requests().await.unwrap();
     all.retain(|r| !is_standalone_get(r));
     all
 }
 
 /// Every request `server` received so far, the standalone `GET`s included.
-async fn all_requests(server: &MockServer) -> Vec<Request> {
+pub(crate) async fn all_requests(server: &MockServer) -> Vec<Request> {
     server.received_requests().await.unwrap()
 }
 
-fn is_standalone_get(request: &Request) -> bool {
+pub(crate) fn is_standalone_get(request: &Request) -> bool {
     request.method.as_str() == "GET" && !request.headers.contains_key("last-event-id")
 }
 
 /// A Host with the one server `s` at `server`'s `/mcp`, once settled; asserts that `s` is ready
 /// with `tools`.
-async fn assert_ready_with(server: &MockServer, tools: Value) -> Host {
+pub(crate) async fn assert_ready_with(server: &MockServer, tools: Value) -> Host {
     let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
     let listing = host.settled(WAIT).await;
     assert_eq!(
@@ -65,7 +101,7 @@ async fn assert_ready_with(server: &MockServer, tools: Value) -> Host {
 }
 
 /// Answers every `http_method` request to `server` with `status`, before its other mocks.
-async fn answer_first(server: &MockServer, http_method: &str, status: u16) {
+pub(crate) async fn answer_first(server: &MockServer, http_method: &str, status: u16) {
     Mock::given(method(http_method))
         .respond_with(ResponseTemplate::new(status))
         .with_priority(1)
@@ -79,13 +115,13 @@ fn bodies(requests: &[Request], keep: impl Fn(&Value) -> bool) -> Vec<Value> {
 }
 
 /// `call_dynamic_tool` of the tool `name` of server `s`, with no arguments.
-async fn call_s(host: &Host, name: &str) -> Result<String, runvil_plugin::ToolError> {
+pub(crate) async fn call_s(host: &Host, name: &str) -> Result<String, runvil_plugin::ToolError> {
     host.call_tool("s", name).await
 }
 
 /// Asserts that a call failed with a transport error reading exactly `message`.
 #[track_caller]
-fn assert_transport(outcome: Result<String, runvil_plugin::ToolError>, message: &str) {
+pub(crate) fn assert_transport(outcome: Result<String, runvil_plugin::ToolError>, message: &str) {
     let error = outcome.unwrap_err();
     assert_eq!(
         (error.kind, error.message.as_str()),
@@ -95,15 +131,15 @@ fn assert_transport(outcome: Result<String, runvil_plugin::ToolError>, message: 
 
 /// A Host with `s` at `server`, ready; asserts that a call of `t` fails with a transport error
 /// reading exactly `message`.
-async fn assert_call_fails(server: &MockServer, message: &str) -> Host {
-    let host = ready_host(server).await;
+pub(crate) async fn assert_call_fails(server: &MockServer, message: &str) -> Host {
+    let host = ready_mock(server).await;
     assert_transport(call_s(&host, "t").await, message);
     host
 }
 
 /// Drops `host`; asserts that the requests before the `DELETE` of its session are the start's
 /// and the one call (no cancel, no new `initialize`).
-async fn assert_only_the_call_before_delete(server: &MockServer, host: Host) {
+pub(crate) async fn assert_only_the_call_before_delete(server: &MockServer, host: Host) {
     let (_, before_delete) = until_delete(server, host).await;
     assert_eq!(
         rpc_methods(&before_delete),
@@ -118,7 +154,7 @@ async fn assert_only_the_call_before_delete(server: &MockServer, host: Host) {
 
 /// The JSON-RPC method of each request `requests` holds, in order (`""` where there is none,
 /// as for a `DELETE`).
-fn rpc_methods(requests: &[Request]) -> Vec<String> {
+pub(crate) fn rpc_methods(requests: &[Request]) -> Vec<String> {
     requests
         .iter()
         .map(|r| body(r)["method"].as_str().unwrap_or("").to_string())
@@ -129,7 +165,7 @@ fn rpc_methods(requests: &[Request]) -> Vec<String> {
 /// every request that came before it. The Pack's shutdown awaits the `notifications/cancelled`
 /// of dropped calls before it deletes a session, so a cancel that was ever going to be sent is
 /// among the requests before the `DELETE`.
-async fn until_delete(server: &MockServer, host: Host) -> (Request, Vec<Request>) {
+pub(crate) async fn until_delete(server: &MockServer, host: Host) -> (Request, Vec<Request>) {
     drop(host);
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
@@ -144,16 +180,571 @@ async fn until_delete(server: &MockServer, host: Host) -> (Request, Vec<Request>
     }
 }
 
-fn echo_call(request: &Request, params: &Value) -> ResponseTemplate {
+pub(crate) fn echo_call(request: &Request, params: &Value) -> ResponseTemplate {
     mock::result(
         request,
         json!({"content": [{"type": "text", "text": format!("called {}", params["name"])}]}),
     )
 }
 
+/// A server that forgets its first session (`s-0`) before the first `tools/call`, which it answers
+/// with `forgotten`; each `initialize` starts the session `s-<n>`.
+async fn forgetful_server(forgotten: ResponseTemplate) -> MockServer {
+    // Not a pooled server: a pooled one could hear the DELETE of the previous case's Pack.
+    let server = MockServer::builder().start().await;
+    let inits = std::sync::atomic::AtomicUsize::new(0);
+    Mock::given(path("/mcp"))
+        .respond_with(move |request: &Request| {
+            match body(request)["method"].as_str().unwrap_or("") {
+                "initialize" => {
+                    let n = inits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    mock::initialize(request, "2025-11-25", Some(&format!("s-{n}")))
+                }
+                "tools/list" => mock::result(request, json!({"tools": [mock_tool("t")]})),
+                "tools/call" if header(request, "mcp-session-id").as_deref() == Some("s-0") => {
+                    forgotten.clone()
+                }
+                "tools/call" => mock::result(
+                    request,
+                    json!({"content": [{"type": "text", "text": "fresh"}]}),
+                ),
+                _ => ResponseTemplate::new(202),
+            }
+        })
+        .mount(&server)
+        .await;
+    server
+}
+
+pub(crate) fn list_changed() -> Value {
+    json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+}
+
+pub(crate) fn tools(names: &[&str]) -> Value {
+    json!({"tools": names.iter().map(|n| mock_tool(n)).collect::<Vec<_>>()})
+}
+
+pub(crate) type Answer = Box<dyn Fn(&Request, usize) -> ResponseTemplate + Send + Sync>;
+
+/// What answers the n-th request (from 1) of one kind, for [`Live`].
+pub(crate) trait Answers:
+    Fn(&Request, usize) -> ResponseTemplate + Send + Sync + 'static
+{
+}
+
+impl<F: Fn(&Request, usize) -> ResponseTemplate + Send + Sync + 'static> Answers for F {}
+
+/// A server (session `s-1`) whose `initialize` result carries `capabilities` and, when given,
+/// `instructions`; it answers the n-th `tools/list` (from 1) with `list(request, n)`, the n-th
+/// `tools/call` with `call(request, n)`, and the n-th `GET` with `get(request, n)`.
+pub(crate) async fn live_server(
+    capabilities: Value,
+    instructions: Option<&str>,
+    list: Answer,
+    call: Answer,
+    get: Answer,
+) -> MockServer {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let mut init = json!({"protocolVersion": "2025-11-25", "capabilities": capabilities,
+        "serverInfo": {"name": "live", "version": "1"}});
+    if let Some(text) = instructions {
+        init["instructions"] = json!(text);
+    }
+    let (lists, calls, gets) = (
+        AtomicUsize::new(0),
+        AtomicUsize::new(0),
+        AtomicUsize::new(0),
+    );
+    let server = MockServer::builder().start().await;
+    Mock::given(path("/mcp"))
+        .respond_with(move |request: &Request| {
+            match request.method.as_str() {
+                "GET" => return get(request, gets.fetch_add(1, SeqCst) + 1),
+                "DELETE" => return ResponseTemplate::new(200),
+                _ => {}
+            }
+            let message = body(request);
+            match message["method"].as_str() {
+                Some("initialize") => {
+                    mock::result(request, init.clone()).insert_header("mcp-session-id", "s-1")
+                }
+                Some("tools/list") => list(request, lists.fetch_add(1, SeqCst) + 1),
+                Some("tools/call") => call(request, calls.fetch_add(1, SeqCst) + 1),
+                _ => ResponseTemplate::new(202),
+            }
+        })
+        .mount(&server)
+        .await;
+    server
+}
+
+/// A [`live_server`] to start: unless told otherwise, its `initialize` declares `{"tools": {}}`
+/// and no instructions, it lists `a`, answers every call `ok` and every `GET` 405.
+pub(crate) struct Live {
+    capabilities: Value,
+    instructions: Option<String>,
+    list: Answer,
+    call: Answer,
+    get: Answer,
+}
+
+impl Live {
+    pub(crate) fn new() -> Live {
+        Live {
+            capabilities: json!({"tools": {}}),
+            instructions: None,
+            list: Box::new(|r, _| mock::result(r, tools(&["a"]))),
+            call: Box::new(|r, _| mock::result(r, mock_text_result("ok"))),
+            get: Box::new(|_, _| ResponseTemplate::new(405)),
+        }
+    }
+
+    /// `initialize` declares `tools.listChanged`.
+    pub(crate) fn list_changed(mut self) -> Live {
+        self.capabilities = json!({"tools": {"listChanged": true}});
+        self
+    }
+
+    pub(crate) fn instructions(mut self, text: &str) -> Live {
+        self.instructions = Some(text.to_string());
+        self
+    }
+
+    pub(crate) fn list(mut self, list: impl Answers) -> Live {
+        self.list = Box::new(list);
+        self
+    }
+
+    /// Lists `a` the first time, `a` and `b` from then on (the server added `b`).
+    pub(crate) fn adding_b(self) -> Live {
+        self.list(|r, n| mock::result(r, tools(if n == 1 { &["a"] } else { &["a", "b"] })))
+    }
+
+    pub(crate) fn call(mut self, call: impl Answers) -> Live {
+        self.call = Box::new(call);
+        self
+    }
+
+    pub(crate) fn get(mut self, get: impl Answers) -> Live {
+        self.get = Box::new(get);
+        self
+    }
+
+    /// Every call answers `text`.
+    pub(crate) fn answering(self, text: &'static str) -> Live {
+        self.call(move |r, _| mock::result(r, mock_text_result(text)))
+    }
+
+    /// The first call's answer `first` comes on an event stream after a `list_changed`; the
+    /// later calls answer `then`.
+    pub(crate) fn changing_at_the_first_call(
+        self,
+        first: &'static str,
+        then: &'static str,
+    ) -> Live {
+        self.call(move |r, n| match n {
+            1 => sse_then(r, &[list_changed()], mock_text_result(first)),
+            _ => mock::result(r, mock_text_result(then)),
+        })
+    }
+
+    /// Starts the server, and a Host with it as `s`, ready.
+    pub(crate) async fn ready(self) -> (MockServer, Host) {
+        let server = self.start().await;
+        let host = ready_mock(&server).await;
+        (server, host)
+    }
+
+    pub(crate) async fn start(self) -> MockServer {
+        let instructions = self.instructions.as_deref();
+        live_server(
+            self.capabilities,
+            instructions,
+            self.list,
+            self.call,
+            self.get,
+        )
+        .await
+    }
+}
+
+/// A Host with the one server `s` at `server`'s `/mcp`, sending `X-Key: sekrit-value-123`, once
+/// it is ready.
+pub(crate) async fn keyed_host(server: &MockServer) -> Host {
+    let host = Host::new(json!({"s": {
+        "url": format!("{}/mcp", server.uri()),
+        "headers": {"X-Key": "sekrit-value-123"}
+    }}));
+    host.ready("s", WAIT).await;
+    host
+}
+
+/// A server whose n-th `initialize` (from 0) is answered by `initialize(request, n)` (which starts
+/// the session `s-<n>`), and every other request by `rest(request, method, on_first)`: `method`
+/// its JSON-RPC method (`""` for none), `on_first` whether it carries the first session, `s-0`.
+async fn session_server(
+    initialize: impl Fn(&Request, usize) -> ResponseTemplate + Send + Sync + 'static,
+    rest: impl Fn(&Request, &str, bool) -> ResponseTemplate + Send + Sync + 'static,
+) -> MockServer {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let server = MockServer::builder().start().await;
+    let inits = AtomicUsize::new(0);
+    Mock::given(path("/mcp"))
+        .respond_with(move |request: &Request| {
+            match body(request)["method"].as_str().unwrap_or("") {
+                "initialize" => initialize(request, inits.fetch_add(1, SeqCst)),
+                method => {
+                    let on_first = header(request, "mcp-session-id").as_deref() == Some("s-0");
+                    rest(request, method, on_first)
+                }
+            }
+        })
+        .mount(&server)
+        .await;
+    server
+}
+
+/// Every request `server` received: its HTTP method, its JSON-RPC method and its session (`""`
+/// where there is none).
+async fn session_trail(server: &MockServer) -> Vec<(String, String, String)> {
+    let step = |r: &Request| {
+        let what = body(r)["method"].as_str().unwrap_or("").to_string();
+        let session = header(r, "mcp-session-id").unwrap_or_default();
+        (r.method.to_string(), what, session)
+    };
+    all_requests(server).await.iter().map(step).collect()
+}
+
+/// How many requests `server` received whose JSON-RPC method is `rpc`, or whose HTTP method is
+/// `rpc` when it is upper case (`GET`).
+pub(crate) async fn count(server: &MockServer, rpc: &str) -> usize {
+    all_requests(server)
+        .await
+        .iter()
+        .filter(|r| {
+            if rpc.chars().all(|c| c.is_ascii_uppercase()) {
+                r.method.as_str() == rpc
+            } else {
+                body(r)["method"] == rpc
+            }
+        })
+        .count()
+}
+
+/// Waits (at most [`WAIT`]) until `server` received `n` requests of `rpc` (see [`count`]).
+pub(crate) async fn wait_count(server: &MockServer, rpc: &str, n: usize) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while count(server, rpc).await < n {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{rpc}: {} of {n}",
+            count(server, rpc).await
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Waits until server `s` lists exactly `names`.
+pub(crate) async fn wait_tools(host: &Host, names: &[&str]) {
+    host.wait_for(WAIT, |listing| {
+        listing["servers"][0]["tools"] == json!(names)
+    })
+    .await;
+}
+
+/// An SSE body: each message as one event, then the answer `result` to `request`.
+pub(crate) fn sse_then(request: &Request, messages: &[Value], result: Value) -> ResponseTemplate {
+    let mut text: String = messages.iter().map(mock::event).collect();
+    text.push_str(&mock::event(&mock::response(request, result)));
+    mock::sse(text)
+}
+
+pub(crate) fn mock_text_result(text: &str) -> Value {
+    json!({"content": [{"type": "text", "text": text}]})
+}
+
+/// A short pause, then no request of `rpc` beyond `n` may have arrived.
+pub(crate) async fn settles_at(server: &MockServer, rpc: &str, n: usize) {
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(count(server, rpc).await, n, "{rpc}");
+}
+
+/// Every reply compressed — gzip, br and zstd, JSON and SSE alike — is decoded, and every
+/// request offers the three in `Accept-Encoding`.
+#[tokio::test]
+async fn compressed_json_and_sse_replies_are_decoded() {
+    let server = serve(|req| async move {
+        let id = req.id();
+        match req.method() {
+            "initialize" => {
+                let body = serde_json::to_vec(&result(
+                    &id,
+                    json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+                               "serverInfo": {"name": "z", "version": "1"}}),
+                ))
+                .unwrap();
+                encoded("application/json", "zstd", zstd, &body).header("mcp-session-id", SESSION)
+            }
+            "tools/list" => encoded(
+                "text/event-stream",
+                "gzip",
+                gzip,
+                sse_event(&tools_page(&id, vec![tool("t", "squeezed")], None)).as_bytes(),
+            ),
+            "tools/call" => match req.nth {
+                0 => encoded(
+                    "application/json",
+                    "gzip",
+                    gzip,
+                    &serde_json::to_vec(&text_result(&id, "gzip json")).unwrap(),
+                ),
+                1 => encoded(
+                    "text/event-stream",
+                    "br",
+                    brotli,
+                    sse_event(&text_result(&id, "br sse")).as_bytes(),
+                ),
+                _ => encoded(
+                    "text/event-stream",
+                    "zstd",
+                    zstd,
+                    sse_event(&text_result(&id, &"z".repeat(100_000))).as_bytes(),
+                ),
+            },
+            _ => standard(&req).unwrap_or_else(Reply::accepted),
+        }
+    })
+    .await;
+    let host = ready_on("z", &server.url).await;
+    assert_eq!(description(&host, "z", "t").await, "squeezed");
+    let timeout = Duration::from_secs(10);
+    assert_eq!(
+        call_t_within(&host, "z", timeout).await,
+        Ok("gzip json".into())
+    );
+    assert_eq!(
+        call_t_within(&host, "z", timeout).await,
+        Ok("br sse".into())
+    );
+    assert_eq!(
+        call_t_within(&host, "z", timeout).await,
+        Ok("z".repeat(100_000))
+    );
+    let offered: Vec<Option<String>> = server
+        .requests()
+        .iter()
+        .map(|r| r.header("accept-encoding"))
+        .collect();
+    assert!(offered.len() >= 6, "{offered:?}");
+    for offer in offered {
+        assert_eq!(offer.as_deref(), Some("zstd,gzip,br"));
+    }
+}
+
+/// A `Content-Encoding` the client cannot decode is named (scrubbed of the entry's secrets, cut
+/// to 64 bytes) instead of read as text. A JSON reply so encoded is an answer the client cannot
+/// read (nothing to cancel); an event stream so encoded may belong to a tool still running, so
+/// that call is cancelled.
+#[tokio::test]
+async fn unknown_content_encoding_is_a_clear_error() {
+    let body = |id: &Value| serde_json::to_vec(&text_result(id, "never read")).unwrap();
+    let server = tool_server(move |req| {
+        let case = req.rpc["params"]["arguments"]["case"].as_str();
+        let content_type = match case {
+            Some("sse") => "text/event-stream",
+            _ => "application/json",
+        };
+        let reply = Reply::raw(200, content_type, body(&req.id()));
+        let encoding = match case {
+            Some("secret") => "x-Bearer-sup3r-s3cret-value".to_string(),
+            Some("long") => format!("x-{}", "y".repeat(200)),
+            _ => "compress".to_string(),
+        };
+        async move { reply.header("content-encoding", &encoding) }
+    })
+    .await;
+    let host = Host::new(json!({"enc": {
+        "url": server.url,
+        "headers": {"Authorization": "Bearer sup3r-s3cret-value"}
+    }}));
+    host.ready("enc", Duration::from_secs(20)).await;
+    let call = |case: &str| {
+        host.call(
+            "call_dynamic_tool",
+            json!({"namespace": "enc", "toolName": "t", "arguments": {"case": case}}),
+        )
+    };
+    let refused = |shown: &str| {
+        transport(&format!(
+            "server \"enc\": the server answered with Content-Encoding \"{shown}\", which this client cannot decode (it accepts gzip, br and zstd)"
+        ))
+    };
+    assert_eq!(call("plain").await, refused("compress"));
+    assert_eq!(call("secret").await, refused("x-Bearer-[redacted]"));
+    assert_eq!(
+        call("long").await,
+        refused(&format!("x-{}…", "y".repeat(64 - 2 - '…'.len_utf8())))
+    );
+    assert_eq!(server.count("notifications/cancelled"), 0);
+    assert_eq!(call("sse").await, refused("compress"));
+    let sse = server.first(|r| r.rpc["params"]["arguments"]["case"] == "sse");
+    assert_eq!(
+        server.cancellations().await,
+        [json!({"requestId": sse.id(), "reason": "the client lost the reply stream"})]
+    );
+}
+
+#[tokio::test]
+async fn redirects_are_refused_and_the_target_receives_nothing() {
+    let elsewhere = serve(|req| async move {
+        standard(&req).unwrap_or_else(|| Reply::json(&tools_page(&req.id(), vec![], None)))
+    })
+    .await;
+    let target = elsewhere.url.clone();
+    let on_init = serve(move |_req| {
+        let target = target.clone();
+        async move { Reply::raw(307, "text/plain", "").header("location", &target) }
+    })
+    .await;
+    let target = elsewhere.url.clone();
+    let on_call = tool_server(move |_req| {
+        let target = target.clone();
+        async move { Reply::raw(302, "text/plain", "").header("location", &target) }
+    })
+    .await;
+    let headers = json!({"Authorization": "Bearer do-not-forward-me"});
+    let host = Host::new(json!({
+        "init": {"url": on_init.url, "headers": headers},
+        "call": {"url": on_call.url, "headers": headers},
+    }));
+    assert_eq!(
+        error_reason(&host, "init", Duration::from_secs(10)).await,
+        format!(
+            "the server answered with a redirect (HTTP 307) to \"{}\", which this client does not follow so that the configured headers reach no other server; if that is the server's address, put that URL in the config's \"url\"",
+            elsewhere.url
+        )
+    );
+    host.ready("call", Duration::from_secs(10)).await;
+    assert_eq!(
+        call_t_within(&host, "call", Duration::from_secs(10)).await,
+        transport(&format!(
+            "server \"call\": the server answered with a redirect (HTTP 302) to \"{}\", which this client does not follow so that the configured headers reach no other server; if that is the server's address, put that URL in the config's \"url\"",
+            elsewhere.url
+        ))
+    );
+    // Let a retry of "init" happen too, then check the redirect target saw nothing at all.
+    on_init
+        .wait_until(Duration::from_secs(5), "a second initialize", |r| {
+            r.len() >= 2
+        })
+        .await;
+    assert_eq!(elsewhere.requests().len(), 0);
+}
+
+/// FastMCP's `/mcp` → `/mcp/` answer: a relative `Location` is named as the full URL to put in
+/// the config; one that quotes a configured secret is scrubbed and shown without its query, one
+/// without a `Location` says only that it was refused, and a long one is cut.
+#[tokio::test]
+async fn a_redirect_names_its_target_scrubbed_and_bounded() {
+    let server = serve(|req| async move {
+        let key = req.header("x-api-key").unwrap_or_default();
+        match req.target.as_str() {
+            "/mcp" => Reply::raw(307, "text/plain", "").header("location", "/mcp/"),
+            "/echo" => Reply::raw(308, "text/plain", "").header(
+                "location",
+                &format!("https://login.example/{key}/cb?key={key}"),
+            ),
+            "/long" => Reply::raw(301, "text/plain", "")
+                .header("location", &format!("/{}", "l".repeat(600))),
+            _ => Reply::raw(302, "text/plain", ""),
+        }
+    })
+    .await;
+    let base = format!("http://127.0.0.1:{}", server.port);
+    let host = Host::new(json!({
+        "slash": entry(&format!("{base}/mcp")),
+        "echo": {"url": format!("{base}/echo"), "headers": {"X-Api-Key": "sk-live-4f9a8b7c6d5e"}},
+        "long": entry(&format!("{base}/long")),
+        "bare": entry(&format!("{base}/bare")),
+    }));
+    let listing = host.settled(Duration::from_secs(10)).await;
+    let advice = "which this client does not follow so that the configured headers reach no other server; if that is the server's address, put that URL in the config's \"url\"";
+    assert_eq!(
+        server_entry(&listing, "slash")["reason"],
+        format!("the server answered with a redirect (HTTP 307) to \"{base}/mcp/\", {advice}")
+    );
+    assert_eq!(
+        server_entry(&listing, "echo")["reason"],
+        format!(
+            "the server answered with a redirect (HTTP 308) to \"https://login.example/[redacted]/cb\" (query omitted), {advice}"
+        )
+    );
+    // The target is cut to 512 bytes: the base, "/" and as many l as fit before "…".
+    let kept = 512 - "…".len() - base.len() - 1;
+    assert_eq!(
+        server_entry(&listing, "long")["reason"],
+        format!(
+            "the server answered with a redirect (HTTP 301) to \"{base}/{}…\", {advice}",
+            "l".repeat(kept)
+        )
+    );
+    assert_eq!(
+        server_entry(&listing, "bare")["reason"],
+        "the server answered with a redirect (HTTP 302), which this client refuses to follow so that the configured headers reach no other server"
+    );
+}
+
+/// Event streams framed the unusual ways the SSE rules allow — a BOM, lone CRs, the answer's
+/// JSON split over data lines, comments between them, every byte its own chunk — reach the
+/// answer; an event whose data is not UTF-8 is refused, not patched with U+FFFD.
+#[tokio::test]
+async fn unusual_but_valid_sse_framing_reaches_the_answer() {
+    let server = tool_server(|req| async move {
+        let answer = serde_json::to_string(&text_result(&req.id(), "framed")).unwrap();
+        // Split between two members: the LF that joins data lines is JSON whitespace there.
+        let (head, tail) = answer.split_at(answer.find(',').unwrap() + 1);
+        match req.rpc["params"]["arguments"]["case"].as_str() {
+            Some("cr") => Reply::raw(
+                200,
+                "text/event-stream",
+                format!("\u{feff}: hello\rid: 1\r\rdata:{head}\r: between\rdata:{tail}\r\r"),
+            ),
+            Some("bytes") => {
+                let text = format!("event:message\r\ndata: {head}\r\ndata: {tail}\r\n\r\n");
+                let chunks: Vec<Result<Bytes, std::io::Error>> = text
+                    .into_bytes()
+                    .into_iter()
+                    .map(|b| Ok(Bytes::from(vec![b])))
+                    .collect();
+                Reply::stream(200, "text/event-stream", stream::iter(chunks))
+            }
+            _ => Reply::raw(
+                200,
+                "text/event-stream",
+                [b"data: {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":\"\xFF\"}\n\n".as_slice()]
+                    .concat(),
+            ),
+        }
+    })
+    .await;
+    let host = ready_on("sse", &server.url).await;
+    let call = |case: &str| {
+        host.call(
+            "call_dynamic_tool",
+            json!({"namespace": "sse", "toolName": "t", "arguments": {"case": case}}),
+        )
+    };
+    assert_eq!(call("cr").await, Ok("framed".into()));
+    assert_eq!(call("bytes").await, Ok("framed".into()));
+    assert_eq!(
+        call("bad utf-8").await,
+        transport("server \"sse\": the server's event stream is not UTF-8")
+    );
+}
+
 #[tokio::test]
 async fn every_request_carries_the_configured_headers_and_session_headers() {
-    let server = mock_server(mock::with_tools(json!([tool("search")]), echo_call)).await;
+    let server = mock_server(mock::with_tools(json!([mock_tool("search")]), echo_call)).await;
     let host = Host::new(json!({"docs": {
         "url": format!("{}/mcp", server.uri()),
         "headers": {"Authorization": "Bearer abc", "X-Team": "blue"}
@@ -274,7 +865,7 @@ async fn sse_replies_with_priming_pings_and_other_ids() {
     let server = mock_server(mock::server(|request, method| match method {
         "tools/list" => mock::sse(format!(
             "id: p-0\ndata: \n\n: keep-alive comment\n\n{}",
-            mock::event(&mock::response(request, json!({"tools": [tool("a")]})))
+            mock::event(&mock::response(request, json!({"tools": [mock_tool("a")]})))
         )),
         "tools/call" => {
             let answer = mock::response(request, json!({"content": [{"type": "text", "text": "done"}]}));
@@ -290,7 +881,7 @@ async fn sse_replies_with_priming_pings_and_other_ids() {
         _ => ResponseTemplate::new(202),
     }))
     .await;
-    let host = ready_host(&server).await;
+    let host = ready_mock(&server).await;
     let text = call_s(&host, "a").await.unwrap();
     assert_eq!(text, "done");
     let requests = requests(&server).await;
@@ -310,7 +901,7 @@ async fn batch_arrays_and_charset_parameters_are_accepted() {
         "tools/list" => ResponseTemplate::new(200).set_body_raw(
                 json!([
                     {"jsonrpc": "2.0", "method": "notifications/message", "params": {}},
-                    mock::response(request, json!({"tools": [tool("t")]}))
+                    mock::response(request, json!({"tools": [mock_tool("t")]}))
                 ])
                 .to_string(),
                 "application/json; charset=utf-8",
@@ -325,7 +916,7 @@ async fn batch_arrays_and_charset_parameters_are_accepted() {
         _ => ResponseTemplate::new(202),
     }))
     .await;
-    let host = ready_host(&server).await;
+    let host = ready_mock(&server).await;
     let text = call_s(&host, "t").await;
     assert_eq!(text.unwrap(), "multi\n\nline");
 }
@@ -341,48 +932,6 @@ async fn multi_line_data_is_joined() {
     }))
     .await;
     let _host = assert_ready_with(&server, json!([])).await;
-}
-
-#[tokio::test]
-async fn every_tools_list_page_is_fetched() {
-    let server = mock_server(mock::server(|request, method| {
-        let cursor = body(request)["params"]["cursor"].clone();
-        match (method, cursor.as_str()) {
-            ("tools/list", None) => mock::result(
-                request,
-                json!({"tools": [tool("c"), tool("a")], "nextCursor": "p2"}),
-            ),
-            ("tools/list", Some("p2")) => {
-                mock::result(request, json!({"tools": [tool("b")], "nextCursor": "p3"}))
-            }
-            ("tools/list", Some("p3")) => {
-                mock::result(request, json!({"tools": [tool("d")], "nextCursor": ""}))
-            }
-            // "" is a cursor too (MCP 2026-07-28, pagination); answered "" again, the walk ends.
-            ("tools/list", Some("")) => {
-                mock::result(request, json!({"tools": [tool("e")], "nextCursor": ""}))
-            }
-            _ => ResponseTemplate::new(400),
-        }
-    }))
-    .await;
-    let _host = assert_ready_with(&server, json!(["a", "b", "c", "d", "e"])).await;
-    let cursors: Vec<Value> = requests(&server)
-        .await
-        .iter()
-        .map(body)
-        .filter(|b| b["method"] == "tools/list")
-        .map(|b| b["params"].clone())
-        .collect();
-    assert_eq!(
-        cursors,
-        [
-            json!({}),
-            json!({"cursor": "p2"}),
-            json!({"cursor": "p3"}),
-            json!({"cursor": ""})
-        ]
-    );
 }
 
 #[tokio::test]
@@ -417,42 +966,12 @@ async fn redirects_are_refused_and_their_target_receives_nothing() {
 }
 
 #[tokio::test]
-async fn is_error_is_backend_and_invalid_params_is_invalid_arguments() {
-    let server = mock_server(mock::with_tools(json!([tool("bad"), tool("rpc")]), |request, params| {
-        if params["name"] == "bad" {
-            mock::result(request, json!({"isError": true, "content": [{"type": "text", "text": "quota exceeded"}]}))
-        } else {
-            ResponseTemplate::new(200).set_body_raw(
-                json!({"jsonrpc": "2.0", "id": body(request)["id"], "error": {"code": -32602, "message": "Unknown tool: rpc"}}).to_string(),
-                "application/json",
-            )
-        }
-    }))
-    .await;
-    let host = ready_host(&server).await;
-    let bad = call_s(&host, "bad").await.unwrap_err();
-    assert_eq!(
-        (bad.kind, bad.message.as_str()),
-        (ToolErrorKind::Backend, "quota exceeded")
-    );
-    let rpc = call_s(&host, "rpc").await.unwrap_err();
-    // -32602 is "Invalid params": the arguments, with the way to the tool's schema.
-    assert_eq!(
-        (rpc.kind, rpc.message.as_str()),
-        (
-            ToolErrorKind::InvalidArguments,
-            r#"server "s" refused the arguments of tool "rpc": Unknown tool: rpc; see the schema with mcp/get_dynamic_tools {"namespace":"s","toolName":"rpc"}"#
-        )
-    );
-}
-
-#[tokio::test]
 async fn http_failures_are_transport_errors_and_ready_stays_ready() {
-    let server = mock_server(mock::with_tools(json!([tool("t")]), |_, _| {
+    let server = mock_server(mock::with_tools(json!([mock_tool("t")]), |_, _| {
         ResponseTemplate::new(500).set_body_string("database on fire\nline two")
     }))
     .await;
-    let host = ready_host(&server).await;
+    let host = ready_mock(&server).await;
     let error = call_s(&host, "t").await.unwrap_err();
     assert_eq!(error.kind, ToolErrorKind::Transport);
     assert_eq!(
@@ -463,35 +982,6 @@ async fn http_failures_are_transport_errors_and_ready_stays_ready() {
         host.listing(json!({})).await["servers"][0]["status"],
         "ready"
     );
-}
-
-/// A server that forgets its first session (`s-0`) before the first `tools/call`, which it answers
-/// with `forgotten`; each `initialize` starts the session `s-<n>`.
-async fn forgetful_server(forgotten: ResponseTemplate) -> MockServer {
-    // Not a pooled server: a pooled one could hear the DELETE of the previous case's Pack.
-    let server = MockServer::builder().start().await;
-    let inits = std::sync::atomic::AtomicUsize::new(0);
-    Mock::given(path("/mcp"))
-        .respond_with(move |request: &Request| {
-            match body(request)["method"].as_str().unwrap_or("") {
-                "initialize" => {
-                    let n = inits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    mock::initialize(request, "2025-11-25", Some(&format!("s-{n}")))
-                }
-                "tools/list" => mock::result(request, json!({"tools": [tool("t")]})),
-                "tools/call" if header(request, "mcp-session-id").as_deref() == Some("s-0") => {
-                    forgotten.clone()
-                }
-                "tools/call" => mock::result(
-                    request,
-                    json!({"content": [{"type": "text", "text": "fresh"}]}),
-                ),
-                _ => ResponseTemplate::new(202),
-            }
-        })
-        .mount(&server)
-        .await;
-    server
 }
 
 #[tokio::test]
@@ -560,7 +1050,7 @@ async fn a_session_forgotten_again_at_once_is_a_transport_error() {
     let server = MockServer::start().await;
     Mock::given(path("/mcp"))
         .respond_with(mock::server(|request, method| match method {
-            "tools/list" => mock::result(request, json!({"tools": [tool("t")]})),
+            "tools/list" => mock::result(request, json!({"tools": [mock_tool("t")]})),
             _ => ResponseTemplate::new(404),
         }))
         .mount(&server)
@@ -570,71 +1060,6 @@ async fn a_session_forgotten_again_at_once_is_a_transport_error() {
         "server \"s\": the server rejected the session again right after a new initialize",
     )
     .await;
-}
-
-#[tokio::test]
-async fn dropping_the_pack_deletes_the_session() {
-    let server = mock_server(mock::with_tools(json!([]), echo_call)).await;
-    Mock::given(method("DELETE"))
-        .respond_with(ResponseTemplate::new(405))
-        .mount(&server)
-        .await;
-    let host = Host::new(
-        json!({"s": {"url": format!("{}/mcp", server.uri()), "headers": {"X-Key": "k"}}}),
-    );
-    host.ready("s", WAIT).await;
-    let (delete, _) = until_delete(&server, host).await;
-    assert_eq!(header(&delete, "mcp-session-id").as_deref(), Some("s-1"));
-    assert_eq!(
-        header(&delete, "mcp-protocol-version").as_deref(),
-        Some("2025-11-25")
-    );
-    assert_eq!(header(&delete, "x-key").as_deref(), Some("k"));
-}
-
-#[tokio::test]
-async fn a_failed_start_is_retried_until_ready() {
-    let server = MockServer::start().await;
-    // The first initialize fails; the retry one second later succeeds.
-    Mock::given(path("/mcp"))
-        .respond_with(ResponseTemplate::new(503))
-        .up_to_n_times(1)
-        .with_priority(1)
-        .mount(&server)
-        .await;
-    Mock::given(path("/mcp"))
-        .respond_with(mock::with_tools(json!([tool("t")]), echo_call))
-        .with_priority(2)
-        .mount(&server)
-        .await;
-    let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
-    let mut failed = host
-        .wait_for(WAIT, |l| l["servers"][0]["status"] == "error")
-        .await;
-    // The first wait is 1 s plus up to 1 s of jitter, rounded up to whole seconds.
-    let retry = failed["servers"][0]
-        .as_object_mut()
-        .unwrap()
-        .remove("retryInSeconds");
-    assert!(
-        matches!(retry.as_ref().and_then(Value::as_u64), Some(1 | 2)),
-        "{retry:?}"
-    );
-    assert_eq!(
-        failed,
-        json!({"servers": [{"namespace": "s", "status": "error", "reason": "HTTP 503 Service Unavailable", "tools": []}]})
-    );
-    let started = tokio::time::Instant::now();
-    let ready = host.ready("s", WAIT).await;
-    assert_eq!(
-        ready,
-        json!({"servers": [{"namespace": "s", "status": "ready", "tools": ["t"]}]})
-    );
-    assert!(
-        started.elapsed() >= Duration::from_millis(500),
-        "the retry waited {:?}",
-        started.elapsed()
-    );
 }
 
 #[tokio::test]
@@ -661,58 +1086,10 @@ async fn a_refused_resumption_names_the_resumption() {
 }
 
 #[tokio::test]
-async fn a_start_that_fails_after_initialize_deletes_its_session() {
-    let server = mock_server(mock::server(|_, _| {
-        ResponseTemplate::new(500).set_body_string("listing broke")
-    }))
-    .await;
-    answer_first(&server, "DELETE", 204).await;
-    let host = Host::new(json!({"s": {"url": format!("{}/mcp", server.uri())}}));
-    let listing = host
-        .wait_for(WAIT, |l| l["servers"][0]["status"] == "error")
-        .await;
-    assert_eq!(
-        listing["servers"][0]["reason"],
-        "HTTP 500 Internal Server Error: listing broke"
-    );
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let trail = loop {
-        let trail: Vec<(String, String, Option<String>)> = requests(&server)
-            .await
-            .iter()
-            .map(|r| {
-                (
-                    r.method.to_string(),
-                    body(r)["method"].as_str().unwrap_or("").to_string(),
-                    header(r, "mcp-session-id"),
-                )
-            })
-            .take(4)
-            .collect();
-        if trail.len() == 4 || tokio::time::Instant::now() >= deadline {
-            break trail;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
-    let t = |verb: &str, m: &str, session: Option<&str>| {
-        (verb.to_string(), m.to_string(), session.map(str::to_string))
-    };
-    assert_eq!(
-        trail,
-        [
-            t("POST", "initialize", None),
-            t("POST", "notifications/initialized", Some("s-1")),
-            t("POST", "tools/list", Some("s-1")),
-            t("DELETE", "", Some("s-1")),
-        ]
-    );
-}
-
-#[tokio::test]
 async fn an_overlong_event_id_is_not_sent_back() {
     let long_id = "i".repeat(1025);
     let server = mock_server(mock::server(move |request, method| match method {
-        "tools/list" => mock::result(request, json!({"tools": [tool("t")]})),
+        "tools/list" => mock::result(request, json!({"tools": [mock_tool("t")]})),
         "tools/call" => mock::sse(format!("id: {long_id}\ndata: \n\n")),
         _ => ResponseTemplate::new(202),
     }))
@@ -724,403 +1101,6 @@ async fn an_overlong_event_id_is_not_sent_back() {
         .map(|r| r.method.to_string())
         .collect();
     assert!(!verbs.contains(&"GET".to_string()), "{verbs:?}");
-}
-
-#[tokio::test]
-async fn a_malformed_result_is_an_answer_and_is_not_cancelled() {
-    let server = mock_server(mock::with_tools(json!([tool("t")]), |request, _| {
-        mock::result(request, json!({"content": [{"type": "resource_link"}]}))
-    }))
-    .await;
-    let host = assert_call_fails(
-        &server,
-        "server \"s\": the server sent a resource_link block without a uri",
-    )
-    .await;
-    // A cancellation would be sent at once, in the background, and before the session's DELETE.
-    assert_only_the_call_before_delete(&server, host).await;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Live listings: notifications/tools/list_changed from any stream, the standalone GET stream,
-// re-listing after a re-initialize, and misses.
-
-fn list_changed() -> Value {
-    json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
-}
-
-fn tools(names: &[&str]) -> Value {
-    json!({"tools": names.iter().map(|n| tool(n)).collect::<Vec<_>>()})
-}
-
-type Answer = Box<dyn Fn(&Request, usize) -> ResponseTemplate + Send + Sync>;
-
-/// What answers the n-th request (from 1) of one kind, for [`Live`].
-trait Answers: Fn(&Request, usize) -> ResponseTemplate + Send + Sync + 'static {}
-
-impl<F: Fn(&Request, usize) -> ResponseTemplate + Send + Sync + 'static> Answers for F {}
-
-/// A server (session `s-1`) whose `initialize` result carries `capabilities` and, when given,
-/// `instructions`; it answers the n-th `tools/list` (from 1) with `list(request, n)`, the n-th
-/// `tools/call` with `call(request, n)`, and the n-th `GET` with `get(request, n)`.
-async fn live_server(
-    capabilities: Value,
-    instructions: Option<&str>,
-    list: Answer,
-    call: Answer,
-    get: Answer,
-) -> MockServer {
-    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-    let mut init = json!({"protocolVersion": "2025-11-25", "capabilities": capabilities,
-        "serverInfo": {"name": "live", "version": "1"}});
-    if let Some(text) = instructions {
-        init["instructions"] = json!(text);
-    }
-    let (lists, calls, gets) = (
-        AtomicUsize::new(0),
-        AtomicUsize::new(0),
-        AtomicUsize::new(0),
-    );
-    let server = MockServer::builder().start().await;
-    Mock::given(path("/mcp"))
-        .respond_with(move |request: &Request| {
-            match request.method.as_str() {
-                "GET" => return get(request, gets.fetch_add(1, SeqCst) + 1),
-                "DELETE" => return ResponseTemplate::new(200),
-                _ => {}
-            }
-            let message = body(request);
-            match message["method"].as_str() {
-                Some("initialize") => {
-                    mock::result(request, init.clone()).insert_header("mcp-session-id", "s-1")
-                }
-                Some("tools/list") => list(request, lists.fetch_add(1, SeqCst) + 1),
-                Some("tools/call") => call(request, calls.fetch_add(1, SeqCst) + 1),
-                _ => ResponseTemplate::new(202),
-            }
-        })
-        .mount(&server)
-        .await;
-    server
-}
-
-/// A [`live_server`] to start: unless told otherwise, its `initialize` declares `{"tools": {}}`
-/// and no instructions, it lists `a`, answers every call `ok` and every `GET` 405.
-struct Live {
-    capabilities: Value,
-    instructions: Option<String>,
-    list: Answer,
-    call: Answer,
-    get: Answer,
-}
-
-impl Live {
-    fn new() -> Live {
-        Live {
-            capabilities: json!({"tools": {}}),
-            instructions: None,
-            list: Box::new(|r, _| mock::result(r, tools(&["a"]))),
-            call: Box::new(|r, _| mock::result(r, text_result("ok"))),
-            get: Box::new(|_, _| ResponseTemplate::new(405)),
-        }
-    }
-
-    /// `initialize` declares `tools.listChanged`.
-    fn list_changed(mut self) -> Live {
-        self.capabilities = json!({"tools": {"listChanged": true}});
-        self
-    }
-
-    fn instructions(mut self, text: &str) -> Live {
-        self.instructions = Some(text.to_string());
-        self
-    }
-
-    fn list(mut self, list: impl Answers) -> Live {
-        self.list = Box::new(list);
-        self
-    }
-
-    /// Lists `a` the first time, `a` and `b` from then on (the server added `b`).
-    fn adding_b(self) -> Live {
-        self.list(|r, n| mock::result(r, tools(if n == 1 { &["a"] } else { &["a", "b"] })))
-    }
-
-    fn call(mut self, call: impl Answers) -> Live {
-        self.call = Box::new(call);
-        self
-    }
-
-    fn get(mut self, get: impl Answers) -> Live {
-        self.get = Box::new(get);
-        self
-    }
-
-    /// Every call answers `text`.
-    fn answering(self, text: &'static str) -> Live {
-        self.call(move |r, _| mock::result(r, text_result(text)))
-    }
-
-    /// The first call's answer `first` comes on an event stream after a `list_changed`; the
-    /// later calls answer `then`.
-    fn changing_at_the_first_call(self, first: &'static str, then: &'static str) -> Live {
-        self.call(move |r, n| match n {
-            1 => sse_then(r, &[list_changed()], text_result(first)),
-            _ => mock::result(r, text_result(then)),
-        })
-    }
-
-    /// Starts the server, and a Host with it as `s`, ready.
-    async fn ready(self) -> (MockServer, Host) {
-        let server = self.start().await;
-        let host = ready_host(&server).await;
-        (server, host)
-    }
-
-    async fn start(self) -> MockServer {
-        let instructions = self.instructions.as_deref();
-        live_server(
-            self.capabilities,
-            instructions,
-            self.list,
-            self.call,
-            self.get,
-        )
-        .await
-    }
-}
-
-/// A Host with the one server `s` at `server`'s `/mcp`, sending `X-Key: sekrit-value-123`, once
-/// it is ready.
-async fn keyed_host(server: &MockServer) -> Host {
-    let host = Host::new(json!({"s": {
-        "url": format!("{}/mcp", server.uri()),
-        "headers": {"X-Key": "sekrit-value-123"}
-    }}));
-    host.ready("s", WAIT).await;
-    host
-}
-
-/// A server whose n-th `initialize` (from 0) is answered by `initialize(request, n)` (which starts
-/// the session `s-<n>`), and every other request by `rest(request, method, on_first)`: `method`
-/// its JSON-RPC method (`""` for none), `on_first` whether it carries the first session, `s-0`.
-async fn session_server(
-    initialize: impl Fn(&Request, usize) -> ResponseTemplate + Send + Sync + 'static,
-    rest: impl Fn(&Request, &str, bool) -> ResponseTemplate + Send + Sync + 'static,
-) -> MockServer {
-    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-    let server = MockServer::builder().start().await;
-    let inits = AtomicUsize::new(0);
-    Mock::given(path("/mcp"))
-        .respond_with(move |request: &Request| {
-            match body(request)["method"].as_str().unwrap_or("") {
-                "initialize" => initialize(request, inits.fetch_add(1, SeqCst)),
-                method => {
-                    let on_first = header(request, "mcp-session-id").as_deref() == Some("s-0");
-                    rest(request, method, on_first)
-                }
-            }
-        })
-        .mount(&server)
-        .await;
-    server
-}
-
-/// Every request `server` received: its HTTP method, its JSON-RPC method and its session (`""`
-/// where there is none).
-async fn session_trail(server: &MockServer) -> Vec<(String, String, String)> {
-    let step = |r: &Request| {
-        let what = body(r)["method"].as_str().unwrap_or("").to_string();
-        let session = header(r, "mcp-session-id").unwrap_or_default();
-        (r.method.to_string(), what, session)
-    };
-    all_requests(server).await.iter().map(step).collect()
-}
-
-/// How many requests `server` received whose JSON-RPC method is `rpc`, or whose HTTP method is
-/// `rpc` when it is upper case (`GET`).
-async fn count(server: &MockServer, rpc: &str) -> usize {
-    all_requests(server)
-        .await
-        .iter()
-        .filter(|r| {
-            if rpc.chars().all(|c| c.is_ascii_uppercase()) {
-                r.method.as_str() == rpc
-            } else {
-                body(r)["method"] == rpc
-            }
-        })
-        .count()
-}
-
-/// Waits (at most [`WAIT`]) until `server` received `n` requests of `rpc` (see [`count`]).
-async fn wait_count(server: &MockServer, rpc: &str, n: usize) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while count(server, rpc).await < n {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{rpc}: {} of {n}",
-            count(server, rpc).await
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// Waits until server `s` lists exactly `names`.
-async fn wait_tools(host: &Host, names: &[&str]) {
-    host.wait_for(WAIT, |listing| {
-        listing["servers"][0]["tools"] == json!(names)
-    })
-    .await;
-}
-
-/// An SSE body: each message as one event, then the answer `result` to `request`.
-fn sse_then(request: &Request, messages: &[Value], result: Value) -> ResponseTemplate {
-    let mut text: String = messages.iter().map(mock::event).collect();
-    text.push_str(&mock::event(&mock::response(request, result)));
-    mock::sse(text)
-}
-
-fn text_result(text: &str) -> Value {
-    json!({"content": [{"type": "text", "text": text}]})
-}
-
-/// A short pause, then no request of `rpc` beyond `n` may have arrived.
-async fn settles_at(server: &MockServer, rpc: &str, n: usize) {
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(count(server, rpc).await, n, "{rpc}");
-}
-
-#[tokio::test]
-async fn a_list_changed_notification_on_a_call_stream_relists() {
-    let (server, host) = Live::new()
-        .adding_b()
-        .changing_at_the_first_call("added b", "plain")
-        .ready()
-        .await;
-    assert_eq!(call_s(&host, "a").await.unwrap(), "added b");
-    wait_tools(&host, &["a", "b"]).await;
-    assert_eq!(call_s(&host, "b").await.unwrap(), "plain");
-    settles_at(&server, "tools/list", 2).await;
-    assert_eq!(
-        count(&server, "GET").await,
-        1,
-        "a server that declared no listChanged is asked for the stream once (405: none)"
-    );
-}
-
-#[tokio::test]
-async fn a_change_during_the_start_listing_is_not_lost() {
-    let (server, host) = Live::new()
-        .list(|r, n| match n {
-            1 => sse_then(r, &[list_changed()], tools(&["a"])),
-            _ => mock::result(r, tools(&["a", "b"])),
-        })
-        .ready()
-        .await;
-    wait_tools(&host, &["a", "b"]).await;
-    settles_at(&server, "tools/list", 2).await;
-}
-
-#[tokio::test]
-async fn a_notification_racing_an_in_flight_listing_causes_exactly_one_more() {
-    // The re-listing's own answer carries a second notification: that change may have missed
-    // the page just listed, so exactly one more listing follows.
-    let (server, host) = Live::new()
-        .list(|r, n| match n {
-            1 => mock::result(r, tools(&["a"])),
-            2 => sse_then(r, &[list_changed()], tools(&["a", "b"])),
-            _ => mock::result(r, tools(&["a", "b", "c"])),
-        })
-        .changing_at_the_first_call("changed", "ok")
-        .ready()
-        .await;
-    assert_eq!(call_s(&host, "a").await.unwrap(), "changed");
-    wait_tools(&host, &["a", "b", "c"]).await;
-    settles_at(&server, "tools/list", 3).await;
-}
-
-#[tokio::test]
-async fn a_burst_of_notifications_causes_one_or_two_listings() {
-    let (server, host) = Live::new()
-        .adding_b()
-        .call(|r, n| match n {
-            1 => sse_then(r, &vec![list_changed(); 100], text_result("burst")),
-            _ => mock::result(r, text_result("ok")),
-        })
-        .ready()
-        .await;
-    assert_eq!(call_s(&host, "a").await.unwrap(), "burst");
-    wait_tools(&host, &["a", "b"]).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let relistings = count(&server, "tools/list").await - 1;
-    assert!(
-        relistings == 1 || relistings == 2,
-        "100 notifications caused {relistings} re-listings"
-    );
-}
-
-#[tokio::test]
-async fn a_failed_relisting_keeps_the_tools_and_ready_and_warns() {
-    let (_guard, logs) = crate::support::logs::capture("plugin_mcp=warn");
-    let server = Live::new()
-        .list(|r, n| match n {
-            1 => mock::result(r, tools(&["a"])),
-            _ => ResponseTemplate::new(500).set_body_string("listing broke for sekrit-value-123"),
-        })
-        .call(|r, _| sse_then(r, &[list_changed()], text_result("changed")))
-        .start()
-        .await;
-    let host = keyed_host(&server).await;
-    assert_eq!(call_s(&host, "a").await.unwrap(), "changed");
-    wait_count(&server, "tools/list", 2).await;
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while logs.lines_with("re-listing").is_empty() {
-        assert!(tokio::time::Instant::now() < deadline, "no warning");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert_eq!(
-        logs.lines_with("re-listing"),
-        [
-            r#" WARN plugin_mcp::server: re-listing the tools failed; keeping the previous list namespace=s reason=HTTP 500 Internal Server Error: listing broke for [redacted]"#
-        ]
-    );
-    assert!(!logs.text().contains("sekrit"));
-    assert_eq!(
-        host.listing(json!({})).await,
-        json!({"servers": [{"namespace": "s", "status": "ready", "tools": ["a"]}]})
-    );
-}
-
-#[tokio::test]
-async fn a_miss_relists_once_then_answers_not_found() {
-    // The server adds `b` without telling anyone.
-    let (server, host) = Live::new().adding_b().answering("called").ready().await;
-    assert_eq!(call_s(&host, "b").await.unwrap(), "called");
-    assert_eq!(count(&server, "tools/list").await, 2);
-    // Another miss within 10 s does not re-list: not_found at once, for calls and lookups.
-    let miss = call_s(&host, "c").await.unwrap_err();
-    assert_eq!(
-        (miss.kind, miss.message.as_str()),
-        (
-            ToolErrorKind::NotFound,
-            r#"server "s" has no tool "c"; list its tools with mcp/get_dynamic_tools {"namespace":"s"}"#
-        )
-    );
-    let lookup = host.lookup("s", "d").await.unwrap_err();
-    assert_eq!(lookup.kind, ToolErrorKind::NotFound);
-    assert_eq!(count(&server, "tools/list").await, 2);
-    assert_eq!(count(&server, "tools/call").await, 1);
-}
-
-#[tokio::test]
-async fn a_lookup_miss_relists_too() {
-    let (server, host) = Live::new().adding_b().answering("called").ready().await;
-    let b = host
-        .listing(json!({"namespace": "s", "toolName": "b"}))
-        .await;
-    assert_eq!(b["name"], "b");
-    assert_eq!(count(&server, "tools/list").await, 2);
 }
 
 #[tokio::test]
@@ -1194,12 +1174,12 @@ async fn a_renewed_session_is_listed_again() {
             "tools/list" if on_first => mock::result(request, tools(&["t"])),
             "tools/list" => mock::result(request, tools(&["t", "u"])),
             "tools/call" if on_first => ResponseTemplate::new(404),
-            "tools/call" => mock::result(request, text_result("fresh")),
+            "tools/call" => mock::result(request, mock_text_result("fresh")),
             _ => ResponseTemplate::new(202),
         },
     )
     .await;
-    let host = ready_host(&server).await;
+    let host = ready_mock(&server).await;
     assert_eq!(call_s(&host, "t").await.unwrap(), "fresh");
     wait_tools(&host, &["t", "u"]).await;
     settles_at(&server, "tools/list", 2).await;
@@ -1236,15 +1216,15 @@ async fn a_renewal_shared_by_a_relisting_and_a_call_lists_the_new_session() {
             },
             "tools/list" => mock::result(request, tools(&["t", "u"])),
             "tools/call" if on_first => match calls.fetch_add(1, SeqCst) {
-                0 => sse_then(request, &[list_changed()], text_result("changed")),
+                0 => sse_then(request, &[list_changed()], mock_text_result("changed")),
                 _ => ResponseTemplate::new(404),
             },
-            "tools/call" => mock::result(request, text_result("fresh")),
+            "tools/call" => mock::result(request, mock_text_result("fresh")),
             _ => ResponseTemplate::new(202),
         },
     )
     .await;
-    let host = ready_host(&server).await;
+    let host = ready_mock(&server).await;
     assert_eq!(call_s(&host, "t").await.unwrap(), "changed");
     // The re-listing met 404 and its re-initialize runs: the call joins it.
     wait_count(&server, "initialize", 2).await;
@@ -1289,7 +1269,7 @@ async fn instructions_reach_the_namespace_form_scrubbed_and_bounded() {
     assert_eq!(instructions.len(), 8 * 1024);
     // Without instructions the field is absent.
     let plain = Live::new().start().await;
-    let host = ready_host(&plain).await;
+    let host = ready_mock(&plain).await;
     assert_eq!(
         host.call("get_dynamic_tools", json!({"namespace": "s"}))
             .await
@@ -1315,7 +1295,7 @@ async fn server_log_messages_become_tracing_events() {
         message("notice", json!("hello")),
     ];
     let server = Live::new()
-        .call(move |r, _| sse_then(r, &messages, text_result("logged")))
+        .call(move |r, _| sse_then(r, &messages, mock_text_result("logged")))
         .start()
         .await;
     let host = keyed_host(&server).await;
@@ -1365,7 +1345,7 @@ async fn a_get_answered_404_renews_the_session_which_is_listed_again() {
         },
     )
     .await;
-    let host = ready_host(&server).await;
+    let host = ready_mock(&server).await;
     wait_tools(&host, &["a", "b"]).await;
     // The new session's stream is asked for after the first wait (1 s): 405, asked no more.
     wait_count(&server, "GET", 2).await;
@@ -1398,9 +1378,9 @@ async fn a_call_in_flight_outlives_the_replacement_of_its_tool() {
         .list(|r, n| mock::result(r, tools(if n == 1 { &["a", "slow"] } else { &["a"] })))
         .call(|r, _| match body(r)["params"]["name"].as_str() {
             Some("slow") => {
-                mock::result(r, text_result("slow done")).set_delay(Duration::from_millis(500))
+                mock::result(r, mock_text_result("slow done")).set_delay(Duration::from_millis(500))
             }
-            _ => sse_then(r, &[list_changed()], text_result("changed")),
+            _ => sse_then(r, &[list_changed()], mock_text_result("changed")),
         })
         .ready()
         .await;
@@ -1422,7 +1402,7 @@ async fn a_call_in_flight_outlives_the_replacement_of_its_tool() {
 
 #[tokio::test]
 async fn a_400_that_only_mentions_the_session_is_not_an_expiry() {
-    let server = mock_server(mock::with_tools(json!([tool("t")]), |_, _| {
+    let server = mock_server(mock::with_tools(json!([mock_tool("t")]), |_, _| {
         ResponseTemplate::new(400).set_body_string(
             r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32602,"message":"bad arguments","data":{"session":"fine"}}}"#,
         )

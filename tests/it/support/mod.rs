@@ -7,7 +7,7 @@
 //! responders behind matchers), [`oauth`] (an authorization server and protected resource, shared with the unit
 //! tests), [`modern`] (a strict 2026-07-28 server, switchable to the legacy era, recording a
 //! trail), [`demo_server`] (the examples' rmcp server) and [`interop`] (real peers behind a
-//! recording proxy). What they have in common, binding, serving connections and waiting on a
+//! recording proxy). What many tests build such servers from is in [`answers`]. What they have in common, binding, serving connections and waiting on a
 //! record, is in [`net`]; log capture is in [`logs`].
 
 use std::path::PathBuf;
@@ -54,6 +54,18 @@ pub fn store_file(url: &reqwest::Url, client: &str, namespace: &str) -> PathBuf 
         .map(|b| format!("{b:02x}"))
         .collect();
     oauth_store().join(format!("{name}.json"))
+}
+
+/// How long a test waits for a server to be ready or for an answer: 10 seconds.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+/// The `transport` error (`ToolErrorKind::Transport`) whose message is `message`, as a call's
+/// outcome.
+pub fn transport(message: &str) -> Result<String, ToolError> {
+    Err(ToolError::new(
+        runvil_plugin::ToolErrorKind::Transport,
+        message,
+    ))
 }
 
 /// Installs the plugin with the plugin config `config` and constructs its Pack under `id` on
@@ -171,6 +183,7 @@ impl Host {
     }
 }
 
+pub mod answers;
 #[path = "../../../examples/common/demo_server.rs"]
 pub mod demo_server;
 pub mod hostile;

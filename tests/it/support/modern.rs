@@ -408,11 +408,6 @@ impl Modern {
             .collect()
     }
 
-    /// How many requests of `method` arrived.
-    pub fn count(&self, method: &str) -> usize {
-        self.steps(method).len()
-    }
-
     /// Waits (at most `limit`) until `done(trail)`; panics with the trail's lines otherwise.
     pub async fn wait_until(
         &self,
@@ -423,21 +418,14 @@ impl Modern {
         net::wait_on(limit, what, || self.trail(), done, || self.lines()).await
     }
 
+    /// How many requests of `method` arrived.
+    pub fn count(&self, method: &str) -> usize {
+        self.steps(method).len()
+    }
+
     /// Waits until the trail has been quiet for `quiet` (at most `limit`); returns it.
     pub async fn settle(&self, quiet: Duration, limit: Duration) -> Vec<Step> {
-        let deadline = tokio::time::Instant::now() + limit;
-        let mut seen = self.trail().len();
-        let mut since = tokio::time::Instant::now();
-        loop {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            let now = self.trail().len();
-            if now != seen {
-                seen = now;
-                since = tokio::time::Instant::now();
-            } else if since.elapsed() >= quiet || tokio::time::Instant::now() >= deadline {
-                return self.trail();
-            }
-        }
+        net::settle(quiet, limit, || self.trail()).await
     }
 }
 

@@ -223,7 +223,7 @@ pub fn is_era_probe(body: &[u8]) -> bool {
 /// What a legacy (2025-era) server answers the era probe, as the Python SDK does: `400` with a
 /// JSON-RPC error of its own (`-32000`), no modern error. The legacy harnesses answer the probe
 /// with it and leave it out of their trails, so their tests read as before; the era tests
-/// (`tests/it/modern.rs`) pin the probe itself.
+/// (`tests/it/eras.rs`) pin the probe itself.
 pub fn legacy_probe_answer() -> hyper::Response<ReplyBody> {
     hyper::Response::builder()
         .status(400)
@@ -232,4 +232,22 @@ pub fn legacy_probe_answer() -> hyper::Response<ReplyBody> {
             r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Bad Request: Server not initialized"}}"#,
         ))
         .unwrap()
+}
+
+/// Waits until `trail()` has kept its length for `quiet` (at most `limit`, Tokio time), polling
+/// every 10 ms; returns the trail then.
+pub async fn settle<T>(quiet: Duration, limit: Duration, trail: impl Fn() -> Vec<T>) -> Vec<T> {
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut seen = trail().len();
+    let mut since = tokio::time::Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let now = trail().len();
+        if now != seen {
+            seen = now;
+            since = tokio::time::Instant::now();
+        } else if since.elapsed() >= quiet || tokio::time::Instant::now() >= deadline {
+            return trail();
+        }
+    }
 }

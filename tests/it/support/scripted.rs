@@ -296,19 +296,7 @@ impl Scripted {
 
     /// Waits until the trail has been quiet for `quiet` (at most `limit`); returns it.
     pub async fn settle(&self, quiet: Duration, limit: Duration) -> Vec<Step> {
-        let deadline = tokio::time::Instant::now() + limit;
-        let mut seen = self.trail().len();
-        let mut since = tokio::time::Instant::now();
-        loop {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            let now = self.trail().len();
-            if now != seen {
-                seen = now;
-                since = tokio::time::Instant::now();
-            } else if since.elapsed() >= quiet || tokio::time::Instant::now() >= deadline {
-                return self.trail();
-            }
-        }
+        net::settle(quiet, limit, || self.trail()).await
     }
 }
 

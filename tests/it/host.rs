@@ -1,18 +1,82 @@
-//! What a Host author meets (README "Add it to a Host", "The host CLI"): reasons that stay short
-//! when a server that is no MCP server answers with a web page, config mistakes that are never
-//! silent, errors that will not heal shown as such at once, readiness a Host can await, and a
-//! shutdown it can await. Every server here is on 127.0.0.1.
+//! What a Host and its author meet (README "Add it to a Host", "The host CLI"): installing the
+//! plugin and constructing the Pack, the two tools' specs, the listing for every status, errors
+//! a model can act on, reasons that stay short when a server answers with a web page, config
+//! mistakes that are never silent, and readiness and shutdown a Host can await.
 
 use std::time::Duration;
 
-use crate::support::Host;
-use crate::support::hostile::{self, Reply, serve};
-use serde_json::json;
+use runvil_plugin::{Pack, Packs, Services, TOKIO_RUNTIME, ToolErrorKind, Unavailable};
+use serde_json::{Value, json};
 
-const WAIT: Duration = Duration::from_secs(10);
+use crate::support::answers::one_tool_or_400;
+use crate::support::hostile::{self, Reply, serve};
+use crate::support::mock::matchers::path;
+use crate::support::mock::{Mock, MockServer};
+use crate::support::{Host, WAIT, mock};
+
+/// A server that accepts connections and never answers: its namespace stays `loading`.
+async fn silent_server() -> (tokio::net::TcpListener, String) {
+    let listener = crate::support::net::unused_loopback().await;
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    (listener, url)
+}
+
+/// A [`ready_server`] and a Host with it as `docs`, ready.
+async fn ready_docs() -> (MockServer, Host) {
+    let ready = ready_server().await;
+    let host = Host::new(json!({"docs": {"url": format!("{}/mcp", ready.uri())}}));
+    host.ready("docs", WAIT).await;
+    (ready, host)
+}
+
+/// A Host with a [`ready_server`] as `ready`, a [`silent_server`] as `silent` and the entries of
+/// `others`; the two servers.
+async fn ready_and_silent(
+    ready: &str,
+    silent: &str,
+    others: Value,
+) -> (MockServer, tokio::net::TcpListener, Host) {
+    let server = ready_server().await;
+    let (listener, silent_url) = silent_server().await;
+    let mut servers = others;
+    servers[ready] = json!({"url": format!("{}/mcp", server.uri())});
+    servers[silent] = json!({"url": silent_url});
+    (server, listener, Host::new(servers))
+}
+
+/// The kind and message of the error `pack` answers a call of `tool` (its full name) with.
+async fn refusal(pack: &dyn Pack, tool: &str, args: Value) -> (ToolErrorKind, String) {
+    let error = pack.call(tool, args).await.unwrap_err();
+    (error.kind, error.message)
+}
+
+async fn ready_server() -> MockServer {
+    let server = MockServer::start().await;
+    let tools = json!([
+        {"name": "search", "description": "Searches the docs", "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}, "$defs": {"z": {}, "a": {}}}},
+        {"name": "fetch_page", "title": "Fetch a page", "inputSchema": {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object"},
+         "outputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}},
+        {"name": "bare", "description": "", "inputSchema": {"type": "object"}}
+    ]);
+    Mock::given(path("/mcp"))
+        .respond_with(mock::with_tools(tools, |request, params| {
+            mock::result(request, json!({"content": [{"type": "text", "text": format!("args {}", params["arguments"])}]}))
+        }))
+        .mount(&server)
+        .await;
+    server
+}
+
+/// The rows of a table of calls that fail: `tool {arguments} => Kind "message";` each, as
+/// `(tool, arguments, ToolErrorKind::Kind, message)`.
+macro_rules! error_cases {
+    ($($tool:ident $args:tt => $kind:ident $message:literal;)*) => {
+        vec![$((stringify!($tool), json!($args), ToolErrorKind::$kind, $message)),*]
+    };
+}
 
 /// A header value the tests configure; never in a reason.
-const KEY: &str = "sk-host-author-0123456789";
+pub(crate) const KEY: &str = "sk-host-author-0123456789";
 
 /// A web page of `status` that quotes the configured key: an HTML error page of a server that is
 /// no MCP server (a proxy, a web app at the wrong path).
@@ -25,6 +89,271 @@ async fn html_page(status: u16) -> hostile::Server {
         Reply::raw(status, "text/html; charset=utf-8", page)
     })
     .await
+}
+
+/// The reason the listing shows for namespace `namespace` of `host`.
+pub(crate) async fn reason(host: &Host, namespace: &str) -> serde_json::Value {
+    host.listing(json!({"namespace": namespace})).await["reason"].clone()
+}
+
+#[tokio::test]
+async fn install_inserts_runvil_mcp_with_the_mcp_key() {
+    let mut packs = Packs::new();
+    plugin_mcp::install(&mut packs, &json!({"other": 1}));
+    let spec = packs.get("runvil/mcp").unwrap();
+    assert_eq!(spec.default_id, "mcp");
+    assert_eq!(spec.config, Value::Null);
+    plugin_mcp::install(
+        &mut packs,
+        &json!({"mcp": {"a": {"url": "https://a.example/mcp"}}}),
+    );
+    assert_eq!(packs.iter().count(), 1);
+    assert_eq!(
+        packs.get("runvil/mcp").unwrap().config,
+        json!({"a": {"url": "https://a.example/mcp"}})
+    );
+}
+
+#[tokio::test]
+async fn construct_needs_the_host_runtime_and_an_object_or_null() {
+    let mut packs = Packs::new();
+    plugin_mcp::install(&mut packs, &json!({}));
+    let spec = packs.get("runvil/mcp").unwrap();
+    let error = spec.construct("mcp", &Services::new()).err().unwrap();
+    assert_eq!(
+        error,
+        Unavailable::new(
+            "the Host provides no Tokio runtime (the TOKIO_RUNTIME service); the mcp Pack runs its connections there"
+        )
+    );
+    let mut services = Services::new();
+    services.insert(&TOKIO_RUNTIME, tokio::runtime::Handle::current());
+    let pack = spec.construct("mcp", &services).unwrap();
+    assert_eq!(pack.tools().len(), 2);
+
+    for (config, found) in [
+        (json!([1]), "an array"),
+        (json!(7), "a number"),
+        (json!(false), "a boolean"),
+    ] {
+        let error = Host::try_new(config).err().unwrap();
+        assert_eq!(
+            error.reason,
+            format!(
+                "the mcp config must be an object of servers (the mcpServers of an mcp.json), found {found}"
+            )
+        );
+    }
+    let none = Host::new(Value::Null);
+    assert_eq!(none.listing(json!({})).await, json!({"servers": []}));
+}
+
+#[tokio::test]
+async fn offers_exactly_two_tools_with_strict_schemas() {
+    let host = Host::new(json!({}));
+    let tools = host.pack.tools();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["mcp/get_dynamic_tools", "mcp/call_dynamic_tool"]);
+    assert_eq!(
+        tools[0].parameters,
+        json!({"type": "object", "properties": {
+            "namespace": {"type": "string", "description": "A server's namespace, exactly as listed."},
+            "toolName": {"type": "string", "description": "A tool's name, exactly as its server lists it; needs namespace."}},
+            "additionalProperties": false})
+    );
+    // Each description names the other tool by its full name under this id.
+    assert_eq!(
+        tools[0].description,
+        "Lists the MCP servers behind this Pack and their tools, as JSON text. With no arguments: every server's namespace, its status (ready, loading, or error with a reason, and retryInSeconds when it will be tried again) and its tool names. With namespace: that server's tools with their descriptions and input schemas, and under omitted the tools it listed that were left out. With namespace and toolName: one tool in full. Call a tool with mcp/call_dynamic_tool."
+    );
+    assert_eq!(
+        tools[1].description,
+        "Calls one tool of one MCP server and returns its result as text. Look the tool and its input schema up with mcp/get_dynamic_tools first, then call it with its namespace, toolName and arguments."
+    );
+    assert_eq!(
+        tools[1].parameters["required"],
+        json!(["namespace", "toolName"])
+    );
+    assert_eq!(tools[1].parameters["additionalProperties"], false);
+    assert_eq!(
+        tools[1].parameters["properties"]["arguments"]["type"],
+        "object"
+    );
+    assert_eq!(host.pack.prelude(), None);
+    host.pack.ready().await;
+
+    let other = crate::support::construct(&json!({}), "tools").unwrap();
+    let other_tools = other.tools();
+    assert!(
+        other_tools[1]
+            .description
+            .contains(" with tools/get_dynamic_tools first"),
+        "{}",
+        other_tools[1].description
+    );
+    assert!(
+        other_tools[0]
+            .description
+            .ends_with(" with tools/call_dynamic_tool."),
+        "{}",
+        other_tools[0].description
+    );
+    let names: Vec<String> = other_tools.into_iter().map(|t| t.name).collect();
+    assert_eq!(
+        names,
+        ["tools/get_dynamic_tools", "tools/call_dynamic_tool"]
+    );
+    assert_eq!(
+        refusal(&*host.pack, "tools/get_dynamic_tools", json!({})).await,
+        (
+            ToolErrorKind::NotFound,
+            "unknown tool \"tools/get_dynamic_tools\"; this Pack offers mcp/get_dynamic_tools and mcp/call_dynamic_tool"
+                .to_string()
+        )
+    );
+}
+
+#[tokio::test]
+async fn listing_shows_every_status_sorted() {
+    let others = json!({
+        "Alpha": {"command": "npx", "args": ["server"]},
+        "legacy": {"type": "sse", "url": "https://legacy.example/sse"}
+    });
+    let (_ready, _silent, host) = ready_and_silent("zeta", "beta", others).await;
+    let listing = host.ready("zeta", WAIT).await;
+    assert_eq!(
+        listing.to_string(),
+        r#"{"servers":[{"namespace":"Alpha","status":"error","reason":"local MCP servers (command) are not supported yet","tools":[]},{"namespace":"beta","status":"loading","tools":[]},{"namespace":"legacy","status":"error","reason":"the legacy HTTP+SSE transport (type \"sse\") is not supported; point \"url\" at the server's Streamable HTTP endpoint instead","tools":[]},{"namespace":"zeta","status":"ready","tools":["bare","fetch_page","search"]}]}"#
+    );
+    // One server of each status, by namespace.
+    #[rustfmt::skip]
+    let one_each = [
+        ("zeta", r#"{"namespace":"zeta","status":"ready","protocolVersion":"2025-11-25","tools":[{"name":"bare","description":"bare","inputSchema":{"type":"object"}},{"name":"fetch_page","description":"Fetch a page","inputSchema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object"}},{"name":"search","description":"Searches the docs","inputSchema":{"type":"object","properties":{"q":{"type":"string"}},"$defs":{"z":{},"a":{}}}}]}"#),
+        ("beta", r#"{"namespace":"beta","status":"loading","tools":[]}"#),
+        ("Alpha", r#"{"namespace":"Alpha","status":"error","reason":"local MCP servers (command) are not supported yet","tools":[]}"#),
+    ];
+    for (namespace, expected) in one_each {
+        let text = host.call("get_dynamic_tools", json!({ "namespace": namespace }));
+        assert_eq!(text.await.unwrap(), expected);
+    }
+    let one = host.lookup("zeta", "fetch_page").await.unwrap();
+    assert_eq!(
+        one,
+        r#"{"namespace":"zeta","name":"fetch_page","description":"Fetch a page","inputSchema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object"},"outputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}"#
+    );
+}
+
+#[tokio::test]
+async fn errors_a_model_can_act_on() {
+    let others = json!({"legacy": {"command": "old"}});
+    let (_ready, _silent, host) = ready_and_silent("docs", "github", others).await;
+    host.ready("docs", WAIT).await;
+    // Each row: the tool, its arguments, the error kind and the exact message.
+    let cases = error_cases! {
+        get_dynamic_tools {"namespace": "gitlab"} => NotFound "unknown namespace \"gitlab\"; known namespaces: docs, github, legacy";
+        get_dynamic_tools {"namespace": "docs", "toolName": "serach"} => NotFound "server \"docs\" has no tool \"serach\" (did you mean \"search\"?); list its tools with mcp/get_dynamic_tools {\"namespace\":\"docs\"}";
+        get_dynamic_tools {"toolName": "search"} => InvalidArguments "toolName needs a namespace, e.g. {\"namespace\":\"docs\",\"toolName\":\"search\"}";
+        get_dynamic_tools {"namespace": "github", "toolName": "x"} => Unavailable "server \"github\" is still loading; try again shortly";
+        get_dynamic_tools {"name": "x"} => InvalidArguments "unknown argument \"name\"; accepted arguments: namespace, toolName";
+        get_dynamic_tools {"namespace": 3} => InvalidArguments "\"namespace\" must be a string, found a number";
+        get_dynamic_tools [] => InvalidArguments "the arguments must be a JSON object, found an array";
+        call_dynamic_tool {"namespace": "github", "toolName": "x"} => Unavailable "server \"github\" is still loading; try again shortly";
+        call_dynamic_tool {"namespace": "legacy", "toolName": "x"} => Unavailable "server \"legacy\" is unavailable: local MCP servers (command) are not supported yet";
+        call_dynamic_tool {"namespace": "docs", "toolName": "nope"} => NotFound "server \"docs\" has no tool \"nope\"; list its tools with mcp/get_dynamic_tools {\"namespace\":\"docs\"}";
+        call_dynamic_tool {"namespace": "nope", "toolName": "x"} => NotFound "unknown namespace \"nope\"; known namespaces: docs, github, legacy";
+        call_dynamic_tool {"toolName": "search"} => InvalidArguments "\"namespace\" is required, e.g. {\"namespace\":\"docs\",\"toolName\":\"bare\",\"arguments\":{}}";
+        call_dynamic_tool {"namespace": "docs"} => InvalidArguments "\"toolName\" is required, e.g. {\"namespace\":\"docs\",\"toolName\":\"bare\",\"arguments\":{}}";
+        call_dynamic_tool {"namespace": "docs", "toolName": "search", "arguments": "q=x"} => InvalidArguments "\"arguments\" must be an object, found a string";
+        call_dynamic_tool {"namespace": "docs", "toolName": "search", "args": {}} => InvalidArguments "unknown argument \"args\"; accepted arguments: namespace, toolName, arguments";
+    };
+    for (tool, args, kind, message) in cases {
+        let error = host.call(tool, args.clone()).await.unwrap_err();
+        assert_eq!(
+            (error.kind, error.message.as_str()),
+            (kind, message),
+            "{tool} {args}"
+        );
+    }
+    let no_servers = Host::new(json!({}));
+    let error = no_servers
+        .call("get_dynamic_tools", json!({"namespace": "x"}))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.message,
+        "unknown namespace \"x\"; known namespaces: none (no servers are configured)"
+    );
+}
+
+#[tokio::test]
+async fn call_arguments_default_to_an_empty_object() {
+    let (_ready, host) = ready_docs().await;
+    for args in [
+        json!({"namespace": "docs", "toolName": "search"}),
+        json!({"namespace": "docs", "toolName": "search", "arguments": null}),
+    ] {
+        assert_eq!(
+            host.call("call_dynamic_tool", args).await.unwrap(),
+            "args {}"
+        );
+    }
+    let given =
+        json!({"namespace": "docs", "toolName": "search", "arguments": {"q": "rust", "n": [1, 2]}});
+    assert_eq!(
+        host.call("call_dynamic_tool", given).await.unwrap(),
+        r#"args {"q":"rust","n":[1,2]}"#
+    );
+}
+
+#[tokio::test]
+async fn every_echo_of_model_input_is_cut() {
+    let (_ready, host) = ready_docs().await;
+    let huge = "a".repeat(1024 * 1024);
+    // Cut to 200 bytes: 197 of the text and "…".
+    let cut = format!("\"{}…\"", "a".repeat(197));
+    #[rustfmt::skip]
+    let cases: Vec<(String, Value, ToolErrorKind, String)> = vec![
+        ("get_dynamic_tools".into(), json!({"namespace": huge}), ToolErrorKind::NotFound, format!("unknown namespace {cut}; known namespaces: docs")),
+        ("call_dynamic_tool".into(), json!({"namespace": huge, "toolName": huge}), ToolErrorKind::NotFound, format!("unknown namespace {cut}; known namespaces: docs")),
+        ("get_dynamic_tools".into(), json!({"namespace": "docs", "toolName": huge}), ToolErrorKind::NotFound, format!("server \"docs\" has no tool {cut}; list its tools with mcp/get_dynamic_tools {{\"namespace\":\"docs\"}}")),
+        ("call_dynamic_tool".into(), json!({"namespace": "docs", "toolName": huge}), ToolErrorKind::NotFound, format!("server \"docs\" has no tool {cut}; list its tools with mcp/get_dynamic_tools {{\"namespace\":\"docs\"}}")),
+        ("get_dynamic_tools".into(), json!({ huge.clone(): 1 }), ToolErrorKind::InvalidArguments, format!("unknown argument {cut}; accepted arguments: namespace, toolName")),
+        (huge.clone(), json!({}), ToolErrorKind::NotFound, format!("unknown tool \"mcp/{}…\"; this Pack offers mcp/get_dynamic_tools and mcp/call_dynamic_tool", "a".repeat(193))),
+    ];
+    for (tool, args, kind, message) in cases {
+        let error = host.call(&tool, args).await.unwrap_err();
+        assert_eq!((error.kind, error.message), (kind, message));
+    }
+}
+
+/// A `not_found` for an unknown tool names the listing tool by the full name it has under the
+/// id the Pack is mounted at.
+#[tokio::test]
+async fn not_found_names_the_listing_tool_under_the_packs_id() {
+    let ready = ready_server().await;
+    let config = json!({"mcp": {"docs": {"url": format!("{}/mcp", ready.uri())}}});
+    let pack = crate::support::construct(&config, "tools").unwrap();
+    let until = tokio::time::Instant::now() + WAIT;
+    loop {
+        let listing = pack
+            .call("tools/get_dynamic_tools", json!({"namespace": "docs"}))
+            .await
+            .unwrap();
+        if listing.contains("\"status\":\"ready\"") {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < until, "{listing}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let args = json!({"namespace": "docs", "toolName": "nope"});
+    assert_eq!(
+        refusal(&*pack, "tools/call_dynamic_tool", args).await,
+        (
+            ToolErrorKind::NotFound,
+            "server \"docs\" has no tool \"nope\"; list its tools with tools/get_dynamic_tools {\"namespace\":\"docs\"}"
+                .to_string()
+        )
+    );
 }
 
 /// An HTML error page is never pasted into a reason: the reason names the status and the
@@ -80,11 +409,6 @@ async fn a_text_error_body_is_still_quoted() {
             "{namespace}"
         );
     }
-}
-
-/// The reason the listing shows for namespace `namespace` of `host`.
-async fn reason(host: &Host, namespace: &str) -> serde_json::Value {
-    host.listing(json!({"namespace": namespace})).await["reason"].clone()
 }
 
 /// A web page sent as `text/plain` or without a `Content-Type` (a proxy's error page) is named,
@@ -250,150 +574,6 @@ async fn config_mistakes_are_refused_with_what_to_write() {
     }
 }
 
-/// `entry` without `retryInSeconds`, which a failed start always has (a lasting error is
-/// retried on the backoff too).
-fn without_retry(entry: &serde_json::Value) -> serde_json::Value {
-    let mut entry = entry.clone();
-    let retry = entry.as_object_mut().unwrap().remove("retryInSeconds");
-    assert!(
-        retry.is_some_and(|r| r.as_u64().is_some_and(|r| r <= 60)),
-        "{entry}"
-    );
-    entry
-}
-
-/// Errors that will not fix themselves show at the first failed start as `error` with
-/// `"lasting": true` and a reason saying what to change: a 404 at the url (the path lacks
-/// `/mcp`), a 501, a 401 to an entry that cannot sign in, an https url for a plain-HTTP port. A
-/// 500 may pass: no `lasting`.
-#[tokio::test]
-async fn errors_that_will_not_heal_are_lasting_at_once() {
-    let server = serve(|req| async move {
-        match req.target.as_str() {
-            "/501" => Reply::raw(501, "text/plain", ""),
-            "/401" => Reply::raw(401, "text/plain", "bad token"),
-            "/500" => Reply::raw(500, "text/plain", "busy"),
-            _ => Reply::raw(404, "text/plain", "Not Found"),
-        }
-    })
-    .await;
-    let port = server.port;
-    let host = Host::new(json!({
-        "path": {"url": format!("http://127.0.0.1:{port}/")},
-        "unimplemented": {"url": format!("http://127.0.0.1:{port}/501")},
-        "keyed": {"url": format!("http://127.0.0.1:{port}/401"), "headers": {"Authorization": format!("Bearer {KEY}")}},
-        "tls": {"url": format!("https://127.0.0.1:{port}/mcp")},
-        "busy": {"url": format!("http://127.0.0.1:{port}/500")},
-    }));
-    let lasting = |namespace: &str, reason: &str| json!({"namespace": namespace, "status": "error", "reason": reason, "lasting": true, "tools": []});
-    let cases = [
-        lasting(
-            "path",
-            "HTTP 404 Not Found: Not Found; nothing serves MCP at this URL: check the path in \"url\" (many servers serve MCP at /mcp)",
-        ),
-        lasting(
-            "unimplemented",
-            "HTTP 501 Not Implemented; the server does not take MCP requests at this URL: check that \"url\" is the server's MCP endpoint",
-        ),
-        lasting(
-            "keyed",
-            "HTTP 401 Unauthorized: bad token; the server refuses the request and offers no sign-in this client can use: check the credentials in the entry's \"headers\" (e.g. \"Authorization\": \"Bearer ${env:TOKEN}\")",
-        ),
-        lasting(
-            "tls",
-            &format!(
-                "the TLS handshake with https://127.0.0.1:{port} failed (is it an https URL for a plain-HTTP port?)"
-            ),
-        ),
-        json!({"namespace": "busy", "status": "error", "reason": "HTTP 500 Internal Server Error: busy", "tools": []}),
-    ];
-    for expected in cases {
-        let namespace = expected["namespace"].as_str().unwrap();
-        let entry = host.failed(namespace, WAIT).await;
-        assert_eq!(without_retry(&entry), expected, "{namespace}");
-    }
-}
-
-/// A `401` with a `Bearer` challenge to an entry without headers, from a server that publishes no
-/// OAuth metadata at all (it wants an API key): no sign-in can ever succeed, so the entry is
-/// `lasting` at its first failed start, and the reason says to set the key in the headers. It
-/// used to show the reason without `lasting`, so a Host (and the host CLI) waited its whole
-/// deadline for it. A guessed registration endpoint that answers `503` may pass: no `lasting`.
-#[tokio::test]
-async fn a_401_that_offers_no_sign_in_is_lasting() {
-    crate::support::oauth_store();
-    let keyless = |register: u16| {
-        serve(move |req| async move {
-            match (req.http_method.as_str(), req.target.as_str()) {
-                ("POST", "/mcp") => Reply::raw(401, "text/plain", "missing API key")
-                    .header("www-authenticate", "Bearer"),
-                ("POST", "/register") => Reply::raw(register, "text/plain", "no"),
-                _ => Reply::raw(404, "text/plain", "not here"),
-            }
-        })
-    };
-    let (server, busy) = (keyless(404).await, keyless(503).await);
-    let host = Host::new(json!({
-        "keyless": {"url": format!("http://127.0.0.1:{}/mcp", server.port)},
-        "busy": {"url": format!("http://127.0.0.1:{}/mcp", busy.port)},
-    }));
-    let entry = host.failed("busy", WAIT).await;
-    assert_eq!(
-        without_retry(&entry),
-        json!({
-            "namespace": "busy",
-            "status": "error",
-            "reason": "signing in failed: the registration endpoint refused to register a client: HTTP 503",
-            "tools": [],
-        })
-    );
-    let entry = host.failed("keyless", WAIT).await;
-    assert_eq!(
-        without_retry(&entry),
-        json!({
-            "namespace": "keyless",
-            "status": "error",
-            "reason": "signing in failed: the server answered HTTP 401 but offers no OAuth sign-in (no \
-                       protected resource metadata, no authorization server metadata, no registration \
-                       endpoint); it probably wants an API key or token: set it in the entry's headers",
-            "lasting": true,
-            "tools": [],
-        })
-    );
-}
-
-/// A url that points at a web site (a page that answers every request `200` with HTML, as a
-/// single-page app's catch-all does) will not start serving MCP by itself, just like the 404 of
-/// a url without `/mcp`: `lasting` at once, the page named by its type and never pasted, and the
-/// reason says to check the url's path. It used to show no `lasting` and no advice.
-#[tokio::test]
-async fn a_web_page_that_answers_200_is_lasting() {
-    let server = serve(|_| async move {
-        Reply::raw(
-            200,
-            "text/html; charset=utf-8",
-            format!("<!doctype html><html><body><div id=app></div><p>{KEY}</p></body></html>"),
-        )
-    })
-    .await;
-    let host = Host::new(json!({
-        "site": {"url": format!("http://127.0.0.1:{}/", server.port), "headers": {"X-Api-Key": KEY}},
-    }));
-    let entry = host.failed("site", WAIT).await;
-    assert_eq!(
-        without_retry(&entry),
-        json!({
-            "namespace": "site",
-            "status": "error",
-            "reason": "the server answered with Content-Type \"text/html; charset=utf-8\", not \
-                       application/json or text/event-stream; nothing serves MCP at this URL: check \
-                       the path in \"url\" (many servers serve MCP at /mcp)",
-            "lasting": true,
-            "tools": [],
-        })
-    );
-}
-
 /// A Host awaits readiness through the contract instead of polling the listing:
 /// `Pack::settled` resolves `All` once no server is `loading` (each is ready, or in `error`
 /// with its reason), and `Pending` with the namespaces still loading when the time runs out.
@@ -436,14 +616,7 @@ async fn a_host_awaits_the_cleanup_after_the_drop() {
             tokio::time::sleep(Duration::from_millis(300)).await;
             return Reply::raw(200, "text/plain", "");
         }
-        hostile::standard(&req).unwrap_or_else(|| match req.method() {
-            "tools/list" => Reply::json(&hostile::tools_page(
-                &req.id(),
-                vec![hostile::tool("echo", "e")],
-                None,
-            )),
-            _ => Reply::raw(400, "text/plain", ""),
-        })
+        one_tool_or_400(&req, "echo")
     })
     .await;
     let host = Host::new(json!({"docs": {"url": format!("http://127.0.0.1:{}/mcp", server.port)}}));
@@ -574,32 +747,4 @@ async fn a_misspelled_oauth_key_is_not_silently_ignored() {
     assert_eq!(reason(&host, "snake").await, said("client_id", "clientId"));
     let unknown = host.listing(json!({"namespace": "unknown"})).await;
     assert_eq!(unknown["status"], "ready", "{unknown}");
-}
-
-/// An https url for a plain-HTTP server that answers the TLS hello with a plain-text `400` and
-/// closes (Python's `http.server` does): the same lasting reason as a port that says nothing
-/// back, not "could not connect to …" (which is retried and not lasting, so the host CLI would
-/// wait its whole `--wait` for it).
-#[tokio::test]
-async fn an_https_url_for_a_server_answering_plain_http_is_lasting() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let (listener, port) = crate::support::net::loopback().await;
-    tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut hello = [0u8; 512];
-                let _ = socket.read(&mut hello).await;
-                let page = "HTTP/1.0 400 Bad request version\r\nContent-Type: text/html\r\n\r\n<html>bad</html>";
-                let _ = socket.write_all(page.as_bytes()).await;
-                let _ = socket.shutdown().await;
-            });
-        }
-    });
-    let host = Host::new(json!({"tls": {"url": format!("https://127.0.0.1:{port}/mcp")}}));
-    let entry = host.failed("tls", WAIT).await;
-    assert_eq!(
-        without_retry(&entry),
-        json!({"namespace": "tls", "status": "error", "lasting": true, "tools": [],
-               "reason": format!("the TLS handshake with https://127.0.0.1:{port} failed (is it an https URL for a plain-HTTP port?)")})
-    );
 }

@@ -1,17 +1,29 @@
-//! A tool's schemas at work (MCP spec "Tools": `inputSchema`, `outputSchema`): arguments
-//! checked before any `tools/call` goes out, a server's "Invalid params", `structuredContent`
-//! checked against the `outputSchema`, and the names a `not_found` suggests. README "What the
-//! tools answer".
+//! Call results and errors (MCP spec "Tools": results, `isError`, `structuredContent`,
+//! `inputSchema`, `outputSchema`): arguments checked before a `tools/call` goes out, a server's
+//! "Invalid params", results of a wrong shape, empty or huge results, and the error kinds a model
+//! can act on (README "What the tools answer").
 
 use std::time::Duration;
 
-use crate::support::Host;
-use crate::support::mock::matchers::path;
-use crate::support::mock::{self, Mock, MockServer, ResponseTemplate, body};
-use runvil_plugin::ToolErrorKind;
+use bytes::Bytes;
+use futures_util::stream::{self, StreamExt};
+use runvil_plugin::{ToolError, ToolErrorKind};
 use serde_json::{Value, json};
 
-const WAIT: Duration = Duration::from_secs(10);
+use crate::bounds::{call_t_within, error_reason, ready_on, tool_server};
+use crate::eras::{LIMIT, call, lines, ready, trail_lines};
+use crate::support::hostile::{
+    self, Reply, entry, result, rpc_error, sse_event, text_result, tool,
+};
+use crate::support::mock::matchers::path;
+use crate::support::mock::{self, Mock, MockServer, ResponseTemplate, body};
+use crate::support::modern::{Call, Modern};
+use crate::support::{Host, WAIT, transport};
+use crate::wire::{
+    assert_call_fails, assert_only_the_call_before_delete, call_s, mock_server, mock_tool,
+    ready_mock,
+};
+
 const SECRET: &str = "sk-live-4f9a8b7c6d5e4f3a2b1c";
 
 /// The tools of [`server`]. `greet`'s schema refers to its own `$defs`.
@@ -72,7 +84,7 @@ async fn server() -> MockServer {
 }
 
 /// [`server`] as `s` (its entry holding [`SECRET`] in a header), ready.
-async fn ready() -> (MockServer, Host) {
+async fn ready_with_schemas() -> (MockServer, Host) {
     let server = server().await;
     let host = Host::new(json!({"s": {
         "url": format!("{}/mcp", server.uri()),
@@ -82,7 +94,7 @@ async fn ready() -> (MockServer, Host) {
     (server, host)
 }
 
-async fn call(
+async fn call_outcome(
     host: &Host,
     tool: &str,
     arguments: Value,
@@ -113,10 +125,226 @@ fn invalid(message: &str) -> Result<String, (ToolErrorKind, String)> {
 }
 
 #[tokio::test]
-async fn arguments_that_fail_the_input_schema_are_refused_and_nothing_is_sent() {
-    let (server, host) = ready().await;
+async fn call_results_with_a_wrong_shape_type_or_id_are_errors() {
+    let names = [
+        "shape",
+        "textless",
+        "html",
+        "wrong-id",
+        "huge-error",
+        "empty-error",
+    ];
+    let server = hostile::serve_tools(names.iter().map(|n| tool(n, n)).collect(), |req| {
+        let id = req.id();
+        match req.rpc["params"]["name"].as_str().unwrap() {
+            "shape" => Reply::json(&result(&id, json!({"content": "text"}))),
+            "textless" => Reply::json(&result(&id, json!({"content": [{"type": "text"}]}))),
+            "html" => Reply::raw(200, "text/html", "<p>hi</p>"),
+            "wrong-id" => Reply::json(&text_result(&json!(12345), "for someone else")),
+            "huge-error" => Reply::json(&rpc_error(
+                &id,
+                -32000,
+                &format!("line1\nline2{}", "z".repeat(5000)),
+            )),
+            _ => Reply::json(&rpc_error(&id, -32001, "")),
+        }
+    })
+    .await;
+    let host = ready_on("liar", &server.url).await;
+    let call = |name: &'static str| {
+        let host = &host;
+        async move {
+            tokio::time::timeout(
+                Duration::from_secs(10),
+                host.call(
+                    "call_dynamic_tool",
+                    json!({"namespace": "liar", "toolName": name}),
+                ),
+            )
+            .await
+            .unwrap()
+        }
+    };
     assert_eq!(
-        call(&host, "greet", json!({"count": "x", "extra": 1})).await,
+        call("shape").await,
+        transport("server \"liar\": the server's tools/call result is not a valid CallToolResult")
+    );
+    assert_eq!(
+        call("textless").await,
+        transport("server \"liar\": the server sent a text block without text")
+    );
+    assert_eq!(
+        call("html").await,
+        transport(
+            "server \"liar\": the server answered with Content-Type \"text/html\", not application/json or text/event-stream"
+        )
+    );
+    assert_eq!(
+        call("wrong-id").await,
+        transport(&format!(
+            "server \"liar\": the server's JSON reply held no response to request {}",
+            server.first(|r| r.rpc["params"]["name"] == "wrong-id").id()
+        ))
+    );
+    assert_eq!(
+        call("huge-error").await,
+        Err(ToolError::new(
+            ToolErrorKind::Backend,
+            format!("line1 line2{}…", "z".repeat(1024 - 3 - 11))
+        ))
+    );
+    assert_eq!(
+        call("empty-error").await,
+        Err(ToolError::new(
+            ToolErrorKind::Backend,
+            "server \"liar\" answered with JSON-RPC error -32001"
+        ))
+    );
+}
+
+/// An error response with `"id": null` (the server could not read the request) answers the one
+/// request of its POST: in a JSON reply, on an SSE stream that then stays open, and for
+/// `initialize`.
+#[tokio::test]
+async fn an_error_with_a_null_id_answers_the_request() {
+    let parse_error = |_: &Value| json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error"}});
+    let calls = tool_server(move |req| async move {
+        match req.rpc["params"]["arguments"]["how"].as_str() {
+            Some("sse") => Reply::stream(
+                200,
+                "text/event-stream",
+                stream::once(async move { Ok(Bytes::from(sse_event(&parse_error(&req.id())))) })
+                    .chain(stream::pending()),
+            ),
+            _ => Reply::json(&parse_error(&req.id())),
+        }
+    })
+    .await;
+    let init = hostile::serve_initialize(|_| {
+        Reply::json(
+            &json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": "Invalid Request"}}),
+        )
+    })
+    .await;
+    let host = Host::new(json!({"calls": entry(&calls.url), "init": entry(&init.url)}));
+    host.ready("calls", Duration::from_secs(10)).await;
+    for how in ["json", "sse"] {
+        let outcome = tokio::time::timeout(
+            Duration::from_secs(10),
+            host.call(
+                "call_dynamic_tool",
+                json!({"namespace": "calls", "toolName": "t", "arguments": {"how": how}}),
+            ),
+        )
+        .await
+        .expect("answered at once, not at the call deadline");
+        assert_eq!(
+            outcome,
+            Err(ToolError::new(ToolErrorKind::Backend, "Parse error")),
+            "{how}"
+        );
+    }
+    assert_eq!(
+        error_reason(&host, "init", Duration::from_secs(10)).await,
+        "the server answered with error -32600: Invalid Request"
+    );
+}
+
+/// `content: []` without `structuredContent` answers a placeholder, not an empty string; with
+/// `isError` it is the usual error without a message.
+#[tokio::test]
+async fn an_empty_result_answers_a_placeholder() {
+    let server = tool_server(|req| async move {
+        let is_error = req.rpc["params"]["arguments"]["error"] == true;
+        Reply::json(&result(
+            &req.id(),
+            json!({"content": [], "isError": is_error}),
+        ))
+    })
+    .await;
+    let host = ready_on("empty", &server.url).await;
+    assert_eq!(
+        call_t_within(&host, "empty", Duration::from_secs(10)).await,
+        Ok("[the tool returned no content]".to_string())
+    );
+    assert_eq!(
+        host.call(
+            "call_dynamic_tool",
+            json!({"namespace": "empty", "toolName": "t", "arguments": {"error": true}}),
+        )
+        .await,
+        Err(ToolError::new(
+            ToolErrorKind::Backend,
+            "the tool reported an error without a message"
+        ))
+    );
+}
+
+#[tokio::test]
+async fn an_input_required_result_fails_at_once_naming_what_was_asked() {
+    let server = Modern::start().await;
+    server.set_call(
+        "echo",
+        Call::InputRequired(json!({
+            "login": {"method": "elicitation/create", "params": {"message": "user?",
+                      "requestedSchema": {"type": "object"}}},
+            "sample": {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 1}},
+        })),
+    );
+    let host = ready(&server).await;
+    let failed = call(&host, "echo", json!({})).await.unwrap_err();
+    assert_eq!(failed.kind, ToolErrorKind::Backend);
+    // lead: exact text
+    assert!(failed.message.contains("elicitation/create"), "{failed:?}");
+    assert!(
+        failed.message.contains("sampling/createMessage"),
+        "{failed:?}"
+    );
+    assert!(!failed.message.contains("opaque-state-1"), "{failed:?}");
+    let trail = server.settle(Duration::from_millis(500), LIMIT).await;
+    assert_eq!(trail.iter().filter(|s| s.method == "tools/call").count(), 1);
+}
+
+#[tokio::test]
+async fn a_missing_client_capability_error_fails_at_once_naming_it() {
+    let server = Modern::start().await;
+    server.set_call("echo", Call::MissingCapability(json!({"elicitation": {}})));
+    let host = ready(&server).await;
+    let failed = call(&host, "echo", json!({})).await.unwrap_err();
+    assert_eq!(failed.kind, ToolErrorKind::Backend);
+    assert!(failed.message.contains("elicitation"), "{failed:?}"); // lead: exact text
+    let trail = server.settle(Duration::from_millis(500), LIMIT).await;
+    assert_eq!(
+        trail_lines(&trail),
+        lines(&[
+            "POST server/discover 200",
+            "POST tools/list 200",
+            "POST tools/call 400"
+        ])
+    );
+}
+
+#[tokio::test]
+async fn a_huge_meta_in_results_is_neither_shown_nor_fatal() {
+    let server = Modern::start().await;
+    server.set_result_meta(json!({"io.example/blob": "m".repeat(1_000_000)}));
+    let host = ready(&server).await;
+    let listing = host
+        .call("get_dynamic_tools", json!({"namespace": "m"}))
+        .await
+        .unwrap();
+    assert!(!listing.contains("mmmmmmmmmm"), "{} bytes", listing.len());
+    assert_eq!(
+        call(&host, "echo", json!({})).await,
+        Ok("echo echo {}".into())
+    );
+}
+
+#[tokio::test]
+async fn arguments_that_fail_the_input_schema_are_refused_and_nothing_is_sent() {
+    let (server, host) = ready_with_schemas().await;
+    assert_eq!(
+        call_outcome(&host, "greet", json!({"count": "x", "extra": 1})).await,
         invalid(
             "the arguments do not match the inputSchema of tool \"greet\" of server \"s\": \
              arguments/count: \"x\" is not of type \"integer\"; \
@@ -127,7 +355,7 @@ async fn arguments_that_fail_the_input_schema_are_refused_and_nothing_is_sent() 
     );
     // The `$ref` into `$defs` is followed: `minimum` there holds.
     assert_eq!(
-        call(&host, "greet", json!({"name": "a", "count": 0})).await,
+        call_outcome(&host, "greet", json!({"name": "a", "count": 0})).await,
         invalid(
             "the arguments do not match the inputSchema of tool \"greet\" of server \"s\": \
              arguments/count: 0 is less than the minimum of 1; \
@@ -136,7 +364,7 @@ async fn arguments_that_fail_the_input_schema_are_refused_and_nothing_is_sent() 
     );
     // No arguments at all are checked as `{}`.
     assert_eq!(
-        call(&host, "greet", Value::Null).await,
+        call_outcome(&host, "greet", Value::Null).await,
         invalid(
             "the arguments do not match the inputSchema of tool \"greet\" of server \"s\": \
              arguments: \"name\" is a required property; \
@@ -146,7 +374,7 @@ async fn arguments_that_fail_the_input_schema_are_refused_and_nothing_is_sent() 
     assert_eq!(calls(&server).await, Vec::<Value>::new());
     // Arguments that fit go out as given.
     assert_eq!(
-        call(&host, "greet", json!({"name": "a", "count": 2})).await,
+        call_outcome(&host, "greet", json!({"name": "a", "count": 2})).await,
         Ok(r#"args {"name":"a","count":2}"#.to_string())
     );
     assert_eq!(
@@ -160,7 +388,7 @@ async fn arguments_that_fail_the_input_schema_are_refused_and_nothing_is_sent() 
 
 #[tokio::test]
 async fn at_most_five_problems_are_listed_and_the_rest_counted() {
-    let (server, host) = ready().await;
+    let (server, host) = ready_with_schemas().await;
     let ids = json!({"ids": ["a", "b", "c", "d", "e", "f", "g"]});
     let listed: Vec<String> = ["a", "b", "c", "d", "e"]
         .iter()
@@ -168,7 +396,7 @@ async fn at_most_five_problems_are_listed_and_the_rest_counted() {
         .map(|(i, id)| format!("arguments/ids/{i}: \"{id}\" is not of type \"integer\""))
         .collect();
     assert_eq!(
-        call(&host, "list", ids).await,
+        call_outcome(&host, "list", ids).await,
         invalid(&format!(
             "the arguments do not match the inputSchema of tool \"list\" of server \"s\": {}; \
              and 2 more problems; \
@@ -183,10 +411,10 @@ async fn at_most_five_problems_are_listed_and_the_rest_counted() {
 /// one over the size bound are not used for checking: the server decides, and the call goes out.
 #[tokio::test]
 async fn schemas_the_pack_does_not_check_leave_the_decision_to_the_server() {
-    let (server, host) = ready().await;
+    let (server, host) = ready_with_schemas().await;
     for tool in ["remote", "odd", "huge"] {
         assert_eq!(
-            call(&host, tool, json!({"a": "not an integer"})).await,
+            call_outcome(&host, tool, json!({"a": "not an integer"})).await,
             Ok(r#"args {"a":"not an integer"}"#.to_string()),
             "{tool}"
         );
@@ -196,12 +424,12 @@ async fn schemas_the_pack_does_not_check_leave_the_decision_to_the_server() {
 
 #[tokio::test]
 async fn invalid_params_from_the_server_is_invalid_arguments() {
-    let (_server, host) = ready().await;
+    let (_server, host) = ready_with_schemas().await;
     let said = format!(
         "Invalid arguments for greet_all:\n  token {SECRET} is wrong\n\nStack trace:\n at x.js:1"
     );
     assert_eq!(
-        call(&host, "greet_all", json!({"mode": "rpc", "message": said})).await,
+        call_outcome(&host, "greet_all", json!({"mode": "rpc", "message": said})).await,
         invalid(
             "server \"s\" refused the arguments of tool \"greet_all\": \
              Invalid arguments for greet_all: token [redacted] is wrong; \
@@ -209,7 +437,7 @@ async fn invalid_params_from_the_server_is_invalid_arguments() {
         )
     );
     assert_eq!(
-        call(&host, "greet_all", json!({"mode": "rpc", "message": ""})).await,
+        call_outcome(&host, "greet_all", json!({"mode": "rpc", "message": ""})).await,
         invalid(
             "server \"s\" refused the arguments of tool \"greet_all\" (JSON-RPC error -32602); \
              see the schema with mcp/get_dynamic_tools {\"namespace\":\"s\",\"toolName\":\"greet_all\"}"
@@ -219,61 +447,47 @@ async fn invalid_params_from_the_server_is_invalid_arguments() {
 
 #[tokio::test]
 async fn structured_content_is_checked_against_the_output_schema() {
-    let (_server, host) = ready().await;
+    let (_server, host) = ready_with_schemas().await;
     let backend = |message: &str| Err((ToolErrorKind::Backend, message.to_string()));
-    // Only structuredContent: it is the answer, so it must conform.
-    assert_eq!(
-        call(
-            &host,
-            "stats",
-            json!({"mode": "structured", "value": {"sum": 5}})
-        )
-        .await,
-        Ok(r#"{"sum":5}"#.to_string())
-    );
-    assert_eq!(
-        call(
-            &host,
-            "stats",
-            json!({"mode": "structured", "value": {"sum": SECRET}})
-        )
-        .await,
-        backend(
-            "server \"s\" returned a structuredContent that does not match the outputSchema of tool \"stats\": \
-             structuredContent/sum: \"[redacted]\" is not of type \"integer\""
-        )
-    );
-    assert_eq!(
-        call(&host, "stats", json!({"mode": "nothing"})).await,
-        backend(
-            "server \"s\" returned no content and no structuredContent, though tool \"stats\" declares an outputSchema"
-        )
-    );
-    // A text copy beside it: the model reads the text, which passes through as sent.
-    assert_eq!(
-        call(
-            &host,
-            "stats",
-            json!({"mode": "both", "value": {"total": 5}})
-        )
-        .await,
-        Ok(r#"{"total":5}"#.to_string())
-    );
-    // An error result need not conform: its text is the error.
-    assert_eq!(
-        call(
-            &host,
-            "stats",
-            json!({"mode": "error", "value": {"total": 5}})
-        )
-        .await,
-        backend("it broke")
-    );
+    let cases = [
+        // Only structuredContent: it is the answer, so it must conform.
+        (
+            json!({"mode": "structured", "value": {"sum": 5}}),
+            Ok(r#"{"sum":5}"#.to_string()),
+        ),
+        (
+            json!({"mode": "structured", "value": {"sum": SECRET}}),
+            backend(
+                "server \"s\" returned a structuredContent that does not match the outputSchema of tool \"stats\": \
+                 structuredContent/sum: \"[redacted]\" is not of type \"integer\"",
+            ),
+        ),
+        (
+            json!({"mode": "nothing"}),
+            backend(
+                "server \"s\" returned no content and no structuredContent, though tool \"stats\" declares an outputSchema",
+            ),
+        ),
+        // A text copy beside it: the model reads the text, which passes through as sent.
+        (
+            json!({"mode": "both", "value": {"total": 5}}),
+            Ok(r#"{"total":5}"#.to_string()),
+        ),
+        // An error result need not conform: its text is the error.
+        (
+            json!({"mode": "error", "value": {"total": 5}}),
+            backend("it broke"),
+        ),
+    ];
+    for (arguments, expected) in cases {
+        let outcome = call_outcome(&host, "stats", arguments.clone()).await;
+        assert_eq!(outcome, expected, "{arguments}");
+    }
 }
 
 #[tokio::test]
 async fn not_found_suggests_the_nearest_listed_names() {
-    let (_server, host) = ready().await;
+    let (_server, host) = ready_with_schemas().await;
     let lookup = |name: &'static str| {
         let host = &host;
         async move {
@@ -307,7 +521,7 @@ async fn not_found_suggests_the_nearest_listed_names() {
         )
     );
     assert_eq!(
-        call(&host, "stat", json!({})).await,
+        call_outcome(&host, "stat", json!({})).await,
         Err(not_found(
             "server \"s\" has no tool \"stat\" (did you mean \"stats\"?); list its tools with mcp/get_dynamic_tools {\"namespace\":\"s\"}"
         ))
@@ -318,7 +532,7 @@ async fn not_found_suggests_the_nearest_listed_names() {
 /// this Pack, or none.
 #[tokio::test]
 async fn examples_name_what_this_pack_has() {
-    let (_server, host) = ready().await;
+    let (_server, host) = ready_with_schemas().await;
     let tools = host.pack.tools();
     assert_eq!(
         tools[0].description,
@@ -384,4 +598,49 @@ async fn examples_name_what_this_pack_has() {
         invalid("\"namespace\" is required, and no servers are configured")
     );
     assert!(!none.pack.tools()[0].description.contains("e.g."));
+}
+
+#[tokio::test]
+async fn is_error_is_backend_and_invalid_params_is_invalid_arguments() {
+    let server = mock_server(mock::with_tools(json!([mock_tool("bad"), mock_tool("rpc")]), |request, params| {
+        if params["name"] == "bad" {
+            mock::result(request, json!({"isError": true, "content": [{"type": "text", "text": "quota exceeded"}]}))
+        } else {
+            ResponseTemplate::new(200).set_body_raw(
+                json!({"jsonrpc": "2.0", "id": body(request)["id"], "error": {"code": -32602, "message": "Unknown tool: rpc"}}).to_string(),
+                "application/json",
+            )
+        }
+    }))
+    .await;
+    let host = ready_mock(&server).await;
+    let bad = call_s(&host, "bad").await.unwrap_err();
+    assert_eq!(
+        (bad.kind, bad.message.as_str()),
+        (ToolErrorKind::Backend, "quota exceeded")
+    );
+    let rpc = call_s(&host, "rpc").await.unwrap_err();
+    // -32602 is "Invalid params": the arguments, with the way to the tool's schema.
+    assert_eq!(
+        (rpc.kind, rpc.message.as_str()),
+        (
+            ToolErrorKind::InvalidArguments,
+            r#"server "s" refused the arguments of tool "rpc": Unknown tool: rpc; see the schema with mcp/get_dynamic_tools {"namespace":"s","toolName":"rpc"}"#
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_malformed_result_is_an_answer_and_is_not_cancelled() {
+    let server = mock_server(mock::with_tools(json!([mock_tool("t")]), |request, _| {
+        mock::result(request, json!({"content": [{"type": "resource_link"}]}))
+    }))
+    .await;
+    let host = assert_call_fails(
+        &server,
+        "server \"s\": the server sent a resource_link block without a uri",
+    )
+    .await;
+    // A cancellation would be sent at once, in the background, and before the session's DELETE.
+    assert_only_the_call_before_delete(&server, host).await;
 }

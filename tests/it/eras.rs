@@ -1,45 +1,106 @@
-//! The modern era (MCP 2026-07-28, "Versioning" and "Streamable HTTP"): era detection by
-//! `server/discover`, the per-request `_meta` and mirrored headers, `subscriptions/listen`,
-//! cached listings, multi round-trip results, and the fallbacks between eras. Every test drives
-//! the Pack through the `runvil-plugin` contract against a [`Modern`] fake on loopback and pins
-//! the whole wire trail where it can.
+//! Protocol eras (README "Protocol eras"; MCP 2026-07-28 "Versioning" and "Streamable HTTP"):
+//! era detection by `server/discover`, the per-request `_meta` and mirrored headers,
+//! `subscriptions/listen`, and the fallbacks and re-probes between the modern and the legacy
+//! era, with the doubts that must cost one probe, not a storm. Most tests drive the Pack against
+//! a [`Modern`] fake on loopback and pin the whole wire trail; the `fake_*` tests prove the
+//! fake itself.
 //!
 //! Where a test must guess the client's exact wording it asserts the structure (kind, and that
 //! the message names the thing) and says `// lead: exact text`.
-//!
-//! The `fake_*` tests speak to the fake directly (reqwest) and prove it; the others need a client
-//! that speaks 2026-07-28: a 2025-only client fails them at the start (its `initialize` meets
-//! `-32022` from a modern-only server, or its trail lacks the `server/discover` probe).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use runvil_plugin::{ToolError, ToolErrorKind};
 use serde_json::{Value, json};
 
-use crate::support::hostile::entry;
+use crate::support::answers::{
+    Answer, call_t_times, heartbeat, initialize, legacy_with, modern_with, namespace, tool_names,
+};
+use crate::support::hostile::{
+    self, Reply, Server, entry, result, rpc_error, server_entry, standard, text_result, tool,
+    tools_page,
+};
 use crate::support::modern::{
     Call, Canned, Era, LEGACY, MODERN, Modern, NO_SESSION, Step, client_meta, sentinel, tool_with,
 };
 use crate::support::{Host, logs};
 
-const LIMIT: Duration = Duration::from_secs(10);
+pub(crate) const LIMIT: Duration = Duration::from_secs(10);
 
 /// A Pack with the one server `m` at `server`, waited on until ready.
-async fn ready(server: &Modern) -> Host {
+pub(crate) async fn ready(server: &Modern) -> Host {
     let host = Host::new(json!({"m": entry(&server.url)}));
     host.ready("m", LIMIT).await;
     host
 }
 
 /// `call_dynamic_tool` of `tool` on `m` with `arguments`.
-async fn call(host: &Host, tool: &str, arguments: Value) -> Result<String, ToolError> {
+pub(crate) async fn call(host: &Host, tool: &str, arguments: Value) -> Result<String, ToolError> {
     let args = json!({"namespace": "m", "toolName": tool, "arguments": arguments});
     host.call("call_dynamic_tool", args).await
 }
 
-/// The namespace listing of `m`.
-async fn namespace(host: &Host) -> Value {
-    host.listing(json!({"namespace": "m"})).await
+pub(crate) fn trail_lines(trail: &[Step]) -> Vec<String> {
+    trail.iter().map(Step::line).collect()
+}
+
+/// A response stream that ends before any response: the request is lost on the way.
+fn cut() -> Canned {
+    Canned::Raw(200, Some("text/event-stream"), ": working\n\n".into())
+}
+
+/// A server that is modern (no `listChanged`, tool `t`) until `legacy` is set, then a 2025-era
+/// server (discover plain 400, sessions `s-N`, a request without a session refused with the
+/// plain-text 400 of older SDKs). `flap` answers the first modern `tools/call` with a plain
+/// 400 (a proxy that flapped once).
+async fn flipping(legacy: Arc<AtomicBool>, flap: bool) -> Server {
+    hostile::serve_all(move |req| {
+        let legacy = legacy.load(Ordering::SeqCst);
+        async move {
+            let session = req.header("mcp-session-id");
+            if !legacy {
+                return match req.method() {
+                    "server/discover" => Reply::json(&result(
+                        &req.id(),
+                        json!({"supportedVersions": ["2026-07-28"],
+                               "capabilities": {"tools": {}},
+                               "serverInfo": {"name": "flip", "version": "0"}}),
+                    )),
+                    "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)),
+                    "tools/call" if flap && req.nth == 0 => {
+                        Reply::raw(400, "text/html", "<html>400 Bad Request</html>")
+                    }
+                    "tools/call" => Reply::json(&text_result(&req.id(), "modern ok")),
+                    _ => Reply::raw(400, "text/plain", ""),
+                };
+            }
+            match (req.http_method.as_str(), req.method()) {
+                ("GET", _) => Reply::raw(405, "text/plain", ""),
+                ("DELETE", _) => Reply::raw(200, "text/plain", ""),
+                (_, "server/discover") => Reply::raw(400, "text/plain", "Bad Request"),
+                (_, "initialize") => {
+                    let n = req.nth + 1;
+                    initialize(&req.id(), &format!("s-{n}"))
+                }
+                _ if session.is_none() && req.rpc.get("id").is_some() => Reply::raw(
+                    400,
+                    "text/plain",
+                    "Bad Request: No valid session ID provided",
+                ),
+                (_, "tools/list") => {
+                    Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None))
+                }
+                (_, "tools/call") => Reply::json(&text_result(
+                    &req.id(),
+                    &format!("legacy ok on {}", session.unwrap_or_default()),
+                )),
+                _ => standard(&req).unwrap_or_else(|| Reply::raw(400, "text/plain", "")),
+            }
+        }
+    })
+    .await
 }
 
 /// Calls `added`, a tool `m` does not list: the call re-lists once, and is refused as
@@ -52,14 +113,14 @@ async fn relist_by_a_miss(host: &Host) {
 /// Waits (at most [`LIMIT`]) until `m`'s namespace listing names `version`.
 async fn version_becomes(host: &Host, version: &str) {
     let named = async {
-        while namespace(host).await["protocolVersion"] != version {
+        while namespace(host, "m").await["protocolVersion"] != version {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     };
     if tokio::time::timeout(LIMIT, named).await.is_err() {
         panic!(
             "the protocol version never became {version}: {}",
-            namespace(host).await
+            namespace(host, "m").await
         );
     }
 }
@@ -92,12 +153,9 @@ fn assert_modern(step: &Step, method: &str) {
     assert_eq!(step.meta, client_meta(MODERN), "{step:?}");
 }
 
-fn lines(list: &[&str]) -> Vec<String> {
+pub(crate) fn lines(list: &[&str]) -> Vec<String> {
     list.iter().map(|l| l.to_string()).collect()
 }
-
-// ---------------------------------------------------------------------------------------------
-// the fake itself, spoken to directly
 
 /// POSTs `body` to `url` with `headers`; the status and the body as JSON (`Null` if not JSON).
 async fn post(url: &str, headers: &[(&str, &str)], body: Value) -> (u16, Value) {
@@ -117,6 +175,584 @@ async fn post(url: &str, headers: &[(&str, &str)], body: Value) -> (u16, Value) 
 fn discover_body() -> Value {
     json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover",
            "params": {"_meta": client_meta(MODERN)}})
+}
+
+/// Reads `response` until its body holds `needle` (at most 5 s); the text read.
+async fn read_until(response: &mut reqwest::Response, needle: &str) -> String {
+    let mut text = String::new();
+    let read = async {
+        while !text.contains(needle) {
+            let chunk = response.chunk().await.unwrap().expect("the stream goes on");
+            text.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), read)
+        .await
+        .expect(needle);
+    text
+}
+
+fn modern_post(url: &str, method: &str, body: Value) -> reqwest::RequestBuilder {
+    reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", MODERN)
+        .header("mcp-method", method)
+        .body(body.to_string())
+}
+
+/// Two pages: `first`, then (at `cursor`) `second`.
+fn two_pages<'c>(
+    first: &str,
+    cursor: &'c str,
+    second: &str,
+) -> Vec<(Option<&'c str>, Vec<Value>, Option<&'c str>)> {
+    vec![
+        (None, vec![tool_with(first, json!({}))], Some(cursor)),
+        (Some(cursor), vec![tool_with(second, json!({}))], None),
+    ]
+}
+
+/// A `-32022` whose `data.supported` quotes a configured env secret longer than a shown
+/// version (32 bytes): the versions are scrubbed whole before they are cut (README
+/// "Configuration": scrubbed first, cut second), so neither the reason nor a log line shows a
+/// prefix of the secret.
+#[tokio::test]
+async fn a_long_secret_quoted_in_a_version_refusal_leaves_no_prefix() {
+    let (_capture, logs) = logs::capture("trace");
+    const SECRET: &str = "attack2-env-secret-0123456789abcdefghijklmnop";
+    // SAFETY: set before the Pack that reads it; other tests read the environment only through
+    // `std::env`, which takes the same process-wide lock as `set_var`, and none reads this name.
+    unsafe { std::env::set_var("MCP_ATTACK2_LONG_SECRET", SECRET) };
+    let server = Modern::start().await;
+    server.set_supported(json!([SECRET]));
+    let host = Host::new(json!({"m": {"url": server.url, "headers": {
+        "X-Api-Key": "${env:MCP_ATTACK2_LONG_SECRET}",
+    }}}));
+    let failed = host.failed("m", LIMIT).await;
+    drop(host);
+    let reason = failed["reason"].as_str().unwrap().to_string();
+    let prefix = &SECRET[..16];
+    assert!(
+        !reason.contains(prefix),
+        "the reason shows the start of the secret: {reason}"
+    );
+    let logs = logs.text();
+    assert!(
+        !logs.contains(prefix),
+        "a log line shows the start of the secret: {:?}",
+        logs.lines()
+            .filter(|l| l.contains(prefix))
+            .collect::<Vec<_>>()
+    );
+}
+
+/// MCP 2026-07-28 basic/versioning: a refused version comes with the server's `supported`
+/// list, from which the client picks a mutual version. A modern server redeployed as a dual-era
+/// build without 2026-07-28 answers a modern call `-32022` naming only `2025-11-25`: that shows
+/// the other era, so the client probes, initializes, and the call is answered in the legacy era.
+#[tokio::test]
+async fn a_modern_server_that_drops_2026_07_28_for_a_legacy_version_is_spoken_to_in_legacy() {
+    let server = Modern::start().await;
+    let host = ready(&server).await;
+    server.set_supported(json!([LEGACY]));
+    server.restart(Era::Dual);
+    let answer = call(&host, "echo", json!({"x": 1})).await;
+    let trail = server.settle(Duration::from_millis(300), LIMIT).await;
+    assert_eq!(
+        answer,
+        Ok("echo echo {\"x\":1}".into()),
+        "{:?}",
+        trail_lines(&trail)
+    );
+    let second = call(&host, "echo", json!({"x": 2})).await;
+    assert_eq!(second, Ok("echo echo {\"x\":2}".into()));
+    assert_eq!(namespace(&host, "m").await["protocolVersion"], LEGACY);
+}
+
+/// docs/connection.md: the era is decided again only when a modern request meets a plain
+/// refusal (no JSON-RPC error). A `400` carrying a JSON-RPC error that answers the request's own
+/// id was read by a modern server: it is that call's error, with no probe and no resend.
+#[tokio::test]
+async fn a_400_with_a_json_rpc_error_for_the_call_is_no_era_flip() {
+    let server = Modern::start().await;
+    let host = ready(&server).await;
+    let mut answers = Vec::new();
+    for _ in 0..2 {
+        server.answer_next(
+            "tools/call",
+            Canned::Error(
+                400,
+                -32602,
+                "Invalid params: x must be positive".into(),
+                Value::Null,
+            ),
+        );
+        answers.push(call(&host, "echo", json!({"x": -1})).await);
+    }
+    let trail = server.settle(Duration::from_millis(300), LIMIT).await;
+    assert_eq!(
+        trail_lines(&trail),
+        [
+            "POST server/discover 200",
+            "POST tools/list 200",
+            "POST tools/call 400",
+            "POST tools/call 400",
+        ]
+    );
+    for answer in answers {
+        let refused = answer.unwrap_err();
+        assert_eq!(refused.kind, ToolErrorKind::InvalidArguments, "{refused:?}");
+        assert_eq!(
+            refused.message,
+            "server \"m\" refused the arguments of tool \"echo\": Invalid params: x must be positive; see the schema with mcp/get_dynamic_tools {\"namespace\":\"m\",\"toolName\":\"echo\"}"
+        );
+    }
+}
+
+/// docs/connection.md: a lost reply is re-issued once per call (MCP 2026-07-28, transports
+/// "Receiving Messages"). A call whose stream is cut, whose re-issue meets `HeaderMismatch`, and
+/// whose retry after the re-listing is cut again is not re-issued a second time: three
+/// `tools/call` POSTs, a `transport` error.
+#[tokio::test]
+async fn a_call_is_re_issued_at_most_once_even_across_a_header_mismatch_retry() {
+    let server = Modern::start().await;
+    let host = ready(&server).await;
+    server.answer_next("tools/call", cut());
+    server.answer_next(
+        "tools/call",
+        Canned::Error(400, -32020, "Header mismatch".into(), Value::Null),
+    );
+    server.answer_next("tools/call", cut());
+    let answer = call(&host, "echo", json!({})).await;
+    let trail = server.settle(Duration::from_millis(300), LIMIT).await;
+    let calls: Vec<String> = trail
+        .iter()
+        .filter(|s| s.method == "tools/call")
+        .map(Step::line)
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            "POST tools/call 200",
+            "POST tools/call 400",
+            "POST tools/call 200",
+        ],
+        "answered {answer:?}"
+    );
+    let failed = answer.unwrap_err();
+    assert_eq!(failed.kind, ToolErrorKind::Transport, "{failed:?}");
+}
+
+/// docs/configuration.md: `headers` may not set what the client sends itself; in the modern
+/// era that includes `Mcp-Method`, `Mcp-Name` and `Mcp-Param-…` (MCP 2026-07-28, transports
+/// "Request Metadata"). The entry is refused, and nothing is sent.
+#[tokio::test]
+async fn configured_modern_metadata_headers_are_refused() {
+    let server = Modern::start().await;
+    for name in ["Mcp-Method", "mcp-name", "Mcp-Param-Region"] {
+        let host = Host::new(json!({"m": {"url": server.url, "headers": {name: "tools/call"}}}));
+        let listing = host.settled(LIMIT).await;
+        let entry = &listing["servers"][0];
+        assert_eq!(entry["status"], "error", "{entry}");
+        assert_eq!(
+            entry["reason"],
+            format!("header \"{name}\" is set by the MCP client itself and may not be configured"),
+            "{entry}"
+        );
+        assert_eq!(entry.get("retryInSeconds"), None, "{entry}");
+    }
+    assert_eq!(server.lines(), Vec::<String>::new());
+}
+
+/// MCP 2026-07-28 transports: a modern server answers a method it does not implement with
+/// `404` and a JSON-RPC `-32601`. A server known legacy, redeployed as a modern one, answers
+/// `initialize` that way: the client probes again at once and starts in the modern era.
+#[tokio::test]
+async fn initialize_answered_404_method_not_found_by_a_redeployed_modern_server_reprobes() {
+    let server = Modern::start_in(Era::Legacy).await;
+    server.answer_next(
+        "initialize",
+        Canned::Raw(503, Some("text/plain"), "busy".into()),
+    );
+    let host = Host::new(json!({"m": entry(&server.url)}));
+    server
+        .wait_until(LIMIT, "the failed initialize", |t| {
+            t.iter().any(|s| s.line() == "POST initialize 503")
+        })
+        .await;
+    server.restart(Era::Modern);
+    for _ in 0..50 {
+        server.answer_next(
+            "initialize",
+            Canned::Error(404, -32601, "Method not found".into(), Value::Null),
+        );
+    }
+    let settled = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            let listing = namespace(&host, "m").await;
+            if listing["status"] == "ready" {
+                return listing;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let listing = settled
+        .unwrap_or_else(|_| panic!("never ready; the trail: {:?}", trail_lines(&server.trail())));
+    assert_eq!(listing["protocolVersion"], MODERN, "{listing}");
+}
+
+/// MCP 2026-07-28 basic/versioning: the client picks a mutual version from the whole
+/// `supported` list; only the reason's copy of it is bounded (16 versions). A server naming
+/// 2026-07-28 17th is started in it.
+#[tokio::test]
+async fn a_mutual_version_beyond_the_sixteenth_listed_is_still_found() {
+    let server = Modern::start().await;
+    let mut supported: Vec<String> = (0..16).map(|i| format!("2099-01-{:02}", i + 1)).collect();
+    supported.push(MODERN.to_string());
+    server.set_supported(json!(supported));
+    // The probe's own answer refuses the version once, naming it 17th.
+    server.answer_next(
+        "server/discover",
+        Canned::Error(
+            400,
+            -32022,
+            "Unsupported protocol version".into(),
+            json!({"supported": supported, "requested": MODERN}),
+        ),
+    );
+    let host = Host::new(json!({"m": entry(&server.url)}));
+    let listing = host.settled(LIMIT).await;
+    let entry = &listing["servers"][0];
+    assert_eq!(entry["status"], "ready", "{entry}");
+    assert_eq!(namespace(&host, "m").await["protocolVersion"], MODERN);
+}
+
+/// ARCHITECTURE "Invariants (eras)": no `DELETE` or `GET` goes to a modern server. A legacy
+/// server redeployed as a modern one: the old session ended with the build that made it, and the
+/// Pack's drop sends it no `DELETE`.
+#[tokio::test]
+async fn no_delete_goes_to_a_server_that_answered_the_old_session_as_a_modern_one() {
+    let server = Modern::start_in(Era::Legacy).await;
+    let host = ready(&server).await;
+    server.restart(Era::Modern);
+    // A first call may meet the pooled connection the restart cut (as in modern.rs).
+    for _ in 0..3 {
+        if call(&host, "echo", json!({})).await.is_ok() {
+            break;
+        }
+    }
+    assert_eq!(namespace(&host, "m").await["protocolVersion"], MODERN);
+    drop(host);
+    let trail = server.settle(Duration::from_millis(1500), LIMIT).await;
+    let after: Vec<String> = trail
+        .iter()
+        .filter(|s| matches!(s.verb.as_str(), "DELETE" | "GET"))
+        .map(Step::line)
+        .collect();
+    assert_eq!(after, Vec::<String>::new(), "{:?}", trail_lines(&trail));
+}
+
+/// docs/connection.md "How the era is chosen": the era is decided again only when a modern
+/// request is answered with a plain `400`, `404`, `405` or `406` — "no JSON-RPC error answering
+/// its own id". A modern server that refuses `subscriptions/listen` with a `400` carrying a
+/// JSON-RPC error for that request's own id read it as a request of its era: that is the
+/// stream's failure (opened again after 1 s), not a restart onto the legacy era, so the server
+/// is not probed again and its tools are not listed again for a new route.
+#[tokio::test]
+async fn a_listen_refused_with_a_json_rpc_error_for_its_own_id_is_no_era_flip() {
+    let server = Modern::start().await;
+    server.set_list_changed();
+    server.answer_next(
+        "subscriptions/listen",
+        Canned::Error(
+            400,
+            -32602,
+            "Invalid params: unknown notifications".into(),
+            Value::Null,
+        ),
+    );
+    let _host = ready(&server).await;
+    server
+        .wait_until(LIMIT, "a second listen", |t| {
+            t.iter()
+                .filter(|s| s.method == "subscriptions/listen")
+                .count()
+                == 2
+        })
+        .await;
+    let trail = server.settle(Duration::from_millis(500), LIMIT).await;
+    assert_eq!(
+        trail_lines(&trail),
+        [
+            "POST server/discover 200",
+            "POST tools/list 200",
+            "POST subscriptions/listen 400",
+            "POST subscriptions/listen 200",
+            // The acknowledgment's one re-listing.
+            "POST tools/list 200",
+        ]
+    );
+}
+
+/// docs/connection.md "How the era is chosen": the era is decided again when a modern request
+/// is answered "with a `-32022` naming only legacy versions this client speaks (the request was
+/// refused, so it is sent once more after the new start)" — a JSON-RPC error, whatever the
+/// HTTP status carrying it (the probe's rule reads modern errors "with any status" too). A
+/// server redeployed without 2026-07-28 that refuses a call with that error in a `200` is
+/// probed, initialized, and the call is answered in the legacy era.
+#[tokio::test]
+async fn a_legacy_only_version_refusal_in_a_200_reply_flips_to_legacy() {
+    let server = Modern::start().await;
+    let host = ready(&server).await;
+    server.set_supported(json!([LEGACY]));
+    server.restart(Era::Dual);
+    server.answer_next(
+        "tools/call",
+        Canned::Error(
+            200,
+            -32022,
+            "Unsupported protocol version".into(),
+            json!({"supported": [LEGACY], "requested": "2026-07-28"}),
+        ),
+    );
+    // A first call may meet the pooled connection the restart cut (as in modern.rs).
+    let mut answer = call(&host, "echo", json!({"x": 1})).await;
+    if answer
+        .as_ref()
+        .is_err_and(|e| e.kind == runvil_plugin::ToolErrorKind::Transport)
+    {
+        answer = call(&host, "echo", json!({"x": 1})).await;
+    }
+    let trail = server.settle(Duration::from_millis(300), LIMIT).await;
+    assert_eq!(
+        answer,
+        Ok("echo echo {\"x\":1}".into()),
+        "{:?}",
+        trail_lines(&trail)
+    );
+    assert_eq!(namespace(&host, "m").await["protocolVersion"], LEGACY);
+}
+
+/// docs/connection.md "How the era is chosen": the era is decided again when "a legacy
+/// session's request [is] answered with a modern error" (ARCHITECTURE "The connection machine":
+/// `Era(_) ──answered the way the other era does──▶ Unknown`, the request resent once). A legacy
+/// server redeployed as a modern one that refuses the old session's call with `-32022` (naming
+/// only 2026-07-28) in a `200` reply is probed again, and the call is answered in the modern
+/// era.
+#[tokio::test]
+async fn a_modern_error_in_a_200_reply_to_a_legacy_session_flips_to_modern() {
+    let server = Modern::start_in(Era::Legacy).await;
+    let host = ready(&server).await;
+    server.restart(Era::Modern);
+    server.answer_next(
+        "tools/call",
+        Canned::Error(
+            200,
+            -32022,
+            "Unsupported protocol version".into(),
+            json!({"supported": ["2026-07-28"], "requested": LEGACY}),
+        ),
+    );
+    let mut answer = call(&host, "echo", json!({"x": 2})).await;
+    if answer
+        .as_ref()
+        .is_err_and(|e| e.kind == runvil_plugin::ToolErrorKind::Transport)
+    {
+        answer = call(&host, "echo", json!({"x": 2})).await;
+    }
+    let trail = server.settle(Duration::from_millis(300), LIMIT).await;
+    assert_eq!(
+        answer,
+        Ok("echo echo {\"x\":2}".into()),
+        "{:?}",
+        trail_lines(&trail)
+    );
+    assert_eq!(namespace(&host, "m").await["protocolVersion"], "2026-07-28");
+}
+
+/// A proxy in front of a modern server refuses one `tools/call` with a plain 400; the probe
+/// finds the server still modern and the resend on the kept route succeeds — so that 400 was
+/// a flap, not the server's own answer to `tools/call`. The change records it as an own answer
+/// all the same (`Sessions::confirmed` for a `PlainRefusal`), so when the server is later
+/// really redeployed onto the 2025 era, whose answer to a request without a session is that
+/// same plain 400, no call ever probes again: every call fails for the Pack's life. README:
+/// "It is decided again only when the server shows the other era — a restart onto another
+/// version" (and without the earlier flap the same restart is followed by the next call).
+/// The call after the restart should be answered on a new legacy session (`legacy ok on
+/// s-1`); observed: the plain 400, forever.
+#[tokio::test]
+async fn a_plain_400_a_resend_got_past_does_not_hide_a_later_restart_onto_the_legacy_era() {
+    let legacy = Arc::new(AtomicBool::new(false));
+    let server = flipping(Arc::clone(&legacy), true).await;
+    let host = Host::new(json!({ "flap": entry(&server.url) }));
+    host.ready("flap", Duration::from_secs(10)).await;
+    // The flap: refused once, probed, resent on the same route.
+    assert_eq!(host.call_tool("flap", "t").await, Ok("modern ok".into()));
+    assert_eq!(server.count("server/discover"), 2);
+    legacy.store(true, Ordering::SeqCst);
+    let answers = call_t_times(&host, "flap", 3).await;
+    assert_eq!(
+        answers,
+        [
+            Ok("legacy ok on s-1".to_string()),
+            Ok("legacy ok on s-1".to_string()),
+            Ok("legacy ok on s-1".to_string())
+        ]
+    );
+}
+
+/// A modern server declaring `tools.listChanged` whose endpoint answers `subscriptions/listen`
+/// with a plain 404 (no listen endpoint), behind a load balancer whose two replicas differ in
+/// their `instructions` (a rolling deploy: "v1" and "v2"). The issue: "A modern server whose
+/// endpoint answers `subscriptions/listen` with a plain 404 must not be re-probed forever".
+/// Each 404 makes the loop probe; the probe finds the same modern era but other
+/// `instructions`, so `recheck` installs a new route (`Moved`) instead of recording the 404 as
+/// the server's own; the install wakes the stream loop at once (a non-listing install), whose
+/// next listen meets the same 404 and probes again: a tight loop of `server/discover` +
+/// `subscriptions/listen` + a full `tools/list`, with no backoff, for the Pack's life.
+/// (On a paused clock the loop never lets virtual time move: this test runs in real time.)
+/// Expected in 3 s: the start's probe and at most two more; observed: hundreds.
+#[tokio::test]
+async fn a_listen_404_on_replicas_with_other_instructions_does_not_probe_in_a_tight_loop() {
+    let server = hostile::serve_all(|req| async move {
+        match req.method() {
+            "server/discover" => Reply::json(&result(
+                &req.id(),
+                json!({"supportedVersions": ["2026-07-28"],
+                       "capabilities": {"tools": {"listChanged": true}},
+                       "instructions": format!("replica v{}", req.nth % 2 + 1),
+                       "serverInfo": {"name": "lb", "version": "0"}}),
+            )),
+            "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)),
+            "subscriptions/listen" => Reply::raw(404, "text/plain", "Not Found"),
+            _ => Reply::raw(400, "text/plain", ""),
+        }
+    })
+    .await;
+    let host = Host::new(json!({ "lb": entry(&server.url) }));
+    host.ready("lb", Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let probes = server.count("server/discover");
+    let listings = server.count("tools/list");
+    assert!(
+        probes <= 3,
+        "{probes} server/discover, {listings} tools/list, {} subscriptions/listen in 3 s",
+        server.count("subscriptions/listen")
+    );
+}
+
+/// The call-path twin of the tight loop above: a modern server whose tool `t` is refused with
+/// a plain 400 every time (the server's own answer, e.g. a gateway's argument check), behind
+/// replicas whose `instructions` differ. With one replica, the first call probes once, resends,
+/// meets the 400 again and records it as the server's own: later calls cost nothing more
+/// (tests/it/bounds.rs). Here the probe finds other `instructions`, installs a new route
+/// (`Moved`), and the resend on that route is never recorded (`confirming` is only set when
+/// the route was kept): every call costs a `server/discover` and a full re-listing, for the
+/// Pack's life. Expected after three calls: 2 `server/discover` (the start's and one probe),
+/// 2 `tools/list` (the start's, and one for the new instructions); observed: 4 and 4.
+#[tokio::test]
+async fn a_modern_tools_own_plain_400_on_replicas_with_other_instructions_costs_no_probe_per_call()
+{
+    let server = hostile::serve_all(|req| async move {
+        match req.method() {
+            "server/discover" => Reply::json(&result(
+                &req.id(),
+                json!({"supportedVersions": ["2026-07-28"],
+                       "capabilities": {"tools": {}},
+                       "instructions": format!("replica v{}", req.nth % 2 + 1),
+                       "serverInfo": {"name": "lb", "version": "0"}}),
+            )),
+            "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)),
+            "tools/call" => Reply::raw(400, "text/plain", "argument check failed"),
+            _ => Reply::raw(400, "text/plain", ""),
+        }
+    })
+    .await;
+    let host = Host::new(json!({ "lb": entry(&server.url) }));
+    host.ready("lb", Duration::from_secs(10)).await;
+    for _ in 0..3 {
+        assert!(host.call_tool("lb", "t").await.is_err());
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        (server.count("server/discover"), server.count("tools/list")),
+        (2, 2)
+    );
+}
+
+/// A 2025-era tool that answers with its own `-32021` (in the JSON-RPC implementation range):
+/// the first such answer makes the client ask `server/discover` again; the server is still
+/// legacy, so the session is kept, the answer is the tool's error, and the same answer later
+/// is no era signal: no new session per call, no more probes.
+#[tokio::test]
+async fn a_legacy_tools_own_modern_error_code_costs_one_probe_and_no_session() {
+    let server = legacy_with(|req| {
+        (req.method() == "tools/call").then(|| {
+            Answer::Now(Reply::json(&rpc_error(
+                &req.id(),
+                -32021,
+                "the upstream API wants a client capability",
+            )))
+        })
+    })
+    .await;
+    let host = Host::new(json!({ "old": entry(&server.url) }));
+    host.ready("old", Duration::from_secs(10)).await;
+    for _ in 0..3 {
+        let failed = host.call_tool("old", "t").await.unwrap_err();
+        assert_eq!(
+            failed.message,
+            "server \"old\" needs a client capability that this client does not have (it declares none): the upstream API wants a client capability"
+        );
+    }
+    assert_eq!(server.count("initialize"), 1);
+    assert_eq!(server.count("server/discover"), 2);
+    assert_eq!(server.count("tools/call"), 3);
+    assert_eq!(
+        server
+            .requests()
+            .iter()
+            .filter(|r| r.http_method == "DELETE")
+            .count(),
+        0
+    );
+    assert_eq!(
+        server_entry(&host.listing(json!({})).await, "old")["status"],
+        "ready"
+    );
+}
+
+/// A modern server whose endpoint answers `subscriptions/listen` with a plain 404: one probe
+/// finds it still modern, and the client asks for no listen stream again — no probe and no
+/// re-listing every few seconds for the Pack's life.
+#[tokio::test(start_paused = true)]
+async fn a_modern_server_without_a_listen_endpoint_is_probed_once() {
+    heartbeat();
+    let server = modern_with(|_| Reply::raw(404, "text/plain", "Not Found")).await;
+    let host = Host::new(json!({ "nolisten": entry(&server.url) }));
+    host.ready("nolisten", Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    let methods: Vec<String> = server
+        .requests()
+        .iter()
+        .map(|r| r.method().to_string())
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "server/discover",
+            "tools/list",
+            "subscriptions/listen",
+            "server/discover"
+        ]
+    );
+    assert_eq!(
+        namespace(&host, "nolisten").await["protocolVersion"],
+        "2026-07-28"
+    );
 }
 
 #[tokio::test]
@@ -341,31 +977,6 @@ async fn fake_canned_answers_come_first_and_once() {
     assert_eq!(server.unrecorded_gets(), 0);
 }
 
-/// Reads `response` until its body holds `needle` (at most 5 s); the text read.
-async fn read_until(response: &mut reqwest::Response, needle: &str) -> String {
-    let mut text = String::new();
-    let read = async {
-        while !text.contains(needle) {
-            let chunk = response.chunk().await.unwrap().expect("the stream goes on");
-            text.push_str(&String::from_utf8_lossy(&chunk));
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(5), read)
-        .await
-        .expect(needle);
-    text
-}
-
-fn modern_post(url: &str, method: &str, body: Value) -> reqwest::RequestBuilder {
-    reqwest::Client::new()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", MODERN)
-        .header("mcp-method", method)
-        .body(body.to_string())
-}
-
 #[tokio::test]
 async fn fake_listen_stream_acknowledges_then_carries_list_changed_until_dropped() {
     let server = Modern::start().await;
@@ -440,9 +1051,6 @@ async fn fake_cuts_the_first_stream_before_the_answer_and_answers_the_second() {
     );
 }
 
-// ---------------------------------------------------------------------------------------------
-// 1. era detection
-
 #[tokio::test]
 async fn discover_is_the_first_request_and_a_modern_start_is_discover_then_tools_list() {
     let server = Modern::start().await;
@@ -457,7 +1065,7 @@ async fn discover_is_the_first_request_and_a_modern_start_is_discover_then_tools
     assert_eq!(trail[0].params, json!({"_meta": client_meta(MODERN)}));
     assert_modern(&trail[1], "tools/list");
     assert_eq!(extra_headers(&trail[0]), []);
-    let listing = namespace(&host).await;
+    let listing = namespace(&host, "m").await;
     assert_eq!(listing["protocolVersion"], MODERN);
     assert_eq!(listing["instructions"], "use echo well");
     assert_eq!(listing["status"], "ready");
@@ -496,7 +1104,7 @@ async fn unsupported_version_naming_a_legacy_version_goes_legacy() {
         ["2025-11-25", "2025-06-18", "2025-03-26"].contains(&offered.as_str()),
         "initialize offers a legacy version: {offered}"
     );
-    assert_eq!(namespace(&host).await["protocolVersion"], "2025-06-18");
+    assert_eq!(namespace(&host, "m").await["protocolVersion"], "2025-06-18");
     assert_eq!(
         call(&host, "echo", json!({})).await,
         Ok("echo echo {}".into())
@@ -578,7 +1186,11 @@ async fn legacy_answers_to_discover_fall_back_to_initialize() {
             ],
             "{what}"
         );
-        assert_eq!(namespace(&host).await["protocolVersion"], LEGACY, "{what}");
+        assert_eq!(
+            namespace(&host, "m").await["protocolVersion"],
+            LEGACY,
+            "{what}"
+        );
     }
 }
 
@@ -615,7 +1227,7 @@ async fn the_era_is_probed_once_per_server_life() {
             call(&host, "echo", json!({"n": n})).await,
             Ok(format!("echo echo {{\"n\":{n}}}"))
         );
-        namespace(&host).await;
+        namespace(&host, "m").await;
     }
     let trail = server.settle(Duration::from_millis(300), LIMIT).await;
     assert_eq!(
@@ -635,7 +1247,7 @@ async fn a_legacy_session_answered_with_unsupported_version_probes_again() {
     let server = Modern::start_in(Era::Dual).await;
     server.answer_next("server/discover", Canned::Raw(404, None, String::new()));
     let host = ready(&server).await;
-    assert_eq!(namespace(&host).await["protocolVersion"], LEGACY);
+    assert_eq!(namespace(&host, "m").await["protocolVersion"], LEGACY);
     // The server is redeployed modern-only: the legacy session's next request gets -32022.
     server.restart(Era::Modern);
     // A call may meet the pooled connection the restart cut ("the connection closed before the
@@ -706,7 +1318,7 @@ async fn a_server_claiming_modern_then_answering_legacy_404_is_reprobed() {
             "POST tools/list 200",
         ])
     );
-    assert_eq!(namespace(&host).await["protocolVersion"], MODERN);
+    assert_eq!(namespace(&host, "m").await["protocolVersion"], MODERN);
 }
 
 #[tokio::test]
@@ -726,7 +1338,7 @@ async fn a_server_claiming_legacy_then_answering_initialize_with_a_modern_error_
             "POST tools/list 200",
         ]
     );
-    assert_eq!(namespace(&host).await["protocolVersion"], MODERN);
+    assert_eq!(namespace(&host, "m").await["protocolVersion"], MODERN);
 }
 
 #[tokio::test]
@@ -804,7 +1416,7 @@ async fn a_version_refusal_beyond_the_error_preview_falls_back_then_probes_again
             "POST tools/list 200",
         ]
     );
-    assert_eq!(namespace(&host).await["protocolVersion"], MODERN);
+    assert_eq!(namespace(&host, "m").await["protocolVersion"], MODERN);
 }
 
 #[tokio::test]
@@ -820,15 +1432,12 @@ async fn a_supported_list_with_garbage_and_one_legacy_version_goes_legacy() {
         ),
     );
     let host = ready(&server).await;
-    assert_eq!(namespace(&host).await["protocolVersion"], LEGACY);
+    assert_eq!(namespace(&host, "m").await["protocolVersion"], LEGACY);
     assert_eq!(
         server.lines()[..2],
         ["POST server/discover 400", "POST initialize 200"]
     );
 }
-
-// ---------------------------------------------------------------------------------------------
-// 2. modern requests
 
 #[tokio::test]
 async fn a_modern_call_carries_meta_mcp_name_and_nothing_of_sessions() {
@@ -1042,13 +1651,8 @@ async fn tools_with_invalid_x_mcp_header_are_omitted_and_named() {
     tools.extend(invalid.iter().map(|(n, p)| tool_with(n, p.clone())));
     server.set_tools(tools);
     let host = ready(&server).await;
-    let listing = namespace(&host).await;
-    let listed: Vec<&Value> = listing["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| &t["name"])
-        .collect();
+    let listing = namespace(&host, "m").await;
+    let listed = tool_names(&listing);
     assert_eq!(listed, [&json!("fine")]);
     let omitted = listing["omitted"].as_array().expect("omitted");
     let mut names: Vec<&str> = omitted
@@ -1143,9 +1747,6 @@ async fn header_mismatch_twice_fails_without_a_loop() {
         ]
     );
 }
-
-// ---------------------------------------------------------------------------------------------
-// 3. list changes and cached listings
 
 #[tokio::test]
 async fn list_changed_opens_a_listen_stream_and_a_notification_relists() {
@@ -1248,7 +1849,7 @@ async fn a_relisting_answered_after_a_restart_onto_legacy_names_the_legacy_versi
     let server = Modern::start_in(Era::Dual).await;
     server.set_instructions("modern words");
     let host = ready(&server).await;
-    assert_eq!(namespace(&host).await["protocolVersion"], MODERN);
+    assert_eq!(namespace(&host, "m").await["protocolVersion"], MODERN);
     server.restart(Era::Legacy);
     server.set_instructions("legacy words");
     // A tool the listing does not have: the call re-lists once, and that re-listing meets the
@@ -1264,7 +1865,7 @@ async fn a_relisting_answered_after_a_restart_onto_legacy_names_the_legacy_versi
             "POST tools/list 200",
         ])
     );
-    let listing = namespace(&host).await;
+    let listing = namespace(&host, "m").await;
     assert_eq!(listing["protocolVersion"], LEGACY, "{listing}");
     assert_eq!(listing["instructions"], "legacy words", "{listing}");
     assert_eq!(
@@ -1273,22 +1874,6 @@ async fn a_relisting_answered_after_a_restart_onto_legacy_names_the_legacy_versi
     );
 }
 
-/// Two pages: `first`, then (at `cursor`) `second`.
-fn two_pages<'c>(
-    first: &str,
-    cursor: &'c str,
-    second: &str,
-) -> Vec<(Option<&'c str>, Vec<Value>, Option<&'c str>)> {
-    vec![
-        (None, vec![tool_with(first, json!({}))], Some(cursor)),
-        (Some(cursor), vec![tool_with(second, json!({}))], None),
-    ]
-}
-
-// A cursor belongs to the server life (the session) that gave it (MCP 2026-07-28,
-// server/utilities/pagination: cursors are opaque): a walk whose next page is answered on
-// another session is walked again from its first page there, so a listing never mixes tools of
-// two deployments.
 #[tokio::test]
 async fn a_start_whose_second_page_meets_a_redeploy_onto_legacy_lists_the_new_server_only() {
     let server = Modern::start().await;
@@ -1296,7 +1881,7 @@ async fn a_start_whose_second_page_meets_a_redeploy_onto_legacy_lists_the_new_se
     server.redeploy_at_cursor("c1", Era::Legacy, two_pages("x", "c1", "y"));
     let host = ready(&server).await;
     assert_eq!(host.tool_names("m").await, ["x", "y"]);
-    assert_eq!(namespace(&host).await["protocolVersion"], LEGACY);
+    assert_eq!(namespace(&host, "m").await["protocolVersion"], LEGACY);
     assert_eq!(
         server.lines(),
         lines(&[
@@ -1375,9 +1960,6 @@ async fn a_walk_that_meets_a_second_new_session_fails_the_start_which_is_tried_a
     assert_eq!(host.tool_names("m").await, ["p", "q"]);
 }
 
-// A listing changes nothing on the server: a legacy `tools/list` whose event stream is cut
-// before its answer (no event id to resume from) is issued once more with a new id, as a modern
-// request is.
 #[tokio::test]
 async fn a_legacy_listing_page_whose_stream_is_cut_is_issued_again() {
     let server = Modern::start_in(Era::Legacy).await;
@@ -1437,103 +2019,6 @@ async fn a_dropped_listen_stream_is_reopened_after_a_second() {
     let listens = server.steps("subscriptions/listen");
     assert_ne!(listens[0].id, listens[1].id);
     assert_eq!(server.count("server/discover"), 1, "{:?}", server.lines());
-}
-
-/// A listing older than its ttl is refreshed when next used, once; a server-chosen ttl below
-/// the 5 s floor (`ttlMs: 1`) counts as 5 s, so using the listing does not re-list it every
-/// time.
-#[tokio::test]
-async fn a_listing_older_than_its_ttl_is_refreshed_when_used_and_not_more_often() {
-    let server = Modern::start().await;
-    server.set_cache(json!(1), json!("private"));
-    let host = ready(&server).await;
-    for _ in 0..5 {
-        namespace(&host).await;
-        call(&host, "echo", json!({})).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(server.count("tools/list"), 1, "{:?}", server.lines());
-    tokio::time::sleep(Duration::from_millis(5_000)).await;
-    assert_eq!(server.count("tools/list"), 1, "no refresh until used");
-    namespace(&host).await;
-    namespace(&host).await;
-    call(&host, "echo", json!({})).await.unwrap();
-    let trail = server.settle(Duration::from_millis(300), LIMIT).await;
-    assert_eq!(
-        trail.iter().filter(|s| s.method == "tools/list").count(),
-        2,
-        "{:?}",
-        server.lines()
-    );
-}
-
-#[tokio::test]
-async fn a_listing_with_ttl_zero_or_absent_is_not_refreshed_by_time() {
-    for ttl in [json!(0), Value::Null] {
-        let server = Modern::start().await;
-        server.set_cache(ttl.clone(), Value::Null);
-        let host = ready(&server).await;
-        tokio::time::sleep(Duration::from_millis(600)).await;
-        namespace(&host).await;
-        call(&host, "echo", json!({})).await.unwrap();
-        let trail = server.settle(Duration::from_millis(300), LIMIT).await;
-        assert_eq!(
-            trail.iter().map(Step::line).collect::<Vec<_>>(),
-            lines(&[
-                "POST server/discover 200",
-                "POST tools/list 200",
-                "POST tools/call 200"
-            ]),
-            "ttl {ttl}"
-        );
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// 4. calls
-
-#[tokio::test]
-async fn an_input_required_result_fails_at_once_naming_what_was_asked() {
-    let server = Modern::start().await;
-    server.set_call(
-        "echo",
-        Call::InputRequired(json!({
-            "login": {"method": "elicitation/create", "params": {"message": "user?",
-                      "requestedSchema": {"type": "object"}}},
-            "sample": {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 1}},
-        })),
-    );
-    let host = ready(&server).await;
-    let failed = call(&host, "echo", json!({})).await.unwrap_err();
-    assert_eq!(failed.kind, ToolErrorKind::Backend);
-    // lead: exact text
-    assert!(failed.message.contains("elicitation/create"), "{failed:?}");
-    assert!(
-        failed.message.contains("sampling/createMessage"),
-        "{failed:?}"
-    );
-    assert!(!failed.message.contains("opaque-state-1"), "{failed:?}");
-    let trail = server.settle(Duration::from_millis(500), LIMIT).await;
-    assert_eq!(trail.iter().filter(|s| s.method == "tools/call").count(), 1);
-}
-
-#[tokio::test]
-async fn a_missing_client_capability_error_fails_at_once_naming_it() {
-    let server = Modern::start().await;
-    server.set_call("echo", Call::MissingCapability(json!({"elicitation": {}})));
-    let host = ready(&server).await;
-    let failed = call(&host, "echo", json!({})).await.unwrap_err();
-    assert_eq!(failed.kind, ToolErrorKind::Backend);
-    assert!(failed.message.contains("elicitation"), "{failed:?}"); // lead: exact text
-    let trail = server.settle(Duration::from_millis(500), LIMIT).await;
-    assert_eq!(
-        trail.iter().map(Step::line).collect::<Vec<_>>(),
-        lines(&[
-            "POST server/discover 200",
-            "POST tools/list 200",
-            "POST tools/call 400"
-        ])
-    );
 }
 
 #[tokio::test]
@@ -1618,52 +2103,6 @@ async fn an_sse_answer_is_read() {
     );
 }
 
-// ---------------------------------------------------------------------------------------------
-// 5. pagination (both eras)
-
-#[tokio::test]
-async fn an_empty_next_cursor_is_followed_and_its_repeat_ends_the_walk() {
-    for era in [Era::Modern, Era::Legacy] {
-        let server = Modern::start_in(era).await;
-        server.set_pages(vec![
-            (None, vec![tool_with("a", json!({}))], Some("")),
-            (Some(""), vec![tool_with("b", json!({}))], Some("")),
-        ]);
-        let host = ready(&server).await;
-        let listing = namespace(&host).await;
-        let names: Vec<&Value> = listing["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| &t["name"])
-            .collect();
-        assert_eq!(names, [&json!("a"), &json!("b")], "{era:?}");
-        let lists = server.steps("tools/list");
-        assert_eq!(lists.len(), 2, "{era:?}: {:?}", server.lines());
-        assert_eq!(lists[0].params.get("cursor"), None, "{era:?}");
-        assert_eq!(lists[1].params["cursor"], "", "{era:?}");
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// bad input
-
-#[tokio::test]
-async fn a_huge_meta_in_results_is_neither_shown_nor_fatal() {
-    let server = Modern::start().await;
-    server.set_result_meta(json!({"io.example/blob": "m".repeat(1_000_000)}));
-    let host = ready(&server).await;
-    let listing = host
-        .call("get_dynamic_tools", json!({"namespace": "m"}))
-        .await
-        .unwrap();
-    assert!(!listing.contains("mmmmmmmmmm"), "{} bytes", listing.len());
-    assert_eq!(
-        call(&host, "echo", json!({})).await,
-        Ok("echo echo {}".into())
-    );
-}
-
 #[tokio::test]
 async fn configured_secrets_never_show_in_errors_or_logs() {
     let (_capture, logs) = logs::capture("trace");
@@ -1718,9 +2157,6 @@ async fn configured_secrets_never_show_in_errors_or_logs() {
     );
 }
 
-// ---------------------------------------------------------------------------------------------
-// A listing is read by, and named after, the session its pages were answered on.
-
 /// A legacy server restarted onto the same version with new instructions: the re-listing's
 /// page meets the expired session, a renewal of the same version answers it, and the listing
 /// names the instructions of that session (the one its tools came from).
@@ -1729,7 +2165,7 @@ async fn a_relisting_on_a_renewed_legacy_session_of_the_same_version_names_its_i
     let server = Modern::start_in(Era::Legacy).await;
     server.set_instructions("first words");
     let host = ready(&server).await;
-    let before = namespace(&host).await;
+    let before = namespace(&host, "m").await;
     assert_eq!(before["protocolVersion"], LEGACY, "{before}");
     assert_eq!(before["instructions"], "first words", "{before}");
     server.restart(Era::Legacy);
@@ -1754,7 +2190,7 @@ async fn a_relisting_on_a_renewed_legacy_session_of_the_same_version_names_its_i
         Some("POST tools/list 200"),
         "{trail:#?}"
     );
-    let listing = namespace(&host).await;
+    let listing = namespace(&host, "m").await;
     assert_eq!(listing["protocolVersion"], LEGACY, "{listing}");
     assert_eq!(
         listing["instructions"], "second words",
@@ -1770,7 +2206,7 @@ async fn a_relisting_after_a_reprobe_onto_the_same_era_names_the_new_instruction
     let server = Modern::start().await;
     server.set_instructions("modern words");
     let host = ready(&server).await;
-    assert_eq!(namespace(&host).await["instructions"], "modern words");
+    assert_eq!(namespace(&host, "m").await["instructions"], "modern words");
     server.set_instructions("rediscovered words");
     server.answer_next(
         "tools/list",
@@ -1787,7 +2223,7 @@ async fn a_relisting_after_a_reprobe_onto_the_same_era_names_the_new_instruction
         ]),
         "{trail:#?}"
     );
-    let listing = namespace(&host).await;
+    let listing = namespace(&host, "m").await;
     assert_eq!(listing["protocolVersion"], MODERN, "{listing}");
     assert_eq!(listing["instructions"], "rediscovered words", "{listing}");
 }
@@ -1822,7 +2258,7 @@ async fn a_start_answered_after_a_reprobe_names_the_instructions_of_the_route_it
         ]),
         "{trail:#?}"
     );
-    let listing = namespace(&host).await;
+    let listing = namespace(&host, "m").await;
     assert_eq!(listing["instructions"], "second words", "{listing}");
 }
 
@@ -1836,7 +2272,7 @@ async fn a_start_answered_after_a_reprobe_names_the_instructions_of_the_route_it
 async fn a_relisting_answered_on_legacy_is_judged_by_the_legacy_declaration() {
     let server = Modern::start_in(Era::Dual).await;
     let host = ready(&server).await;
-    assert_eq!(namespace(&host).await["protocolVersion"], MODERN);
+    assert_eq!(namespace(&host, "m").await["protocolVersion"], MODERN);
     server.restart(Era::Legacy);
     server.set_capabilities(json!({}));
     server.answer_next(
@@ -1860,7 +2296,7 @@ async fn a_relisting_answered_on_legacy_is_judged_by_the_legacy_declaration() {
         ]),
         "{trail:#?}"
     );
-    let listing = namespace(&host).await;
+    let listing = namespace(&host, "m").await;
     assert_eq!(listing["protocolVersion"], LEGACY, "{listing}");
     assert_eq!(listing["status"], "ready", "{listing}");
     assert_eq!(listing["tools"], json!([]), "{listing}");
