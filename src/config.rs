@@ -1622,20 +1622,25 @@ mod tests {
     }
 
     #[test]
-    fn other_clients_url_keys_are_named() {
+    fn other_clients_url_keys_are_read() {
+        let windsurf = remote(json!({"serverUrl": "https://a.example/mcp"}));
+        assert_eq!(windsurf.url.as_str(), "https://a.example/mcp");
+        assert!(windsurf.settings.notes.is_empty());
+        let gemini = remote(json!({"httpUrl": "https://a.example/mcp", "url": "https://a.example/sse"}));
+        assert_eq!(gemini.url.as_str(), "https://a.example/mcp");
         assert_eq!(
-            refused(json!({"serverUrl": "https://a.example/mcp"})),
-            "the entry has \"serverUrl\" (Windsurf's key) but no \"url\"; this Pack reads the server's address from \"url\", so rename \"serverUrl\" to \"url\""
+            gemini.settings.notes,
+            ["\"url\" is not read: this Pack reads the address from \"httpUrl\" (Gemini CLI's Streamable HTTP endpoint; Gemini CLI reads \"url\" as a legacy SSE endpoint)"]
+        );
+        let both = remote(json!({"url": "https://a.example/mcp", "serverUrl": "https://b.example"}));
+        assert_eq!(both.url.as_str(), "https://a.example/mcp");
+        assert_eq!(
+            both.settings.notes,
+            ["\"serverUrl\" is not read: this Pack reads the address from \"url\""]
         );
         assert_eq!(
-            refused(json!({"httpUrl": "https://a.example/mcp", "headers": {}})),
-            "the entry has \"httpUrl\" (Gemini CLI's key) but no \"url\"; this Pack reads the server's address from \"url\", so rename \"httpUrl\" to \"url\""
-        );
-        assert_eq!(
-            remote(json!({"url": "https://a.example/mcp", "serverUrl": "https://b.example"}))
-                .url
-                .as_str(),
-            "https://a.example/mcp"
+            refused(json!({"httpUrl": "localhost:3000/mcp"})),
+            "\"httpUrl\" has no scheme: begin it with https:// (or http:// for a server on this machine)"
         );
     }
 

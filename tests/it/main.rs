@@ -14,6 +14,8 @@ mod attack5;
 mod attack6;
 mod bounds;
 mod config;
+// Other clients' mcp.json keys: read, mapped or refused by name; notes; per-server timeouts.
+mod dialects;
 mod dpop;
 mod host_author;
 mod host_logout;
