@@ -573,7 +573,10 @@ impl PreparedCall {
     fn spawn(self, pack_id: String, shutdown: CancellationToken) -> CallFuture {
         let connection = Arc::clone(&self.connection);
         let id = connection.next_id();
-        let task = connection.runtime().spawn(self.run(pack_id, id, shutdown));
+        // The call runs in the caller's span, so its request's span is that span's child
+        // (README "Traces").
+        let run = tracing::Instrument::in_current_span(self.run(pack_id, id, shutdown));
+        let task = connection.runtime().spawn(run);
         CallFuture {
             task,
             armed: Some((connection, id)),
@@ -644,7 +647,11 @@ impl PreparedCall {
                             .into_owned(),
                     ));
                 }
-                result::map(raw, source, redactor, output).map_err(Error::malformed)
+                let mapped = result::map(raw, source, redactor, output).map_err(Error::malformed)?;
+                if mapped.is_error {
+                    crate::http::tool_error();
+                }
+                Ok(mapped)
             };
             let request = connection.request(
                 id,
