@@ -385,4 +385,15 @@ python3 "$tmp/up.py" $portboot 3 2>/dev/null & pids+=($!)
 rc=0; out=$($host --wait 30 "$tmp/booting.json" mcp/call_dynamic_tool '{"namespace":"boot","toolName":"echo"}' 2>"$tmp/err") || rc=$?
 [ "$rc" = 0 ] && [ "$out" = up ] && [ ! -s "$tmp/err" ] || finding "a server booting for 3 s: exit $rc, $out, $(cat "$tmp/err")"
 
+# 17. At RUST_LOG=plugin_mcp=debug each request's span is printed when it closes, with its
+# attributes (the OpenTelemetry MCP conventions), so a user sees the traces without an exporter.
+rc=0; RUST_LOG=plugin_mcp=debug NO_COLOR=1 $host "$tmp/coming-up.json" mcp/call_dynamic_tool '{"namespace":"up","toolName":"echo","arguments":{"note":"arg-not-in-spans"}}' >/dev/null 2>"$tmp/err" || rc=$?
+span=$(grep 'mcp.request{' "$tmp/err" | grep 'close' | grep 'otel.name=tools/call echo' | head -n 1)
+case "$span" in
+  *'mcp.method.name="tools/call"'*'gen_ai.tool.name="echo"'*'gen_ai.operation.name="execute_tool"'*'jsonrpc.request.id='*'server.address="127.0.0.1"'*'network.transport="tcp"'*) seen=1 ;;
+  *) seen=0 ;;
+esac
+[ "$rc" = 0 ] && [ "$seen" = 1 ] && ! grep -q 'arg-not-in-spans' "$tmp/err" \
+  || finding "the request spans at debug: exit $rc, $span"
+
 [ "$failed" = 0 ] && echo "host-cli: all passed" || { echo "host-cli: $failed failed" >&2; exit 1; }

@@ -926,12 +926,9 @@ fn deadlines(
             _ => true,
         };
         let unit = if seconds { "seconds" } else { "milliseconds" };
-        let asked = std::time::Duration::try_from_secs_f64(if seconds {
-            number
-        } else {
-            number / 1000.0
-        })
-        .unwrap_or(std::time::Duration::MAX);
+        let asked =
+            std::time::Duration::try_from_secs_f64(if seconds { number } else { number / 1000.0 })
+                .unwrap_or(std::time::Duration::MAX);
         let (slot, limit, what) = if key.starts_with("startup") {
             (
                 &mut deadlines.start,
@@ -1626,13 +1623,17 @@ mod tests {
         let windsurf = remote(json!({"serverUrl": "https://a.example/mcp"}));
         assert_eq!(windsurf.url.as_str(), "https://a.example/mcp");
         assert!(windsurf.settings.notes.is_empty());
-        let gemini = remote(json!({"httpUrl": "https://a.example/mcp", "url": "https://a.example/sse"}));
+        let gemini =
+            remote(json!({"httpUrl": "https://a.example/mcp", "url": "https://a.example/sse"}));
         assert_eq!(gemini.url.as_str(), "https://a.example/mcp");
         assert_eq!(
             gemini.settings.notes,
-            ["\"url\" is not read: this Pack reads the address from \"httpUrl\" (Gemini CLI's Streamable HTTP endpoint; Gemini CLI reads \"url\" as a legacy SSE endpoint)"]
+            [
+                "\"url\" is not read: this Pack reads the address from \"httpUrl\" (Gemini CLI's Streamable HTTP endpoint; Gemini CLI reads \"url\" as a legacy SSE endpoint)"
+            ]
         );
-        let both = remote(json!({"url": "https://a.example/mcp", "serverUrl": "https://b.example"}));
+        let both =
+            remote(json!({"url": "https://a.example/mcp", "serverUrl": "https://b.example"}));
         assert_eq!(both.url.as_str(), "https://a.example/mcp");
         assert_eq!(
             both.settings.notes,

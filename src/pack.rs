@@ -68,11 +68,7 @@ pub(crate) fn construct(
                     Arc::clone(&clients),
                     runtime.clone(),
                 ));
-                let server = Arc::new(Server::remote(
-                    namespace,
-                    Arc::clone(&connection),
-                    settings,
-                ));
+                let server = Arc::new(Server::remote(namespace, Arc::clone(&connection), settings));
                 tasks.spawn_on(
                     Arc::clone(&server).run(connection, shutdown.clone()),
                     &runtime,
@@ -647,7 +643,8 @@ impl PreparedCall {
                             .into_owned(),
                     ));
                 }
-                let mapped = result::map(raw, source, redactor, output).map_err(Error::malformed)?;
+                let mapped =
+                    result::map(raw, source, redactor, output).map_err(Error::malformed)?;
                 if mapped.is_error {
                     crate::http::tool_error();
                 }

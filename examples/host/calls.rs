@@ -31,11 +31,7 @@ const REFUSED_PATIENCE: Duration = Duration::from_secs(5);
 
 /// Runs `args` on the Pack built from `config` (the config file's text); `script` holds the
 /// steps of a script file (read whole before the first call), `None` for stdin.
-pub(crate) async fn run(
-    args: Run,
-    config: Value,
-    script: Option<Vec<(usize, Step)>>,
-) -> ExitCode {
+pub(crate) async fn run(args: Run, config: Value, script: Option<Vec<(usize, Step)>>) -> ExitCode {
     let (pack, id) = match crate::construct(config, tokio::runtime::Handle::current()) {
         Ok(built) => built,
         Err(unavailable) => {
@@ -168,7 +164,11 @@ async fn run_step(
 /// `number` it answers (`"line"`) and the `"id"` that line gave, when there are. When the text is
 /// itself a JSON object or array (a listing, for one), `"json"` carries it decoded beside
 /// `"text"`.
-fn json_line(outcome: &Result<String, ToolError>, number: Option<usize>, id: Option<Value>) -> String {
+fn json_line(
+    outcome: &Result<String, ToolError>,
+    number: Option<usize>,
+    id: Option<Value>,
+) -> String {
     let mut line = serde_json::Map::new();
     if let Some(number) = number {
         line.insert("line".into(), json!(number));
@@ -368,7 +368,8 @@ impl Waiter {
                 }
                 let first = *seen.entry(s.namespace.clone()).or_insert(s.refused_starts);
                 s.refused_starts > first
-                    || s.retry_in_seconds.is_some_and(|r| r > REFUSED_PATIENCE.as_secs())
+                    || s.retry_in_seconds
+                        .is_some_and(|r| r > REFUSED_PATIENCE.as_secs())
             }) {
                 eprintln!(
                     "host: not waiting for {}: its start was refused {} times in a row ({})",

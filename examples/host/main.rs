@@ -35,7 +35,8 @@
 //! a namespace names every server): its config entry was refused or its start failed (`error`
 //! at the end), or it was still `loading` when the wait ran out (named on stderr). Bad usage, a bad line of a script file (checked whole first) and every config
 //! problem exit 2; a closed stdout stops the host with exit 1 and no message. Logs go to stderr under `RUST_LOG`, in
-//! colour only on a terminal.
+//! colour only on a terminal; at `RUST_LOG=plugin_mcp=debug` (or `info`) each request's span is
+//! printed when it closes, with its attributes (`mcp.method.name`, `gen_ai.tool.name`, ...).
 //!
 //! ```text
 //! cargo run --example host -- login [--wait SECONDS] CONFIG NAMESPACE
@@ -73,6 +74,8 @@ use args::{Command, Mode, USAGE};
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("RUST_LOG"))
+        // Each request's span (README "Traces") is printed when it closes, with its attributes.
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();

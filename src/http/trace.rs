@@ -17,7 +17,12 @@ use super::error::Error;
 /// The span of JSON-RPC request `id` of `method` (naming `tool` for a `tools/call`) to the
 /// server at `origin` (`scheme://host:port`; `None` when that part of the url holds a secret:
 /// then neither `server.address` nor `server.port` is recorded).
-pub(super) fn request_span(method: &str, tool: Option<&str>, id: u64, origin: Option<&str>) -> Span {
+pub(super) fn request_span(
+    method: &str,
+    tool: Option<&str>,
+    id: u64,
+    origin: Option<&str>,
+) -> Span {
     let name = match tool {
         Some(tool) => format!("{method} {tool}"),
         None => method.to_string(),

@@ -133,7 +133,12 @@ async fn other_clients_credentials_are_mapped_or_refused_by_name() {
         "cursor_unset": {"url": url, "auth": {"CLIENT_ID": "a", "CLIENT_SECRET": "${env:DIALECTS_NEVER_SET}"}},
     }));
     let listing = host.settled(WAIT).await;
-    let reason = |ns| server_entry(&listing, ns)["reason"].as_str().unwrap_or("").to_string();
+    let reason = |ns| {
+        server_entry(&listing, ns)["reason"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
     assert_eq!(server_entry(&listing, "codex")["status"], "ready");
     let first = server.first(|r| r.method() == "tools/list");
     assert_eq!(
@@ -454,10 +459,7 @@ async fn no_dialect_key_is_ignored_in_silence() {
                 .listing(json!({"namespace": format!("{side}-{key}")}))
                 .await;
             listing.as_object_mut().unwrap().remove("namespace");
-            listing
-                .as_object_mut()
-                .unwrap()
-                .remove("retryInSeconds");
+            listing.as_object_mut().unwrap().remove("retryInSeconds");
             let headers: Vec<(Option<String>, Option<String>)> = requests
                 .iter()
                 .filter(|r| r.target == format!("/{side}-{key}"))
@@ -487,8 +489,10 @@ struct FieldText<'a>(&'a mut std::collections::BTreeMap<String, String>);
 
 impl tracing::field::Visit for FieldText<'_> {
     fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        self.0
-            .insert(field.name().to_string(), format!("{value:?}").trim_matches('"').to_string());
+        self.0.insert(
+            field.name().to_string(),
+            format!("{value:?}").trim_matches('"').to_string(),
+        );
     }
     fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
         self.0.insert(field.name().to_string(), value.to_string());
@@ -626,7 +630,10 @@ async fn each_request_is_a_span_with_the_mcp_attributes_and_no_secret() {
     assert_eq!(
         (
             refused.fields.get("error.type").map(String::as_str),
-            refused.fields.get("rpc.response.status_code").map(String::as_str)
+            refused
+                .fields
+                .get("rpc.response.status_code")
+                .map(String::as_str)
         ),
         (Some("-32602"), Some("-32602"))
     );
@@ -639,7 +646,11 @@ async fn each_request_is_a_span_with_the_mcp_attributes_and_no_secret() {
         ),
         (None, None)
     );
-    assert!(requests.iter().any(|s| s.fields["mcp.method.name"] == "initialize"));
+    assert!(
+        requests
+            .iter()
+            .any(|s| s.fields["mcp.method.name"] == "initialize")
+    );
     let every_value: String = seen
         .iter()
         .flat_map(|s| s.fields.values())
