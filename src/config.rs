@@ -661,25 +661,28 @@ fn disabled(fields: &serde_json::Map<String, Value>) -> Result<(), String> {
 
 /// The key an entry's address is read from, and its value: Gemini CLI's `httpUrl` (its
 /// Streamable HTTP endpoint; Gemini CLI reads `url` as a legacy SSE endpoint) when given, else
-/// `url`, else Windsurf's `serverUrl`. A key given beside the one read gets a note saying it is
-/// not read.
+/// `url`. Another address key given beside the one read (`url`, Windsurf's `serverUrl`) gets a
+/// note saying it is not read.
 ///
 /// # Errors
-/// An entry with none of them.
+/// An entry with neither: naming Windsurf's `serverUrl` when it has one (its endpoint may be a
+/// legacy SSE one, so the user renames it knowingly).
 fn address<'a>(
     fields: &'a serde_json::Map<String, Value>,
     notes: &mut Vec<String>,
 ) -> Result<(&'static str, &'a Value), String> {
     let given = |key: &str| fields.get(key).filter(|value| !value.is_null());
     let keys = ["httpUrl", "url", "serverUrl"];
-    let Some((key, value)) = keys
-        .into_iter()
-        .find_map(|key| given(key).map(|value| (key, value)))
+    let Some((key, value)) = keys[..2]
+        .iter()
+        .find_map(|key| given(key).map(|value| (*key, value)))
     else {
-        return Err(
+        return Err(if given("serverUrl").is_some() {
+            "the entry has \"serverUrl\" (Windsurf's key) but no \"url\"; this Pack reads the server's address from \"url\", so rename \"serverUrl\" to \"url\"".to_string()
+        } else {
             "the entry has neither \"url\" (a remote server) nor \"command\" (a local one)"
-                .to_string(),
-        );
+                .to_string()
+        });
     };
     for other in keys.into_iter().filter(|k| *k != key && given(k).is_some()) {
         notes.push(format!(
@@ -1619,10 +1622,84 @@ mod tests {
     }
 
     #[test]
+    fn cursor_auth_is_the_oauth_object_it_means() {
+        let server = remote(json!({
+            "url": "https://a.example/mcp",
+            "auth": {"CLIENT_ID": "app-1", "CLIENT_SECRET": "${env:TOKEN}", "scopes": ["read", "write"]}
+        }));
+        assert_eq!(server.oauth.client_id.as_deref(), Some("app-1"));
+        assert_eq!(
+            server
+                .oauth
+                .client_secret
+                .as_ref()
+                .map(|s| secrecy::ExposeSecret::expose_secret(s).to_string()),
+            Some("s3cr3t-token-value".to_string())
+        );
+        assert_eq!(
+            server.oauth.scopes,
+            Some(vec!["read".to_string(), "write".to_string()])
+        );
+        assert_eq!(server.redactor.scrub("s3cr3t-token-value"), "[redacted]");
+    }
+
+    #[test]
+    fn timeouts_shorten_the_deadlines_only() {
+        use std::time::Duration;
+        let deadlines = |entry: Value| remote(entry).settings.deadlines;
+        let url = "https://a.example/mcp";
+        assert_eq!(deadlines(json!({"url": url})), Deadlines::default());
+        assert_eq!(
+            deadlines(json!({"url": url, "startup_timeout_sec": 10, "tool_timeout_sec": 20.5})),
+            Deadlines {
+                start: Duration::from_secs(10),
+                call: Duration::from_millis(20_500)
+            }
+        );
+        assert_eq!(
+            deadlines(
+                json!({"url": url, "startup_timeout_ms": 2500, "timeout": 30000, "tool_timeout_sec": 60})
+            ),
+            Deadlines {
+                start: Duration::from_millis(2500),
+                call: Duration::from_secs(30)
+            }
+        );
+        assert_eq!(
+            deadlines(json!({"url": url, "timeout": 45, "type": "streamableHttp"})).call,
+            Duration::from_secs(45)
+        );
+        let capped =
+            remote(json!({"url": url, "startup_timeout_sec": 600, "tool_timeout_sec": 10}));
+        assert_eq!(
+            capped.settings.deadlines,
+            Deadlines {
+                start: crate::limits::START_DEADLINE,
+                call: Duration::from_secs(10)
+            }
+        );
+        assert_eq!(
+            capped.settings.notes,
+            [
+                "\"startup_timeout_sec\" is 600 (seconds), longer than this Pack allows: a start of this server still ends within 120 seconds"
+            ]
+        );
+        assert_eq!(
+            refused(json!({"url": url, "startup_timeout_sec": 1, "startup_timeout_ms": 1})),
+            "the entry has both \"startup_timeout_sec\" and \"startup_timeout_ms\"; keep one"
+        );
+        assert_eq!(
+            refused(json!({"url": url, "timeout": -1})),
+            "\"timeout\" must be a number above 0"
+        );
+    }
+
+    #[test]
     fn other_clients_url_keys_are_read() {
-        let windsurf = remote(json!({"serverUrl": "https://a.example/mcp"}));
-        assert_eq!(windsurf.url.as_str(), "https://a.example/mcp");
-        assert!(windsurf.settings.notes.is_empty());
+        assert_eq!(
+            refused(json!({"serverUrl": "https://a.example/mcp"})),
+            "the entry has \"serverUrl\" (Windsurf's key) but no \"url\"; this Pack reads the server's address from \"url\", so rename \"serverUrl\" to \"url\""
+        );
         let gemini =
             remote(json!({"httpUrl": "https://a.example/mcp", "url": "https://a.example/sse"}));
         assert_eq!(gemini.url.as_str(), "https://a.example/mcp");

@@ -239,7 +239,7 @@ pub(crate) fn substitute(
                 )
             })?;
             if value.is_empty() {
-                if matches!(field, "url" | "httpUrl" | "serverUrl") {
+                if matches!(field, "url" | "httpUrl") {
                     // `https://${env:HOST}/mcp` would become `https:///mcp`, a URL to the host
                     // `mcp`: refused rather than sent anywhere.
                     return Err(format!(
