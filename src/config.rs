@@ -2,7 +2,9 @@
 //! "Configuration").
 //!
 //! Owns every config rule: which entries are remote, local, legacy SSE or disabled; the keys
-//! other clients use (`serverUrl`, `httpUrl`); where `${env:NAME}` and `${userHome}` are
+//! of other clients' dialects (docs/configuration.md's table: each read, mapped onto what this
+//! Pack does, or refused by name, never ignored when it decides tools, credentials or the
+//! address), the notes an entry's listing shows ([`Settings::notes`]) and its deadlines; where `${env:NAME}` and `${userHome}` are
 //! substituted ([`crate::substitute`] does it);
 //! which headers the client owns; which values are secrets; and the hint a 401/403 answer gets
 //! when a placeholder was not expanded or expanded to nothing. Each entry is parsed on its own,
