@@ -110,7 +110,7 @@ printf '\357\273\277mcp/get_dynamic_tools {"namespace":"files"}\n' > "$tmp/bom.t
 rc=0; out=$($host "$tmp/bom.json" --script "$tmp/bom.txt") || rc=$?
 [ "$rc" = 3 ] || fail "a config and a script with a BOM should exit 3 (its entry is refused), got $rc"
 ok
-[ "$out" = '{"ok":true,"text":"{\"namespace\":\"files\",\"status\":\"error\",\"reason\":\"local MCP servers (command) are not supported yet\",\"tools\":[]}","json":{"namespace":"files","status":"error","reason":"local MCP servers (command) are not supported yet","tools":[]}}' ] \
+[ "$out" = '{"line":1,"ok":true,"text":"{\"namespace\":\"files\",\"status\":\"error\",\"reason\":\"local MCP servers (command) are not supported yet\",\"tools\":[]}","json":{"namespace":"files","status":"error","reason":"local MCP servers (command) are not supported yet","tools":[]}}' ] \
   || fail "BOM: $out"
 ok
 
@@ -148,21 +148,21 @@ rc=0; out=$($host --wait 100 fixtures/local-only.json --script fixtures/script.t
 ok
 [ $((SECONDS - started)) -lt 50 ] || fail "the host waited for a refused namespace"
 ok
-expected='{"ok":true,"text":"{\"namespace\":\"files\",\"status\":\"error\",\"reason\":\"local MCP servers (command) are not supported yet\",\"tools\":[]}","json":{"namespace":"files","status":"error","reason":"local MCP servers (command) are not supported yet","tools":[]}}
-{"ok":false,"kind":"unavailable","message":"server \"files\" is unavailable: local MCP servers (command) are not supported yet"}
-{"ok":false,"kind":"not_found","message":"unknown namespace \"nowhere\"; known namespaces: files, legacy"}'
+expected='{"line":2,"ok":true,"text":"{\"namespace\":\"files\",\"status\":\"error\",\"reason\":\"local MCP servers (command) are not supported yet\",\"tools\":[]}","json":{"namespace":"files","status":"error","reason":"local MCP servers (command) are not supported yet","tools":[]}}
+{"line":5,"ok":false,"kind":"unavailable","message":"server \"files\" is unavailable: local MCP servers (command) are not supported yet"}
+{"line":6,"ok":false,"kind":"not_found","message":"unknown namespace \"nowhere\"; known namespaces: files, legacy"}'
 [ "$out" = "$expected" ] || fail "script output differs: $out"
 ok
 rc=0; out=$(printf '# from stdin\nmcp/get_dynamic_tools {"namespace":"legacy"}\n' | $host fixtures/local-only.json --script -) || rc=$?
 [ "$rc" = 3 ] || fail "an all-ok script on a config with refused entries should exit 3, got $rc"
 ok
-[ "$out" = '{"ok":true,"text":"{\"namespace\":\"legacy\",\"status\":\"error\",\"reason\":\"the legacy HTTP+SSE transport (type \\\"sse\\\") is not supported; point \\\"url\\\" at the server'"'"'s Streamable HTTP endpoint instead\",\"tools\":[]}","json":{"namespace":"legacy","status":"error","reason":"the legacy HTTP+SSE transport (type \"sse\") is not supported; point \"url\" at the server'"'"'s Streamable HTTP endpoint instead","tools":[]}}' ] \
+[ "$out" = '{"line":2,"ok":true,"text":"{\"namespace\":\"legacy\",\"status\":\"error\",\"reason\":\"the legacy HTTP+SSE transport (type \\\"sse\\\") is not supported; point \\\"url\\\" at the server'"'"'s Streamable HTTP endpoint instead\",\"tools\":[]}","json":{"namespace":"legacy","status":"error","reason":"the legacy HTTP+SSE transport (type \"sse\") is not supported; point \"url\" at the server'"'"'s Streamable HTTP endpoint instead","tools":[]}}' ] \
   || fail "stdin script: $out"
 ok
 rc=0; out=$(printf 'sleep forever\n' | $host fixtures/local-only.json --script - 2>/dev/null) || rc=$?
 [ "$rc" = 1 ] || fail "a bad stdin line should exit 1 (a failed line), got $rc"
 ok
-[ "$out" = '{"ok":false,"kind":"invalid_arguments","message":"line 1: sleep takes seconds from 0 to 86400, not \"forever\""}' ] || fail "bad stdin line: $out"
+[ "$out" = '{"line":1,"ok":false,"kind":"invalid_arguments","message":"line 1: sleep takes seconds from 0 to 86400, not \"forever\""}' ] || fail "bad stdin line: $out"
 ok
 
 # A live demo server (loopback) beside a hung one: calls to the demo wait for the demo only.
@@ -181,8 +181,8 @@ started=$SECONDS
 rc=0; out=$($host --wait 100 "$tmp/live.json" --script "$tmp/live.txt" 2>/dev/null) || rc=$?
 [ "$rc" = 1 ] || fail "the live script should exit 1 (one failed call), got $rc"
 ok
-[ "$out" = '{"ok":true,"text":"5"}
-{"ok":false,"kind":"backend","message":"the demo tool failed on purpose"}' ] || fail "live script output: $out"
+[ "$out" = '{"line":1,"ok":true,"text":"5"}
+{"line":3,"ok":false,"kind":"backend","message":"the demo tool failed on purpose"}' ] || fail "live script output: $out"
 ok
 [ $((SECONDS - started)) -lt 60 ] || fail "the calls to demo waited for the hung server"
 ok

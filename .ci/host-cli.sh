@@ -3,8 +3,9 @@
 # .ci/examples.sh: --wait fractions, logout's store file (with ${userHome} and ${env:NAME}), Ctrl-C during the cleanup wait, a 401
 # server without OAuth, --wait after CONFIG, malformed stdin script lines, the wait for a server
 # nothing listens on (and one still coming up), one that waits for a sign-in or one whose start
-# failed for good (a 404, a 401 that offers no sign-in), and --json's decoded "json". Traffic goes
-# to 127.0.0.1 only.
+# failed for good (a 404, a 401 that offers no sign-in), --json's decoded "json", script answer
+# lines' "line" and "id", exit codes about a call's own server, and a server still booting.
+# Traffic goes to 127.0.0.1 only.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 cargo build -q --example host || exit 2
@@ -163,9 +164,9 @@ alone_ms=$(( ($(date +%s%N) - started) / 1000000 ))
 # and the script goes on (exit 1: a line failed); a script file is still checked whole first.
 rc=0; out=$(printf 'mcp/get_dynamic_tools {oops\nsleep forever\nmcp/call_dynamic_tool {"namespace":"files","toolName":"read"}\n' \
   | $host fixtures/local-only.json --script - 2>"$tmp/err") || rc=$?
-expected='{"ok":false,"kind":"invalid_arguments","message":"line 1: ARGUMENTS is not JSON: key must be a string at line 1 column 2"}
-{"ok":false,"kind":"invalid_arguments","message":"line 2: sleep takes seconds from 0 to 86400, not \"forever\""}
-{"ok":false,"kind":"unavailable","message":"server \"files\" is unavailable: local MCP servers (command) are not supported yet"}'
+expected='{"line":1,"ok":false,"kind":"invalid_arguments","message":"line 1: ARGUMENTS is not JSON: key must be a string at line 1 column 2"}
+{"line":2,"ok":false,"kind":"invalid_arguments","message":"line 2: sleep takes seconds from 0 to 86400, not \"forever\""}
+{"line":3,"ok":false,"kind":"unavailable","message":"server \"files\" is unavailable: local MCP servers (command) are not supported yet"}'
 [ "$rc" = 1 ] && [ "$out" = "$expected" ] && [ ! -s "$tmp/err" ] \
   || finding "malformed stdin lines: exit $rc, $out, stderr $(cat "$tmp/err")"
 printf 'mcp/get_dynamic_tools\nsleep forever\n' > "$tmp/bad-sleep.txt"
@@ -174,13 +175,17 @@ rc=0; out=$($host fixtures/local-only.json --script "$tmp/bad-sleep.txt" 2>"$tmp
   || finding "a bad script file line: exit $rc, $out, $(cat "$tmp/err")"
 
 # 8. A call naming a server nothing listens on stops waiting once its start was refused twice in
-# a row (the listing's refusedStarts), well before --wait 30, and says why.
+# a row (the listing's refusedStarts) and 5 s have passed, well before --wait 30, and says why.
 started=$SECONDS
 rc=0; err=$($host --wait 30 "$tmp/down.json" mcp/call_dynamic_tool '{"namespace":"down","toolName":"x"}' 2>&1 >/dev/null) || rc=$?
 first=$(printf '%s\n' "$err" | head -n 1)
-[ "$rc" = 1 ] && [ $((SECONDS - started)) -lt 15 ] \
-  && [ "$first" = 'host: not waiting for down: its start was refused 2 times in a row (connection refused by http://127.0.0.1:9 (no server is listening there))' ] \
-  || finding "a call to a server nothing listens on: exit $rc after $((SECONDS - started)) s, $err"
+took=$((SECONDS - started))
+case "$first" in
+  'host: not waiting for down: its start was refused '[2-9]' times in a row (connection refused by http://127.0.0.1:9 (no server is listening there))') said=1 ;;
+  *) said=0 ;;
+esac
+[ "$rc" = 1 ] && [ "$took" -ge 5 ] && [ "$took" -lt 15 ] && [ "$said" = 1 ] \
+  || finding "a call to a server nothing listens on: exit $rc after $took s, $err"
 
 # 9. A server still coming up (refused once, then answering) gets through the same wait.
 cat > "$tmp/up.py" <<'PY'
@@ -221,7 +226,23 @@ rc=0; out=$($host --json "$tmp/coming-up.json" mcp/get_dynamic_tools) || rc=$?
 [ "$rc" = 0 ] && [ "$out" = '{"ok":true,"text":"{\"servers\":[{\"namespace\":\"up\",\"status\":\"ready\",\"tools\":[\"echo\"]}]}","json":{"servers":[{"namespace":"up","status":"ready","tools":["echo"]}]}}' ] \
   || finding "--json with a listing: exit $rc, $out"
 rc=0; out=$(printf 'mcp/call_dynamic_tool {"namespace":"up","toolName":"echo"}\n' | $host "$tmp/coming-up.json" --script -) || rc=$?
-[ "$rc" = 0 ] && [ "$out" = '{"ok":true,"text":"up"}' ] || finding "a script line with plain text: exit $rc, $out"
+[ "$rc" = 0 ] && [ "$out" = '{"line":1,"ok":true,"text":"up"}' ] || finding "a script line with plain text: exit $rc, $out"
+
+# 10b. Every script answer carries "line": N (the script line it answers) and gives back the
+# "id" a JSON object line gave, from a file and from stdin alike.
+printf '# a comment\n\n{"tool":"mcp/call_dynamic_tool","arguments":{"namespace":"up","toolName":"echo"},"id":"a-1"}\nsleep 0\nmcp/call_dynamic_tool {"namespace":"up","toolName":"nope"}\n{"tool":"mcp/call_dynamic_tool","id":7,"arguments":{"namespace":"up","toolName":"echo"}}\n' > "$tmp/ids.txt"
+expected='{"line":3,"id":"a-1","ok":true,"text":"up"}
+{"line":5,"ok":false,"kind":"not_found","message":"server \"up\" has no tool \"nope\"; list its tools with mcp/get_dynamic_tools {\"namespace\":\"up\"}"}
+{"line":6,"id":7,"ok":true,"text":"up"}'
+for source in file stdin; do
+  rc=0
+  if [ $source = file ]; then out=$($host "$tmp/coming-up.json" --script "$tmp/ids.txt" 2>/dev/null) || rc=$?
+  else out=$($host "$tmp/coming-up.json" --script - < "$tmp/ids.txt" 2>/dev/null) || rc=$?; fi
+  [ "$rc" = 1 ] && [ "$out" = "$expected" ] || finding "script lines with ids ($source): exit $rc, $out"
+done
+printf '{"tool": 5}\n' | { rc=0; out=$($host "$tmp/coming-up.json" --script - 2>/dev/null) || rc=$?
+  [ "$rc" = 1 ] && [ "$out" = '{"line":1,"ok":false,"kind":"invalid_arguments","message":"line 1: a JSON object line needs \"tool\", a string"}' ] \
+    || finding "a bad JSON object line: exit $rc, $out"; }
 
 # 11. A call naming a server that waits for a sign-in stops waiting as soon as the listing shows
 # the link, and says how to sign in (it used to wait the whole --wait in silence).
@@ -341,5 +362,38 @@ first=$(printf '%s\n' "$err" | head -n 1)
 [ "$rc" = 1 ] && [ $((SECONDS - started)) -lt 15 ] \
   && [ "$first" = 'host: not waiting for keyless: its start failed in a way that will not fix itself (signing in failed: the server answered HTTP 401 but offers no OAuth sign-in (no protected resource metadata, no authorization server metadata, no registration endpoint); it probably wants an API key or token: set it in the entry'"'"'s headers)' ] \
   || finding "a call to a 401 server that offers no sign-in: exit $rc after $((SECONDS - started)) s, $err"
+
+# 15. A call's exit code depends on that call and its own server: a call that answered exits 0
+# though an unrelated entry is refused and another is down; a listing still reports every server.
+printf '{"mcpServers": {"up": {"url": "http://127.0.0.1:%s/mcp"}, "files": {"command": "npx"}, "down": {"url": "http://127.0.0.1:9/mcp"}}}' $portup > "$tmp/mixed.json"
+rc=0; out=$($host --wait 3 "$tmp/mixed.json" mcp/call_dynamic_tool '{"namespace":"up","toolName":"echo"}' 2>"$tmp/err") || rc=$?
+[ "$rc" = 0 ] && [ "$out" = up ] && [ ! -s "$tmp/err" ] || finding "a call beside unrelated down entries: exit $rc, $out, $(cat "$tmp/err")"
+rc=0; out=$(printf 'mcp/call_dynamic_tool {"namespace":"up","toolName":"echo"}\nmcp/get_dynamic_tools {"namespace":"up"}\n' | $host --wait 3 "$tmp/mixed.json" --script - 2>"$tmp/err") || rc=$?
+[ "$rc" = 0 ] && [ ! -s "$tmp/err" ] || finding "a script about one server beside down entries: exit $rc, $(cat "$tmp/err")"
+rc=0; $host --wait 3 "$tmp/mixed.json" mcp/get_dynamic_tools >/dev/null 2>"$tmp/err" || rc=$?
+case "$(cat "$tmp/err")" in
+  'host: exit 3: not every server is up: down (error: '*'files (error: local MCP servers (command) are not supported yet)') listed=1 ;;
+  *) listed=0 ;;
+esac
+[ "$rc" = 3 ] && [ "$listed" = 1 ] || finding "a listing beside down entries: exit $rc, $(cat "$tmp/err")"
+
+# 16. A server that starts 3 s after the host (a container, a Python server importing) is refused
+# at its first starts, and the call still gets through: a refused server is waited for 5 s.
+portboot=18986
+printf '{"mcpServers": {"boot": {"url": "http://127.0.0.1:%s/mcp"}}}' $portboot > "$tmp/booting.json"
+python3 "$tmp/up.py" $portboot 3 2>/dev/null & pids+=($!)
+rc=0; out=$($host --wait 30 "$tmp/booting.json" mcp/call_dynamic_tool '{"namespace":"boot","toolName":"echo"}' 2>"$tmp/err") || rc=$?
+[ "$rc" = 0 ] && [ "$out" = up ] && [ ! -s "$tmp/err" ] || finding "a server booting for 3 s: exit $rc, $out, $(cat "$tmp/err")"
+
+# 17. At RUST_LOG=plugin_mcp=debug each request's span is printed when it closes, with its
+# attributes (the OpenTelemetry MCP conventions), so a user sees the traces without an exporter.
+rc=0; RUST_LOG=plugin_mcp=debug NO_COLOR=1 $host "$tmp/coming-up.json" mcp/call_dynamic_tool '{"namespace":"up","toolName":"echo","arguments":{"note":"arg-not-in-spans"}}' >/dev/null 2>"$tmp/err" || rc=$?
+span=$(grep 'mcp.request{' "$tmp/err" | grep 'close' | grep 'otel.name=tools/call echo' | head -n 1)
+case "$span" in
+  *'mcp.method.name="tools/call"'*'gen_ai.tool.name="echo"'*'gen_ai.operation.name="execute_tool"'*'jsonrpc.request.id='*'server.address="127.0.0.1"'*'network.transport="tcp"'*) seen=1 ;;
+  *) seen=0 ;;
+esac
+[ "$rc" = 0 ] && [ "$seen" = 1 ] && ! grep -q 'arg-not-in-spans' "$tmp/err" \
+  || finding "the request spans at debug: exit $rc, $span"
 
 [ "$failed" = 0 ] && echo "host-cli: all passed" || { echo "host-cli: $failed failed" >&2; exit 1; }

@@ -44,6 +44,7 @@ auth::signin
 auth
 config
 http::error
+http::trace
 http::events
 http::modern
 http::client

@@ -2,7 +2,9 @@
 //! "Configuration").
 //!
 //! Owns every config rule: which entries are remote, local, legacy SSE or disabled; the keys
-//! other clients use (`serverUrl`, `httpUrl`); where `${env:NAME}` and `${userHome}` are
+//! of other clients' dialects (docs/configuration.md's table: each read, mapped onto what this
+//! Pack does, or refused by name, never ignored when it decides tools, credentials or the
+//! address), the notes an entry's listing shows ([`Settings::notes`]) and its deadlines; where `${env:NAME}` and `${userHome}` are
 //! substituted ([`crate::substitute`] does it);
 //! which headers the client owns; which values are secrets; and the hint a 401/403 answer gets
 //! when a placeholder was not expanded or expanded to nothing. Each entry is parsed on its own,
@@ -81,29 +83,77 @@ pub(crate) struct RemoteServer {
     /// The entry's `oauth` object (default when absent): how to sign in when the server
     /// answers `401` and the entry configures no `Authorization` header.
     pub(crate) oauth: crate::auth::config::OAuthConfig,
-    /// The tools the entry hides (`includeTools`, `excludeTools`, `disabledTools`).
+    /// What the Pack does differently for this entry: the tools it hides, its deadlines, and
+    /// the notes its listing shows.
+    pub(crate) settings: Settings,
+}
+
+/// An entry's settings that outlive its connection's: read by the server and the listing.
+#[derive(Debug, Default)]
+pub(crate) struct Settings {
+    /// The tools the entry hides ([`ToolFilter`]).
     pub(crate) tool_filter: ToolFilter,
+    /// The entry's start and call deadlines ([`Deadlines`]).
+    pub(crate) deadlines: Deadlines,
+    /// What the config says that the Pack reads differently from how it is written, one
+    /// sentence each: a placeholder sent as written, a timeout capped, a key read in place of
+    /// another. Shown as the entry's `notes` in the listing and logged at `warn` once. Names
+    /// and numbers only, never a value.
+    pub(crate) notes: Vec<String>,
+    /// Whether the url's path ends in `/sse` ([`legacy_sse_path`]): a start refused like a
+    /// legacy HTTP+SSE endpoint says so.
+    pub(crate) sse_path: bool,
+}
+
+/// One server's deadlines: [`crate::limits::START_DEADLINE`] and
+/// [`crate::limits::CALL_DEADLINE`], or shorter ones its entry asks for (Codex's
+/// `startup_timeout_sec` / `startup_timeout_ms` and `tool_timeout_sec`; the `timeout` of Gemini
+/// CLI, Claude Code and Cline). Honoured downward only: a longer one is capped, with a note.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Deadlines {
+    /// A whole start (era probe, handshake, every `tools/list` page) ends within it.
+    pub(crate) start: std::time::Duration,
+    /// A whole `tools/call` (a miss's re-listing included) ends within it.
+    pub(crate) call: std::time::Duration,
+}
+
+impl Default for Deadlines {
+    fn default() -> Self {
+        Deadlines {
+            start: crate::limits::START_DEADLINE,
+            call: crate::limits::CALL_DEADLINE,
+        }
+    }
 }
 
 /// Which of a server's tools the entry hides, by the keys other clients write: Gemini CLI's
-/// `includeTools` (only these) and `excludeTools` (never these), Cline's `disabledTools` (never
-/// these). Each is an array of tool names, compared exactly; an exclusion wins over an
-/// inclusion. A hidden tool is neither listed nor callable (README "Configuration").
+/// `includeTools` (only these) and `excludeTools` (never these), Cline's and Windsurf's
+/// `disabledTools` (never these), Codex's `enabled_tools` (only these) and `disabled_tools`
+/// (never these), and Copilot CLI's `tools` (only these; `["*"]` is every tool). Each is an array
+/// of tool names, compared exactly; a tool is shown only when every allow-list given names it,
+/// and an exclusion wins over an inclusion. A hidden tool is neither listed nor callable (README
+/// "Configuration").
 #[derive(Debug, Default)]
 pub(crate) struct ToolFilter {
-    /// `includeTools`: when given, only these names are shown.
-    include: Option<std::collections::HashSet<String>>,
-    /// `excludeTools`, then `disabledTools`: each with the names it hides.
+    /// The allow-lists given, each with its key: only names in every one of them are shown.
+    include: Vec<(&'static str, std::collections::HashSet<String>)>,
+    /// The deny-lists given, each with its key and the names it hides.
     exclude: Vec<(&'static str, std::collections::HashSet<String>)>,
 }
+
+/// The allow-list keys of [`ToolFilter`], in the order a hidden tool's reason names them.
+const INCLUDE_KEYS: [&str; 3] = ["includeTools", "enabled_tools", "tools"];
+
+/// The deny-list keys of [`ToolFilter`].
+const EXCLUDE_KEYS: [&str; 3] = ["excludeTools", "disabledTools", "disabled_tools"];
 
 /// Why a [`ToolFilter`] hides a tool: the config key that does it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Hidden {
-    /// `excludeTools` or `disabledTools` (the key) names the tool.
+    /// A deny-list (the key) names the tool.
     Excluded(&'static str),
-    /// `includeTools` is given and does not name the tool.
-    NotIncluded,
+    /// An allow-list (the key) is given and does not name the tool.
+    NotIncluded(&'static str),
 }
 
 impl Hidden {
@@ -111,8 +161,8 @@ impl Hidden {
     pub(crate) fn describe(self) -> String {
         match self {
             Hidden::Excluded(key) => format!("its config entry's \"{key}\" names it"),
-            Hidden::NotIncluded => {
-                "its config entry's \"includeTools\" does not name it".to_string()
+            Hidden::NotIncluded(key) => {
+                format!("its config entry's \"{key}\" does not name it")
             }
         }
     }
@@ -124,13 +174,14 @@ impl ToolFilter {
         if let Some((key, _)) = self.exclude.iter().find(|(_, names)| names.contains(name)) {
             return Some(Hidden::Excluded(key));
         }
-        match &self.include {
-            Some(names) if !names.contains(name) => Some(Hidden::NotIncluded),
-            _ => None,
-        }
+        self.include
+            .iter()
+            .find(|(_, names)| !names.contains(name))
+            .map(|(key, _)| Hidden::NotIncluded(key))
     }
 
-    /// The filter of an entry's fields.
+    /// The filter of an entry's fields. Copilot CLI's `"tools": ["*"]` (a `"*"` among the
+    /// names) is no allow-list: every tool.
     ///
     /// # Errors
     /// A key that is neither absent, `null`, nor an array of strings, naming the key.
@@ -154,14 +205,21 @@ impl ToolFilter {
                 Some(other) => Err(wrong_type(key, "an array of tool names (strings)", other)),
             }
         };
-        let include = names("includeTools")?;
-        let mut exclude = Vec::new();
-        for key in ["excludeTools", "disabledTools"] {
-            if let Some(hidden) = names(key)? {
-                exclude.push((key, hidden));
+        let mut filter = ToolFilter::default();
+        for key in INCLUDE_KEYS {
+            if let Some(shown) = names(key)? {
+                if key == "tools" && shown.contains("*") {
+                    continue;
+                }
+                filter.include.push((key, shown));
             }
         }
-        Ok(ToolFilter { include, exclude })
+        for key in EXCLUDE_KEYS {
+            if let Some(hidden) = names(key)? {
+                filter.exclude.push((key, hidden));
+            }
+        }
+        Ok(filter)
     }
 }
 
@@ -297,7 +355,7 @@ const ENTRY_KEYS: [&str; 5] = ["url", "command", "serverUrl", "httpUrl", "type"]
 /// The keys of a server entry this Pack reads or knows (other clients' included); a key that
 /// is none of them but one of them in another case, or one letter off, is a typo
 /// ([`misspelled`]).
-const KNOWN_KEYS: [&str; 14] = [
+const KNOWN_KEYS: [&str; 32] = [
     "url",
     "headers",
     "type",
@@ -312,6 +370,24 @@ const KNOWN_KEYS: [&str; 14] = [
     "env",
     "cwd",
     "serverUrl",
+    "httpUrl",
+    "tools",
+    "enabled_tools",
+    "disabled_tools",
+    "auth",
+    "http_headers",
+    "env_http_headers",
+    "bearer_token_env_var",
+    "headersHelper",
+    "http_headers_helper",
+    "timeout",
+    "startup_timeout_sec",
+    "startup_timeout_ms",
+    "tool_timeout_sec",
+    "authProviderType",
+    "targetAudience",
+    "targetServiceAccount",
+    "transportType",
 ];
 
 /// The refusal of an entry holding a key that is a known key misspelled (`"URL"`, `"Headers"`,
@@ -320,12 +396,22 @@ const KNOWN_KEYS: [&str; 14] = [
 /// never server text).
 fn misspelled(fields: &serde_json::Map<String, Value>) -> Option<String> {
     fields.keys().find_map(|key| {
-        let meant = misspelling_of(key, &KNOWN_KEYS, |known| !fields.contains_key(known))?;
+        let meant = misspelling_of(key, &KNOWN_KEYS, |known| !fields.contains_key(known))
+            .or_else(|| goose_uri(key, fields))?;
         Some(format!(
             "the entry has \"{}\", which this Pack does not read; did you mean \"{meant}\"? (keys are case-sensitive)",
             printable(key)
         ))
     })
+}
+
+/// `"url"` when `key` is Goose's `uri` (any case) and the entry has no address key: a key too
+/// short for [`misspelling_of`]'s edit distance, but as surely a misspelling of `url` as `URL`.
+fn goose_uri(key: &str, fields: &serde_json::Map<String, Value>) -> Option<&'static str> {
+    let addressed = ["url", "httpUrl", "serverUrl"]
+        .iter()
+        .any(|known| fields.contains_key(*known));
+    (key.eq_ignore_ascii_case("uri") && !addressed).then_some("url")
 }
 
 /// The keys a plugin config may hold this Pack's servers under: `mcp` (its own key), or those of
@@ -429,28 +515,35 @@ fn parse_remote(entry: &Value, env: &dyn Environment) -> Result<RemoteServer, St
                 .to_string(),
         );
     }
+    if let Some(reason) = not_done(fields) {
+        return Err(reason);
+    }
     let tool_filter = ToolFilter::parse(fields)?;
-    if fields
-        .get("type")
-        .and_then(Value::as_str)
-        .is_some_and(|t| t.eq_ignore_ascii_case("sse"))
-    {
-        return Err(
-            "the legacy HTTP+SSE transport (type \"sse\") is not supported; \
+    let mut config_notes = Vec::new();
+    let deadlines = deadlines(fields, &mut config_notes)?;
+    // Cline writes the transport as `type` or (older) `transportType`.
+    if let Some(key) = ["type", "transportType"].into_iter().find(|key| {
+        fields
+            .get(*key)
+            .and_then(Value::as_str)
+            .is_some_and(|t| t.eq_ignore_ascii_case("sse"))
+    }) {
+        return Err(format!(
+            "the legacy HTTP+SSE transport ({key} \"sse\") is not supported; \
              point \"url\" at the server's Streamable HTTP endpoint instead"
-                .to_string(),
-        );
+        ));
     }
     let mut redactor = Redactor::default();
     let mut notes = Notes::default();
-    let (url, origin_is_public) = match fields.get("url") {
-        Some(Value::String(written)) => {
+    let (url_key, url_value) = address(fields, &mut config_notes)?;
+    let (url, origin_is_public) = match url_value {
+        Value::String(written) => {
             let mut used = Vec::new();
-            let url = substitute(written, "url", env, &mut used, &mut notes)?;
+            let url = substitute(written, url_key, env, &mut used, &mut notes)?;
             for value in &used {
                 redactor.add_secret(value);
             }
-            let url = parse_url(&url)?;
+            let url = parse_url(&url, url_key)?;
             let authority = authority(written);
             // Decided on the parsed url too: a parser forgives `http:/host`, `http:\t//host`
             // and the like, so the text before the first `/` is not always the authority.
@@ -464,23 +557,24 @@ fn parse_remote(entry: &Value, env: &dyn Environment) -> Result<RemoteServer, St
             }
             (url, !env_in_origin && !authority.contains("${"))
         }
-        Some(other) => return Err(wrong_type("url", "a string", other)),
-        None => return Err(no_url(fields)),
+        other => return Err(wrong_type(url_key, "a string", other)),
     };
+    let sse_path = legacy_sse_path(&url);
+    if sse_path {
+        config_notes.push(format!(
+            "\"{url_key}\"'s path ends in /sse, where legacy HTTP+SSE servers listen; this Pack speaks Streamable HTTP only, so if the server does not start, point \"{url_key}\" at its Streamable HTTP endpoint (often /mcp)"
+        ));
+    }
     let mut url = url;
-    let mut headers = match fields.get("headers") {
-        None | Some(Value::Null) => HeaderMap::new(),
-        Some(Value::Object(headers)) => parse_headers(headers, env, &mut redactor, &mut notes)?,
-        Some(other) => return Err(wrong_type("headers", "an object of strings", other)),
-    };
+    let mut headers = parse_headers(&all_headers(fields, env)?, env, &mut redactor, &mut notes)?;
     if let Some(basic) = take_credentials(&mut url, &mut redactor)? {
         headers
             .entry(reqwest::header::AUTHORIZATION)
             .or_insert(basic);
     }
-    let oauth = match fields.get("oauth") {
-        None | Some(Value::Null) => crate::auth::config::OAuthConfig::default(),
-        Some(value) => crate::auth::config::parse(value, &mut |written, field| {
+    let oauth = match oauth_value(fields)? {
+        None => crate::auth::config::OAuthConfig::default(),
+        Some(value) => crate::auth::config::parse(&value, &mut |written, field| {
             let mut used = Vec::new();
             // The notes feed the hint of a refused configured header; OAuth makes none.
             let value = substitute(written, field, env, &mut used, &mut Notes::default())?;
@@ -500,6 +594,7 @@ fn parse_remote(entry: &Value, env: &dyn Environment) -> Result<RemoteServer, St
         .then(|| origin_of(&url))
         .flatten()
         .filter(|o| matches!(redactor.scrub(o), std::borrow::Cow::Borrowed(_)));
+    config_notes.splice(0..0, notes.placeholders());
     Ok(RemoteServer {
         url,
         headers,
@@ -507,7 +602,12 @@ fn parse_remote(entry: &Value, env: &dyn Environment) -> Result<RemoteServer, St
         auth_hint: notes.auth_hint(),
         origin,
         oauth,
-        tool_filter,
+        settings: Settings {
+            tool_filter,
+            deadlines,
+            notes: config_notes,
+            sse_path,
+        },
     })
 }
 
@@ -561,19 +661,302 @@ fn disabled(fields: &serde_json::Map<String, Value>) -> Result<(), String> {
     Ok(())
 }
 
-/// The reason for an entry without `url`: names the address key another client uses when the
-/// entry has one.
-fn no_url(fields: &serde_json::Map<String, Value>) -> String {
-    let other = [("serverUrl", "Windsurf"), ("httpUrl", "Gemini CLI")]
-        .into_iter()
-        .find(|(key, _)| fields.contains_key(*key));
-    match other {
-        Some((key, client)) => format!(
-            "the entry has \"{key}\" ({client}'s key) but no \"url\"; this Pack reads the server's address from \"url\", so rename \"{key}\" to \"url\""
-        ),
-        None => "the entry has neither \"url\" (a remote server) nor \"command\" (a local one)"
-            .to_string(),
+/// The key an entry's address is read from, and its value: Gemini CLI's `httpUrl` (its
+/// Streamable HTTP endpoint; Gemini CLI reads `url` as a legacy SSE endpoint) when given, else
+/// `url`. Another address key given beside the one read (`url`, Windsurf's `serverUrl`) gets a
+/// note saying it is not read.
+///
+/// # Errors
+/// An entry with neither: naming Windsurf's `serverUrl` when it has one (its endpoint may be a
+/// legacy SSE one, so the user renames it knowingly).
+fn address<'a>(
+    fields: &'a serde_json::Map<String, Value>,
+    notes: &mut Vec<String>,
+) -> Result<(&'static str, &'a Value), String> {
+    let given = |key: &str| fields.get(key).filter(|value| !value.is_null());
+    let keys = ["httpUrl", "url", "serverUrl"];
+    let Some((key, value)) = keys[..2]
+        .iter()
+        .find_map(|key| given(key).map(|value| (*key, value)))
+    else {
+        return Err(if given("serverUrl").is_some() {
+            "the entry has \"serverUrl\" (Windsurf's key) but no \"url\"; this Pack reads the server's address from \"url\", so rename \"serverUrl\" to \"url\"".to_string()
+        } else {
+            "the entry has neither \"url\" (a remote server) nor \"command\" (a local one)"
+                .to_string()
+        });
+    };
+    for other in keys.into_iter().filter(|k| *k != key && given(k).is_some()) {
+        notes.push(format!(
+            "\"{other}\" is not read: this Pack reads the address from \"{key}\"{}",
+            if key == "httpUrl" {
+                " (Gemini CLI's Streamable HTTP endpoint; Gemini CLI reads \"url\" as a legacy SSE endpoint)"
+            } else {
+                ""
+            }
+        ));
     }
+    Ok((key, value))
+}
+
+/// Whether `url`'s path ends in `/sse` (any case, a trailing `/` aside): where legacy HTTP+SSE
+/// servers listen (MCP 2024-11-05 "Transports": the SSE endpoint). Decided on the config's own
+/// url, never on server text.
+pub(crate) fn legacy_sse_path(url: &Url) -> bool {
+    let path = url.path().trim_end_matches('/');
+    path.len() >= 4 && path[path.len() - 4..].eq_ignore_ascii_case("/sse")
+}
+
+/// The refusal of an entry with a key asking for something this Pack will not do, naming the
+/// key and what to write instead: a command that prints headers (Claude Code's
+/// `headersHelper`, Codex's `http_headers_helper`: this Pack starts no process), or Gemini
+/// CLI's Google credentials (`authProviderType` other than `dynamic_discovery`,
+/// `targetAudience`, `targetServiceAccount`).
+fn not_done(fields: &serde_json::Map<String, Value>) -> Option<String> {
+    let given = |key: &str| fields.get(key).is_some_and(|value| !value.is_null());
+    for (key, client) in [
+        ("headersHelper", "Claude Code"),
+        ("http_headers_helper", "Codex"),
+    ] {
+        if given(key) {
+            return Some(format!(
+                "the entry has \"{key}\" ({client}'s command that prints headers); this Pack starts no process: write each header in \"headers\", a secret as ${{env:NAME}} (\"Authorization\": \"Bearer ${{env:NAME}}\")"
+            ));
+        }
+    }
+    let google = match fields.get("authProviderType") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(kind)) if kind == "dynamic_discovery" => None,
+        Some(_) => Some("authProviderType"),
+    };
+    let google = google.or_else(|| {
+        ["targetAudience", "targetServiceAccount"]
+            .into_iter()
+            .find(|key| given(key))
+    });
+    google.map(|key| {
+        format!(
+            "the entry has \"{key}\" (Gemini CLI's Google credentials or service account impersonation), which this Pack does not do: put a token in \"headers\" (\"Authorization\": \"Bearer ${{env:NAME}}\"), or remove the key to sign in with OAuth when the server asks"
+        )
+    })
+}
+
+/// The entry's headers as one object: `headers`, Codex's `http_headers` (the same), Codex's
+/// `env_http_headers` (header name to the name of the environment variable holding its value:
+/// `${env:NAME}`) and Codex's `bearer_token_env_var` (`Authorization: Bearer ${env:NAME}`).
+///
+/// # Errors
+/// A key of the wrong type, a variable name that is not one or is not set (naming the key and
+/// the variable), or one header given by two keys (in any case).
+fn all_headers(
+    fields: &serde_json::Map<String, Value>,
+    env: &dyn Environment,
+) -> Result<serde_json::Map<String, Value>, String> {
+    let mut all = serde_json::Map::new();
+    let mut given_by: Vec<(String, &'static str)> = Vec::new();
+    let mut put = |name: &str, value: Value, key: &'static str| {
+        let lower = name.to_ascii_lowercase();
+        if let Some((_, first)) = given_by.iter().find(|(n, _)| *n == lower) {
+            return Err(format!(
+                "header \"{}\" is given by both \"{first}\" and \"{key}\"; keep one",
+                printable(name)
+            ));
+        }
+        given_by.push((lower, key));
+        all.insert(name.to_string(), value);
+        Ok(())
+    };
+    let variable = |key: &str, header: &str, name: &Value| -> Result<String, String> {
+        let Value::String(name) = name else {
+            return Err(format!(
+                "\"{key}\" must name an environment variable (a string) for header \"{}\", found {}",
+                printable(header),
+                json_type(name)
+            ));
+        };
+        if !crate::substitute::is_variable_name(name) {
+            return Err(format!(
+                "\"{key}\" must name an environment variable (letters, digits and underscores) for header \"{}\"",
+                printable(header)
+            ));
+        }
+        if env.var(name).is_none() {
+            return Err(format!(
+                "environment variable \"{name}\" (named by \"{key}\") is not set"
+            ));
+        }
+        Ok(format!("${{env:{name}}}"))
+    };
+    for key in ["headers", "http_headers"] {
+        match fields.get(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(headers)) => {
+                for (name, value) in headers {
+                    put(name, value.clone(), key)?;
+                }
+            }
+            Some(other) => return Err(wrong_type(key, "an object of strings", other)),
+        }
+    }
+    match fields.get("env_http_headers") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(headers)) => {
+            for (name, variable_name) in headers {
+                let value = variable("env_http_headers", name, variable_name)?;
+                put(name, Value::String(value), "env_http_headers")?;
+            }
+        }
+        Some(other) => {
+            return Err(wrong_type(
+                "env_http_headers",
+                "an object of header names to environment variable names",
+                other,
+            ));
+        }
+    }
+    match fields.get("bearer_token_env_var") {
+        None | Some(Value::Null) => {}
+        Some(name @ Value::String(_)) => {
+            let value = variable("bearer_token_env_var", "Authorization", name)?;
+            put(
+                "Authorization",
+                Value::String(format!("Bearer {value}")),
+                "bearer_token_env_var",
+            )?;
+        }
+        Some(other) => {
+            return Err(wrong_type(
+                "bearer_token_env_var",
+                "the name of an environment variable (a string)",
+                other,
+            ));
+        }
+    }
+    Ok(all)
+}
+
+/// The entry's `oauth` object, or Cursor's `auth` (a pre-registered OAuth client: `CLIENT_ID`,
+/// `CLIENT_SECRET`, `scopes`) as the `oauth` object it means (`clientId`, `clientSecret`,
+/// `scopes`); `None` when neither is given.
+///
+/// # Errors
+/// Both keys, `auth` not an object, or a key of `auth` other than those three (named).
+fn oauth_value(fields: &serde_json::Map<String, Value>) -> Result<Option<Value>, String> {
+    let given = |key: &str| fields.get(key).filter(|value| !value.is_null());
+    match (given("oauth"), given("auth")) {
+        (Some(_), Some(_)) => Err(
+            "the entry has both \"oauth\" and \"auth\" (Cursor's key for a pre-registered OAuth client); keep one"
+                .to_string(),
+        ),
+        (Some(oauth), None) => Ok(Some(oauth.clone())),
+        (None, None) => Ok(None),
+        (None, Some(Value::Object(auth))) => {
+            let mut oauth = serde_json::Map::new();
+            for (key, value) in auth {
+                let mapped = match key.as_str() {
+                    "CLIENT_ID" => "clientId",
+                    "CLIENT_SECRET" => "clientSecret",
+                    "scopes" => "scopes",
+                    other => {
+                        return Err(format!(
+                            "\"auth\" has \"{}\", which this Pack does not read; Cursor's \"auth\" holds \"CLIENT_ID\", \"CLIENT_SECRET\" and \"scopes\"",
+                            printable(other)
+                        ));
+                    }
+                };
+                oauth.insert(mapped.to_string(), value.clone());
+            }
+            Ok(Some(Value::Object(oauth)))
+        }
+        (None, Some(other)) => Err(wrong_type("auth", "an object", other)),
+    }
+}
+
+/// Which unit a `timeout` is written in: Cline writes seconds (its entries carry
+/// `alwaysAllow`, `autoApprove`, `transportType` or `"type": "streamableHttp"`), Gemini CLI and
+/// Claude Code milliseconds. Without Cline's marks a value below 1000 is read as seconds (no
+/// one means a deadline under a second), with a note saying so.
+fn timeout_in_seconds(fields: &serde_json::Map<String, Value>) -> bool {
+    ["alwaysAllow", "autoApprove", "transportType"]
+        .iter()
+        .any(|key| fields.contains_key(*key))
+        || fields
+            .get("type")
+            .and_then(Value::as_str)
+            .is_some_and(|t| t.eq_ignore_ascii_case("streamableHttp"))
+}
+
+/// The entry's [`Deadlines`]: Codex's `startup_timeout_sec` or `startup_timeout_ms` for the
+/// start, Codex's `tool_timeout_sec` and the `timeout` of Gemini CLI, Claude Code and Cline
+/// ([`timeout_in_seconds`]) for calls; the shortest applies. One longer than the Pack's own
+/// deadline is capped to it, with a note.
+///
+/// # Errors
+/// A value that is not a number above 0, or both startup keys.
+fn deadlines(
+    fields: &serde_json::Map<String, Value>,
+    notes: &mut Vec<String>,
+) -> Result<Deadlines, String> {
+    let given = |key: &str| fields.get(key).filter(|value| !value.is_null());
+    if given("startup_timeout_sec").is_some() && given("startup_timeout_ms").is_some() {
+        return Err(
+            "the entry has both \"startup_timeout_sec\" and \"startup_timeout_ms\"; keep one"
+                .to_string(),
+        );
+    }
+    let cline = timeout_in_seconds(fields);
+    let mut deadlines = Deadlines::default();
+    for key in [
+        "startup_timeout_sec",
+        "startup_timeout_ms",
+        "tool_timeout_sec",
+        "timeout",
+    ] {
+        let Some(value) = given(key) else { continue };
+        let Some(number) = value.as_f64().filter(|n| n.is_finite() && *n > 0.0) else {
+            return Err(match value {
+                Value::Number(_) => format!("\"{key}\" must be a number above 0"),
+                other => wrong_type(key, "a number", other),
+            });
+        };
+        let seconds = match key {
+            "startup_timeout_ms" => false,
+            "timeout" if !cline && number >= 1000.0 => false,
+            "timeout" if !cline => {
+                notes.push(format!(
+                    "\"timeout\" is {value}, read as seconds (Cline's unit): Gemini CLI and Claude Code write milliseconds, but no deadline under a second is meant"
+                ));
+                true
+            }
+            _ => true,
+        };
+        let unit = if seconds { "seconds" } else { "milliseconds" };
+        let asked =
+            std::time::Duration::try_from_secs_f64(if seconds { number } else { number / 1000.0 })
+                .unwrap_or(std::time::Duration::MAX);
+        let (slot, limit, what) = if key.starts_with("startup") {
+            (
+                &mut deadlines.start,
+                crate::limits::START_DEADLINE,
+                "a start of this server",
+            )
+        } else {
+            (
+                &mut deadlines.call,
+                crate::limits::CALL_DEADLINE,
+                "a call to this server",
+            )
+        };
+        if asked > limit {
+            notes.push(format!(
+                "\"{key}\" is {value} ({unit}), longer than this Pack allows: {what} still ends within {} seconds",
+                limit.as_secs()
+            ));
+        } else {
+            *slot = (*slot).min(asked);
+        }
+    }
+    Ok(deadlines)
 }
 
 /// The entry's url, an `http` or `https` URL with a host. A url without a scheme
@@ -583,7 +966,7 @@ fn no_url(fields: &serde_json::Map<String, Value>) -> String {
 ///
 /// # Errors
 /// The reason, naming the field only.
-fn parse_url(url: &str) -> Result<Url, String> {
+fn parse_url(url: &str, key: &str) -> Result<Url, String> {
     let parsed = Url::parse(url);
     if let Ok(parsed) = &parsed
         && matches!(parsed.scheme(), "http" | "https")
@@ -594,14 +977,13 @@ fn parse_url(url: &str) -> Result<Url, String> {
     let no_scheme = !url.contains("://")
         && Url::parse(&format!("http://{url}")).is_ok_and(|with| with.has_host());
     if no_scheme {
-        return Err(
-            "\"url\" has no scheme: begin it with https:// (or http:// for a server on this machine)"
-                .to_string(),
-        );
+        return Err(format!(
+            "\"{key}\" has no scheme: begin it with https:// (or http:// for a server on this machine)"
+        ));
     }
     match parsed {
-        Ok(_) => Err("\"url\" must be an http:// or https:// URL".to_string()),
-        Err(_) => Err("\"url\" is not a valid URL".to_string()),
+        Ok(_) => Err(format!("\"{key}\" must be an http:// or https:// URL")),
+        Err(_) => Err(format!("\"{key}\" is not a valid URL")),
     }
 }
 
@@ -1242,20 +1624,103 @@ mod tests {
     }
 
     #[test]
-    fn other_clients_url_keys_are_named() {
+    fn cursor_auth_is_the_oauth_object_it_means() {
+        let server = remote(json!({
+            "url": "https://a.example/mcp",
+            "auth": {"CLIENT_ID": "app-1", "CLIENT_SECRET": "${env:TOKEN}", "scopes": ["read", "write"]}
+        }));
+        assert_eq!(server.oauth.client_id.as_deref(), Some("app-1"));
+        assert_eq!(
+            server
+                .oauth
+                .client_secret
+                .as_ref()
+                .map(|s| secrecy::ExposeSecret::expose_secret(s).to_string()),
+            Some("s3cr3t-token-value".to_string())
+        );
+        assert_eq!(
+            server.oauth.scopes,
+            Some(vec!["read".to_string(), "write".to_string()])
+        );
+        assert_eq!(server.redactor.scrub("s3cr3t-token-value"), "[redacted]");
+    }
+
+    #[test]
+    fn timeouts_shorten_the_deadlines_only() {
+        use std::time::Duration;
+        let deadlines = |entry: Value| remote(entry).settings.deadlines;
+        let url = "https://a.example/mcp";
+        assert_eq!(deadlines(json!({"url": url})), Deadlines::default());
+        assert_eq!(
+            deadlines(json!({"url": url, "startup_timeout_sec": 10, "tool_timeout_sec": 20.5})),
+            Deadlines {
+                start: Duration::from_secs(10),
+                call: Duration::from_millis(20_500)
+            }
+        );
+        assert_eq!(
+            deadlines(
+                json!({"url": url, "startup_timeout_ms": 2500, "timeout": 30000, "tool_timeout_sec": 60})
+            ),
+            Deadlines {
+                start: Duration::from_millis(2500),
+                call: Duration::from_secs(30)
+            }
+        );
+        assert_eq!(
+            deadlines(json!({"url": url, "timeout": 45, "type": "streamableHttp"})).call,
+            Duration::from_secs(45)
+        );
+        let capped =
+            remote(json!({"url": url, "startup_timeout_sec": 600, "tool_timeout_sec": 10}));
+        assert_eq!(
+            capped.settings.deadlines,
+            Deadlines {
+                start: crate::limits::START_DEADLINE,
+                call: Duration::from_secs(10)
+            }
+        );
+        assert_eq!(
+            capped.settings.notes,
+            [
+                "\"startup_timeout_sec\" is 600 (seconds), longer than this Pack allows: a start of this server still ends within 120 seconds"
+            ]
+        );
+        assert_eq!(
+            refused(json!({"url": url, "startup_timeout_sec": 1, "startup_timeout_ms": 1})),
+            "the entry has both \"startup_timeout_sec\" and \"startup_timeout_ms\"; keep one"
+        );
+        assert_eq!(
+            refused(json!({"url": url, "timeout": -1})),
+            "\"timeout\" must be a number above 0"
+        );
+    }
+
+    #[test]
+    fn other_clients_url_keys_are_read() {
         assert_eq!(
             refused(json!({"serverUrl": "https://a.example/mcp"})),
             "the entry has \"serverUrl\" (Windsurf's key) but no \"url\"; this Pack reads the server's address from \"url\", so rename \"serverUrl\" to \"url\""
         );
+        let gemini =
+            remote(json!({"httpUrl": "https://a.example/mcp", "url": "https://a.example/sse"}));
+        assert_eq!(gemini.url.as_str(), "https://a.example/mcp");
         assert_eq!(
-            refused(json!({"httpUrl": "https://a.example/mcp", "headers": {}})),
-            "the entry has \"httpUrl\" (Gemini CLI's key) but no \"url\"; this Pack reads the server's address from \"url\", so rename \"httpUrl\" to \"url\""
+            gemini.settings.notes,
+            [
+                "\"url\" is not read: this Pack reads the address from \"httpUrl\" (Gemini CLI's Streamable HTTP endpoint; Gemini CLI reads \"url\" as a legacy SSE endpoint)"
+            ]
+        );
+        let both =
+            remote(json!({"url": "https://a.example/mcp", "serverUrl": "https://b.example"}));
+        assert_eq!(both.url.as_str(), "https://a.example/mcp");
+        assert_eq!(
+            both.settings.notes,
+            ["\"serverUrl\" is not read: this Pack reads the address from \"url\""]
         );
         assert_eq!(
-            remote(json!({"url": "https://a.example/mcp", "serverUrl": "https://b.example"}))
-                .url
-                .as_str(),
-            "https://a.example/mcp"
+            refused(json!({"httpUrl": "localhost:3000/mcp"})),
+            "\"httpUrl\" has no scheme: begin it with https:// (or http:// for a server on this machine)"
         );
     }
 

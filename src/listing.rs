@@ -1,10 +1,10 @@
 //! The JSON text `get_dynamic_tools` answers, in its three shapes (README "What the tools answer").
 //!
 //! - no arguments: `{"servers":[{"namespace","status","reason"?,"retryInSeconds"?,"signInUrl"?,
-//!   "refusedStarts"?,"lasting"?,"tools":[names]}]}`, servers sorted by namespace and tool names sorted,
+//!   "refusedStarts"?,"lasting"?,"notes"?,"tools":[names]}]}`, servers sorted by namespace and tool names sorted,
 //!   both in byte order;
 //! - `namespace`: `{"namespace","status","reason"?,"retryInSeconds"?,"signInUrl"?,
-//!   "refusedStarts"?,"lasting"?,"protocolVersion"?,"instructions"?,
+//!   "refusedStarts"?,"lasting"?,"notes"?,"protocolVersion"?,"instructions"?,
 //!   "tools":[{"name","description","inputSchema"}],"omitted"?:[{"name","reason"}]}`;
 //! - `namespace` + `toolName`: `{"namespace","name","description","inputSchema","outputSchema"?,
 //!   "annotations"?}`.
@@ -17,6 +17,8 @@
 //! pass until the config or the server changes (a 404 at the url, a 401 with no sign-in, a TLS
 //! handshake with a plain-HTTP port; the reason says what to change): the start is still
 //! retried, but a Host need not wait for it.
+//! `notes` (an array of sentences) is there when the server's config entry is read differently
+//! from how it is written: a placeholder sent as written, a timeout capped, a key not read.
 //! `omitted` is there when a ready server's listing left tools out; `protocolVersion` while a
 //! server is ready (the version its requests carry: `2026-07-28`, or the one `initialize`
 //! negotiated); `instructions` (scrubbed, at most 8 KiB) when a ready server's
@@ -43,6 +45,9 @@ struct Head<'a> {
     refused_starts: Option<u32>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     lasting: bool,
+    /// The config entry's notes (`config::Settings::notes`).
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    notes: &'a [String],
 }
 
 #[derive(Serialize)]
@@ -94,7 +99,8 @@ struct OneTool<'a> {
 
 /// The entry's head for the server at `namespace` in `status`: the status name, its reason,
 /// `retryInSeconds` and the sign-in link.
-fn head<'a>(namespace: &'a str, status: &'a Status) -> Head<'a> {
+fn head<'a>(server: &'a Server, status: &'a Status) -> Head<'a> {
+    let namespace = &*server.namespace;
     let (status, reason, retry_in_seconds, sign_in_url, failing) = match status {
         Status::Loading => ("loading", None, None, None, Failing::Passing),
         Status::Ready(_) => ("ready", None, None, None, Failing::Passing),
@@ -128,6 +134,7 @@ fn head<'a>(namespace: &'a str, status: &'a Status) -> Head<'a> {
             Failing::Passing | Failing::Lasting => None,
         },
         lasting: failing == Failing::Lasting,
+        notes: &server.notes,
     }
 }
 
@@ -147,7 +154,7 @@ pub(crate) fn all(servers: &[std::sync::Arc<Server>]) -> String {
                 _ => Vec::new(),
             };
             Summary {
-                head: head(&server.namespace, status),
+                head: head(server, status),
                 tools,
             }
         })
@@ -191,7 +198,7 @@ pub(crate) fn one_server(server: &Server, status: &Status) -> String {
         _ => None,
     };
     to_json(&Detail {
-        head: head(&server.namespace, status),
+        head: head(server, status),
         protocol_version,
         instructions,
         tools,

@@ -27,7 +27,7 @@ use crate::http::{Clients, Connection, Error, Wire};
 use crate::json::json_type;
 use crate::jsonrpc::INVALID_PARAMS;
 use crate::limits;
-use crate::limits::{CALL_DEADLINE, truncate};
+use crate::limits::truncate;
 use crate::protocol::codes;
 use crate::server::{Server, Status, ToolList};
 use crate::substitute::ProcessEnvironment;
@@ -58,18 +58,17 @@ pub(crate) fn construct(
         let server = match entry {
             Entry::Refused(reason) => Arc::new(Server::refused(namespace, reason)),
             Entry::Remote(mut remote) => {
-                let tool_filter = std::mem::take(&mut remote.tool_filter);
+                let settings = std::mem::take(&mut remote.settings);
+                for note in &settings.notes {
+                    tracing::warn!(namespace = %namespace, "config entry: {note}");
+                }
                 let connection = Arc::new(Connection::new(
                     Arc::clone(&namespace),
                     *remote,
                     Arc::clone(&clients),
                     runtime.clone(),
                 ));
-                let server = Arc::new(Server::remote(
-                    namespace,
-                    Arc::clone(&connection),
-                    tool_filter,
-                ));
+                let server = Arc::new(Server::remote(namespace, Arc::clone(&connection), settings));
                 tasks.spawn_on(
                     Arc::clone(&server).run(connection, shutdown.clone()),
                     &runtime,
@@ -570,7 +569,10 @@ impl PreparedCall {
     fn spawn(self, pack_id: String, shutdown: CancellationToken) -> CallFuture {
         let connection = Arc::clone(&self.connection);
         let id = connection.next_id();
-        let task = connection.runtime().spawn(self.run(pack_id, id, shutdown));
+        // The call runs in the caller's span, so its request's span is that span's child
+        // (README "Traces").
+        let run = tracing::Instrument::in_current_span(self.run(pack_id, id, shutdown));
+        let task = connection.runtime().spawn(run);
         CallFuture {
             task,
             armed: Some((connection, id)),
@@ -578,7 +580,7 @@ impl PreparedCall {
     }
 
     /// The call task: the tool's lookup (a miss may wait for a re-listing), then `tools/call`
-    /// under [`CALL_DEADLINE`], racing the Pack's shutdown. A
+    /// under the server's call deadline ([`CALL_DEADLINE`](crate::limits::CALL_DEADLINE) or shorter), racing the Pack's shutdown. A
     /// request that may still be running when the call ends without an answer (deadline, a
     /// reply that broke off) is cancelled through the connection's in-flight table; at shutdown
     /// the connection's close cancels it (before the session's `DELETE`).
@@ -590,14 +592,15 @@ impl PreparedCall {
     ) -> Result<String, ToolError> {
         let ns = quoted(&self.namespace);
         // One deadline for the whole call: a miss's wait for a re-listing counts too.
-        let deadline = tokio::time::Instant::now() + CALL_DEADLINE;
+        let limit = self.server.deadlines.call;
+        let deadline = tokio::time::Instant::now() + limit;
         let looked_up = tokio::time::timeout_at(
             deadline,
             lookup(&pack_id, &self.server, &self.tool_name, &shutdown),
         );
         let (mut list, mut i) = match looked_up.await {
             Ok(found) => found?,
-            Err(_) => return Err(call_deadline(&ns)),
+            Err(_) => return Err(call_deadline(&ns, limit)),
         };
         let listed = &list.tools[i];
         let connection = &self.connection;
@@ -640,7 +643,12 @@ impl PreparedCall {
                             .into_owned(),
                     ));
                 }
-                result::map(raw, source, redactor, output).map_err(Error::malformed)
+                let mapped =
+                    result::map(raw, source, redactor, output).map_err(Error::malformed)?;
+                if mapped.is_error {
+                    crate::http::tool_error();
+                }
+                Ok(mapped)
             };
             let request = connection.request(
                 id,
@@ -655,7 +663,7 @@ impl PreparedCall {
             let outcome = match outcome {
                 Err(_) => {
                     connection.cancel(id, DEADLINE);
-                    return Err(call_deadline(&ns));
+                    return Err(call_deadline(&ns, limit));
                 }
                 Ok(outcome) => outcome,
             };
@@ -679,7 +687,7 @@ impl PreparedCall {
                     });
                     (list, i) = match relisted.await {
                         Ok(found) => found?,
-                        Err(_) => return Err(call_deadline(&ns)),
+                        Err(_) => return Err(call_deadline(&ns, limit)),
                     };
                     id = connection.next_id();
                     retry_guard = Some(connection.cancel_on_drop(id, DROPPED));
@@ -759,14 +767,17 @@ fn output_mismatch(ns: &str, tool: &str, mismatch: &result::OutputMismatch) -> T
     ToolError::new(ToolErrorKind::Backend, message)
 }
 
-/// The `transport` error of a call whose [`CALL_DEADLINE`] passed.
-fn call_deadline(ns: &str) -> ToolError {
+/// The `transport` error of a call whose deadline (`limit`: [`CALL_DEADLINE`](crate::limits::CALL_DEADLINE), or the shorter
+/// one its entry asks for) passed: in minutes when whole, else in seconds.
+fn call_deadline(ns: &str, limit: std::time::Duration) -> ToolError {
+    let within = match limit.as_millis() {
+        ms if ms % 60_000 == 0 && ms >= 120_000 => format!("{} minutes", ms / 60_000),
+        ms if ms % 1000 == 0 => format!("{} seconds", ms / 1000),
+        ms => format!("{:.3} seconds", ms as f64 / 1000.0),
+    };
     ToolError::new(
         ToolErrorKind::Transport,
-        format!(
-            "server {ns} did not answer the tool call within {} minutes",
-            CALL_DEADLINE.as_secs() / 60
-        ),
+        format!("server {ns} did not answer the tool call within {within}"),
     )
 }
 

@@ -3,7 +3,7 @@
 //!
 //! A start is connect + the era probe (`server/discover`, MCP 2026-07-28) + for a legacy server
 //! `initialize` + `notifications/initialized`, then every `tools/list` page, inside
-//! [`START_DEADLINE`]. A server that declares no `tools` capability is still asked for
+//! [`START_DEADLINE`](limits::START_DEADLINE). A server that declares no `tools` capability is still asked for
 //! `tools/list` once: it lists its tools if it answers, and is ready with no tools if it answers
 //! with any JSON-RPC error. One that declares `tools` and answers `-32601 Method not found` is
 //! ready with no tools too; any other error fails its start. A tool that is malformed
@@ -34,11 +34,10 @@ use serde_json::value::RawValue;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::ToolFilter;
+use crate::config::{Deadlines, Settings, ToolFilter};
 use crate::http::{AnsweredOn, Connection, Era, Error, Initialized, Listened, Mirrored, Wire};
 use crate::limits::{
     self, MAX_DESCRIPTION_BYTES, MAX_PAGES, MAX_SCHEMA_BYTES, MAX_TOOL_NAME_BYTES, MAX_TOOLS,
-    START_DEADLINE,
 };
 use crate::protocol::codes;
 use crate::schema::Checker;
@@ -183,10 +182,11 @@ enum StartFailure {
     /// An exchange with the server failed: HTTP, transport, protocol, JSON-RPC, or a sign-in
     /// the server needs ([`Error::sign_in_url`]).
     Exchange(Error),
-    /// The start took over [`START_DEADLINE`]; the era the client knew of the server then
+    /// The start took over its deadline ([`START_DEADLINE`](limits::START_DEADLINE) or its entry's shorter one); the era the client knew of the server then
     /// (`None`: still probing), which says what the start was doing: `server/discover`, the
     /// legacy handshake and its listing, or a modern listing.
-    StartDeadline(Option<Era>),
+    /// The deadline is the server's ([`Deadlines::start`]).
+    StartDeadline(Option<Era>, Duration),
     /// A re-listing took over [`limits::RELIST_DEADLINE`].
     RelistDeadline,
     /// More than [`MAX_TOOLS`] tools: at least `listed` by page `page`.
@@ -217,10 +217,25 @@ impl StartFailure {
             | StartFailure::SameCursor { .. }
             | StartFailure::UsedCursor { .. }
             | StartFailure::TooManyPages => Some(crate::http::Lasting::Explained),
-            StartFailure::StartDeadline(_)
+            StartFailure::StartDeadline(..)
             | StartFailure::RelistDeadline
             | StartFailure::SessionChanged { .. } => None,
         }
+    }
+
+    /// Whether the failure is what a legacy HTTP+SSE endpoint (MCP 2024-11-05 "Transports": a
+    /// GET-only event stream) answers a POST: a `405`, or any answer that takes no MCP request
+    /// ([`crate::http::Lasting::NoEndpoint`], [`crate::http::Lasting::NotMcp`]) at a url whose
+    /// path ends in `/sse` (`sse_path`). Decided on the status and the config's url only.
+    fn is_legacy_sse(&self, sse_path: bool) -> bool {
+        let StartFailure::Exchange(error) = self else {
+            return false;
+        };
+        let not_mcp = matches!(
+            error.lasting(),
+            Some(crate::http::Lasting::NoEndpoint | crate::http::Lasting::NotMcp)
+        );
+        not_mcp && (sse_path || error.status().is_some_and(|s| s.as_u16() == 405))
     }
 
     /// Whether the start waits for a user to sign in (the server answered with a sign-in link).
@@ -243,6 +258,10 @@ impl StartFailure {
     }
 }
 
+/// The end of a start failure's reason when the url answers like a legacy HTTP+SSE endpoint
+/// ([`StartFailure::is_legacy_sse`]).
+const LEGACY_SSE: &str = "; the url answers like a legacy HTTP+SSE endpoint (a GET-only event stream, often at /sse), a transport this Pack does not speak: point \"url\" at the server's Streamable HTTP endpoint (often /mcp)";
+
 impl From<Error> for StartFailure {
     fn from(error: Error) -> Self {
         StartFailure::Exchange(error)
@@ -257,7 +276,7 @@ impl std::fmt::Display for StartFailure {
                 // What to change, for an error that will not pass by itself.
                 f.write_str(error.lasting().map_or("", crate::http::Lasting::advice))
             }
-            StartFailure::StartDeadline(era) => write!(
+            StartFailure::StartDeadline(era, limit) => write!(
                 f,
                 "the server did not finish starting ({}) within {} seconds",
                 match era {
@@ -265,7 +284,7 @@ impl std::fmt::Display for StartFailure {
                     Some(Era::Legacy) => "initialize and tools/list",
                     Some(Era::Modern) => "server/discover and tools/list",
                 },
-                START_DEADLINE.as_secs()
+                limit.as_secs_f64()
             ),
             StartFailure::RelistDeadline => write!(
                 f,
@@ -336,6 +355,12 @@ pub(crate) struct Server {
     last_refresh: Mutex<Option<Instant>>,
     /// The tools its config entry hides: never in its [`ToolList`], never called.
     pub(crate) tool_filter: ToolFilter,
+    /// Its start and call deadlines (its entry's, capped by the Pack's).
+    pub(crate) deadlines: Deadlines,
+    /// Its config entry's notes ([`Settings::notes`]), shown in its listing.
+    pub(crate) notes: Vec<String>,
+    /// Whether its url's path ends in `/sse` ([`Settings::sse_path`]).
+    sse_path: bool,
     /// Sent to on every status change, so [`Server::settled`] needs no polling.
     changes: tokio::sync::watch::Sender<()>,
 }
@@ -350,17 +375,26 @@ impl Server {
             last_miss: Mutex::new(None),
             last_refresh: Mutex::new(None),
             tool_filter: ToolFilter::default(),
+            deadlines: Deadlines::default(),
+            notes: Vec::new(),
+            sse_path: false,
             changes: tokio::sync::watch::Sender::new(()),
         }
     }
 
     /// A namespace that will connect; `loading` until its task finishes a start. The tools
-    /// `tool_filter` hides are left out of every listing it makes.
+    /// `settings.tool_filter` hides are left out of every listing it makes.
     pub(crate) fn remote(
         namespace: Arc<str>,
         connection: Arc<Connection>,
-        tool_filter: ToolFilter,
+        settings: Settings,
     ) -> Self {
+        let Settings {
+            tool_filter,
+            deadlines,
+            notes,
+            sse_path,
+        } = settings;
         Self {
             namespace,
             status: RwLock::new(Status::Loading),
@@ -368,6 +402,9 @@ impl Server {
             last_miss: Mutex::new(None),
             last_refresh: Mutex::new(None),
             tool_filter,
+            deadlines,
+            notes,
+            sse_path,
             changes: tokio::sync::watch::Sender::new(()),
         }
     }
@@ -455,10 +492,10 @@ impl Server {
         shutdown: CancellationToken,
     ) {
         let start = || async {
-            let outcome = match tokio::time::timeout(START_DEADLINE, start_once(&connection)).await
-            {
+            let limit = self.deadlines.start;
+            let outcome = match tokio::time::timeout(limit, start_once(&connection)).await {
                 Ok(result) => result,
-                Err(_) => Err(StartFailure::StartDeadline(connection.era())),
+                Err(_) => Err(StartFailure::StartDeadline(connection.era(), limit)),
             };
             if outcome.is_err() {
                 // A start that got as far as a session leaves none behind on the server.
@@ -486,7 +523,10 @@ impl Server {
             })
             .notify(|failure: &StartFailure, wait| {
                 failing = Failing::after(failing, failure);
-                let whole = failure.to_string();
+                let mut whole = failure.to_string();
+                if failure.is_legacy_sse(self.sse_path) {
+                    whole.push_str(LEGACY_SSE);
+                }
                 let reason = limits::truncate(&whole, 2 * limits::MAX_REASON_BYTES);
                 let link = connection.sign_in_url().filter(|_| failure.needs_sign_in());
                 if link.is_some() {

@@ -174,10 +174,14 @@ impl Notes {
     /// How many hints a reason carries at most.
     const MAX_HINTS: usize = 3;
 
-    /// The hints, at most [`Notes::MAX_HINTS`], joined with `; `: the placeholders of a known
-    /// form in the order written, then the empty `${env:NAME}`s, then the fields holding a
-    /// `${...}` of another form (never quoted: it may be a pasted secret).
-    pub(crate) fn auth_hint(&self) -> Option<String> {
+    /// Every hint, one sentence each, in the order [`Notes::auth_hint`] gives them: the notes an
+    /// entry's listing shows and its `warn` log line, whether or not the server refuses the
+    /// value (README "Configuration"). Names only, never a value.
+    pub(crate) fn placeholders(&self) -> Vec<String> {
+        self.hints().collect()
+    }
+
+    fn hints(&self) -> impl Iterator<Item = String> + '_ {
         let unexpanded = self.unexpanded.iter().map(|u| u.form.hint(&u.field));
         let empty = self.empty.iter().map(|(name, field)| {
             format!("the environment variable \"{name}\" used in {field} is set but empty")
@@ -187,11 +191,14 @@ impl Notes {
                 "{field} holds a ${{...}} placeholder this Pack does not know, which was sent as written (this Pack expands only ${{env:NAME}} and ${{userHome}}); put the value in an environment variable and write ${{env:NAME}}"
             )
         });
-        let hints: Vec<String> = unexpanded
-            .chain(empty)
-            .chain(other)
-            .take(Self::MAX_HINTS)
-            .collect();
+        unexpanded.chain(empty).chain(other)
+    }
+
+    /// The hints, at most [`Notes::MAX_HINTS`], joined with `; `: the placeholders of a known
+    /// form in the order written, then the empty `${env:NAME}`s, then the fields holding a
+    /// `${...}` of another form (never quoted: it may be a pasted secret).
+    pub(crate) fn auth_hint(&self) -> Option<String> {
+        let hints: Vec<String> = self.hints().take(Self::MAX_HINTS).collect();
         (!hints.is_empty()).then(|| hints.join("; "))
     }
 }
@@ -232,7 +239,7 @@ pub(crate) fn substitute(
                 )
             })?;
             if value.is_empty() {
-                if field == "url" {
+                if matches!(field, "url" | "httpUrl") {
                     // `https://${env:HOST}/mcp` would become `https:///mcp`, a URL to the host
                     // `mcp`: refused rather than sent anywhere.
                     return Err(format!(

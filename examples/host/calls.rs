@@ -19,12 +19,19 @@ use crate::{Closed, emit, exit_code};
 const POLL: Duration = Duration::from_millis(20);
 
 /// After how many starts in a row refused at connect (the listing's `refusedStarts`) a call
-/// stops waiting for its server.
+/// stops waiting for its server (once [`REFUSED_PATIENCE`] has passed too).
 const REFUSED_ENOUGH: u64 = 2;
+
+/// How long, from the Pack's construction, a call keeps waiting for a server whose starts are
+/// refused at connect: a server started just before the host (a container, a Python server
+/// importing for 2-3 s) is refused until it listens. Once it has passed, the call still waits
+/// for the next start when that is due within it again (the listing's `retryInSeconds`), and
+/// stops when that start is refused too. Still far under the default `--wait`.
+const REFUSED_PATIENCE: Duration = Duration::from_secs(5);
 
 /// Runs `args` on the Pack built from `config` (the config file's text); `script` holds the
 /// steps of a script file (read whole before the first call), `None` for stdin.
-pub(crate) async fn run(args: Run, config: Value, script: Option<Vec<Step>>) -> ExitCode {
+pub(crate) async fn run(args: Run, config: Value, script: Option<Vec<(usize, Step)>>) -> ExitCode {
     let (pack, id) = match crate::construct(config, tokio::runtime::Handle::current()) {
         Ok(built) => built,
         Err(unavailable) => {
@@ -44,7 +51,9 @@ pub(crate) async fn run(args: Run, config: Value, script: Option<Vec<Step>>) -> 
             waiter.wait(&*pack, &tool, &arguments).await;
             let outcome = pack.call(&tool, arguments).await;
             match (json, outcome) {
-                (true, outcome) => exit_code(emit(&json_line(&outcome)).is_ok() && outcome.is_ok()),
+                (true, outcome) => {
+                    exit_code(emit(&json_line(&outcome, None, None)).is_ok() && outcome.is_ok())
+                }
                 (false, Ok(text)) => exit_code(emit(&text).is_ok()),
                 (false, Err(error)) => {
                     eprintln!("{}: {}", error.kind, error.message);
@@ -55,8 +64,8 @@ pub(crate) async fn run(args: Run, config: Value, script: Option<Vec<Step>>) -> 
         Mode::Script(_) => match script {
             Some(steps) => {
                 let mut all_ok = true;
-                for step in steps {
-                    match run_step(&*pack, &mut waiter, step).await {
+                for (number, step) in steps {
+                    match run_step(&*pack, &mut waiter, number, step).await {
                         Ok(ok) => all_ok &= ok,
                         Err(Closed) => return stop(pack).await,
                     }
@@ -69,8 +78,9 @@ pub(crate) async fn run(args: Run, config: Value, script: Option<Vec<Step>>) -> 
             },
         },
     };
-    // Honest exit codes: calls that answered still exit 3 when an entry was refused, a
-    // server's start failed, or a server was still loading when the wait ran out.
+    // Honest exit codes: calls that answered still exit 3 when the entry of a server they named
+    // was refused, its start failed, or it was still loading when the wait ran out; a listing
+    // of every server names them all.
     let code = if code == ExitCode::SUCCESS {
         waiter.verdict(&*pack).await
     } else {
@@ -110,12 +120,12 @@ async fn run_stdin(pack: &dyn Pack, waiter: &mut Waiter) -> Result<ExitCode, Clo
             &line
         };
         match parse_line(line) {
-            Ok(Some(step)) => all_ok &= run_step(pack, waiter, step).await?,
+            Ok(Some(step)) => all_ok &= run_step(pack, waiter, number, step).await?,
             Ok(None) => {}
             Err(e) => {
                 let message = format!("line {number}: {e}");
                 emit(
-                    &json!({"ok": false, "kind": "invalid_arguments", "message": message})
+                    &json!({"line": number, "ok": false, "kind": "invalid_arguments", "message": message})
                         .to_string(),
                 )?;
                 all_ok = false;
@@ -124,26 +134,49 @@ async fn run_stdin(pack: &dyn Pack, waiter: &mut Waiter) -> Result<ExitCode, Clo
     }
 }
 
-/// Runs one step; `Ok(false)` when it was a call that failed, `Err` when stdout is closed.
-async fn run_step(pack: &dyn Pack, waiter: &mut Waiter, step: Step) -> Result<bool, Closed> {
+/// Runs one step, script line `number`; `Ok(false)` when it was a call that failed, `Err` when
+/// stdout is closed.
+async fn run_step(
+    pack: &dyn Pack,
+    waiter: &mut Waiter,
+    number: usize,
+    step: Step,
+) -> Result<bool, Closed> {
     match step {
         Step::Sleep(duration) => {
             tokio::time::sleep(duration).await;
             Ok(true)
         }
-        Step::Call { tool, arguments } => {
+        Step::Call {
+            tool,
+            arguments,
+            id,
+        } => {
             waiter.wait(pack, &tool, &arguments).await;
             let outcome = pack.call(&tool, arguments).await;
-            emit(&json_line(&outcome))?;
+            emit(&json_line(&outcome, Some(number), id))?;
             Ok(outcome.is_ok())
         }
     }
 }
 
-/// `{"ok":true,"text":...}` or `{"ok":false,"kind":...,"message":...}`. When the text is itself
-/// a JSON object or array (a listing, for one), `"json"` carries it decoded beside `"text"`.
-fn json_line(outcome: &Result<String, ToolError>) -> String {
-    match outcome {
+/// `{"ok":true,"text":...}` or `{"ok":false,"kind":...,"message":...}`, after the script line
+/// `number` it answers (`"line"`) and the `"id"` that line gave, when there are. When the text is
+/// itself a JSON object or array (a listing, for one), `"json"` carries it decoded beside
+/// `"text"`.
+fn json_line(
+    outcome: &Result<String, ToolError>,
+    number: Option<usize>,
+    id: Option<Value>,
+) -> String {
+    let mut line = serde_json::Map::new();
+    if let Some(number) = number {
+        line.insert("line".into(), json!(number));
+    }
+    if let Some(id) = id {
+        line.insert("id".into(), id);
+    }
+    let answer = match outcome {
         Ok(text) => match serde_json::from_str::<Value>(text) {
             Ok(decoded @ (Value::Object(_) | Value::Array(_))) => {
                 json!({"ok": true, "text": text, "json": decoded})
@@ -151,8 +184,11 @@ fn json_line(outcome: &Result<String, ToolError>) -> String {
             _ => json!({"ok": true, "text": text}),
         },
         Err(error) => json!({"ok": false, "kind": error.kind.as_str(), "message": error.message}),
+    };
+    if let Value::Object(answer) = answer {
+        line.extend(answer);
     }
-    .to_string()
+    Value::Object(line).to_string()
 }
 
 /// Waits, before each call, for what that call needs, until one shared deadline.
@@ -166,6 +202,39 @@ struct Waiter {
     refused: HashSet<String>,
     /// The CONFIG argument, for the `host login` a sign-in message suggests.
     config: String,
+    /// When the Pack was built: a refused server is waited for [`REFUSED_PATIENCE`] from here.
+    started: Instant,
+    /// The servers the calls so far named, whose state decides the exit code.
+    named: Named,
+    /// Per refused server, its `refusedStarts` when first seen after [`REFUSED_PATIENCE`].
+    refused_seen: std::collections::HashMap<String, u64>,
+}
+
+/// The servers the calls of a run named ([`Waiter::verdict`]).
+enum Named {
+    /// These namespaces (none yet: every call so far named no server).
+    These(HashSet<String>),
+    /// Every server: a call listed them all.
+    All,
+}
+
+impl Named {
+    fn add(&mut self, need: &Need) {
+        match (&mut *self, need) {
+            (Named::All, _) | (_, Need::Nothing) => {}
+            (Named::These(_), Need::Settled) => *self = Named::All,
+            (Named::These(names), Need::Ready(namespace)) => {
+                names.insert(namespace.clone());
+            }
+        }
+    }
+
+    fn contains(&self, namespace: &str) -> bool {
+        match self {
+            Named::All => true,
+            Named::These(names) => names.contains(namespace),
+        }
+    }
 }
 
 /// What a call needs before it is sent.
@@ -185,6 +254,9 @@ impl Waiter {
             deadline: Instant::now() + wait,
             refused: HashSet::new(),
             config: config.to_string(),
+            started: Instant::now(),
+            named: Named::These(HashSet::new()),
+            refused_seen: std::collections::HashMap::new(),
         };
         waiter.refused = waiter
             .servers(pack)
@@ -221,22 +293,26 @@ impl Waiter {
                 status: s["status"].as_str().unwrap_or_default().to_string(),
                 reason: s["reason"].as_str().map(str::to_string),
                 refused_starts: s["refusedStarts"].as_u64().unwrap_or(0),
+                retry_in_seconds: s["retryInSeconds"].as_u64(),
                 lasting: s["lasting"] == true,
                 sign_in_url: s["signInUrl"].as_str().map(str::to_string),
             })
             .collect()
     }
 
-    /// The exit code of a run whose calls all answered: 0 when every server is up, else 3,
-    /// naming on stderr the ones that are not: in `error` now (a refused entry, or a failed
-    /// start), or still `loading` once the wait ran out. Before the deadline a server still
-    /// `loading` has no verdict yet (no call waited for it).
+    /// The exit code of a run whose calls all answered: 0 when every server the calls named
+    /// is up (every server, after a listing of them all), else 3, naming on stderr the ones
+    /// that are not: in `error` now (a refused entry, or a failed start), or still `loading`
+    /// once the wait ran out. Before the deadline a server still `loading` has no verdict yet
+    /// (no call waited for it). A server no call named does not count: its trouble is not the
+    /// call's.
     async fn verdict(&self, pack: &dyn Pack) -> ExitCode {
         let waited_out = Instant::now() >= self.deadline;
         let down: Vec<String> = self
             .servers(pack)
             .await
             .iter()
+            .filter(|s| self.named.contains(&s.namespace))
             .filter(|s| s.status == "error" || (waited_out && s.status == "loading"))
             .map(ServerState::describe)
             .collect();
@@ -249,6 +325,7 @@ impl Waiter {
 
     async fn wait(&mut self, pack: &dyn Pack, tool: &str, arguments: &Value) {
         let need = self.need(tool, arguments);
+        self.named.add(&need);
         match need {
             Need::Nothing => return,
             // The whole listing: awaited through the contract (`Pack::settled`), no polling.
@@ -280,9 +357,20 @@ impl Waiter {
             if pending.is_empty() {
                 return;
             }
-            // Nothing listens at the url: its start was refused twice in a row, so waiting on
-            // is likely in vain (a server still coming up answers by its second start).
-            if let Some(down) = pending.iter().find(|s| s.refused_starts >= REFUSED_ENOUGH) {
+            // Nothing listens at the url: its start was refused twice in a row, the server had
+            // [`REFUSED_PATIENCE`] to come up, and a start since was refused too (or the next is
+            // far off), so waiting on is likely in vain.
+            let patient = Instant::now() < self.started + REFUSED_PATIENCE;
+            let seen = &mut self.refused_seen;
+            if let Some(down) = pending.iter().find(|s| {
+                if patient || s.refused_starts < REFUSED_ENOUGH {
+                    return false;
+                }
+                let first = *seen.entry(s.namespace.clone()).or_insert(s.refused_starts);
+                s.refused_starts > first
+                    || s.retry_in_seconds
+                        .is_some_and(|r| r > REFUSED_PATIENCE.as_secs())
+            }) {
                 eprintln!(
                     "host: not waiting for {}: its start was refused {} times in a row ({})",
                     down.namespace,
@@ -330,6 +418,8 @@ struct ServerState {
     reason: Option<String>,
     /// The listing's `refusedStarts`: starts in a row whose connection was refused (0: none).
     refused_starts: u64,
+    /// The listing's `retryInSeconds`: when its next start comes.
+    retry_in_seconds: Option<u64>,
     /// The listing's `lasting`: the last start failed in a way that will not fix itself.
     lasting: bool,
     /// The listing's `signInUrl`: the link of a sign-in the server waits for.

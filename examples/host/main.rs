@@ -16,7 +16,8 @@
 //! never waited for. When the wait runs out, stderr names the servers still not ready.
 //!
 //! A call naming a namespace also stops waiting once that server's start was refused at
-//! connect twice in a row (the listing's `refusedStarts`: nothing listens there), or failed in
+//! connect twice in a row (the listing's `refusedStarts`: nothing listens there) and at least
+//! 5 s have passed (a server started just before the host is still booting), or failed in
 //! a way that will not fix itself (the listing's `lasting`: a 404 at the url, a 401 with no
 //! sign-in), saying so on stderr.
 //!
@@ -24,15 +25,18 @@
 //! with `--json` it prints one JSON line on stdout instead: `{"ok":true,"text":"..."}` (plus
 //! `"json"`, the text decoded, when the text is a JSON object or array) or
 //! `{"ok":false,"kind":"...","message":"..."}`. `--script` runs every line of FILE (`-` for
-//! stdin, read as it arrives) on one Pack: `TOOL [ARGUMENTS]` prints one such JSON line,
-//! `sleep SECONDS` waits; blank lines and lines starting with `#` are skipped. A bad stdin line
-//! prints `{"ok":false,"kind":"invalid_arguments","message":"line N: ..."}` and the script goes
+//! stdin, read as it arrives) on one Pack: `TOOL [ARGUMENTS]` or a JSON object
+//! `{"tool":..,"arguments":..,"id":..}` prints one such JSON line carrying `"line": N` (the
+//! script line it answers) and the line's `"id"`, `sleep SECONDS` waits; blank lines and lines
+//! starting with `#` are skipped. A bad stdin line prints
+//! `{"line":N,"ok":false,"kind":"invalid_arguments","message":"line N: ..."}` and the script goes
 //! on. The Pack is dropped after the last line; the exit code is 0 when every call was ok, 1 when
-//! any failed, 3 when every call was ok but a server is not up: a config entry was refused or a
-//! server's start failed (a server in `error` at the end), or a server was still `loading` when
-//! the wait ran out (named on stderr; also for a listing). Bad usage, a bad line of a script file (checked whole first) and every config
+//! any failed, 3 when every call was ok but a server a call named is not up (a listing without
+//! a namespace names every server): its config entry was refused or its start failed (`error`
+//! at the end), or it was still `loading` when the wait ran out (named on stderr). Bad usage, a bad line of a script file (checked whole first) and every config
 //! problem exit 2; a closed stdout stops the host with exit 1 and no message. Logs go to stderr under `RUST_LOG`, in
-//! colour only on a terminal.
+//! colour only on a terminal; at `RUST_LOG=plugin_mcp=debug` (or `info`) each request's span is
+//! printed when it closes, with its attributes (`mcp.method.name`, `gen_ai.tool.name`, ...).
 //!
 //! ```text
 //! cargo run --example host -- login [--wait SECONDS] CONFIG NAMESPACE
@@ -70,6 +74,8 @@ use args::{Command, Mode, USAGE};
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("RUST_LOG"))
+        // Each request's span (README "Traces") is printed when it closes, with its attributes.
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();

@@ -539,7 +539,9 @@ impl Error {
         }
     }
 
-    fn kind_name(&self) -> &'static str {
+    /// The kind of the error as a short fixed name (`rpc`, `connect (refused)`, `no answer`):
+    /// what `Debug` and a request span's `error.type` show. Never server text.
+    pub(crate) fn kind_name(&self) -> &'static str {
         match &self.inner.kind {
             Kind::Builder => "builder",
             Kind::Connect { why, .. } => match why {

@@ -25,6 +25,7 @@ mod inflight;
 mod modern;
 mod reply;
 mod session;
+mod trace;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -43,6 +44,7 @@ pub(crate) use modern::{Mirrored, input_required, required_capabilities};
 pub(crate) use reply::Listened;
 use session::{AfterRecheck, EraSignal, Rechecked};
 pub(crate) use session::{AnsweredOn, Era, Initialized, Installs};
+pub(crate) use trace::tool_error;
 
 use crate::auth::challenge::{Challenge, asks_for_dpop_nonce};
 use crate::auth::dpop::{DPOP, Nonce};
@@ -145,6 +147,21 @@ impl<'a> Wire<'a> {
             _ => self.method.to_string(),
         }
     }
+}
+
+/// Records the route `session` on the current request span ([`trace::on_route`]): its
+/// version (a modern route's is `2026-07-28`), and a 2025-era session's id.
+fn trace_route(session: &Session) {
+    let version = session.version().and_then(|v| v.to_str().ok());
+    let version = match session.era {
+        Era::Modern => version.or(Some(crate::protocol::MODERN_VERSION)),
+        Era::Legacy => version,
+    };
+    let id = match session.era {
+        Era::Legacy => session.id.as_ref().and_then(|id| id.to_str().ok()),
+        Era::Modern => None,
+    };
+    trace::on_route(version, id);
 }
 
 /// One server's connection: the endpoint, the configured headers, the entry's secrets, the
@@ -561,9 +578,14 @@ impl Connection {
             // Cancelled before it could be sent, or the connection closed.
             return Err(Error::closed());
         }
-        let outcome = self
-            .exchange(id, &wire, &params, &decode, answered_on)
-            .await;
+        // The request's span (README "Traces"): a child of the caller's span.
+        let span = trace::request_span(wire.method, wire.name, id, self.origin.as_deref());
+        let outcome = tracing::Instrument::instrument(
+            self.exchange(id, &wire, &params, &decode, answered_on),
+            span.clone(),
+        )
+        .await;
+        trace::on_outcome(&span, &outcome);
         let over = match &outcome {
             Ok(_) => true,
             Err(e) => !e.may_be_running(),
@@ -609,6 +631,7 @@ impl Connection {
             if let Some(answered_on) = answered_on.as_deref_mut() {
                 *answered_on = Some(AnsweredOn::new(&session));
             }
+            trace_route(&session);
             let body = Bytes::from(match session.era {
                 Era::Legacy => jsonrpc::request(wire_id, wire.method, &params),
                 Era::Modern => {

@@ -880,12 +880,22 @@ impl Connection {
         // "Backward Compatibility"): its headers, and then its answer, each within the bound.
         let within = limits::DISCOVER_TIMEOUT;
         let wire = super::Wire::new("server/discover", None, &[]).headers_within(within);
-        let ask = |body: Bytes| async {
-            let response = self.post(body, &wire, Some(&session), None).await?;
-            let read = self.read_reply(response, id, &session, &decode, AfterAnswer::Briefly);
-            tokio::time::timeout(within, read)
-                .await
-                .unwrap_or_else(|_| Err(Error::no_answer("server/discover", within)))
+        let ask = |body: Bytes| {
+            let span =
+                super::trace::request_span("server/discover", None, id, self.origin.as_deref());
+            let asked = async {
+                super::trace::on_route(Some(MODERN_VERSION), None);
+                let response = self.post(body, &wire, Some(&session), None).await?;
+                let read = self.read_reply(response, id, &session, &decode, AfterAnswer::Briefly);
+                tokio::time::timeout(within, read)
+                    .await
+                    .unwrap_or_else(|_| Err(Error::no_answer("server/discover", within)))
+            };
+            async move {
+                let outcome = tracing::Instrument::instrument(asked, span.clone()).await;
+                super::trace::on_outcome(&span, &outcome);
+                outcome
+            }
         };
         let mut answered = ask(body.clone()).await;
         if let Err(e) = &answered
@@ -968,14 +978,27 @@ impl Connection {
         });
         let id = self.fresh_id();
         let body = jsonrpc::request(id, "initialize", &params);
-        let (response, session) = self.post_initialize(Bytes::from(body)).await?;
-        match self.negotiate(response, id, &session).await {
-            Ok(initialized) => Ok((session, initialized)),
-            Err(e) => {
-                self.discard(&session).await;
-                Err(e)
+        let span = super::trace::request_span("initialize", None, id, self.origin.as_deref());
+        let work = async {
+            let (response, session) = self.post_initialize(Bytes::from(body)).await?;
+            if let Some(id) = session.id.as_ref().and_then(|id| id.to_str().ok()) {
+                super::trace::on_route(None, Some(id));
             }
-        }
+            match self.negotiate(response, id, &session).await {
+                Ok(initialized) => {
+                    let version = session.version().and_then(|v| v.to_str().ok());
+                    super::trace::on_route(version, None);
+                    Ok((session, initialized))
+                }
+                Err(e) => {
+                    self.discard(&session).await;
+                    Err(e)
+                }
+            }
+        };
+        let outcome = tracing::Instrument::instrument(work, span.clone()).await;
+        super::trace::on_outcome(&span, &outcome);
+        outcome
     }
 
     /// POSTs `initialize` in a task on the Host's runtime (tracked, so ending the sessions

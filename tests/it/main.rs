@@ -13,6 +13,8 @@
 mod host;
 // The config as written: other clients' tool filters, placeholders, disabled entries.
 mod config;
+// Other clients' mcp.json keys: read, mapped or refused by name; notes; per-server timeouts.
+mod dialects;
 // Starting a server: `initialize` answers, refused connections, retries, lasting failures.
 mod start;
 // Listing and pagination: cursors, tool caps, malformed and omitted tools, `ttl`, relisting.

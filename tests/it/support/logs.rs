@@ -51,14 +51,17 @@ impl<'a> MakeWriter<'a> for Logs {
 }
 
 /// Captures this thread's events that pass `filter` (an `EnvFilter` directive, e.g.
-/// `plugin_mcp=debug`) until the guard is dropped.
+/// `plugin_mcp=debug`) until the guard is dropped. The request spans (`plugin_mcp::http::trace`,
+/// README "Traces") are left out, so a line is the event alone; their attributes are tested
+/// where they are made (`dialects`).
 pub fn capture(filter: &str) -> (tracing::subscriber::DefaultGuard, Logs) {
+    let filter = format!("{filter},plugin_mcp::http::trace=off");
     let logs = Logs::default();
     let subscriber = tracing_subscriber::fmt()
         .with_writer(logs.clone())
         .with_ansi(false)
         .without_time()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_env_filter(tracing_subscriber::EnvFilter::new(&filter))
         .finish();
     (tracing::subscriber::set_default(subscriber), logs)
 }
