@@ -785,7 +785,7 @@ mod tests {
             ),
             (
                 "/home/me/.vscode/mcp.json",
-                "the mcp config's text is not JSON (comments and trailing commas are allowed): Unexpected token on line 1 column 1; a string config is the text of an mcp.json file, not its path: pass the file's contents",
+                "the mcp config's text is not JSON (comments and trailing commas are allowed): expected value at line 1 column 1; a string config is the text of an mcp.json file, not its path: pass the file's contents",
             ),
             (
                 "",

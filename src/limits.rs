@@ -226,3 +226,8 @@ mod tests {
         assert!(truncate("ééééé", 8).len() <= 8);
     }
 }
+
+/// How deep arrays and objects may nest in any JSON text the Pack reads (a server's body, an
+/// `mcp.json`, an OAuth document, a store file); deeper text is refused with the place
+/// (`crate::json`). Far below where reading it could exhaust a 2 MiB thread's stack.
+pub(crate) const MAX_JSON_DEPTH: usize = 64;
