@@ -104,8 +104,6 @@ pub(crate) enum Problem {
     Syntax(String),
     /// Only whitespace and comments.
     Empty,
-    /// Not UTF-8.
-    NotUtf8,
 }
 
 impl std::fmt::Display for Refusal {
@@ -134,7 +132,6 @@ impl std::fmt::Display for Refusal {
                 write!(f, "is not JSON: {what} at line {line} column {column}")
             }
             Problem::Empty => f.write_str("is empty"),
-            Problem::NotUtf8 => f.write_str("is not JSON: it is not UTF-8"),
         }
     }
 }

@@ -247,7 +247,7 @@ pub(crate) fn no_sign_in_offered() -> Error {
 
 /// Whether `body` is a JSON object with a string `error`: an OAuth error response.
 fn is_oauth_error(body: &[u8]) -> bool {
-    serde_json::from_slice::<serde_json::Value>(body)
+    crate::json::from_server::<serde_json::Value>(body)
         .ok()
         .is_some_and(|v| v.get("error").is_some_and(serde_json::Value::is_string))
 }
@@ -262,7 +262,7 @@ fn registration_refused(status: reqwest::StatusCode, body: &[u8]) -> Error {
         error: String,
         error_description: Option<String>,
     }
-    let refusal = serde_json::from_slice::<Refusal>(body).ok();
+    let refusal = crate::json::from_server::<Refusal>(body).ok();
     let code = refusal
         .as_ref()
         .map(|r| format!(" ({})", oauth_code(&r.error)))

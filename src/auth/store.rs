@@ -233,7 +233,7 @@ impl Store {
                 return Stored::ignored();
             }
         };
-        let file: File = match serde_json::from_slice(&text) {
+        let file: File = match crate::json::from_server(&text) {
             Ok(file) => file,
             Err(_) => {
                 tracing::warn!(file = %path.display(), "a stored sign-in is not valid and is ignored");
