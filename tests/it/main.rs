@@ -23,6 +23,8 @@ mod load;
 mod machine;
 mod modern;
 mod pack;
+// The one reader of JSON text: nesting bound, surrogates, repeated keys.
+mod reader;
 mod redirects;
 mod review;
 mod rmcp_peer;
