@@ -57,6 +57,13 @@ pub(crate) fn construct(
         let namespace: Arc<str> = namespace.into();
         let server = match entry {
             Entry::Refused(reason) => Arc::new(Server::refused(namespace, reason)),
+            Entry::Unused { reason, sign_in } => {
+                let (url, oauth) = *sign_in;
+                let key = crate::auth::signin::store_key(&url, &oauth, &namespace);
+                let mut server = Server::refused(namespace, reason);
+                server.unused_sign_in = Some(key);
+                Arc::new(server)
+            }
             Entry::Remote(mut remote) => {
                 let tool_filter = std::mem::take(&mut remote.tool_filter);
                 let connection = Arc::new(Connection::new(

@@ -326,6 +326,7 @@ mod tests {
                 ..ServerMetadata::default()
             },
             source: Found::ResourceMetadata,
+            named_issuer: None,
         }
     }
 

@@ -32,6 +32,8 @@ mod schemas;
 mod secrets;
 mod sessions;
 mod signin;
+// Signing in and out against what real authorization servers send.
+mod signin_fixes;
 mod streams;
 mod support;
 mod wire;
