@@ -109,3 +109,86 @@ async fn a_lone_surrogate_keeps_the_tool_and_the_result_as_a_replacement_charact
     let text = host.call_tool("k", "t").await.expect("the call answers");
     assert!(text.contains("cut \u{FFFD}"), "{text}");
 }
+
+/// `examples/host.rs` as built beside this test binary (`target/<profile>/examples/host`).
+fn host_example() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples/host")
+}
+
+/// Runs the host CLI with `args` after writing `text` as its config file (the last but one
+/// argument is replaced by the file's path); answers the exit code and stderr.
+async fn host_with_config(tag: &str, text: &str, args: &[&str]) -> (Option<i32>, String) {
+    let dir = std::env::temp_dir().join(format!("plugin-mcp-reader-{tag}-{}", std::process::id()));
+    let config = dir.with_extension("json");
+    std::fs::write(&config, text).unwrap();
+    let mut command = tokio::process::Command::new(host_example());
+    for arg in args {
+        match *arg {
+            "CONFIG" => command.arg(&config),
+            other => command.arg(other),
+        };
+    }
+    let out = command
+        .env("PLUGIN_MCP_OAUTH_DIR", &dir)
+        .env_remove("RUST_LOG")
+        .output()
+        .await
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&config);
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `host login` and `host logout` hand the file's text to the Pack, as calls do: a text the Pack
+/// refuses (nested too deep, a missing comma, a single-quoted string, a key named twice) exits 2
+/// with the Pack's reason, never a crash and never a looser reading that signs in to the second
+/// of two `url`s.
+#[tokio::test]
+async fn host_login_and_logout_read_the_config_as_the_pack_does() {
+    let key = "sk-reader-0123456789";
+    let cases = [
+        (
+            "deep",
+            deep_config(5000),
+            "the mcp config's text nests arrays and objects deeper than 64 levels at line 1 column",
+        ),
+        (
+            "comma",
+            r#"{"mcpServers": {"docs": {"url": "http://127.0.0.1:9/mcp" "headers": {}}}}"#.to_string(),
+            "the mcp config's text is not JSON (comments and trailing commas are allowed): expected `,` or `}` at line 1 column 58",
+        ),
+        (
+            "quote",
+            format!(r#"{{"mcpServers": {{"docs": {{"url": "http://127.0.0.1:9/mcp", "headers": {{"X-Key": '{key}'}}}}}}}}"#),
+            "the mcp config's text is not JSON (comments and trailing commas are allowed): expected value at line 1 column 80",
+        ),
+        (
+            "twice",
+            r#"{"mcpServers": {"docs": {"url": "http://127.0.0.1:9/mcp", "url": "http://127.0.0.1:8/mcp"}}}"#.to_string(),
+            r#"the mcp config's text names the key "url" twice in one object; keep one at line 1 column 63"#,
+        ),
+    ];
+    for (tag, text, reason) in &cases {
+        for command in [&["logout", "CONFIG", "docs"][..], &["login", "--wait", "1", "CONFIG", "docs"]] {
+            let (code, stderr) = host_with_config(tag, text, command).await;
+            assert_eq!(code, Some(2), "{tag} {command:?}: {stderr}");
+            assert!(stderr.contains(reason), "{tag} {command:?}: {stderr}");
+            assert!(!stderr.contains(key), "{tag}: {stderr}");
+        }
+    }
+    // What the Pack reads, the host reads: an emoji Python wrote as a surrogate pair, comments.
+    let text = "{\n // the team's\n \"note\": \"\\ud83d\\ude80\", \"mcpServers\": {\"docs\": {\"url\": \"http://127.0.0.1:9/mcp\",},},}";
+    let (code, stderr) = host_with_config("pair", text, &["logout", "CONFIG", "docs"]).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    let (code, stderr) = host_with_config("pair-none", text, &["logout", "CONFIG", "other"]).await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("has no server \"other\""), "{stderr}");
+}
