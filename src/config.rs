@@ -413,7 +413,10 @@ fn misnamed_servers_key(namespace: &str, entry: &Value) -> Option<String> {
 /// What keys a refused entry's stored sign-in, when it can be read: its `url` (substituted,
 /// parsed as a connection's) and its `oauth` (substituted), nothing else of the entry. `None`
 /// for an entry with no usable `url` or `oauth`, which cannot have signed in as it is written.
-fn sign_in_of(entry: &Value, env: &dyn Environment) -> Option<(Url, crate::auth::config::OAuthConfig)> {
+fn sign_in_of(
+    entry: &Value,
+    env: &dyn Environment,
+) -> Option<(Url, crate::auth::config::OAuthConfig)> {
     let fields = entry.as_object()?;
     let written = fields.get("url")?.as_str()?;
     let url = substitute(written, "url", env, &mut Vec::new(), &mut Notes::default()).ok()?;

@@ -140,7 +140,10 @@ impl Refusal {
     fn at(problem: Problem, text: &[u8], offset: usize) -> Self {
         let before = &text[..offset.min(text.len())];
         let line = before.iter().filter(|b| **b == b'\n').count() + 1;
-        let start = before.iter().rposition(|b| *b == b'\n').map_or(0, |n| n + 1);
+        let start = before
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(0, |n| n + 1);
         Refusal {
             problem,
             line,
@@ -255,7 +258,7 @@ fn lone_surrogates(text: &[u8]) -> Vec<usize> {
         }
         run += 1;
         at = i + 1;
-        if run % 2 == 0 {
+        if run.is_multiple_of(2) {
             continue;
         }
         let Some(unit) = surrogate_at(text, i) else {
@@ -466,7 +469,10 @@ mod tests {
         assert_eq!(config_value(&deep), Err(refused));
         // Brackets in strings and comments do not count.
         let quoted = format!("[\"{}\" /* {} */]", "[".repeat(500), "{".repeat(500));
-        assert_eq!(config_value(&quoted).map(|v| v[0].as_str().map(str::len)), Ok(Some(500)));
+        assert_eq!(
+            config_value(&quoted).map(|v| v[0].as_str().map(str::len)),
+            Ok(Some(500))
+        );
     }
 
     #[test]
@@ -474,7 +480,10 @@ mod tests {
         let text = r#"{"a": {"b": 1, "\u0062": 2}, "c": 3}"#;
         assert_eq!(
             config_value(text).map_err(|e| e.to_string()),
-            Err(r#"names the key "b" twice in one object; keep one at line 1 column 23"#.to_string())
+            Err(
+                r#"names the key "b" twice in one object; keep one at line 1 column 23"#
+                    .to_string()
+            )
         );
         assert_eq!(server(text), Ok(json!({"a": {"b": 2}, "c": 3})));
         // The earlier member is gone from the text itself, not only from the value.
@@ -485,24 +494,31 @@ mod tests {
             Ok(r#"{            "o":{"k":1},"k":"last"}"#)
         );
         // Keys of different objects, and equal strings that are values, are no repeat.
-        assert_eq!(
-            config_value(r#"{"a": "a", "b": {"a": 1}, "c": [{"a": 1}, {"a": 2}]}"#).is_ok(),
-            true
-        );
+        assert!(config_value(r#"{"a": "a", "b": {"a": 1}, "c": [{"a": 1}, {"a": 2}]}"#).is_ok());
     }
 
     #[test]
     fn comments_and_trailing_commas_are_config_text_only() {
         let text = "{\"a\": [1, 2,], // note\n \"b\": 2, /* x */}";
         assert_eq!(config_value(text), Ok(json!({"a": [1, 2], "b": 2})));
-        assert!(matches!(server(text), Err(Refusal { problem: Problem::Syntax(_), .. })));
+        assert!(matches!(
+            server(text),
+            Err(Refusal {
+                problem: Problem::Syntax(_),
+                ..
+            })
+        ));
         assert_eq!(
             config_value("{\"a\": 1 /* open").map_err(|e| e.to_string()),
             Err("is not JSON (comments and trailing commas are allowed): a /* comment is not closed at line 1 column 9".to_string())
         );
         assert_eq!(
             config_value(" // only\n").map(|_| ()),
-            Err(Refusal { problem: Problem::Empty, line: 0, column: 0 })
+            Err(Refusal {
+                problem: Problem::Empty,
+                line: 0,
+                column: 0
+            })
         );
     }
 

@@ -59,7 +59,9 @@ pub(crate) fn login(wait: Duration, config: &str, namespace: &str) -> ExitCode {
         Ok(prepared) => prepared,
         Err(code) => return code,
     };
-    runtime.block_on(crate::interruptible(wait_ready(config, namespace, text, wait)))
+    runtime.block_on(crate::interruptible(wait_ready(
+        config, namespace, text, wait,
+    )))
 }
 
 /// Starts only `namespace` and waits for it to be `ready`, printing each sign-in link. An entry

@@ -313,7 +313,9 @@ fn token_answer(status: StatusCode, body: Vec<u8>) -> (StatusCode, Vec<u8>) {
     let Ok(serde_json::Value::Object(mut fields)) = json::from_server(&body) else {
         return (status, body);
     };
-    let oauth_error = fields.get("error").is_some_and(serde_json::Value::is_string)
+    let oauth_error = fields
+        .get("error")
+        .is_some_and(serde_json::Value::is_string)
         && !fields.contains_key("access_token");
     let status = match (status, oauth_error) {
         (StatusCode::OK, true) => StatusCode::BAD_REQUEST,

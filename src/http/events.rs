@@ -98,7 +98,8 @@ impl SseStream {
                 Ok(Some(mut event)) => {
                     // Text too deep to read is no message: the event is skipped, as one
                     // holding no JSON-RPC is.
-                    if let Err(refusal) = json::ready_shared(&mut event.data, json::Source::Server) {
+                    if let Err(refusal) = json::ready_shared(&mut event.data, json::Source::Server)
+                    {
                         tracing::debug!(%refusal, "skipped an event that is not readable JSON");
                         event.data = bytes::Bytes::new();
                     }

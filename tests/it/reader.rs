@@ -47,7 +47,10 @@ async fn a_deeply_nested_config_text_makes_the_pack_unavailable_with_the_place()
         ))
     );
     // At the bound the text is read, and the entry is the Pack's to judge.
-    assert_eq!(construct_on_small_stack(Value::String(deep_config(61))), Ok(()));
+    assert_eq!(
+        construct_on_small_stack(Value::String(deep_config(61))),
+        Ok(())
+    );
 }
 
 #[tokio::test]
@@ -101,11 +104,7 @@ async fn a_lone_surrogate_keeps_the_tool_and_the_result_as_a_replacement_charact
     let host = Host::new(json!({"k": {"url": server.url}}));
     host.ready("k", Duration::from_secs(10)).await;
     let one: Value = serde_json::from_str(&host.lookup("k", "t").await.expect("listed")).unwrap();
-    assert_eq!(
-        one["description"],
-        json!("launch \u{FFFD}"),
-        "{one}"
-    );
+    assert_eq!(one["description"], json!("launch \u{FFFD}"), "{one}");
     let text = host.call_tool("k", "t").await.expect("the call answers");
     assert!(text.contains("cut \u{FFFD}"), "{text}");
 }
@@ -177,7 +176,10 @@ async fn host_login_and_logout_read_the_config_as_the_pack_does() {
         ),
     ];
     for (tag, text, reason) in &cases {
-        for command in [&["logout", "CONFIG", "docs"][..], &["login", "--wait", "1", "CONFIG", "docs"]] {
+        for command in [
+            &["logout", "CONFIG", "docs"][..],
+            &["login", "--wait", "1", "CONFIG", "docs"],
+        ] {
             let (code, stderr) = host_with_config(tag, text, command).await;
             assert_eq!(code, Some(2), "{tag} {command:?}: {stderr}");
             assert!(stderr.contains(reason), "{tag} {command:?}: {stderr}");

@@ -103,7 +103,10 @@ async fn failed(host: &Host) -> String {
                 .is_some_and(|r| r.starts_with("signing in failed"))
         })
         .await;
-    listing["servers"][0]["reason"].as_str().unwrap().to_string()
+    listing["servers"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 #[tokio::test]
@@ -119,7 +122,11 @@ async fn an_expires_in_written_as_digits_or_unreadable_still_signs_in() {
             .wait_for(WAIT, |l| !l["servers"][0]["signInUrl"].is_null())
             .await;
         let link = listing["servers"][0]["signInUrl"].as_str().unwrap();
-        assert_eq!(play_browser(&Url::parse(link).unwrap()).await, 200, "{text}");
+        assert_eq!(
+            play_browser(&Url::parse(link).unwrap()).await,
+            200,
+            "{text}"
+        );
         host.ready("docs", WAIT).await;
         assert!(host.call_tool("docs", "whoami").await.is_ok(), "{text}");
     }
