@@ -20,7 +20,9 @@
 //!   never quotes the address).
 //!
 //! An unknown namespace is `not_found`; a namespace whose config entry was refused, or a store
-//! that cannot be used, is `unavailable`.
+//! that cannot be used, is `unavailable` — but `logout` of a refused entry whose `url` and
+//! `oauth` can still be read (`"disabled": true`, an unset `${env:NAME}` in a header) deletes
+//! its grant, keyed as when it signed in.
 
 use std::sync::Arc;
 
@@ -38,10 +40,8 @@ pub(super) const SIGN_IN_STATE: &str = "sign_in_state";
 /// `<id>/sign_in_redirect`.
 pub(super) const SIGN_IN_REDIRECT: &str = "sign_in_redirect";
 
-/// `<id>/logout`: deletes the named server's stored sign-in.
-///
-/// A refused entry whose `url` and `oauth` can be read (`"disabled": true`, an unset
-/// `${env:NAME}` in a header) is signed out too: its grant is keyed as when it signed in.
+/// `<id>/logout`: deletes the named server's stored sign-in, also of a refused entry that
+/// still keys one (`Server::unused_sign_in`).
 pub(super) fn logout(servers: &[Arc<Server>], args: &Value) -> Result<String, ToolError> {
     let unused = arguments(args, &["namespace"])
         .ok()
