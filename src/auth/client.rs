@@ -195,10 +195,11 @@ pub(crate) async fn register(
         .post_json(endpoint, &body, "the registration endpoint")
         .await?;
     if !answer.status.is_success() {
-        // A guessed endpoint refused as a client error with no OAuth answer: there is none. A
-        // 5xx may pass, so it stays a refusal (no_sign_in_offered is for good: is_lasting).
+        // A guessed endpoint refused for good (a 4xx but 408 and 429) with no OAuth answer:
+        // there is none. Anything else may pass, so it stays a refusal (no_sign_in_offered is
+        // for good: is_lasting).
         if server.source == Found::Guessed
-            && answer.status.is_client_error()
+            && refuses_for_good(answer.status)
             && !is_oauth_error(&answer.body)
         {
             return Err(no_sign_in_offered());
@@ -230,6 +231,16 @@ pub(crate) async fn register(
         token_endpoint: Some(server.token_endpoint.to_string()),
         redirect_uri: Some(redirect_uri.to_string()),
     })
+}
+
+/// Whether a guessed registration endpoint's client error says there is none: any `4xx` but
+/// `408 Request Timeout` and `429 Too Many Requests` (RFC 9110 §15.5.9, RFC 6585 §4), which say
+/// "not now" about an endpoint that may well exist, so they stay a refusal the next start
+/// tries again.
+fn refuses_for_good(status: reqwest::StatusCode) -> bool {
+    status.is_client_error()
+        && status != reqwest::StatusCode::TOO_MANY_REQUESTS
+        && status != reqwest::StatusCode::REQUEST_TIMEOUT
 }
 
 /// Why a server that answered `401` but showed no sign-in metadata at all, and whose guessed
@@ -327,6 +338,22 @@ mod tests {
             },
             source: Found::ResourceMetadata,
             named_issuer: None,
+        }
+    }
+
+    #[test]
+    fn a_guessed_registration_endpoint_saying_not_now_is_not_absent() {
+        use reqwest::StatusCode;
+        let cases = [
+            (StatusCode::NOT_FOUND, true),
+            (StatusCode::METHOD_NOT_ALLOWED, true),
+            (StatusCode::UNAUTHORIZED, true),
+            (StatusCode::TOO_MANY_REQUESTS, false),
+            (StatusCode::REQUEST_TIMEOUT, false),
+            (StatusCode::SERVICE_UNAVAILABLE, false),
+        ];
+        for (status, for_good) in cases {
+            assert_eq!(refuses_for_good(status), for_good, "{status}");
         }
     }
 
