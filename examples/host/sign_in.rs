@@ -129,9 +129,12 @@ async fn wait_ready(config: &str, namespace: &str, text: Value, wait: Duration) 
                 Some(_) => {}
             },
             // The sign-in failed (or could not start), or the server refuses with no way to
-            // sign in (a 401 or 403 and no OAuth): the reason is final for a login.
+            // sign in (a 401 or 403 and no OAuth), or its start failed in a way that will not
+            // fix itself (the listing's `lasting`: a 404 at the url, no MCP endpoint): the
+            // reason is final for a login.
             (Some("error"), None)
-                if reason.contains(SIGN_IN_FAILED)
+                if listing["lasting"] == true
+                    || reason.contains(SIGN_IN_FAILED)
                     || reason.starts_with("HTTP 401")
                     || reason.starts_with("HTTP 403") =>
             {

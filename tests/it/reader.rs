@@ -194,3 +194,20 @@ async fn host_login_and_logout_read_the_config_as_the_pack_does() {
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("has no server \"other\""), "{stderr}");
 }
+
+/// `host login` stops at once when the server's start failed in a way that will not fix itself
+/// (the listing's `lasting`: nothing serves MCP at the url), instead of waiting out `--wait`.
+#[tokio::test]
+async fn host_login_stops_at_a_lasting_failure() {
+    let server = crate::support::hostile::serve(|_| async {
+        Reply::raw(404, "text/html", "<html>not here</html>")
+    })
+    .await;
+    let text = json!({"mcpServers": {"docs": {"url": server.url}}}).to_string();
+    let started = std::time::Instant::now();
+    let (code, stderr) =
+        host_with_config("lasting", &text, &["login", "--wait", "60", "CONFIG", "docs"]).await;
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.starts_with("host: login failed: HTTP 404"), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(30), "{stderr}");
+}
