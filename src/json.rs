@@ -497,6 +497,53 @@ mod tests {
         assert!(config_value(r#"{"a": "a", "b": {"a": 1}, "c": [{"a": 1}, {"a": 2}]}"#).is_ok());
     }
 
+    /// A JSON value of strings (any chars, so escapes and astral characters), numbers,
+    /// arrays and objects, nested a little.
+    fn any_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            any::<String>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            Just(Value::Null),
+        ];
+        leaf.prop_recursive(6, 64, 8, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..8).prop_map(Value::Array),
+                proptest::collection::btree_map(any::<String>(), inner, 0..8)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// Valid JSON the bounds allow reads as `serde_json` reads it, in both sources, and
+        /// with every non-ASCII character written as `\u` escapes (surrogate pairs included).
+        #[test]
+        fn valid_json_reads_as_serde_json_reads_it(value in any_value()) {
+            let text = value.to_string();
+            proptest::prop_assert_eq!(server(&text), Ok(value.clone()));
+            proptest::prop_assert_eq!(config_value(&text), Ok(value.clone()));
+            let escaped: String = text
+                .encode_utf16()
+                .map(|unit| match unit {
+                    0..0x80 => char::from(unit as u8).to_string(),
+                    _ => format!("\\u{unit:04x}"),
+                })
+                .collect();
+            proptest::prop_assert_eq!(server(&escaped), Ok(value));
+        }
+
+        /// Any bytes at all: made ready without a panic, at the same length, UTF-8 kept.
+        #[test]
+        fn any_text_is_made_ready_in_place(text in ".{0,200}", config in proptest::bool::ANY) {
+            let mut bytes = text.clone().into_bytes();
+            let source = if config { Source::Config } else { Source::Server };
+            let _ = ready(&mut bytes, source);
+            proptest::prop_assert_eq!(bytes.len(), text.len());
+            proptest::prop_assert!(std::str::from_utf8(&bytes).is_ok());
+        }
+    }
+
     #[test]
     fn comments_and_trailing_commas_are_config_text_only() {
         let text = "{\"a\": [1, 2,], // note\n \"b\": 2, /* x */}";

@@ -756,7 +756,9 @@ mod tests {
         let key = key_for("https://mcp.example.com/mcp");
         let path = dir.join(&key.file);
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
-        store.save(&key, &holding("access-token-loose-file-1")).unwrap();
+        store
+            .save(&key, &holding("access-token-loose-file-1"))
+            .unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         let read = store.load(&key).grant.is_some();
         let after_read = mode(&path);

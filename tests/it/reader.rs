@@ -205,9 +205,16 @@ async fn host_login_stops_at_a_lasting_failure() {
     .await;
     let text = json!({"mcpServers": {"docs": {"url": server.url}}}).to_string();
     let started = std::time::Instant::now();
-    let (code, stderr) =
-        host_with_config("lasting", &text, &["login", "--wait", "60", "CONFIG", "docs"]).await;
+    let (code, stderr) = host_with_config(
+        "lasting",
+        &text,
+        &["login", "--wait", "60", "CONFIG", "docs"],
+    )
+    .await;
     assert_eq!(code, Some(1), "{stderr}");
-    assert!(stderr.starts_with("host: login failed: HTTP 404"), "{stderr}");
+    assert!(
+        stderr.starts_with("host: login failed: HTTP 404"),
+        "{stderr}"
+    );
     assert!(started.elapsed() < Duration::from_secs(30), "{stderr}");
 }
