@@ -62,6 +62,15 @@ pub(crate) enum Entry {
     Remote(Box<RemoteServer>),
     /// An entry the Pack will not connect to; the reason is shown as its `error` status.
     Refused(String),
+    /// A refused entry (`"disabled": true`, an unset `${env:NAME}` in a header, ...) whose
+    /// stored sign-in can still be keyed, its `url` and `oauth` being readable: the reason is
+    /// shown as for [`Entry::Refused`], and `<id>/logout` can still delete that grant
+    /// (README "Signing in").
+    Unused {
+        reason: String,
+        /// The endpoint after substitution and the entry's `oauth`, which key the store file.
+        sign_in: Box<(Url, crate::auth::config::OAuthConfig)>,
+    },
 }
 
 /// A remote server's connection settings. Holds secrets, so its `Debug` prints the header names
@@ -282,7 +291,16 @@ pub(crate) fn parse(config: &Value, env: &dyn Environment) -> Result<Vec<(String
         .map(|(name, entry)| {
             let parsed = match misnamed_servers_key(name, entry) {
                 Some(reason) => Entry::Refused(reason),
-                None => parse_entry(entry, env),
+                None => match parse_entry(entry, env) {
+                    Entry::Refused(reason) => match sign_in_of(entry, env) {
+                        Some(sign_in) => Entry::Unused {
+                            reason,
+                            sign_in: Box::new(sign_in),
+                        },
+                        None => Entry::Refused(reason),
+                    },
+                    accepted => accepted,
+                },
             };
             (name.clone(), parsed)
         })
@@ -476,6 +494,29 @@ fn misnamed_servers_key(namespace: &str, entry: &Value) -> Option<String> {
             printable(namespace)
         )
     })
+}
+
+/// What keys a refused entry's stored sign-in, when it can be read: its `url` (substituted,
+/// parsed as a connection's) and its `oauth` (substituted), nothing else of the entry. `None`
+/// for an entry with no usable `url` or `oauth`, which cannot have signed in as it is written.
+fn sign_in_of(
+    entry: &Value,
+    env: &dyn Environment,
+) -> Option<(Url, crate::auth::config::OAuthConfig)> {
+    let fields = entry.as_object()?;
+    let (key, written) = address(fields, &mut Vec::new()).ok()?;
+    let url = substitute(written.as_str()?, key, env, &mut Vec::new(), &mut Notes::default()).ok()?;
+    let mut url = parse_url(&url, key).ok()?;
+    // As a connection's url: user information goes into a header, not the key.
+    take_credentials(&mut url, &mut Redactor::default()).ok()?;
+    let oauth = match fields.get("oauth") {
+        None | Some(Value::Null) => crate::auth::config::OAuthConfig::default(),
+        Some(value) => crate::auth::config::parse(value, &mut |written, field| {
+            substitute(written, field, env, &mut Vec::new(), &mut Notes::default())
+        })
+        .ok()?,
+    };
+    Some((url, oauth))
 }
 
 fn parse_entry(entry: &Value, env: &dyn Environment) -> Entry {
@@ -1112,7 +1153,7 @@ mod tests {
 
     fn refused(entry: Value) -> String {
         match one(entry) {
-            Entry::Refused(reason) => reason,
+            Entry::Refused(reason) | Entry::Unused { reason, .. } => reason,
             Entry::Remote(_) => panic!("entry was accepted"),
         }
     }
@@ -1120,7 +1161,7 @@ mod tests {
     fn remote(entry: Value) -> RemoteServer {
         match one(entry) {
             Entry::Remote(server) => *server,
-            Entry::Refused(reason) => panic!("refused: {reason}"),
+            Entry::Refused(reason) | Entry::Unused { reason, .. } => panic!("refused: {reason}"),
         }
     }
 
@@ -1167,7 +1208,7 @@ mod tests {
             ),
             (
                 "/home/me/.vscode/mcp.json",
-                "the mcp config's text is not JSON (comments and trailing commas are allowed): Unexpected token on line 1 column 1; a string config is the text of an mcp.json file, not its path: pass the file's contents",
+                "the mcp config's text is not JSON (comments and trailing commas are allowed): expected value at line 1 column 1; a string config is the text of an mcp.json file, not its path: pass the file's contents",
             ),
             (
                 "",
@@ -1281,7 +1322,7 @@ mod tests {
         )
         .unwrap();
         let reason = |i: usize| match &parsed[i].1 {
-            Entry::Refused(reason) => Some(reason.clone()),
+            Entry::Refused(reason) | Entry::Unused { reason, .. } => Some(reason.clone()),
             Entry::Remote(_) => None,
         };
         assert_eq!(
@@ -1776,7 +1817,7 @@ mod tests {
         .unwrap();
         let hint = |i: usize| match &parsed[i].1 {
             Entry::Remote(server) => server.auth_hint.clone(),
-            Entry::Refused(reason) => panic!("refused: {reason}"),
+            Entry::Refused(reason) | Entry::Unused { reason, .. } => panic!("refused: {reason}"),
         };
         assert_eq!(
             hint(0).as_deref(),
@@ -1936,7 +1977,7 @@ mod tests {
                 "accepted: the request (with its Authorization header) would go to {}",
                 server.url
             ),
-            Entry::Refused(reason) => assert_eq!(
+            Entry::Refused(reason) | Entry::Unused { reason, .. } => assert_eq!(
                 reason,
                 "environment variable \"MCP_HOST\" (used in url) is set but empty"
             ),

@@ -1,7 +1,33 @@
-//! How a reason names a JSON value's type ("found a number"), and which known key a config key
-//! misspells (the did-you-mean of a refusal). A leaf.
+//! The one reader of untrusted JSON text — a server's body or event, an OAuth document, an
+//! `mcp.json`, a store file — and how a reason names a JSON value's type ("found a number") and
+//! which known key a config key misspells (the did-you-mean of a refusal). A leaf.
+//!
+//! Every JSON text the Pack reads is first made ready here, in place and at the same length (so
+//! a later error's line and column are the text's own), then decoded by `serde_json`:
+//!
+//! - arrays and objects may nest [`MAX_JSON_DEPTH`] deep; deeper text is refused with the
+//!   place, before any recursive reader sees it (RFC 8259 §9 lets a parser set this limit);
+//! - an escaped UTF-16 surrogate pair (`\ud83d\ude80`) is the one character it encodes, and an
+//!   unpaired surrogate escape (`\ud83d` alone, text cut by a server that counts UTF-16 units)
+//!   becomes `\ufffd`, U+REPLACEMENT CHARACTER (RFC 8259 §8.2 leaves it to the reader);
+//! - an object naming a key twice: in an `mcp.json` ([`Source::Config`]) it is refused, naming
+//!   the key and the place, since the user can fix it and either reading could be the wrong
+//!   one; in a server's text ([`Source::Server`]) the last member wins and the earlier ones are
+//!   blanked out of the text itself, so no later step (a raw schema, a scrub, a result) can
+//!   read a member the decoded value does not hold;
+//! - in an `mcp.json` only: `//` and `/* */` comments and trailing commas are blanked out
+//!   (JSONC as VS Code writes it).
+//!
+//! No refusal quotes the text: it names a position, a limit or (config text only) a key.
+//! Reading text is this module's job, so it alone may look at the text's bytes
+//! (`.ci/no-text-decisions.sh`).
+
+use std::collections::HashMap;
+use std::ops::Range;
 
 use serde_json::Value;
+
+use crate::limits::MAX_JSON_DEPTH;
 
 /// The JSON type of `value`, as a reason names it.
 pub(crate) fn json_type(value: &Value) -> &'static str {
@@ -46,9 +72,502 @@ pub(crate) fn misspelling_of<'k>(
     })
 }
 
+/// Whose text is read: the rule for a key named twice, and whether comments and trailing
+/// commas are allowed, depend on it (module docs).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Source {
+    /// The text of an `mcp.json` (JSONC): a repeated key is refused.
+    Config,
+    /// A server's or an authorization server's text, or the Pack's own store file (strict
+    /// JSON): the last of a repeated key wins.
+    Server,
+}
+
+/// Why a text cannot be read, and where (1-based line and column, columns in bytes).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub(crate) struct Refusal {
+    pub(crate) problem: Problem,
+    pub(crate) line: usize,
+    pub(crate) column: usize,
+}
+
+/// What is wrong with a text [`Refusal`] refuses.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub(crate) enum Problem {
+    /// Arrays and objects nest deeper than [`MAX_JSON_DEPTH`].
+    TooDeep,
+    /// An object of config text names this key twice (the key is the user's own text).
+    RepeatedKey(String),
+    /// A `/*` comment of config text never ends.
+    OpenComment,
+    /// Not JSON (or JSONC): `serde_json`'s words, without its position.
+    Syntax(String),
+    /// Only whitespace and comments.
+    Empty,
+}
+
+impl std::fmt::Display for Refusal {
+    /// A sentence to follow the name of what was read: `is not JSON: <what> at line L column C`
+    /// (config text: `is not JSON (comments and trailing commas are allowed): ...`), `nests
+    /// arrays and objects deeper than 64 levels at line L column C`, `names the key "K" twice in
+    /// one object; keep one at line L column C`, `is empty`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (line, column) = (self.line, self.column);
+        match &self.problem {
+            Problem::TooDeep => write!(
+                f,
+                "nests arrays and objects deeper than {MAX_JSON_DEPTH} levels at line {line} column {column}"
+            ),
+            Problem::RepeatedKey(key) => write!(
+                f,
+                "names the key {} twice in one object; keep one at line {line} column {column}",
+                Value::String(key.clone())
+            ),
+            Problem::OpenComment => write!(
+                f,
+                "is not JSON (comments and trailing commas are allowed): a /* comment is not closed at line {line} column {column}"
+            ),
+            Problem::Syntax(what) if line == 0 => write!(f, "is not JSON: {what}"),
+            Problem::Syntax(what) => {
+                write!(f, "is not JSON: {what} at line {line} column {column}")
+            }
+            Problem::Empty => f.write_str("is empty"),
+        }
+    }
+}
+
+impl Refusal {
+    fn at(problem: Problem, text: &[u8], offset: usize) -> Self {
+        let before = &text[..offset.min(text.len())];
+        let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+        let start = before
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(0, |n| n + 1);
+        Refusal {
+            problem,
+            line,
+            column: offset - start + 1,
+        }
+    }
+
+    /// A `serde_json` error as a refusal, its position kept apart.
+    fn of(error: &serde_json::Error) -> Self {
+        let text = error.to_string();
+        let what = match text.rfind(" at line ") {
+            Some(at) if error.line() > 0 => text[..at].to_string(),
+            _ => text,
+        };
+        Refusal {
+            problem: Problem::Syntax(what),
+            line: error.line(),
+            column: error.column(),
+        }
+    }
+}
+
+/// Makes `text` ready to decode, in place and at the same length (module docs): lone surrogate
+/// escapes mended, nesting checked, repeated keys refused ([`Source::Config`]) or their earlier
+/// members blanked ([`Source::Server`]), and for config text comments and trailing commas
+/// blanked. Bytes are only ever replaced by ASCII inside whole tokens, so UTF-8 stays UTF-8.
+///
+/// # Errors
+/// [`Problem::TooDeep`], [`Problem::RepeatedKey`] or [`Problem::OpenComment`], with the place;
+/// `text` may then be partly changed. Other malformed text is left for the decoder to refuse.
+pub(crate) fn ready(text: &mut [u8], source: Source) -> Result<(), Refusal> {
+    let lone = lone_surrogates(text);
+    mend(text, &lone, &[]);
+    let blanks = scan(text, source)?;
+    mend(text, &[], &blanks);
+    Ok(())
+}
+
+/// [`ready`] for shared bytes (an event's data): copied only when something must change.
+///
+/// # Errors
+/// As [`ready`].
+pub(crate) fn ready_shared(data: &mut bytes::Bytes, source: Source) -> Result<(), Refusal> {
+    let lone = lone_surrogates(data);
+    let blanks = scan(data, source)?;
+    if !lone.is_empty() || !blanks.is_empty() {
+        let mut text = data.to_vec();
+        mend(&mut text, &lone, &blanks);
+        *data = bytes::Bytes::from(text);
+    }
+    Ok(())
+}
+
+/// Writes `\ufffd` over each escape at `lone` and blanks each range of `blanks` (newlines
+/// kept, so lines and columns stay the text's own).
+fn mend(text: &mut [u8], lone: &[usize], blanks: &[Range<usize>]) {
+    for &i in lone {
+        text[i + 2..i + 6].copy_from_slice(b"fffd");
+    }
+    for range in blanks {
+        for byte in &mut text[range.clone()] {
+            if *byte != b'\n' {
+                *byte = b' ';
+            }
+        }
+    }
+}
+
+/// Decodes a server's (or an authorization server's) JSON `body` into `T`, through [`ready`].
+///
+/// # Errors
+/// A [`Refusal`]: not UTF-8, too deep, or not JSON of the shape `T`.
+pub(crate) fn from_server<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Refusal> {
+    let mut text = body.to_vec();
+    ready(&mut text, Source::Server)?;
+    serde_json::from_slice(&text).map_err(|e| Refusal::of(&e))
+}
+
+/// The JSON value of an `mcp.json` file's contents (JSONC allowed, a leading UTF-8 byte order
+/// mark skipped), through [`ready`].
+///
+/// # Errors
+/// A [`Refusal`]: [`Problem::Empty`] for text of only whitespace and comments, else as [`ready`]
+/// or not JSON.
+pub(crate) fn config_value(text: &str) -> Result<Value, Refusal> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut bytes = text.as_bytes().to_vec();
+    ready(&mut bytes, Source::Config)?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(Refusal {
+            problem: Problem::Empty,
+            line: 0,
+            column: 0,
+        });
+    }
+    serde_json::from_slice(&bytes).map_err(|e| Refusal::of(&e))
+}
+
+/// Where an escaped UTF-16 surrogate is not half of a pair (`\ud83d` not followed by
+/// `\udc00`..`\udfff`, or a low half alone): [`mend`] writes `\ufffd` there. An escape is a
+/// `\u` whose backslash ends an odd run of backslashes; outside a string a backslash is no
+/// JSON, so mending one there changes nothing the decoder would accept.
+fn lone_surrogates(text: &[u8]) -> Vec<usize> {
+    let mut lone = Vec::new();
+    let mut at = 0;
+    let mut run = 0usize;
+    while let Some(found) = memchr::memchr(b'\\', &text[at..]) {
+        let i = at + found;
+        // A backslash right after the last one continues its run.
+        if found != 0 {
+            run = 0;
+        }
+        run += 1;
+        at = i + 1;
+        if run.is_multiple_of(2) {
+            continue;
+        }
+        let Some(unit) = surrogate_at(text, i) else {
+            continue;
+        };
+        if (0xD800..0xDC00).contains(&unit)
+            && surrogate_at(text, i + 6).is_some_and(|low| (0xDC00..0xE000).contains(&low))
+        {
+            // A pair: both halves kept, the low one not looked at again.
+            at = i + 12;
+        } else {
+            lone.push(i);
+            at = i + 6;
+        }
+        run = 0;
+    }
+    lone
+}
+
+/// The surrogate code unit of a `\uXXXX` escape at `i`, if it is one.
+fn surrogate_at(text: &[u8], i: usize) -> Option<u32> {
+    let escape = text.get(i..i + 6)?;
+    if escape[0] != b'\\' || escape[1] != b'u' {
+        return None;
+    }
+    let hex = std::str::from_utf8(&escape[2..]).ok()?;
+    let unit = u32::from_str_radix(hex, 16).ok()?;
+    (0xD800..0xE000).contains(&unit).then_some(unit)
+}
+
+/// An open array or object while [`scan`] walks a text.
+enum Open {
+    Array,
+    Object {
+        /// Which object this is, in the order they opened (keys are kept per object).
+        serial: usize,
+        /// Whether the next string is a key.
+        expect_key: bool,
+        /// The member being read: where its key began, and the key.
+        member: Option<(usize, Vec<u8>)>,
+    },
+}
+
+/// Walks `text` once, token by token as far as nesting, strings, keys and (config text)
+/// comments and commas go, and answers the ranges [`ready`] blanks.
+fn scan(text: &[u8], source: Source) -> Result<Vec<Range<usize>>, Refusal> {
+    let config = source == Source::Config;
+    let mut blanks = Vec::new();
+    let mut stack: Vec<Open> = Vec::new();
+    // Each object's members by key: where the member begins and ends (after its comma).
+    let mut members: HashMap<(usize, Vec<u8>), Range<usize>> = HashMap::new();
+    let mut objects = 0usize;
+    let mut comma: Option<usize> = None;
+    let mut i = 0;
+    // The member of the innermost object ends at `end` (a `,` or `}`).
+    let end_member = |stack: &mut Vec<Open>,
+                      members: &mut HashMap<(usize, Vec<u8>), Range<usize>>,
+                      blanks: &mut Vec<Range<usize>>,
+                      end: usize| {
+        if let Some(Open::Object { serial, member, .. }) = stack.last_mut()
+            && let Some((start, key)) = member.take()
+            && let Some(earlier) = members.insert((*serial, key), start..end)
+        {
+            blanks.push(earlier);
+        }
+    };
+    while i < text.len() {
+        let byte = text[i];
+        match byte {
+            b' ' | b'\t' | b'\n' | b'\r' => {}
+            b'/' if config && text.get(i + 1) == Some(&b'/') => {
+                let end = memchr::memchr(b'\n', &text[i..]).map_or(text.len(), |n| i + n);
+                blanks.push(i..end);
+                i = end;
+                continue;
+            }
+            b'/' if config && text.get(i + 1) == Some(&b'*') => {
+                let Some(n) = memchr::memmem::find(&text[i + 2..], b"*/") else {
+                    return Err(Refusal::at(Problem::OpenComment, text, i));
+                };
+                let end = i + 2 + n + 2;
+                blanks.push(i..end);
+                i = end;
+                continue;
+            }
+            b'"' => {
+                comma = None;
+                let start = i;
+                let mut j = i + 1;
+                let mut escaped = false;
+                loop {
+                    match text.get(j) {
+                        None => return Ok(blanks),
+                        Some(b'\\') => {
+                            escaped = true;
+                            j += 2;
+                        }
+                        Some(b'"') => break,
+                        Some(_) => j += 1,
+                    }
+                }
+                if let Some(Open::Object {
+                    serial,
+                    expect_key,
+                    member,
+                }) = stack.last_mut()
+                    && *expect_key
+                {
+                    *expect_key = false;
+                    let quoted = &text[start..=j];
+                    let key = match escaped {
+                        true => serde_json::from_slice::<String>(quoted)
+                            .map_or_else(|_| quoted.to_vec(), String::into_bytes),
+                        false => quoted[1..quoted.len() - 1].to_vec(),
+                    };
+                    if config && members.contains_key(&(*serial, key.clone())) {
+                        let key = String::from_utf8_lossy(&key).into_owned();
+                        return Err(Refusal::at(Problem::RepeatedKey(key), text, j));
+                    }
+                    *member = Some((start, key));
+                }
+                i = j + 1;
+                continue;
+            }
+            b'{' | b'[' => {
+                comma = None;
+                if stack.len() >= MAX_JSON_DEPTH {
+                    return Err(Refusal::at(Problem::TooDeep, text, i));
+                }
+                stack.push(match byte {
+                    b'{' => {
+                        objects += 1;
+                        Open::Object {
+                            serial: objects,
+                            expect_key: true,
+                            member: None,
+                        }
+                    }
+                    _ => Open::Array,
+                });
+            }
+            b'}' | b']' => {
+                if let Some(trailing) = comma.take()
+                    && config
+                {
+                    blanks.push(trailing..trailing + 1);
+                }
+                end_member(&mut stack, &mut members, &mut blanks, i);
+                stack.pop();
+            }
+            b',' => {
+                comma = Some(i);
+                end_member(&mut stack, &mut members, &mut blanks, i + 1);
+                if let Some(Open::Object { expect_key, .. }) = stack.last_mut() {
+                    *expect_key = true;
+                }
+            }
+            _ => comma = None,
+        }
+        i += 1;
+    }
+    Ok(blanks)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::misspelling_of;
+    use serde_json::{Value, json};
+
+    use super::{Problem, Refusal, Source, config_value, from_server, misspelling_of, ready};
+
+    fn server(text: &str) -> Result<Value, Refusal> {
+        from_server(text.as_bytes())
+    }
+
+    #[test]
+    fn surrogate_pairs_are_one_character_and_lone_halves_are_replaced() {
+        let cases = [
+            (r#"["\ud83d\ude80"]"#, "\u{1F680}"),
+            (r#"["\uD83D\uDE80"]"#, "\u{1F680}"),
+            (r#"["cut \ud83d"]"#, "cut \u{FFFD}"),
+            (r#"["\ud83d\ud83d\ude80"]"#, "\u{FFFD}\u{1F680}"),
+            (r#"["\ude80\ud83d"]"#, "\u{FFFD}\u{FFFD}"),
+            (r#"["\ud83dx\ude80"]"#, "\u{FFFD}x\u{FFFD}"),
+            // An escaped backslash before `u` is no escape; the one after the pair is kept.
+            (r#"["\\ud83d"]"#, "\\ud83d"),
+            (r#"["\\\ud83d"]"#, "\\\u{FFFD}"),
+            (r#"["\ud83d\n"]"#, "\u{FFFD}\n"),
+        ];
+        for (text, read) in cases {
+            assert_eq!(server(text), Ok(json!([read])), "{text}");
+            assert_eq!(config_value(text), Ok(json!([read])), "{text}");
+        }
+    }
+
+    #[test]
+    fn nesting_past_the_limit_is_refused_with_the_place() {
+        let limit = crate::limits::MAX_JSON_DEPTH;
+        let fits = format!("{}{}", "[".repeat(limit), "]".repeat(limit));
+        assert!(server(&fits).is_ok());
+        assert!(config_value(&fits).is_ok());
+        let deep = format!("{{\"a\":\n{}", "[{\"b\":".repeat(20_000));
+        let refused = Refusal {
+            problem: Problem::TooDeep,
+            line: 2,
+            column: 188,
+        };
+        assert_eq!(server(&deep), Err(refused.clone()));
+        assert_eq!(config_value(&deep), Err(refused));
+        // Brackets in strings and comments do not count.
+        let quoted = format!("[\"{}\" /* {} */]", "[".repeat(500), "{".repeat(500));
+        assert_eq!(
+            config_value(&quoted).map(|v| v[0].as_str().map(str::len)),
+            Ok(Some(500))
+        );
+    }
+
+    #[test]
+    fn a_repeated_key_is_refused_in_config_and_the_last_wins_in_a_server_text() {
+        let text = r#"{"a": {"b": 1, "\u0062": 2}, "c": 3}"#;
+        assert_eq!(
+            config_value(text).map_err(|e| e.to_string()),
+            Err(
+                r#"names the key "b" twice in one object; keep one at line 1 column 23"#
+                    .to_string()
+            )
+        );
+        assert_eq!(server(text), Ok(json!({"a": {"b": 2}, "c": 3})));
+        // The earlier member is gone from the text itself, not only from the value.
+        let mut body = br#"{"k":"first","o":{"k":1},"k":"last"}"#.to_vec();
+        ready(&mut body, Source::Server).unwrap();
+        assert_eq!(
+            std::str::from_utf8(&body),
+            Ok(r#"{            "o":{"k":1},"k":"last"}"#)
+        );
+        // Keys of different objects, and equal strings that are values, are no repeat.
+        assert!(config_value(r#"{"a": "a", "b": {"a": 1}, "c": [{"a": 1}, {"a": 2}]}"#).is_ok());
+    }
+
+    /// A JSON value of strings (any chars, so escapes and astral characters), numbers,
+    /// arrays and objects, nested a little.
+    fn any_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            any::<String>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            Just(Value::Null),
+        ];
+        leaf.prop_recursive(6, 64, 8, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..8).prop_map(Value::Array),
+                proptest::collection::btree_map(any::<String>(), inner, 0..8)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// Valid JSON the bounds allow reads as `serde_json` reads it, in both sources, and
+        /// with every non-ASCII character written as `\u` escapes (surrogate pairs included).
+        #[test]
+        fn valid_json_reads_as_serde_json_reads_it(value in any_value()) {
+            let text = value.to_string();
+            proptest::prop_assert_eq!(server(&text), Ok(value.clone()));
+            proptest::prop_assert_eq!(config_value(&text), Ok(value.clone()));
+            let escaped: String = text
+                .encode_utf16()
+                .map(|unit| match unit {
+                    0..0x80 => char::from(unit as u8).to_string(),
+                    _ => format!("\\u{unit:04x}"),
+                })
+                .collect();
+            proptest::prop_assert_eq!(server(&escaped), Ok(value));
+        }
+
+        /// Any bytes at all: made ready without a panic, at the same length, UTF-8 kept.
+        #[test]
+        fn any_text_is_made_ready_in_place(text in ".{0,200}", config in proptest::bool::ANY) {
+            let mut bytes = text.clone().into_bytes();
+            let source = if config { Source::Config } else { Source::Server };
+            let _ = ready(&mut bytes, source);
+            proptest::prop_assert_eq!(bytes.len(), text.len());
+            proptest::prop_assert!(std::str::from_utf8(&bytes).is_ok());
+        }
+    }
+
+    #[test]
+    fn comments_and_trailing_commas_are_config_text_only() {
+        let text = "{\"a\": [1, 2,], // note\n \"b\": 2, /* x */}";
+        assert_eq!(config_value(text), Ok(json!({"a": [1, 2], "b": 2})));
+        assert!(matches!(
+            server(text),
+            Err(Refusal {
+                problem: Problem::Syntax(_),
+                ..
+            })
+        ));
+        assert_eq!(
+            config_value("{\"a\": 1 /* open").map_err(|e| e.to_string()),
+            Err("is not JSON (comments and trailing commas are allowed): a /* comment is not closed at line 1 column 9".to_string())
+        );
+        assert_eq!(
+            config_value(" // only\n").map(|_| ()),
+            Err(Refusal {
+                problem: Problem::Empty,
+                line: 0,
+                column: 0
+            })
+        );
+    }
 
     #[test]
     fn a_misspelling_is_a_case_a_separator_or_one_letter_away() {

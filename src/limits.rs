@@ -53,6 +53,11 @@ pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// while reading: nothing beyond it is buffered.
 pub(crate) const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 
+/// How deep arrays and objects may nest in any JSON text the Pack reads (a server's body, an
+/// `mcp.json`, an OAuth document, a store file); deeper text is refused with the place
+/// (`crate::json`). Far below where reading it could exhaust a 2 MiB thread's stack.
+pub(crate) const MAX_JSON_DEPTH: usize = 64;
+
 /// How much of an error response's body is read and quoted, in bytes (cut on a char boundary).
 pub(crate) const ERROR_PREVIEW_BYTES: usize = 8 * 1024;
 

@@ -42,12 +42,60 @@ pub(crate) fn construct(
     config: &Value,
     services: &Services,
 ) -> Result<Box<dyn Pack>, Unavailable> {
+    build(id, config, services, None)
+}
+
+/// The [`runvil_plugin::Construct`] function `install` gives a plugin config with
+/// [`crate::ONLY_KEY`] (README "Add it to a Host"): `config` is
+/// `{"servers": <the Pack config>, "mcpOnly": [<namespace>, ...]}`, and only the entries of
+/// those namespaces are read further and served; the others are left out, as if not written.
+/// The whole config is still read first, by the same rules.
+///
+/// # Errors
+/// As [`construct`], and a `mcpOnly` that is not an array of strings.
+pub(crate) fn construct_only(
+    id: &str,
+    config: &Value,
+    services: &Services,
+) -> Result<Box<dyn Pack>, Unavailable> {
+    let only = config.get(crate::ONLY_KEY).unwrap_or(&Value::Null);
+    let names: Option<Vec<String>> = only.as_array().and_then(|names| {
+        names
+            .iter()
+            .map(|n| n.as_str().map(str::to_string))
+            .collect()
+    });
+    let Some(names) = names else {
+        return Err(Unavailable::new(format!(
+            "the plugin config's \"{}\" must be an array of namespaces (strings), found {}",
+            crate::ONLY_KEY,
+            json_type(only)
+        )));
+    };
+    build(
+        id,
+        config.get("servers").unwrap_or(&Value::Null),
+        services,
+        Some(&names),
+    )
+}
+
+/// [`construct`], serving only the namespaces of `only` when it is given.
+fn build(
+    id: &str,
+    config: &Value,
+    services: &Services,
+    only: Option<&[String]>,
+) -> Result<Box<dyn Pack>, Unavailable> {
     let runtime = services.get(&TOKIO_RUNTIME).cloned().ok_or_else(|| {
         Unavailable::new(
             "the Host provides no Tokio runtime (the TOKIO_RUNTIME service); the mcp Pack runs its connections there",
         )
     })?;
-    let entries = config::parse(config, &ProcessEnvironment).map_err(Unavailable::new)?;
+    let mut entries = config::parse(config, &ProcessEnvironment).map_err(Unavailable::new)?;
+    if let Some(only) = only {
+        entries.retain(|(namespace, _)| only.contains(namespace));
+    }
     let shutdown = CancellationToken::new();
     let clients = Arc::new(Clients::default());
     // Every server task, so `Pack::closed` waits for this Pack's work only.
@@ -57,6 +105,13 @@ pub(crate) fn construct(
         let namespace: Arc<str> = namespace.into();
         let server = match entry {
             Entry::Refused(reason) => Arc::new(Server::refused(namespace, reason)),
+            Entry::Unused { reason, sign_in } => {
+                let (url, oauth) = *sign_in;
+                let key = crate::auth::signin::store_key(&url, &oauth, &namespace);
+                let mut server = Server::refused(namespace, reason);
+                server.unused_sign_in = Some(key);
+                Arc::new(server)
+            }
             Entry::Remote(mut remote) => {
                 let settings = std::mem::take(&mut remote.settings);
                 for note in &settings.notes {

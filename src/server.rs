@@ -349,6 +349,9 @@ pub(crate) struct Server {
     status: RwLock<Status>,
     /// `None` for a refused entry.
     pub(crate) connection: Option<Arc<Connection>>,
+    /// For a refused entry, the key of the sign-in it may have stored, when its `url` and
+    /// `oauth` could be read (`<id>/logout` deletes that file); `None` otherwise.
+    pub(crate) unused_sign_in: Option<crate::auth::store::StoreKey>,
     /// When a miss last asked this server for a re-listing, and that request's number.
     last_miss: Mutex<Option<(tokio::time::Instant, u64)>>,
     /// When a stale listing last asked for a refresh ([`Server::refresh_if_stale`]).
@@ -372,6 +375,7 @@ impl Server {
             namespace,
             status: RwLock::new(Status::refused(reason)),
             connection: None,
+            unused_sign_in: None,
             last_miss: Mutex::new(None),
             last_refresh: Mutex::new(None),
             tool_filter: ToolFilter::default(),
@@ -399,6 +403,7 @@ impl Server {
             namespace,
             status: RwLock::new(Status::Loading),
             connection: Some(connection),
+            unused_sign_in: None,
             last_miss: Mutex::new(None),
             last_refresh: Mutex::new(None),
             tool_filter,

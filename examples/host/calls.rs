@@ -32,7 +32,7 @@ const REFUSED_PATIENCE: Duration = Duration::from_secs(5);
 /// Runs `args` on the Pack built from `config` (the config file's text); `script` holds the
 /// steps of a script file (read whole before the first call), `None` for stdin.
 pub(crate) async fn run(args: Run, config: Value, script: Option<Vec<(usize, Step)>>) -> ExitCode {
-    let (pack, id) = match crate::construct(config, tokio::runtime::Handle::current()) {
+    let (pack, id) = match crate::construct(config, None, tokio::runtime::Handle::current()) {
         Ok(built) => built,
         Err(unavailable) => {
             eprintln!("host: {}: {unavailable}", args.config);

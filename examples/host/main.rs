@@ -136,14 +136,20 @@ fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
 }
 
 /// The Pack `runvil/mcp` with `servers` (an mcp.json's text, or an `mcpServers` object) as its
-/// config, constructed as a Host does it (`install`, then `construct` under the default id with
+/// config, serving only the namespace `only` when one is given (the plugin config's `mcpOnly`),
+/// constructed as a Host does it (`install`, then `construct` under the default id with
 /// `runtime` as its [`TOKIO_RUNTIME`]), and that id.
 fn construct(
     servers: Value,
+    only: Option<&str>,
     runtime: tokio::runtime::Handle,
 ) -> Result<(Box<dyn Pack>, String), Unavailable> {
     let mut packs = Packs::new();
-    plugin_mcp::install(&mut packs, &json!({ "mcp": servers }));
+    let mut config = json!({ "mcp": servers });
+    if let Some(namespace) = only {
+        config["mcpOnly"] = json!([namespace]);
+    }
+    plugin_mcp::install(&mut packs, &config);
     let mut services = Services::new();
     services.insert(&TOKIO_RUNTIME, runtime);
     let spec = packs

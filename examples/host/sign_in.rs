@@ -19,47 +19,77 @@ fn usage(message: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// The entry of `namespace` in the config file at `config`, and the one-thread runtime a
-/// command runs on; the exit code when either is missing (the usage and 2 for a missing entry).
-fn prepare(config: &str, namespace: &str) -> Result<(Value, tokio::runtime::Runtime), ExitCode> {
-    let entry = crate::config::entry(config, namespace).map_err(|message| usage(&message))?;
-    Ok((entry, crate::runtime()?))
+/// The text of the config file at `config`, and the one-thread runtime a command runs on; the
+/// exit code when either is missing (2).
+fn prepare(config: &str) -> Result<(Value, tokio::runtime::Runtime), ExitCode> {
+    let text = crate::config::read_text(config).map_err(|message| {
+        eprintln!("host: {message}");
+        ExitCode::from(2)
+    })?;
+    Ok((Value::String(text), crate::runtime()?))
 }
 
-/// The Pack with `entry` as its only server, `namespace`, on `runtime`; exit code 1 and the
-/// reason on stderr when it cannot be built.
+/// The Pack built from the config file's `text` (read by the Pack, as for calls), serving only
+/// `namespace`, on `runtime`: exit code 2 and the Pack's reason on stderr when it cannot be
+/// built (a config text the Pack cannot read: the reason names the place), or when the file
+/// has no server `namespace`.
 fn construct(
+    config: &str,
     namespace: &str,
-    entry: Value,
+    text: Value,
     runtime: tokio::runtime::Handle,
 ) -> Result<(Box<dyn Pack>, String), ExitCode> {
-    crate::construct(json!({ namespace: entry }), runtime).map_err(|unavailable| {
-        eprintln!("unavailable: the mcp Pack could not be built: {unavailable}");
-        ExitCode::from(1)
+    crate::construct(text, Some(namespace), runtime).map_err(|unavailable| {
+        eprintln!("host: {config}: {unavailable}");
+        ExitCode::from(2)
     })
+}
+
+/// Exit code 2 and the usage for a config file without the server `namespace` (the Pack
+/// answered `not_found` for it).
+fn no_server(config: &str, namespace: &str) -> ExitCode {
+    usage(&format!("{config} has no server {namespace:?}"))
 }
 
 /// `host login [--wait SECONDS] CONFIG NAMESPACE`.
 pub(crate) fn login(wait: Duration, config: &str, namespace: &str) -> ExitCode {
     // One thread, as for calls: the first listing, taken right after construction, shows an
     // entry its config refused before any I/O ran.
-    let (entry, runtime) = match prepare(config, namespace) {
+    let (text, runtime) = match prepare(config) {
         Ok(prepared) => prepared,
         Err(code) => return code,
     };
-    runtime.block_on(crate::interruptible(wait_ready(namespace, entry, wait)))
+    runtime.block_on(crate::interruptible(wait_ready(
+        config, namespace, text, wait,
+    )))
 }
 
 /// Starts only `namespace` and waits for it to be `ready`, printing each sign-in link. An entry
 /// its config refused fails at once; a sign-in made in this run that ends ready but whose grant
 /// the Pack could not save fails too: the next run would ask again.
-async fn wait_ready(namespace: &str, entry: Value, wait: Duration) -> ExitCode {
-    let (pack, id) = match construct(namespace, entry, tokio::runtime::Handle::current()) {
+async fn wait_ready(config: &str, namespace: &str, text: Value, wait: Duration) -> ExitCode {
+    let (pack, id) = match construct(config, namespace, text, tokio::runtime::Handle::current()) {
         Ok(built) => built,
         Err(code) => return code,
     };
     let deadline = tokio::time::Instant::now() + wait;
-    let first = listing(&*pack, &id, namespace).await;
+    let first = pack
+        .call(
+            &format!("{id}/get_dynamic_tools"),
+            json!({ "namespace": namespace }),
+        )
+        .await;
+    if first
+        .as_ref()
+        .is_err_and(|e| e.kind == runvil_plugin::ToolErrorKind::NotFound)
+    {
+        crate::close(pack).await;
+        return no_server(config, namespace);
+    }
+    let first: Value = first
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default();
     if first["status"] == "error" {
         let reason = first["reason"].as_str().unwrap_or("refused by its config");
         eprintln!("host: login failed: server {namespace:?} cannot start: {reason}");
@@ -99,9 +129,12 @@ async fn wait_ready(namespace: &str, entry: Value, wait: Duration) -> ExitCode {
                 Some(_) => {}
             },
             // The sign-in failed (or could not start), or the server refuses with no way to
-            // sign in (a 401 or 403 and no OAuth): the reason is final for a login.
+            // sign in (a 401 or 403 and no OAuth), or its start failed in a way that will not
+            // fix itself (the listing's `lasting`: a 404 at the url, no MCP endpoint): the
+            // reason is final for a login.
             (Some("error"), None)
-                if reason.contains(SIGN_IN_FAILED)
+                if listing["lasting"] == true
+                    || reason.contains(SIGN_IN_FAILED)
                     || reason.starts_with("HTTP 401")
                     || reason.starts_with("HTTP 403") =>
             {
@@ -224,12 +257,12 @@ pub(crate) fn logout(config: &str, namespace: &str) -> ExitCode {
     // The Pack is built on a runtime that nothing drives: its server task never runs, so a
     // logout contacts no server (and no refresh can write the grant back). The request itself
     // only deletes a file; it is polled here, in the runtime's context.
-    let (entry, runtime) = match prepare(config, namespace) {
+    let (text, runtime) = match prepare(config) {
         Ok(prepared) => prepared,
         Err(code) => return code,
     };
     let _context = runtime.enter();
-    let (pack, id) = match construct(namespace, entry, runtime.handle().clone()) {
+    let (pack, id) = match construct(config, namespace, text, runtime.handle().clone()) {
         Ok(built) => built,
         Err(code) => return code,
     };
@@ -239,6 +272,9 @@ pub(crate) fn logout(config: &str, namespace: &str) -> ExitCode {
     drop(pack);
     let deleted = match answer {
         Ok(text) => serde_json::from_str::<Value>(&text).unwrap_or_default()["deleted"] == true,
+        Err(error) if error.kind == runvil_plugin::ToolErrorKind::NotFound => {
+            return no_server(config, namespace);
+        }
         Err(error) => {
             eprintln!("host: logout failed: {}", error.message);
             return ExitCode::from(1);

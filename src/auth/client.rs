@@ -195,10 +195,11 @@ pub(crate) async fn register(
         .post_json(endpoint, &body, "the registration endpoint")
         .await?;
     if !answer.status.is_success() {
-        // A guessed endpoint refused as a client error with no OAuth answer: there is none. A
-        // 5xx may pass, so it stays a refusal (no_sign_in_offered is for good: is_lasting).
+        // A guessed endpoint refused for good (a 4xx but 408 and 429) with no OAuth answer:
+        // there is none. Anything else may pass, so it stays a refusal (no_sign_in_offered is
+        // for good: is_lasting).
         if server.source == Found::Guessed
-            && answer.status.is_client_error()
+            && refuses_for_good(answer.status)
             && !is_oauth_error(&answer.body)
         {
             return Err(no_sign_in_offered());
@@ -232,6 +233,16 @@ pub(crate) async fn register(
     })
 }
 
+/// Whether a guessed registration endpoint's client error says there is none: any `4xx` but
+/// `408 Request Timeout` and `429 Too Many Requests` (RFC 9110 §15.5.9, RFC 6585 §4), which say
+/// "not now" about an endpoint that may well exist, so they stay a refusal the next start
+/// tries again.
+fn refuses_for_good(status: reqwest::StatusCode) -> bool {
+    status.is_client_error()
+        && status != reqwest::StatusCode::TOO_MANY_REQUESTS
+        && status != reqwest::StatusCode::REQUEST_TIMEOUT
+}
+
 /// Why a server that answered `401` but showed no sign-in metadata at all, and whose guessed
 /// 2025-03-26 registration endpoint answered a client error that is no OAuth answer either,
 /// cannot be signed in to: [`Kind::Config`], so it is lasting (the entry needs its key in the
@@ -247,7 +258,7 @@ pub(crate) fn no_sign_in_offered() -> Error {
 
 /// Whether `body` is a JSON object with a string `error`: an OAuth error response.
 fn is_oauth_error(body: &[u8]) -> bool {
-    serde_json::from_slice::<serde_json::Value>(body)
+    crate::json::from_server::<serde_json::Value>(body)
         .ok()
         .is_some_and(|v| v.get("error").is_some_and(serde_json::Value::is_string))
 }
@@ -262,7 +273,7 @@ fn registration_refused(status: reqwest::StatusCode, body: &[u8]) -> Error {
         error: String,
         error_description: Option<String>,
     }
-    let refusal = serde_json::from_slice::<Refusal>(body).ok();
+    let refusal = crate::json::from_server::<Refusal>(body).ok();
     let code = refusal
         .as_ref()
         .map(|r| format!(" ({})", oauth_code(&r.error)))
@@ -326,6 +337,23 @@ mod tests {
                 ..ServerMetadata::default()
             },
             source: Found::ResourceMetadata,
+            named_issuer: None,
+        }
+    }
+
+    #[test]
+    fn a_guessed_registration_endpoint_saying_not_now_is_not_absent() {
+        use reqwest::StatusCode;
+        let cases = [
+            (StatusCode::NOT_FOUND, true),
+            (StatusCode::METHOD_NOT_ALLOWED, true),
+            (StatusCode::UNAUTHORIZED, true),
+            (StatusCode::TOO_MANY_REQUESTS, false),
+            (StatusCode::REQUEST_TIMEOUT, false),
+            (StatusCode::SERVICE_UNAVAILABLE, false),
+        ];
+        for (status, for_good) in cases {
+            assert_eq!(refuses_for_good(status), for_good, "{status}");
         }
     }
 

@@ -88,6 +88,11 @@ pub(crate) struct AuthorizationServer {
     pub(crate) registration_endpoint: Option<Url>,
     pub(crate) metadata: ServerMetadata,
     pub(crate) source: Source,
+    /// For a server that publishes no metadata but that the protected resource metadata names
+    /// (RFC 9728 §2 `authorization_servers`), that issuer identifier: the `iss` of its
+    /// authorization response must be it (RFC 9207 §2.4), as [`Self::issuer`] otherwise.
+    /// Not its [`Self::identifier`], which keeps naming the token endpoint for such a server.
+    pub(crate) named_issuer: Option<String>,
 }
 
 impl AuthorizationServer {
@@ -326,7 +331,10 @@ pub(crate) async fn discover(
             }
             from_metadata(net, metadata, &issuer, Source::ResourceMetadata)?
         }
-        None => defaults(net, &issuer)?,
+        None => AuthorizationServer {
+            named_issuer: Some(published.clone()),
+            ..defaults(net, &issuer)?
+        },
     };
     Ok(Discovered {
         resource,
@@ -466,6 +474,7 @@ fn from_metadata(
         registration_endpoint,
         metadata,
         source,
+        named_issuer: None,
     })
 }
 
@@ -486,6 +495,7 @@ fn defaults(net: &Net, base: &Url) -> Result<AuthorizationServer, Error> {
         registration_endpoint: Some(at("/register", "the registration endpoint")?),
         metadata: ServerMetadata::default(),
         source: Source::Defaults,
+        named_issuer: None,
     })
 }
 
@@ -589,6 +599,7 @@ mod tests {
             registration_endpoint: None,
             metadata: ServerMetadata::default(),
             source: Source::Defaults,
+            named_issuer: None,
         };
         assert!(server.supports_s256());
         assert_eq!(server.auth_methods(), ["client_secret_basic"]);

@@ -829,6 +829,7 @@ mod tests {
             registration_endpoint: None,
             metadata: Default::default(),
             source: crate::auth::discovery::Source::Defaults,
+            named_issuer: None,
         };
         let identity = ClientIdentity {
             client_id: "jwt-client".into(),

@@ -19,6 +19,7 @@ use secrecy::ExposeSecret;
 use super::dpop::{DPOP, DpopKey, Nonce};
 use super::policy::{PolicyResolver, UrlPolicy};
 use super::{Error, Kind};
+use crate::json;
 use crate::limits::{self, MAX_OAUTH_DOCUMENT_BYTES, OAUTH_REQUEST_TIMEOUT};
 use crate::protocol::{OFFERED_VERSION, PROTOCOL_VERSION};
 
@@ -171,7 +172,7 @@ impl Net {
         }
         // A page that is no JSON at all (a web app's catch-all route answering `200` with HTML)
         // is not the document: the next place is tried, as for a `404`.
-        if serde_json::from_slice::<serde::de::IgnoredAny>(&answer.body).is_err() {
+        if json::from_server::<serde::de::IgnoredAny>(&answer.body).is_err() {
             return Ok(None);
         }
         parse_json(&answer.body, what).map(Some)
@@ -292,10 +293,47 @@ fn token_response(answer: Answer) -> Result<oauth2::HttpResponse, NetError> {
             ),
         )));
     }
-    let mut response = http::Response::new(answer.body);
-    *response.status_mut() = answer.status;
+    let (status, body) = token_answer(answer.status, answer.body);
+    let mut response = http::Response::new(body);
+    *response.status_mut() = status;
     *response.headers_mut() = answer.headers;
     Ok(response)
+}
+
+/// A token endpoint's answer as the `oauth2` crate is to read it, read by the one JSON reader
+/// ([`json::from_server`]; text that is no JSON object is left as it came):
+///
+/// - an OAuth error response (a string `error`, no `access_token`) sent with HTTP 200 (GitHub's
+///   `bad_verification_code`) is the error response RFC 6749 §5.2 sends with 400, so its code and
+///   description reach the reason;
+/// - an `expires_in` written as a string of digits (Entra v1, NetSuite, SAP) is that number; one
+///   that cannot be read as whole seconds is dropped: the lifetime is then unknown (RFC 6749
+///   §5.1 makes it optional), never a reason to refuse a valid `access_token`.
+fn token_answer(status: StatusCode, body: Vec<u8>) -> (StatusCode, Vec<u8>) {
+    let Ok(serde_json::Value::Object(mut fields)) = json::from_server(&body) else {
+        return (status, body);
+    };
+    let oauth_error = fields
+        .get("error")
+        .is_some_and(serde_json::Value::is_string)
+        && !fields.contains_key("access_token");
+    let status = match (status, oauth_error) {
+        (StatusCode::OK, true) => StatusCode::BAD_REQUEST,
+        (status, _) => status,
+    };
+    if let Some(lifetime) = fields.get("expires_in") {
+        let seconds = match lifetime {
+            serde_json::Value::Number(n) => n.as_u64(),
+            serde_json::Value::String(digits) => digits.trim().parse::<u64>().ok(),
+            _ => None,
+        };
+        match seconds {
+            Some(seconds) => fields.insert("expires_in".to_string(), seconds.into()),
+            None => fields.remove("expires_in"),
+        };
+    }
+    let body = serde_json::to_vec(&fields).unwrap_or(body);
+    (status, body)
 }
 
 /// [`Net`] for the token requests of a grant: with a key (a DPoP-bound grant), each carries a
@@ -323,7 +361,7 @@ impl<'c> oauth2::AsyncHttpClient<'c> for Proving<'_> {
 /// §8): the proof lacked the nonce the server wants.
 fn asks_for_nonce(status: StatusCode, body: &[u8]) -> bool {
     status == StatusCode::BAD_REQUEST
-        && serde_json::from_slice::<serde_json::Value>(body)
+        && json::from_server::<serde_json::Value>(body)
             .ok()
             .is_some_and(|v| {
                 v.get("error").and_then(serde_json::Value::as_str) == Some("use_dpop_nonce")
@@ -343,7 +381,7 @@ impl<'c> oauth2::AsyncHttpClient<'c> for Net {
 
 /// Whether `body` is a JSON object with a string `error`: an OAuth error response.
 fn is_oauth_error(body: &[u8]) -> bool {
-    serde_json::from_slice::<serde_json::Value>(body)
+    json::from_server::<serde_json::Value>(body)
         .ok()
         .is_some_and(|v| v.get("error").is_some_and(serde_json::Value::is_string))
 }
@@ -351,13 +389,16 @@ fn is_oauth_error(body: &[u8]) -> bool {
 /// Parses a JSON document, naming `what` (never the document or the parser's text, which may
 /// quote it).
 pub(crate) fn parse_json<T: DeserializeOwned>(body: &[u8], what: &str) -> Result<T, Error> {
-    serde_json::from_slice(body).map_err(|e| {
+    json::from_server(body).map_err(|e| {
+        let why = match e.problem {
+            json::Problem::TooDeep => "nests too deep",
+            _ => "JSON error",
+        };
         Error::new(
             Kind::Refused,
             format!(
-                "{what} is not a valid document (JSON error at line {}, column {})",
-                e.line(),
-                e.column()
+                "{what} is not a valid document ({why} at line {}, column {})",
+                e.line, e.column
             ),
         )
     })

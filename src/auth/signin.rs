@@ -350,7 +350,10 @@ impl SignIn {
         let server = &this.discovered.server;
         let awaited = Awaited {
             state: secrecy::SecretString::from(this.pending.state.expose_secret().to_string()),
-            issuer: server.issuer.clone(),
+            issuer: server
+                .issuer
+                .clone()
+                .or_else(|| server.named_issuer.clone()),
             iss_required: server
                 .metadata
                 .authorization_response_iss_parameter_supported,

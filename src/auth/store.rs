@@ -233,7 +233,7 @@ impl Store {
                 return Stored::ignored();
             }
         };
-        let file: File = match serde_json::from_slice(&text) {
+        let file: File = match crate::json::from_server(&text) {
             Ok(file) => file,
             Err(_) => {
                 tracing::warn!(file = %path.display(), "a stored sign-in is not valid and is ignored");
@@ -494,7 +494,8 @@ const MAX_FILE_BYTES: u64 = 64 * 1024;
 
 /// The bytes of the regular file at `path` (symbolic links followed); `None` when it is not a
 /// regular file (a FIFO or a device would block or never end) or holds more than
-/// [`MAX_FILE_BYTES`].
+/// [`MAX_FILE_BYTES`]. On Unix a file with group or other permissions is made `0600` first,
+/// and one that group or others could write is an error of kind `PermissionDenied`.
 fn read_bounded(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
     use std::io::Read;
     // Checked before opening: opening a FIFO blocks until a writer comes.
@@ -504,6 +505,22 @@ fn read_bounded(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
     let file = std::fs::File::open(path)?;
     if !file.metadata()?.is_file() {
         return Ok(None);
+    }
+    // A file others may read is made private, as the store writes it (0600); one others may
+    // write could hold a grant they planted, so it is not read.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = file.metadata()?.permissions().mode();
+        if mode & 0o077 != 0 {
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        }
+        if mode & 0o022 != 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                "writable by others",
+            ));
+        }
     }
     let mut bytes = Vec::new();
     file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes)?;
@@ -728,6 +745,31 @@ mod tests {
         assert!(store.load(&key).grant.is_none());
         assert!(store.load(&other).grant.is_some());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_loose_store_file_is_made_private_and_one_others_could_write_is_not_read() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = temp_dir("loose-file");
+        let store = Store::at(&dir);
+        let key = key_for("https://mcp.example.com/mcp");
+        let path = dir.join(&key.file);
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        store
+            .save(&key, &holding("access-token-loose-file-1"))
+            .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let read = store.load(&key).grant.is_some();
+        let after_read = mode(&path);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let planted = store.load(&key);
+        let after_planted = mode(&path);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(read, "a file others may only read is still read");
+        assert_eq!(format!("{after_read:o}"), "600");
+        assert!(planted.grant.is_none() && planted.ignored);
+        assert_eq!(format!("{after_planted:o}"), "600");
     }
 
     #[cfg(unix)]

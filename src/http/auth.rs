@@ -765,6 +765,7 @@ mod tests {
             registration_endpoint: None,
             metadata: ServerMetadata::default(),
             source: discovery::Source::Defaults,
+            named_issuer: None,
         };
         let identity = ClientIdentity {
             client_id: "test-client".into(),

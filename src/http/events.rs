@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use reqwest::Response;
 
+use crate::json;
 use crate::sse;
 
 /// How the end of an event stream is read once it brought the answer: always to its end in the
@@ -94,7 +95,16 @@ impl SseStream {
     pub(super) async fn next(&mut self) -> Option<Result<sse::Event, BodyError>> {
         loop {
             match self.framer.next() {
-                Ok(Some(event)) => return Some(Ok(event)),
+                Ok(Some(mut event)) => {
+                    // Text too deep to read is no message: the event is skipped, as one
+                    // holding no JSON-RPC is.
+                    if let Err(refusal) = json::ready_shared(&mut event.data, json::Source::Server)
+                    {
+                        tracing::debug!(%refusal, "skipped an event that is not readable JSON");
+                        event.data = bytes::Bytes::new();
+                    }
+                    return Some(Ok(event));
+                }
                 Ok(None) => {}
                 Err(sse::SseError::TooLarge) => return Some(Err(BodyError::TooLarge)),
                 Err(sse::SseError::Utf8) => return Some(Err(BodyError::Utf8)),

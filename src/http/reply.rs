@@ -22,6 +22,7 @@ use serde_json::value::RawValue;
 use super::events::{AfterAnswer, BodyError, SseStream};
 use super::session::{AfterRecheck, Era, EraSignal, Rechecked, Session};
 use super::{Connection, Current, Decoded, Error, Wire};
+use crate::json;
 use crate::jsonrpc::{self, Kind, RpcError};
 use crate::limits::{self, MAX_MESSAGE_BYTES};
 use crate::protocol::{ACCEPT_SSE, LAST_EVENT_ID, codes};
@@ -165,11 +166,12 @@ impl Connection {
         self.check_encoding(&response)?;
         match media_type(&response) {
             Some(MediaType::Json) => {
-                let body = Bytes::from(
-                    read_capped(response)
-                        .await
-                        .map_err(|e| self.body_error(e))?,
-                );
+                let mut body = read_capped(response)
+                    .await
+                    .map_err(|e| self.body_error(e))?;
+                json::ready(&mut body, json::Source::Server)
+                    .map_err(|r| Error::protocol(format!("the server's JSON reply {r}")))?;
+                let body = Bytes::from(body);
                 let text = std::str::from_utf8(&body)
                     .map_err(|_| Error::protocol("the server's JSON reply is not UTF-8"))?;
                 let messages = jsonrpc::decode(text).map_err(Error::protocol)?;
@@ -961,6 +963,8 @@ async fn read_preview(response: Response) -> String {
         }
     }
     body.truncate(limits::ERROR_PREVIEW_BYTES);
+    // A preview may be cut anywhere: only its surrogates are mended, nothing refused.
+    let _ = json::ready(&mut body, json::Source::Server);
     match String::from_utf8(body) {
         Ok(text) => text,
         Err(e) => {

@@ -20,7 +20,9 @@
 //!   never quotes the address).
 //!
 //! An unknown namespace is `not_found`; a namespace whose config entry was refused, or a store
-//! that cannot be used, is `unavailable`.
+//! that cannot be used, is `unavailable` — but `logout` of a refused entry whose `url` and
+//! `oauth` can still be read (`"disabled": true`, an unset `${env:NAME}` in a header) deletes
+//! its grant, keyed as when it signed in.
 
 use std::sync::Arc;
 
@@ -38,13 +40,29 @@ pub(super) const SIGN_IN_STATE: &str = "sign_in_state";
 /// `<id>/sign_in_redirect`.
 pub(super) const SIGN_IN_REDIRECT: &str = "sign_in_redirect";
 
-/// `<id>/logout`: deletes the named server's stored sign-in.
+/// `<id>/logout`: deletes the named server's stored sign-in, also of a refused entry that
+/// still keys one (`Server::unused_sign_in`).
 pub(super) fn logout(servers: &[Arc<Server>], args: &Value) -> Result<String, ToolError> {
-    let (namespace, connection) = connection(servers, args, &["namespace"])?;
-    let deleted = match connection.logout() {
-        Ok(Some(Logout::Deleted)) => true,
-        Ok(Some(Logout::NothingStored) | None) => false,
+    let unused = arguments(args, &["namespace"])
+        .ok()
+        .and_then(|a| string_arg(a, "namespace").ok().flatten())
+        .and_then(|namespace| server(servers, namespace).ok())
+        .filter(|s| s.connection.is_none())
+        .and_then(|s| Some((&*s.namespace, s.unused_sign_in.as_ref()?)));
+    let outcome = match unused {
+        Some((namespace, key)) => crate::auth::store::Store::from_env()
+            .and_then(|store| store.delete(key))
+            .map(|deleted| (namespace, deleted.then_some(Logout::Deleted))),
+        None => {
+            let (namespace, connection) = connection(servers, args, &["namespace"])?;
+            connection.logout().map(|l| (namespace, l))
+        }
+    };
+    let (namespace, deleted) = match outcome {
+        Ok((namespace, logout)) => (namespace, matches!(logout, Some(Logout::Deleted))),
         Err(e) => {
+            // Only reached once the namespace was found.
+            let namespace = args.get("namespace").and_then(Value::as_str).unwrap_or("");
             return Err(ToolError::new(
                 ToolErrorKind::Unavailable,
                 format!(

@@ -475,7 +475,7 @@ async fn a_host_passes_the_files_text_jsonc_allowed() {
         ),
         (
             "/home/me/.vscode/mcp.json".to_string(),
-            "the mcp config's text is not JSON (comments and trailing commas are allowed): Unexpected token on line 1 column 1; a string config is the text of an mcp.json file, not its path: pass the file's contents".to_string(),
+            "the mcp config's text is not JSON (comments and trailing commas are allowed): expected value at line 1 column 1; a string config is the text of an mcp.json file, not its path: pass the file's contents".to_string(),
         ),
         (
             "{\"inputs\": [{\"id\": \"token\"}]}".to_string(),

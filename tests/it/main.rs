@@ -15,6 +15,8 @@ mod host;
 mod config;
 // Other clients' mcp.json keys: read, mapped or refused by name; notes; per-server timeouts.
 mod dialects;
+// The one reader of JSON text (config and server bodies): nesting bound, surrogates, repeated keys.
+mod reader;
 // Starting a server: `initialize` answers, refused connections, retries, lasting failures.
 mod start;
 // Listing and pagination: cursors, tool caps, malformed and omitted tools, `ttl`, relisting.
@@ -39,6 +41,8 @@ mod schedules;
 mod load;
 // Signing in (OAuth): the link, the browser, stored grants, refresh, step-up, host login.
 mod signin;
+// Signing in against what real authorization servers send: odd token answers, `iss`, logout.
+mod signin_real_servers;
 // Sign-in redirects and links, checked as received.
 mod redirects;
 // DPoP (RFC 9449): proofs, nonces and keys against hostile servers.

@@ -1631,21 +1631,6 @@ async fn keyed_call(result: &'static str) -> String {
 
 const STRING_KEY: &str = "sk-review-0123456789abcdef";
 
-/// The store file README "Signing in" names for the server at `url` with no client: the first
-/// 16 bytes of SHA-256 over the URL and a NUL, in hex, plus `.json`.
-fn store_file(url: &str) -> std::path::PathBuf {
-    use sha2::{Digest, Sha256};
-    let url = url::Url::parse(url).unwrap();
-    let mut hash = Sha256::new();
-    hash.update(url.as_str().as_bytes());
-    hash.update([0]);
-    let name: String = hash.finalize()[..16]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    crate::support::oauth_store().join(format!("{name}.json"))
-}
-
 /// `Server::read_tool`'s `scrubbed_json`: the plain scrub turns `"default":2024...` into
 /// `"default":[redacted]`, which is not JSON, and the fallback for text that does not parse
 /// is the *unscrubbed* raw schema.
@@ -1750,47 +1735,4 @@ async fn a_secret_under_a_duplicated_json_key_is_shown() {
         !text.contains(STRING_KEY),
         "the result shows the secret: {text}"
     );
-}
-
-/// A user who switches a signed-in server off (`"disabled": true`, README "Configuration")
-/// and then signs out cannot: the entry is refused, so `mcp/logout` (and `host logout`) will
-/// not delete its grant, although the store key needs only the url and the client, both
-/// still in the entry. The grant stays on disk until the entry is enabled again — when it is
-/// used at once.
-#[tokio::test]
-#[ignore = "finding: mcp/logout refuses a disabled entry (or one with an unset ${env:} in a header), so its stored grant cannot be deleted"]
-async fn logout_deletes_the_grant_of_a_disabled_entry() {
-    let cases = [
-        (
-            "off",
-            json!({"url": "http://127.0.0.1:9/review-disabled/mcp", "disabled": true}),
-        ),
-        // The variable is unset: the header is refused, the url and client are as above.
-        (
-            "unset",
-            json!({"url": "http://127.0.0.1:9/review-unset/mcp",
-            "headers": {"X-Key": "${env:PLUGIN_MCP_REVIEW_NEVER_SET}"}}),
-        ),
-    ];
-    let servers: serde_json::Map<String, serde_json::Value> = cases
-        .iter()
-        .map(|(n, e)| (n.to_string(), e.clone()))
-        .collect();
-    let host = Host::new(serde_json::Value::Object(servers));
-    for (namespace, entry) in &cases {
-        let file = store_file(entry["url"].as_str().unwrap());
-        std::fs::write(&file, "{}").unwrap();
-        let outcome = host
-            .pack
-            .call("mcp/logout", json!({"namespace": namespace}))
-            .await;
-        let gone = !file.exists();
-        let _ = std::fs::remove_file(&file);
-        assert_eq!(
-            outcome,
-            Ok(json!({"namespace": namespace, "deleted": true}).to_string()),
-            "{namespace}"
-        );
-        assert!(gone, "{namespace}: the grant is still stored");
-    }
 }

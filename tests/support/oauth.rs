@@ -159,6 +159,12 @@ pub struct Options {
     /// `?tenant=<the last X-Api-Key it received>`: a server that copies a secret it saw into its
     /// metadata.
     pub resource_echoes_key: bool,
+    /// Every token response writes `expires_in` as a string (Entra v1, NetSuite, SAP): this
+    /// text instead of the number.
+    pub expires_in_text: Option<&'static str>,
+    /// The token endpoint answers every code exchange HTTP 200 with this OAuth error code and
+    /// description (GitHub's `bad_verification_code`).
+    pub token_ok_error: Option<(&'static str, &'static str)>,
 }
 
 impl Default for Options {
@@ -198,6 +204,8 @@ impl Default for Options {
             mcp_nonce: None,
             extra_challenge: None,
             resource_echoes_key: false,
+            expires_in_text: None,
+            token_ok_error: None,
         }
     }
 }
@@ -808,6 +816,12 @@ async fn token(shared: &Shared, path: &str, headers: &HeaderMap, body: &[u8]) ->
     if let Some(status) = shared.options.token_status {
         return (status, "no token here").into_response();
     }
+    if let Some((code, description)) = shared.options.token_ok_error {
+        return json_response(
+            StatusCode::OK,
+            json!({"error": code, "error_description": description}),
+        );
+    }
     let mut form: HashMap<String, String> =
         url::form_urlencoded::parse(body).into_owned().collect();
     // Client authentication.
@@ -1023,6 +1037,9 @@ async fn token(shared: &Shared, path: &str, headers: &HeaderMap, body: &[u8]) ->
         "expires_in": shared.options.lifetime,
         "scope": scope,
     });
+    if let Some(text) = shared.options.expires_in_text {
+        answer["expires_in"] = json!(text);
+    }
     // No refresh token for client credentials (OAuth 2.1 §4.2.3).
     if form.get("grant_type").map(String::as_str) != Some("client_credentials") {
         log.refresh.insert(refresh.clone(), scope);

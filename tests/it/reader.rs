@@ -1,0 +1,220 @@
+//! The one reader of untrusted JSON text, through the Host contract: an `mcp.json` nested past
+//! the bound makes the Pack unavailable with the place (never a stack overflow, even on a 2 MiB
+//! thread), escaped surrogate pairs are characters, and a lone surrogate escape a server cut in
+//! half keeps the tool and the text, as U+FFFD (README "Configuration").
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::Host;
+use crate::support::hostile::{Reply, serve_routes, standard};
+
+/// A config text whose `mcpServers` entry holds `depth` nested arrays, in one line.
+fn deep_config(depth: usize) -> String {
+    format!(
+        r#"{{"mcpServers": {{"docs": {{"url": "http://127.0.0.1:9/mcp", "x": {}{}}}}}}}"#,
+        "[".repeat(depth),
+        "]".repeat(depth)
+    )
+}
+
+/// Constructs the Pack from `config` on a thread with a 2 MiB stack (a Host's worker thread),
+/// answering the reason it is unavailable, if any.
+fn construct_on_small_stack(config: Value) -> Result<(), String> {
+    let runtime = tokio::runtime::Handle::current();
+    std::thread::Builder::new()
+        .stack_size(2 * 1024 * 1024)
+        .spawn(move || {
+            let _context = runtime.enter();
+            Host::try_new(config).map(drop).map_err(|e| e.reason)
+        })
+        .unwrap()
+        .join()
+        .expect("constructing the Pack does not crash the thread")
+}
+
+#[tokio::test]
+async fn a_deeply_nested_config_text_makes_the_pack_unavailable_with_the_place() {
+    // 5 KB of brackets: today's JSONC parser recurses once per level.
+    let refused = construct_on_small_stack(Value::String(deep_config(5000)));
+    // The 65th open bracket: the entry's `{` is the third level, so the 62nd `[`.
+    let column = r#"{"mcpServers": {"docs": {"url": "http://127.0.0.1:9/mcp", "x": "#.len() + 62;
+    assert_eq!(
+        refused,
+        Err(format!(
+            "the mcp config's text nests arrays and objects deeper than 64 levels at line 1 column {column}"
+        ))
+    );
+    // At the bound the text is read, and the entry is the Pack's to judge.
+    assert_eq!(
+        construct_on_small_stack(Value::String(deep_config(61))),
+        Ok(())
+    );
+}
+
+#[tokio::test]
+async fn an_escaped_surrogate_pair_in_config_text_is_one_character() {
+    // Python's json.dumps writes every emoji so.
+    let text = r#"{"note": "launch \ud83d\ude80", "mcpServers": {"docs": {"url": "http://127.0.0.1:9/mcp"}}}"#;
+    let host = Host::try_new(Value::String(text.to_string())).map_err(|e| e.reason);
+    assert!(host.is_ok(), "{:?}", host.err());
+    // A lone half in config text is read too, as U+FFFD; a real error names no text.
+    let lone = r#"{"note": "\ud83d", "mcpServers": {"docs": {"url": "http://127.0.0.1:9/mcp"}}}"#;
+    assert!(Host::try_new(Value::String(lone.to_string())).is_ok());
+    let broken = r#"{"mcpServers": {"docs": {"url": "\uZZZZ"}}}"#;
+    let reason = Host::try_new(Value::String(broken.to_string()))
+        .map(drop)
+        .map_err(|e| e.reason);
+    assert_eq!(
+        reason,
+        Err("the mcp config's text is not JSON (comments and trailing commas are allowed): invalid escape at line 1 column 39".to_string())
+    );
+}
+
+/// A server whose tool description and call result hold a lone high surrogate escape, the
+/// emoji cut in half by a server that truncates UTF-16.
+async fn cut_server() -> crate::support::hostile::Server {
+    serve_routes(|req| async move {
+        let id = req.id();
+        match req.method() {
+            "tools/list" => Some(Reply::raw(
+                200,
+                "application/json",
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"result":{{"tools":[{{"name":"t","description":"launch \ud83d","inputSchema":{{"type":"object"}}}}]}}}}"#
+                ),
+            )),
+            "tools/call" => Some(Reply::raw(
+                200,
+                "text/event-stream",
+                format!(
+                    "data: {{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"cut \\ud83d\"}}]}}}}\n\n"
+                ),
+            )),
+            _ => standard(&req),
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_lone_surrogate_keeps_the_tool_and_the_result_as_a_replacement_character() {
+    let server = cut_server().await;
+    let host = Host::new(json!({"k": {"url": server.url}}));
+    host.ready("k", Duration::from_secs(10)).await;
+    let one: Value = serde_json::from_str(&host.lookup("k", "t").await.expect("listed")).unwrap();
+    assert_eq!(one["description"], json!("launch \u{FFFD}"), "{one}");
+    let text = host.call_tool("k", "t").await.expect("the call answers");
+    assert!(text.contains("cut \u{FFFD}"), "{text}");
+}
+
+/// `examples/host.rs` as built beside this test binary (`target/<profile>/examples/host`).
+fn host_example() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples/host")
+}
+
+/// Runs the host CLI with `args` after writing `text` as its config file (the last but one
+/// argument is replaced by the file's path); answers the exit code and stderr.
+async fn host_with_config(tag: &str, text: &str, args: &[&str]) -> (Option<i32>, String) {
+    let dir = std::env::temp_dir().join(format!("plugin-mcp-reader-{tag}-{}", std::process::id()));
+    let config = dir.with_extension("json");
+    std::fs::write(&config, text).unwrap();
+    let mut command = tokio::process::Command::new(host_example());
+    for arg in args {
+        match *arg {
+            "CONFIG" => command.arg(&config),
+            other => command.arg(other),
+        };
+    }
+    let out = command
+        .env("PLUGIN_MCP_OAUTH_DIR", &dir)
+        .env_remove("RUST_LOG")
+        .output()
+        .await
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&config);
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `host login` and `host logout` hand the file's text to the Pack, as calls do: a text the Pack
+/// refuses (nested too deep, a missing comma, a single-quoted string, a key named twice) exits 2
+/// with the Pack's reason, never a crash and never a looser reading that signs in to the second
+/// of two `url`s.
+#[tokio::test]
+async fn host_login_and_logout_read_the_config_as_the_pack_does() {
+    let key = "sk-reader-0123456789";
+    let cases = [
+        (
+            "deep",
+            deep_config(5000),
+            "the mcp config's text nests arrays and objects deeper than 64 levels at line 1 column",
+        ),
+        (
+            "comma",
+            r#"{"mcpServers": {"docs": {"url": "http://127.0.0.1:9/mcp" "headers": {}}}}"#.to_string(),
+            "the mcp config's text is not JSON (comments and trailing commas are allowed): expected `,` or `}` at line 1 column 58",
+        ),
+        (
+            "quote",
+            format!(r#"{{"mcpServers": {{"docs": {{"url": "http://127.0.0.1:9/mcp", "headers": {{"X-Key": '{key}'}}}}}}}}"#),
+            "the mcp config's text is not JSON (comments and trailing commas are allowed): expected value at line 1 column 80",
+        ),
+        (
+            "twice",
+            r#"{"mcpServers": {"docs": {"url": "http://127.0.0.1:9/mcp", "url": "http://127.0.0.1:8/mcp"}}}"#.to_string(),
+            r#"the mcp config's text names the key "url" twice in one object; keep one at line 1 column 63"#,
+        ),
+    ];
+    for (tag, text, reason) in &cases {
+        for command in [
+            &["logout", "CONFIG", "docs"][..],
+            &["login", "--wait", "1", "CONFIG", "docs"],
+        ] {
+            let (code, stderr) = host_with_config(tag, text, command).await;
+            assert_eq!(code, Some(2), "{tag} {command:?}: {stderr}");
+            assert!(stderr.contains(reason), "{tag} {command:?}: {stderr}");
+            assert!(!stderr.contains(key), "{tag}: {stderr}");
+        }
+    }
+    // What the Pack reads, the host reads: an emoji Python wrote as a surrogate pair, comments.
+    let text = "{\n // the team's\n \"note\": \"\\ud83d\\ude80\", \"mcpServers\": {\"docs\": {\"url\": \"http://127.0.0.1:9/mcp\",},},}";
+    let (code, stderr) = host_with_config("pair", text, &["logout", "CONFIG", "docs"]).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    let (code, stderr) = host_with_config("pair-none", text, &["logout", "CONFIG", "other"]).await;
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("has no server \"other\""), "{stderr}");
+}
+
+/// `host login` stops at once when the server's start failed in a way that will not fix itself
+/// (the listing's `lasting`: nothing serves MCP at the url), instead of waiting out `--wait`.
+#[tokio::test]
+async fn host_login_stops_at_a_lasting_failure() {
+    let server = crate::support::hostile::serve(|_| async {
+        Reply::raw(404, "text/html", "<html>not here</html>")
+    })
+    .await;
+    let text = json!({"mcpServers": {"docs": {"url": server.url}}}).to_string();
+    let started = std::time::Instant::now();
+    let (code, stderr) = host_with_config(
+        "lasting",
+        &text,
+        &["login", "--wait", "60", "CONFIG", "docs"],
+    )
+    .await;
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with("host: login failed: HTTP 404"),
+        "{stderr}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(30), "{stderr}");
+}
