@@ -27,6 +27,8 @@ mod redirects;
 mod review;
 mod rmcp_peer;
 mod schemas;
+// Finding a tool by what it does: query search, exact names, toolNames, server descriptions.
+mod search;
 mod secrets;
 mod sessions;
 mod signin;
