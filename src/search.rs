@@ -71,8 +71,7 @@ const STOP_WORDS: &[&str] = &[
     "your", "please", "can", "could", "would", "should", "do", "does", "did", "from", "by", "at",
     "as", "into", "about", "some", "so", "what", "which", "there", "here", "want", "need", "let",
     "via", "using", "use", "tool", "tools", "will", "has", "have", "was", "were", "been", "then",
-    "than", "also", "just", "them", "they", "their", "his", "her", "if", "any", "all", "every",
-    "whole", "s",
+    "than", "also", "just", "them", "they", "their", "his", "her", "if", "any", "every", "s",
 ];
 
 /// Two consecutive words (already lowercased, not yet stemmed) that mean one thing, and the
@@ -95,17 +94,17 @@ const PHRASES: &[(&str, &str, &str)] = &[
 /// Concepts: the words of one entry (each stemmed when the table is first used) find each other.
 /// Broad, domain-general groups of what people ask MCP servers for; no entry names a server.
 const CONCEPTS: &[&[&str]] = &[
-    &["create", "add", "new", "make", "insert", "generate", "build"],
-    &["open", "raise", "file", "log", "start", "create", "submit", "report"],
-    &["delete", "remove", "drop", "erase", "destroy", "trash", "purge", "discard", "forget"],
+    &["create", "add", "new", "make", "insert", "generate", "build", "raise", "submit", "schedule", "book", "open"],
+    &["delete", "remove", "drop", "erase", "destroy", "trash", "purge", "discard", "forget", "cancel"],
     &["update", "edit", "change", "modify", "set", "patch", "alter", "replace", "adjust"],
-    &["list", "show", "get", "fetch", "retrieve", "read", "view", "display", "see", "browse"],
+    &["list", "show", "get", "fetch", "retrieve", "read", "view", "display", "see", "browse", "dump"],
+    &["all", "entire", "everything", "whole", "full"],
     &["search", "find", "query", "lookup", "look", "locate", "discover", "filter"],
     &["issue", "ticket", "bug", "task", "story", "todo", "item"],
     &["pr", "merge", "patch", "review"],
     &["message", "chat", "post", "dm", "text", "say", "said", "send", "tell", "notify"],
     &["email", "mail", "inbox", "gmail"],
-    &["file", "document", "doc"],
+    &["file", "document", "doc", "readme", "content"],
     &["folder", "directory", "dir", "path"],
     &["repo", "repository", "codebase", "project"],
     &["calendar", "event", "meeting", "appointment", "schedule", "invite", "invitation", "agenda", "call"],
@@ -126,11 +125,11 @@ const CONCEPTS: &[&[&str]] = &[
     &["comment", "note", "reply", "feedback", "remark", "discussion", "respond"],
     &["label", "tag", "category"],
     &["status", "state", "transition", "progress", "stage"],
-    &["close", "resolve", "done", "finish", "complete", "archive"],
+    &["close", "resolve", "done", "finish", "complete", "archive", "status", "state"],
     &["merge", "land", "squash", "integrate"],
     &["approve", "review", "lgtm", "accept"],
     &["release", "version", "deploy", "ship", "publish", "rollout"],
-    &["error", "exception", "crash", "failure", "fail", "problem", "fault", "bug"],
+    &["error", "exception", "crash", "failure", "fail", "problem", "fault", "bug", "issue"],
     &["log", "output", "trace", "console", "stdout"],
     &["screenshot", "image", "picture", "photo", "snapshot", "screen", "capture"],
     &["browser", "web", "website", "site", "webpage", "page", "url", "tab", "internet", "online"],
@@ -177,6 +176,21 @@ const CONCEPTS: &[&[&str]] = &[
     &["wait", "until", "appear", "pause"],
     &["help", "doc", "documentation", "docs", "guide", "manual", "knowledge"],
 ];
+
+/// Words that say what to do rather than to what: a query word among them weighs
+/// [`ACTION_WEIGHT`], since tools share their verbs (`list_*`, `create_*`) and differ by their
+/// objects.
+const ACTIONS: &[&str] = &[
+    "create", "add", "new", "make", "insert", "generate", "build", "raise", "submit", "open",
+    "delete", "remove", "drop", "erase", "destroy", "trash", "purge", "discard", "cancel",
+    "update", "edit", "change", "modify", "set", "patch", "alter", "replace", "adjust", "list",
+    "show", "get", "fetch", "retrieve", "read", "view", "display", "see", "browse", "dump",
+    "search", "find", "query", "lookup", "look", "locate", "discover", "filter", "write", "put",
+    "give", "make", "take", "go", "check", "tell",
+];
+
+/// How much a query word that is an action ([`ACTIONS`]) weighs, against an object word.
+const ACTION_WEIGHT: f32 = 0.6;
 
 /// The text of one tool that its ranking reads; every string as the listing holds it (scrubbed).
 pub(crate) struct Doc<'a> {
@@ -354,10 +368,11 @@ impl Query {
             if !seen.insert(word.clone()) {
                 continue;
             }
-            let mut forms = vec![(word.clone(), 1.0)];
+            let weight = if is_action(&word) { ACTION_WEIGHT } else { 1.0 };
+            let mut forms = vec![(word.clone(), weight)];
             for related in related(&word) {
                 if !forms.iter().any(|(w, _)| w == related) {
-                    forms.push((related.to_string(), RELATED_WEIGHT));
+                    forms.push((related.to_string(), weight * RELATED_WEIGHT));
                 }
             }
             parsed.push(forms);
@@ -375,28 +390,29 @@ impl Query {
 pub(crate) fn rank(query: &Query, indexes: &[&Index], limit: usize) -> Vec<Hit> {
     let total: u32 = indexes.iter().map(|i| i.len).sum();
     let n = total.max(1) as f32;
-    // Rarity over every searched tool; the server field counts its servers' tools.
-    let idf = |word: &str| -> f32 {
-        let df: usize = indexes
-            .iter()
-            .map(|i| {
-                i.postings.get(word).map_or(0, Vec::len)
-                    + if i.server.contains_key(word) {
-                        i.len as usize
-                    } else {
-                        0
-                    }
-            })
-            .sum();
+    let bm25_idf = |df: usize, n: f32| -> f32 {
         if df == 0 {
             return 0.0;
         }
         let df = df as f32;
         ((n - df + 0.5) / (df + 0.5) + 1.0).ln()
     };
+    // Rarity over every searched tool (the tool fields), and over the searched servers (the
+    // server field).
+    let idf = |word: &str| -> (f32, f32) {
+        let tools: usize = indexes
+            .iter()
+            .map(|i| i.postings.get(word).map_or(0, Vec::len))
+            .sum();
+        let servers = indexes.iter().filter(|i| i.server.contains_key(word)).count();
+        (
+            bm25_idf(tools, n),
+            bm25_idf(servers, indexes.len().max(1) as f32),
+        )
+    };
     let saturate = |tf: f32| tf * (K1 + 1.0) / (K1 + tf);
     let word_count = query.words.len().max(1) as f32;
-    let idfs: Vec<Vec<f32>> = query
+    let idfs: Vec<Vec<(f32, f32)>> = query
         .words
         .iter()
         .map(|forms| forms.iter().map(|(w, _)| idf(w)).collect())
@@ -411,9 +427,9 @@ pub(crate) fn rank(query: &Query, indexes: &[&Index], limit: usize) -> Vec<Hit> 
             best.iter_mut().for_each(|b| *b = 0.0);
             // The server field scores every tool of the server alike.
             let mut server_best = 0.0f32;
-            for ((word, weight), idf) in forms.iter().zip(idfs) {
+            for ((word, weight), (idf, server_idf)) in forms.iter().zip(idfs) {
                 if let Some(tf) = index.server.get(word.as_str()) {
-                    server_best = server_best.max(weight * idf * saturate(SERVER_WEIGHT * tf));
+                    server_best = server_best.max(weight * server_idf * SERVER_WEIGHT * saturate(*tf));
                 }
                 if let Some(list) = index.postings.get(word.as_str()) {
                     for &(doc, tf) in list {
@@ -427,7 +443,7 @@ pub(crate) fn rank(query: &Query, indexes: &[&Index], limit: usize) -> Vec<Hit> 
             }
             for doc in 0..docs {
                 let own = best[doc];
-                let score = own.max(server_best) + 0.25 * own.min(server_best);
+                let score = own + server_best;
                 if score > 0.0 {
                     scores[doc] += score;
                     matched[doc] += 1;
@@ -604,6 +620,14 @@ pub(crate) fn stem(word: &str) -> String {
         w.truncate(w.len() - 1);
     }
     w
+}
+
+/// Whether the stemmed `word` is an action word ([`ACTIONS`]).
+fn is_action(word: &str) -> bool {
+    static TABLE: OnceLock<std::collections::HashSet<String>> = OnceLock::new();
+    TABLE
+        .get_or_init(|| ACTIONS.iter().flat_map(|w| words(w)).collect())
+        .contains(word)
 }
 
 /// The stemmed words related to the stemmed `word` by [`CONCEPTS`] (the word itself included
