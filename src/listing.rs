@@ -306,7 +306,10 @@ pub(crate) fn tools(namespace: &str, found: &[&Tool], not_found: &[NotFound<'_>]
     }
     to_json(&Batch {
         namespace,
-        tools: found.iter().map(|tool| one_tool_entry(namespace, tool)).collect(),
+        tools: found
+            .iter()
+            .map(|tool| one_tool_entry(namespace, tool))
+            .collect(),
         not_found: not_found
             .iter()
             .map(|n| Missing {

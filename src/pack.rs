@@ -330,8 +330,10 @@ async fn get_dynamic_tools(
             }
             let indexes: Vec<&search::Index> = ready.iter().map(|(_, list)| &list.index).collect();
             let hits = search::rank(&search::Query::parse(query), &indexes, limit);
-            let ready: Vec<(&Server, &ToolList)> =
-                ready.iter().map(|(server, list)| (*server, &**list)).collect();
+            let ready: Vec<(&Server, &ToolList)> = ready
+                .iter()
+                .map(|(server, list)| (*server, &**list))
+                .collect();
             let hint = format!(
                 "no tool matched; try other words for what the tool should do, or list every tool with {id}/{GET} {{}}"
             );
@@ -365,7 +367,10 @@ const MAX_TOOL_NAMES: usize = 20;
 /// The [`Asked`] of `get_dynamic_tools` arguments `args`, or the
 /// `invalid_arguments` error saying what to change.
 fn asked<'a>(servers: &[Arc<Server>], args: &'a Value) -> Result<Asked<'a>, ToolError> {
-    let args = arguments(args, &["namespace", "toolName", "toolNames", "query", "limit"])?;
+    let args = arguments(
+        args,
+        &["namespace", "toolName", "toolNames", "query", "limit"],
+    )?;
     let invalid = |message: String| ToolError::new(ToolErrorKind::InvalidArguments, message);
     let namespace = string_arg(args, "namespace")?;
     let tool_name = string_arg(args, "toolName")?;
@@ -394,9 +399,7 @@ fn asked<'a>(servers: &[Arc<Server>], args: &'a Value) -> Result<Asked<'a>, Tool
     };
     let limit = match args.get("limit") {
         None | Some(Value::Null) => None,
-        Some(Value::Number(n))
-            if n.as_u64().is_some_and(|n| search::LIMIT_RANGE.contains(&n)) =>
-        {
+        Some(Value::Number(n)) if n.as_u64().is_some_and(|n| search::LIMIT_RANGE.contains(&n)) => {
             n.as_u64().map(|n| n as usize)
         }
         Some(other) => {
@@ -557,7 +560,8 @@ async fn lookup_many(
                     Some(_) => Vec::new(),
                     None => nearest(name, list.tools.iter().map(|t| t.name.as_str())),
                 },
-                reason: hidden.map(|h| format!("{}, so it is neither listed nor callable", h.describe())),
+                reason: hidden
+                    .map(|h| format!("{}, so it is neither listed nor callable", h.describe())),
             }),
         }
     }

@@ -66,12 +66,12 @@ pub(crate) const ONE_LINE_BYTES: usize = 160;
 
 /// Words that carry no meaning of their own in a request.
 const STOP_WORDS: &[&str] = &[
-    "a", "an", "the", "to", "of", "in", "on", "for", "with", "and", "or", "is", "are", "be",
-    "it", "its", "this", "that", "these", "those", "my", "me", "i", "we", "our", "us", "you",
-    "your", "please", "can", "could", "would", "should", "do", "does", "did", "from", "by", "at",
-    "as", "into", "about", "some", "so", "what", "which", "there", "here", "want", "need", "let",
-    "via", "using", "use", "tool", "tools", "will", "has", "have", "was", "were", "been", "then",
-    "than", "also", "just", "them", "they", "their", "his", "her", "if", "any", "every", "s",
+    "a", "an", "the", "to", "of", "in", "on", "for", "with", "and", "or", "is", "are", "be", "it",
+    "its", "this", "that", "these", "those", "my", "me", "i", "we", "our", "us", "you", "your",
+    "please", "can", "could", "would", "should", "do", "does", "did", "from", "by", "at", "as",
+    "into", "about", "some", "so", "what", "which", "there", "here", "want", "need", "let", "via",
+    "using", "use", "tool", "tools", "will", "has", "have", "was", "were", "been", "then", "than",
+    "also", "just", "them", "they", "their", "his", "her", "if", "any", "every", "s",
 ];
 
 /// Two consecutive words (already lowercased, not yet stemmed) that mean one thing, and the
@@ -98,21 +98,53 @@ const PHRASES: &[(&str, &str, &str)] = &[
 /// Concepts: the words of one entry (each stemmed when the table is first used) find each other.
 /// Broad, domain-general groups of what people ask MCP servers for; no entry names a server.
 const CONCEPTS: &[&[&str]] = &[
-    &["create", "add", "new", "make", "insert", "generate", "build", "raise", "submit", "schedule", "book", "open"],
-    &["delete", "remove", "drop", "erase", "destroy", "trash", "purge", "discard", "forget", "cancel"],
-    &["update", "edit", "change", "modify", "set", "patch", "alter", "replace", "adjust"],
-    &["list", "show", "get", "fetch", "retrieve", "read", "view", "display", "see", "browse", "dump"],
+    &[
+        "create", "add", "new", "make", "insert", "generate", "build", "raise", "submit",
+        "schedule", "book", "open",
+    ],
+    &[
+        "delete", "remove", "drop", "erase", "destroy", "trash", "purge", "discard", "forget",
+        "cancel",
+    ],
+    &[
+        "update", "edit", "change", "modify", "set", "patch", "alter", "replace", "adjust",
+    ],
+    &[
+        "list", "show", "get", "fetch", "retrieve", "read", "view", "display", "see", "browse",
+        "dump",
+    ],
     &["all", "entire", "everything", "whole", "full"],
-    &["search", "find", "query", "lookup", "look", "locate", "discover", "filter"],
+    &[
+        "search", "find", "query", "lookup", "look", "locate", "discover", "filter",
+    ],
     &["issue", "ticket", "bug", "task", "story", "todo", "item"],
     &["pr", "merge", "patch", "review"],
-    &["message", "chat", "post", "dm", "text", "say", "said", "send", "tell", "notify"],
+    &[
+        "message", "chat", "post", "dm", "text", "say", "said", "send", "tell", "notify",
+    ],
     &["email", "mail", "inbox", "gmail"],
     &["file", "document", "doc", "readme", "content"],
     &["folder", "directory", "dir", "path"],
     &["repo", "repository", "codebase", "project"],
-    &["calendar", "event", "meeting", "appointment", "schedule", "invite", "invitation", "agenda", "call"],
-    &["payment", "charge", "pay", "transaction", "purchase", "paymentintent"],
+    &[
+        "calendar",
+        "event",
+        "meeting",
+        "appointment",
+        "schedule",
+        "invite",
+        "invitation",
+        "agenda",
+        "call",
+    ],
+    &[
+        "payment",
+        "charge",
+        "pay",
+        "transaction",
+        "purchase",
+        "paymentintent",
+    ],
     &["invoice", "bill", "billing", "receipt"],
     &["refund", "reimburse", "return"],
     &["dispute", "chargeback", "fraud"],
@@ -120,30 +152,105 @@ const CONCEPTS: &[&[&str]] = &[
     &["customer", "client", "buyer", "payer"],
     &["subscription", "plan", "recurring", "membership", "renewal"],
     &["price", "cost", "pricing", "amount", "fee"],
-    &["user", "member", "people", "person", "account", "profile", "who", "colleague", "coworker", "teammate", "employee", "someone", "contact"],
-    &["team", "group", "teamspace", "org", "organization", "workspace"],
-    &["database", "db", "sql", "postgres", "mysql", "table", "row", "select"],
+    &[
+        "user",
+        "member",
+        "people",
+        "person",
+        "account",
+        "profile",
+        "who",
+        "colleague",
+        "coworker",
+        "teammate",
+        "employee",
+        "someone",
+        "contact",
+    ],
+    &[
+        "team",
+        "group",
+        "teamspace",
+        "org",
+        "organization",
+        "workspace",
+    ],
+    &[
+        "database", "db", "sql", "postgres", "mysql", "table", "row", "select",
+    ],
     &["commit", "history", "change"],
     &["branch", "fork"],
-    &["page", "wiki", "notion", "confluence", "doc", "note", "article"],
-    &["comment", "note", "reply", "feedback", "remark", "discussion", "respond"],
+    &[
+        "page",
+        "wiki",
+        "notion",
+        "confluence",
+        "doc",
+        "note",
+        "article",
+    ],
+    &[
+        "comment",
+        "note",
+        "reply",
+        "feedback",
+        "remark",
+        "discussion",
+        "respond",
+    ],
     &["label", "tag", "category"],
     &["status", "state", "transition", "progress", "stage"],
-    &["close", "resolve", "done", "finish", "complete", "archive", "status", "state"],
+    &[
+        "close", "resolve", "done", "finish", "complete", "archive", "status", "state",
+    ],
     &["merge", "land", "squash", "integrate"],
     &["approve", "review", "lgtm", "accept"],
     &["release", "version", "deploy", "ship", "publish", "rollout"],
-    &["error", "exception", "crash", "failure", "fail", "problem", "fault", "bug", "issue"],
+    &[
+        "error",
+        "exception",
+        "crash",
+        "failure",
+        "fail",
+        "problem",
+        "fault",
+        "bug",
+        "issue",
+    ],
     &["log", "output", "trace", "console", "stdout"],
-    &["screenshot", "image", "picture", "photo", "snapshot", "screen", "capture"],
-    &["browser", "web", "website", "site", "webpage", "page", "url", "tab", "internet", "online"],
+    &[
+        "screenshot",
+        "image",
+        "picture",
+        "photo",
+        "snapshot",
+        "screen",
+        "capture",
+    ],
+    &[
+        "browser", "web", "website", "site", "webpage", "page", "url", "tab", "internet", "online",
+    ],
     &["navigate", "go", "visit", "goto", "load", "url"],
     &["click", "press", "tap", "button", "push"],
-    &["type", "enter", "fill", "input", "keyboard", "form", "field"],
-    &["time", "date", "now", "today", "current", "clock", "timezone"],
+    &[
+        "type", "enter", "fill", "input", "keyboard", "form", "field",
+    ],
+    &[
+        "time", "date", "now", "today", "current", "clock", "timezone",
+    ],
     &["free", "busy", "available", "availability", "freebusy"],
     &["accept", "respond", "rsvp", "decline", "reply", "response"],
-    &["remember", "memory", "observation", "store", "save", "note", "know", "fact", "record"],
+    &[
+        "remember",
+        "memory",
+        "observation",
+        "store",
+        "save",
+        "note",
+        "know",
+        "fact",
+        "record",
+    ],
     &["entity", "node", "thing", "fact", "graph"],
     &["relation", "relationship", "link", "connection", "connect"],
     &["channel", "room", "conversation", "chat"],
@@ -154,31 +261,79 @@ const CONCEPTS: &[&[&str]] = &[
     &["upload", "attach", "attachment"],
     &["download", "export", "save", "pdf"],
     &["key", "token", "credential", "secret", "password", "apikey"],
-    &["alert", "warning", "vulnerability", "security", "advisory", "advisor", "leak", "cve", "risk"],
-    &["workflow", "action", "pipeline", "ci", "build", "job", "run", "trigger"],
+    &[
+        "alert",
+        "warning",
+        "vulnerability",
+        "security",
+        "advisory",
+        "advisor",
+        "leak",
+        "cve",
+        "risk",
+    ],
+    &[
+        "workflow", "action", "pipeline", "ci", "build", "job", "run", "trigger",
+    ],
     &["sprint", "cycle", "iteration"],
     &["news", "headline", "article", "stories"],
-    &["local", "nearby", "near", "place", "business", "shop", "restaurant", "store", "cafe", "coffee"],
+    &[
+        "local",
+        "nearby",
+        "near",
+        "place",
+        "business",
+        "shop",
+        "restaurant",
+        "store",
+        "cafe",
+        "coffee",
+    ],
     &["video", "clip", "movie"],
     &["summary", "summarize", "summarizer", "tldr", "overview"],
     &["diff", "patch", "change", "changes", "delta"],
-    &["size", "big", "large", "metadata", "info", "detail", "details", "stat"],
+    &[
+        "size", "big", "large", "metadata", "info", "detail", "details", "stat",
+    ],
     &["notification", "inbox", "mention", "alert"],
     &["gist", "snippet", "paste"],
     &["balance", "fund", "money", "revenue"],
     &["product", "sku", "catalog", "good", "offering", "sell"],
     &["link", "url", "href"],
     &["me", "self", "whoami", "myself", "current", "authenticated"],
-    &["code", "source", "function", "class", "definition", "symbol"],
+    &[
+        "code",
+        "source",
+        "function",
+        "class",
+        "definition",
+        "symbol",
+    ],
     &["run", "execute", "exec", "evaluate", "eval", "invoke"],
     &["script", "javascript", "js", "code"],
     &["sql", "query"],
-    &["schema", "type", "types", "typescript", "column", "migration", "ddl"],
+    &[
+        "schema",
+        "type",
+        "types",
+        "typescript",
+        "column",
+        "migration",
+        "ddl",
+    ],
     &["function", "lambda", "serverless", "edge"],
     &["dropdown", "select", "option", "choose", "pick"],
     &["dialog", "popup", "alert", "modal", "prompt", "confirm"],
     &["wait", "until", "appear", "pause"],
-    &["help", "doc", "documentation", "docs", "guide", "manual", "knowledge"],
+    &[
+        "help",
+        "doc",
+        "documentation",
+        "docs",
+        "guide",
+        "manual",
+        "knowledge",
+    ],
 ];
 
 /// Words that say what to do rather than to what: a query word among them weighs
@@ -408,7 +563,10 @@ pub(crate) fn rank(query: &Query, indexes: &[&Index], limit: usize) -> Vec<Hit> 
             .iter()
             .map(|i| i.postings.get(word).map_or(0, Vec::len))
             .sum();
-        let servers = indexes.iter().filter(|i| i.server.contains_key(word)).count();
+        let servers = indexes
+            .iter()
+            .filter(|i| i.server.contains_key(word))
+            .count();
         (
             bm25_idf(tools, n),
             bm25_idf(servers, indexes.len().max(1) as f32),
@@ -433,7 +591,8 @@ pub(crate) fn rank(query: &Query, indexes: &[&Index], limit: usize) -> Vec<Hit> 
             let mut server_best = 0.0f32;
             for ((word, weight), (idf, server_idf)) in forms.iter().zip(idfs) {
                 if let Some(tf) = index.server.get(word.as_str()) {
-                    server_best = server_best.max(weight * server_idf * SERVER_WEIGHT * saturate(*tf));
+                    server_best =
+                        server_best.max(weight * server_idf * SERVER_WEIGHT * saturate(*tf));
                 }
                 if let Some(list) = index.postings.get(word.as_str()) {
                     for &(doc, tf) in list {
@@ -496,8 +655,7 @@ pub(crate) fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
             end = i;
             break;
         }
-        if matches!(c, '.' | '!' | '?')
-            && chars.peek().is_none_or(|(_, next)| next.is_whitespace())
+        if matches!(c, '.' | '!' | '?') && chars.peek().is_none_or(|(_, next)| next.is_whitespace())
         {
             end = i + c.len_utf8();
             break;
@@ -557,11 +715,21 @@ fn split_identifier(run: &str, out: &mut Vec<String>) {
             || (prev.is_alphabetic() && here.is_numeric())
             || (prev.is_numeric() && here.is_alphabetic());
         if boundary {
-            out.push(chars[start..i].iter().flat_map(|c| c.to_lowercase()).collect());
+            out.push(
+                chars[start..i]
+                    .iter()
+                    .flat_map(|c| c.to_lowercase())
+                    .collect(),
+            );
             start = i;
         }
     }
-    out.push(chars[start..].iter().flat_map(|c| c.to_lowercase()).collect());
+    out.push(
+        chars[start..]
+            .iter()
+            .flat_map(|c| c.to_lowercase())
+            .collect(),
+    );
 }
 
 fn is_vowel(c: u8) -> bool {
@@ -588,8 +756,7 @@ pub(crate) fn stem(word: &str) -> String {
         .any(|s| w.ends_with(s))
     {
         w.truncate(w.len() - 2);
-    } else if w.ends_with('s') && !w.ends_with("ss") && !w.ends_with("us") && !w.ends_with("is")
-    {
+    } else if w.ends_with('s') && !w.ends_with("ss") && !w.ends_with("us") && !w.ends_with("is") {
         w.truncate(w.len() - 1);
     }
     for suffix in ["ing", "ed"] {
@@ -664,7 +831,10 @@ mod tests {
     fn identifiers_split_into_stemmed_words() {
         assert_eq!(words("getJiraIssue"), ["get", "jira", "issu"]);
         assert_eq!(words("list_pull_requests"), ["list", "pr"]);
-        assert_eq!(words("browser-take-screenshot"), ["browser", "tak", "screenshot"]);
+        assert_eq!(
+            words("browser-take-screenshot"),
+            ["browser", "tak", "screenshot"]
+        );
         assert_eq!(words("HTTPServer v2"), ["http", "server", "v", "2"]);
         assert_eq!(words("Creating the new pages"), ["creat", "new", "pag"]);
     }
@@ -732,7 +902,11 @@ mod tests {
             "github.create_issue",
         ] {
             let hits = rank(&Query::parse(query), &indexes, 10);
-            assert_eq!((hits[0].server, hits[0].tool, hits[0].exact), (0, 0, true), "{query}");
+            assert_eq!(
+                (hits[0].server, hits[0].tool, hits[0].exact),
+                (0, 0, true),
+                "{query}"
+            );
             assert!(!hits[1].exact, "{query}");
         }
         let hits = rank(&Query::parse("Create-Issue"), &indexes, 10);
@@ -751,11 +925,19 @@ mod tests {
         let slack = index(
             "slack",
             &[
-                ("post_message", "Post a message to a channel.", &["channel_id", "text"]),
+                (
+                    "post_message",
+                    "Post a message to a channel.",
+                    &["channel_id", "text"],
+                ),
                 ("delete_file", "Delete a file.", &["path"]),
             ],
         );
-        let hits = rank(&Query::parse("remove an attachment document"), &[&slack], 10);
+        let hits = rank(
+            &Query::parse("remove an attachment document"),
+            &[&slack],
+            10,
+        );
         assert_eq!(hits[0].tool, 1);
         assert!(rank(&Query::parse("zebra"), &[&slack], 10).is_empty());
     }
@@ -787,10 +969,8 @@ mod catalog {
 
     #[test]
     fn every_catalog_tool_ranks_first_by_its_exact_name_in_every_form() {
-        let catalog: serde_json::Value = serde_json::from_str(include_str!(
-            "../bench/data/catalog.json"
-        ))
-        .unwrap();
+        let catalog: serde_json::Value =
+            serde_json::from_str(include_str!("../bench/data/catalog.json")).unwrap();
         let servers = catalog["servers"].as_array().unwrap();
         let mut names: Vec<Vec<&str>> = Vec::new();
         let mut indexes = Vec::new();

@@ -164,17 +164,24 @@ impl ToolList {
 
     /// Builds [`ToolList::index`] from the tools as they are now, for the server `namespace`.
     fn build_index(&mut self, namespace: &str) {
-        let params: Vec<Vec<String>> = self.tools.iter().map(|t| param_names(&t.input_schema)).collect();
+        let params: Vec<Vec<String>> = self
+            .tools
+            .iter()
+            .map(|t| param_names(&t.input_schema))
+            .collect();
         let description = self.one_line().map(std::borrow::Cow::into_owned);
         self.index = crate::search::Index::build(
             namespace,
             description.as_deref(),
-            self.tools.iter().zip(&params).map(|(tool, params)| crate::search::Doc {
-                name: &tool.name,
-                title: tool.title.as_deref(),
-                description: &tool.description,
-                params: params.iter().map(String::as_str).collect(),
-            }),
+            self.tools
+                .iter()
+                .zip(&params)
+                .map(|(tool, params)| crate::search::Doc {
+                    name: &tool.name,
+                    title: tool.title.as_deref(),
+                    description: &tool.description,
+                    params: params.iter().map(String::as_str).collect(),
+                }),
         );
         tracing::debug!(
             namespace,
@@ -203,7 +210,8 @@ fn param_names(schema: &RawValue) -> Vec<String> {
     #[derive(Deserialize)]
     struct Properties<'a> {
         #[serde(borrow, default)]
-        properties: Option<std::collections::BTreeMap<std::borrow::Cow<'a, str>, serde::de::IgnoredAny>>,
+        properties:
+            Option<std::collections::BTreeMap<std::borrow::Cow<'a, str>, serde::de::IgnoredAny>>,
     }
     serde_json::from_str::<Properties<'_>>(schema.get())
         .ok()
@@ -1292,15 +1300,16 @@ fn read_tool(raw: &RawValue, redactor: &crate::redact::Redactor) -> Result<Tool,
     let title = title.filter(|t| !t.is_empty());
     let searched_title = title
         .as_ref()
-        .filter(|t| description.as_ref().is_some_and(|d| !d.is_empty() && d != *t))
+        .filter(|t| {
+            description
+                .as_ref()
+                .is_some_and(|d| !d.is_empty() && d != *t)
+        })
         .map(|t| limits::truncate(&redactor.scrub(t), MAX_DESCRIPTION_BYTES).into_owned());
-    let description = description
-        .filter(|d| !d.is_empty())
-        .or(title)
-        .map_or_else(
-            || name.clone(),
-            |d| limits::truncate(&redactor.scrub(&d), MAX_DESCRIPTION_BYTES).into_owned(),
-        );
+    let description = description.filter(|d| !d.is_empty()).or(title).map_or_else(
+        || name.clone(),
+        |d| limits::truncate(&redactor.scrub(&d), MAX_DESCRIPTION_BYTES).into_owned(),
+    );
     let input_check = Checker::new(input_schema.as_deref(), &name);
     let output_check = Checker::new(output_schema.as_deref(), &name);
     Ok(Tool {

@@ -61,10 +61,7 @@ fn wire_tools(server: &Value) -> Vec<Value> {
         .collect()
 }
 
-async fn mcp(
-    State(listed): State<Arc<Listed>>,
-    body: axum::body::Bytes,
-) -> Response {
+async fn mcp(State(listed): State<Arc<Listed>>, body: axum::body::Bytes) -> Response {
     let Ok(request) = serde_json::from_slice::<Value>(&body) else {
         return StatusCode::BAD_REQUEST.into_response();
     };
@@ -104,7 +101,10 @@ fn serve(servers: Vec<(String, Vec<Value>)>) -> Vec<(String, String, usize)> {
                     tools: Value::Array(tools),
                 });
                 let app = Router::new()
-                    .route("/mcp", post(mcp).get(|| async { StatusCode::METHOD_NOT_ALLOWED }))
+                    .route(
+                        "/mcp",
+                        post(mcp).get(|| async { StatusCode::METHOD_NOT_ALLOWED }),
+                    )
                     .with_state(listed);
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
                 let url = format!("http://{}/mcp", listener.local_addr().unwrap());
@@ -319,11 +319,22 @@ pub(crate) async fn section(
             .as_array()
             .unwrap()
             .iter()
-            .map(|m| format!("{}/{}", m["namespace"].as_str().unwrap(), m["name"].as_str().unwrap()))
+            .map(|m| {
+                format!(
+                    "{}/{}",
+                    m["namespace"].as_str().unwrap(),
+                    m["name"].as_str().unwrap()
+                )
+            })
             .collect();
         let half = i % 2;
         ours[half].push(got);
-        theirs[half].push(bm25.rank(text, 10).into_iter().map(str::to_string).collect());
+        theirs[half].push(
+            bm25.rank(text, 10)
+                .into_iter()
+                .map(str::to_string)
+                .collect(),
+        );
         expected[half].push(
             q["expect"]
                 .as_array()
@@ -338,7 +349,11 @@ pub(crate) async fn section(
     }
     drop(pack);
 
-    println!("Search recall on {} queries over {} tools of 13 servers (tuning half: even queries, test half: odd):", queries.len(), all_tools.len());
+    println!(
+        "Search recall on {} queries over {} tools of 13 servers (tuning half: even queries, test half: odd):",
+        queries.len(),
+        all_tools.len()
+    );
     println!("| half | ranker | recall@1 | recall@5 | recall@10 |");
     println!("|---|---|---|---|---|");
     let mut table = serde_json::Map::new();
@@ -348,8 +363,20 @@ pub(crate) async fn section(
     for (half, name) in [(0, "tuning"), (1, "test")] {
         let a = recall(&ours[half], &expected[half]);
         let b = recall(&theirs[half], &expected[half]);
-        println!("| {name} ({}) | ours | {:.2} | {:.2} | {:.2} |", ours[half].len(), a[0], a[1], a[2]);
-        println!("| {name} ({}) | plain BM25 | {:.2} | {:.2} | {:.2} |", ours[half].len(), b[0], b[1], b[2]);
+        println!(
+            "| {name} ({}) | ours | {:.2} | {:.2} | {:.2} |",
+            ours[half].len(),
+            a[0],
+            a[1],
+            a[2]
+        );
+        println!(
+            "| {name} ({}) | plain BM25 | {:.2} | {:.2} | {:.2} |",
+            ours[half].len(),
+            b[0],
+            b[1],
+            b[2]
+        );
         table.insert(
             name.to_string(),
             json!({"ours": a.map(r2), "bm25": b.map(r2)}),
@@ -360,8 +387,20 @@ pub(crate) async fn section(
     }
     let a = recall(&all_ours, &all_expected);
     let b = recall(&all_theirs, &all_expected);
-    println!("| all ({}) | ours | {:.2} | {:.2} | {:.2} |", all_ours.len(), a[0], a[1], a[2]);
-    println!("| all ({}) | plain BM25 | {:.2} | {:.2} | {:.2} |", all_ours.len(), b[0], b[1], b[2]);
+    println!(
+        "| all ({}) | ours | {:.2} | {:.2} | {:.2} |",
+        all_ours.len(),
+        a[0],
+        a[1],
+        a[2]
+    );
+    println!(
+        "| all ({}) | plain BM25 | {:.2} | {:.2} | {:.2} |",
+        all_ours.len(),
+        b[0],
+        b[1],
+        b[2]
+    );
     println!(
         "recall@5 ours / BM25: {:.2}x; limit-10 answer median {:.0} bytes; names-only listing {} bytes; index {} bytes for {} listing bytes",
         a[1] / b[1].max(f64::MIN_POSITIVE),
@@ -371,7 +410,10 @@ pub(crate) async fn section(
         listing_bytes
     );
     table.insert("all".into(), json!({"ours": a.map(r2), "bm25": b.map(r2)}));
-    table.insert("recall5_ratio".into(), r2(a[1] / b[1].max(f64::MIN_POSITIVE)));
+    table.insert(
+        "recall5_ratio".into(),
+        r2(a[1] / b[1].max(f64::MIN_POSITIVE)),
+    );
     table.insert("answer_bytes_p50".into(), r2(median(&mut sizes)));
 
     // Speed and index size at 10,000 tools.
@@ -392,7 +434,10 @@ pub(crate) async fn section(
         for q in queries {
             let args = json!({"query": q["q"], "limit": 10});
             let before = thread_cpu_ns();
-            let answer = pack.call("mcp/get_dynamic_tools", args).await.expect("search");
+            let answer = pack
+                .call("mcp/get_dynamic_tools", args)
+                .await
+                .expect("search");
             cpu.push((thread_cpu_ns() - before) as f64 / 1e3);
             assert!(answer.starts_with("{\"query\""));
         }

@@ -896,7 +896,8 @@ impl Connection {
                 }
                 Some(list) => modern::Verdict::NoMutualVersion(list),
             };
-            let mut initialized = Initialized::read(self, read.capabilities, read.instructions, read.server_info);
+            let mut initialized =
+                Initialized::read(self, read.capabilities, read.instructions, read.server_info);
             initialized.version = MODERN_VERSION;
             Ok((verdict, initialized))
         };

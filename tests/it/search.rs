@@ -96,7 +96,13 @@ fn matched(answer: &Value) -> Vec<String> {
         .as_array()
         .unwrap_or_else(|| panic!("no matches in {answer}"))
         .iter()
-        .map(|m| format!("{}/{}", m["namespace"].as_str().unwrap(), m["name"].as_str().unwrap()))
+        .map(|m| {
+            format!(
+                "{}/{}",
+                m["namespace"].as_str().unwrap(),
+                m["name"].as_str().unwrap()
+            )
+        })
         .collect()
 }
 
@@ -162,7 +168,10 @@ async fn namespace_narrows_a_search_to_one_server() {
     assert_eq!(names[0], "linear/create_issue");
     assert!(names.iter().all(|n| n.starts_with("linear/")), "{names:?}");
     let unknown = host
-        .call("get_dynamic_tools", json!({"query": "x", "namespace": "nope"}))
+        .call(
+            "get_dynamic_tools",
+            json!({"query": "x", "namespace": "nope"}),
+        )
         .await
         .unwrap_err();
     assert_eq!(unknown.kind, ToolErrorKind::NotFound);
@@ -174,7 +183,10 @@ async fn namespace_narrows_a_search_to_one_server() {
 
 #[tokio::test]
 async fn a_search_names_the_servers_it_could_not_search_and_a_miss_is_no_error() {
-    let ready = hostile::serve_tools(catalog_tools("slack"), |_| Reply::raw(500, "text/plain", "")).await;
+    let ready = hostile::serve_tools(catalog_tools("slack"), |_| {
+        Reply::raw(500, "text/plain", "")
+    })
+    .await;
     let refused = unused_loopback().await;
     let down = format!("http://{}/mcp", refused.local_addr().unwrap());
     drop(refused);
@@ -195,7 +207,12 @@ async fn a_search_names_the_servers_it_could_not_search_and_a_miss_is_no_error()
         .as_array()
         .unwrap()
         .iter()
-        .map(|s| (s["namespace"].as_str().unwrap(), s["status"].as_str().unwrap()))
+        .map(|s| {
+            (
+                s["namespace"].as_str().unwrap(),
+                s["status"].as_str().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(not_searched, [("bad", "error"), ("down", "error")]);
     // The entries are the listing's own heads: the reason comes along.
@@ -244,14 +261,20 @@ async fn match_descriptions_are_the_first_sentence_scrubbed_and_at_most_160_byte
     let host = Host::new(json!({"s": {"url": server.url, "headers": {"X-Api-Key": key}}}));
     host.ready("s", WAIT).await;
     let answer = host.listing(json!({"query": "leaky"})).await;
-    assert_eq!(answer["matches"][0]["description"], "Uses [redacted] to post a message.");
+    assert_eq!(
+        answer["matches"][0]["description"],
+        "Uses [redacted] to post a message."
+    );
     let answer = host.listing(json!({"query": "long_one"})).await;
     let description = answer["matches"][0]["description"].as_str().unwrap();
     assert_eq!(description.len(), 160);
     assert!(description.ends_with('…'), "{description}");
     // No description: the title, as the listing defines it.
     let answer = host.listing(json!({"query": "titled"})).await;
-    assert_eq!(answer["matches"][0]["description"], "Post a message (title)");
+    assert_eq!(
+        answer["matches"][0]["description"],
+        "Post a message (title)"
+    );
     let text = host
         .call("get_dynamic_tools", json!({"query": "post a message"}))
         .await
@@ -303,7 +326,10 @@ async fn tool_names_of_a_hidden_tool_says_why() {
     assert_eq!(answer["notFound"][0]["name"], "write_file");
     assert_eq!(answer["notFound"][0]["suggestions"], json!([]));
     let reason = answer["notFound"][0]["reason"].as_str().unwrap();
-    assert!(reason.ends_with(", so it is neither listed nor callable"), "{reason}");
+    assert!(
+        reason.ends_with(", so it is neither listed nor callable"),
+        "{reason}"
+    );
     assert!(reason.contains("disabledTools"), "{reason}");
 }
 
@@ -332,7 +358,10 @@ async fn bad_arguments_say_what_to_change() {
         (json!({"query": 5}), "\"query\" must be a string, found a number".to_string()),
     ];
     for (args, message) in cases {
-        let error = host.call("get_dynamic_tools", args.clone()).await.unwrap_err();
+        let error = host
+            .call("get_dynamic_tools", args.clone())
+            .await
+            .unwrap_err();
         assert_eq!(error.kind, ToolErrorKind::InvalidArguments, "{args}");
         assert_eq!(error.message, message, "{args}");
     }
