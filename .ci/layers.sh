@@ -25,6 +25,7 @@ jsonc
 substitute
 redact
 schema
+search
 jsonrpc
 sse
 notices

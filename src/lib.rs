@@ -22,6 +22,7 @@ mod protocol;
 mod redact;
 mod result;
 mod schema;
+mod search;
 mod server;
 mod sse;
 mod substitute;

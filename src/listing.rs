@@ -1,13 +1,20 @@
 //! The JSON text `get_dynamic_tools` answers, in its three shapes (README "What the tools answer").
 //!
 //! - no arguments: `{"servers":[{"namespace","status","reason"?,"retryInSeconds"?,"signInUrl"?,
-//!   "refusedStarts"?,"lasting"?,"notes"?,"tools":[names]}]}`, servers sorted by namespace and tool names sorted,
-//!   both in byte order;
+//!   "refusedStarts"?,"lasting"?,"notes"?,"description"?,"tools":[names]}]}`, servers sorted by
+//!   namespace and tool names sorted, both in byte order; `description` is a ready server's one
+//!   line ([`ToolList::one_line`]);
 //! - `namespace`: `{"namespace","status","reason"?,"retryInSeconds"?,"signInUrl"?,
 //!   "refusedStarts"?,"lasting"?,"notes"?,"protocolVersion"?,"instructions"?,
 //!   "tools":[{"name","description","inputSchema"}],"omitted"?:[{"name","reason"}]}`;
 //! - `namespace` + `toolName`: `{"namespace","name","description","inputSchema","outputSchema"?,
-//!   "annotations"?}`.
+//!   "annotations"?}`;
+//! - `namespace` + `toolNames`: `{"namespace","tools":[one tool, as above],"notFound":[{"name",
+//!   "suggestions":[names],"reason"?}]}`;
+//! - `query`: `{"query","matches":[{"namespace","name","description"}],"notSearched"?:[head],
+//!   "hint"?}`, best first; each `description` the tool's first sentence
+//!   ([`crate::search::one_line`]); `notSearched` names the servers not ready (with the head
+//!   the listing gives them), `hint` is there when nothing matched.
 //!
 //! `retryInSeconds` (whole seconds, rounded up) is there when a failed start will be tried
 //! again; a refused entry has none. `refusedStarts` (a count, at least 1) is there when the last
@@ -28,7 +35,10 @@
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use crate::server::{Failing, Server, Status, Tool, retry_in_seconds};
+use std::borrow::Cow;
+
+use crate::search::{Hit, one_line};
+use crate::server::{Failing, Server, Status, Tool, ToolList, retry_in_seconds};
 
 /// The fields a server's entry starts with in both listings: its namespace and its status.
 #[derive(Serialize)]
@@ -54,6 +64,8 @@ struct Head<'a> {
 struct Summary<'a> {
     #[serde(flatten)]
     head: Head<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<Cow<'a, str>>,
     tools: Vec<&'a str>,
 }
 
@@ -149,12 +161,16 @@ pub(crate) fn all(servers: &[std::sync::Arc<Server>]) -> String {
         .iter()
         .zip(&statuses)
         .map(|(server, status)| {
-            let tools = match status {
-                Status::Ready(list) => list.tools.iter().map(|t| t.name.as_str()).collect(),
-                _ => Vec::new(),
+            let (tools, description) = match status {
+                Status::Ready(list) => (
+                    list.tools.iter().map(|t| t.name.as_str()).collect(),
+                    list.one_line(),
+                ),
+                _ => (Vec::new(), None),
             };
             Summary {
                 head: head(server, status),
+                description,
                 tools,
             }
         })
@@ -208,12 +224,106 @@ pub(crate) fn one_server(server: &Server, status: &Status) -> String {
 
 /// One tool, whole.
 pub(crate) fn one_tool(namespace: &str, tool: &Tool) -> String {
-    to_json(&OneTool {
+    to_json(&one_tool_entry(namespace, tool))
+}
+
+fn one_tool_entry<'a>(namespace: &'a str, tool: &'a Tool) -> OneTool<'a> {
+    OneTool {
         namespace,
         name: &tool.name,
         description: &tool.description,
         input_schema: &tool.input_schema,
         output_schema: tool.output_schema.as_deref(),
         annotations: tool.annotations.as_deref(),
+    }
+}
+
+/// A search's answer: `query` as asked, the `hits` of [`crate::search::rank`] over `ready` (the
+/// servers searched, in the order their indexes were given), the servers `not_searched` with
+/// their status, and `hint` (said only when nothing matched).
+pub(crate) fn search(
+    query: &str,
+    hits: &[Hit],
+    ready: &[(&Server, &ToolList)],
+    not_searched: &[(&Server, Status)],
+    hint: &str,
+) -> String {
+    #[derive(Serialize)]
+    struct Match<'a> {
+        namespace: &'a str,
+        name: &'a str,
+        description: Cow<'a, str>,
+    }
+    #[derive(Serialize)]
+    struct Found<'a> {
+        query: &'a str,
+        matches: Vec<Match<'a>>,
+        #[serde(rename = "notSearched", skip_serializing_if = "Vec::is_empty")]
+        not_searched: Vec<Head<'a>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        hint: Option<&'a str>,
+    }
+    let matches: Vec<Match<'_>> = hits
+        .iter()
+        .map(|hit| {
+            let (server, list) = ready[hit.server];
+            let tool = &list.tools[hit.tool as usize];
+            Match {
+                namespace: &server.namespace,
+                name: &tool.name,
+                description: one_line(&tool.description),
+            }
+        })
+        .collect();
+    to_json(&Found {
+        query,
+        hint: matches.is_empty().then_some(hint),
+        matches,
+        not_searched: not_searched
+            .iter()
+            .map(|(server, status)| head(server, status))
+            .collect(),
+    })
+}
+
+/// A tool name a batch lookup did not find: the nearest names its server lists, and why it
+/// is not there when the config hides it.
+pub(crate) struct NotFound<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) suggestions: Vec<&'a str>,
+    pub(crate) reason: Option<String>,
+}
+
+/// A batch lookup's answer: each found tool whole (as [`one_tool`] gives it), then the names
+/// not found.
+pub(crate) fn tools(namespace: &str, found: &[&Tool], not_found: &[NotFound<'_>]) -> String {
+    #[derive(Serialize)]
+    struct Missing<'a> {
+        name: &'a str,
+        suggestions: &'a [&'a str],
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<&'a str>,
+    }
+    #[derive(Serialize)]
+    struct Batch<'a> {
+        namespace: &'a str,
+        tools: Vec<OneTool<'a>>,
+        #[serde(rename = "notFound")]
+        not_found: Vec<Missing<'a>>,
+    }
+    to_json(&Batch {
+        namespace,
+        tools: found
+            .iter()
+            .map(|tool| one_tool_entry(namespace, tool))
+            .collect(),
+        not_found: not_found
+            .iter()
+            .map(|n| Missing {
+                name: n.name,
+                suggestions: &n.suggestions,
+                reason: n.reason.as_deref(),
+            })
+            .collect(),
     })
 }

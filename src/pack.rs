@@ -31,7 +31,7 @@ use crate::limits::truncate;
 use crate::protocol::codes;
 use crate::server::{Server, Status, ToolList};
 use crate::substitute::ProcessEnvironment;
-use crate::{listing, result};
+use crate::{listing, result, search};
 
 const GET: &str = "get_dynamic_tools";
 const CALL: &str = "call_dynamic_tool";
@@ -211,20 +211,27 @@ impl Pack for McpPack {
         vec![
             ToolSpec {
                 description: format!(
-                    "Lists the MCP servers behind this Pack and their tools, as JSON text. \
-                     With no arguments: every server's namespace, its status (ready, loading, or error \
-                     with a reason, and retryInSeconds when it will be tried again) and its tool names. \
+                    "Finds and lists the tools of the MCP servers behind this Pack, as JSON text. \
+                     When you do not know a tool's name, search by what you want done: \
+                     {{\"query\":\"send a message to a channel\"}} answers the best matching tools \
+                     (namespace, name, one-line description), best first; limit (1-50, default 10) \
+                     and namespace narrow it. \
+                     With no arguments: every server's namespace, status (ready, loading, or error \
+                     with a reason, and retryInSeconds when it will be tried again), description and tool names. \
                      With namespace{with_namespace}: that server's tools with their \
                      descriptions and input schemas, and under omitted the tools it listed that were left out. \
                      With namespace and toolName{with_tool}: \
-                     one tool in full. Call a tool with {call}."
+                     one tool in full; with namespace and toolNames (up to 20): several. Call a tool with {call}."
                 ),
                 name: get.clone(),
                 parameters: json!({
                     "type": "object",
                     "properties": {
                         "namespace": {"type": "string", "description": format!("A server's namespace, exactly as listed{}.", eg(&namespace_eg))},
-                        "toolName": {"type": "string", "description": format!("A tool's name, exactly as its server lists it{}; needs namespace.", eg(&tool_eg))}
+                        "toolName": {"type": "string", "description": format!("A tool's name, exactly as its server lists it{}; needs namespace.", eg(&tool_eg))},
+                        "toolNames": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": MAX_TOOL_NAMES, "description": "Several tools' names of one server, each answered in full (unknown ones under notFound with suggestions); needs namespace."},
+                        "query": {"type": "string", "minLength": 1, "maxLength": search::MAX_QUERY_BYTES, "description": "What you want a tool to do, in your own words or by its name; answers the best matching tools of every ready server (or of namespace)."},
+                        "limit": {"type": "integer", "minimum": search::LIMIT_RANGE.start(), "maximum": search::LIMIT_RANGE.end(), "description": "How many matches a query answers at most (default 10); needs query."}
                     },
                     "additionalProperties": false
                 }),
@@ -232,7 +239,8 @@ impl Pack for McpPack {
             ToolSpec {
                 description: format!(
                     "Calls one tool of one MCP server and returns its result as text. \
-                     Look the tool and its input schema up with {get} first, then call it{call_eg}."
+                     Look the tool and its input schema up with {get} first (search it by what you want \
+                     done with {{\"query\":\"...\"}} when you do not know its name), then call it{call_eg}."
                 ),
                 name: call,
                 parameters: json!({
@@ -342,11 +350,199 @@ async fn get_dynamic_tools(
     args: &Value,
     shutdown: &CancellationToken,
 ) -> Result<String, ToolError> {
-    let args = arguments(args, &["namespace", "toolName"])?;
+    match asked(servers, args)? {
+        Asked::All => Ok(listing::all(servers)),
+        Asked::Server(namespace) => {
+            let server = server(servers, namespace)?;
+            Ok(listing::one_server(server, &server.status()))
+        }
+        Asked::Tool(namespace, tool_name) => {
+            let server = server(servers, namespace)?;
+            let (list, i) = lookup(id, server, tool_name, shutdown).await?;
+            Ok(listing::one_tool(&server.namespace, &list.tools[i]))
+        }
+        Asked::Tools(namespace, names) => {
+            let server = server(servers, namespace)?;
+            lookup_many(server, &names, shutdown).await
+        }
+        Asked::Search {
+            query,
+            limit,
+            namespace,
+        } => {
+            let searched: &[Arc<Server>] = match namespace {
+                Some(namespace) => std::slice::from_ref(server(servers, namespace)?),
+                None => servers,
+            };
+            let mut ready = Vec::new();
+            let mut not_searched = Vec::new();
+            for server in searched {
+                match server.status() {
+                    Status::Ready(list) => ready.push((&**server, list)),
+                    status => not_searched.push((&**server, status)),
+                }
+            }
+            let indexes: Vec<&search::Index> = ready.iter().map(|(_, list)| &list.index).collect();
+            let hits = search::rank(&search::Query::parse(query), &indexes, limit);
+            let ready: Vec<(&Server, &ToolList)> = ready
+                .iter()
+                .map(|(server, list)| (*server, &**list))
+                .collect();
+            let hint = format!(
+                "no tool matched; try other words for what the tool should do, or list every tool with {id}/{GET} {{}}"
+            );
+            Ok(listing::search(query, &hits, &ready, &not_searched, &hint))
+        }
+    }
+}
+
+/// What a `get_dynamic_tools` call asks for (docs/tools.md): its arguments checked, in one
+/// place, against every rule of their combinations and bounds.
+enum Asked<'a> {
+    /// No arguments: every server.
+    All,
+    /// `namespace`: one server's tools.
+    Server(&'a str),
+    /// `namespace` + `toolName`: one tool.
+    Tool(&'a str, &'a str),
+    /// `namespace` + `toolNames`: up to [`MAX_TOOL_NAMES`] tools, each name once.
+    Tools(&'a str, Vec<&'a str>),
+    /// `query` (+ `limit`, `namespace`): a search.
+    Search {
+        query: &'a str,
+        limit: usize,
+        namespace: Option<&'a str>,
+    },
+}
+
+/// The most names one `toolNames` lookup takes.
+const MAX_TOOL_NAMES: usize = 20;
+
+/// The [`Asked`] of `get_dynamic_tools` arguments `args`, or the
+/// `invalid_arguments` error saying what to change.
+fn asked<'a>(servers: &[Arc<Server>], args: &'a Value) -> Result<Asked<'a>, ToolError> {
+    let args = arguments(
+        args,
+        &["namespace", "toolName", "toolNames", "query", "limit"],
+    )?;
+    let invalid = |message: String| ToolError::new(ToolErrorKind::InvalidArguments, message);
     let namespace = string_arg(args, "namespace")?;
     let tool_name = string_arg(args, "toolName")?;
+    let query = string_arg(args, "query")?;
+    let tool_names = match args.get("toolNames") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(names)) => Some(
+            names
+                .iter()
+                .enumerate()
+                .map(|(i, name)| match name {
+                    Value::String(name) => Ok(name.as_str()),
+                    other => Err(invalid(format!(
+                        "toolNames[{i}] must be a string, found {}",
+                        json_type(other)
+                    ))),
+                })
+                .collect::<Result<Vec<&str>, ToolError>>()?,
+        ),
+        Some(other) => {
+            return Err(invalid(format!(
+                "\"toolNames\" must be an array of tool names, found {}",
+                json_type(other)
+            )));
+        }
+    };
+    let limit = match args.get("limit") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) if n.as_u64().is_some_and(|n| search::LIMIT_RANGE.contains(&n)) => {
+            n.as_u64().map(|n| n as usize)
+        }
+        Some(other) => {
+            return Err(invalid(format!(
+                "\"limit\" must be a whole number from {} to {}, found {}",
+                search::LIMIT_RANGE.start(),
+                search::LIMIT_RANGE.end(),
+                match other {
+                    Value::Number(n) => n.to_string(),
+                    other => json_type(other).to_string(),
+                }
+            )));
+        }
+    };
+    if tool_name.is_some() && tool_names.is_some() {
+        return Err(invalid(
+            "give toolName (one tool) or toolNames (several), not both".to_string(),
+        ));
+    }
+    if let Some(query) = query {
+        if tool_name.is_some() || tool_names.is_some() {
+            return Err(invalid(
+                "query searches by what a tool does and takes no toolName or toolNames; \
+                 drop query to look tools up by name"
+                    .to_string(),
+            ));
+        }
+        if query.trim().is_empty() {
+            return Err(invalid(
+                "\"query\" is empty; say in a few words what the tool should do, e.g. {\"query\":\"send a message\"}"
+                    .to_string(),
+            ));
+        }
+        if query.len() > search::MAX_QUERY_BYTES {
+            return Err(invalid(format!(
+                "\"query\" is {} bytes, over the {} allowed; say in a few words what the tool should do",
+                query.len(),
+                search::MAX_QUERY_BYTES
+            )));
+        }
+        return Ok(Asked::Search {
+            query,
+            limit: limit.unwrap_or(search::DEFAULT_LIMIT),
+            namespace,
+        });
+    }
+    if limit.is_some() {
+        return Err(invalid(
+            "limit needs a query, e.g. {\"query\":\"send a message\",\"limit\":5}".to_string(),
+        ));
+    }
+    if let Some(names) = tool_names {
+        let Some(namespace) = namespace else {
+            let example = match Example::of(servers, None) {
+                Example::Tool(ns, tool) => (ns, tool),
+                Example::Namespace(ns) => (ns, names.first().map_or("", |n| n).to_string()),
+                Example::None => {
+                    return Err(invalid(
+                        "toolNames needs a namespace, and no servers are configured".to_string(),
+                    ));
+                }
+            };
+            return Err(invalid(format!(
+                "toolNames needs a namespace, e.g. {{\"namespace\":{},\"toolNames\":[{}]}}",
+                quoted(&example.0),
+                quoted(&example.1)
+            )));
+        };
+        if names.is_empty() {
+            return Err(invalid(format!(
+                "\"toolNames\" is empty; give 1 to {MAX_TOOL_NAMES} tool names"
+            )));
+        }
+        if names.len() > MAX_TOOL_NAMES {
+            return Err(invalid(format!(
+                "\"toolNames\" has {} names; give at most {MAX_TOOL_NAMES} per call",
+                names.len()
+            )));
+        }
+        let mut unique: Vec<&str> = Vec::with_capacity(names.len());
+        for name in names {
+            if !unique.contains(&name) {
+                unique.push(name);
+            }
+        }
+        return Ok(Asked::Tools(namespace, unique));
+    }
     match (namespace, tool_name) {
-        (None, None) => Ok(listing::all(servers)),
+        (None, None) => Ok(Asked::All),
         (None, Some(tool_name)) => {
             // The example is a server that lists this tool, when one does.
             let example = match servers.iter().find(|s| lists(s, tool_name)) {
@@ -370,16 +566,60 @@ async fn get_dynamic_tools(
             };
             Err(ToolError::new(ToolErrorKind::InvalidArguments, message))
         }
-        (Some(namespace), None) => {
-            let server = server(servers, namespace)?;
-            Ok(listing::one_server(server, &server.status()))
-        }
-        (Some(namespace), Some(tool_name)) => {
-            let server = server(servers, namespace)?;
-            let (list, i) = lookup(id, server, tool_name, shutdown).await?;
-            Ok(listing::one_tool(&server.namespace, &list.tools[i]))
+        (Some(namespace), None) => Ok(Asked::Server(namespace)),
+        (Some(namespace), Some(tool_name)) => Ok(Asked::Tool(namespace, tool_name)),
+    }
+}
+
+/// The tools `names` of `server`, each whole, and the names it does not list with the
+/// nearest names it does ([`nearest`]). A name the listing lacks re-lists the server once
+/// before it counts as not found, as for one tool ([`lookup`]).
+///
+/// # Cancel safety
+/// Cancel safe: it only reads the status and waits for the server task's re-listing.
+async fn lookup_many(
+    server: &Server,
+    names: &[&str],
+    shutdown: &CancellationToken,
+) -> Result<String, ToolError> {
+    let listed = |list: &ToolList, name: &str| {
+        list.tools
+            .binary_search_by(|t| t.name.as_str().cmp(name))
+            .ok()
+    };
+    let hidden = |name: &str| server.tool_filter.hides(name);
+    let mut list = ready_tools(server)?;
+    let missing = |list: &ToolList| {
+        names
+            .iter()
+            .any(|name| hidden(name).is_none() && listed(list, name).is_none())
+    };
+    if missing(&list) {
+        let relisted = tokio::select! {
+            relisted = server.relist_after_miss() => relisted,
+            () = shutdown.cancelled() => return Err(stopped(&server.namespace)),
+        };
+        if relisted {
+            list = ready_tools(server)?;
         }
     }
+    let mut found = Vec::new();
+    let mut not_found = Vec::new();
+    for name in names {
+        match (hidden(name), listed(&list, name)) {
+            (None, Some(i)) => found.push(&list.tools[i]),
+            (hidden, _) => not_found.push(listing::NotFound {
+                name,
+                suggestions: match hidden {
+                    Some(_) => Vec::new(),
+                    None => nearest(name, list.tools.iter().map(|t| t.name.as_str())),
+                },
+                reason: hidden
+                    .map(|h| format!("{}, so it is neither listed nor callable", h.describe())),
+            }),
+        }
+    }
+    Ok(listing::tools(&server.namespace, &found, &not_found))
 }
 
 /// Checks a `call_dynamic_tool`'s arguments and finds its server; the tool is looked up in the

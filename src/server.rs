@@ -117,6 +117,11 @@ pub(crate) struct ToolList {
     /// The `instructions` of the session the listing was made on (its `initialize` answer), so
     /// they stay shown while a later session is being made.
     pub(crate) instructions: Option<Arc<str>>,
+    /// The `serverInfo.description` of that session (scrubbed), the server's own one-liner.
+    pub(crate) description: Option<Arc<str>>,
+    /// The search index of `tools` ([`crate::search`]): built when the listing is stored
+    /// ([`Server::set_ready`]), never per query.
+    pub(crate) index: crate::search::Index,
     /// The protocol version the listing was made in (`2026-07-28`, or the version
     /// `initialize` negotiated).
     pub(crate) protocol_version: &'static str,
@@ -135,6 +140,8 @@ impl Default for ToolList {
             tools: Vec::new(),
             omitted: Vec::new(),
             instructions: None,
+            description: None,
+            index: crate::search::Index::default(),
             protocol_version: "",
             ttl: None,
             listed_at: Instant::now(),
@@ -143,6 +150,46 @@ impl Default for ToolList {
 }
 
 impl ToolList {
+    /// The server's one-line description (docs/tools.md "The listing"): its
+    /// `serverInfo.description`, else its `instructions`, cut to the first sentence
+    /// ([`crate::search::one_line`]); both scrubbed when they were read.
+    pub(crate) fn one_line(&self) -> Option<std::borrow::Cow<'_, str>> {
+        self.description
+            .as_deref()
+            .or(self.instructions.as_deref())
+            .map(crate::search::one_line)
+            .filter(|line| !line.is_empty())
+    }
+
+    /// Builds [`ToolList::index`] from the tools as they are now, for the server `namespace`.
+    fn build_index(&mut self, namespace: &str) {
+        let params: Vec<Vec<String>> = self
+            .tools
+            .iter()
+            .map(|t| param_names(&t.input_schema))
+            .collect();
+        let description = self.one_line().map(std::borrow::Cow::into_owned);
+        self.index = crate::search::Index::build(
+            namespace,
+            description.as_deref(),
+            self.tools
+                .iter()
+                .zip(&params)
+                .map(|(tool, params)| crate::search::Doc {
+                    name: &tool.name,
+                    title: tool.title.as_deref(),
+                    description: &tool.description,
+                    params: params.iter().map(String::as_str).collect(),
+                }),
+        );
+        tracing::debug!(
+            namespace,
+            tools = self.tools.len(),
+            index_bytes = self.index.heap_bytes(),
+            "search index built"
+        );
+    }
+
     /// Whether the listing is older than its ttl (never without one).
     pub(crate) fn is_stale(&self) -> bool {
         self.ttl.is_some_and(|ttl| self.listed_at.elapsed() >= ttl)
@@ -157,9 +204,27 @@ pub(crate) struct Omitted {
     pub(crate) reason: String,
 }
 
+/// The names of the top-level `properties` of an `inputSchema` (none when it has none).
+fn param_names(schema: &RawValue) -> Vec<String> {
+    #[derive(Deserialize)]
+    struct Properties<'a> {
+        #[serde(borrow, default)]
+        properties:
+            Option<std::collections::BTreeMap<std::borrow::Cow<'a, str>, serde::de::IgnoredAny>>,
+    }
+    serde_json::from_str::<Properties<'_>>(schema.get())
+        .ok()
+        .and_then(|p| p.properties)
+        .map(|p| p.into_keys().map(std::borrow::Cow::into_owned).collect())
+        .unwrap_or_default()
+}
+
 /// A tool as the listing shows it; all text scrubbed and bounded.
 pub(crate) struct Tool {
     pub(crate) name: String,
+    /// Its `title` when it has one and it differs from the description (scrubbed, cut to
+    /// [`MAX_DESCRIPTION_BYTES`]); searched, not shown.
+    pub(crate) title: Option<String>,
     /// The description, else the title, else the name.
     pub(crate) description: String,
     pub(crate) input_schema: Box<RawValue>,
@@ -481,6 +546,7 @@ impl Server {
             omitted = list.omitted.len(),
             "{news}"
         );
+        list.build_index(&self.namespace);
         self.set_status(Status::Ready(Arc::new(list)));
     }
 
@@ -672,6 +738,7 @@ async fn list_tools(
                 tracing::debug!(namespace = %connection.namespace(), code = ?error.rpc().map(|e| e.code), declared = answered.tools, "tools/list refused; ready with no tools");
                 return Ok(ToolList {
                     instructions: answered.instructions.clone(),
+                    description: answered.description.clone(),
                     protocol_version: answered.version,
                     ..ToolList::default()
                 });
@@ -801,6 +868,8 @@ fn finish(walked: Walked, initialized: &Initialized) -> ToolList {
         tools,
         omitted,
         instructions: initialized.instructions.clone(),
+        description: initialized.description.clone(),
+        index: crate::search::Index::default(),
         protocol_version: initialized.version,
         ttl,
         listed_at: Instant::now(),
@@ -1273,13 +1342,19 @@ fn read_tool(raw: &RawValue, redactor: &crate::redact::Redactor) -> Result<Tool,
     };
     let output_schema = object("outputSchema", wire.output_schema)?;
     let annotations = object("annotations", wire.annotations)?;
-    let description = description
-        .filter(|d| !d.is_empty())
-        .or(title.filter(|t| !t.is_empty()))
-        .map_or_else(
-            || name.clone(),
-            |d| limits::truncate(&redactor.scrub(&d), MAX_DESCRIPTION_BYTES).into_owned(),
-        );
+    let title = title.filter(|t| !t.is_empty());
+    let searched_title = title
+        .as_ref()
+        .filter(|t| {
+            description
+                .as_ref()
+                .is_some_and(|d| !d.is_empty() && d != *t)
+        })
+        .map(|t| limits::truncate(&redactor.scrub(t), MAX_DESCRIPTION_BYTES).into_owned());
+    let description = description.filter(|d| !d.is_empty()).or(title).map_or_else(
+        || name.clone(),
+        |d| limits::truncate(&redactor.scrub(&d), MAX_DESCRIPTION_BYTES).into_owned(),
+    );
     let input_check = Checker::new(input_schema.as_deref(), &name);
     let output_check = Checker::new(output_schema.as_deref(), &name);
     Ok(Tool {
@@ -1289,6 +1364,7 @@ fn read_tool(raw: &RawValue, redactor: &crate::redact::Redactor) -> Result<Tool,
             RawValue::from_string(r#"{"type":"object"}"#.into()).expect("valid JSON")
         }),
         name,
+        title: searched_title,
         description,
         output_schema,
         annotations,

@@ -20,6 +20,7 @@
 mod contenders;
 mod metrics;
 mod report;
+mod search;
 mod servers;
 
 use std::sync::atomic::Ordering;
@@ -1055,6 +1056,11 @@ async fn run(
             m7b.insert(format!("rmcp_connections_{era}"), json!(opened[1]));
         }
         summary.insert("m7b".into(), Value::Object(m7b));
+    }
+
+    if plan.runs("search") {
+        // ---- search: recall beside plain BM25, answer size, CPU and index size at 10,000 tools.
+        search::section(plan.search_rounds, rows, summary).await;
     }
 
     if plan.runs("scrub") {

@@ -28,6 +28,8 @@ pub(crate) struct Plan {
     pub(crate) m7_bursts: usize,
     pub(crate) scrub_rounds: usize,
     pub(crate) scrub_calls: usize,
+    /// How many times the search section runs every query over 10,000 tools.
+    pub(crate) search_rounds: usize,
     pub(crate) budget: Duration,
 }
 
@@ -56,6 +58,7 @@ impl Plan {
             m7_bursts: 5,
             scrub_rounds: 6,
             scrub_calls: 1,
+            search_rounds: 5,
             budget: Duration::from_secs(40),
         }
     }
@@ -78,6 +81,7 @@ impl Plan {
             m7_bursts: 2,
             scrub_rounds: 3,
             scrub_calls: 1,
+            search_rounds: 2,
             budget: Duration::from_secs(6),
         }
     }

@@ -61,6 +61,9 @@ pub(crate) struct Initialized {
     /// entry's secrets and cut to [`limits::MAX_INSTRUCTIONS_BYTES`]; `None` when absent, blank
     /// or not a string.
     pub(crate) instructions: Option<Arc<str>>,
+    /// The result's `serverInfo.description` (MCP 2025-11-25, schema `Implementation`),
+    /// scrubbed and cut like `instructions`; `None` when absent, blank or not a string.
+    pub(crate) description: Option<Arc<str>>,
     /// The protocol version requests carry: the one `initialize` negotiated, or `2026-07-28`
     /// for a modern server; `""` until known.
     pub(crate) version: &'static str,
@@ -71,6 +74,7 @@ impl Initialized {
         connection: &Connection,
         capabilities: Option<&serde_json::value::RawValue>,
         instructions: Option<&serde_json::value::RawValue>,
+        server_info: Option<&serde_json::value::RawValue>,
     ) -> Self {
         #[derive(Deserialize)]
         struct ServerCapabilities<'a> {
@@ -95,18 +99,36 @@ impl Initialized {
             tools_capability.and_then(|t| t.list_changed),
         )
         .unwrap_or(false);
+        let shown = |text: std::borrow::Cow<'_, str>| -> Option<Arc<str>> {
+            if text.trim().is_empty() {
+                return None;
+            }
+            let scrubbed = connection.redactor.scrub(&text);
+            Some(Arc::from(
+                limits::truncate(&scrubbed, limits::MAX_INSTRUCTIONS_BYTES).as_ref(),
+            ))
+        };
         let instructions: Option<std::borrow::Cow<'_, str>> =
             jsonrpc::optional(namespace, "instructions", instructions);
-        let instructions = instructions
-            .filter(|text| !text.trim().is_empty())
-            .map(|text| {
-                let scrubbed = connection.redactor.scrub(&text);
-                Arc::from(limits::truncate(&scrubbed, limits::MAX_INSTRUCTIONS_BYTES).as_ref())
-            });
+        let instructions = instructions.and_then(shown);
+        #[derive(Deserialize)]
+        struct Implementation<'a> {
+            #[serde(borrow, default)]
+            description: Option<&'a serde_json::value::RawValue>,
+        }
+        let server_info: Option<Implementation<'_>> =
+            jsonrpc::optional(namespace, "serverInfo", server_info);
+        let description: Option<std::borrow::Cow<'_, str>> = jsonrpc::optional(
+            namespace,
+            "serverInfo.description",
+            server_info.and_then(|info| info.description),
+        );
+        let description = description.and_then(shown);
         Self {
             tools: declared.is_some(),
             tools_list_changed,
             instructions,
+            description,
             version: "",
         }
     }
@@ -838,6 +860,8 @@ impl Connection {
             capabilities: Option<&'a serde_json::value::RawValue>,
             #[serde(borrow, default)]
             instructions: Option<&'a serde_json::value::RawValue>,
+            #[serde(rename = "serverInfo", borrow, default)]
+            server_info: Option<&'a serde_json::value::RawValue>,
         }
         let session = Arc::new(Session::modern());
         let id = self.fresh_id();
@@ -872,7 +896,8 @@ impl Connection {
                 }
                 Some(list) => modern::Verdict::NoMutualVersion(list),
             };
-            let mut initialized = Initialized::read(self, read.capabilities, read.instructions);
+            let mut initialized =
+                Initialized::read(self, read.capabilities, read.instructions, read.server_info);
             initialized.version = MODERN_VERSION;
             Ok((verdict, initialized))
         };
@@ -1069,6 +1094,8 @@ impl Connection {
             capabilities: Option<&'a serde_json::value::RawValue>,
             #[serde(borrow, default)]
             instructions: Option<&'a serde_json::value::RawValue>,
+            #[serde(rename = "serverInfo", borrow, default)]
+            server_info: Option<&'a serde_json::value::RawValue>,
         }
         let decode =
             |result: &serde_json::value::RawValue, _: &Bytes| -> Decoded<(String, Initialized)> {
@@ -1078,7 +1105,12 @@ impl Connection {
                             "the server's initialize result has no protocolVersion".to_string(),
                         )
                     })?;
-                let initialized = Initialized::read(self, result.capabilities, result.instructions);
+                let initialized = Initialized::read(
+                    self,
+                    result.capabilities,
+                    result.instructions,
+                    result.server_info,
+                );
                 Ok((result.protocol_version.into_owned(), initialized))
             };
         let (chosen, mut initialized) = self.read_response(response, id, session, &decode).await?;

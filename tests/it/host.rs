@@ -158,17 +158,20 @@ async fn offers_exactly_two_tools_with_strict_schemas() {
         tools[0].parameters,
         json!({"type": "object", "properties": {
             "namespace": {"type": "string", "description": "A server's namespace, exactly as listed."},
-            "toolName": {"type": "string", "description": "A tool's name, exactly as its server lists it; needs namespace."}},
+            "toolName": {"type": "string", "description": "A tool's name, exactly as its server lists it; needs namespace."},
+            "toolNames": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 20, "description": "Several tools' names of one server, each answered in full (unknown ones under notFound with suggestions); needs namespace."},
+            "query": {"type": "string", "minLength": 1, "maxLength": 512, "description": "What you want a tool to do, in your own words or by its name; answers the best matching tools of every ready server (or of namespace)."},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "How many matches a query answers at most (default 10); needs query."}},
             "additionalProperties": false})
     );
     // Each description names the other tool by its full name under this id.
     assert_eq!(
         tools[0].description,
-        "Lists the MCP servers behind this Pack and their tools, as JSON text. With no arguments: every server's namespace, its status (ready, loading, or error with a reason, and retryInSeconds when it will be tried again) and its tool names. With namespace: that server's tools with their descriptions and input schemas, and under omitted the tools it listed that were left out. With namespace and toolName: one tool in full. Call a tool with mcp/call_dynamic_tool."
+        "Finds and lists the tools of the MCP servers behind this Pack, as JSON text. When you do not know a tool's name, search by what you want done: {\"query\":\"send a message to a channel\"} answers the best matching tools (namespace, name, one-line description), best first; limit (1-50, default 10) and namespace narrow it. With no arguments: every server's namespace, status (ready, loading, or error with a reason, and retryInSeconds when it will be tried again), description and tool names. With namespace: that server's tools with their descriptions and input schemas, and under omitted the tools it listed that were left out. With namespace and toolName: one tool in full; with namespace and toolNames (up to 20): several. Call a tool with mcp/call_dynamic_tool."
     );
     assert_eq!(
         tools[1].description,
-        "Calls one tool of one MCP server and returns its result as text. Look the tool and its input schema up with mcp/get_dynamic_tools first, then call it with its namespace, toolName and arguments."
+        "Calls one tool of one MCP server and returns its result as text. Look the tool and its input schema up with mcp/get_dynamic_tools first (search it by what you want done with {\"query\":\"...\"} when you do not know its name), then call it with its namespace, toolName and arguments."
     );
     assert_eq!(
         tools[1].parameters["required"],
@@ -254,7 +257,7 @@ async fn errors_a_model_can_act_on() {
         get_dynamic_tools {"namespace": "docs", "toolName": "serach"} => NotFound "server \"docs\" has no tool \"serach\" (did you mean \"search\"?); list its tools with mcp/get_dynamic_tools {\"namespace\":\"docs\"}";
         get_dynamic_tools {"toolName": "search"} => InvalidArguments "toolName needs a namespace, e.g. {\"namespace\":\"docs\",\"toolName\":\"search\"}";
         get_dynamic_tools {"namespace": "github", "toolName": "x"} => Unavailable "server \"github\" is still loading; try again shortly";
-        get_dynamic_tools {"name": "x"} => InvalidArguments "unknown argument \"name\"; accepted arguments: namespace, toolName";
+        get_dynamic_tools {"name": "x"} => InvalidArguments "unknown argument \"name\"; accepted arguments: namespace, toolName, toolNames, query, limit";
         get_dynamic_tools {"namespace": 3} => InvalidArguments "\"namespace\" must be a string, found a number";
         get_dynamic_tools [] => InvalidArguments "the arguments must be a JSON object, found an array";
         call_dynamic_tool {"namespace": "github", "toolName": "x"} => Unavailable "server \"github\" is still loading; try again shortly";
@@ -317,7 +320,7 @@ async fn every_echo_of_model_input_is_cut() {
         ("call_dynamic_tool".into(), json!({"namespace": huge, "toolName": huge}), ToolErrorKind::NotFound, format!("unknown namespace {cut}; known namespaces: docs")),
         ("get_dynamic_tools".into(), json!({"namespace": "docs", "toolName": huge}), ToolErrorKind::NotFound, format!("server \"docs\" has no tool {cut}; list its tools with mcp/get_dynamic_tools {{\"namespace\":\"docs\"}}")),
         ("call_dynamic_tool".into(), json!({"namespace": "docs", "toolName": huge}), ToolErrorKind::NotFound, format!("server \"docs\" has no tool {cut}; list its tools with mcp/get_dynamic_tools {{\"namespace\":\"docs\"}}")),
-        ("get_dynamic_tools".into(), json!({ huge.clone(): 1 }), ToolErrorKind::InvalidArguments, format!("unknown argument {cut}; accepted arguments: namespace, toolName")),
+        ("get_dynamic_tools".into(), json!({ huge.clone(): 1 }), ToolErrorKind::InvalidArguments, format!("unknown argument {cut}; accepted arguments: namespace, toolName, toolNames, query, limit")),
         (huge.clone(), json!({}), ToolErrorKind::NotFound, format!("unknown tool \"mcp/{}…\"; this Pack offers mcp/get_dynamic_tools and mcp/call_dynamic_tool", "a".repeat(193))),
     ];
     for (tool, args, kind, message) in cases {

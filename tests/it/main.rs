@@ -21,6 +21,8 @@ mod reader;
 mod start;
 // Listing and pagination: cursors, tool caps, malformed and omitted tools, `ttl`, relisting.
 mod listing;
+// Finding a tool: search by what it does, exact names first, batch lookup, bad arguments.
+mod search;
 // Call results and errors: schemas, `isError`, "Invalid params", odd or empty results.
 mod results;
 // Deadlines and bounds: start and call deadlines, body and event caps, background requests.

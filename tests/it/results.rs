@@ -536,11 +536,11 @@ async fn examples_name_what_this_pack_has() {
     let tools = host.pack.tools();
     assert_eq!(
         tools[0].description,
-        "Lists the MCP servers behind this Pack and their tools, as JSON text. With no arguments: every server's namespace, its status (ready, loading, or error with a reason, and retryInSeconds when it will be tried again) and its tool names. With namespace, e.g. {\"namespace\":\"s\"}: that server's tools with their descriptions and input schemas, and under omitted the tools it listed that were left out. With namespace and toolName, e.g. {\"namespace\":\"s\",\"toolName\":\"greet\"}: one tool in full. Call a tool with mcp/call_dynamic_tool."
+        "Finds and lists the tools of the MCP servers behind this Pack, as JSON text. When you do not know a tool's name, search by what you want done: {\"query\":\"send a message to a channel\"} answers the best matching tools (namespace, name, one-line description), best first; limit (1-50, default 10) and namespace narrow it. With no arguments: every server's namespace, status (ready, loading, or error with a reason, and retryInSeconds when it will be tried again), description and tool names. With namespace, e.g. {\"namespace\":\"s\"}: that server's tools with their descriptions and input schemas, and under omitted the tools it listed that were left out. With namespace and toolName, e.g. {\"namespace\":\"s\",\"toolName\":\"greet\"}: one tool in full; with namespace and toolNames (up to 20): several. Call a tool with mcp/call_dynamic_tool."
     );
     assert_eq!(
         tools[1].description,
-        "Calls one tool of one MCP server and returns its result as text. Look the tool and its input schema up with mcp/get_dynamic_tools first, then call it, e.g. {\"namespace\":\"s\",\"toolName\":\"greet\",\"arguments\":{}}."
+        "Calls one tool of one MCP server and returns its result as text. Look the tool and its input schema up with mcp/get_dynamic_tools first (search it by what you want done with {\"query\":\"...\"} when you do not know its name), then call it, e.g. {\"namespace\":\"s\",\"toolName\":\"greet\",\"arguments\":{}}."
     );
     assert_eq!(
         tools[1].parameters["properties"]["toolName"]["description"],
@@ -575,7 +575,7 @@ async fn examples_name_what_this_pack_has() {
     let tools = loading.pack.tools();
     assert_eq!(
         tools[1].description,
-        "Calls one tool of one MCP server and returns its result as text. Look the tool and its input schema up with mcp/get_dynamic_tools first, then call it with its namespace, toolName and arguments."
+        "Calls one tool of one MCP server and returns its result as text. Look the tool and its input schema up with mcp/get_dynamic_tools first (search it by what you want done with {\"query\":\"...\"} when you do not know its name), then call it with its namespace, toolName and arguments."
     );
     assert_eq!(
         tools[0].parameters["properties"]["toolName"]["description"],
