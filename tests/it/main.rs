@@ -32,4 +32,6 @@ mod sessions;
 mod signin;
 mod streams;
 mod support;
+// One verdict per answer, obeyed on every path: calls, resumptions, the stream, the close.
+mod verdicts;
 mod wire;
