@@ -43,6 +43,7 @@ auth::callback
 auth::signin
 auth
 config
+http::verdict
 http::error
 http::events
 http::modern
