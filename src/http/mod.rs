@@ -427,7 +427,7 @@ impl Connection {
             .unwrap_or_else(|_| Err(Error::no_answer("ping", limits::PING_TIMEOUT)));
         let answered = match answered {
             Ok(()) => Ok(()),
-            Err(e) => match self.background_verdict(session, "ping", e).await {
+            Err(e) => match self.background_verdict(session, "ping", e, true).await {
                 // Any other JSON-RPC answer of the session's era: it knows the session.
                 e if e.verdict() == Verdict::Stands && e.rpc().is_some() => Ok(()),
                 e => Err(e),
@@ -715,10 +715,12 @@ impl Connection {
 
     /// The verdict on `error`, the answer to a request of `method` on `session` that the client
     /// sends in the background (the standalone `GET`, the session `ping`), acted on as every
-    /// path acts on it: the session settled ([`Connection::settle`]), and an answer like the
-    /// other era's asks the era again ([`Connection::recheck`], the answer standing: nothing is
-    /// resent; a route the probe moves off stops being live, which ends the stream's wait).
-    /// Returns `error` carrying its verdict.
+    /// path acts on it: an answer like the other era's asks the era again
+    /// ([`Connection::recheck`], the answer standing: nothing is resent; a route the probe
+    /// moves off stops being live, which ends the stream's wait), and with `settles` the
+    /// session is settled ([`Connection::settle`]). The standalone `GET` does not settle it: a
+    /// `404` there means a forgotten session or no `GET` endpoint, and the `ping` that follows
+    /// decides ([`Connection::still_knows`]). Returns `error` carrying its verdict.
     ///
     /// # Cancel safety
     /// Cancel safe: the probe runs in its own task and records its verdict itself.
@@ -727,6 +729,7 @@ impl Connection {
         session: &Arc<Session>,
         method: &str,
         error: Error,
+        settles: bool,
     ) -> Error {
         let verdict = self.verdict(session, method, &error);
         if let Verdict::OtherEra(signal) = verdict {
@@ -734,7 +737,9 @@ impl Connection {
             self.recheck(session, method, signal, false, AfterRecheck::Stands)
                 .await;
         }
-        self.settle(session, verdict);
+        if settles {
+            self.settle(session, verdict);
+        }
         error.judged(verdict)
     }
 

@@ -423,7 +423,7 @@ impl Connection {
         }
         let response = match self.check_status(response, Some(session), None).await {
             Ok(response) => response,
-            Err(e) => return Err(self.background_verdict(session, "GET", e).await),
+            Err(e) => return Err(self.background_verdict(session, "GET", e, false).await),
         };
         self.check_encoding(&response)?;
         if !matches!(media_type(&response), Some(MediaType::EventStream)) {
