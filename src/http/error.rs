@@ -867,11 +867,6 @@ impl Error {
     pub(crate) fn is_rpc(&self) -> bool {
         self.rpc().is_some()
     }
-
-    /// Whether the answer arrived but its result is not of the expected shape.
-    pub(crate) fn is_malformed(&self) -> bool {
-        matches!(self.inner.kind, Kind::Malformed(_))
-    }
 }
 
 #[cfg(test)]
@@ -1161,8 +1156,11 @@ mod tests {
         assert!(timeout.is_timeout() && timeout.is_connect() && !timeout.is_refused());
         assert!(!timeout.may_be_running());
         assert!(Error::session_expired().is_session_expired());
-        let lost = Error::session_lost(3);
+        let lost = Error::session_lost(3, &Error::session_expired());
         assert!(lost.is_session_expired() && !lost.may_be_running());
+        assert!(!lost.is_expired_by_text());
+        let by_words = Error::session_lost(3, &Error::session_expired_by_text());
+        assert!(by_words.is_session_expired() && by_words.is_expired_by_text());
         assert_eq!(
             lost.to_string(),
             "the server forgot the session while request 3 was running (it refused to resume the event stream, GET with Last-Event-ID, for an unknown session); the request may have run, so it was not sent again"
