@@ -700,10 +700,10 @@ impl Connection {
                 self.session_400s.store(false, Ordering::Relaxed);
                 Error::expired_again()
             }
-            (Verdict::Expired, Phase::Status) => {
-                self.settle(session, verdict);
-                Error::expired_again()
-            }
+            // The fresh session refused at once: the next request finds out for itself (a
+            // renewal per refusal would let a server that refuses every request of one kind
+            // take every session from under the stream).
+            (Verdict::Expired, Phase::Status) => Error::expired_again(),
             // Mid-reply (a refused resumption) the session goes, and the request, which may
             // have run, is not resent.
             _ => {
@@ -1329,4 +1329,99 @@ fn auth_challenge(response: &Response) -> Option<Challenge> {
 /// (RFC 9110 §11.6.1, RFC 9449 §7.1), so `Basic realm="bearer-gateway"` does not count.
 fn offers_token_scheme(response: &Response) -> bool {
     Challenge::offered(response.headers()).is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use reqwest::StatusCode;
+
+    use super::{Era, EraSignal, Error, Verdict, judge};
+    use crate::jsonrpc::RpcError;
+
+    fn rpc(code: i64) -> Error {
+        Error::rpc_error(RpcError::new(code, "said"))
+    }
+
+    fn status(code: u16, retry_after: Option<u64>) -> Error {
+        let status = StatusCode::from_u16(code).unwrap();
+        Error::http_status(status, retry_after.map(Duration::from_secs), String::new())
+    }
+
+    #[test]
+    fn each_answer_gets_one_verdict_by_its_route_and_the_servers_own_answers() {
+        let none = |_: EraSignal| false;
+        let all = |_: EraSignal| true;
+        let wait = Duration::from_secs(2);
+        let lost = Error::session_lost(7, &Error::session_expired_by_text());
+        let table: Vec<(Era, Error, bool, Verdict)> = vec![
+            (Era::Legacy, Error::session_expired(), false, Verdict::Expired),
+            (Era::Legacy, Error::session_expired_by_text(), false, Verdict::SetAside),
+            (Era::Legacy, lost, false, Verdict::SetAside),
+            (
+                Era::Legacy,
+                rpc(-32020),
+                false,
+                Verdict::OtherEra(EraSignal::ModernError(-32020)),
+            ),
+            // A probe found it the tool's own: never a HeaderMismatch on a legacy session.
+            (
+                Era::Legacy,
+                rpc(-32020),
+                true,
+                Verdict::Own(EraSignal::ModernError(-32020)),
+            ),
+            (Era::Modern, rpc(-32020), false, Verdict::HeaderMismatch),
+            (Era::Modern, rpc(-32021), false, Verdict::MissingCapability),
+            (Era::Legacy, rpc(-32602), false, Verdict::Stands),
+            (
+                Era::Modern,
+                status(404, None),
+                false,
+                Verdict::OtherEra(EraSignal::PlainRefusal(404)),
+            ),
+            (
+                Era::Modern,
+                status(405, None),
+                true,
+                Verdict::Own(EraSignal::PlainRefusal(405)),
+            ),
+            (Era::Legacy, status(404, None), false, Verdict::Stands),
+            (
+                Era::Legacy,
+                status(429, Some(2)),
+                false,
+                Verdict::RateLimited { status: 429, wait },
+            ),
+            (
+                Era::Modern,
+                status(503, Some(2)),
+                false,
+                Verdict::RateLimited { status: 503, wait },
+            ),
+            (Era::Legacy, status(429, None), false, Verdict::Stands),
+            (Era::Legacy, status(500, Some(2)), false, Verdict::Stands),
+            (Era::Legacy, Error::malformed("x".into()), false, Verdict::Malformed),
+            (Era::Modern, Error::broken("cut"), false, Verdict::Lost),
+            (Era::Legacy, Error::closed(), false, Verdict::Stands),
+        ];
+        for (era, error, own, want) in table {
+            let got = if own {
+                judge(era, &error, all)
+            } else {
+                judge(era, &error, none)
+            };
+            assert_eq!(got, want, "{era:?} {error}");
+        }
+    }
+
+    #[test]
+    fn a_judged_error_carries_its_verdict_and_an_unjudged_one_stands() {
+        assert_eq!(rpc(-32020).verdict(), Verdict::Stands);
+        assert_eq!(
+            rpc(-32020).judged(Verdict::HeaderMismatch).verdict(),
+            Verdict::HeaderMismatch
+        );
+    }
 }
