@@ -680,7 +680,7 @@ impl PreparedCall {
                         Err(_) => return Err(call_deadline(&ns)),
                     };
                 }
-                Some(After::ResendAfter(wait)) => {
+                Some(After::Wait(wait)) => {
                     // Refused unprocessed (RFC 6585 §4): sent once more after the wait named.
                     tracing::debug!(namespace = %self.namespace, id, wait_ms = wait.as_millis() as u64, "rate limited; calling once more after the wait");
                     tokio::select! {
@@ -773,7 +773,7 @@ fn output_mismatch(ns: &str, tool: &str, mismatch: &result::OutputMismatch) -> T
 #[derive(Debug, PartialEq, Eq)]
 enum After {
     Relist,
-    ResendAfter(std::time::Duration),
+    Wait(std::time::Duration),
     Answer,
 }
 
@@ -782,7 +782,7 @@ fn after_answer(verdict: Verdict, resent: bool, left: std::time::Duration) -> Af
         _ if resent => After::Answer,
         Verdict::HeaderMismatch => After::Relist,
         Verdict::RateLimited { wait, .. } if wait <= limits::MAX_RATE_LIMIT_WAIT && wait < left => {
-            After::ResendAfter(wait)
+            After::Wait(wait)
         }
         _ => After::Answer,
     }
@@ -1034,8 +1034,18 @@ mod tests {
         let table = [
             (Verdict::HeaderMismatch, false, minute, After::Relist),
             (Verdict::HeaderMismatch, true, minute, After::Answer),
-            (limited(1), false, minute, After::ResendAfter(Duration::from_secs(1))),
-            (limited(bound), false, minute, After::ResendAfter(limits::MAX_RATE_LIMIT_WAIT)),
+            (
+                limited(1),
+                false,
+                minute,
+                After::Wait(Duration::from_secs(1)),
+            ),
+            (
+                limited(bound),
+                false,
+                minute,
+                After::Wait(limits::MAX_RATE_LIMIT_WAIT),
+            ),
             (limited(bound + 1), false, minute, After::Answer),
             (limited(5), false, Duration::from_secs(5), After::Answer),
             (limited(1), true, minute, After::Answer),
@@ -1044,7 +1054,11 @@ mod tests {
             (Verdict::Malformed, false, minute, After::Answer),
         ];
         for (verdict, resent, left, want) in table {
-            assert_eq!(after_answer(verdict, resent, left), want, "{verdict:?} {resent} {left:?}");
+            assert_eq!(
+                after_answer(verdict, resent, left),
+                want,
+                "{verdict:?} {resent} {left:?}"
+            );
         }
     }
 }

@@ -1127,9 +1127,12 @@ impl<S: Same> Machine<S> {
                 }
                 (Stream::NotOffered { on }, Act::Look)
             }
-            (Stream::Open {
-                on, last_event_id, ..
-            }, Found::Expired { .. }) => (Stream::Asking { on, last_event_id }, Act::Ping),
+            (
+                Stream::Open {
+                    on, last_event_id, ..
+                },
+                Found::Expired { .. },
+            ) => (Stream::Asking { on, last_event_id }, Act::Ping),
             (Stream::Asking { on, .. }, Found::Alive) => {
                 if !self.said_no_endpoint {
                     self.said_no_endpoint = true;
@@ -1227,11 +1230,17 @@ async fn listen(connection: &Arc<Connection>) {
                     };
                     match listened {
                         None => {
-                            tracing::debug!(namespace, "the stream's session is no longer the live one; leaving its stream");
+                            tracing::debug!(
+                                namespace,
+                                "the stream's session is no longer the live one; leaving its stream"
+                            );
                             Found::Left
                         }
                         Some(Ok(Listened::NotOffered)) => {
-                            tracing::debug!(namespace, "the server offers no change stream on this session");
+                            tracing::debug!(
+                                namespace,
+                                "the server offers no change stream on this session"
+                            );
                             Found::NotOffered
                         }
                         Some(Ok(Listened::NoSession)) => {
@@ -1273,7 +1282,10 @@ async fn listen(connection: &Arc<Connection>) {
                     }
                 }
                 (Act::Renew, _) => {
-                    tracing::debug!(namespace, "the standalone stream's session expired; initializing again");
+                    tracing::debug!(
+                        namespace,
+                        "the standalone stream's session expired; initializing again"
+                    );
                     let renewed = connection.renew_now().await;
                     if let Err(error) = &renewed {
                         tracing::debug!(namespace, reason = %error, "initializing again failed");
@@ -1480,10 +1492,18 @@ mod tests {
 
     #[test]
     fn a_live_session_is_listened_on_and_a_new_one_starts_its_stream_fresh() {
-        let (acts, machine) = run(vec![Found::Live(Some(1)), Found::Ended, Found::Live(Some(1))]);
+        let (acts, machine) = run(vec![
+            Found::Live(Some(1)),
+            Found::Ended,
+            Found::Live(Some(1)),
+        ]);
         assert_eq!(acts, [Act::Listen, BACKOFF, Act::Listen]);
         assert_eq!(machine.stream, open(1, false));
-        let (acts, machine) = run(vec![Found::Live(Some(1)), Found::Left, Found::Live(Some(2))]);
+        let (acts, machine) = run(vec![
+            Found::Live(Some(1)),
+            Found::Left,
+            Found::Live(Some(2)),
+        ]);
         assert_eq!(acts, [Act::Listen, BACKOFF, Act::Listen]);
         assert_eq!(machine.stream, open(2, false));
         let (acts, machine) = run(vec![Found::Live(Some(1)), Found::Live(None)]);

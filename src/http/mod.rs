@@ -43,9 +43,9 @@ pub(crate) use error::{Error, Lasting};
 pub(crate) use modern::{Mirrored, input_required, required_capabilities};
 pub(crate) use reply::Listened;
 use session::{AfterRecheck, EraSignal, Rechecked};
+pub(crate) use session::{AnsweredOn, Era, Initialized, Installs};
 pub(crate) use verdict::Verdict;
 use verdict::{Next, Phase, Settle, Spent};
-pub(crate) use session::{AnsweredOn, Era, Initialized, Installs};
 
 use crate::auth::challenge::{Challenge, asks_for_dpop_nonce};
 use crate::auth::dpop::{DPOP, Nonce};
@@ -621,7 +621,9 @@ impl Connection {
                 }
             });
             let (error, phase) = match self.post_request(id, wire_id, body, wire, &session).await {
-                Ok(response) => match self.read_response(response, wire_id, &session, decode).await
+                Ok(response) => match self
+                    .read_response(response, wire_id, &session, decode)
+                    .await
                 {
                     Ok(answer) => return Ok(answer),
                     Err(e) => (e, Phase::Reply),
@@ -657,7 +659,10 @@ impl Connection {
                 Next::Reroute(signal) => {
                     spent.resent = true;
                     tracing::debug!(namespace = %self.namespace, method = wire.method, id, era = ?session.era, "the server answered like the other era; asking which era it speaks");
-                    match self.reroute(wire.method, &session, signal, by_listing).await? {
+                    match self
+                        .reroute(wire.method, &session, signal, by_listing)
+                        .await?
+                    {
                         Some((next, same_era)) => {
                             if same_era && phase == Phase::Status {
                                 confirming = Some(signal);
@@ -1356,8 +1361,18 @@ mod tests {
         let wait = Duration::from_secs(2);
         let lost = Error::session_lost(7, &Error::session_expired_by_text());
         let table: Vec<(Era, Error, bool, Verdict)> = vec![
-            (Era::Legacy, Error::session_expired(), false, Verdict::Expired),
-            (Era::Legacy, Error::session_expired_by_text(), false, Verdict::SetAside),
+            (
+                Era::Legacy,
+                Error::session_expired(),
+                false,
+                Verdict::Expired,
+            ),
+            (
+                Era::Legacy,
+                Error::session_expired_by_text(),
+                false,
+                Verdict::SetAside,
+            ),
             (Era::Legacy, lost, false, Verdict::SetAside),
             (
                 Era::Legacy,
@@ -1402,7 +1417,12 @@ mod tests {
             ),
             (Era::Legacy, status(429, None), false, Verdict::Stands),
             (Era::Legacy, status(500, Some(2)), false, Verdict::Stands),
-            (Era::Legacy, Error::malformed("x".into()), false, Verdict::Malformed),
+            (
+                Era::Legacy,
+                Error::malformed("x".into()),
+                false,
+                Verdict::Malformed,
+            ),
             (Era::Modern, Error::broken("cut"), false, Verdict::Lost),
             (Era::Legacy, Error::closed(), false, Verdict::Stands),
         ];

@@ -511,7 +511,10 @@ impl Connection {
                         let rechecked = self
                             .recheck(session, LISTEN, signal, false, AfterRecheck::Stands)
                             .await;
-                        (matches!(rechecked, Rechecked::Own | Rechecked::Renewed), signal)
+                        (
+                            matches!(rechecked, Rechecked::Own | Rechecked::Renewed),
+                            signal,
+                        )
                     }
                     _ => return Err(e.judged(verdict)),
                 };
@@ -670,9 +673,11 @@ impl Connection {
             }),
             Kind::ErrorWithoutId(error) => Some(Err(self.rpc_error(error))),
             // An answer all the same: it ends the wait at once, and nothing is left to cancel.
-            Kind::Hollow(rid) if jsonrpc::id_matches(rid, id) => Some(Err(Error::malformed(
-                format!("the server's response to request {id} holds neither a result nor an error"),
-            ))),
+            Kind::Hollow(rid) if jsonrpc::id_matches(rid, id) => {
+                Some(Err(Error::malformed(format!(
+                    "the server's response to request {id} holds neither a result nor an error"
+                ))))
+            }
             Kind::Response(..) | Kind::Hollow(_) => {
                 tracing::trace!(namespace = %self.namespace, id, "ignored a response to another request");
                 None

@@ -39,9 +39,9 @@ use serde::Deserialize;
 use tokio::sync::watch;
 
 use super::events::AfterAnswer;
-pub(crate) use super::verdict::{Era, EraSignal};
-use super::verdict::Settle;
 use super::modern;
+use super::verdict::Settle;
+pub(crate) use super::verdict::{Era, EraSignal};
 use super::{Connection, Decoded, Error, lock};
 use crate::jsonrpc;
 use crate::limits;
@@ -859,7 +859,9 @@ impl Connection {
                 // No `supportedVersions` list (which every DiscoverResult has): a server that
                 // answers any method with a result, not a modern one; the handshake decides.
                 None => modern::Discovered::Legacy,
-                Some(list) if list.iter().any(|v| v == MODERN_VERSION) => modern::Discovered::Modern,
+                Some(list) if list.iter().any(|v| v == MODERN_VERSION) => {
+                    modern::Discovered::Modern
+                }
                 Some(list)
                     if list
                         .iter()

@@ -37,7 +37,9 @@ type Script = dyn Fn(&Received, &mut Known) -> Option<Reply> + Send + Sync;
 
 /// A legacy server issuing `s-1`, `s-2`, … that answers a session it does not know with the
 /// plain-text `400` of older SDKs, lists one tool `t`, and answers the rest with `script`.
-async fn legacy(script: impl Fn(&Received, &mut Known) -> Option<Reply> + Send + Sync + 'static) -> (Server, Arc<Mutex<Known>>) {
+async fn legacy(
+    script: impl Fn(&Received, &mut Known) -> Option<Reply> + Send + Sync + 'static,
+) -> (Server, Arc<Mutex<Known>>) {
     let known = Arc::new(Mutex::new(Known::default()));
     let script: Arc<Script> = Arc::new(script);
     let shared = Arc::clone(&known);
@@ -79,7 +81,11 @@ fn answer(req: &Received, st: &mut Known, script: &Script) -> Reply {
         return Reply::accepted();
     }
     match req.method() {
-        "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool("t", "t"), tool("hold", "hold")], None)),
+        "tools/list" => Reply::json(&tools_page(
+            &req.id(),
+            vec![tool("t", "t"), tool("hold", "hold")],
+            None,
+        )),
         "ping" => Reply::json(&result(&req.id(), json!({}))),
         _ => Reply::json(&rpc_error(&req.id(), -32601, "Method not found")),
     }
@@ -131,7 +137,11 @@ fn goodbyes(server: &Server) -> Vec<String> {
         .iter()
         .filter(|r| r.http_method == "DELETE" || r.method() == "notifications/cancelled")
         .map(|r| {
-            let what = if r.http_method == "DELETE" { "DELETE" } else { "cancel" };
+            let what = if r.http_method == "DELETE" {
+                "DELETE"
+            } else {
+                "cancel"
+            };
             format!("{what} {}", r.header("mcp-session-id").unwrap_or_default())
         })
         .collect()
@@ -245,13 +255,17 @@ async fn the_close_sends_no_cancel_to_a_session_the_server_forgot() {
         {
             Reply::raw(404, "text/plain", "Not Found: Session not found")
         } else {
-            answer(&req, &mut st, &|req: &Received, _: &mut Known| match req.method() {
-                "tools/call" if req.rpc["params"]["name"] == "hold" => {
-                    Some(held_after(format!("data: {}\n\n", progress())))
-                }
-                "tools/call" => Some(Reply::json(&text_result(&req.id(), "served"))),
-                _ => None,
-            })
+            answer(
+                &req,
+                &mut st,
+                &|req: &Received, _: &mut Known| match req.method() {
+                    "tools/call" if req.rpc["params"]["name"] == "hold" => {
+                        Some(held_after(format!("data: {}\n\n", progress())))
+                    }
+                    "tools/call" => Some(Reply::json(&text_result(&req.id(), "served"))),
+                    _ => None,
+                },
+            )
         };
         async move { reply }
     })
@@ -315,7 +329,9 @@ async fn a_standalone_get_refused_as_the_modern_era_moves_the_server_and_relists
             match (req.http_method.as_str(), req.method()) {
                 ("POST", "server/discover") => Reply::raw(400, "text/plain", "Bad Request"),
                 ("GET", _) => Reply::raw(200, "text/event-stream", ""),
-                ("POST", "tools/list") => Reply::json(&tools_page(&req.id(), vec![tool("old", "old")], None)),
+                ("POST", "tools/list") => {
+                    Reply::json(&tools_page(&req.id(), vec![tool("old", "old")], None))
+                }
                 _ => hostile::standard(&req).unwrap_or_else(|| Reply::raw(400, "text/plain", "")),
             }
         };
@@ -372,7 +388,9 @@ async fn a_response_without_result_or_error_on_an_open_stream_is_malformed_at_on
         called,
         Err(ToolError::new(
             ToolErrorKind::Transport,
-            format!("server \"s\": the server's response to request {id} holds neither a result nor an error")
+            format!(
+                "server \"s\": the server's response to request {id} holds neither a result nor an error"
+            )
         ))
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -393,7 +411,9 @@ async fn a_response_without_result_or_error_in_a_json_body_is_malformed_too() {
         called,
         Err(ToolError::new(
             ToolErrorKind::Transport,
-            format!("server \"s\": the server's response to request {id} holds neither a result nor an error")
+            format!(
+                "server \"s\": the server's response to request {id} holds neither a result nor an error"
+            )
         ))
     );
 }
