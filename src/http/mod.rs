@@ -7,6 +7,8 @@
 //! renewals reach the server's task through [`Connection::signals`]. Behind it, one module per
 //! concept:
 //!
+//! - `verdict`: the one [`Verdict`] on an answer (computed once by [`judge`], carried by the
+//!   error), what it does to the session ([`Connection::settle`]) and the resend table;
 //! - `error`: the typed [`Error`] every exchange returns;
 //! - `client`: the [`Clients`] a Pack's servers share;
 //! - `session`: the session, the handshake, the single-flight re-initialize task, `DELETE`;

@@ -1295,4 +1295,24 @@ mod tests {
         let long = HeaderValue::from_str(&"a".repeat(1025)).unwrap();
         assert!(valid_session_id(&long).is_err());
     }
+
+    #[test]
+    fn a_cancel_goes_only_to_a_legacy_session_still_known() {
+        let live = Arc::new(Session::new(Some(HeaderValue::from_static("s-1"))));
+        assert!(live.takes_cancel());
+        assert!(!Session::modern().takes_cancel());
+        // Forgotten by a 404: the one write of that verdict.
+        let mut state = Sessions::default();
+        state.owned.push(Arc::clone(&live));
+        state.settle(&live, Settle::Forget);
+        assert!(!live.takes_cancel() && state.owned.is_empty());
+        // Set aside by the server's words: still owned (deleted at the drop), still cancelled.
+        let aside = Arc::new(Session::new(Some(HeaderValue::from_static("s-2"))));
+        state.owned.push(Arc::clone(&aside));
+        state.settle(&aside, Settle::SetAside);
+        assert!(aside.takes_cancel() && state.owned.len() == 1);
+        // A server found modern: its legacy sessions ended with the build that made them.
+        state.learned(Era::Modern);
+        assert!(!aside.takes_cancel() && state.owned.is_empty());
+    }
 }
