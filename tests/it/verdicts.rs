@@ -294,12 +294,23 @@ async fn the_close_sends_no_cancel_to_a_session_the_server_forgot() {
 // ---------------------------------------------------------------------------------------------
 // 4. The standalone stream and the era
 
-/// "The standalone stream never reads an era signal": a legacy server whose standalone `GET`
-/// ends at once restarts onto 2026-07-28 with another tool; its `GET` is then refused `400
-/// -32022`. The stream loop asks the era again, and the listing becomes the new build's without
-/// a call.
-#[tokio::test]
-async fn a_standalone_get_refused_as_the_modern_era_moves_the_server_and_relists_without_a_call() {
+/// A modern error answering no id: what a server restarted onto 2026-07-28 gives a legacy
+/// request.
+fn modern_error(code: i64) -> Reply {
+    Reply::raw(
+        400,
+        "application/json",
+        json!({"jsonrpc": "2.0", "id": null, "error": {"code": code,
+               "message": "Unsupported protocol version",
+               "data": {"supported": ["2026-07-28"], "requested": "2025-06-18"}}})
+        .to_string(),
+    )
+}
+
+/// A legacy server listing `old` whose standalone `GET` ends at once restarts onto 2026-07-28,
+/// listing `new`; from then on its `GET` is answered `get()` and every other legacy request
+/// with a modern `-32022`. Waits until the listing is the new build's, with no call made.
+async fn restarted_onto_modern(get: fn() -> Reply) {
     let modern = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let restarted = Arc::clone(&modern);
     let server = hostile::serve_all(move |req| {
@@ -316,14 +327,8 @@ async fn a_standalone_get_refused_as_the_modern_era_moves_the_server_and_relists
                 {
                     Reply::json(&tools_page(&req.id(), vec![tool("new", "new")], None))
                 }
-                _ => Reply::raw(
-                    400,
-                    "application/json",
-                    json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32022,
-                           "message": "Unsupported protocol version",
-                           "data": {"supported": ["2026-07-28"], "requested": "2025-06-18"}}})
-                    .to_string(),
-                ),
+                ("GET", _) => get(),
+                _ => modern_error(-32022),
             }
         } else {
             match (req.http_method.as_str(), req.method()) {
@@ -361,8 +366,28 @@ async fn a_standalone_get_refused_as_the_modern_era_moves_the_server_and_relists
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(host.tool_names("s").await, ["new"]);
     assert_eq!(server.count("tools/call"), 0);
+}
+
+/// "The standalone stream never reads an era signal": after a restart onto 2026-07-28 the
+/// stream's `GET` is refused `400 -32022`. The stream loop asks the era again, and the listing
+/// becomes the new build's without a call.
+#[tokio::test]
+async fn a_standalone_get_refused_as_the_modern_era_moves_the_server_and_relists_without_a_call() {
+    restarted_onto_modern(|| modern_error(-32022)).await;
+}
+
+/// Another era signal on the stream path, a `-32020` to the `GET`, is read the same way.
+#[tokio::test]
+async fn a_standalone_get_refused_with_a_header_mismatch_asks_the_era_too() {
+    restarted_onto_modern(|| modern_error(-32020)).await;
+}
+
+/// The `GET` refused `404` is asked about with a `ping`; the ping answered by the other era
+/// (`-32022`) is no live session: the era is asked, and the server moves without a call.
+#[tokio::test]
+async fn a_ping_answered_by_the_other_era_moves_the_server_without_a_call() {
+    restarted_onto_modern(|| Reply::raw(404, "text/plain", "Not Found")).await;
 }
 
 // ---------------------------------------------------------------------------------------------
