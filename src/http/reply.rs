@@ -495,15 +495,13 @@ impl Connection {
                 return Ok(Listened::NotOffered);
             }
             Err(e) => {
-                // Maybe a restart onto the legacy era: the era is asked again, unless a probe
-                // found this answer to be the server's own before (moved, the loop leaves this
-                // route for the next). The same era: a plain 404 or 405 means this server has
-                // no listen endpoint, and nothing more is asked.
-                // The same era on a new route (replicas declaring other things) confirms it
-                // too: the listen goes on the new route, where the same answer is its own. The
-                // listen's refusal stands (nothing is resent), so the probe records its verdict
-                // itself: asked about once, even when the loop drops this future on the new
-                // route's install.
+                // By its verdict: an answer of the other era (maybe a restart onto the legacy
+                // era) asks the era again (moved: the loop leaves this route for the next); the
+                // server's own (the same era, now or before, also on a new route of replicas
+                // declaring other things) is a plain 404 or 405 meaning no listen endpoint, and
+                // nothing more is asked. The listen's refusal stands (nothing is resent), so the
+                // probe records its verdict itself: asked about once, even when the loop drops
+                // this future on the new route's install.
                 let verdict = self.verdict(session, LISTEN, &e);
                 let (own, signal) = match verdict {
                     Verdict::Own(signal) => (true, signal),
