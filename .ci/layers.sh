@@ -44,6 +44,7 @@ auth::callback
 auth::signin
 auth
 config
+http::verdict
 http::error
 http::trace
 http::events

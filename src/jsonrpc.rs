@@ -96,6 +96,9 @@ pub(crate) enum Kind<'m, 'a> {
     Request(&'a RawValue, &'m str),
     /// A notification from the server.
     Notification(&'m str),
+    /// A response with an id and neither `result` nor `error` (JSON-RPC 2.0 §5 requires
+    /// exactly one): an answer, but a malformed one.
+    Hollow(&'a RawValue),
     /// An error response whose `id` is `null` or missing: the server could not read the request
     /// far enough to know its id (JSON-RPC 2.0 §5).
     ErrorWithoutId(&'m RpcError),
@@ -112,7 +115,7 @@ impl<'a> Incoming<'a> {
             (None, Some(id)) => match (&self.result, &self.error) {
                 (Some(result), None) => Kind::Response(id, Ok(result)),
                 (_, Some(error)) => Kind::Response(id, Err(error)),
-                (None, None) => Kind::Invalid,
+                (None, None) => Kind::Hollow(id),
             },
             (None, None) => match (&self.result, &self.error) {
                 (None, Some(error)) => Kind::ErrorWithoutId(error),

@@ -23,12 +23,11 @@ use serde_json::{Map, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, Entry};
-use crate::http::{Clients, Connection, Error, Wire};
+use crate::http::{Clients, Connection, Error, Verdict, Wire};
 use crate::json::json_type;
 use crate::jsonrpc::INVALID_PARAMS;
 use crate::limits;
 use crate::limits::truncate;
-use crate::protocol::codes;
 use crate::server::{Server, Status, ToolList};
 use crate::substitute::ProcessEnvironment;
 use crate::{listing, result, search};
@@ -920,8 +919,8 @@ impl PreparedCall {
         }
         let tool = Some(self.tool_name.as_str());
         let mut id = id;
-        // The retry after a `HeaderMismatch` goes out under an id of its own, cancelled when the
-        // call is dropped.
+        // The one resend of a call (after a `HeaderMismatch` or a rate limit) goes out under an
+        // id of its own, cancelled when the call is dropped.
         let mut retry_guard = None;
         // A call is re-issued at most once in all, the retry after a `HeaderMismatch` included.
         let reissued = std::sync::atomic::AtomicBool::new(false);
@@ -965,11 +964,10 @@ impl PreparedCall {
             // A no-op unless the request may still be running (the in-flight table decides):
             // its reply broke off before the answer.
             connection.cancel(id, LOST);
-            match outcome {
-                Err(e)
-                    if retry_guard.is_none()
-                        && e.rpc().is_some_and(|r| r.code == codes::HEADER_MISMATCH) =>
-                {
+            let verdict = outcome.as_ref().err().map(Error::verdict);
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match verdict.map(|v| after_answer(v, retry_guard.is_some(), left)) {
+                Some(After::Relist) => {
                     // MCP 2026-07-28, transports "Client Behavior": the tool's inputSchema may
                     // have changed; list again, then send once more with its headers.
                     tracing::debug!(namespace = %self.namespace, id, "HeaderMismatch; re-listing and calling once more");
@@ -984,12 +982,20 @@ impl PreparedCall {
                         Ok(found) => found?,
                         Err(_) => return Err(call_deadline(&ns, limit)),
                     };
-                    id = connection.next_id();
-                    retry_guard = Some(connection.cancel_on_drop(id, DROPPED));
-                    continue;
                 }
-                outcome => break outcome,
+                Some(After::Wait(wait)) => {
+                    // Refused unprocessed (RFC 6585 §4): sent once more after the wait named.
+                    tracing::debug!(namespace = %self.namespace, id, wait_ms = wait.as_millis() as u64, "rate limited; calling once more after the wait");
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => {}
+                        () = shutdown.cancelled() => return Err(stopped(&self.namespace)),
+                    }
+                }
+                Some(After::Answer) | None => break outcome,
             }
+            // The resend goes out under an id of its own, cancelled when the call is dropped.
+            id = connection.next_id();
+            retry_guard = Some(connection.cancel_on_drop(id, DROPPED));
         };
         drop(retry_guard);
         match outcome {
@@ -1062,6 +1068,29 @@ fn output_mismatch(ns: &str, tool: &str, mismatch: &result::OutputMismatch) -> T
     ToolError::new(ToolErrorKind::Backend, message)
 }
 
+/// What a call does after its `tools/call` was answered with an error of `verdict`: the Pack's
+/// half of the resend table (the connection's is `http::verdict::next`). One resend in all
+/// (`resent`: it was spent): after a modern `HeaderMismatch`, once re-listed; after a rate
+/// limit, once its wait passed, when the wait is at most [`limits::MAX_RATE_LIMIT_WAIT`] and
+/// ends before the call's deadline (`left` of it).
+#[derive(Debug, PartialEq, Eq)]
+enum After {
+    Relist,
+    Wait(std::time::Duration),
+    Answer,
+}
+
+fn after_answer(verdict: Verdict, resent: bool, left: std::time::Duration) -> After {
+    match verdict {
+        _ if resent => After::Answer,
+        Verdict::HeaderMismatch => After::Relist,
+        Verdict::RateLimited { wait, .. } if wait <= limits::MAX_RATE_LIMIT_WAIT && wait < left => {
+            After::Wait(wait)
+        }
+        _ => After::Answer,
+    }
+}
+
 /// The `transport` error of a call whose deadline (`limit`: [`CALL_DEADLINE`](crate::limits::CALL_DEADLINE), or the shorter
 /// one its entry asks for) passed: in minutes when whole, else in seconds.
 fn call_deadline(ns: &str, limit: std::time::Duration) -> ToolError {
@@ -1094,8 +1123,24 @@ fn call_error(
     if error.is_input_required() {
         return ToolError::new(ToolErrorKind::Backend, format!("server {ns}: {error}"));
     }
+    if let Verdict::RateLimited { status, wait } = error.verdict() {
+        let refused = if status == 429 {
+            "as too many requests"
+        } else {
+            "as unavailable for now"
+        };
+        // Whole seconds, rounded up: the wait is never shown shorter than asked.
+        let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        let unit = if seconds == 1 { "second" } else { "seconds" };
+        return ToolError::new(
+            ToolErrorKind::Unavailable,
+            format!(
+                "server {ns} is unavailable: it refused the call {refused} (HTTP {status}) and asked to be called again in {seconds} {unit}"
+            ),
+        );
+    }
     match error.rpc() {
-        Some(rpc) if rpc.code == codes::MISSING_REQUIRED_CLIENT_CAPABILITY => {
+        Some(rpc) if error.verdict() == Verdict::MissingCapability => {
             let asked = crate::http::required_capabilities(rpc.data.as_deref())
                 .map(|names| format!(" ({})", connection.server_text(&names, 256)))
                 .unwrap_or_default();
@@ -1276,4 +1321,50 @@ fn lists(server: &Server, name: &str) -> bool {
 /// `text` as a JSON string (quoted and escaped), cut to a readable length.
 fn quoted(text: &str) -> String {
     serde_json::to_string(&truncate(text, 200)).expect("a string serializes")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{After, Verdict, after_answer, limits};
+
+    #[test]
+    fn a_call_is_resent_once_after_a_mismatch_or_a_wait_that_fits() {
+        let limited = |secs| Verdict::RateLimited {
+            status: 429,
+            wait: Duration::from_secs(secs),
+        };
+        let minute = Duration::from_secs(60);
+        let bound = limits::MAX_RATE_LIMIT_WAIT.as_secs();
+        let table = [
+            (Verdict::HeaderMismatch, false, minute, After::Relist),
+            (Verdict::HeaderMismatch, true, minute, After::Answer),
+            (
+                limited(1),
+                false,
+                minute,
+                After::Wait(Duration::from_secs(1)),
+            ),
+            (
+                limited(bound),
+                false,
+                minute,
+                After::Wait(limits::MAX_RATE_LIMIT_WAIT),
+            ),
+            (limited(bound + 1), false, minute, After::Answer),
+            (limited(5), false, Duration::from_secs(5), After::Answer),
+            (limited(1), true, minute, After::Answer),
+            (Verdict::MissingCapability, false, minute, After::Answer),
+            (Verdict::Stands, false, minute, After::Answer),
+            (Verdict::Malformed, false, minute, After::Answer),
+        ];
+        for (verdict, resent, left, want) in table {
+            assert_eq!(
+                after_answer(verdict, resent, left),
+                want,
+                "{verdict:?} {resent} {left:?}"
+            );
+        }
+    }
 }

@@ -35,7 +35,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Deadlines, Settings, ToolFilter};
-use crate::http::{AnsweredOn, Connection, Era, Error, Initialized, Listened, Mirrored, Wire};
+use crate::http::{
+    AnsweredOn, Connection, Era, Error, Initialized, Listened, Mirrored, Verdict, Wire,
+};
 use crate::limits::{
     self, MAX_DESCRIPTION_BYTES, MAX_PAGES, MAX_SCHEMA_BYTES, MAX_TOOL_NAME_BYTES, MAX_TOOLS,
 };
@@ -1051,59 +1053,264 @@ impl Server {
     }
 }
 
-/// Where the change stream of one session stands: the standalone `GET` of a legacy session
-/// (MCP 2025-11-25, transports, "Listening for Messages from the Server"), or a modern route's
-/// `subscriptions/listen` (MCP 2026-07-28, basic/patterns/subscriptions).
+/// Where the change stream stands (ARCHITECTURE "The connection machine"): the standalone
+/// `GET` of a legacy session (MCP 2025-11-25, transports, "Listening for Messages from the
+/// Server"), or a modern route's `subscriptions/listen` (MCP 2026-07-28,
+/// basic/patterns/subscriptions). Each state owns the session it is about; the one transition
+/// function is [`Machine::step`], from what the last act found ([`Found`]) to the next act
+/// ([`Act`]), with no I/O, so it is tested without a server.
 ///
 /// ```text
-///   Open ──ends / breaks / no headers in 30 s──▶ Open (reopened after the backoff, Last-Event-ID)
-///   Open ──405, no listChanged, an ack without it, -32601──▶ NotOffered
-///   Open ──404, and a ping on the session answered──▶ NotOffered (no GET endpoint)
-///   Open ──404 or "no valid session", and the ping too──▶ renew; the next session is Open
-///   any ──the session stops being the live one (replaced, forgotten, doubted)──▶ left: the
-///          stream is dropped at once; the next live session starts Open
+///   every turn starts by looking at the live session:
+///     none ─────────────────────────────────────▶ NoSession (await one; renew after the backoff)
+///     s, not the state's ───────────────────────▶ Open { s } (last event id empty)
+///   Open ──ends / breaks / no headers in 30 s / other era──▶ Open (after the backoff)
+///   Open ──405, no listChanged, an ack without it, -32601──▶ NotOffered (await leaving)
+///   Open ──404, or the server's words──▶ Asking (a ping on the session)
+///   Open ──the server's words, and the stream's words are its own──▶ NotOffered
+///   Asking ──answered──▶ NotOffered;  Asking ──gone──▶ Renewing ──▶ (backoff) look again
+///   Asking ──failed──▶ Open (after the backoff)
+///   any ──its session stops being the live one──▶ left: the next turn looks again
 /// ```
-enum Stream {
-    /// The stream may be opened on this session; the last event id it carried.
-    Open { last_event_id: String },
+#[derive(Debug, PartialEq)]
+enum Stream<S> {
+    /// No live session: a renewal runs, or none does (one failed while the server was down).
+    NoSession,
+    /// The stream may be opened on `on`, resuming after `last_event_id`; `fresh_by_words`
+    /// when the loop made `on` itself after the server's words (a "no valid session" 400).
+    Open {
+        on: S,
+        last_event_id: String,
+        fresh_by_words: bool,
+    },
+    /// The stream on `on` was refused as a forgotten session: a `ping` asks whether it is.
+    Asking { on: S, last_event_id: String },
+    /// The loop renews the session after `on`'s `ping` found it gone (`words`: by the
+    /// server's words).
+    Renewing { words: bool },
+    /// The server offers no stream on `on`.
+    NotOffered { on: S },
+}
+
+/// What the act of a turn found, as the machine needs it.
+#[derive(Debug)]
+enum Found<S> {
+    /// The live session, if any.
+    Live(Option<S>),
+    /// The session of the stream (or ping) stopped being the live one.
+    Left,
+    /// The stream's session was gone before the stream opened (deleted, or the connection
+    /// closed), and has left: look again at once.
+    Deleted,
+    /// The stream ended or failed, with nothing to do but wait; also an answer of the other
+    /// era, whose probe ran in the connection (a route it moves off stops being live).
+    Ended,
     /// The server offers no stream on this session.
     NotOffered,
+    /// The stream was refused as a forgotten session (`words`: by the server's words).
+    Expired { words: bool },
+    /// The `ping` was answered: the session lives (its `404` meant no `GET` endpoint).
+    Alive,
+    /// The `ping` found the session gone (`words`: by the server's words).
+    Gone { words: bool },
+    /// The `ping` failed otherwise.
+    Unanswered,
+    /// The loop's renewal ended.
+    Renewed { ok: bool },
 }
 
-/// What one turn of the stream loop ended with, and so how it waits before the next.
-enum Turn {
-    /// Look again at once (the state changed: a session to use, a stream not offered).
-    Now,
-    /// The stream ended or failed, or the loop renewed the session itself: wait out the
-    /// backoff, but look at once when a session a call (not a listing alone) asked for is
-    /// installed after `since` (the installs seen when the turn began, or right after the
-    /// loop's own renewal, which is no call's).
-    Backoff { since: crate::http::Installs },
+/// What the loop does next.
+#[derive(Debug, PartialEq, Eq)]
+enum Act {
+    /// Open the stream on the state's session and read it.
+    Listen,
+    /// Ask the state's session with a `ping`.
+    Ping,
+    /// Join or start the connection's renewal.
+    Renew,
+    /// Look at the live session again at once.
+    Look,
+    /// Wait until the state's session stops being the live one.
+    AwaitLeft,
+    /// Wait for a session; after the backoff, make one.
+    AwaitSession,
+    /// Wait out the backoff, or until a session a call asked for is installed (counted from
+    /// the turn's start, or with `after_renewal` from after the loop's own renewal).
+    Backoff { after_renewal: bool },
 }
 
-/// Holds the change stream open on every live session, as its own machine beside the
-/// session machine it watches ([`Connection::left`]): a legacy session's standalone `GET`
-/// (whether or not it declared `tools.listChanged`: servers send log messages, `list_changed`
-/// and requests there regardless), or a modern route's `subscriptions/listen` when
-/// `server/discover` declared `tools.listChanged`. A stream that ends or breaks is reopened
-/// (with `Last-Event-ID` on a legacy `GET`) after 1 s, doubling to 60 s; one that stayed open
-/// a minute resets the wait. Every wait of the loop, a stream open and quiet included, ends as
-/// soon as its session stops being the live one: the stream is dropped, and the next live
-/// session gets its own at once when a call (or the loop) made it, after the backoff when only
-/// a listing did (so a server that forgets every session on `tools/list` is not asked in a
-/// tight loop). Every request it sends is bounded ([`limits::STREAM_OPEN_TIMEOUT`] for the
-/// stream's headers, [`limits::PING_TIMEOUT`] for the `ping`), and it recovers on the backoff
-/// after any failure.
+/// Two handles name the same session (not just alike).
+trait Same {
+    fn same(&self, other: &Self) -> bool;
+}
+
+impl Same for crate::http::Current {
+    fn same(&self, other: &Self) -> bool {
+        self.is(other)
+    }
+}
+
+/// The stream's machine: its [`Stream`] state, and what the loop learnt about this server's
+/// streams: whether a fresh session's stream met the server's words again (then they are the
+/// stream's own answer, and no session is set aside for them on this path), and whether "no
+/// standalone stream" was said (once, at debug level).
+struct Machine<S> {
+    stream: Stream<S>,
+    words_own: bool,
+    said_no_endpoint: bool,
+}
+
+impl<S: Same> Machine<S> {
+    fn new() -> Self {
+        Self {
+            stream: Stream::NoSession,
+            words_own: false,
+            said_no_endpoint: false,
+        }
+    }
+
+    /// The one transition: from the state and what the last act found to the next act.
+    fn step(&mut self, found: Found<S>) -> Act {
+        let state = std::mem::replace(&mut self.stream, Stream::NoSession);
+        let (next, act) = match (state, found) {
+            (_, Found::Live(None)) => (Stream::NoSession, Act::AwaitSession),
+            (state, Found::Live(Some(live))) => match state {
+                Stream::Open {
+                    on,
+                    last_event_id,
+                    fresh_by_words,
+                } if on.same(&live) => (
+                    Stream::Open {
+                        on,
+                        last_event_id,
+                        fresh_by_words,
+                    },
+                    Act::Listen,
+                ),
+                Stream::Asking { on, last_event_id } if on.same(&live) => (
+                    Stream::Open {
+                        on,
+                        last_event_id,
+                        fresh_by_words: false,
+                    },
+                    Act::Listen,
+                ),
+                Stream::NotOffered { on } if on.same(&live) => {
+                    (Stream::NotOffered { on }, Act::AwaitLeft)
+                }
+                Stream::Renewing { words } => (
+                    Stream::Open {
+                        on: live,
+                        last_event_id: String::new(),
+                        fresh_by_words: words,
+                    },
+                    Act::Listen,
+                ),
+                _ => (
+                    Stream::Open {
+                        on: live,
+                        last_event_id: String::new(),
+                        fresh_by_words: false,
+                    },
+                    Act::Listen,
+                ),
+            },
+            (state, Found::Deleted) => (state, Act::Look),
+            (state, Found::Left | Found::Ended | Found::Unanswered) => (
+                Self::passed(state),
+                Act::Backoff {
+                    after_renewal: false,
+                },
+            ),
+            (Stream::Open { on, .. } | Stream::Asking { on, .. }, Found::NotOffered) => {
+                (Stream::NotOffered { on }, Act::Look)
+            }
+            (
+                Stream::Open {
+                    on, fresh_by_words, ..
+                },
+                Found::Expired { words: true },
+            ) if fresh_by_words || self.words_own => {
+                // A fresh session got the same words: they are the stream's own answer, not
+                // about the session, and this one offers no stream.
+                if !self.words_own {
+                    self.words_own = true;
+                    tracing::debug!(
+                        "a fresh session's stream got the same 400: the stream's 400s are its own answer from now on"
+                    );
+                }
+                (Stream::NotOffered { on }, Act::Look)
+            }
+            (
+                Stream::Open {
+                    on, last_event_id, ..
+                },
+                Found::Expired { .. },
+            ) => (Stream::Asking { on, last_event_id }, Act::Ping),
+            (Stream::Asking { on, .. }, Found::Alive) => {
+                if !self.said_no_endpoint {
+                    self.said_no_endpoint = true;
+                    tracing::debug!(
+                        "the standalone GET was answered 404 on a live session: the server offers no standalone stream"
+                    );
+                }
+                (Stream::NotOffered { on }, Act::Look)
+            }
+            (Stream::Asking { .. }, Found::Gone { words }) => {
+                (Stream::Renewing { words }, Act::Renew)
+            }
+            (Stream::Renewing { words }, Found::Renewed { ok }) => (
+                Stream::Renewing { words: words && ok },
+                Act::Backoff {
+                    after_renewal: true,
+                },
+            ),
+            // A finding that does not fit the state (none is made so): look again.
+            (state, _) => (state, Act::Look),
+        };
+        self.stream = next;
+        act
+    }
+
+    /// After a stream or ping that passes: a session asked about is back to `Open`, and only
+    /// the first stream of a session the loop made after the server's words counts as fresh.
+    fn passed(state: Stream<S>) -> Stream<S> {
+        match state {
+            Stream::Asking { on, last_event_id }
+            | Stream::Open {
+                on, last_event_id, ..
+            } => Stream::Open {
+                on,
+                last_event_id,
+                fresh_by_words: false,
+            },
+            other => other,
+        }
+    }
+}
+
+/// Holds the change stream open on every live session, as its own machine ([`Machine`])
+/// beside the session machine it watches ([`Connection::left`]): a legacy session's
+/// standalone `GET` (whether or not it declared `tools.listChanged`: servers send log
+/// messages, `list_changed` and requests there regardless), or a modern route's
+/// `subscriptions/listen` when `server/discover` declared `tools.listChanged`. A stream that
+/// ends or breaks is reopened (with `Last-Event-ID` on a legacy `GET`) after 1 s, doubling to
+/// 60 s; one that stayed open a minute resets the wait. Every wait of the loop, a stream open
+/// and quiet included, ends as soon as its session stops being the live one: the stream is
+/// dropped, and the next live session gets its own at once when a call (or the loop) made
+/// it, after the backoff when only a listing did (so a server that forgets every session on
+/// `tools/list` is not asked in a tight loop). Every request it sends is bounded
+/// ([`limits::STREAM_OPEN_TIMEOUT`] for the stream's headers, [`limits::PING_TIMEOUT`] for the
+/// `ping`), and it recovers on the backoff after any failure.
 ///
-/// A 405 means no stream on that session. A 404 (or a "no valid session" 400) means either
-/// that the server forgot the session or that it has no `GET` endpoint: a `ping` on the session
-/// tells ([`Connection::still_knows`], which forgets or sets aside the session). Answered, the
-/// stream is not offered (said once at debug level); gone, the loop joins or starts the
-/// connection's renewal ([`Connection::renew_now`]), which re-lists. With no session and none
-/// being made (a renewal failed while the server was down), the loop makes one after the
-/// backoff, so a long restart does not silence `list_changed` until a call comes. Each stream
-/// that opens asks for one re-listing (in `Connection::listen`), so a change made while no
-/// stream was open is not lost. Never returns.
+/// The loop acts on the stream's verdicts ([`crate::http::Verdict`]), never on a raw status:
+/// an answer of the other era was already asked about by the connection (the route it moves
+/// off stops being live); a forgotten session (a `404`, or the server's words) is asked with
+/// a `ping` ([`Connection::still_knows`], which settles the session by its own verdict):
+/// answered, the stream is not offered; gone, the loop joins or starts the connection's
+/// renewal ([`Connection::renew_now`]), which re-lists. With no session and none being made,
+/// the loop makes one after the backoff. Each stream that opens asks for one re-listing (in
+/// `Connection::listen`). Never returns.
 async fn listen(connection: &Arc<Connection>) {
     let backoff = || {
         ExponentialBuilder::new()
@@ -1116,156 +1323,131 @@ async fn listen(connection: &Arc<Connection>) {
     let namespace = connection.namespace();
     let mut installs = connection.installs();
     let mut waits = backoff();
-    // The session the stream was last opened on, and its stream's state.
-    let mut on: Option<(crate::http::Current, Stream)> = None;
-    let mut said_no_endpoint = false;
-    // Whether the live session was made by this loop after a "no valid session" 400 (the
-    // server's words): the same 400 on it means those words are the requests' own.
-    let mut renewed_by_text = false;
-    // Whether a fresh session's stream met those words again: from then on they are the
-    // stream's own answer (this loop's verdict; the call path keeps its own).
-    let mut words_own = false;
+    let mut machine = Machine::new();
     loop {
         let seen = *installs.borrow_and_update();
-        let Some(current) = connection.current() else {
-            // No live session: a renewal runs, or none does (one failed while the server was
-            // down). The stream of the session before is over either way.
-            on = None;
-            let wait = waits.next().unwrap_or(limits::RETRY_MAX);
-            tokio::select! {
-                _ = installs.changed() => {}
-                () = tokio::time::sleep(wait) => {
-                    if let Err(error) = connection.renew_now().await {
-                        tracing::debug!(namespace, reason = %error, "initializing again failed");
-                    }
-                }
-            }
-            continue;
-        };
-        if !on.as_ref().is_some_and(|(s, _)| s.is(&current)) {
-            on = Some((
-                current,
-                Stream::Open {
-                    last_event_id: String::new(),
-                },
-            ));
-        }
-        let Some((session, stream)) = &mut on else {
-            continue;
-        };
-        let Stream::Open { last_event_id } = stream else {
-            connection.left(session).await;
-            continue;
-        };
+        let mut act = machine.step(Found::Live(connection.current()));
         let opened = tokio::time::Instant::now();
-        // Only the first stream of the session the loop made counts.
-        let fresh_by_text = std::mem::take(&mut renewed_by_text);
-        // The stream, read until it ends, or until its session stops being the live one.
-        let listened = tokio::select! {
-            listened = connection.listen(session, last_event_id) => Some(listened),
-            () = connection.left(session) => None,
-        };
-        let turn = match listened {
-            None => {
-                tracing::debug!(
-                    namespace,
-                    "the stream's session is no longer the live one; leaving its stream"
-                );
-                Turn::Backoff { since: seen }
-            }
-            Some(Ok(Listened::NotOffered)) => {
-                tracing::debug!(
-                    namespace,
-                    "the server offers no change stream on this session"
-                );
-                *stream = Stream::NotOffered;
-                Turn::Now
-            }
-            Some(Ok(Listened::NoSession)) => {
-                connection.left(session).await;
-                Turn::Now
-            }
-            Some(Ok(Listened::Ended)) => {
-                tracing::debug!(namespace, "the change stream ended");
-                Turn::Backoff { since: seen }
-            }
-            Some(Err(error)) if error.is_expired_by_text() && (fresh_by_text || words_own) => {
-                // A fresh session got the same words: they are the stream's own answer, not
-                // about the session. No session is set aside for them again on this path, and
-                // this one offers no stream. Calls still read them as a forgotten session (a
-                // restart), until a call's own resend meets them on a fresh session.
-                if !words_own {
-                    words_own = true;
-                    tracing::debug!(
-                        namespace,
-                        "a fresh session's stream got the same 400: the stream's 400s are its own answer from now on"
-                    );
-                }
-                *stream = Stream::NotOffered;
-                Turn::Now
-            }
-            Some(Err(error)) if error.is_session_expired() => {
-                // The ping, raced against the session being replaced meanwhile (a call's
-                // renewal): then its answer no longer matters.
-                let asked = tokio::select! {
-                    asked = connection.still_knows(session) => Some(asked),
-                    () = connection.left(session) => None,
-                };
-                match asked {
-                    None => Turn::Backoff { since: seen },
-                    Some(Ok(())) => {
-                        if !said_no_endpoint {
-                            said_no_endpoint = true;
+        // The acts of one turn, until it waits.
+        let wait = loop {
+            let found = match (&act, &mut machine.stream) {
+                (
+                    Act::Listen,
+                    Stream::Open {
+                        on, last_event_id, ..
+                    },
+                ) => {
+                    // The stream, read until it ends, or until its session stops being live.
+                    let listened = tokio::select! {
+                        listened = connection.listen(on, last_event_id) => Some(listened),
+                        () = connection.left(on) => None,
+                    };
+                    match listened {
+                        None => {
                             tracing::debug!(
                                 namespace,
-                                "the standalone GET was answered 404 on a live session: the server offers no standalone stream"
+                                "the stream's session is no longer the live one; leaving its stream"
                             );
+                            Found::Left
                         }
-                        *stream = Stream::NotOffered;
-                        Turn::Now
+                        Some(Ok(Listened::NotOffered)) => {
+                            tracing::debug!(
+                                namespace,
+                                "the server offers no change stream on this session"
+                            );
+                            Found::NotOffered
+                        }
+                        Some(Ok(Listened::NoSession)) => {
+                            connection.left(on).await;
+                            Found::Deleted
+                        }
+                        Some(Ok(Listened::Ended)) => {
+                            tracing::debug!(namespace, "the change stream ended");
+                            Found::Ended
+                        }
+                        Some(Err(error)) => match error.verdict() {
+                            Verdict::Expired => Found::Expired { words: false },
+                            Verdict::SetAside => Found::Expired { words: true },
+                            _ => {
+                                tracing::debug!(namespace, reason = %error, "the change stream failed");
+                                Found::Ended
+                            }
+                        },
                     }
-                    Some(Err(gone)) if gone.is_session_expired() => {
-                        // `still_knows` forgot the session (a 404), or set it aside to be
-                        // deleted at the drop (the server's words).
-                        tracing::debug!(
-                            namespace,
-                            "the standalone stream's session expired; initializing again"
-                        );
-                        match connection.renew_now().await {
-                            Ok(()) => renewed_by_text = gone.is_expired_by_text(),
-                            Err(error) => {
+                }
+                (Act::Ping, Stream::Asking { on, .. }) => {
+                    // Raced against the session being replaced meanwhile (a call's renewal):
+                    // then its answer no longer matters.
+                    let asked = tokio::select! {
+                        asked = connection.still_knows(on) => Some(asked),
+                        () = connection.left(on) => None,
+                    };
+                    match asked {
+                        None => Found::Left,
+                        Some(Ok(())) => Found::Alive,
+                        Some(Err(gone)) => match gone.verdict() {
+                            Verdict::Expired => Found::Gone { words: false },
+                            Verdict::SetAside => Found::Gone { words: true },
+                            _ => {
+                                tracing::debug!(namespace, reason = %gone, "asking whether the session is live failed");
+                                Found::Unanswered
+                            }
+                        },
+                    }
+                }
+                (Act::Renew, _) => {
+                    tracing::debug!(
+                        namespace,
+                        "the standalone stream's session expired; initializing again"
+                    );
+                    let renewed = connection.renew_now().await;
+                    if let Err(error) = &renewed {
+                        tracing::debug!(namespace, reason = %error, "initializing again failed");
+                    }
+                    Found::Renewed {
+                        ok: renewed.is_ok(),
+                    }
+                }
+                (Act::AwaitLeft, Stream::NotOffered { on }) => {
+                    connection.left(on).await;
+                    break None;
+                }
+                (Act::Backoff { after_renewal }, _) => {
+                    let since = if *after_renewal {
+                        *installs.borrow_and_update()
+                    } else {
+                        seen
+                    };
+                    break Some(since);
+                }
+                (Act::AwaitSession, _) => {
+                    let wait = waits.next().unwrap_or(limits::RETRY_MAX);
+                    tokio::select! {
+                        _ = installs.changed() => {}
+                        () = tokio::time::sleep(wait) => {
+                            if let Err(error) = connection.renew_now().await {
                                 tracing::debug!(namespace, reason = %error, "initializing again failed");
                             }
                         }
-                        Turn::Backoff {
-                            since: *installs.borrow_and_update(),
-                        }
                     }
-                    Some(Err(error)) => {
-                        tracing::debug!(namespace, reason = %error, "asking whether the session is live failed");
-                        Turn::Backoff { since: seen }
-                    }
+                    break None;
                 }
-            }
-            Some(Err(error)) => {
-                tracing::debug!(namespace, reason = %error, "the change stream failed");
-                Turn::Backoff { since: seen }
-            }
+                // `Look`, or an act its state does not hold (none is made so).
+                _ => break None,
+            };
+            act = machine.step(found);
         };
         if opened.elapsed() >= limits::LISTEN_STABLE {
             waits = backoff();
         }
-        match turn {
-            Turn::Now => {}
-            // A session a call renewed is looked at at once; one a listing alone renewed waits
-            // out the backoff, so a server forgetting every session on tools/list is not asked
-            // in a tight loop.
-            Turn::Backoff { since } => {
-                let wait = waits.next().unwrap_or(limits::RETRY_MAX);
-                tokio::select! {
-                    () = tokio::time::sleep(wait) => {}
-                    _ = installs.wait_for(|n| n.not_by_listing > since.not_by_listing) => {}
-                }
+        // A session a call renewed is looked at at once; one a listing alone renewed waits
+        // out the backoff, so a server forgetting every session on tools/list is not asked in
+        // a tight loop.
+        if let Some(since) = wait {
+            let wait = waits.next().unwrap_or(limits::RETRY_MAX);
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                _ = installs.wait_for(|n| n.not_by_listing > since.not_by_listing) => {}
             }
         }
     }
@@ -1403,6 +1585,169 @@ fn raw_type(raw: &RawValue) -> &'static str {
 mod tests {
     use super::*;
     use backon::BackoffBuilder;
+
+    impl Same for u32 {
+        fn same(&self, other: &Self) -> bool {
+            self == other
+        }
+    }
+
+    const BACKOFF: Act = Act::Backoff {
+        after_renewal: false,
+    };
+
+    fn open(on: u32, fresh_by_words: bool) -> Stream<u32> {
+        Stream::Open {
+            on,
+            last_event_id: String::new(),
+            fresh_by_words,
+        }
+    }
+
+    /// Runs `found` through a fresh machine; returns each act and the state it left.
+    fn run(found: Vec<Found<u32>>) -> (Vec<Act>, Machine<u32>) {
+        let mut machine = Machine::new();
+        let acts = found.into_iter().map(|f| machine.step(f)).collect();
+        (acts, machine)
+    }
+
+    #[test]
+    fn a_live_session_is_listened_on_and_a_new_one_starts_its_stream_fresh() {
+        let (acts, machine) = run(vec![
+            Found::Live(Some(1)),
+            Found::Ended,
+            Found::Live(Some(1)),
+        ]);
+        assert_eq!(acts, [Act::Listen, BACKOFF, Act::Listen]);
+        assert_eq!(machine.stream, open(1, false));
+        let (acts, machine) = run(vec![
+            Found::Live(Some(1)),
+            Found::Left,
+            Found::Live(Some(2)),
+        ]);
+        assert_eq!(acts, [Act::Listen, BACKOFF, Act::Listen]);
+        assert_eq!(machine.stream, open(2, false));
+        let (acts, machine) = run(vec![Found::Live(Some(1)), Found::Live(None)]);
+        assert_eq!(acts, [Act::Listen, Act::AwaitSession]);
+        assert_eq!(machine.stream, Stream::NoSession);
+    }
+
+    #[test]
+    fn a_stream_not_offered_waits_for_its_session_to_leave() {
+        let (acts, machine) = run(vec![
+            Found::Live(Some(1)),
+            Found::NotOffered,
+            Found::Live(Some(1)),
+            Found::Live(Some(2)),
+        ]);
+        assert_eq!(acts, [Act::Listen, Act::Look, Act::AwaitLeft, Act::Listen]);
+        assert_eq!(machine.stream, open(2, false));
+    }
+
+    #[test]
+    fn a_404_asks_with_a_ping_and_an_answer_means_no_get_endpoint() {
+        let (acts, machine) = run(vec![
+            Found::Live(Some(1)),
+            Found::Expired { words: false },
+            Found::Alive,
+            Found::Live(Some(1)),
+        ]);
+        assert_eq!(acts, [Act::Listen, Act::Ping, Act::Look, Act::AwaitLeft]);
+        assert_eq!(machine.stream, Stream::NotOffered { on: 1 });
+        assert!(machine.said_no_endpoint);
+    }
+
+    #[test]
+    fn a_ping_that_finds_the_session_gone_renews_and_the_next_session_is_fresh_by_words() {
+        let (acts, machine) = run(vec![
+            Found::Live(Some(1)),
+            Found::Expired { words: true },
+            Found::Gone { words: true },
+            Found::Renewed { ok: true },
+            Found::Live(Some(2)),
+        ]);
+        assert_eq!(
+            acts,
+            [
+                Act::Listen,
+                Act::Ping,
+                Act::Renew,
+                Act::Backoff {
+                    after_renewal: true
+                },
+                Act::Listen
+            ]
+        );
+        assert_eq!(machine.stream, open(2, true));
+        // A failed renewal makes nothing fresh.
+        let (_, machine) = run(vec![
+            Found::Live(Some(1)),
+            Found::Expired { words: true },
+            Found::Gone { words: true },
+            Found::Renewed { ok: false },
+            Found::Live(Some(2)),
+        ]);
+        assert_eq!(machine.stream, open(2, false));
+    }
+
+    #[test]
+    fn the_same_words_on_a_fresh_session_are_the_streams_own_from_then_on() {
+        let (acts, machine) = run(vec![
+            Found::Live(Some(1)),
+            Found::Expired { words: true },
+            Found::Gone { words: true },
+            Found::Renewed { ok: true },
+            Found::Live(Some(2)),
+            Found::Expired { words: true },
+            Found::Live(Some(3)),
+            Found::Expired { words: true },
+        ]);
+        assert_eq!(acts[5..], [Act::Look, Act::Listen, Act::Look]);
+        assert!(machine.words_own);
+        assert_eq!(machine.stream, Stream::NotOffered { on: 3 });
+        // A 404 on a fresh session is still asked about.
+        let (acts, _) = run(vec![
+            Found::Live(Some(1)),
+            Found::Expired { words: true },
+            Found::Gone { words: true },
+            Found::Renewed { ok: true },
+            Found::Live(Some(2)),
+            Found::Expired { words: false },
+        ]);
+        assert_eq!(acts[5], Act::Ping);
+    }
+
+    #[test]
+    fn only_the_first_stream_of_a_session_made_after_the_words_is_fresh() {
+        let (acts, machine) = run(vec![
+            Found::Live(Some(1)),
+            Found::Expired { words: true },
+            Found::Gone { words: true },
+            Found::Renewed { ok: true },
+            Found::Live(Some(2)),
+            Found::Ended,
+            Found::Live(Some(2)),
+            Found::Expired { words: true },
+        ]);
+        assert_eq!(acts[5..], [BACKOFF, Act::Listen, Act::Ping]);
+        assert!(!machine.words_own);
+    }
+
+    #[test]
+    fn a_ping_that_fails_or_is_overtaken_goes_back_to_the_stream_after_the_backoff() {
+        for found in [Found::Unanswered, Found::Left] {
+            let (acts, mut machine) = run(vec![
+                Found::Live(Some(1)),
+                Found::Expired { words: false },
+                found,
+            ]);
+            assert_eq!(acts[2], BACKOFF);
+            assert_eq!(machine.stream, open(1, false));
+            assert_eq!(machine.step(Found::Live(Some(1))), Act::Listen);
+        }
+        let (acts, _) = run(vec![Found::Live(Some(1)), Found::Deleted]);
+        assert_eq!(acts[1], Act::Look);
+    }
 
     #[test]
     fn backoff_doubles_from_1_second_with_jitter_and_never_passes_60_seconds() {

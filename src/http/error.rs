@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 
+use super::verdict::Verdict;
 use crate::jsonrpc::RpcError;
 use crate::limits;
 
@@ -30,6 +31,8 @@ pub(crate) struct Error {
 struct Inner {
     kind: Kind,
     source: Option<BoxError>,
+    /// Set once by the exchange that met it ([`Error::judged`]).
+    verdict: Option<Verdict>,
 }
 
 /// Why an error will not pass by itself ([`Error::lasting`]), so a reason can say what to
@@ -122,7 +125,11 @@ enum Kind {
     /// event stream (`GET` + `Last-Event-ID`) was refused as [`Kind::SessionExpired`]. The
     /// request is over (nothing to cancel, no session to cancel it on), but it may have run, so
     /// it is never sent again.
-    SessionLost(u64),
+    SessionLost {
+        id: u64,
+        /// Whether the refusal was the server's words (a "no valid session" 400), not a 404.
+        by_words: bool,
+    },
     /// The resend after a new `initialize` was refused as expired too.
     ExpiredAgain,
     /// A JSON-RPC error answered the request.
@@ -221,7 +228,11 @@ impl Body {
 impl Error {
     fn new(kind: Kind, source: Option<BoxError>) -> Self {
         Self {
-            inner: Box::new(Inner { kind, source }),
+            inner: Box::new(Inner {
+                kind,
+                source,
+                verdict: None,
+            }),
         }
     }
 
@@ -259,7 +270,7 @@ impl Error {
     pub(crate) fn is_session_expired(&self) -> bool {
         matches!(
             self.inner.kind,
-            Kind::SessionExpired | Kind::SessionExpiredByText | Kind::SessionLost(_)
+            Kind::SessionExpired | Kind::SessionExpiredByText | Kind::SessionLost { .. }
         )
     }
 
@@ -440,15 +451,51 @@ impl Error {
         Self::new(Kind::SessionExpiredByText, None)
     }
 
-    /// Whether the expiry was read from a 400's words, not a 404.
+    /// Whether the expiry was read from a 400's words, not a 404 (also when those words
+    /// refused a resumption: [`Error::session_lost`]).
     pub(crate) fn is_expired_by_text(&self) -> bool {
-        matches!(self.inner.kind, Kind::SessionExpiredByText)
+        matches!(
+            self.inner.kind,
+            Kind::SessionExpiredByText | Kind::SessionLost { by_words: true, .. }
+        )
     }
 
-    /// The server forgot the session while request `id` was running (its stream's resumption
-    /// was refused as an expired session). Not [`Error::may_be_running`]; never to be resent.
-    pub(crate) fn session_lost(id: u64) -> Self {
-        Self::new(Kind::SessionLost(id), None)
+    /// The server forgot the session while request `id` was running: its stream's resumption
+    /// was refused with `refusal`, an expired session (a 404, or the server's words). Not
+    /// [`Error::may_be_running`]; never to be resent.
+    pub(crate) fn session_lost(id: u64, refusal: &Error) -> Self {
+        let by_words = refusal.is_expired_by_text();
+        Self::new(Kind::SessionLost { id, by_words }, None)
+    }
+
+    /// Whether the request was refused for too many requests, or as unavailable for now, with
+    /// a `Retry-After` (RFC 6585 §4, RFC 9110 §15.6.4): not processed; the status and the wait.
+    pub(crate) fn rate_limited(&self) -> Option<(StatusCode, Duration)> {
+        match &self.inner.kind {
+            Kind::Status {
+                status,
+                retry_after: Some(wait),
+                ..
+            } if matches!(status.as_u16(), 429 | 503) => Some((*status, *wait)),
+            _ => None,
+        }
+    }
+
+    /// Whether the answer is a response of no valid shape ([`Error::malformed`]).
+    pub(crate) fn is_malformed(&self) -> bool {
+        matches!(self.inner.kind, Kind::Malformed(_))
+    }
+
+    /// The [`Verdict`] the connection reached on this error, once, for the route it answered
+    /// ([`super::verdict::judge`]); [`Verdict::Stands`] for an error no exchange judged.
+    pub(crate) fn verdict(&self) -> Verdict {
+        self.inner.verdict.unwrap_or(Verdict::Stands)
+    }
+
+    /// The same error, carrying `verdict` for the consumers past the connection (the Pack).
+    pub(crate) fn judged(mut self, verdict: Verdict) -> Self {
+        self.inner.verdict = Some(verdict);
+        self
     }
 
     pub(crate) fn expired_again() -> Self {
@@ -556,7 +603,7 @@ impl Error {
             Kind::Redirect { .. } => "redirect",
             Kind::SessionExpired => "session expired",
             Kind::SessionExpiredByText => "session expired (400)",
-            Kind::SessionLost(_) => "session lost",
+            Kind::SessionLost { .. } => "session lost",
             Kind::ExpiredAgain => "session expired again",
             Kind::Rpc(_) => "rpc",
             Kind::Malformed(_) => "malformed",
@@ -696,7 +743,7 @@ impl fmt::Display for Error {
             Kind::SessionExpired | Kind::SessionExpiredByText => {
                 f.write_str("the server no longer knows this session")
             }
-            Kind::SessionLost(id) => write!(
+            Kind::SessionLost { id, .. } => write!(
                 f,
                 "the server forgot the session while request {id} was running (it refused to resume the event stream, GET with Last-Event-ID, for an unknown session); the request may have run, so it was not sent again"
             ),
@@ -821,11 +868,6 @@ impl Error {
     /// Whether a JSON-RPC error answered the request.
     pub(crate) fn is_rpc(&self) -> bool {
         self.rpc().is_some()
-    }
-
-    /// Whether the answer arrived but its result is not of the expected shape.
-    pub(crate) fn is_malformed(&self) -> bool {
-        matches!(self.inner.kind, Kind::Malformed(_))
     }
 }
 
@@ -1116,8 +1158,11 @@ mod tests {
         assert!(timeout.is_timeout() && timeout.is_connect() && !timeout.is_refused());
         assert!(!timeout.may_be_running());
         assert!(Error::session_expired().is_session_expired());
-        let lost = Error::session_lost(3);
+        let lost = Error::session_lost(3, &Error::session_expired());
         assert!(lost.is_session_expired() && !lost.may_be_running());
+        assert!(!lost.is_expired_by_text());
+        let by_words = Error::session_lost(3, &Error::session_expired_by_text());
+        assert!(by_words.is_session_expired() && by_words.is_expired_by_text());
         assert_eq!(
             lost.to_string(),
             "the server forgot the session while request 3 was running (it refused to resume the event stream, GET with Last-Event-ID, for an unknown session); the request may have run, so it was not sent again"

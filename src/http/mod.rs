@@ -7,6 +7,8 @@
 //! renewals reach the server's task through [`Connection::signals`]. Behind it, one module per
 //! concept:
 //!
+//! - `verdict`: the one [`Verdict`] on an answer (computed once by [`judge`], carried by the
+//!   error), what it does to the session ([`Connection::settle`]) and the resend table;
 //! - `error`: the typed [`Error`] every exchange returns;
 //! - `client`: the [`Clients`] a Pack's servers share;
 //! - `session`: the session, the handshake, the single-flight re-initialize task, `DELETE`;
@@ -26,6 +28,7 @@ mod modern;
 mod reply;
 mod session;
 mod trace;
+mod verdict;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -45,6 +48,8 @@ pub(crate) use reply::Listened;
 use session::{AfterRecheck, EraSignal, Rechecked};
 pub(crate) use session::{AnsweredOn, Era, Initialized, Installs};
 pub(crate) use trace::tool_error;
+pub(crate) use verdict::Verdict;
+use verdict::{Next, Phase, Settle, Spent};
 
 use crate::auth::challenge::{Challenge, asks_for_dpop_nonce};
 use crate::auth::dpop::{DPOP, Nonce};
@@ -433,20 +438,20 @@ impl Connection {
             let wire = Wire::new("ping", None, &[]);
             let response = self.post_request(id, id, body, &wire, session).await?;
             let any = |_: &RawValue, _: &Bytes| -> Decoded<()> { Ok(()) };
-            match self.read_response(response, id, session, &any).await {
-                Err(e) if e.rpc().is_some() => Ok(()),
-                other => other,
-            }
+            self.read_response(response, id, session, &any).await
         };
         // Sent in the background, with no caller's deadline above it: bounded here.
         let answered = tokio::time::timeout(limits::PING_TIMEOUT, asked)
             .await
             .unwrap_or_else(|_| Err(Error::no_answer("ping", limits::PING_TIMEOUT)));
-        match &answered {
-            Err(e) if e.is_expired_by_text() => lock(&self.sessions).retire(session),
-            Err(e) if e.is_session_expired() => lock(&self.sessions).forget(session),
-            _ => {}
-        }
+        let answered = match answered {
+            Ok(()) => Ok(()),
+            Err(e) => match self.background_verdict(session, "ping", e, true).await {
+                // Any other JSON-RPC answer of the session's era: it knows the session.
+                e if e.verdict() == Verdict::Stands && e.rpc().is_some() => Ok(()),
+                e => Err(e),
+            },
+        };
         if answered
             .as_ref()
             .map_or_else(|e| !e.may_be_running(), |()| true)
@@ -596,11 +601,14 @@ impl Connection {
         outcome
     }
 
-    /// Sends and reads; see [`Connection::request`] (same cancel safety). Sent once more
-    /// (at most once in all) after an expired session or an answer of the other era, on the
-    /// route made next; a modern request (or a legacy `tools/list` page) whose reply was lost
-    /// is re-issued once with a new id (MCP 2026-07-28, transports "Receiving Messages": the
-    /// server may have run it), which the in-flight table then names for a cancel.
+    /// Sends and reads; see [`Connection::request`] (same cancel safety). Each attempt's error
+    /// is judged once ([`Connection::verdict`]); the verdict settles the session it came on
+    /// ([`Connection::settle`]) and the decision table [`verdict::next`] says what follows:
+    /// sent once more (at most once in all) after an expired session or an answer of the other
+    /// era, on the route made next; a modern request (or a legacy `tools/list` page) whose
+    /// reply was lost is re-issued once with a new id (MCP 2026-07-28, transports "Receiving
+    /// Messages": the server may have run it), which the in-flight table then names for a
+    /// cancel. The error returned carries its verdict ([`Error::verdict`]).
     async fn exchange<T>(
         self: &Arc<Self>,
         id: u64,
@@ -612,11 +620,10 @@ impl Connection {
         // A listing's own renewal asks for no re-listing (see `Connection::session`).
         let by_listing = wire.method == "tools/list";
         let mut session = self.session(None, by_listing).await?;
-        let mut resent = false;
+        let mut spent = Spent::default();
         // Set once the request was re-issued (or another send of its call was).
         let own = AtomicBool::new(false);
         let reissued = wire.reissued.unwrap_or(&own);
-        let mut refused = 0;
         // The JSON-RPC id on the wire: `id` until a re-issue takes a new one (the in-flight
         // table keeps `id`, the caller's handle).
         let mut wire_id = id;
@@ -638,126 +645,154 @@ impl Connection {
                     jsonrpc::request_with_meta(wire_id, wire.method, params.get(), &modern::META)
                 }
             });
-            let response = match self.post_request(id, wire_id, body, wire, &session).await {
-                Ok(response) => response,
-                Err(e) if e.is_refused() && refused < limits::REINIT_RETRIES => {
+            let (error, phase) = match self.post_request(id, wire_id, body, wire, &session).await {
+                Ok(response) => match self
+                    .read_response(response, wire_id, &session, decode)
+                    .await
+                {
+                    Ok(answer) => return Ok(answer),
+                    Err(e) => (e, Phase::Reply),
+                },
+                Err(e) => (e, Phase::Status),
+            };
+            let verdict = self.verdict(&session, wire.method, &error);
+            spent.reissued = reissued.load(Ordering::Relaxed);
+            let step = verdict::next(verdict, phase, spent, wire.reissues_in(session.era));
+            if step != Next::Answer {
+                // Off the wire until it is sent again.
+                lock(&self.flights).waiting(id);
+            }
+            match step {
+                Next::Again(delay) => {
                     // Nothing was sent (a server restarting): try again after the same short
                     // backoff as a re-initialize, within the caller's deadline.
-                    lock(&self.flights).waiting(id);
-                    let delay = limits::REINIT_RETRY_FIRST * 2u32.pow(refused as u32);
-                    refused += 1;
+                    spent.refused += 1;
                     tracing::debug!(namespace = %self.namespace, method = wire.method, id, ?delay, "connection refused; sending again");
                     tokio::time::sleep(delay).await;
-                    continue;
                 }
-                Err(e) if e.is_session_expired() => {
-                    lock(&self.flights).waiting(id);
-                    let by_text = e.is_expired_by_text();
-                    if resent {
-                        if by_text {
-                            tracing::debug!(namespace = %self.namespace, method = wire.method, id, "a fresh session got the same 400: such 400s are the request's own from now on");
-                            self.session_400s.store(false, Ordering::Relaxed);
-                        }
-                        return Err(Error::expired_again());
-                    }
-                    resent = true;
-                    tracing::debug!(namespace = %self.namespace, method = wire.method, id, "session expired; initializing again");
-                    if by_text {
-                        // The server's words, not a 404: the session is left (still deleted).
-                        lock(&self.sessions).retire(&session);
-                        session = self.session(None, by_listing).await?;
-                    } else {
-                        session = self.session(Some(&session), by_listing).await?;
-                    }
-                    continue;
+                Next::Renew => {
+                    spent.resent = true;
+                    tracing::debug!(namespace = %self.namespace, method = wire.method, id, ?verdict, "session expired; initializing again");
+                    let stale = self.settle(&session, verdict);
+                    session = self.session(stale.as_ref(), by_listing).await?;
                 }
-                Err(e)
-                    if wire.reissues_in(session.era)
-                        && !reissued.load(Ordering::Relaxed)
-                        && e.is_lost_reply() =>
-                {
-                    // The connection broke before the status: the request may have reached the
-                    // server, and its answer is lost.
+                Next::Reissue => {
                     reissued.store(true, Ordering::Relaxed);
                     wire_id = self.fresh_id();
-                    tracing::debug!(namespace = %self.namespace, method = wire.method, id, wire_id, reason = %e, "the request was lost on its way; issuing it again with a new id");
-                    continue;
+                    tracing::debug!(namespace = %self.namespace, method = wire.method, id, wire_id, reason = %error, "the reply was lost; issuing the request again with a new id");
                 }
-                Err(e) if !resent && self.new_era_signal(&session, wire.method, &e).is_some() => {
-                    resent = true;
+                Next::Reroute(signal) => {
+                    spent.resent = true;
+                    tracing::debug!(namespace = %self.namespace, method = wire.method, id, era = ?session.era, "the server answered like the other era; asking which era it speaks");
                     match self
-                        .reroute(id, wire.method, &session, &e, by_listing)
+                        .reroute(wire.method, &session, signal, by_listing)
                         .await?
                     {
                         Some((next, same_era)) => {
-                            if same_era {
-                                confirming = era_signal(&session, &e);
+                            if same_era && phase == Phase::Status {
+                                confirming = Some(signal);
                             }
                             session = next;
                         }
-                        None => return Err(e),
+                        // The probe ruled the answer the server's own: it stands.
+                        None => return Err(error.judged(Verdict::Stands)),
                     }
-                    continue;
                 }
-                Err(e) => {
-                    if let Some(signal) = confirming
-                        && era_signal(&session, &e) == Some(signal)
+                Next::Answer => {
+                    if let (Some(signal), Verdict::OtherEra(met)) = (confirming, verdict)
+                        && met == signal
                     {
                         self.confirm_own(&session, wire.method, signal);
                     }
-                    return Err(e);
+                    return Err(self.answer(&session, wire.method, id, phase, verdict, error));
                 }
-            };
-            let read = self
-                .read_response(response, wire_id, &session, decode)
-                .await;
-            match &read {
-                Err(e) if e.is_session_expired() => {
-                    // The server said, mid-reply, that it forgot the session: it is gone
-                    // without a DELETE, and the next request makes a new one. This one is not
-                    // resent.
-                    lock(&self.sessions).forget(&session);
-                }
-                Err(e) if !resent && self.new_era_signal(&session, wire.method, e).is_some() => {
-                    // The same signal in a 2xx reply (a JSON body or an event stream).
-                    resent = true;
-                    match self
-                        .reroute(id, wire.method, &session, e, by_listing)
-                        .await?
-                    {
-                        Some((next, _)) => session = next,
-                        None => return read,
-                    }
-                    continue;
-                }
-                Err(e)
-                    if wire.reissues_in(session.era)
-                        && !reissued.load(Ordering::Relaxed)
-                        && e.is_lost_reply() =>
-                {
-                    reissued.store(true, Ordering::Relaxed);
-                    wire_id = self.fresh_id();
-                    tracing::debug!(namespace = %self.namespace, method = wire.method, id, wire_id, reason = %e, "the reply was lost; issuing the request again with a new id");
-                    continue;
-                }
-                _ => {}
             }
-            return read;
         }
     }
 
-    /// Whether `signal`, answering `method` on `session`, is a known own answer of the server.
-    fn is_own(&self, session: &Session, method: &str, signal: EraSignal) -> bool {
-        lock(&self.sessions).is_own(session.era, method, signal)
+    /// The error a request ends with, after `verdict` settled its session: an expired session
+    /// met again on the resend is "rejected again" (and the server's words that said so are
+    /// the requests' own from now on); any other error is itself, carrying its verdict.
+    fn answer(
+        &self,
+        session: &Arc<Session>,
+        method: &str,
+        id: u64,
+        phase: Phase,
+        verdict: Verdict,
+        error: Error,
+    ) -> Error {
+        match (verdict, phase) {
+            // The fresh session got the same words: they were about the request, and the
+            // session stays.
+            (Verdict::SetAside, Phase::Status) => {
+                tracing::debug!(namespace = %self.namespace, method, id, "a fresh session got the same 400: such 400s are the request's own from now on");
+                self.session_400s.store(false, Ordering::Relaxed);
+                Error::expired_again()
+            }
+            // The fresh session refused at once: the next request finds out for itself (a
+            // renewal per refusal would let a server that refuses every request of one kind
+            // take every session from under the stream).
+            (Verdict::Expired, Phase::Status) => Error::expired_again(),
+            // Mid-reply (a refused resumption) the session goes, and the request, which may
+            // have run, is not resent.
+            _ => {
+                self.settle(session, verdict);
+                error.judged(verdict)
+            }
+        }
     }
 
-    /// The [`EraSignal`] in `error`, the answer to a request of `method` on `session`, unless
-    /// a probe found that signal to be this server's own answer to `method` before.
-    fn new_era_signal(&self, session: &Session, method: &str, error: &Error) -> Option<EraSignal> {
-        era_signal(session, error).filter(|signal| !self.is_own(session, method, *signal))
+    /// The verdict on `error`, the answer to a request of `method` on `session` that the client
+    /// sends in the background (the standalone `GET`, the session `ping`), acted on as every
+    /// path acts on it: an answer like the other era's asks the era again
+    /// ([`Connection::recheck`], the answer standing: nothing is resent; a route the probe
+    /// moves off stops being live, which ends the stream's wait), and with `settles` the
+    /// session is settled ([`Connection::settle`]). The standalone `GET` does not settle it: a
+    /// `404` there means a forgotten session or no `GET` endpoint, and the `ping` that follows
+    /// decides ([`Connection::still_knows`]). Returns `error` carrying its verdict.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the probe runs in its own task and records its verdict itself.
+    pub(super) async fn background_verdict(
+        self: &Arc<Self>,
+        session: &Arc<Session>,
+        method: &str,
+        error: Error,
+        settles: bool,
+    ) -> Error {
+        let verdict = self.verdict(session, method, &error);
+        if let Verdict::OtherEra(signal) = verdict {
+            tracing::debug!(namespace = %self.namespace, method, ?signal, "a background request was answered like the other era; asking which era the server speaks");
+            self.recheck(session, method, signal, false, AfterRecheck::Stands)
+                .await;
+        }
+        if settles {
+            self.settle(session, verdict);
+        }
+        error.judged(verdict)
     }
 
-    /// Request `id` (of `method`) on `stale` was answered `error`, the way the other era
+    /// The one verdict on `error`, the answer to a request of `method` on `session`
+    /// ([`judge`], with the era signals a probe found to be this server's own).
+    fn verdict(&self, session: &Session, method: &str, error: &Error) -> Verdict {
+        judge(session.era, error, |signal| {
+            lock(&self.sessions).is_own(session.era, method, signal)
+        })
+    }
+
+    /// The one function from a verdict to a session transition ([`Verdict::settles`]):
+    /// forgets `session` (no `DELETE`), sets it aside (deleted with the others), or keeps it;
+    /// an era signal is left to the probe ([`Connection::recheck`]), which the caller runs.
+    /// Returns the session a renewal must replace when it was forgotten (see
+    /// [`Connection::session`]'s `stale`).
+    fn settle(&self, session: &Arc<Session>, verdict: Verdict) -> Option<Arc<Session>> {
+        let settle = verdict.settles();
+        lock(&self.sessions).settle(session, settle);
+        (settle == Settle::Forget).then(|| Arc::clone(session))
+    }
+
+    /// Request `id` (of `method`) on `stale` was answered with `signal`, the way the other era
     /// answers: it is off the wire, and the era is asked again ([`Connection::recheck`]). A
     /// route changed (the other era: the server restarted onto another version and processed
     /// nothing; or the same modern era declaring other things): the live route, for the one
@@ -772,17 +807,11 @@ impl Connection {
     /// Cancel safe: the probe and the new start run in tasks of their own.
     async fn reroute(
         self: &Arc<Self>,
-        id: u64,
         method: &str,
         stale: &Arc<Session>,
-        error: &Error,
+        signal: EraSignal,
         by_listing: bool,
     ) -> Result<Option<(Arc<Session>, bool)>, Error> {
-        let Some(signal) = era_signal(stale, error) else {
-            return Ok(None);
-        };
-        lock(&self.flights).waiting(id);
-        tracing::debug!(namespace = %self.namespace, method, id, era = ?stale.era, "the server answered like the other era; asking which era it speaks");
         match self
             .recheck(stale, method, signal, by_listing, AfterRecheck::Resend)
             .await
@@ -806,10 +835,9 @@ impl Connection {
         let Some((session, wire_id)) = flights.take(id) else {
             return;
         };
-        if session.is_deleted() || session.era == Era::Modern {
+        if !session.takes_cancel() {
             // Forgotten or deleted: nothing to tell. Modern: the request's response stream
-            // closes when its future is dropped, and that is the cancellation (MCP 2026-07-28,
-            // basic/patterns/cancellation "Transport-Specific Cancellation").
+            // closes when its future is dropped, and that is the cancellation.
             return;
         }
         tracing::debug!(namespace = %self.namespace, id, wire_id, reason, "cancelling a request");
@@ -831,7 +859,7 @@ impl Connection {
     }
 
     async fn send_cancel(&self, id: u64, session: &Session, reason: &str) -> Result<(), Error> {
-        if session.era == Era::Modern {
+        if !session.takes_cancel() {
             return Ok(());
         }
         let params = serde_json::json!({"requestId": id, "reason": reason});
@@ -1231,14 +1259,60 @@ impl crate::notices::Origin for Connection {
     }
 }
 
-/// The sign in `error`, the answer to a request on `session`, that the server speaks the
+/// The one verdict on `error`, the answer to a request on a route of `era` (docs/connection.md
+/// "Verdicts"), read in this order: nothing sent; the session gone (a 404 for sure, the
+/// server's words set aside); an [`EraSignal`], the server's own when `own` (the signals a
+/// probe found to be the server's own answers to the request's method) holds it, else the
+/// other era's; a lost reply; a rate limit with its wait; a malformed answer; a modern
+/// route's `-32020`/`-32021`; else the answer stands. So a legacy session's `-32020` is never
+/// a `HeaderMismatch`: it is the other era's until a probe makes it the tool's own.
+pub(crate) fn judge(era: Era, error: &Error, own: impl Fn(EraSignal) -> bool) -> Verdict {
+    if error.is_refused() {
+        return Verdict::Unsent;
+    }
+    if error.is_session_expired() {
+        return if error.is_expired_by_text() {
+            Verdict::SetAside
+        } else {
+            Verdict::Expired
+        };
+    }
+    if let Some(signal) = era_signal(era, error) {
+        return if own(signal) {
+            Verdict::Own(signal)
+        } else {
+            Verdict::OtherEra(signal)
+        };
+    }
+    if error.is_lost_reply() {
+        return Verdict::Lost;
+    }
+    if let Some((status, wait)) = error.rate_limited() {
+        return Verdict::RateLimited {
+            status: status.as_u16(),
+            wait,
+        };
+    }
+    if error.is_malformed() {
+        return Verdict::Malformed;
+    }
+    match (era, error.rpc().map(|r| r.code)) {
+        (Era::Modern, Some(codes::HEADER_MISMATCH)) => Verdict::HeaderMismatch,
+        (Era::Modern, Some(codes::MISSING_REQUIRED_CLIENT_CAPABILITY)) => {
+            Verdict::MissingCapability
+        }
+        _ => Verdict::Stands,
+    }
+}
+
+/// The sign in `error`, the answer to a request on a route of `era`, that the server speaks the
 /// other era, if it has one: a modern error to a legacy session; to a modern request, a plain
 /// refusal (400, 404, 405 or 406 without a JSON-RPC error), which a legacy server gives a
 /// request without a session, or an `UnsupportedProtocolVersion` whose `supported` list names
 /// only legacy versions this client speaks (a server redeployed without 2026-07-28; MCP
 /// 2026-07-28, basic/versioning "Backward Compatibility").
-fn era_signal(session: &Session, error: &Error) -> Option<EraSignal> {
-    match session.era {
+fn era_signal(era: Era, error: &Error) -> Option<EraSignal> {
+    match era {
         Era::Legacy => error
             .rpc()
             .filter(|r| codes::is_modern(r.code))
@@ -1254,7 +1328,7 @@ fn era_signal(session: &Session, error: &Error) -> Option<EraSignal> {
                 .rpc()
                 .filter(|r| {
                     modern::verdict_of_error(r.code, r.data.as_deref())
-                        == modern::Verdict::LegacyOffered
+                        == modern::Discovered::LegacyOffered
                 })
                 .map(|_| EraSignal::LegacyVersionsOnly)
         }
@@ -1285,4 +1359,114 @@ fn auth_challenge(response: &Response) -> Option<Challenge> {
 /// (RFC 9110 §11.6.1, RFC 9449 §7.1), so `Basic realm="bearer-gateway"` does not count.
 fn offers_token_scheme(response: &Response) -> bool {
     Challenge::offered(response.headers()).is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use reqwest::StatusCode;
+
+    use super::{Era, EraSignal, Error, Verdict, judge};
+    use crate::jsonrpc::RpcError;
+
+    fn rpc(code: i64) -> Error {
+        Error::rpc_error(RpcError::new(code, "said"))
+    }
+
+    fn status(code: u16, retry_after: Option<u64>) -> Error {
+        let status = StatusCode::from_u16(code).unwrap();
+        Error::http_status(status, retry_after.map(Duration::from_secs), String::new())
+    }
+
+    #[test]
+    fn each_answer_gets_one_verdict_by_its_route_and_the_servers_own_answers() {
+        let none = |_: EraSignal| false;
+        let all = |_: EraSignal| true;
+        let wait = Duration::from_secs(2);
+        let lost = Error::session_lost(7, &Error::session_expired_by_text());
+        let table: Vec<(Era, Error, bool, Verdict)> = vec![
+            (
+                Era::Legacy,
+                Error::session_expired(),
+                false,
+                Verdict::Expired,
+            ),
+            (
+                Era::Legacy,
+                Error::session_expired_by_text(),
+                false,
+                Verdict::SetAside,
+            ),
+            (Era::Legacy, lost, false, Verdict::SetAside),
+            (
+                Era::Legacy,
+                rpc(-32020),
+                false,
+                Verdict::OtherEra(EraSignal::ModernError(-32020)),
+            ),
+            // A probe found it the tool's own: never a HeaderMismatch on a legacy session.
+            (
+                Era::Legacy,
+                rpc(-32020),
+                true,
+                Verdict::Own(EraSignal::ModernError(-32020)),
+            ),
+            (Era::Modern, rpc(-32020), false, Verdict::HeaderMismatch),
+            (Era::Modern, rpc(-32021), false, Verdict::MissingCapability),
+            (Era::Legacy, rpc(-32602), false, Verdict::Stands),
+            (
+                Era::Modern,
+                status(404, None),
+                false,
+                Verdict::OtherEra(EraSignal::PlainRefusal(404)),
+            ),
+            (
+                Era::Modern,
+                status(405, None),
+                true,
+                Verdict::Own(EraSignal::PlainRefusal(405)),
+            ),
+            (Era::Legacy, status(404, None), false, Verdict::Stands),
+            (
+                Era::Legacy,
+                status(429, Some(2)),
+                false,
+                Verdict::RateLimited { status: 429, wait },
+            ),
+            (
+                Era::Modern,
+                status(503, Some(2)),
+                false,
+                Verdict::RateLimited { status: 503, wait },
+            ),
+            (Era::Legacy, status(429, None), false, Verdict::Stands),
+            (Era::Legacy, status(500, Some(2)), false, Verdict::Stands),
+            (
+                Era::Legacy,
+                Error::malformed("x".into()),
+                false,
+                Verdict::Malformed,
+            ),
+            (Era::Modern, Error::broken("cut"), false, Verdict::Lost),
+            (Era::Legacy, Error::closed(), false, Verdict::Stands),
+        ];
+        for (era, error, own, want) in table {
+            let got = if own {
+                judge(era, &error, all)
+            } else {
+                judge(era, &error, none)
+            };
+            assert_eq!(got, want, "{era:?} {error}");
+        }
+    }
+
+    #[test]
+    fn a_judged_error_carries_its_verdict_and_an_unjudged_one_stands() {
+        assert_eq!(rpc(-32020).verdict(), Verdict::Stands);
+        assert_eq!(
+            rpc(-32020).judged(Verdict::HeaderMismatch).verdict(),
+            Verdict::HeaderMismatch
+        );
+    }
 }

@@ -7,7 +7,7 @@
 //!   (basic/transports/streamable-http "Value Encoding").
 //! - [`Mirrored`]: a tool's `x-mcp-header` declarations, checked when the tool is listed and
 //!   applied to each call's arguments (server/tools "x-mcp-header").
-//! - [`Verdict`]: the era detection of basic/versioning "Backward
+//! - [`Discovered`]: the era detection of basic/versioning "Backward
 //!   Compatibility with Initialization-Based Versions" and the version choice of
 //!   `UnsupportedProtocolVersion`.
 
@@ -46,7 +46,7 @@ pub(crate) const MAX_VERSION_BYTES: usize = 32;
 /// 2026-07-28, transports "Backward Compatibility"; basic/versioning "Backward Compatibility
 /// with Initialization-Based Versions").
 #[derive(PartialEq, Eq)]
-pub(crate) enum Verdict {
+pub(crate) enum Discovered {
     /// A `server/discover` result or a modern error other than a version refusal: the server
     /// is modern.
     Modern,
@@ -61,20 +61,20 @@ pub(crate) enum Verdict {
     Legacy,
 }
 
-impl Verdict {
+impl Discovered {
     /// The verdict's name, for logs: never the server's versions (its text, unscrubbed).
     pub(crate) fn name(&self) -> &'static str {
         match self {
-            Verdict::Modern => "modern",
-            Verdict::LegacyOffered => "legacy (offered by a version refusal)",
-            Verdict::NoMutualVersion(_) => "no version in common",
-            Verdict::Legacy => "legacy",
+            Discovered::Modern => "modern",
+            Discovered::LegacyOffered => "legacy (offered by a version refusal)",
+            Discovered::NoMutualVersion(_) => "no version in common",
+            Discovered::Legacy => "legacy",
         }
     }
 }
 
-/// Shows the name only ([`Verdict::name`]).
-impl std::fmt::Debug for Verdict {
+/// Shows the name only ([`Discovered::name`]).
+impl std::fmt::Debug for Discovered {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
@@ -100,29 +100,29 @@ pub(crate) fn supported_versions(data: Option<&RawValue>) -> Option<Vec<String>>
 }
 
 /// The verdict a JSON-RPC error answering the first modern request gives: modern errors are
-/// [`Verdict::Modern`] (a version refusal decides by its `supported` list), anything else is
-/// [`Verdict::Legacy`].
-pub(crate) fn verdict_of_error(code: i64, data: Option<&RawValue>) -> Verdict {
+/// [`Discovered::Modern`] (a version refusal decides by its `supported` list), anything else is
+/// [`Discovered::Legacy`].
+pub(crate) fn verdict_of_error(code: i64, data: Option<&RawValue>) -> Discovered {
     if code != codes::UNSUPPORTED_PROTOCOL_VERSION {
         return if codes::is_modern(code) {
-            Verdict::Modern
+            Discovered::Modern
         } else {
-            Verdict::Legacy
+            Discovered::Legacy
         };
     }
     let supported = supported_versions(data).unwrap_or_default();
     if supported.iter().any(|v| v == MODERN_VERSION) {
         // It refused the version it names as supported: the client cannot do better by
         // retrying; read as a modern server whose start fails on its own terms.
-        return Verdict::Modern;
+        return Discovered::Modern;
     }
     if supported
         .iter()
         .any(|v| SUPPORTED_VERSIONS.contains(&v.as_str()))
     {
-        return Verdict::LegacyOffered;
+        return Discovered::LegacyOffered;
     }
-    Verdict::NoMutualVersion(supported)
+    Discovered::NoMutualVersion(supported)
 }
 
 /// A header value for `text` by the transport's value encoding (MCP 2026-07-28, transports
@@ -533,22 +533,22 @@ mod tests {
                 -32022,
                 data(r#"{"supported":["2025-11-25"],"requested":"2026-07-28"}"#).as_deref()
             ),
-            Verdict::LegacyOffered
+            Discovered::LegacyOffered
         );
         assert_eq!(
             verdict_of_error(
                 -32022,
                 data(r#"{"supported":["2027-01-01",7,null,"x"]}"#).as_deref()
             ),
-            Verdict::NoMutualVersion(vec!["2027-01-01".into(), "x".into()])
+            Discovered::NoMutualVersion(vec!["2027-01-01".into(), "x".into()])
         );
         assert_eq!(
             verdict_of_error(-32022, None),
-            Verdict::NoMutualVersion(Vec::new())
+            Discovered::NoMutualVersion(Vec::new())
         );
-        assert_eq!(verdict_of_error(-32020, None), Verdict::Modern);
-        assert_eq!(verdict_of_error(-32601, None), Verdict::Legacy);
-        assert_eq!(verdict_of_error(-32600, None), Verdict::Legacy);
+        assert_eq!(verdict_of_error(-32020, None), Discovered::Modern);
+        assert_eq!(verdict_of_error(-32601, None), Discovered::Legacy);
+        assert_eq!(verdict_of_error(-32600, None), Discovered::Legacy);
         let many = format!(
             r#"{{"supported":[{}]}}"#,
             (0..100)
@@ -557,7 +557,7 @@ mod tests {
                 .join(",")
         );
         match verdict_of_error(-32022, data(&many).as_deref()) {
-            Verdict::NoMutualVersion(list) => assert_eq!(list.len(), 100),
+            Discovered::NoMutualVersion(list) => assert_eq!(list.len(), 100),
             other => panic!("{}", other.name()),
         }
     }

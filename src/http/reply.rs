@@ -21,7 +21,7 @@ use serde_json::value::RawValue;
 
 use super::events::{AfterAnswer, BodyError, SseStream};
 use super::session::{AfterRecheck, Era, EraSignal, Rechecked, Session};
-use super::{Connection, Current, Decoded, Error, Wire};
+use super::{Connection, Current, Decoded, Error, Verdict, Wire};
 use crate::json;
 use crate::jsonrpc::{self, Kind, RpcError};
 use crate::limits::{self, MAX_MESSAGE_BYTES};
@@ -291,7 +291,9 @@ impl Connection {
                         Ok(resumed) => resumed,
                         // The server forgot the session (MCP 2025-11-25, transports, session
                         // management): the request is over on it and may have run.
-                        Err(e) if e.is_session_expired() => return Err(Error::session_lost(id)),
+                        Err(e) if e.is_session_expired() => {
+                            return Err(Error::session_lost(id, &e));
+                        }
                         Err(e) => {
                             return Err(Error::stream(
                                 "resuming the event stream (GET with Last-Event-ID) failed",
@@ -421,7 +423,10 @@ impl Connection {
         if response.status() == StatusCode::METHOD_NOT_ALLOWED {
             return Ok(Listened::NotOffered);
         }
-        let response = self.check_status(response, Some(session), None).await?;
+        let response = match self.check_status(response, Some(session), None).await {
+            Ok(response) => response,
+            Err(e) => return Err(self.background_verdict(session, "GET", e, false).await),
+        };
         self.check_encoding(&response)?;
         if !matches!(media_type(&response), Some(MediaType::EventStream)) {
             return Err(Error::protocol(
@@ -492,29 +497,32 @@ impl Connection {
                 return Ok(Listened::NotOffered);
             }
             Err(e) => {
-                // Maybe a restart onto the legacy era: the era is asked again, unless a probe
-                // found this answer to be the server's own before (moved, the loop leaves this
-                // route for the next). The same era: a plain 404 or 405 means this server has
-                // no listen endpoint, and nothing more is asked.
-                let Some(signal) = super::era_signal(session, &e) else {
-                    return Err(e);
+                // By its verdict: an answer of the other era (maybe a restart onto the legacy
+                // era) asks the era again (moved: the loop leaves this route for the next); the
+                // server's own (the same era, now or before, also on a new route of replicas
+                // declaring other things) is a plain 404 or 405 meaning no listen endpoint, and
+                // nothing more is asked. The listen's refusal stands (nothing is resent), so the
+                // probe records its verdict itself: asked about once, even when the loop drops
+                // this future on the new route's install.
+                let verdict = self.verdict(session, LISTEN, &e);
+                let (own, signal) = match verdict {
+                    Verdict::Own(signal) => (true, signal),
+                    Verdict::OtherEra(signal) => {
+                        let rechecked = self
+                            .recheck(session, LISTEN, signal, false, AfterRecheck::Stands)
+                            .await;
+                        (
+                            matches!(rechecked, Rechecked::Own | Rechecked::Renewed),
+                            signal,
+                        )
+                    }
+                    _ => return Err(e.judged(verdict)),
                 };
-                // The same era on a new route (replicas declaring other things) confirms it
-                // too: the listen goes on the new route, where the same answer is its own. The
-                // listen's refusal stands (nothing is resent), so the probe records its verdict
-                // itself: asked about once, even when the loop drops this future on the new
-                // route's install.
-                let own = self.is_own(session, LISTEN, signal)
-                    || matches!(
-                        self.recheck(session, LISTEN, signal, false, AfterRecheck::Stands)
-                            .await,
-                        Rechecked::Own | Rechecked::Renewed
-                    );
                 if own && matches!(signal, EraSignal::PlainRefusal(404 | 405)) {
                     tracing::debug!(namespace = %self.namespace, "subscriptions/listen has no endpoint on this server (a plain 404 or 405 from a modern server)");
                     return Ok(Listened::NotOffered);
                 }
-                return Err(e);
+                return Err(e.judged(verdict));
             }
         };
         self.check_encoding(&response)?;
@@ -664,7 +672,13 @@ impl Connection {
                 Err(error) => Err(self.rpc_error(error)),
             }),
             Kind::ErrorWithoutId(error) => Some(Err(self.rpc_error(error))),
-            Kind::Response(..) => {
+            // An answer all the same: it ends the wait at once, and nothing is left to cancel.
+            Kind::Hollow(rid) if jsonrpc::id_matches(rid, id) => {
+                Some(Err(Error::malformed(format!(
+                    "the server's response to request {id} holds neither a result nor an error"
+                ))))
+            }
+            Kind::Response(..) | Kind::Hollow(_) => {
                 tracing::trace!(namespace = %self.namespace, id, "ignored a response to another request");
                 None
             }

@@ -40,6 +40,8 @@ use tokio::sync::watch;
 
 use super::events::AfterAnswer;
 use super::modern;
+use super::verdict::Settle;
+pub(crate) use super::verdict::{Era, EraSignal};
 use super::{Connection, Decoded, Error, lock};
 use crate::jsonrpc;
 use crate::limits;
@@ -134,15 +136,6 @@ impl Initialized {
     }
 }
 
-/// A protocol era (MCP 2026-07-28, basic/versioning "Terminology").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Era {
-    /// `2025-11-25` and earlier: an `initialize` handshake, maybe a session.
-    Legacy,
-    /// `2026-07-28`: stateless, every request declares its version in `_meta`.
-    Modern,
-}
-
 /// What the client knows of the server's era; the verdict belongs to the server for its life
 /// in this Pack (MCP 2026-07-28, basic/versioning "Backward Compatibility").
 ///
@@ -173,23 +166,6 @@ impl Known {
             Known::Unknown => None,
         }
     }
-}
-
-/// A sign, in an answer to a request, that the server speaks the other era (MCP 2026-07-28,
-/// basic/versioning "Backward Compatibility"): a restart onto another version, unless a probe
-/// finds the server still in the same era (then it was the server's own answer, such as a
-/// 2025-era tool's own `-32021`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum EraSignal {
-    /// A legacy session's request answered with this modern JSON-RPC error code (`-32020`,
-    /// `-32021`, `-32022`), in any status.
-    ModernError(i64),
-    /// A modern request refused with this HTTP status (`400`, `404`, `405`, `406`) and no
-    /// JSON-RPC error answering it: what a legacy server gives a request without a session.
-    PlainRefusal(u16),
-    /// A modern request answered `-32022` naming only legacy versions this client speaks (a
-    /// server redeployed without 2026-07-28).
-    LegacyVersionsOnly,
 }
 
 /// The era signals a probe found to be one server's own answers, each with the JSON-RPC
@@ -303,6 +279,16 @@ impl Session {
     /// Whether the client deleted it or the server forgot it.
     pub(super) fn is_deleted(&self) -> bool {
         self.deleted.load(Ordering::Acquire)
+    }
+
+    /// Whether a `notifications/cancelled` may go to it (MCP 2025-11-25, cancellation): a
+    /// legacy session the server has not forgotten (a 404, or a server since found modern,
+    /// whose legacy sessions ended with the build that made them) and the client has not
+    /// deleted. A modern request is cancelled by closing its stream (MCP 2026-07-28,
+    /// basic/patterns/cancellation "Transport-Specific Cancellation"): nothing is sent. The
+    /// one rule for every cancel: [`Connection::cancel`] and the close's.
+    pub(super) fn takes_cancel(&self) -> bool {
+        self.era == Era::Legacy && !self.is_deleted()
     }
 }
 
@@ -535,6 +521,17 @@ impl Sessions {
     pub(super) fn retire(&mut self, stale: &Arc<Session>) {
         if matches!(&self.link, Link::Live(s) if Arc::ptr_eq(s, stale)) {
             self.relink(Link::Idle);
+        }
+    }
+
+    /// The one write of a [`Verdict`](super::verdict::Verdict) on the session `on` it came
+    /// from ([`super::verdict::Verdict::settles`]): forgotten, set aside, or kept (a recheck is
+    /// the probe's, [`Connection::recheck`], which sets aside what it moves off).
+    pub(super) fn settle(&mut self, on: &Arc<Session>, settle: Settle) {
+        match settle {
+            Settle::Forget => self.forget(on),
+            Settle::SetAside => self.retire(on),
+            Settle::Recheck(_) | Settle::Keep => {}
         }
     }
 
@@ -846,7 +843,7 @@ impl Connection {
 
     /// The era probe: `server/discover` as a modern request (MCP 2026-07-28, server/discover).
     /// `Some` with the modern route and what the server declared, when it is modern; `None`
-    /// when it is legacy (the verdict is recorded either way; see [`modern::Verdict`]).
+    /// when it is legacy (the verdict is recorded either way; see [`modern::Discovered`]).
     ///
     /// # Errors
     /// A failure that gives no verdict (a transport failure, a 5xx, a 408/429, a redirect, a
@@ -873,7 +870,7 @@ impl Connection {
         ));
         let decode = |result: &serde_json::value::RawValue,
                       _: &Bytes|
-         -> Decoded<(modern::Verdict, Initialized)> {
+         -> Decoded<(modern::Discovered, Initialized)> {
             let read: DiscoverResult<'_> = serde_json::from_str(result.get()).map_err(|_| {
                 Error::malformed("the server's server/discover result is not an object".to_string())
             })?;
@@ -885,16 +882,18 @@ impl Connection {
             let verdict = match listed {
                 // No `supportedVersions` list (which every DiscoverResult has): a server that
                 // answers any method with a result, not a modern one; the handshake decides.
-                None => modern::Verdict::Legacy,
-                Some(list) if list.iter().any(|v| v == MODERN_VERSION) => modern::Verdict::Modern,
+                None => modern::Discovered::Legacy,
+                Some(list) if list.iter().any(|v| v == MODERN_VERSION) => {
+                    modern::Discovered::Modern
+                }
                 Some(list)
                     if list
                         .iter()
                         .any(|v| SUPPORTED_VERSIONS.contains(&v.as_str())) =>
                 {
-                    modern::Verdict::LegacyOffered
+                    modern::Discovered::LegacyOffered
                 }
-                Some(list) => modern::Verdict::NoMutualVersion(list),
+                Some(list) => modern::Discovered::NoMutualVersion(list),
             };
             let mut initialized =
                 Initialized::read(self, read.capabilities, read.instructions, read.server_info);
@@ -939,17 +938,17 @@ impl Connection {
             Err(e) => {
                 let verdict = match e.rpc() {
                     Some(rpc) => modern::verdict_of_error(rpc.code, rpc.data.as_deref()),
-                    None if e.is_unreadable_answer() => modern::Verdict::Legacy,
+                    None if e.is_unreadable_answer() => modern::Discovered::Legacy,
                     None if e.is_no_answer() => {
                         tracing::debug!(namespace = %self.namespace, within_s = within.as_secs(), "server/discover got no answer in time: the server is legacy");
-                        modern::Verdict::Legacy
+                        modern::Discovered::Legacy
                     }
                     None => match e.status() {
                         Some(status)
                             if status.is_client_error()
                                 && !matches!(status.as_u16(), 401 | 403 | 408 | 429) =>
                         {
-                            modern::Verdict::Legacy
+                            modern::Discovered::Legacy
                         }
                         // No verdict: the start fails and is tried again.
                         _ => return Err(e),
@@ -960,17 +959,17 @@ impl Connection {
         };
         tracing::debug!(namespace = %self.namespace, verdict = verdict.name(), "server/discover answered");
         match verdict {
-            modern::Verdict::Modern => {
+            modern::Discovered::Modern => {
                 lock(&self.sessions).learned(Era::Modern);
                 let initialized = answered?;
                 let _ = session.initialized.set(initialized.clone());
                 Ok(Some((session, initialized)))
             }
-            modern::Verdict::LegacyOffered | modern::Verdict::Legacy => {
+            modern::Discovered::LegacyOffered | modern::Discovered::Legacy => {
                 lock(&self.sessions).learned(Era::Legacy);
                 Ok(None)
             }
-            modern::Verdict::NoMutualVersion(theirs) => {
+            modern::Discovered::NoMutualVersion(theirs) => {
                 // Scrubbed whole, then cut: a secret the server echoes leaves no prefix.
                 let theirs: Vec<String> = theirs
                     .iter()
@@ -1281,6 +1280,7 @@ impl Connection {
         let cancels = lock(&self.flights).drain(&on, close);
         let sends = cancels
             .iter()
+            .filter(|(_, session)| session.takes_cancel())
             .map(|(id, session)| self.send_cancel(*id, session, reason));
         let _ = tokio::time::timeout_at(step(), futures_util::future::join_all(sends)).await;
         // Cancels of dropped calls and answers to server requests already on their way go
@@ -1349,5 +1349,25 @@ mod tests {
         }
         let long = HeaderValue::from_str(&"a".repeat(1025)).unwrap();
         assert!(valid_session_id(&long).is_err());
+    }
+
+    #[test]
+    fn a_cancel_goes_only_to_a_legacy_session_still_known() {
+        let live = Arc::new(Session::new(Some(HeaderValue::from_static("s-1"))));
+        assert!(live.takes_cancel());
+        assert!(!Session::modern().takes_cancel());
+        // Forgotten by a 404: the one write of that verdict.
+        let mut state = Sessions::default();
+        state.owned.push(Arc::clone(&live));
+        state.settle(&live, Settle::Forget);
+        assert!(!live.takes_cancel() && state.owned.is_empty());
+        // Set aside by the server's words: still owned (deleted at the drop), still cancelled.
+        let aside = Arc::new(Session::new(Some(HeaderValue::from_static("s-2"))));
+        state.owned.push(Arc::clone(&aside));
+        state.settle(&aside, Settle::SetAside);
+        assert!(aside.takes_cancel() && state.owned.len() == 1);
+        // A server found modern: its legacy sessions ended with the build that made them.
+        state.learned(Era::Modern);
+        assert!(!aside.takes_cancel() && state.owned.is_empty());
     }
 }

@@ -33,6 +33,8 @@ mod eras;
 mod wire;
 // Sessions and cancellation: every request and cancel on its own session, renewals, reuse.
 mod sessions;
+// One verdict per answer: each session, era, resend and cancel rule on every path.
+mod verdicts;
 // Event streams: resumption, the standalone `GET` stream, server requests inside a call.
 mod streams;
 // Closing: the Pack's drop deletes every session, cancels before `DELETE`, bounded cleanup.

@@ -1,0 +1,292 @@
+//! The one verdict on an answer (docs/connection.md "Verdicts"): what an error a server gave
+//! (or a failure on the way to it) means for the request, its session and its resends,
+//! decided once, on types, by `super::judge`, and matched on by every consumer — the call
+//! path, the listing's pages, the standalone stream, the ping, a resumption, the close and
+//! the Pack's resend. Also the protocol [`Era`] and the [`EraSignal`] a verdict may carry.
+//!
+//! Two tables read a verdict, and nothing else decides from a raw code or status:
+//! - [`Verdict::settles`]: what it does to the session (or modern route) it came on — forget
+//!   it, set it aside, ask the era again, or keep it;
+//! - [`next`]: what the exchange of one request does next — send again on the same route,
+//!   renew the session and resend, re-issue a lost request, re-route after a probe, or answer.
+
+use std::time::Duration;
+
+use crate::limits;
+
+/// A protocol era (MCP 2026-07-28, basic/versioning "Terminology").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Era {
+    /// `2025-11-25` and earlier: an `initialize` handshake, maybe a session.
+    Legacy,
+    /// `2026-07-28`: stateless, every request declares its version in `_meta`.
+    Modern,
+}
+
+/// A sign, in an answer to a request, that the server speaks the other era (MCP 2026-07-28,
+/// basic/versioning "Backward Compatibility"): a restart onto another version, unless a probe
+/// finds the server still in the same era (then it was the server's own answer, such as a
+/// 2025-era tool's own `-32021`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EraSignal {
+    /// A legacy session's request answered with this modern JSON-RPC error code (`-32020`,
+    /// `-32021`, `-32022`), in any status.
+    ModernError(i64),
+    /// A modern request refused with this HTTP status (`400`, `404`, `405`, `406`) and no
+    /// JSON-RPC error answering it: what a legacy server gives a request without a session.
+    PlainRefusal(u16),
+    /// A modern request answered `-32022` naming only legacy versions this client speaks (a
+    /// server redeployed without 2026-07-28).
+    LegacyVersionsOnly,
+}
+
+/// What an error answering a request on one route means, computed once from the route's era,
+/// what the client knows of the server's own answers, and the error's kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Nothing was sent: the connect was refused (a server restarting).
+    Unsent,
+    /// The server forgot the session for sure: a `404` to a request carrying its id (MCP
+    /// 2025-11-25, transports "Session Management"), also when it refused a resumption so.
+    /// Forgotten: no `DELETE` goes to it.
+    Expired,
+    /// The server's words (a `400` "no valid session" of older SDKs) say the session is gone:
+    /// set aside, and still deleted at the drop.
+    SetAside,
+    /// An answer like the other era's that no probe found to be the server's own: the era is
+    /// asked again.
+    OtherEra(EraSignal),
+    /// An answer like the other era's that a probe found to be this server's own answer to
+    /// the method (a 2025-era tool's own `-32020`): it stands, and asks nothing.
+    Own(EraSignal),
+    /// The reply was lost on the way (the stream ended or broke before the answer, or the
+    /// connection broke after the request went out): the request may have run.
+    Lost,
+    /// A modern route's `HeaderMismatch` (`-32020`; MCP 2026-07-28, transports "Client
+    /// Behavior"): the tool's `Mcp-Param-*` headers may follow an old schema.
+    HeaderMismatch,
+    /// A modern route's `MissingRequiredClientCapability` (`-32021`).
+    MissingCapability,
+    /// Refused `429` or `503` with a `Retry-After` (RFC 6585 §4, RFC 9110 §10.2.3): the
+    /// request was not processed; the status and the wait the server named.
+    RateLimited { status: u16, wait: Duration },
+    /// A response of no valid shape (neither `result` nor `error`, a `result` of the wrong
+    /// shape): an answer all the same, nothing to cancel.
+    Malformed,
+    /// Anything else: the answer is the request's own and stands (a JSON-RPC error of the
+    /// server's era, an error status, a failure with nothing more to do).
+    Stands,
+}
+
+/// What a [`Verdict`] does to the session (or modern route) the answer came on; the one
+/// function from verdict to session transition is `Sessions::settle`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Settle {
+    /// Forgotten: no longer live, no longer owned (no `DELETE`), no cancel goes to it.
+    Forget,
+    /// No longer live; still owned, so deleted with the others.
+    SetAside,
+    /// The era is asked again (`Connection::recheck`), which moves the route or keeps it.
+    Recheck(EraSignal),
+    /// Nothing changes.
+    Keep,
+}
+
+impl Verdict {
+    /// What this verdict does to the session the answer came on.
+    pub(crate) fn settles(self) -> Settle {
+        match self {
+            Verdict::Expired => Settle::Forget,
+            Verdict::SetAside => Settle::SetAside,
+            Verdict::OtherEra(signal) => Settle::Recheck(signal),
+            Verdict::Unsent
+            | Verdict::Own(_)
+            | Verdict::Lost
+            | Verdict::HeaderMismatch
+            | Verdict::MissingCapability
+            | Verdict::RateLimited { .. }
+            | Verdict::Malformed
+            | Verdict::Stands => Settle::Keep,
+        }
+    }
+}
+
+/// Where in one send the answer came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// The status (or the failure to get one): refused before anything ran.
+    Status,
+    /// A 2xx reply being read: the request was accepted and may have run.
+    Reply,
+}
+
+/// The resends one request has spent ([`next`] reads it; the exchange updates it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Spent {
+    /// Sent once more after an expired session or an answer of the other era (at most once).
+    pub(crate) resent: bool,
+    /// Sent again after a refused connect (at most [`limits::REINIT_RETRIES`] times).
+    pub(crate) refused: usize,
+    /// Re-issued with a new id after a lost reply (at most once per call).
+    pub(crate) reissued: bool,
+}
+
+/// What the exchange of one request does after an attempt's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Send again on the same route after this wait (nothing was sent).
+    Again(Duration),
+    /// Take the next session (the renewal) and send once more.
+    Renew,
+    /// Send again under a new JSON-RPC id (MCP 2026-07-28, transports "Receiving Messages").
+    Reissue,
+    /// Ask the era again, then send once more on the route the probe leaves (or answer).
+    Reroute(EraSignal),
+    /// The error is the request's answer.
+    Answer,
+}
+
+/// The decision table of one request's resends, read whole (the shape of hickory's retry
+/// `match`): `verdict` of the attempt in `phase`, with `spent` so far; `reissues` says whether
+/// a lost reply of this request is re-issued in its era (`Wire::reissues_in`).
+pub(crate) fn next(verdict: Verdict, phase: Phase, spent: Spent, reissues: bool) -> Next {
+    match (verdict, phase) {
+        (Verdict::Unsent, _) if spent.refused < limits::REINIT_RETRIES => {
+            Next::Again(limits::REINIT_RETRY_FIRST * 2u32.pow(spent.refused as u32))
+        }
+        // Refused at the status: nothing ran, so the request goes once more on a new session.
+        // Met while reading, the request may have run: it is never sent again.
+        (Verdict::Expired | Verdict::SetAside, Phase::Status) if !spent.resent => Next::Renew,
+        (Verdict::Lost, _) if reissues && !spent.reissued => Next::Reissue,
+        (Verdict::OtherEra(signal), _) if !spent.resent => Next::Reroute(signal),
+        _ => Next::Answer,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FRESH: Spent = Spent {
+        resent: false,
+        refused: 0,
+        reissued: false,
+    };
+    const RESENT: Spent = Spent {
+        resent: true,
+        refused: 0,
+        reissued: false,
+    };
+
+    #[test]
+    fn each_verdict_settles_its_session_one_way() {
+        let signal = EraSignal::ModernError(-32022);
+        let table = [
+            (Verdict::Expired, Settle::Forget),
+            (Verdict::Own(signal), Settle::Keep),
+            (Verdict::SetAside, Settle::SetAside),
+            (Verdict::OtherEra(signal), Settle::Recheck(signal)),
+            (Verdict::Unsent, Settle::Keep),
+            (Verdict::Lost, Settle::Keep),
+            (Verdict::HeaderMismatch, Settle::Keep),
+            (Verdict::MissingCapability, Settle::Keep),
+            (
+                Verdict::RateLimited {
+                    status: 429,
+                    wait: Duration::from_secs(1),
+                },
+                Settle::Keep,
+            ),
+            (Verdict::Malformed, Settle::Keep),
+            (Verdict::Stands, Settle::Keep),
+        ];
+        for (verdict, settle) in table {
+            assert_eq!(verdict.settles(), settle, "{verdict:?}");
+        }
+    }
+
+    #[test]
+    fn the_resend_table_spends_each_resend_once() {
+        use Phase::{Reply, Status};
+        let signal = EraSignal::PlainRefusal(404);
+        let limited = Verdict::RateLimited {
+            status: 429,
+            wait: Duration::from_secs(1),
+        };
+        let table = [
+            (
+                Verdict::Unsent,
+                Status,
+                FRESH,
+                false,
+                Next::Again(limits::REINIT_RETRY_FIRST),
+            ),
+            (Verdict::Expired, Status, FRESH, false, Next::Renew),
+            (Verdict::SetAside, Status, FRESH, false, Next::Renew),
+            (Verdict::Expired, Status, RESENT, false, Next::Answer),
+            (Verdict::SetAside, Reply, FRESH, false, Next::Answer),
+            (Verdict::Expired, Reply, FRESH, true, Next::Answer),
+            (Verdict::Lost, Reply, FRESH, true, Next::Reissue),
+            (Verdict::Lost, Status, FRESH, true, Next::Reissue),
+            (Verdict::Lost, Reply, FRESH, false, Next::Answer),
+            (
+                Verdict::Lost,
+                Reply,
+                Spent {
+                    reissued: true,
+                    ..FRESH
+                },
+                true,
+                Next::Answer,
+            ),
+            (
+                Verdict::OtherEra(signal),
+                Status,
+                FRESH,
+                false,
+                Next::Reroute(signal),
+            ),
+            (
+                Verdict::OtherEra(signal),
+                Reply,
+                FRESH,
+                false,
+                Next::Reroute(signal),
+            ),
+            (
+                Verdict::OtherEra(signal),
+                Status,
+                RESENT,
+                false,
+                Next::Answer,
+            ),
+            (Verdict::Own(signal), Status, FRESH, true, Next::Answer),
+            (Verdict::HeaderMismatch, Status, FRESH, true, Next::Answer),
+            (limited, Status, FRESH, true, Next::Answer),
+            (Verdict::Malformed, Reply, FRESH, true, Next::Answer),
+            (Verdict::Stands, Status, FRESH, true, Next::Answer),
+        ];
+        for (verdict, phase, spent, reissues, want) in table {
+            assert_eq!(
+                next(verdict, phase, spent, reissues),
+                want,
+                "{verdict:?} {phase:?} {spent:?} {reissues}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_refused_connect_is_sent_again_with_a_doubling_wait_until_the_bound() {
+        let waits: Vec<Next> = (0..=limits::REINIT_RETRIES)
+            .map(|refused| {
+                let spent = Spent { refused, ..FRESH };
+                next(Verdict::Unsent, Phase::Status, spent, false)
+            })
+            .collect();
+        let mut want: Vec<Next> = (0..limits::REINIT_RETRIES)
+            .map(|n| Next::Again(limits::REINIT_RETRY_FIRST * 2u32.pow(n as u32)))
+            .collect();
+        want.push(Next::Answer);
+        assert_eq!(waits, want);
+    }
+}
