@@ -19,6 +19,7 @@
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::sync::{Arc, RwLock};
 
 use aho_corasick::{AhoCorasick, MatchKind};
@@ -137,8 +138,8 @@ impl Matcher {
     /// `text`; the occurrences come in the order they end, so a run only ever grows back over
     /// the runs just before it. An occurrence of a JWT head reaches on over the rest of the JWT
     /// after it ([`jwt_rest`]).
-    fn covered(&self, text: &str) -> Vec<std::ops::Range<usize>> {
-        let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+    fn covered(&self, text: &str) -> Vec<Range<usize>> {
+        let mut runs: Vec<Range<usize>> = Vec::new();
         let Some(ac) = &self.automaton else {
             return runs;
         };
@@ -205,6 +206,226 @@ fn jwt_rest(bytes: &[u8]) -> usize {
         }
     }
     at
+}
+
+/// `text` with each run of `runs` (ascending, disjoint byte ranges on char boundaries) written
+/// as one [`REDACTED`]; borrowed when there is none.
+fn replace_runs<'a>(text: &'a str, runs: &[Range<usize>]) -> Cow<'a, str> {
+    if runs.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for run in runs {
+        out.push_str(&text[at..run.start]);
+        out.push_str(REDACTED);
+        at = run.end;
+    }
+    out.push_str(&text[at..]);
+    Cow::Owned(out)
+}
+
+/// The byte ranges of `text` that some occurrence of a form of any of `matchers` covers, as
+/// maximal runs in ascending order ([`Matcher::covered`], over several secret sets at once).
+fn covered_by(matchers: &[Arc<Matcher>], text: &str) -> Vec<Range<usize>> {
+    match matchers {
+        [] => Vec::new(),
+        [one] => one.covered(text),
+        many => {
+            let mut all: Vec<Range<usize>> = many.iter().flat_map(|m| m.covered(text)).collect();
+            all.sort_by_key(|run| run.start);
+            let mut runs: Vec<Range<usize>> = Vec::with_capacity(all.len());
+            for run in all {
+                match runs.last_mut() {
+                    Some(last) if run.start <= last.end => last.end = last.end.max(run.end),
+                    _ => runs.push(run),
+                }
+            }
+            runs
+        }
+    }
+}
+
+/// What a JSON token that holds a secret and is not a string (a number, `true`, …) becomes, so
+/// the text stays JSON: the JSON string `"[redacted]"`. A string holding one keeps its other
+/// text, each covered run written as [`REDACTED`].
+const REDACTED_JSON: &str = "\"[redacted]\"";
+
+/// The JSON rule: `text` scrubbed of the forms `matchers` hold, valid JSON (RFC 8259) when it
+/// was valid JSON.
+///
+/// - Text that is not one JSON value is scrubbed as plain text: each covered run becomes
+///   [`REDACTED`].
+/// - In a JSON value, every string and key is looked at as written and, when it holds an
+///   escape, as decoded (a secret behind `\/` or `\u0041` that no registered form spells); one
+///   that holds a secret is written again from its decoded text with each covered run as
+///   [`REDACTED`] (serde_json's escapes), and as [`REDACTED_JSON`] whole if it still shows one.
+///   Keys are read as written, so a key named twice is scrubbed twice. A number or literal an
+///   occurrence touches becomes [`REDACTED_JSON`]. Everything else is kept byte for byte.
+/// - An occurrence that reaches over the JSON between tokens (a secret spelling `","`) leaves
+///   the plain scrub, shown as one JSON string when it is no JSON value any more.
+///
+/// One pass of the matchers over `text` when it holds no secret and no backslash (then it is
+/// borrowed); otherwise a JSON validation pass and the strings with escapes decoded.
+fn scrub_json_text<'a>(matchers: &[Arc<Matcher>], text: &'a str) -> Cow<'a, str> {
+    if matchers.iter().all(|m| m.is_empty()) {
+        return Cow::Borrowed(text);
+    }
+    let runs = covered_by(matchers, text);
+    if runs.is_empty() && memchr::memchr(b'\\', text.as_bytes()).is_none() {
+        return Cow::Borrowed(text);
+    }
+    if serde_json::from_str::<serde::de::IgnoredAny>(text).is_err() {
+        return replace_runs(text, &runs);
+    }
+    let mut out = String::new();
+    let mut copied = 0;
+    let mut next_run = 0;
+    for (token, string) in json_tokens(text) {
+        while runs.get(next_run).is_some_and(|run| run.end <= token.start) {
+            next_run += 1;
+        }
+        let hit = runs.get(next_run).is_some_and(|run| run.start < token.end);
+        let raw = &text[token.clone()];
+        let replacement = if !string {
+            hit.then(|| REDACTED_JSON.to_string())
+        } else if hit || raw.contains('\\') {
+            // Valid JSON was checked above, so each string token decodes.
+            let decoded: String = serde_json::from_str(raw).unwrap_or_default();
+            let scrubbed = replace_runs(&decoded, &covered_by(matchers, &decoded)).into_owned();
+            if !hit && scrubbed == decoded {
+                None
+            } else {
+                let written = serde_json::to_string(&scrubbed).unwrap_or_default();
+                Some(if covered_by(matchers, &written).is_empty() {
+                    written
+                } else {
+                    REDACTED_JSON.to_string()
+                })
+            }
+        } else {
+            None
+        };
+        if let Some(replacement) = replacement {
+            out.push_str(&text[copied..token.start]);
+            out.push_str(&replacement);
+            copied = token.end;
+        }
+    }
+    if copied == 0 && runs.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    out.push_str(&text[copied..]);
+    if covered_by(matchers, &out).is_empty() {
+        return Cow::Owned(out);
+    }
+    // An occurrence across tokens: the plain scrub, kept JSON.
+    let plain = replace_runs(text, &runs).into_owned();
+    if serde_json::from_str::<serde::de::IgnoredAny>(&plain).is_ok() {
+        Cow::Owned(plain)
+    } else {
+        Cow::Owned(serde_json::to_string(&plain).unwrap_or_default())
+    }
+}
+
+/// The tokens of the valid JSON text `text` that hold data, in order: each string (key or
+/// value, quotes included; `true`) and each number or literal (`false`). Structure and
+/// whitespace are skipped.
+fn json_tokens(text: &str) -> impl Iterator<Item = (Range<usize>, bool)> + '_ {
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        while let Some(&b) = bytes.get(at) {
+            match b {
+                b'{' | b'}' | b'[' | b']' | b':' | b',' | b' ' | b'\t' | b'\n' | b'\r' => at += 1,
+                b'"' => {
+                    let start = at;
+                    at += 1;
+                    while let Some(found) = memchr::memchr2(b'"', b'\\', &bytes[at..]) {
+                        at += found;
+                        if bytes[at] == b'\\' {
+                            at += 2;
+                        } else {
+                            break;
+                        }
+                    }
+                    at = (at + 1).min(bytes.len());
+                    return Some((start..at, true));
+                }
+                _ => {
+                    let start = at;
+                    while bytes.get(at).is_some_and(|b| {
+                        !matches!(
+                            b,
+                            b'{' | b'}' | b'[' | b']' | b':' | b',' | b' ' | b'\t' | b'\n' | b'\r' | b'"'
+                        )
+                    }) {
+                        at += 1;
+                    }
+                    return Some((start..at, false));
+                }
+            }
+        }
+        None
+    })
+}
+
+/// The one gate every text the Pack shows passes (README "Secrets"): tool answers,
+/// `ToolError` messages, listings and their reasons and sign-in links, Host-only answers, and
+/// the tool specs that quote a server's names. It scrubs the final text with the secrets of
+/// every entry of the Pack, configured and learned, now and later, by the JSON rule
+/// ([`scrub_json_text`]): a JSON answer stays valid JSON. Scrubs made earlier, closer to the
+/// server's text (before a cut, say), are an optimization; this one is the guarantee.
+///
+/// Cloning shares the secret sets; a gate built before a secret is learned scrubs it too.
+#[derive(Clone, Default)]
+pub(crate) struct Gate {
+    sets: Vec<Arc<RwLock<SecretSet>>>,
+}
+
+impl Gate {
+    /// A gate over the secrets of `redactors` (the Pack's entries).
+    pub(crate) fn new<'a>(redactors: impl IntoIterator<Item = &'a Redactor>) -> Self {
+        Self {
+            sets: redactors
+                .into_iter()
+                .map(|r| Arc::clone(&r.set))
+                .collect(),
+        }
+    }
+
+    /// `text` scrubbed by the JSON rule with every secret of the gate's entries: the only way
+    /// to a [`Shown`].
+    pub(crate) fn pass(&self, text: String) -> Shown {
+        let matchers: Vec<Arc<Matcher>> = self
+            .sets
+            .iter()
+            .map(|set| Arc::clone(&set.read().unwrap_or_else(|e| e.into_inner()).matcher))
+            .filter(|m| !m.is_empty())
+            .collect();
+        match scrub_json_text(&matchers, &text) {
+            Cow::Borrowed(_) => Shown(text),
+            Cow::Owned(scrubbed) => Shown(scrubbed),
+        }
+    }
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Gate({} entries)", self.sets.len())
+    }
+}
+
+/// Text that has passed the [`Gate`], and so may leave the Pack; made only by
+/// [`Gate::pass`].
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Shown(String);
+
+impl Shown {
+    /// The text, to hand to the Host.
+    pub(crate) fn into_string(self) -> String {
+        self.0
+    }
 }
 
 impl std::fmt::Debug for Redactor {
@@ -465,18 +686,7 @@ impl Redactor {
     /// one another leave no byte of either behind. One pass over `text`.
     pub(crate) fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let runs = self.matcher().covered(text);
-        if runs.is_empty() {
-            return Cow::Borrowed(text);
-        }
-        let mut out = String::with_capacity(text.len());
-        let mut at = 0;
-        for run in runs {
-            out.push_str(&text[at..run.start]);
-            out.push_str(REDACTED);
-            at = run.end;
-        }
-        out.push_str(&text[at..]);
-        Cow::Owned(out)
+        replace_runs(text, &runs)
     }
 
     /// [`Redactor::scrub`] for text that was cut from a longer one (an error body's preview):
@@ -514,58 +724,12 @@ impl Redactor {
         }
     }
 
-    /// Scrubs the JSON text `json` (a schema, annotations, `structuredContent`), also where a
-    /// secret hides behind JSON escapes other than serde_json's own (`\/`, `\u0041`): such text
-    /// is decoded, its strings and keys scrubbed, and encoded again. Text that is not JSON is
-    /// scrubbed as plain text.
-    pub(crate) fn scrub_json<'a>(&self, json: &'a str) -> Cow<'a, str> {
-        if self.matcher().is_empty() {
-            return Cow::Borrowed(json);
-        }
-        if !json.contains('\\') {
-            return self.scrub(json);
-        }
-        let Ok(mut value) = serde_json::from_str::<serde_json::Value>(json) else {
-            return self.scrub(json);
-        };
-        if !self.scrub_value(&mut value) {
-            return Cow::Borrowed(json);
-        }
-        Cow::Owned(value.to_string())
-    }
-
-    /// Scrubs every string and key inside `value`; whether anything changed.
-    fn scrub_value(&self, value: &mut serde_json::Value) -> bool {
-        use serde_json::Value;
-        match value {
-            Value::String(text) => match self.scrub(text) {
-                Cow::Borrowed(_) => false,
-                Cow::Owned(scrubbed) => {
-                    *text = scrubbed;
-                    true
-                }
-            },
-            Value::Array(items) => items
-                .iter_mut()
-                .fold(false, |changed, v| self.scrub_value(v) | changed),
-            Value::Object(map) => {
-                let mut changed = false;
-                let entries = std::mem::take(map);
-                for (key, mut v) in entries {
-                    changed |= self.scrub_value(&mut v);
-                    let key = match self.scrub(&key) {
-                        Cow::Borrowed(_) => key,
-                        Cow::Owned(scrubbed) => {
-                            changed = true;
-                            scrubbed
-                        }
-                    };
-                    map.insert(key, v);
-                }
-                changed
-            }
-            _ => false,
-        }
+    /// Scrubs `text` by the JSON rule ([`scrub_json_text`]): JSON text stays valid JSON (a
+    /// schema, annotations, `structuredContent`), also where a secret hides behind JSON escapes
+    /// other than serde_json's own (`\/`, `\u0041`), under a key named twice, or in a number;
+    /// text that is not JSON is scrubbed as plain text ([`Redactor::scrub`]).
+    pub(crate) fn scrub_json<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        scrub_json_text(&[self.matcher()], text)
     }
 
     /// A function scrubbing text like [`Redactor::scrub`], from any thread, with this redactor's

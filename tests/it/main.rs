@@ -28,6 +28,8 @@ mod review;
 mod rmcp_peer;
 mod schemas;
 mod secrets;
+// The exit gate: one JSON-aware scrub of everything the Pack shows, and its property test.
+mod secrets_gate;
 mod sessions;
 mod signin;
 mod streams;
