@@ -246,6 +246,121 @@ fn covered_by(matchers: &[Arc<Matcher>], text: &str) -> Vec<Range<usize>> {
     }
 }
 
+/// The plain rule: the runs of `text` that a form covers, as written and, when `text` holds a
+/// backslash, as a reader decodes its JSON escapes ([`Unescaped`]: `\/`, `\u0041`, a
+/// surrogate pair, `\"`, …), so a secret a server escaped in a way no registered form spells
+/// (every character as `\uXXXX`, say, in an error body's JSON) is found in any text; each run
+/// of either becomes one [`REDACTED`].
+fn scrub_plain<'a>(matchers: &[Arc<Matcher>], text: &'a str) -> Cow<'a, str> {
+    let mut runs = covered_by(matchers, text);
+    if memchr::memchr(b'\\', text.as_bytes()).is_some() {
+        let view = Unescaped::new(text);
+        let hidden = covered_by(matchers, &view.text);
+        if !hidden.is_empty() {
+            runs.extend(hidden.into_iter().map(|run| view.origin(run)));
+            runs.sort_by_key(|run| run.start);
+            let mut merged: Vec<Range<usize>> = Vec::with_capacity(runs.len());
+            for run in runs {
+                match merged.last_mut() {
+                    Some(last) if run.start <= last.end => last.end = last.end.max(run.end),
+                    _ => merged.push(run),
+                }
+            }
+            runs = merged;
+        }
+    }
+    replace_runs(text, &runs)
+}
+
+/// A text with its JSON escapes (RFC 8259 §7) decoded wherever they stand, and where each
+/// escape came from. A backslash that starts no escape, and a `\u` escape of a lone surrogate,
+/// are kept as written.
+struct Unescaped {
+    text: String,
+    /// Per escape, in order: its decoded bytes in `text` and its bytes in the original.
+    escapes: Vec<(Range<usize>, Range<usize>)>,
+}
+
+impl Unescaped {
+    fn new(original: &str) -> Self {
+        let bytes = original.as_bytes();
+        let hex = |at: usize| -> Option<u32> {
+            let digits = original.get(at..at + 4)?;
+            if !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return None;
+            }
+            u32::from_str_radix(digits, 16).ok()
+        };
+        let mut text = String::with_capacity(original.len());
+        let mut escapes = Vec::new();
+        let mut copied = 0;
+        let mut at = 0;
+        while let Some(found) = memchr::memchr(b'\\', &bytes[at..]) {
+            at += found;
+            let escape: Option<(char, usize)> = match bytes.get(at + 1) {
+                Some(b'/') => Some(('/', 2)),
+                Some(b'"') => Some(('"', 2)),
+                Some(b'\\') => Some(('\\', 2)),
+                Some(b'n') => Some(('\n', 2)),
+                Some(b't') => Some(('\t', 2)),
+                Some(b'r') => Some(('\r', 2)),
+                Some(b'b') => Some(('\u{8}', 2)),
+                Some(b'f') => Some(('\u{c}', 2)),
+                Some(b'u') => match hex(at + 2) {
+                    Some(high @ 0xD800..=0xDBFF) => (bytes.get(at + 6..at + 8) == Some(b"\\u"))
+                        .then(|| hex(at + 8))
+                        .flatten()
+                        .filter(|low| (0xDC00..=0xDFFF).contains(low))
+                        .and_then(|low| {
+                            char::from_u32(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
+                        })
+                        .map(|c| (c, 12)),
+                    Some(unit) => char::from_u32(unit).map(|c| (c, 6)),
+                    None => None,
+                },
+                _ => None,
+            };
+            match escape {
+                Some((c, len)) => {
+                    text.push_str(&original[copied..at]);
+                    let start = text.len();
+                    text.push(c);
+                    escapes.push((start..text.len(), at..at + len));
+                    at += len;
+                    copied = at;
+                }
+                None => at += 1,
+            }
+        }
+        text.push_str(&original[copied..]);
+        Self { text, escapes }
+    }
+
+    /// The bytes of the original that the decoded bytes `run` came from (whole escapes).
+    fn origin(&self, run: Range<usize>) -> Range<usize> {
+        // The original offset of decoded byte `p`: inside an escape, that escape's start (or,
+        // `end`, its end); else shifted by the escapes before it.
+        let map = |p: usize, end: bool| -> usize {
+            let before = self.escapes.partition_point(|(view, _)| view.start <= p);
+            match before.checked_sub(1).map(|i| &self.escapes[i]) {
+                None => p + usize::from(end),
+                Some((view, original)) if p < view.end => {
+                    if end {
+                        original.end
+                    } else {
+                        original.start
+                    }
+                }
+                Some((view, original)) => original.end + (p - view.end) + usize::from(end),
+            }
+        };
+        let last = run.end.saturating_sub(1).max(run.start);
+        let end = map(last, true);
+        let start = map(run.start, false);
+        start..end
+    }
+}
+
 /// What a JSON token that holds a secret and is not a string (a number, `true`, …) becomes, so
 /// the text stays JSON: the JSON string `"[redacted]"`. A string holding one keeps its other
 /// text, each covered run written as [`REDACTED`].
@@ -276,7 +391,7 @@ fn scrub_json_text<'a>(matchers: &[Arc<Matcher>], text: &'a str) -> Cow<'a, str>
         return Cow::Borrowed(text);
     }
     if serde_json::from_str::<serde::de::IgnoredAny>(text).is_err() {
-        return replace_runs(text, &runs);
+        return scrub_plain(matchers, text);
     }
     let mut out = String::new();
     let mut copied = 0;
@@ -292,7 +407,7 @@ fn scrub_json_text<'a>(matchers: &[Arc<Matcher>], text: &'a str) -> Cow<'a, str>
         } else if hit || raw.contains('\\') {
             // Valid JSON was checked above, so each string token decodes.
             let decoded: String = serde_json::from_str(raw).unwrap_or_default();
-            let scrubbed = replace_runs(&decoded, &covered_by(matchers, &decoded)).into_owned();
+            let scrubbed = scrub_plain(matchers, &decoded).into_owned();
             if !hit && scrubbed == decoded {
                 None
             } else {
@@ -316,16 +431,21 @@ fn scrub_json_text<'a>(matchers: &[Arc<Matcher>], text: &'a str) -> Cow<'a, str>
         return Cow::Borrowed(text);
     }
     out.push_str(&text[copied..]);
-    if covered_by(matchers, &out).is_empty() {
+    if !scrub_plain_changes(matchers, &out) {
         return Cow::Owned(out);
     }
     // An occurrence across tokens: the plain scrub, kept JSON.
-    let plain = replace_runs(text, &runs).into_owned();
+    let plain = scrub_plain(matchers, text).into_owned();
     if serde_json::from_str::<serde::de::IgnoredAny>(&plain).is_ok() {
         Cow::Owned(plain)
     } else {
         Cow::Owned(serde_json::to_string(&plain).unwrap_or_default())
     }
+}
+
+/// Whether [`scrub_plain`] would change `text`.
+fn scrub_plain_changes(matchers: &[Arc<Matcher>], text: &str) -> bool {
+    matches!(scrub_plain(matchers, text), Cow::Owned(_))
 }
 
 /// The tokens of the valid JSON text `text` that hold data, in order: each string (key or
@@ -685,8 +805,7 @@ impl Redactor {
     /// So secrets that overlap (`abcd` and `cdef` in `abcdef`), sit side by side, or contain
     /// one another leave no byte of either behind. One pass over `text`.
     pub(crate) fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        let runs = self.matcher().covered(text);
-        replace_runs(text, &runs)
+        scrub_plain(&[self.matcher()], text)
     }
 
     /// [`Redactor::scrub`] for text that was cut from a longer one (an error body's preview):
