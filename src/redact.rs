@@ -1084,6 +1084,105 @@ mod tests {
         );
     }
 
+    /// The JSON rule: strings and keys keep their other text, a number or literal holding a
+    /// secret becomes the string "[redacted]", a key named twice is scrubbed twice, the text
+    /// stays JSON and is otherwise kept byte for byte.
+    #[test]
+    fn the_json_rule_keeps_json_valid() {
+        let mut r = Redactor::default();
+        r.add("20240517123456789");
+        r.add("sk/secret-value");
+        let cases = [
+            (
+                r#"{"n": 20240517123456789, "m": [1, 20240517123456789.5e3]}"#,
+                r#"{"n": "[redacted]", "m": [1, "[redacted]"]}"#,
+            ),
+            (
+                r#"{"a":"sk/secret-value","a":"\/"}"#,
+                r#"{"a":"[redacted]","a":"\/"}"#,
+            ),
+            (
+                r#"{"sk\/secret-value":1,"k":"x \u0073k\/secret-value y"}"#,
+                r#"{"[redacted]":1,"k":"x [redacted] y"}"#,
+            ),
+            // A JSON string holding JSON text with escapes of its own.
+            (
+                r#"["{\"v\":\"\\u0073k\\/secret-value\"}"]"#,
+                r#"["{\"v\":\"[redacted]\"}"]"#,
+            ),
+            (r#""sk/secret-value""#, r#""[redacted]""#),
+            ("20240517123456789", r#""[redacted]""#),
+        ];
+        for (json, scrubbed) in cases {
+            assert_eq!(r.scrub_json(json), scrubbed, "{json}");
+            serde_json::from_str::<serde::de::IgnoredAny>(scrubbed).unwrap();
+        }
+        // Clean JSON is borrowed, escapes and all.
+        assert!(matches!(
+            r.scrub_json(r#"{"a":"\/\u0041","n":12}"#),
+            Cow::Borrowed(_)
+        ));
+        // A secret across tokens: the plain scrub, kept JSON as one string.
+        let mut across = Redactor::default();
+        across.add(r#"ab","c":"de"#);
+        assert_eq!(
+            across.scrub_json(r#"{"x":"ab","c":"de"}"#),
+            r#"{"x":"[redacted]"}"#
+        );
+        // One whose plain scrub is no JSON: shown as one JSON string.
+        across.add(r#"abcx":{"y"#);
+        assert_eq!(
+            across.scrub_json(r#"{"abcx":{"y":1}}"#),
+            r#""{\"[redacted]\":1}}""#
+        );
+    }
+
+    /// The plain rule reads JSON escapes wherever they stand, and scrubs the escapes whole.
+    #[test]
+    fn a_secret_escaped_in_any_json_way_is_scrubbed_in_plain_text() {
+        let mut r = Redactor::default();
+        r.add("sk/secret-valué");
+        assert_eq!(
+            r.scrub(r#"HTTP 500: {"a":"\u0073\u006b\u002f\u0073ecret-valu\u00e9"} x"#),
+            r#"HTTP 500: {"a":"[redacted]"} x"#
+        );
+        assert_eq!(r.scrub(r"a sk\/secret-valu\u00e9\n b"), r"a [redacted]\n b");
+        // A lone surrogate or a bad escape is kept as written.
+        assert_eq!(r.scrub(r"\ud800 \q \u12"), r"\ud800 \q \u12");
+        let view = Unescaped::new(r"x\u00e9y\/z");
+        assert_eq!(view.text, "xéy/z");
+        // "é" (2 bytes) came from 6, "y/" from "y\/".
+        assert_eq!(view.origin(1..3), 1..7);
+        assert_eq!(view.origin(3..5), 7..10);
+        assert_eq!(view.origin(0..1), 0..1);
+        assert_eq!(view.origin(5..6), 10..11);
+    }
+
+    /// The gate scrubs with every entry's secrets, learned later too, by the JSON rule.
+    #[test]
+    fn the_gate_scrubs_every_entrys_secrets_by_the_json_rule() {
+        let mut a = Redactor::default();
+        a.add("alpha-secret-1");
+        let b = Redactor::default();
+        let gate = Gate::new([&a, &b]);
+        let learn = b.learner();
+        learn(&SecretString::from("beta-token-000002"), Learned::Token);
+        assert_eq!(
+            gate.pass(r#"{"x":"alpha-secret-1 beta-token-000002","n":1}"#.to_string())
+                .into_string(),
+            r#"{"x":"[redacted] [redacted]","n":1}"#
+        );
+        assert_eq!(
+            gate.pass("plain alpha-secret-1".to_string()).into_string(),
+            "plain [redacted]"
+        );
+        assert_eq!(
+            Gate::default().pass("x".to_string()).into_string(),
+            "x"
+        );
+        assert_eq!(format!("{gate:?}"), "Gate(2 entries)");
+    }
+
     #[test]
     fn tokens_learned_at_run_time_are_scrubbed() {
         let mut r = Redactor::default();
@@ -1373,14 +1472,21 @@ mod tests {
     /// form covers, then write each maximal marked run as one [`REDACTED`].
     fn reference_scrub(r: &Redactor, text: &str) -> String {
         let mut covered = vec![false; text.len()];
-        for form in r.read().forms() {
-            let form = form.expose_secret().as_bytes();
-            for at in 0..text.len() {
-                if text.as_bytes()[at..].starts_with(form) {
-                    covered[at..at + form.len()].fill(true);
+        // Every occurrence in `view`, each marked on `text` through `origin`.
+        let mut mark = |view: &str, origin: &dyn Fn(Range<usize>) -> Range<usize>| {
+            for form in r.read().forms() {
+                let form = form.expose_secret().as_bytes();
+                for at in 0..view.len() {
+                    if view.as_bytes()[at..].starts_with(form) {
+                        covered[origin(at..at + form.len())].fill(true);
+                    }
                 }
             }
-        }
+        };
+        mark(text, &|run| run);
+        // The text as its JSON escapes read (see `Unescaped`'s own test for the mapping).
+        let view = Unescaped::new(text);
+        mark(&view.text, &|run| view.origin(run));
         let mut out = String::new();
         for (at, c) in text.char_indices() {
             if !covered[at] {
