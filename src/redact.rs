@@ -1,9 +1,19 @@
-//! Scrubbing configured secrets out of server text.
+//! Scrubbing configured secrets out of server text, and the Pack's exit gate.
 //!
 //! A server may echo a header back (an error page quoting the request, an `isError` text quoting
 //! a token). Every piece of server text that reaches a status reason, a tool error, a tool result
 //! or the listing goes through [`Redactor::scrub`] first, so a configured secret of at least
-//! [`MIN_SECRET_BYTES`] bytes shows as `[redacted]`.
+//! [`MIN_SECRET_BYTES`] bytes shows as `[redacted]`. Those scrubs are an optimization (they come
+//! before a cut, and they keep log fields clean); the guarantee is the [`Gate`]: every text the
+//! Pack hands out passes [`Gate::pass`] at the boundary, with the secrets of every entry, and
+//! only that makes a [`Shown`] (docs/configuration.md, "The exit gate").
+//!
+//! Two rules, each in one function. The plain rule ([`scrub_plain`], [`Redactor::scrub`]):
+//! every byte an occurrence of a form covers, in the text as written or as its JSON escapes
+//! read ([`Unescaped`]), is scrubbed. The JSON rule ([`scrub_json_text`],
+//! [`Redactor::scrub_json`], the gate): JSON text stays valid JSON — a string or key keeps its
+//! other text, a number or literal holding a secret becomes the string `"[redacted]"`, every
+//! key is read as written (a key named twice is scrubbed twice).
 //!
 //! A secret is registered in the forms a server may quote it in: as written, JSON-escaped the
 //! ways common encoders write it (`\"`, PHP's `\/`, Python's and PHP's `\u00e4`, Go's
@@ -800,10 +810,11 @@ impl Redactor {
 
     /// `text` with every known secret replaced by [`REDACTED`]; borrowed when nothing matched.
     ///
-    /// The rule: every byte that some occurrence of some form covers is scrubbed, and each
-    /// maximal run of such bytes (occurrences that overlap or touch) becomes one [`REDACTED`].
-    /// So secrets that overlap (`abcd` and `cdef` in `abcdef`), sit side by side, or contain
-    /// one another leave no byte of either behind. One pass over `text`.
+    /// The rule ([`scrub_plain`]): every byte that some occurrence of some form covers is
+    /// scrubbed, and each maximal run of such bytes (occurrences that overlap or touch) becomes
+    /// one [`REDACTED`]. So secrets that overlap (`abcd` and `cdef` in `abcdef`), sit side by
+    /// side, or contain one another leave no byte of either behind. One pass over `text`; a
+    /// second over its JSON escapes decoded when it holds a backslash.
     pub(crate) fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
         scrub_plain(&[self.matcher()], text)
     }
