@@ -280,7 +280,6 @@ impl McpPack {
         ]
     }
 
-
     /// The answer to `tool` with `args`, before the gate: only [`Pack::call`] calls this, and
     /// hands what it gives to [`shown`].
     fn answer(&self, tool: &str, args: Value) -> BoxFuture<Result<String, ToolError>> {

@@ -487,7 +487,16 @@ fn json_tokens(text: &str) -> impl Iterator<Item = (Range<usize>, bool)> + '_ {
                     while bytes.get(at).is_some_and(|b| {
                         !matches!(
                             b,
-                            b'{' | b'}' | b'[' | b']' | b':' | b',' | b' ' | b'\t' | b'\n' | b'\r' | b'"'
+                            b'{' | b'}'
+                                | b'['
+                                | b']'
+                                | b':'
+                                | b','
+                                | b' '
+                                | b'\t'
+                                | b'\n'
+                                | b'\r'
+                                | b'"'
                         )
                     }) {
                         at += 1;
@@ -517,10 +526,7 @@ impl Gate {
     /// A gate over the secrets of `redactors` (the Pack's entries).
     pub(crate) fn new<'a>(redactors: impl IntoIterator<Item = &'a Redactor>) -> Self {
         Self {
-            sets: redactors
-                .into_iter()
-                .map(|r| Arc::clone(&r.set))
-                .collect(),
+            sets: redactors.into_iter().map(|r| Arc::clone(&r.set)).collect(),
         }
     }
 
@@ -1187,10 +1193,7 @@ mod tests {
             gate.pass("plain alpha-secret-1".to_string()).into_string(),
             "plain [redacted]"
         );
-        assert_eq!(
-            Gate::default().pass("x".to_string()).into_string(),
-            "x"
-        );
+        assert_eq!(Gate::default().pass("x".to_string()).into_string(), "x");
         assert_eq!(format!("{gate:?}"), "Gate(2 entries)");
     }
 

@@ -98,7 +98,9 @@ async fn a_secret_under_a_duplicated_json_key_is_shown() {
         "the listing shows the secret: {one}"
     );
     assert!(
-        one.contains(r#""inputSchema":{"type":"object","description":"[redacted]","description":"a\/b"}"#),
+        one.contains(
+            r#""inputSchema":{"type":"object","description":"[redacted]","description":"a\/b"}"#
+        ),
         "{one}"
     );
     assert_eq!(text, r#"{"echo":"[redacted]","echo":"a\/b"}"#);
@@ -466,7 +468,10 @@ fn assert_clean(label: &str, text: &str, secrets: &[&str]) {
         leaves(&value, &mut found);
         for leaf in found {
             for secret in secrets {
-                assert!(!leaf.contains(secret), "{label} holds a secret in JSON: {leaf}");
+                assert!(
+                    !leaf.contains(secret),
+                    "{label} holds a secret in JSON: {leaf}"
+                );
             }
         }
     }
