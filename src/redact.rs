@@ -262,6 +262,9 @@ fn covered_by(matchers: &[Arc<Matcher>], text: &str) -> Vec<Range<usize>> {
 /// (every character as `\uXXXX`, say, in an error body's JSON) is found in any text; each run
 /// of either becomes one [`REDACTED`].
 fn scrub_plain<'a>(matchers: &[Arc<Matcher>], text: &'a str) -> Cow<'a, str> {
+    if matchers.iter().all(|m| m.is_empty()) {
+        return Cow::Borrowed(text);
+    }
     let mut runs = covered_by(matchers, text);
     if memchr::memchr(b'\\', text.as_bytes()).is_some() {
         let view = Unescaped::new(text);
@@ -619,7 +622,7 @@ pub(crate) enum Learned {
 fn push_forms(forms: &mut Vec<SecretString>, value: &str) {
     let words = value.split_whitespace();
     for candidate in std::iter::once(value).chain(words) {
-        if candidate.len() < MIN_SECRET_BYTES {
+        if candidate.len() < MIN_SECRET_BYTES || is_unexpanded_placeholder(candidate) {
             continue;
         }
         for form in std::iter::once(candidate.to_string()).chain(json_escaped_forms(candidate)) {
@@ -628,6 +631,18 @@ fn push_forms(forms: &mut Vec<SecretString>, value: &str) {
             }
         }
     }
+}
+
+/// Whether `word` is one whole `${...}` the Pack does not expand (`${API_KEY}`,
+/// `${workspaceFolder}`): it is sent as written, it is the config's own text, and the reason of
+/// a refused request names it so the user can fix it (README "Configuration"), so it is no
+/// secret to scrub. A value around it (`Bearer ${API_KEY}`) still is.
+fn is_unexpanded_placeholder(word: &str) -> bool {
+    word.strip_prefix("${")
+        .and_then(|rest| rest.strip_suffix('}'))
+        .is_some_and(|name| {
+            !name.is_empty() && !name.contains(['$', '{', '}']) && !name.contains(char::is_whitespace)
+        })
 }
 
 /// [`push_forms`] for `value` and for each percent-encoded form of it and of its words (see the
@@ -1173,6 +1188,22 @@ mod tests {
         assert_eq!(view.origin(3..5), 7..10);
         assert_eq!(view.origin(0..1), 0..1);
         assert_eq!(view.origin(5..6), 10..11);
+    }
+
+    /// A `${NAME}` the Pack sent as written is the config's text, named by a reason's hint;
+    /// the value around it is still a secret.
+    #[test]
+    fn an_unexpanded_placeholder_alone_is_no_secret() {
+        let mut r = Redactor::default();
+        r.add_secret("Bearer ${API_KEY}");
+        r.add_secret("${workspaceFolder:my-app}");
+        assert_eq!(
+            r.scrub("holds ${API_KEY} and ${workspaceFolder:my-app}; sent Bearer ${API_KEY}"),
+            "holds ${API_KEY} and ${workspaceFolder:my-app}; sent [redacted]"
+        );
+        assert!(is_unexpanded_placeholder("${API_KEY}"));
+        assert!(!is_unexpanded_placeholder("${a}${b}"));
+        assert!(!is_unexpanded_placeholder("x${API_KEY}"));
     }
 
     /// The gate scrubs with every entry's secrets, learned later too, by the JSON rule.
