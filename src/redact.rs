@@ -641,7 +641,9 @@ fn is_unexpanded_placeholder(word: &str) -> bool {
     word.strip_prefix("${")
         .and_then(|rest| rest.strip_suffix('}'))
         .is_some_and(|name| {
-            !name.is_empty() && !name.contains(['$', '{', '}']) && !name.contains(char::is_whitespace)
+            !name.is_empty()
+                && !name.contains(['$', '{', '}'])
+                && !name.contains(char::is_whitespace)
         })
 }
 
