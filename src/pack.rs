@@ -28,6 +28,7 @@ use crate::json::json_type;
 use crate::jsonrpc::INVALID_PARAMS;
 use crate::limits;
 use crate::limits::truncate;
+use crate::redact::{Gate, Shown};
 use crate::server::{Server, Status, ToolList};
 use crate::substitute::ProcessEnvironment;
 use crate::{listing, result, search};
@@ -134,8 +135,14 @@ fn build(
     }
     servers.sort_by(|a, b| a.namespace.cmp(&b.namespace));
     tasks.close();
+    let gate = Gate::new(
+        servers
+            .iter()
+            .filter_map(|s| s.connection.as_deref().map(Connection::redactor)),
+    );
     Ok(Box::new(McpPack {
         tasks,
+        gate,
         id: id.to_string(),
         servers: Arc::new(servers),
         shutdown,
@@ -170,6 +177,9 @@ struct McpPack {
     runtime: tokio::runtime::Handle,
     /// The server tasks (closed: no more are added); each ends after its connection's cleanup.
     tasks: tokio_util::task::TaskTracker,
+    /// The exit gate: every text [`Pack::call`] and [`Pack::tools`] hand out passes it
+    /// ([`shown`]).
+    gate: Gate,
 }
 
 impl Drop for McpPack {
@@ -179,7 +189,82 @@ impl Drop for McpPack {
 }
 
 impl Pack for McpPack {
+    /// The two tools' specs, each description and schema passed through the gate (they quote a
+    /// server's namespace and tool names as examples).
     fn tools(&self) -> Vec<ToolSpec> {
+        self.specs()
+            .into_iter()
+            .map(|spec| ToolSpec {
+                name: spec.name,
+                description: self.gate.pass(spec.description).into_string(),
+                parameters: gated_value(&self.gate, &spec.parameters),
+            })
+            .collect()
+    }
+
+    fn ready(&self) -> BoxFuture<()> {
+        Box::pin(async {})
+    }
+
+    /// The answer of [`McpPack::answer`], through the gate ([`shown`]): the one exit of every
+    /// tool answer, `ToolError` message and Host-only answer.
+    fn call(&self, tool: &str, args: Value) -> BoxFuture<Result<String, ToolError>> {
+        let answer = self.answer(tool, args);
+        let gate = self.gate.clone();
+        Box::pin(async move { shown(&gate, answer.await) })
+    }
+
+    /// Waits, in a task on the Host's runtime, until no server is `loading`
+    /// ([`Server::settled`]), at most `within` (or until the Pack is dropped); `Pending` names
+    /// the namespaces still loading then, sorted. The future only awaits that task.
+    fn settled(&self, within: std::time::Duration) -> BoxFuture<Settled> {
+        let servers = Arc::clone(&self.servers);
+        let shutdown = self.shutdown.clone();
+        let task = self.runtime.spawn(async move {
+            let all = futures_util::future::join_all(servers.iter().map(|s| s.settled()));
+            tokio::select! {
+                _ = tokio::time::timeout(within, all) => {}
+                () = shutdown.cancelled() => {}
+            }
+            let pending: Vec<String> = servers
+                .iter()
+                .filter(|s| s.is_loading())
+                .map(|s| s.namespace.to_string())
+                .collect();
+            if pending.is_empty() {
+                Settled::All
+            } else {
+                Settled::Pending(pending)
+            }
+        });
+        Box::pin(async move {
+            // Dropping the returned future leaves the task to end at its deadline; a task
+            // that panicked or was aborted (the runtime shutting down) settled nothing.
+            task.await.unwrap_or(Settled::Pending(Vec::new()))
+        })
+    }
+
+    /// Waits, in a task on the Host's runtime, for the Pack's drop and then for every server
+    /// task to end (each ends once its connection's cancels and `DELETE`s are done), at most
+    /// [`limits::CLOSED_WAIT`] after the drop. The future only awaits that task.
+    fn closed(&self) -> BoxFuture<()> {
+        let tasks = self.tasks.clone();
+        let shutdown = self.shutdown.clone();
+        let task = self.runtime.spawn(async move {
+            shutdown.cancelled().await;
+            // A server task that outlives the bound is given up on, not waited for.
+            let _ = tokio::time::timeout(limits::CLOSED_WAIT, tasks.wait()).await;
+        });
+        Box::pin(async move {
+            // An error is the runtime shutting down: nothing is left to wait for.
+            let _ = task.await;
+        })
+    }
+}
+
+impl McpPack {
+    /// The two tools' specs, before the gate: only [`Pack::tools`] calls this.
+    fn specs(&self) -> Vec<ToolSpec> {
         let get = format!("{}/{GET}", self.id);
         let call = format!("{}/{CALL}", self.id);
         // Examples name a namespace and a tool of this Pack as they are now, or none.
@@ -256,58 +341,9 @@ impl Pack for McpPack {
         ]
     }
 
-    fn ready(&self) -> BoxFuture<()> {
-        Box::pin(async {})
-    }
-
-    /// Waits, in a task on the Host's runtime, until no server is `loading`
-    /// ([`Server::settled`]), at most `within` (or until the Pack is dropped); `Pending` names
-    /// the namespaces still loading then, sorted. The future only awaits that task.
-    fn settled(&self, within: std::time::Duration) -> BoxFuture<Settled> {
-        let servers = Arc::clone(&self.servers);
-        let shutdown = self.shutdown.clone();
-        let task = self.runtime.spawn(async move {
-            let all = futures_util::future::join_all(servers.iter().map(|s| s.settled()));
-            tokio::select! {
-                _ = tokio::time::timeout(within, all) => {}
-                () = shutdown.cancelled() => {}
-            }
-            let pending: Vec<String> = servers
-                .iter()
-                .filter(|s| s.is_loading())
-                .map(|s| s.namespace.to_string())
-                .collect();
-            if pending.is_empty() {
-                Settled::All
-            } else {
-                Settled::Pending(pending)
-            }
-        });
-        Box::pin(async move {
-            // Dropping the returned future leaves the task to end at its deadline; a task
-            // that panicked or was aborted (the runtime shutting down) settled nothing.
-            task.await.unwrap_or(Settled::Pending(Vec::new()))
-        })
-    }
-
-    /// Waits, in a task on the Host's runtime, for the Pack's drop and then for every server
-    /// task to end (each ends once its connection's cancels and `DELETE`s are done), at most
-    /// [`limits::CLOSED_WAIT`] after the drop. The future only awaits that task.
-    fn closed(&self) -> BoxFuture<()> {
-        let tasks = self.tasks.clone();
-        let shutdown = self.shutdown.clone();
-        let task = self.runtime.spawn(async move {
-            shutdown.cancelled().await;
-            // A server task that outlives the bound is given up on, not waited for.
-            let _ = tokio::time::timeout(limits::CLOSED_WAIT, tasks.wait()).await;
-        });
-        Box::pin(async move {
-            // An error is the runtime shutting down: nothing is left to wait for.
-            let _ = task.await;
-        })
-    }
-
-    fn call(&self, tool: &str, args: Value) -> BoxFuture<Result<String, ToolError>> {
+    /// The answer to `tool` with `args`, before the gate: only [`Pack::call`] calls this, and
+    /// hands what it gives to [`shown`].
+    fn answer(&self, tool: &str, args: Value) -> BoxFuture<Result<String, ToolError>> {
         let short = tool
             .strip_prefix(self.id.as_str())
             .and_then(|rest| rest.strip_prefix('/'));
@@ -339,6 +375,27 @@ impl Pack for McpPack {
             }
         }
     }
+}
+
+/// The one exit of [`Pack::call`]: an answer's text, or a `ToolError`'s message, passed
+/// through `gate` ([`Gate::pass`], the JSON rule: a JSON answer stays valid JSON). Nothing
+/// else makes the contract's `Result<String, ToolError>` from inside the Pack.
+fn shown(gate: &Gate, answer: Result<String, ToolError>) -> Result<String, ToolError> {
+    match answer {
+        Ok(text) => Ok(gate.pass(text).into_string()),
+        Err(error) => Err(ToolError::new(
+            error.kind,
+            gate.pass(error.message).into_string(),
+        )),
+    }
+}
+
+/// `value` (a tool spec's schema) as JSON text passed through `gate`, read back: the gate keeps
+/// JSON valid, and a value that could not be read back is shown as the gated text.
+fn gated_value(gate: &Gate, value: &Value) -> Value {
+    let shown: Shown = gate.pass(value.to_string());
+    let text = shown.into_string();
+    serde_json::from_str(&text).unwrap_or(Value::String(text))
 }
 
 /// `get_dynamic_tools` of the Pack `id`. Without a miss it answers without awaiting anything; a

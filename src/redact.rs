@@ -1,9 +1,19 @@
-//! Scrubbing configured secrets out of server text.
+//! Scrubbing configured secrets out of server text, and the Pack's exit gate.
 //!
 //! A server may echo a header back (an error page quoting the request, an `isError` text quoting
 //! a token). Every piece of server text that reaches a status reason, a tool error, a tool result
 //! or the listing goes through [`Redactor::scrub`] first, so a configured secret of at least
-//! [`MIN_SECRET_BYTES`] bytes shows as `[redacted]`.
+//! [`MIN_SECRET_BYTES`] bytes shows as `[redacted]`. Those scrubs are an optimization (they come
+//! before a cut, and they keep log fields clean); the guarantee is the [`Gate`]: every text the
+//! Pack hands out passes [`Gate::pass`] at the boundary, with the secrets of every entry, and
+//! only that makes a [`Shown`] (docs/configuration.md, "The exit gate").
+//!
+//! Two rules, each in one function. The plain rule ([`scrub_plain`], [`Redactor::scrub`]):
+//! every byte an occurrence of a form covers, in the text as written or as its JSON escapes
+//! read ([`Unescaped`]), is scrubbed. The JSON rule ([`scrub_json_text`],
+//! [`Redactor::scrub_json`], the gate): JSON text stays valid JSON — a string or key keeps its
+//! other text, a number or literal holding a secret becomes the string `"[redacted]"`, every
+//! key is read as written (a key named twice is scrubbed twice).
 //!
 //! A secret is registered in the forms a server may quote it in: as written, JSON-escaped the
 //! ways common encoders write it (`\"`, PHP's `\/`, Python's and PHP's `\u00e4`, Go's
@@ -19,6 +29,7 @@
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::sync::{Arc, RwLock};
 
 use aho_corasick::{AhoCorasick, MatchKind};
@@ -137,8 +148,8 @@ impl Matcher {
     /// `text`; the occurrences come in the order they end, so a run only ever grows back over
     /// the runs just before it. An occurrence of a JWT head reaches on over the rest of the JWT
     /// after it ([`jwt_rest`]).
-    fn covered(&self, text: &str) -> Vec<std::ops::Range<usize>> {
-        let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+    fn covered(&self, text: &str) -> Vec<Range<usize>> {
+        let mut runs: Vec<Range<usize>> = Vec::new();
         let Some(ac) = &self.automaton else {
             return runs;
         };
@@ -207,6 +218,355 @@ fn jwt_rest(bytes: &[u8]) -> usize {
     at
 }
 
+/// `text` with each run of `runs` (ascending, disjoint byte ranges on char boundaries) written
+/// as one [`REDACTED`]; borrowed when there is none.
+fn replace_runs<'a>(text: &'a str, runs: &[Range<usize>]) -> Cow<'a, str> {
+    if runs.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for run in runs {
+        out.push_str(&text[at..run.start]);
+        out.push_str(REDACTED);
+        at = run.end;
+    }
+    out.push_str(&text[at..]);
+    Cow::Owned(out)
+}
+
+/// The byte ranges of `text` that some occurrence of a form of any of `matchers` covers, as
+/// maximal runs in ascending order ([`Matcher::covered`], over several secret sets at once).
+fn covered_by(matchers: &[Arc<Matcher>], text: &str) -> Vec<Range<usize>> {
+    match matchers {
+        [] => Vec::new(),
+        [one] => one.covered(text),
+        many => {
+            let mut all: Vec<Range<usize>> = many.iter().flat_map(|m| m.covered(text)).collect();
+            all.sort_by_key(|run| run.start);
+            let mut runs: Vec<Range<usize>> = Vec::with_capacity(all.len());
+            for run in all {
+                match runs.last_mut() {
+                    Some(last) if run.start <= last.end => last.end = last.end.max(run.end),
+                    _ => runs.push(run),
+                }
+            }
+            runs
+        }
+    }
+}
+
+/// The plain rule: the runs of `text` that a form covers, as written and, when `text` holds a
+/// backslash, as a reader decodes its JSON escapes ([`Unescaped`]: `\/`, `\u0041`, a
+/// surrogate pair, `\"`, …), so a secret a server escaped in a way no registered form spells
+/// (every character as `\uXXXX`, say, in an error body's JSON) is found in any text; each run
+/// of either becomes one [`REDACTED`].
+fn scrub_plain<'a>(matchers: &[Arc<Matcher>], text: &'a str) -> Cow<'a, str> {
+    if matchers.iter().all(|m| m.is_empty()) {
+        return Cow::Borrowed(text);
+    }
+    let mut runs = covered_by(matchers, text);
+    if memchr::memchr(b'\\', text.as_bytes()).is_some() {
+        let view = Unescaped::new(text);
+        let hidden = covered_by(matchers, &view.text);
+        if !hidden.is_empty() {
+            runs.extend(hidden.into_iter().map(|run| view.origin(run)));
+            runs.sort_by_key(|run| run.start);
+            let mut merged: Vec<Range<usize>> = Vec::with_capacity(runs.len());
+            for run in runs {
+                match merged.last_mut() {
+                    Some(last) if run.start <= last.end => last.end = last.end.max(run.end),
+                    _ => merged.push(run),
+                }
+            }
+            runs = merged;
+        }
+    }
+    replace_runs(text, &runs)
+}
+
+/// A text with its JSON escapes (RFC 8259 §7) decoded wherever they stand, and where each
+/// escape came from. A backslash that starts no escape, and a `\u` escape of a lone surrogate,
+/// are kept as written.
+struct Unescaped {
+    text: String,
+    /// Per escape, in order: its decoded bytes in `text` and its bytes in the original.
+    escapes: Vec<(Range<usize>, Range<usize>)>,
+}
+
+impl Unescaped {
+    fn new(original: &str) -> Self {
+        let bytes = original.as_bytes();
+        let hex = |at: usize| -> Option<u32> {
+            let digits = original.get(at..at + 4)?;
+            if !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return None;
+            }
+            u32::from_str_radix(digits, 16).ok()
+        };
+        let mut text = String::with_capacity(original.len());
+        let mut escapes = Vec::new();
+        let mut copied = 0;
+        let mut at = 0;
+        while let Some(found) = memchr::memchr(b'\\', &bytes[at..]) {
+            at += found;
+            let escape: Option<(char, usize)> = match bytes.get(at + 1) {
+                Some(b'/') => Some(('/', 2)),
+                Some(b'"') => Some(('"', 2)),
+                Some(b'\\') => Some(('\\', 2)),
+                Some(b'n') => Some(('\n', 2)),
+                Some(b't') => Some(('\t', 2)),
+                Some(b'r') => Some(('\r', 2)),
+                Some(b'b') => Some(('\u{8}', 2)),
+                Some(b'f') => Some(('\u{c}', 2)),
+                Some(b'u') => match hex(at + 2) {
+                    Some(high @ 0xD800..=0xDBFF) => (bytes.get(at + 6..at + 8) == Some(b"\\u"))
+                        .then(|| hex(at + 8))
+                        .flatten()
+                        .filter(|low| (0xDC00..=0xDFFF).contains(low))
+                        .and_then(|low| {
+                            char::from_u32(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
+                        })
+                        .map(|c| (c, 12)),
+                    Some(unit) => char::from_u32(unit).map(|c| (c, 6)),
+                    None => None,
+                },
+                _ => None,
+            };
+            match escape {
+                Some((c, len)) => {
+                    text.push_str(&original[copied..at]);
+                    let start = text.len();
+                    text.push(c);
+                    escapes.push((start..text.len(), at..at + len));
+                    at += len;
+                    copied = at;
+                }
+                None => at += 1,
+            }
+        }
+        text.push_str(&original[copied..]);
+        Self { text, escapes }
+    }
+
+    /// The bytes of the original that the decoded bytes `run` came from (whole escapes).
+    fn origin(&self, run: Range<usize>) -> Range<usize> {
+        // The original offset of decoded byte `p`: inside an escape, that escape's start (or,
+        // `end`, its end); else shifted by the escapes before it.
+        let map = |p: usize, end: bool| -> usize {
+            let before = self.escapes.partition_point(|(view, _)| view.start <= p);
+            match before.checked_sub(1).map(|i| &self.escapes[i]) {
+                None => p + usize::from(end),
+                Some((view, original)) if p < view.end => {
+                    if end {
+                        original.end
+                    } else {
+                        original.start
+                    }
+                }
+                Some((view, original)) => original.end + (p - view.end) + usize::from(end),
+            }
+        };
+        let last = run.end.saturating_sub(1).max(run.start);
+        let end = map(last, true);
+        let start = map(run.start, false);
+        start..end
+    }
+}
+
+/// What a JSON token that holds a secret and is not a string (a number, `true`, …) becomes, so
+/// the text stays JSON: the JSON string `"[redacted]"`. A string holding one keeps its other
+/// text, each covered run written as [`REDACTED`].
+const REDACTED_JSON: &str = "\"[redacted]\"";
+
+/// The JSON rule: `text` scrubbed of the forms `matchers` hold, valid JSON (RFC 8259) when it
+/// was valid JSON.
+///
+/// - Text that is not one JSON value is scrubbed as plain text: each covered run becomes
+///   [`REDACTED`].
+/// - In a JSON value, every string and key is looked at as written and, when it holds an
+///   escape, as decoded (a secret behind `\/` or `\u0041` that no registered form spells); one
+///   that holds a secret is written again from its decoded text with each covered run as
+///   [`REDACTED`] (serde_json's escapes), and as [`REDACTED_JSON`] whole if it still shows one.
+///   Keys are read as written, so a key named twice is scrubbed twice. A number or literal an
+///   occurrence touches becomes [`REDACTED_JSON`]. Everything else is kept byte for byte.
+/// - An occurrence that reaches over the JSON between tokens (a secret spelling `","`) leaves
+///   the plain scrub, shown as one JSON string when it is no JSON value any more.
+///
+/// One pass of the matchers over `text` when it holds no secret and no backslash (then it is
+/// borrowed); otherwise a JSON validation pass and the strings with escapes decoded.
+fn scrub_json_text<'a>(matchers: &[Arc<Matcher>], text: &'a str) -> Cow<'a, str> {
+    if matchers.iter().all(|m| m.is_empty()) {
+        return Cow::Borrowed(text);
+    }
+    let runs = covered_by(matchers, text);
+    if runs.is_empty() && memchr::memchr(b'\\', text.as_bytes()).is_none() {
+        return Cow::Borrowed(text);
+    }
+    if serde_json::from_str::<serde::de::IgnoredAny>(text).is_err() {
+        return scrub_plain(matchers, text);
+    }
+    let mut out = String::new();
+    let mut copied = 0;
+    let mut next_run = 0;
+    for (token, string) in json_tokens(text) {
+        while runs.get(next_run).is_some_and(|run| run.end <= token.start) {
+            next_run += 1;
+        }
+        let hit = runs.get(next_run).is_some_and(|run| run.start < token.end);
+        let raw = &text[token.clone()];
+        let replacement = if !string {
+            hit.then(|| REDACTED_JSON.to_string())
+        } else if hit || raw.contains('\\') {
+            // Valid JSON was checked above, so each string token decodes.
+            let decoded: String = serde_json::from_str(raw).unwrap_or_default();
+            let scrubbed = scrub_plain(matchers, &decoded).into_owned();
+            if !hit && scrubbed == decoded {
+                None
+            } else {
+                let written = serde_json::to_string(&scrubbed).unwrap_or_default();
+                Some(if covered_by(matchers, &written).is_empty() {
+                    written
+                } else {
+                    REDACTED_JSON.to_string()
+                })
+            }
+        } else {
+            None
+        };
+        if let Some(replacement) = replacement {
+            out.push_str(&text[copied..token.start]);
+            out.push_str(&replacement);
+            copied = token.end;
+        }
+    }
+    if copied == 0 && runs.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    out.push_str(&text[copied..]);
+    if !scrub_plain_changes(matchers, &out) {
+        return Cow::Owned(out);
+    }
+    // An occurrence across tokens: the plain scrub, kept JSON.
+    let plain = scrub_plain(matchers, text).into_owned();
+    if serde_json::from_str::<serde::de::IgnoredAny>(&plain).is_ok() {
+        Cow::Owned(plain)
+    } else {
+        Cow::Owned(serde_json::to_string(&plain).unwrap_or_default())
+    }
+}
+
+/// Whether [`scrub_plain`] would change `text`.
+fn scrub_plain_changes(matchers: &[Arc<Matcher>], text: &str) -> bool {
+    matches!(scrub_plain(matchers, text), Cow::Owned(_))
+}
+
+/// The tokens of the valid JSON text `text` that hold data, in order: each string (key or
+/// value, quotes included; `true`) and each number or literal (`false`). Structure and
+/// whitespace are skipped.
+fn json_tokens(text: &str) -> impl Iterator<Item = (Range<usize>, bool)> + '_ {
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        while let Some(&b) = bytes.get(at) {
+            match b {
+                b'{' | b'}' | b'[' | b']' | b':' | b',' | b' ' | b'\t' | b'\n' | b'\r' => at += 1,
+                b'"' => {
+                    let start = at;
+                    at += 1;
+                    while let Some(found) = memchr::memchr2(b'"', b'\\', &bytes[at..]) {
+                        at += found;
+                        if bytes[at] == b'\\' {
+                            at += 2;
+                        } else {
+                            break;
+                        }
+                    }
+                    at = (at + 1).min(bytes.len());
+                    return Some((start..at, true));
+                }
+                _ => {
+                    let start = at;
+                    while bytes.get(at).is_some_and(|b| {
+                        !matches!(
+                            b,
+                            b'{' | b'}'
+                                | b'['
+                                | b']'
+                                | b':'
+                                | b','
+                                | b' '
+                                | b'\t'
+                                | b'\n'
+                                | b'\r'
+                                | b'"'
+                        )
+                    }) {
+                        at += 1;
+                    }
+                    return Some((start..at, false));
+                }
+            }
+        }
+        None
+    })
+}
+
+/// The one gate every text the Pack shows passes (README "Secrets"): tool answers,
+/// `ToolError` messages, listings and their reasons and sign-in links, Host-only answers, and
+/// the tool specs that quote a server's names. It scrubs the final text with the secrets of
+/// every entry of the Pack, configured and learned, now and later, by the JSON rule
+/// ([`scrub_json_text`]): a JSON answer stays valid JSON. Scrubs made earlier, closer to the
+/// server's text (before a cut, say), are an optimization; this one is the guarantee.
+///
+/// Cloning shares the secret sets; a gate built before a secret is learned scrubs it too.
+#[derive(Clone, Default)]
+pub(crate) struct Gate {
+    sets: Vec<Arc<RwLock<SecretSet>>>,
+}
+
+impl Gate {
+    /// A gate over the secrets of `redactors` (the Pack's entries).
+    pub(crate) fn new<'a>(redactors: impl IntoIterator<Item = &'a Redactor>) -> Self {
+        Self {
+            sets: redactors.into_iter().map(|r| Arc::clone(&r.set)).collect(),
+        }
+    }
+
+    /// `text` scrubbed by the JSON rule with every secret of the gate's entries: the only way
+    /// to a [`Shown`].
+    pub(crate) fn pass(&self, text: String) -> Shown {
+        let matchers: Vec<Arc<Matcher>> = self
+            .sets
+            .iter()
+            .map(|set| Arc::clone(&set.read().unwrap_or_else(|e| e.into_inner()).matcher))
+            .filter(|m| !m.is_empty())
+            .collect();
+        match scrub_json_text(&matchers, &text) {
+            Cow::Borrowed(_) => Shown(text),
+            Cow::Owned(scrubbed) => Shown(scrubbed),
+        }
+    }
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Gate({} entries)", self.sets.len())
+    }
+}
+
+/// Text that has passed the [`Gate`], and so may leave the Pack; made only by
+/// [`Gate::pass`].
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Shown(String);
+
+impl Shown {
+    /// The text, to hand to the Host.
+    pub(crate) fn into_string(self) -> String {
+        self.0
+    }
+}
+
 impl std::fmt::Debug for Redactor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Redactor({} secrets)", self.read().configured.len())
@@ -262,7 +622,7 @@ pub(crate) enum Learned {
 fn push_forms(forms: &mut Vec<SecretString>, value: &str) {
     let words = value.split_whitespace();
     for candidate in std::iter::once(value).chain(words) {
-        if candidate.len() < MIN_SECRET_BYTES {
+        if candidate.len() < MIN_SECRET_BYTES || is_unexpanded_placeholder(candidate) {
             continue;
         }
         for form in std::iter::once(candidate.to_string()).chain(json_escaped_forms(candidate)) {
@@ -271,6 +631,20 @@ fn push_forms(forms: &mut Vec<SecretString>, value: &str) {
             }
         }
     }
+}
+
+/// Whether `word` is one whole `${...}` the Pack does not expand (`${API_KEY}`,
+/// `${workspaceFolder}`): it is sent as written, it is the config's own text, and the reason of
+/// a refused request names it so the user can fix it (README "Configuration"), so it is no
+/// secret to scrub. A value around it (`Bearer ${API_KEY}`) still is.
+fn is_unexpanded_placeholder(word: &str) -> bool {
+    word.strip_prefix("${")
+        .and_then(|rest| rest.strip_suffix('}'))
+        .is_some_and(|name| {
+            !name.is_empty()
+                && !name.contains(['$', '{', '}'])
+                && !name.contains(char::is_whitespace)
+        })
 }
 
 /// [`push_forms`] for `value` and for each percent-encoded form of it and of its words (see the
@@ -459,24 +833,13 @@ impl Redactor {
 
     /// `text` with every known secret replaced by [`REDACTED`]; borrowed when nothing matched.
     ///
-    /// The rule: every byte that some occurrence of some form covers is scrubbed, and each
-    /// maximal run of such bytes (occurrences that overlap or touch) becomes one [`REDACTED`].
-    /// So secrets that overlap (`abcd` and `cdef` in `abcdef`), sit side by side, or contain
-    /// one another leave no byte of either behind. One pass over `text`.
+    /// The rule ([`scrub_plain`]): every byte that some occurrence of some form covers is
+    /// scrubbed, and each maximal run of such bytes (occurrences that overlap or touch) becomes
+    /// one [`REDACTED`]. So secrets that overlap (`abcd` and `cdef` in `abcdef`), sit side by
+    /// side, or contain one another leave no byte of either behind. One pass over `text`; a
+    /// second over its JSON escapes decoded when it holds a backslash.
     pub(crate) fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        let runs = self.matcher().covered(text);
-        if runs.is_empty() {
-            return Cow::Borrowed(text);
-        }
-        let mut out = String::with_capacity(text.len());
-        let mut at = 0;
-        for run in runs {
-            out.push_str(&text[at..run.start]);
-            out.push_str(REDACTED);
-            at = run.end;
-        }
-        out.push_str(&text[at..]);
-        Cow::Owned(out)
+        scrub_plain(&[self.matcher()], text)
     }
 
     /// [`Redactor::scrub`] for text that was cut from a longer one (an error body's preview):
@@ -514,58 +877,12 @@ impl Redactor {
         }
     }
 
-    /// Scrubs the JSON text `json` (a schema, annotations, `structuredContent`), also where a
-    /// secret hides behind JSON escapes other than serde_json's own (`\/`, `\u0041`): such text
-    /// is decoded, its strings and keys scrubbed, and encoded again. Text that is not JSON is
-    /// scrubbed as plain text.
-    pub(crate) fn scrub_json<'a>(&self, json: &'a str) -> Cow<'a, str> {
-        if self.matcher().is_empty() {
-            return Cow::Borrowed(json);
-        }
-        if !json.contains('\\') {
-            return self.scrub(json);
-        }
-        let Ok(mut value) = serde_json::from_str::<serde_json::Value>(json) else {
-            return self.scrub(json);
-        };
-        if !self.scrub_value(&mut value) {
-            return Cow::Borrowed(json);
-        }
-        Cow::Owned(value.to_string())
-    }
-
-    /// Scrubs every string and key inside `value`; whether anything changed.
-    fn scrub_value(&self, value: &mut serde_json::Value) -> bool {
-        use serde_json::Value;
-        match value {
-            Value::String(text) => match self.scrub(text) {
-                Cow::Borrowed(_) => false,
-                Cow::Owned(scrubbed) => {
-                    *text = scrubbed;
-                    true
-                }
-            },
-            Value::Array(items) => items
-                .iter_mut()
-                .fold(false, |changed, v| self.scrub_value(v) | changed),
-            Value::Object(map) => {
-                let mut changed = false;
-                let entries = std::mem::take(map);
-                for (key, mut v) in entries {
-                    changed |= self.scrub_value(&mut v);
-                    let key = match self.scrub(&key) {
-                        Cow::Borrowed(_) => key,
-                        Cow::Owned(scrubbed) => {
-                            changed = true;
-                            scrubbed
-                        }
-                    };
-                    map.insert(key, v);
-                }
-                changed
-            }
-            _ => false,
-        }
+    /// Scrubs `text` by the JSON rule ([`scrub_json_text`]): JSON text stays valid JSON (a
+    /// schema, annotations, `structuredContent`), also where a secret hides behind JSON escapes
+    /// other than serde_json's own (`\/`, `\u0041`), under a key named twice, or in a number;
+    /// text that is not JSON is scrubbed as plain text ([`Redactor::scrub`]).
+    pub(crate) fn scrub_json<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        scrub_json_text(&[self.matcher()], text)
     }
 
     /// A function scrubbing text like [`Redactor::scrub`], from any thread, with this redactor's
@@ -799,6 +1116,118 @@ mod tests {
             r.scrub_json("not json tok/abc+def/ghi123 \\"),
             "not json [redacted] \\"
         );
+    }
+
+    /// The JSON rule: strings and keys keep their other text, a number or literal holding a
+    /// secret becomes the string "[redacted]", a key named twice is scrubbed twice, the text
+    /// stays JSON and is otherwise kept byte for byte.
+    #[test]
+    fn the_json_rule_keeps_json_valid() {
+        let mut r = Redactor::default();
+        r.add("20240517123456789");
+        r.add("sk/secret-value");
+        let cases = [
+            (
+                r#"{"n": 20240517123456789, "m": [1, 20240517123456789.5e3]}"#,
+                r#"{"n": "[redacted]", "m": [1, "[redacted]"]}"#,
+            ),
+            (
+                r#"{"a":"sk/secret-value","a":"\/"}"#,
+                r#"{"a":"[redacted]","a":"\/"}"#,
+            ),
+            (
+                r#"{"sk\/secret-value":1,"k":"x \u0073k\/secret-value y"}"#,
+                r#"{"[redacted]":1,"k":"x [redacted] y"}"#,
+            ),
+            // A JSON string holding JSON text with escapes of its own.
+            (
+                r#"["{\"v\":\"\\u0073k\\/secret-value\"}"]"#,
+                r#"["{\"v\":\"[redacted]\"}"]"#,
+            ),
+            (r#""sk/secret-value""#, r#""[redacted]""#),
+            ("20240517123456789", r#""[redacted]""#),
+        ];
+        for (json, scrubbed) in cases {
+            assert_eq!(r.scrub_json(json), scrubbed, "{json}");
+            serde_json::from_str::<serde::de::IgnoredAny>(scrubbed).unwrap();
+        }
+        // Clean JSON is borrowed, escapes and all.
+        assert!(matches!(
+            r.scrub_json(r#"{"a":"\/\u0041","n":12}"#),
+            Cow::Borrowed(_)
+        ));
+        // A secret across tokens: the plain scrub, kept JSON as one string.
+        let mut across = Redactor::default();
+        across.add(r#"ab","c":"de"#);
+        assert_eq!(
+            across.scrub_json(r#"{"x":"ab","c":"de"}"#),
+            r#"{"x":"[redacted]"}"#
+        );
+        // One whose plain scrub is no JSON: shown as one JSON string.
+        across.add(r#"abcx":{"y"#);
+        assert_eq!(
+            across.scrub_json(r#"{"abcx":{"y":1}}"#),
+            r#""{\"[redacted]\":1}}""#
+        );
+    }
+
+    /// The plain rule reads JSON escapes wherever they stand, and scrubs the escapes whole.
+    #[test]
+    fn a_secret_escaped_in_any_json_way_is_scrubbed_in_plain_text() {
+        let mut r = Redactor::default();
+        r.add("sk/secret-valué");
+        assert_eq!(
+            r.scrub(r#"HTTP 500: {"a":"\u0073\u006b\u002f\u0073ecret-valu\u00e9"} x"#),
+            r#"HTTP 500: {"a":"[redacted]"} x"#
+        );
+        assert_eq!(r.scrub(r"a sk\/secret-valu\u00e9\n b"), r"a [redacted]\n b");
+        // A lone surrogate or a bad escape is kept as written.
+        assert_eq!(r.scrub(r"\ud800 \q \u12"), r"\ud800 \q \u12");
+        let view = Unescaped::new(r"x\u00e9y\/z");
+        assert_eq!(view.text, "xéy/z");
+        // "é" (2 bytes) came from 6, "y/" from "y\/".
+        assert_eq!(view.origin(1..3), 1..7);
+        assert_eq!(view.origin(3..5), 7..10);
+        assert_eq!(view.origin(0..1), 0..1);
+        assert_eq!(view.origin(5..6), 10..11);
+    }
+
+    /// A `${NAME}` the Pack sent as written is the config's text, named by a reason's hint;
+    /// the value around it is still a secret.
+    #[test]
+    fn an_unexpanded_placeholder_alone_is_no_secret() {
+        let mut r = Redactor::default();
+        r.add_secret("Bearer ${API_KEY}");
+        r.add_secret("${workspaceFolder:my-app}");
+        assert_eq!(
+            r.scrub("holds ${API_KEY} and ${workspaceFolder:my-app}; sent Bearer ${API_KEY}"),
+            "holds ${API_KEY} and ${workspaceFolder:my-app}; sent [redacted]"
+        );
+        assert!(is_unexpanded_placeholder("${API_KEY}"));
+        assert!(!is_unexpanded_placeholder("${a}${b}"));
+        assert!(!is_unexpanded_placeholder("x${API_KEY}"));
+    }
+
+    /// The gate scrubs with every entry's secrets, learned later too, by the JSON rule.
+    #[test]
+    fn the_gate_scrubs_every_entrys_secrets_by_the_json_rule() {
+        let mut a = Redactor::default();
+        a.add("alpha-secret-1");
+        let b = Redactor::default();
+        let gate = Gate::new([&a, &b]);
+        let learn = b.learner();
+        learn(&SecretString::from("beta-token-000002"), Learned::Token);
+        assert_eq!(
+            gate.pass(r#"{"x":"alpha-secret-1 beta-token-000002","n":1}"#.to_string())
+                .into_string(),
+            r#"{"x":"[redacted] [redacted]","n":1}"#
+        );
+        assert_eq!(
+            gate.pass("plain alpha-secret-1".to_string()).into_string(),
+            "plain [redacted]"
+        );
+        assert_eq!(Gate::default().pass("x".to_string()).into_string(), "x");
+        assert_eq!(format!("{gate:?}"), "Gate(2 entries)");
     }
 
     #[test]
@@ -1090,14 +1519,21 @@ mod tests {
     /// form covers, then write each maximal marked run as one [`REDACTED`].
     fn reference_scrub(r: &Redactor, text: &str) -> String {
         let mut covered = vec![false; text.len()];
-        for form in r.read().forms() {
-            let form = form.expose_secret().as_bytes();
-            for at in 0..text.len() {
-                if text.as_bytes()[at..].starts_with(form) {
-                    covered[at..at + form.len()].fill(true);
+        // Every occurrence in `view`, each marked on `text` through `origin`.
+        let mut mark = |view: &str, origin: &dyn Fn(Range<usize>) -> Range<usize>| {
+            for form in r.read().forms() {
+                let form = form.expose_secret().as_bytes();
+                for at in 0..view.len() {
+                    if view.as_bytes()[at..].starts_with(form) {
+                        covered[origin(at..at + form.len())].fill(true);
+                    }
                 }
             }
-        }
+        };
+        mark(text, &|run| run);
+        // The text as its JSON escapes read (see `Unescaped`'s own test for the mapping).
+        let view = Unescaped::new(text);
+        mark(&view.text, &|run| view.origin(run));
         let mut out = String::new();
         for (at, c) in text.char_indices() {
             if !covered[at] {

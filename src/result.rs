@@ -246,7 +246,11 @@ pub(crate) fn map(
         }
         push_block(&mut text, block, redactor)?;
     }
-    let text = redactor.scrub_owned(text);
+    // The JSON rule, so a block holding JSON text stays JSON (the Pack's gate applies it too).
+    let text = match redactor.scrub_json(&text) {
+        Cow::Borrowed(_) => text,
+        Cow::Owned(scrubbed) => scrubbed,
+    };
     Ok(Mapped {
         text: text.into(),
         is_error,

@@ -1558,8 +1558,8 @@ fn read_tool(raw: &RawValue, redactor: &crate::redact::Redactor) -> Result<Tool,
 fn scrubbed_json(raw: &RawValue, redactor: &crate::redact::Redactor) -> Box<RawValue> {
     match redactor.scrub_json(raw.get()) {
         std::borrow::Cow::Borrowed(_) => raw.to_owned(),
-        // Never the original: a secret that stood outside a JSON string (a number) leaves text
-        // that is no JSON value, and that text is then shown as one JSON string.
+        // Never the original. The JSON rule keeps JSON valid (a number holding a secret becomes
+        // "[redacted]"); text that is no JSON value all the same is shown as one JSON string.
         std::borrow::Cow::Owned(text) => match serde_json::from_str::<serde::de::IgnoredAny>(&text)
         {
             Ok(_) => RawValue::from_string(text).unwrap_or_default(),

@@ -55,6 +55,8 @@ mod dpop;
 mod host_logout;
 // Secrets: no header, env value, token or proof in any output or log line.
 mod secrets;
+// The exit gate: every answer, error, listing and spec scrubbed once at the boundary, JSON kept valid.
+mod secrets_gate;
 // A real peer in-process: the official Rust SDK's (rmcp) Streamable HTTP server.
 mod rmcp_peer;
 // Real peers nobody here wrote (ignored; `.ci/interop.sh` runs them).
