@@ -25,8 +25,9 @@ invocation = re.compile(r'^\s*"(?P<text>(?:[^"\\]|\\.)*)":\s*$')
 script_name = re.compile(r'\.ci/[\w.-]+')
 
 
-def module_filter(path: pathlib.Path) -> str:
-    """The test filter naming the module of `path` (`sessions::`, `auth::store::`)."""
+def module_filters(path: pathlib.Path) -> list:
+    """The test filters that select the module of `path`: its path and each enclosing
+    module's (`schedules::modern_schedules::`, `schedules::`)."""
     parts = list(path.with_suffix("").parts)
     if parts[0] == "tests":
         parts = parts[2:] if len(parts) > 2 else parts[1:]
@@ -34,7 +35,7 @@ def module_filter(path: pathlib.Path) -> str:
         parts = parts[1:]
     if parts and parts[-1] in ("mod", "lib", "main"):
         parts = parts[:-1]
-    return "::".join(parts) + "::"
+    return ["::".join(parts[:n]) + "::" for n in range(len(parts), 0, -1)]
 
 
 def macro_reasons(lines, at):
@@ -62,20 +63,20 @@ def check(path, line_no, text):
     if not names:
         failures.append(f"{path}:{line_no}: the reason names no .ci script: {text!r}")
         return
-    wanted = module_filter(path)
+    wanted = module_filters(path)
     for name in names:
         script = pathlib.Path(name)
         if not script.is_file():
             failures.append(f"{path}:{line_no}: {name} does not exist")
             continue
         runs = any(
-            "--ignored" in line and wanted in line
+            "--ignored" in line and any(f in line for f in wanted)
             for line in script.read_text().splitlines()
             if not line.lstrip().startswith("#")
         )
         if not runs:
             failures.append(
-                f"{path}:{line_no}: {name} runs no `{wanted} ... --ignored`, "
+                f"{path}:{line_no}: {name} runs no `{wanted[0]} ... --ignored`, "
                 f"yet the reason says it runs this test: {text!r}"
             )
 

@@ -505,7 +505,14 @@ fn sign_in_of(
 ) -> Option<(Url, crate::auth::config::OAuthConfig)> {
     let fields = entry.as_object()?;
     let (key, written) = address(fields, &mut Vec::new()).ok()?;
-    let url = substitute(written.as_str()?, key, env, &mut Vec::new(), &mut Notes::default()).ok()?;
+    let url = substitute(
+        written.as_str()?,
+        key,
+        env,
+        &mut Vec::new(),
+        &mut Notes::default(),
+    )
+    .ok()?;
     let mut url = parse_url(&url, key).ok()?;
     // As a connection's url: user information goes into a header, not the key.
     take_credentials(&mut url, &mut Redactor::default()).ok()?;

@@ -428,7 +428,6 @@ fn generated_start_schedules_delete_every_session_long() {
     run_start_cases(40);
 }
 
-#[path = "modern_schedules.rs"]
 mod modern_schedules;
 
 /// The start schedule a long run found (MCP 2025-11-25 "Session Management": a client that
