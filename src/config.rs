@@ -626,8 +626,10 @@ fn parse_remote(entry: &Value, env: &dyn Environment) -> Result<RemoteServer, St
             let mut used = Vec::new();
             // The notes feed the hint of a refused configured header; OAuth makes none.
             let value = substitute(written, field, env, &mut used, &mut Notes::default())?;
-            for secret in &used {
-                redactor.add_secret(secret);
+            if !crate::auth::config::is_public(field) {
+                for secret in &used {
+                    redactor.add_secret(secret);
+                }
             }
             Ok(value)
         })?,

@@ -14,7 +14,8 @@
 //! of [`KEYS`] in another case, with `_` or `-`, or one letter off (`clientID`, `client_id`,
 //! `scope`) refuses the entry with a did-you-mean, as a misspelled entry key does; other unknown
 //! fields are ignored, like everywhere in an entry. String values go through the entry's substitution
-//! (`${env:NAME}`), given as a function, so the substituted values become the entry's secrets.
+//! (`${env:NAME}`), given as a function; the substituted values become the entry's secrets,
+//! except in the fields [`is_public`] names, which the sign-in link shows by design.
 
 use reqwest::Url;
 use secrecy::SecretString;
@@ -100,6 +101,23 @@ impl std::fmt::Debug for OAuthConfig {
             .field("signing_algorithm", &self.signing_algorithm)
             .finish()
     }
+}
+
+/// Whether `field` (`oauth.clientId`, as the substitution names it) is shown by design, so a
+/// value substituted into it is no secret: the client identifier (RFC 6749 §2.2: not a
+/// secret), the scopes and the client metadata URL travel in the authorization request the user
+/// opens; the grant type, signing algorithm and callback port are settings. Scrubbing them would
+/// break the sign-in link. Every other field (`clientSecret`, `privateKey`) is a secret.
+pub(crate) fn is_public(field: &str) -> bool {
+    matches!(
+        field,
+        "oauth.clientId"
+            | "oauth.scopes"
+            | "oauth.clientMetadataUrl"
+            | "oauth.grantType"
+            | "oauth.signingAlgorithm"
+            | "oauth.callbackPort"
+    )
 }
 
 /// Substitutes `${env:...}` in a written string; the second argument names the field for the
