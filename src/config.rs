@@ -1,5 +1,5 @@
-//! Parsing the Pack's config: the `mcpServers` object of an `mcp.json` file (README
-//! "Configuration").
+//! Parsing the Pack's config: an `mcp.json` as its text, the whole file, or its servers object
+//! (README "Configuration").
 //!
 //! Owns every config rule: which entries are remote, local, legacy SSE or disabled; the keys
 //! of other clients' dialects (docs/configuration.md's table: each read, mapped onto what this
@@ -241,8 +241,8 @@ impl std::fmt::Debug for RemoteServer {
     }
 }
 
-/// Parses the whole Pack config: the `mcpServers` object of an `mcp.json`, or the whole file
-/// (README "Configuration").
+/// Parses the whole Pack config: an `mcp.json`'s servers object, or the whole file (README
+/// "Configuration"; its text is read by `jsonc` first).
 ///
 /// The config is read as a whole `mcp.json` when it has a key `mcpServers` (Claude, Cursor and
 /// most clients) or `servers` (VS Code) that is not itself a server entry ([`file_key`]): the

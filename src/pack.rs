@@ -444,8 +444,13 @@ async fn get_dynamic_tools(
                 .iter()
                 .map(|(server, list)| (*server, &**list))
                 .collect();
+            // Where to list what was searched: that server's tools, or every server.
+            let listed = match namespace {
+                Some(namespace) => json!({ "namespace": namespace }).to_string(),
+                None => "{}".to_string(),
+            };
             let hint = format!(
-                "no tool matched; try other words for what the tool should do, or list every tool with {id}/{GET} {{}}"
+                "no tool matched; try other words for what the tool should do, or list every tool with {id}/{GET} {listed}"
             );
             Ok(listing::search(query, &hits, &ready, &not_searched, &hint))
         }

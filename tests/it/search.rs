@@ -431,3 +431,20 @@ async fn the_tools_tell_the_model_to_search_by_what_it_wants_done() {
         tools[1].description
     );
 }
+
+/// A search of one server that finds nothing points at that server's own listing.
+#[tokio::test]
+async fn a_miss_in_one_namespace_hints_at_that_servers_listing() {
+    let (host, _servers) = catalog_host(&["slack"]).await;
+    let answer = host
+        .listing(json!({"query": "zebra quasar", "namespace": "slack"}))
+        .await;
+    assert_eq!(
+        answer,
+        json!({
+            "query": "zebra quasar",
+            "matches": [],
+            "hint": "no tool matched; try other words for what the tool should do, or list every tool with mcp/get_dynamic_tools {\"namespace\":\"slack\"}"
+        })
+    );
+}
