@@ -314,7 +314,7 @@ impl McpPack {
                         "namespace": {"type": "string", "description": format!("A server's namespace, exactly as listed{}.", eg(&namespace_eg))},
                         "toolName": {"type": "string", "description": format!("A tool's name, exactly as its server lists it{}; needs namespace.", eg(&tool_eg))},
                         "toolNames": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": MAX_TOOL_NAMES, "description": "Several tools' names of one server, each answered in full (unknown ones under notFound with suggestions); needs namespace."},
-                        "query": {"type": "string", "minLength": 1, "maxLength": search::MAX_QUERY_BYTES, "description": "What you want a tool to do, in your own words or by its name; answers the best matching tools of every ready server (or of namespace)."},
+                        "query": {"type": "string", "minLength": 1, "description": format!("What you want a tool to do, in your own words or by its name (at most {} bytes); answers the best matching tools of every ready server (or of namespace).", search::MAX_QUERY_BYTES)},
                         "limit": {"type": "integer", "minimum": search::LIMIT_RANGE.start(), "maximum": search::LIMIT_RANGE.end(), "description": "How many matches a query answers at most (default 10); needs query."}
                     },
                     "additionalProperties": false
@@ -514,8 +514,9 @@ fn asked<'a>(servers: &[Arc<Server>], args: &'a Value) -> Result<Asked<'a>, Tool
     };
     let limit = match args.get("limit") {
         None | Some(Value::Null) => None,
-        Some(Value::Number(n)) if n.as_u64().is_some_and(|n| search::LIMIT_RANGE.contains(&n)) => {
-            n.as_u64().map(|n| n as usize)
+        // JSON Schema 2020-12 counts `5.0` as the integer 5, as the tool's spec does.
+        Some(Value::Number(n)) if whole(n).is_some_and(|n| search::LIMIT_RANGE.contains(&n)) => {
+            whole(n).map(|n| n as usize)
         }
         Some(other) => {
             return Err(invalid(format!(
@@ -1151,6 +1152,16 @@ fn after_answer(verdict: Verdict, resent: bool, left: std::time::Duration) -> Af
         }
         _ => After::Answer,
     }
+}
+
+/// `n` as a whole number when it is one: an unsigned integer, or a float with no fractional
+/// part (JSON Schema 2020-12 §6.1.1 counts `5.0` as an integer).
+fn whole(n: &serde_json::Number) -> Option<u64> {
+    n.as_u64().or_else(|| {
+        n.as_f64()
+            .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= u32::MAX as f64)
+            .map(|f| f as u64)
+    })
 }
 
 /// The `transport` error of a call whose deadline (`limit`: [`CALL_DEADLINE`](crate::limits::CALL_DEADLINE), or the shorter

@@ -81,6 +81,31 @@ struct SecretSet {
 }
 
 impl SecretSet {
+    /// How many bytes at the end of `text` are a proper prefix of one of the set's secret
+    /// forms (the longest such), when `text` was cut there: what a cut left of a secret. A JWT
+    /// head starts every JWT of its key (`eyJ`, the encoding of `{"`, for all of them): only a
+    /// cut prefix of it long enough to be its own is taken for it, so a preview ending in `e`
+    /// keeps its last letter.
+    fn cut_tail(&self, text: &str) -> Option<usize> {
+        let heads = self
+            .jwt_heads
+            .iter()
+            .flatten()
+            .map(|s| (s, MIN_SECRET_BYTES));
+        let head_forms = self.jwt_heads.iter().map(Vec::len).sum();
+        let others = self.forms().skip(head_forms).map(|s| (s, 1));
+        heads
+            .chain(others)
+            .filter_map(|(secret, shortest)| {
+                let secret = secret.expose_secret();
+                (shortest..secret.len())
+                    .rev()
+                    .filter(|&k| secret.is_char_boundary(k))
+                    .find(|&k| text.ends_with(&secret[..k]))
+            })
+            .max()
+    }
+
     /// Builds the matcher from the forms held now; called after every change.
     fn rebuild(&mut self) {
         let heads = self.jwt_heads.iter().map(Vec::len).sum();
@@ -542,10 +567,44 @@ impl Gate {
             .map(|set| Arc::clone(&set.read().unwrap_or_else(|e| e.into_inner()).matcher))
             .filter(|m| !m.is_empty())
             .collect();
-        match scrub_json_text(&matchers, &text) {
-            Cow::Borrowed(_) => Shown(text),
-            Cow::Owned(scrubbed) => Shown(scrubbed),
+        let scrubbed = match scrub_json_text(&matchers, &text) {
+            Cow::Borrowed(_) => text,
+            Cow::Owned(scrubbed) => scrubbed,
+        };
+        Shown(self.cut_tails(scrubbed))
+    }
+
+    /// `text` with what a cut left of any entry's secret scrubbed: before each `…` (the mark
+    /// of every cut, `limits::truncate`), the end that is a prefix of a secret form becomes
+    /// `[redacted]`. A server's text is cut after its own entry's scrub, which does not know
+    /// the other entries' secrets; this is where all of them are known.
+    fn cut_tails(&self, text: String) -> String {
+        const CUT: &str = "\u{2026}";
+        if !text.contains(CUT) {
+            return text;
         }
+        let sets: Vec<_> = self
+            .sets
+            .iter()
+            .map(|set| set.read().unwrap_or_else(|e| e.into_inner()))
+            .collect();
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find(CUT) {
+            let before = &rest[..at];
+            let tail = sets.iter().filter_map(|set| set.cut_tail(before)).max();
+            match tail {
+                Some(len) => {
+                    out.push_str(&before[..before.len() - len]);
+                    out.push_str(REDACTED);
+                }
+                None => out.push_str(before),
+            }
+            out.push_str(CUT);
+            rest = &rest[at + CUT.len()..];
+        }
+        out.push_str(rest);
+        out
     }
 }
 
@@ -847,27 +906,7 @@ impl Redactor {
     /// too, so no prefix of a secret survives the cut.
     pub(crate) fn scrub_cut<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let scrubbed = self.scrub(text);
-        let set = self.read();
-        // A JWT head starts every JWT of its key (`eyJ`, the encoding of `{"`, for all of them):
-        // only a cut prefix of it long enough to be its own is taken for it, so a preview ending
-        // in `e` keeps its last letter.
-        let heads = set
-            .jwt_heads
-            .iter()
-            .flatten()
-            .map(|s| (s, MIN_SECRET_BYTES));
-        let head_forms = set.jwt_heads.iter().map(Vec::len).sum();
-        let others = set.forms().skip(head_forms).map(|s| (s, 1));
-        let tail = heads
-            .chain(others)
-            .filter_map(|(secret, shortest)| {
-                let secret = secret.expose_secret();
-                (shortest..secret.len())
-                    .rev()
-                    .filter(|&k| secret.is_char_boundary(k))
-                    .find(|&k| scrubbed.ends_with(&secret[..k]))
-            })
-            .max();
+        let tail = self.read().cut_tail(&scrubbed);
         match tail {
             None => scrubbed,
             Some(len) => {

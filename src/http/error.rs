@@ -477,6 +477,8 @@ impl Error {
                 retry_after: Some(wait),
                 ..
             } if matches!(status.as_u16(), 429 | 503) => Some((*status, *wait)),
+            // The renewal of an expired session refused the same way: the same wait.
+            Kind::Reinitialize(cause) => cause.rate_limited(),
             _ => None,
         }
     }

@@ -156,7 +156,7 @@ impl<'a> Wire<'a> {
 
 /// Records the route `session` on the current request span ([`trace::on_route`]): its
 /// version (a modern route's is `2026-07-28`), and a 2025-era session's id.
-fn trace_route(session: &Session) {
+fn trace_route(session: &Session, redactor: &Redactor) {
     let version = session.version().and_then(|v| v.to_str().ok());
     let version = match session.era {
         Era::Modern => version.or(Some(crate::protocol::MODERN_VERSION)),
@@ -166,7 +166,7 @@ fn trace_route(session: &Session) {
         Era::Legacy => session.id.as_ref().and_then(|id| id.to_str().ok()),
         Era::Modern => None,
     };
-    trace::on_route(version, id);
+    trace::on_route(redactor, version, id);
 }
 
 /// One server's connection: the endpoint, the configured headers, the entry's secrets, the
@@ -638,7 +638,7 @@ impl Connection {
             if let Some(answered_on) = answered_on.as_deref_mut() {
                 *answered_on = Some(AnsweredOn::new(&session));
             }
-            trace_route(&session);
+            trace_route(&session, &self.redactor);
             let body = Bytes::from(match session.era {
                 Era::Legacy => jsonrpc::request(wire_id, wire.method, &params),
                 Era::Modern => {
@@ -674,7 +674,14 @@ impl Connection {
                     spent.resent = true;
                     tracing::debug!(namespace = %self.namespace, method = wire.method, id, ?verdict, "session expired; initializing again");
                     let stale = self.settle(&session, verdict);
-                    session = self.session(stale.as_ref(), by_listing).await?;
+                    // A renewal refused with a wait (429/503) carries that verdict to the caller.
+                    session = match self.session(stale.as_ref(), by_listing).await {
+                        Ok(renewed) => renewed,
+                        Err(e) => {
+                            let verdict = self.verdict(&session, wire.method, &e);
+                            return Err(e.judged(verdict));
+                        }
+                    };
                 }
                 Next::Reissue => {
                     reissued.store(true, Ordering::Relaxed);
@@ -1260,15 +1267,23 @@ impl crate::notices::Origin for Connection {
 }
 
 /// The one verdict on `error`, the answer to a request on a route of `era` (docs/connection.md
-/// "Verdicts"), read in this order: nothing sent; the session gone (a 404 for sure, the
+/// "Verdicts"), read in this order: nothing sent; a rate limit with its wait (also one met by
+/// the renewal of an expired session); the session gone (a 404 for sure, the
 /// server's words set aside); an [`EraSignal`], the server's own when `own` (the signals a
 /// probe found to be the server's own answers to the request's method) holds it, else the
-/// other era's; a lost reply; a rate limit with its wait; a malformed answer; a modern
+/// other era's; a lost reply; a malformed answer; a modern
 /// route's `-32020`/`-32021`; else the answer stands. So a legacy session's `-32020` is never
 /// a `HeaderMismatch`: it is the other era's until a probe makes it the tool's own.
 pub(crate) fn judge(era: Era, error: &Error, own: impl Fn(EraSignal) -> bool) -> Verdict {
     if error.is_refused() {
         return Verdict::Unsent;
+    }
+    // A 429/503 with its wait, also one that refused the renewal of an expired session.
+    if let Some((status, wait)) = error.rate_limited() {
+        return Verdict::RateLimited {
+            status: status.as_u16(),
+            wait,
+        };
     }
     if error.is_session_expired() {
         return if error.is_expired_by_text() {
@@ -1286,12 +1301,6 @@ pub(crate) fn judge(era: Era, error: &Error, own: impl Fn(EraSignal) -> bool) ->
     }
     if error.is_lost_reply() {
         return Verdict::Lost;
-    }
-    if let Some((status, wait)) = error.rate_limited() {
-        return Verdict::RateLimited {
-            status: status.as_u16(),
-            wait,
-        };
     }
     if error.is_malformed() {
         return Verdict::Malformed;

@@ -908,7 +908,7 @@ impl Connection {
             let span =
                 super::trace::request_span("server/discover", None, id, self.origin.as_deref());
             let asked = async {
-                super::trace::on_route(Some(MODERN_VERSION), None);
+                super::trace::on_route(&self.redactor, Some(MODERN_VERSION), None);
                 let response = self.post(body, &wire, Some(&session), None).await?;
                 let read = self.read_reply(response, id, &session, &decode, AfterAnswer::Briefly);
                 tokio::time::timeout(within, read)
@@ -1006,12 +1006,12 @@ impl Connection {
         let work = async {
             let (response, session) = self.post_initialize(Bytes::from(body)).await?;
             if let Some(id) = session.id.as_ref().and_then(|id| id.to_str().ok()) {
-                super::trace::on_route(None, Some(id));
+                super::trace::on_route(&self.redactor, None, Some(id));
             }
             match self.negotiate(response, id, &session).await {
                 Ok(initialized) => {
                     let version = session.version().and_then(|v| v.to_str().ok());
-                    super::trace::on_route(version, None);
+                    super::trace::on_route(&self.redactor, version, None);
                     Ok((session, initialized))
                 }
                 Err(e) => {

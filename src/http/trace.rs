@@ -13,6 +13,7 @@ use tracing::Span;
 use tracing::field::Empty;
 
 use super::error::Error;
+use crate::redact::Redactor;
 
 /// The span of JSON-RPC request `id` of `method` (naming `tool` for a `tools/call`) to the
 /// server at `origin` (`scheme://host:port`; `None` when that part of the url holds a secret:
@@ -61,14 +62,16 @@ fn host_and_port(origin: &str) -> Option<(&str, u16)> {
 }
 
 /// Records on the current request span the route a send goes out on: its protocol `version`
-/// and, in the 2025 era, its `session_id` (`mcp.session.id`; a modern request has none).
-pub(super) fn on_route(version: Option<&str>, session_id: Option<&str>) {
+/// and, in the 2025 era, its `session_id` (`mcp.session.id`; a modern request has none). Both
+/// are the server's words, so both are scrubbed with the entry's secrets (`redactor`) first: a
+/// server that echoes a header value as its session id gets `[redacted]` recorded.
+pub(super) fn on_route(redactor: &Redactor, version: Option<&str>, session_id: Option<&str>) {
     let span = Span::current();
     if let Some(version) = version {
-        span.record("mcp.protocol.version", version);
+        span.record("mcp.protocol.version", &*redactor.scrub(version));
     }
     if let Some(id) = session_id {
-        span.record("mcp.session.id", id);
+        span.record("mcp.session.id", &*redactor.scrub(id));
     }
 }
 

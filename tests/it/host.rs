@@ -160,7 +160,7 @@ async fn offers_exactly_two_tools_with_strict_schemas() {
             "namespace": {"type": "string", "description": "A server's namespace, exactly as listed."},
             "toolName": {"type": "string", "description": "A tool's name, exactly as its server lists it; needs namespace."},
             "toolNames": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 20, "description": "Several tools' names of one server, each answered in full (unknown ones under notFound with suggestions); needs namespace."},
-            "query": {"type": "string", "minLength": 1, "maxLength": 512, "description": "What you want a tool to do, in your own words or by its name; answers the best matching tools of every ready server (or of namespace)."},
+            "query": {"type": "string", "minLength": 1, "description": "What you want a tool to do, in your own words or by its name (at most 512 bytes); answers the best matching tools of every ready server (or of namespace)."},
             "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "How many matches a query answers at most (default 10); needs query."}},
             "additionalProperties": false})
     );

@@ -422,7 +422,8 @@ async fn the_tools_tell_the_model_to_search_by_what_it_wants_done() {
     );
     assert_eq!(get.parameters["properties"]["limit"]["maximum"], 50);
     assert_eq!(get.parameters["properties"]["toolNames"]["maxItems"], 20);
-    assert_eq!(get.parameters["properties"]["query"]["maxLength"], 512);
+    // A byte bound JSON Schema cannot state (its maxLength counts characters): said in words.
+    assert_eq!(get.parameters["properties"]["query"].get("maxLength"), None);
     assert!(
         tools[1]
             .description
@@ -447,4 +448,50 @@ async fn a_miss_in_one_namespace_hints_at_that_servers_listing() {
             "hint": "no tool matched; try other words for what the tool should do, or list every tool with mcp/get_dynamic_tools {\"namespace\":\"slack\"}"
         })
     );
+}
+
+// Arguments the tool spec admits.
+mod spec_admits {
+    use serde_json::json;
+
+    use crate::secrets_gate::cut_and_echoed::echo_server;
+    use crate::support::{Host, WAIT};
+
+    /// The rule: the tool's own spec (`"limit": {"type": "integer"}`, JSON Schema 2020-12
+    /// §6.1.1: a number with a zero fractional part is an integer) admits `5.0`, yet the Pack
+    /// refuses it as not "a whole number".
+    #[tokio::test]
+    async fn a_limit_of_five_point_zero_is_refused_though_the_spec_admits_it() {
+        let server = echo_server("x-api-key", "s-3").await;
+        let host = Host::new(json!({"k": {"url": server.url}}));
+        host.ready("k", WAIT).await;
+        let answer = host
+            .call(
+                "get_dynamic_tools",
+                json!({"query": "echo a header", "limit": 5.0}),
+            )
+            .await;
+        assert!(answer.is_ok(), "{answer:?}");
+    }
+
+    /// A query is bounded in bytes (512), which JSON Schema's `maxLength` (characters) cannot
+    /// state, so the spec says it in words; 256 two-byte characters pass, 257 do not.
+    #[tokio::test]
+    async fn a_query_is_bounded_in_bytes_as_the_spec_says_in_words() {
+        let server = echo_server("x-api-key", "s-4").await;
+        let host = Host::new(json!({"k": {"url": server.url}}));
+        host.ready("k", WAIT).await;
+        let at_bound = host
+            .call("get_dynamic_tools", json!({"query": "é".repeat(256)}))
+            .await;
+        assert!(at_bound.is_ok(), "{at_bound:?}");
+        let over = host
+            .call("get_dynamic_tools", json!({"query": "é".repeat(257)}))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            over.message,
+            "\"query\" is 514 bytes, over the 512 allowed; say in a few words what the tool should do"
+        );
+    }
 }

@@ -636,3 +636,142 @@ proptest! {
         no_secret_byte_anywhere(&case);
     }
 }
+
+// Cut secrets, session ids and re-encodings: each exit through the gate.
+pub(crate) mod cut_and_echoed {
+    use serde_json::json;
+
+    use crate::support::hostile::{
+        Received, Reply, result, serve, standard, text_result, tool, tools_page,
+    };
+    use crate::support::logs::Logs;
+    use crate::support::{Host, WAIT};
+
+    /// A configured key that the server echoes back in the tests below.
+    const KEY: &str = "sk-attack-0123456789abcdef";
+
+    /// A server with one tool `echo` whose call answers the value of the request header `header`
+    /// (or `none`) as its text, and whose `initialize` sets `Mcp-Session-Id` to `session`.
+    pub(crate) async fn echo_server(
+        header: &'static str,
+        session: &'static str,
+    ) -> crate::support::hostile::Server {
+        serve(move |req: Received| async move {
+        if req.method() == "initialize" {
+            return Reply::json(&result(
+                &req.id(),
+                json!({
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "echo", "version": "0"}
+                }),
+            ))
+            .header("mcp-session-id", session);
+        }
+        if let Some(reply) = standard(&req) {
+            return reply;
+        }
+        let id = req.id();
+        match req.method() {
+            "tools/list" => Reply::json(&tools_page(&id, vec![tool("echo", "Echoes a header.")], None)),
+            "tools/call" => {
+                let echoed = req.header(header).unwrap_or_else(|| "none".into());
+                Reply::json(&text_result(&id, &echoed))
+            }
+            _ => Reply::json(&json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "no such method"}})),
+        }
+    })
+    .await
+    }
+
+    /// The rule: no log line at `RUST_LOG=trace` holds a secret; a server that echoes the
+    /// configured key as its `Mcp-Session-Id` gets it recorded unscrubbed in the request span
+    /// (`mcp.session.id`, src/http/trace.rs), which every event inside the span prints.
+    #[tokio::test]
+    async fn a_session_id_echoing_the_key_is_logged_in_the_request_span() {
+        let server = echo_server("x-api-key", KEY).await;
+        let logs = Logs::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(logs.clone())
+            .with_ansi(false)
+            .without_time()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("trace"))
+            .finish();
+        let guard = tracing::subscriber::set_default(subscriber);
+        // Interest cached while another test's thread had no subscriber would hide the spans.
+        tracing::callsite::rebuild_interest_cache();
+        let host = Host::new(json!({"k": {"url": server.url, "headers": {"X-Api-Key": KEY}}}));
+        host.ready("k", WAIT).await;
+        let text = host.call_tool("k", "echo").await.expect("the call answers");
+        drop(host);
+        drop(guard);
+        assert!(!text.contains(KEY), "{text}");
+        assert!(
+            !logs.lines_with("mcp.request{").is_empty(),
+            "no request span was captured: {}",
+            logs.text()
+        );
+        let leaked: Vec<String> = logs.lines_with(KEY);
+        assert!(
+            leaked.is_empty(),
+            "{} log lines show the key, e.g. {:?}",
+            leaked.len(),
+            leaked.first()
+        );
+    }
+
+    /// The rule: "Text is scrubbed before it is cut to a bound, so a secret that straddles a
+    /// cut leaves no prefix behind", with the gate scrubbing "with the secrets of every entry".
+    /// Server `b` repeats entry `a`'s key in a description; `b`'s own intake scrub does not know
+    /// it, the search answer cuts the description to one line (160 bytes) inside the key, and the
+    /// exit gate no longer finds the whole key: its first bytes are shown.
+    #[tokio::test]
+    async fn another_entrys_key_cut_by_a_search_answers_one_line_leaves_a_prefix() {
+        let a = echo_server("x-api-key", "s-5").await;
+        let description = format!("{} {KEY}", "w".repeat(140));
+        let b =
+            crate::support::hostile::serve_tools(vec![tool("leaky_tool", &description)], |req| {
+                Reply::json(&text_result(&req.id(), "ok"))
+            })
+            .await;
+        let host = Host::new(json!({
+            "a": {"url": a.url, "headers": {"X-Api-Key": KEY}},
+            "b": {"url": b.url}
+        }));
+        host.ready("a", WAIT).await;
+        host.ready("b", WAIT).await;
+        let answer = host
+            .call("get_dynamic_tools", json!({"query": "leaky_tool"}))
+            .await
+            .expect("the search answers");
+        assert!(
+            !answer.contains(&KEY[..12]),
+            "a prefix of a's key is shown: {answer}"
+        );
+    }
+
+    /// The rule: the same cut, in a listing's reason: server `b` fails its start with a body
+    /// repeating entry `a`'s key; the reason is cut to its bound inside one occurrence, and the
+    /// gate, which knows `a`'s key, leaves the cut one's first bytes.
+    #[tokio::test]
+    async fn another_entrys_key_cut_by_a_reasons_bound_leaves_a_prefix() {
+        let a = echo_server("x-api-key", "s-7").await;
+        let b = serve(|req: Received| async move {
+            if req.http_method == "DELETE" {
+                return Reply::raw(200, "text/plain", "");
+            }
+            Reply::raw(500, "text/plain", format!("{KEY} ").repeat(200))
+        })
+        .await;
+        let host = Host::new(json!({
+            "a": {"url": a.url, "headers": {"X-Api-Key": KEY}},
+            "b": {"url": b.url}
+        }));
+        host.ready("a", WAIT).await;
+        let entry = host.failed("b", WAIT).await.to_string();
+        assert!(
+            !entry.contains(&KEY[..6]),
+            "a prefix of a's key is shown: {entry}"
+        );
+    }
+}

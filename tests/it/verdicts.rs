@@ -499,3 +499,46 @@ async fn a_call_refused_429_with_a_long_retry_after_is_unavailable_naming_the_wa
     );
     assert_eq!(server.count("tools/call"), 1);
 }
+
+// A rate limit met on the renewal of an expired session.
+mod renewal_rate_limit {
+    use serde_json::json;
+
+    use crate::support::hostile::{
+        Received, Reply, serve, standard, text_result, tool, tools_page,
+    };
+    use crate::support::{Host, WAIT};
+
+    /// The rule: one verdict per answer — a `429` with a short `Retry-After` is waited out and
+    /// sent once more, or answered `unavailable` naming the wait. When the `429` answers the
+    /// renewal `initialize` of a call whose session expired (`404`), the verdict is lost (the
+    /// error is wrapped as a re-initialization failure, which `Error::rate_limited` does not
+    /// see through though `Error::retry_after` does).
+    #[tokio::test]
+    async fn a_429_on_the_renewal_of_an_expired_session_is_no_rate_limit() {
+        let server = serve(|req: Received| async move {
+        let id = req.id();
+        match (req.method(), req.nth) {
+            ("initialize", 1) => {
+                Reply::raw(429, "text/plain", "slow down").header("retry-after", "1")
+            }
+            ("tools/call", 0) => Reply::raw(404, "text/plain", "no such session"),
+            ("tools/call", _) => Reply::json(&text_result(&id, "served")),
+            ("tools/list", _) => Reply::json(&tools_page(&id, vec![tool("t", "d")], None)),
+            _ => standard(&req).unwrap_or_else(|| {
+                Reply::json(&json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "no"}}))
+            }),
+        }
+    })
+    .await;
+        let host = Host::new(json!({"k": {"url": server.url}}));
+        host.ready("k", WAIT).await;
+        let answer = host.call_tool("k", "t").await;
+        let named_wait =
+            matches!(&answer, Err(e) if e.message.contains("asked to be called again in 1 second"));
+        assert!(
+            answer == Ok("served".to_string()) || named_wait,
+            "{answer:?}"
+        );
+    }
+}
