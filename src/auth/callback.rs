@@ -35,7 +35,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::client::oauth_code;
 use super::flow::Redirect;
-use super::{Error, Kind};
+use super::{Error, ErrorKind};
 
 /// The largest request head the listener reads, in bytes; a longer one is refused (`431`).
 const MAX_REQUEST_BYTES: usize = 16 * 1024;
@@ -183,13 +183,13 @@ impl Listener {
     /// Binds `127.0.0.1:<port>` (`None`: a port the system picks).
     ///
     /// # Errors
-    /// [`Kind::Callback`] when the port is taken or cannot be bound, naming the port.
+    /// [`ErrorKind::Callback`] when the port is taken or cannot be bound, naming the port.
     pub(crate) async fn bind(port: Option<u16>) -> Result<Listener, Error> {
         let listener = TcpListener::bind(("127.0.0.1", port.unwrap_or(0)))
             .await
             .map_err(|e| {
                 Error::new(
-                    Kind::Callback,
+                    ErrorKind::Callback,
                     format!(
                         "the sign-in redirect listener could not bind 127.0.0.1:{}: {}",
                         port.unwrap_or(0),
@@ -201,7 +201,7 @@ impl Listener {
             .local_addr()
             .map_err(|e| {
                 Error::new(
-                    Kind::Callback,
+                    ErrorKind::Callback,
                     format!("the sign-in redirect listener has no address: {}", e.kind()),
                 )
             })?
@@ -232,7 +232,7 @@ impl Listener {
     /// rebinding cannot end the sign-in.
     ///
     /// # Errors
-    /// [`Kind::Callback`] when the time runs out, or when the awaited redirect carries an OAuth
+    /// [`ErrorKind::Callback`] when the time runs out, or when the awaited redirect carries an OAuth
     /// `error` (its code quoted, bounded).
     ///
     /// # Cancel safety
@@ -284,7 +284,7 @@ impl Listener {
                         Decided::Refused(_, _) => {
                             tracing::warn!("a pasted sign-in address was refused");
                             let _ = paste.reply.send(Err(Error::new(
-                                Kind::Callback,
+                                ErrorKind::Callback,
                                 format!(
                                     "that is not the address this sign-in waits for: paste the whole \
                                      address the browser ended on after the latest sign-in link \
@@ -311,7 +311,7 @@ impl Listener {
                         format!("{secs} seconds")
                     };
                     return Err(Error::new(
-                        Kind::Callback,
+                        ErrorKind::Callback,
                         format!("no sign-in arrived within {within}; ask for a new sign-in link"),
                     ));
                 }
@@ -522,7 +522,7 @@ fn decide_query(query: &str, awaited: &Awaited) -> Decided {
             code: SecretString::from(code.to_string()),
         }),
         (None, Some(error)) => Decided::Failed(Error::new(
-            Kind::Callback,
+            ErrorKind::Callback,
             format!(
                 "the authorization server did not grant access ({})",
                 oauth_code(error)
@@ -794,7 +794,7 @@ mod tests {
             )
             .await
             .unwrap_err();
-        assert_eq!(err.kind(), Kind::Callback);
+        assert_eq!(err.kind(), ErrorKind::Callback);
         assert_eq!(
             err.message(),
             "no sign-in arrived within 10 minutes; ask for a new sign-in link"

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use super::config::OAuthConfig;
 use super::discovery::{AuthorizationServer, Source as Found};
 use super::net::{Net, parse_json};
-use super::{Error, Kind};
+use super::{Error, ErrorKind};
 
 /// How the client authenticates at the token endpoint (RFC 7591 §2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,8 +162,8 @@ struct Registered {
 /// supports it, else for a secret by the method the server supports.
 ///
 /// # Errors
-/// [`Kind::Config`] when the server has no registration endpoint (the entry needs
-/// `oauth.clientId`); [`Kind::Refused`] when the server refuses the registration or answers
+/// [`ErrorKind::Config`] when the server has no registration endpoint (the entry needs
+/// `oauth.clientId`); [`ErrorKind::Refused`] when the server refuses the registration or answers
 /// with something that is not a registration; as [`Net::post_json`] otherwise.
 pub(crate) async fn register(
     net: &Net,
@@ -172,7 +172,7 @@ pub(crate) async fn register(
 ) -> Result<ClientIdentity, Error> {
     let Some(endpoint) = &server.registration_endpoint else {
         return Err(Error::new(
-            Kind::Config,
+            ErrorKind::Config,
             "the authorization server offers no dynamic client registration; configure a \
              pre-registered client with oauth.clientId (and oauth.clientSecret)",
         ));
@@ -219,7 +219,7 @@ pub(crate) async fn register(
         .unwrap_or_else(|| secret_method(client_secret.is_some(), &supported));
     if auth_method != AuthMethod::None && client_secret.is_none() {
         return Err(Error::new(
-            Kind::Refused,
+            ErrorKind::Refused,
             "the registration response names a secret-based method but holds no client_secret",
         ));
     }
@@ -245,11 +245,11 @@ fn refuses_for_good(status: reqwest::StatusCode) -> bool {
 
 /// Why a server that answered `401` but showed no sign-in metadata at all, and whose guessed
 /// 2025-03-26 registration endpoint answered a client error that is no OAuth answer either,
-/// cannot be signed in to: [`Kind::Config`], so it is lasting (the entry needs its key in the
+/// cannot be signed in to: [`ErrorKind::Config`], so it is lasting (the entry needs its key in the
 /// headers).
 pub(crate) fn no_sign_in_offered() -> Error {
     Error::new(
-        Kind::Config,
+        ErrorKind::Config,
         "the server answered HTTP 401 but offers no OAuth sign-in (no protected resource \
          metadata, no authorization server metadata, no registration endpoint); it probably \
          wants an API key or token: set it in the entry's headers",
@@ -283,7 +283,7 @@ fn registration_refused(status: reqwest::StatusCode, body: &[u8]) -> Error {
         .map(|d| format!(": {}", description_text(&d)))
         .unwrap_or_default();
     Error::new(
-        Kind::Refused,
+        ErrorKind::Refused,
         format!(
             "the registration endpoint refused to register a client: HTTP {}{code}{description}",
             status.as_u16()

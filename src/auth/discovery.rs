@@ -26,7 +26,7 @@ use serde::Deserialize;
 
 use super::challenge::Challenge;
 use super::net::Net;
-use super::{Error, Kind};
+use super::{Error, ErrorKind};
 use crate::redact::HoldsSecret;
 
 /// Protected resource metadata (RFC 9728 §2), the fields a client uses.
@@ -174,16 +174,16 @@ impl Resource {
     /// The value for a request's `resource` parameter.
     ///
     /// # Errors
-    /// When it holds a secret of the entry: [`Kind::Config`] for the server's url (its query,
-    /// most likely: the secret belongs in a header), [`Kind::Refused`] for a published
+    /// When it holds a secret of the entry: [`ErrorKind::Config`] for the server's url (its query,
+    /// most likely: the secret belongs in a header), [`ErrorKind::Refused`] for a published
     /// `resource`. The message names no secret and says what to change.
     pub(crate) fn to_send(&self) -> Result<&str, Error> {
         if !(self.holds_secret)(&self.value) {
             return Ok(&self.value);
         }
         Err(match self.source {
-            ResourceSource::ServerUrl => Error::new(Kind::Config, URL_HOLDS_SECRET),
-            ResourceSource::Published => Error::new(Kind::Refused, PUBLISHED_HOLDS_SECRET),
+            ResourceSource::ServerUrl => Error::new(ErrorKind::Config, URL_HOLDS_SECRET),
+            ResourceSource::Published => Error::new(ErrorKind::Refused, PUBLISHED_HOLDS_SECRET),
         })
     }
 }
@@ -227,9 +227,9 @@ pub(crate) struct Discovered {
 /// `holds_secret` tells whether a text holds a secret of the entry, for the [`Resource`].
 ///
 /// # Errors
-/// [`Kind::Refused`] when a document is malformed, a URL breaks the policy, the resource
+/// [`ErrorKind::Refused`] when a document is malformed, a URL breaks the policy, the resource
 /// metadata names another resource or no authorization server, or an issuer does not match;
-/// [`Kind::Transport`] when a server cannot be reached.
+/// [`ErrorKind::Transport`] when a server cannot be reached.
 pub(crate) async fn discover(
     net: &Net,
     server_url: &Url,
@@ -242,7 +242,7 @@ pub(crate) async fn discover(
     if let Some(url) = &challenge.resource_metadata {
         let url = Url::parse(url).map_err(|_| {
             Error::new(
-                Kind::Refused,
+                ErrorKind::Refused,
                 "the resource_metadata URL of the server's WWW-Authenticate header is not a valid URL",
             )
         })?;
@@ -279,13 +279,13 @@ pub(crate) async fn discover(
         Some(text) => {
             let named = Url::parse(text).map_err(|_| {
                 Error::new(
-                    Kind::Refused,
+                    ErrorKind::Refused,
                     "the protected resource metadata names a resource that is not a valid URL",
                 )
             })?;
             if !resource_covers(&named, &canonical) {
                 return Err(Error::new(
-                    Kind::Refused,
+                    ErrorKind::Refused,
                     "the protected resource metadata is for another resource than this server \
                      (RFC 9728 §3.3); signing in is refused",
                 ));
@@ -300,31 +300,31 @@ pub(crate) async fn discover(
     };
     let Some(published) = document.authorization_servers.first() else {
         return Err(Error::new(
-            Kind::Refused,
+            ErrorKind::Refused,
             "the protected resource metadata lists no authorization_servers",
         ));
     };
     let issuer = Url::parse(published).map_err(|_| {
         Error::new(
-            Kind::Refused,
+            ErrorKind::Refused,
             "the protected resource metadata's authorization server is not a valid URL",
         )
     })?;
     net.policy()
         .check(&issuer, "the authorization server")
-        .map_err(|e| Error::new(Kind::Refused, e))?;
+        .map_err(|e| Error::new(ErrorKind::Refused, e))?;
     let server = match find_server_metadata(net, &issuer).await? {
         Some(metadata) => {
             if metadata.issuer.is_none() {
                 return Err(Error::new(
-                    Kind::Refused,
+                    ErrorKind::Refused,
                     "the authorization server's metadata names no issuer (RFC 8414 §2 requires \
                      one); signing in is refused",
                 ));
             }
             if !issuer_matches(metadata.issuer.as_deref(), published) {
                 return Err(Error::new(
-                    Kind::Refused,
+                    ErrorKind::Refused,
                     "the authorization server's metadata names another issuer (RFC 8414 §3.3); \
                      signing in is refused",
                 ));
@@ -420,11 +420,20 @@ async fn find_server_metadata(net: &Net, issuer: &Url) -> Result<Option<ServerMe
 
 /// A 2025-03-26 server: the authorization server is the MCP server's origin.
 async fn legacy_server(net: &Net, server_url: &Url) -> Result<AuthorizationServer, Error> {
-    let base = Url::parse(&origin(server_url))
-        .map_err(|_| Error::new(Kind::Refused, "the server URL has no origin to sign in at"))?;
+    let base = Url::parse(&origin(server_url)).map_err(|_| {
+        Error::new(
+            ErrorKind::Refused,
+            "the server URL has no origin to sign in at",
+        )
+    })?;
     let metadata_url = base
         .join("/.well-known/oauth-authorization-server")
-        .map_err(|_| Error::new(Kind::Refused, "the server URL has no origin to sign in at"))?;
+        .map_err(|_| {
+            Error::new(
+                ErrorKind::Refused,
+                "the server URL has no origin to sign in at",
+            )
+        })?;
     match net
         .get_json::<ServerMetadata>(&metadata_url, "the authorization server metadata")
         .await?
@@ -439,10 +448,10 @@ async fn legacy_server(net: &Net, server_url: &Url) -> Result<AuthorizationServe
 
 fn endpoint(net: &Net, text: &str, what: &str) -> Result<Url, Error> {
     let url = Url::parse(text)
-        .map_err(|_| Error::new(Kind::Refused, format!("{what} is not a valid URL")))?;
+        .map_err(|_| Error::new(ErrorKind::Refused, format!("{what} is not a valid URL")))?;
     net.policy()
         .check(&url, what)
-        .map_err(|e| Error::new(Kind::Refused, e))?;
+        .map_err(|e| Error::new(ErrorKind::Refused, e))?;
     Ok(url)
 }
 
@@ -482,10 +491,10 @@ fn from_metadata(
 fn defaults(net: &Net, base: &Url) -> Result<AuthorizationServer, Error> {
     let at = |path: &str, what: &str| {
         let url = Url::parse(&format!("{}{path}", origin(base)))
-            .map_err(|_| Error::new(Kind::Refused, format!("{what} is not a valid URL")))?;
+            .map_err(|_| Error::new(ErrorKind::Refused, format!("{what} is not a valid URL")))?;
         net.policy()
             .check(&url, what)
-            .map_err(|e| Error::new(Kind::Refused, e))?;
+            .map_err(|e| Error::new(ErrorKind::Refused, e))?;
         Ok::<_, Error>(url)
     };
     Ok(AuthorizationServer {
@@ -625,11 +634,11 @@ mod tests {
         let configured = "https://mcp.example.com/mcp?key=pass%20word-1234";
         assert_eq!(
             kind(resource(configured, ResourceSource::ServerUrl)),
-            Err(Kind::Config)
+            Err(ErrorKind::Config)
         );
         assert_eq!(
             kind(resource(configured, ResourceSource::Published)),
-            Err(Kind::Refused)
+            Err(ErrorKind::Refused)
         );
         // A query holding no secret is sent as it is.
         let learned = "https://mcp.example.com/mcp?tenant=t-4f9a8b7c6d5e";
@@ -637,6 +646,6 @@ mod tests {
         assert_eq!(kind(later.clone()), Ok(learned.to_string()));
         // Checked at each request: a secret learned since refuses it.
         redactor.learner()(&SecretString::from("t-4f9a8b7c6d5e"), Learned::Token);
-        assert_eq!(kind(later), Err(Kind::Config));
+        assert_eq!(kind(later), Err(ErrorKind::Config));
     }
 }

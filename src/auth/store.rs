@@ -32,7 +32,7 @@ use sha2::{Digest, Sha256};
 use super::client::{AuthMethod, ClientIdentity, Source};
 use super::dpop::DpopKey;
 use super::flow::{Binding, Grant};
-use super::{Error, Kind};
+use super::{Error, ErrorKind};
 
 /// The environment variable that moves the store.
 pub(crate) const DIR_VARIABLE: &str = "PLUGIN_MCP_OAUTH_DIR";
@@ -192,7 +192,7 @@ impl Store {
     /// The store at `$PLUGIN_MCP_OAUTH_DIR`, else under the user's data directory.
     ///
     /// # Errors
-    /// [`Kind::Storage`] when neither is known.
+    /// [`ErrorKind::Storage`] when neither is known.
     pub(crate) fn from_env() -> Result<Store, Error> {
         if let Some(dir) = std::env::var_os(DIR_VARIABLE).filter(|d| !d.is_empty()) {
             return Ok(Store::at(dir));
@@ -201,7 +201,7 @@ impl Store {
             .map(|d| Store::at(d.join("plugin-mcp").join("oauth")))
             .ok_or_else(|| {
                 Error::new(
-                    Kind::Storage,
+                    ErrorKind::Storage,
                     format!("no data directory is known to store sign-ins in; set {DIR_VARIABLE}"),
                 )
             })
@@ -285,7 +285,7 @@ impl Store {
     /// Replaces what is stored for `key` (atomically; the file `0600` in a `0700` directory).
     ///
     /// # Errors
-    /// [`Kind::Storage`] naming the step that failed (never a token).
+    /// [`ErrorKind::Storage`] naming the step that failed (never a token).
     pub(crate) fn save(&self, key: &StoreKey, stored: &Stored) -> Result<(), Error> {
         let file = File {
             format: FORMAT.to_string(),
@@ -319,7 +319,7 @@ impl Store {
             }),
         };
         let text = serde_json::to_vec_pretty(&file)
-            .map_err(|_| Error::new(Kind::Storage, "a sign-in could not be encoded"))?;
+            .map_err(|_| Error::new(ErrorKind::Storage, "a sign-in could not be encoded"))?;
         self.create_dir()?;
         let path = self.path(key);
         let temp = self.dir.join(format!(
@@ -332,7 +332,7 @@ impl Store {
         if let Err(e) = written {
             let _ = std::fs::remove_file(&temp);
             return Err(Error::new(
-                Kind::Storage,
+                ErrorKind::Storage,
                 format!(
                     "a sign-in could not be saved in {}: {}",
                     self.dir.display(),
@@ -408,7 +408,7 @@ impl Store {
     /// when none was there.
     ///
     /// # Errors
-    /// [`Kind::Storage`] when the file exists and cannot be deleted.
+    /// [`ErrorKind::Storage`] when the file exists and cannot be deleted.
     pub(crate) fn delete(&self, key: &StoreKey) -> Result<bool, Error> {
         let path = self.path(key);
         self.claim_legacy(key, &path);
@@ -416,7 +416,7 @@ impl Store {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(Error::new(
-                Kind::Storage,
+                ErrorKind::Storage,
                 format!("a stored sign-in could not be deleted: {}", e.kind()),
             )),
         }
@@ -456,7 +456,7 @@ impl Store {
         }
         builder.create(&self.dir).map_err(|e| {
             Error::new(
-                Kind::Storage,
+                ErrorKind::Storage,
                 format!(
                     "the sign-in directory {} could not be created: {}",
                     self.dir.display(),
@@ -475,7 +475,7 @@ impl Store {
                 std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700))
                     .map_err(|e| {
                         Error::new(
-                            Kind::Storage,
+                            ErrorKind::Storage,
                             format!(
                                 "the sign-in directory {} could not be made private (0700): {}",
                                 self.dir.display(),

@@ -12,7 +12,7 @@ use super::dpop::DpopKey;
 use super::flow::{Grant, client_credentials, refresh, refused_grant};
 use super::net::Net;
 use super::store::{Store, StoreKey};
-use super::{Error, Kind, now_secs};
+use super::{Error, ErrorKind, now_secs};
 use crate::limits;
 
 /// How long a refresh waits for another Host's refresh of the same stored grant: longer than
@@ -69,7 +69,7 @@ impl AccessToken {
 /// result), across Hosts sharing the store too (its file lock, [`Store::lock`]); a refreshed grant is saved to the store before any request uses it; after
 /// `invalid_grant` a grant another Host stored meanwhile is adopted (and refreshed at most once
 /// more), else the stored grant is deleted if it is still the refused one and every caller
-/// gets [`Kind::SignInRequired`]. A
+/// gets [`ErrorKind::SignInRequired`]. A
 /// client credentials grant has no refresh token: it is renewed by the same grant.
 pub(crate) struct Tokens {
     net: Net,
@@ -200,7 +200,7 @@ impl Tokens {
     /// needed.
     ///
     /// # Errors
-    /// [`Kind::SignInRequired`] when there is no grant or the server refused the refresh with
+    /// [`ErrorKind::SignInRequired`] when there is no grant or the server refused the refresh with
     /// `invalid_grant`; another kind when the refresh failed otherwise (the grant is kept).
     ///
     /// # Cancel safety
@@ -244,7 +244,7 @@ impl Tokens {
         let task = tokio::spawn(async move { this.refresh_locked(rejected).await });
         task.await.unwrap_or_else(|_| {
             Err(Error::new(
-                Kind::Transport,
+                ErrorKind::Transport,
                 "the token refresh stopped unexpectedly",
             ))
         })
@@ -472,7 +472,7 @@ enum Stored {
 
 fn no_grant() -> Error {
     Error::new(
-        Kind::SignInRequired,
+        ErrorKind::SignInRequired,
         "no stored sign-in for this server; sign in",
     )
 }

@@ -684,7 +684,7 @@ impl Auth {
     /// expires; its next refresh finds the file gone and asks for a new sign-in.
     ///
     /// # Errors
-    /// [`crate::auth::Kind::Storage`] when no store is known or the file cannot be deleted.
+    /// [`crate::auth::ErrorKind::Storage`] when no store is known or the file cannot be deleted.
     pub(super) fn logout(&self, server_url: &Url) -> Result<Logout, crate::auth::Error> {
         let store = match &self.store {
             Some(store) => store.clone(),
@@ -708,7 +708,7 @@ impl Auth {
     /// its outcome).
     ///
     /// # Errors
-    /// [`crate::auth::Kind::Callback`] when no sign-in waits, or the address is not the
+    /// [`crate::auth::ErrorKind::Callback`] when no sign-in waits, or the address is not the
     /// awaited redirect (the reason never quotes the address), or it carries the authorization
     /// server's refusal (which ends that sign-in).
     ///
@@ -718,7 +718,7 @@ impl Auth {
     pub(super) async fn paste(&self, address: SecretString) -> Result<(), crate::auth::Error> {
         let none_waiting = || {
             crate::auth::Error::new(
-                crate::auth::Kind::Callback,
+                crate::auth::ErrorKind::Callback,
                 "no sign-in of this server is waiting for its browser redirect; ask for the \
                  sign-in link first (its listing shows it)",
             )
