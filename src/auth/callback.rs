@@ -320,8 +320,9 @@ impl Listener {
     }
 }
 
-/// What one request decided, for the connection that carried it.
-enum Verdict {
+/// The authorization response the awaited redirect carried (RFC 6749 §4.1.2: a code, or
+/// §4.1.2.1: an error), for the connection that carried it.
+enum AuthorizationResponse {
     /// The awaited redirect carried an OAuth `error`: the sign-in ends with this error (the
     /// browser is answered [`FAILED`]).
     Failed(Error),
@@ -343,20 +344,20 @@ async fn serve(
     awaited: std::sync::Arc<Awaited>,
     host: std::sync::Arc<str>,
 ) -> Option<Result<(Redirect, Browser), Error>> {
-    let (verdicts, mut verdict) = mpsc::unbounded_channel();
+    let (response_tx, mut response_rx) = mpsc::unbounded_channel();
     let service = hyper::service::service_fn(move |request: Request<Incoming>| {
         let decided = decide(&request, &awaited, &host);
-        let verdicts = verdicts.clone();
+        let response_tx = response_tx.clone();
         async move {
             let response = match decided {
                 Decided::Refused(status, body) => page(status, body.to_string()),
                 Decided::Failed(error) => {
-                    let _ = verdicts.send(Verdict::Failed(error));
+                    let _ = response_tx.send(AuthorizationResponse::Failed(error));
                     page(StatusCode::OK, FAILED.to_string())
                 }
                 Decided::Code(redirect) => {
                     let (answer, page_sent) = oneshot::channel();
-                    let _ = verdicts.send(Verdict::Code(redirect, answer));
+                    let _ = response_tx.send(AuthorizationResponse::Code(redirect, answer));
                     // The sender goes with the Browser, which owns this connection: when it is
                     // dropped unanswered, so is this request.
                     page_sent
@@ -377,25 +378,25 @@ async fn serve(
     let mut closed = false;
     let decided = tokio::select! {
         biased;
-        Some(decided) = verdict.recv() => decided,
+        Some(decided) = response_rx.recv() => decided,
         ended = &mut connection => {
             closed = true;
             if ended.is_err_and(|e| e.is_parse()) {
                 tracing::warn!("a malformed request to the sign-in redirect listener was refused");
             }
             // The request may have been decided, answered and closed in one poll.
-            verdict.try_recv().ok()?
+            response_rx.try_recv().ok()?
         }
     };
     match decided {
-        Verdict::Failed(error) => {
+        AuthorizationResponse::Failed(error) => {
             if !closed {
                 // The page is written, then the connection closes.
                 let _ = connection.await;
             }
             Some(Err(error))
         }
-        Verdict::Code(redirect, page) => Some(Ok((
+        AuthorizationResponse::Code(redirect, page) => Some(Ok((
             redirect,
             Browser {
                 waiting: Some((
