@@ -14,7 +14,7 @@ use secrecy::SecretString;
 use serde::Deserialize;
 
 use super::config::OAuthConfig;
-use super::discovery::{AuthorizationServer, Source as Found};
+use super::discovery::{AuthorizationServer, EndpointSource};
 use super::net::{Net, parse_json};
 use super::{Error, ErrorKind};
 
@@ -54,7 +54,7 @@ impl AuthMethod {
 
 /// Where a client identity came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Source {
+pub(crate) enum ClientIdSource {
     /// `oauth.clientId` in the entry.
     Configured,
     /// `oauth.clientMetadataUrl`: the URL is the client id.
@@ -69,7 +69,7 @@ pub(crate) struct ClientIdentity {
     pub(crate) client_id: String,
     pub(crate) client_secret: Option<SecretString>,
     pub(crate) auth_method: AuthMethod,
-    pub(crate) source: Source,
+    pub(crate) source: ClientIdSource,
     /// For a registered client: the token endpoint it was registered with, and its redirect URI.
     pub(crate) token_endpoint: Option<String>,
     pub(crate) redirect_uri: Option<String>,
@@ -107,7 +107,7 @@ pub(crate) fn without_registration(
             client_id: client_id.clone(),
             client_secret: config.client_secret.clone(),
             auth_method,
-            source: Source::Configured,
+            source: ClientIdSource::Configured,
             token_endpoint: None,
             redirect_uri: None,
         });
@@ -118,7 +118,7 @@ pub(crate) fn without_registration(
                 client_id: url.to_string(),
                 client_secret: None,
                 auth_method: AuthMethod::None,
-                source: Source::MetadataDocument,
+                source: ClientIdSource::MetadataDocument,
                 token_endpoint: None,
                 redirect_uri: None,
             })
@@ -130,7 +130,7 @@ pub(crate) fn without_registration(
 /// Whether a stored registration may be used with `server`: it was made at the same token
 /// endpoint.
 pub(crate) fn reusable(stored: &ClientIdentity, server: &AuthorizationServer) -> bool {
-    stored.source == Source::Registered
+    stored.source == ClientIdSource::Registered
         && stored.token_endpoint.as_deref() == Some(server.token_endpoint.as_str())
 }
 
@@ -198,7 +198,7 @@ pub(crate) async fn register(
         // A guessed endpoint refused for good (a 4xx but 408 and 429) with no OAuth answer:
         // there is none. Anything else may pass, so it stays a refusal (no_sign_in_offered is
         // for good: is_lasting).
-        if server.source == Found::Guessed
+        if server.source == EndpointSource::Guessed
             && refuses_for_good(answer.status)
             && !is_oauth_error(&answer.body)
         {
@@ -227,7 +227,7 @@ pub(crate) async fn register(
         client_id: registered.client_id,
         client_secret,
         auth_method,
-        source: Source::Registered,
+        source: ClientIdSource::Registered,
         token_endpoint: Some(server.token_endpoint.to_string()),
         redirect_uri: Some(redirect_uri.to_string()),
     })
@@ -336,7 +336,7 @@ mod tests {
                 client_id_metadata_document_supported: cimd,
                 ..ServerMetadata::default()
             },
-            source: Found::ResourceMetadata,
+            source: EndpointSource::ResourceMetadata,
             named_issuer: None,
         }
     }
@@ -369,7 +369,11 @@ mod tests {
         let id = without_registration(&config, &s).unwrap();
         assert_eq!(
             (id.client_id.as_str(), id.auth_method, id.source),
-            ("pre", AuthMethod::ClientSecretPost, Source::Configured)
+            (
+                "pre",
+                AuthMethod::ClientSecretPost,
+                ClientIdSource::Configured
+            )
         );
         assert_eq!(
             format!("{id:?}"),
@@ -387,7 +391,7 @@ mod tests {
             (
                 "https://app.example.com/c.json",
                 AuthMethod::None,
-                Source::MetadataDocument
+                ClientIdSource::MetadataDocument
             )
         );
         assert!(without_registration(&config, &server(None, false)).is_none());

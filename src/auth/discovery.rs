@@ -16,8 +16,8 @@
 //! Every URL here comes from a server and passes the [`super::policy::UrlPolicy`].
 //!
 //! Discovery also decides the resource indicator (RFC 8707) of every grant request: the
-//! protected resource metadata's `resource`, else the server's url ([`Resource`]). Its value
-//! goes out only through [`Resource::to_send`], which refuses one holding a secret of the entry.
+//! protected resource metadata's `resource`, else the server's url ([`ResourceIndicator`]). Its value
+//! goes out only through [`ResourceIndicator::to_send`], which refuses one holding a secret of the entry.
 
 use std::sync::Arc;
 
@@ -63,7 +63,7 @@ pub(crate) struct ServerMetadata {
 
 /// Where the authorization server's endpoints came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Source {
+pub(crate) enum EndpointSource {
     /// Protected resource metadata, then the authorization server's metadata.
     ResourceMetadata,
     /// No protected resource metadata: RFC 8414 metadata at the MCP server's origin
@@ -87,7 +87,7 @@ pub(crate) struct AuthorizationServer {
     pub(crate) token_endpoint: Url,
     pub(crate) registration_endpoint: Option<Url>,
     pub(crate) metadata: ServerMetadata,
-    pub(crate) source: Source,
+    pub(crate) source: EndpointSource,
     /// For a server that publishes no metadata but that the protected resource metadata names
     /// (RFC 9728 §2 `authorization_servers`), that issuer identifier: the `iss` of its
     /// authorization response must be it (RFC 9207 §2.4), as [`Self::issuer`] otherwise.
@@ -101,7 +101,10 @@ impl AuthorizationServer {
     pub(crate) fn supports_s256(&self) -> bool {
         match &self.metadata.code_challenge_methods_supported {
             Some(methods) => methods.iter().any(|m| m == "S256"),
-            None => matches!(self.source, Source::Defaults | Source::Guessed),
+            None => matches!(
+                self.source,
+                EndpointSource::Defaults | EndpointSource::Guessed
+            ),
         }
     }
 
@@ -147,24 +150,24 @@ pub(crate) enum ResourceSource {
 /// The resource indicator (RFC 8707 §2) that the authorization request, the code exchange, every
 /// refresh and every client credentials grant of one server name as `resource`.
 ///
-/// Invariant: its value goes out only through [`Resource::to_send`], which checks it, when each
+/// Invariant: its value goes out only through [`ResourceIndicator::to_send`], which checks it, when each
 /// request is made, for every secret the entry's redactor knows then (configured, or learned
 /// since), exactly as it is sent ([`crate::redact::Redactor::shown_checker`]); one holding a
 /// secret is never sent. Its `Debug` shows where it came from, not the value.
 #[derive(Clone)]
-pub(crate) struct Resource {
+pub(crate) struct ResourceIndicator {
     value: String,
     source: ResourceSource,
     holds_secret: Arc<HoldsSecret>,
 }
 
-impl Resource {
+impl ResourceIndicator {
     pub(crate) fn new(
         value: String,
         source: ResourceSource,
         holds_secret: Arc<HoldsSecret>,
-    ) -> Resource {
-        Resource {
+    ) -> ResourceIndicator {
+        ResourceIndicator {
             value,
             source,
             holds_secret,
@@ -188,9 +191,9 @@ impl Resource {
     }
 }
 
-impl std::fmt::Debug for Resource {
+impl std::fmt::Debug for ResourceIndicator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Resource")
+        f.debug_struct("ResourceIndicator")
             .field("source", &self.source)
             .finish_non_exhaustive()
     }
@@ -217,14 +220,14 @@ pub(crate) struct Discovered {
     /// protected resource metadata's `resource` exactly as published (a URL parser would add a
     /// `/` to a pathless one, which the authorization server may not know), else the server's
     /// URL.
-    pub(crate) resource: Resource,
+    pub(crate) resource: ResourceIndicator,
     /// The protected resource metadata's `scopes_supported`.
     pub(crate) resource_scopes: Option<Vec<String>>,
     pub(crate) server: AuthorizationServer,
 }
 
 /// Runs discovery for the MCP server at `server_url` after it answered with `challenge`;
-/// `holds_secret` tells whether a text holds a secret of the entry, for the [`Resource`].
+/// `holds_secret` tells whether a text holds a secret of the entry, for the [`ResourceIndicator`].
 ///
 /// # Errors
 /// [`ErrorKind::Refused`] when a document is malformed, a URL breaks the policy, the resource
@@ -266,7 +269,7 @@ pub(crate) async fn discover(
     let Some(document) = found else {
         let server = legacy_server(net, server_url).await?;
         return Ok(Discovered {
-            resource: Resource::new(
+            resource: ResourceIndicator::new(
                 canonical.to_string(),
                 ResourceSource::ServerUrl,
                 holds_secret,
@@ -290,9 +293,9 @@ pub(crate) async fn discover(
                      (RFC 9728 §3.3); signing in is refused",
                 ));
             }
-            Resource::new(text.clone(), ResourceSource::Published, holds_secret)
+            ResourceIndicator::new(text.clone(), ResourceSource::Published, holds_secret)
         }
-        None => Resource::new(
+        None => ResourceIndicator::new(
             canonical.to_string(),
             ResourceSource::ServerUrl,
             holds_secret,
@@ -329,7 +332,7 @@ pub(crate) async fn discover(
                      signing in is refused",
                 ));
             }
-            from_metadata(net, metadata, &issuer, Source::ResourceMetadata)?
+            from_metadata(net, metadata, &issuer, EndpointSource::ResourceMetadata)?
         }
         None => AuthorizationServer {
             named_issuer: Some(published.clone()),
@@ -438,9 +441,9 @@ async fn legacy_server(net: &Net, server_url: &Url) -> Result<AuthorizationServe
         .get_json::<ServerMetadata>(&metadata_url, "the authorization server metadata")
         .await?
     {
-        Some(metadata) => from_metadata(net, metadata, &base, Source::LegacyMetadata),
+        Some(metadata) => from_metadata(net, metadata, &base, EndpointSource::LegacyMetadata),
         None => defaults(net, &base).map(|server| AuthorizationServer {
-            source: Source::Guessed,
+            source: EndpointSource::Guessed,
             ..server
         }),
     }
@@ -459,7 +462,7 @@ fn from_metadata(
     net: &Net,
     metadata: ServerMetadata,
     base: &Url,
-    source: Source,
+    source: EndpointSource,
 ) -> Result<AuthorizationServer, Error> {
     let fallback = |path: &str| base.join(path).map(|u| u.to_string()).unwrap_or_default();
     let authorization = metadata
@@ -503,7 +506,7 @@ fn defaults(net: &Net, base: &Url) -> Result<AuthorizationServer, Error> {
         token_endpoint: at("/token", "the token endpoint")?,
         registration_endpoint: Some(at("/register", "the registration endpoint")?),
         metadata: ServerMetadata::default(),
-        source: Source::Defaults,
+        source: EndpointSource::Defaults,
         named_issuer: None,
     })
 }
@@ -607,12 +610,12 @@ mod tests {
             token_endpoint: url("https://a.example.com/token"),
             registration_endpoint: None,
             metadata: ServerMetadata::default(),
-            source: Source::Defaults,
+            source: EndpointSource::Defaults,
             named_issuer: None,
         };
         assert!(server.supports_s256());
         assert_eq!(server.auth_methods(), ["client_secret_basic"]);
-        server.source = Source::ResourceMetadata;
+        server.source = EndpointSource::ResourceMetadata;
         assert!(!server.supports_s256());
         server.metadata.code_challenge_methods_supported = Some(vec!["plain".into()]);
         assert!(!server.supports_s256());
@@ -628,8 +631,9 @@ mod tests {
         let mut redactor = Redactor::default();
         redactor.add_secret("pass word-1234");
         let holds: Arc<HoldsSecret> = Arc::new(redactor.shown_checker(Vec::new()));
-        let resource = |value: &str, source| Resource::new(value.into(), source, holds.clone());
-        let kind = |r: Resource| r.to_send().map(str::to_string).map_err(|e| e.kind());
+        let resource =
+            |value: &str, source| ResourceIndicator::new(value.into(), source, holds.clone());
+        let kind = |r: ResourceIndicator| r.to_send().map(str::to_string).map_err(|e| e.kind());
         // Percent-encoded, as a url carries it: refused all the same; by where it came from.
         let configured = "https://mcp.example.com/mcp?key=pass%20word-1234";
         assert_eq!(

@@ -10,7 +10,7 @@
 //! [`Error`]. The grants go through the `oauth2` crate over [`Net`]. Which scopes to ask for is
 //! [`super::scopes`]'s; the current grant of a server, refreshed single-flight and saved before
 //! use, is [`super::tokens::Tokens`]. Every one of these requests takes its `resource` from
-//! [`Resource::to_send`], so none names a resource holding a secret of the entry.
+//! [`ResourceIndicator::to_send`], so none names a resource holding a secret of the entry.
 
 use oauth2::basic::{BasicClient, BasicErrorResponse, BasicErrorResponseType};
 use oauth2::{
@@ -24,7 +24,7 @@ use secrecy::{ExposeSecret, SecretString};
 use std::sync::Arc;
 
 use super::client::{AuthMethod, ClientIdentity, oauth_code};
-use super::discovery::{AuthorizationServer, Resource};
+use super::discovery::{AuthorizationServer, ResourceIndicator};
 use super::dpop::DpopKey;
 use super::net::{Net, NetError};
 use super::{Error, ErrorKind, now_secs};
@@ -182,11 +182,11 @@ fn token_client(server: &AuthorizationServer, identity: &ClientIdentity) -> Toke
 ///
 /// # Errors
 /// [`ErrorKind::Refused`] when the server does not advertise S256 (MCP 2025-11-25 requires it); as
-/// [`Resource::to_send`] for a resource holding a secret.
+/// [`ResourceIndicator::to_send`] for a resource holding a secret.
 pub(crate) fn authorization_request(
     server: &AuthorizationServer,
     identity: &ClientIdentity,
-    resource: &Resource,
+    resource: &ResourceIndicator,
     scopes: &[String],
     redirect_uri: &str,
 ) -> Result<Pending, Error> {
@@ -224,13 +224,13 @@ pub(crate) fn authorization_request(
 /// that took it, before any of it reached here.
 ///
 /// # Errors
-/// As [`Resource::to_send`] for a resource holding a secret (nothing is sent); as
+/// As [`ResourceIndicator::to_send`] for a resource holding a secret (nothing is sent); as
 /// [`token_error`] for the token request.
 pub(crate) async fn exchange_code(
     net: &Net,
     server: &AuthorizationServer,
     identity: &ClientIdentity,
-    resource: &Resource,
+    resource: &ResourceIndicator,
     pending: Pending,
     redirect: Redirect,
     learn: &LearnSecret,
@@ -283,13 +283,13 @@ fn new_key(
 /// rotated refresh token replaces the old one; the old one stays when the server sends none.
 ///
 /// # Errors
-/// As [`Resource::to_send`] for a resource holding a secret (nothing is sent);
+/// As [`ResourceIndicator::to_send`] for a resource holding a secret (nothing is sent);
 /// [`ErrorKind::SignInRequired`] for `invalid_grant`; as [`token_error`] otherwise.
 pub(crate) async fn refresh(
     net: &Net,
     server: &AuthorizationServer,
     identity: &ClientIdentity,
-    resource: &Resource,
+    resource: &ResourceIndicator,
     grant: &Grant,
 ) -> Result<Grant, Error> {
     let resource = resource.to_send()?;
@@ -321,7 +321,7 @@ pub(crate) async fn refresh(
 /// client id and whose `aud` is the issuer (else the token endpoint).
 ///
 /// # Errors
-/// As [`Resource::to_send`] for a resource holding a secret (nothing is sent, no assertion is
+/// As [`ResourceIndicator::to_send`] for a resource holding a secret (nothing is sent, no assertion is
 /// made); [`ErrorKind::Config`] for a key that is not a PKCS #8 P-256 key; as [`token_error`]
 /// otherwise.
 pub(crate) async fn client_credentials(
@@ -329,7 +329,7 @@ pub(crate) async fn client_credentials(
     server: &AuthorizationServer,
     identity: &ClientIdentity,
     private_key: Option<&SecretString>,
-    resource: &Resource,
+    resource: &ResourceIndicator,
     scopes: &[String],
     learn: &LearnSecret,
 ) -> Result<Grant, Error> {
@@ -833,14 +833,14 @@ mod tests {
             token_endpoint: base.join("/token").unwrap(),
             registration_endpoint: None,
             metadata: Default::default(),
-            source: crate::auth::discovery::Source::Defaults,
+            source: crate::auth::discovery::EndpointSource::Defaults,
             named_issuer: None,
         };
         let identity = ClientIdentity {
             client_id: "jwt-client".into(),
             client_secret: None,
             auth_method: AuthMethod::PrivateKeyJwt,
-            source: crate::auth::client::Source::Configured,
+            source: crate::auth::client::ClientIdSource::Configured,
             token_endpoint: None,
             redirect_uri: None,
         };
@@ -849,7 +849,7 @@ mod tests {
             &server,
             &identity,
             Some(&SecretString::from(pem)),
-            &Resource::new(
+            &ResourceIndicator::new(
                 base.join("/mcp").unwrap().to_string(),
                 crate::auth::discovery::ResourceSource::ServerUrl,
                 std::sync::Arc::new(|_: &str| false),

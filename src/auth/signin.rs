@@ -108,7 +108,7 @@ pub(crate) fn store_key(server_url: &Url, config: &OAuthConfig, namespace: &str)
 /// keys its file with the URL and the client ([`store_key`]).
 ///
 /// `secrets` learns the secrets the sign-in meets and tells whether a text holds one: no
-/// request names a resource indicator holding one ([`discovery::Resource`]).
+/// request names a resource indicator holding one ([`discovery::ResourceIndicator`]).
 ///
 /// # Errors
 /// Any [`Error`] of discovery, registration, the listener, the authorization request (a

@@ -29,7 +29,7 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::client::{AuthMethod, ClientIdentity, Source};
+use super::client::{AuthMethod, ClientIdSource, ClientIdentity};
 use super::dpop::DpopKey;
 use super::flow::{Binding, Grant};
 use super::{Error, ErrorKind};
@@ -123,7 +123,7 @@ impl StoreKey {
 
 /// What is stored for one server and client.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Stored {
+pub(crate) struct StoredCredentials {
     /// A dynamically registered client, reused by later sign-ins.
     pub(crate) client: Option<ClientIdentity>,
     pub(crate) grant: Option<Grant>,
@@ -132,11 +132,11 @@ pub(crate) struct Stored {
     pub(crate) ignored: bool,
 }
 
-impl Stored {
-    fn ignored() -> Stored {
-        Stored {
+impl StoredCredentials {
+    fn ignored() -> StoredCredentials {
+        StoredCredentials {
             ignored: true,
-            ..Stored::default()
+            ..StoredCredentials::default()
         }
     }
 }
@@ -218,39 +218,41 @@ impl Store {
 
     /// What is stored for `key`; empty when there is no file, and (with a warning) when the
     /// file cannot be read, is not valid, or belongs to another server or client.
-    pub(crate) fn load(&self, key: &StoreKey) -> Stored {
+    pub(crate) fn load(&self, key: &StoreKey) -> StoredCredentials {
         let path = self.path(key);
         self.claim_legacy(key, &path);
         let text = match read_bounded(&path) {
             Ok(Some(text)) => text,
             Ok(None) => {
                 tracing::warn!(file = %path.display(), "a stored sign-in is not a regular file of at most {MAX_FILE_BYTES} bytes and is ignored");
-                return Stored::ignored();
+                return StoredCredentials::ignored();
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Stored::default(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return StoredCredentials::default();
+            }
             Err(e) => {
                 tracing::warn!(file = %path.display(), "a stored sign-in could not be read: {}", e.kind());
-                return Stored::ignored();
+                return StoredCredentials::ignored();
             }
         };
         let file: File = match crate::json::from_server(&text) {
             Ok(file) => file,
             Err(_) => {
                 tracing::warn!(file = %path.display(), "a stored sign-in is not valid and is ignored");
-                return Stored::ignored();
+                return StoredCredentials::ignored();
             }
         };
         if file.format != FORMAT || file.server != key.server || file.client_key != key.client {
             tracing::warn!(file = %path.display(), "a stored sign-in belongs to another server or client and is ignored");
-            return Stored::ignored();
+            return StoredCredentials::ignored();
         }
-        Stored {
+        StoredCredentials {
             client: file.client.and_then(|c| {
                 Some(ClientIdentity {
                     client_id: c.client_id,
                     client_secret: c.client_secret.map(SecretString::from),
                     auth_method: AuthMethod::parse(&c.token_endpoint_auth_method)?,
-                    source: Source::Registered,
+                    source: ClientIdSource::Registered,
                     token_endpoint: c.token_endpoint,
                     redirect_uri: c.redirect_uri,
                 })
@@ -286,7 +288,7 @@ impl Store {
     ///
     /// # Errors
     /// [`ErrorKind::Storage`] naming the step that failed (never a token).
-    pub(crate) fn save(&self, key: &StoreKey, stored: &Stored) -> Result<(), Error> {
+    pub(crate) fn save(&self, key: &StoreKey, stored: &StoredCredentials) -> Result<(), Error> {
         let file = File {
             format: FORMAT.to_string(),
             server: key.server.clone(),
@@ -568,8 +570,8 @@ mod tests {
     }
 
     /// An entry holding only a grant whose access token is `access`.
-    fn holding(access: &str) -> Stored {
-        Stored {
+    fn holding(access: &str) -> StoredCredentials {
+        StoredCredentials {
             client: None,
             grant: Some(grant(access)),
             ignored: false,
@@ -597,12 +599,12 @@ mod tests {
         let store = Store::at(&dir);
         let key = key_for("https://mcp.example.com/mcp");
         assert!(store.load(&key).grant.is_none());
-        let stored = Stored {
+        let stored = StoredCredentials {
             client: Some(ClientIdentity {
                 client_id: "registered-1".into(),
                 client_secret: Some(SecretString::from("client-secret-1")),
                 auth_method: AuthMethod::ClientSecretPost,
-                source: Source::Registered,
+                source: ClientIdSource::Registered,
                 token_endpoint: Some("https://a.example.com/token".into()),
                 redirect_uri: Some("http://127.0.0.1:4444/callback".into()),
             }),

@@ -13,7 +13,7 @@
 //! - a sign-in link or metadata URL holding a configured secret is never shown: that sign-in
 //!   is refused (a scrubbed link would be useless);
 //! - a resource indicator (RFC 8707) holding one of the entry's secrets is never sent: the same
-//!   check goes with every grant request ([`crate::auth::discovery::Resource`]).
+//!   check goes with every grant request ([`crate::auth::discovery::ResourceIndicator`]).
 //!
 //! # The sign-in phase
 //!
@@ -764,14 +764,14 @@ mod tests {
             token_endpoint: url.join("/token").unwrap(),
             registration_endpoint: None,
             metadata: ServerMetadata::default(),
-            source: discovery::Source::Defaults,
+            source: discovery::EndpointSource::Defaults,
             named_issuer: None,
         };
         let identity = ClientIdentity {
             client_id: "test-client".into(),
             client_secret: None,
             auth_method: AuthMethod::None,
-            source: client::Source::Configured,
+            source: client::ClientIdSource::Configured,
             token_endpoint: None,
             redirect_uri: None,
         };
@@ -780,7 +780,7 @@ mod tests {
             net,
             server,
             identity,
-            discovery::Resource::new(
+            discovery::ResourceIndicator::new(
                 url.to_string(),
                 discovery::ResourceSource::ServerUrl,
                 Arc::new(|_: &str| false),
