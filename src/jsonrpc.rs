@@ -88,8 +88,8 @@ impl std::fmt::Debug for RpcError {
     }
 }
 
-/// What an incoming message is.
-pub(crate) enum Kind<'m, 'a> {
+/// What an incoming JSON-RPC 2.0 message is (request, notification, response).
+pub(crate) enum Message<'m, 'a> {
     /// An answer to a request with the given id.
     Response(&'a RawValue, Result<&'a RawValue, &'m RpcError>),
     /// A request the server makes of the client.
@@ -108,18 +108,18 @@ pub(crate) enum Kind<'m, 'a> {
 
 impl<'a> Incoming<'a> {
     /// Classifies the message.
-    pub(crate) fn kind(&self) -> Kind<'_, 'a> {
+    pub(crate) fn kind(&self) -> Message<'_, 'a> {
         match (&self.method, self.id) {
-            (Some(method), Some(id)) => Kind::Request(id, method),
-            (Some(method), None) => Kind::Notification(method),
+            (Some(method), Some(id)) => Message::Request(id, method),
+            (Some(method), None) => Message::Notification(method),
             (None, Some(id)) => match (&self.result, &self.error) {
-                (Some(result), None) => Kind::Response(id, Ok(result)),
-                (_, Some(error)) => Kind::Response(id, Err(error)),
-                (None, None) => Kind::Hollow(id),
+                (Some(result), None) => Message::Response(id, Ok(result)),
+                (_, Some(error)) => Message::Response(id, Err(error)),
+                (None, None) => Message::Hollow(id),
             },
             (None, None) => match (&self.result, &self.error) {
-                (None, Some(error)) => Kind::ErrorWithoutId(error),
-                _ => Kind::Invalid,
+                (None, Some(error)) => Message::ErrorWithoutId(error),
+                _ => Message::Invalid,
             },
         }
     }
@@ -291,24 +291,24 @@ mod tests {
         .unwrap();
         assert_eq!(msgs.len(), 8);
         assert!(
-            matches!(msgs[0].kind(), Kind::Response(id, Ok(r)) if id.get() == "1" && r.get() == r#"{"a":1}"#)
+            matches!(msgs[0].kind(), Message::Response(id, Ok(r)) if id.get() == "1" && r.get() == r#"{"a":1}"#)
         );
         assert!(
-            matches!(msgs[1].kind(), Kind::Response(_, Err(e)) if e.code == -32601 && e.message == "nope")
+            matches!(msgs[1].kind(), Message::Response(_, Err(e)) if e.code == -32601 && e.message == "nope")
         );
-        assert!(matches!(msgs[2].kind(), Kind::Request(id, "ping") if id.get() == "9"));
+        assert!(matches!(msgs[2].kind(), Message::Request(id, "ping") if id.get() == "9"));
         assert!(matches!(
             msgs[3].kind(),
-            Kind::Notification("notifications/progress")
+            Message::Notification("notifications/progress")
         ));
-        assert!(matches!(msgs[4].kind(), Kind::Invalid));
+        assert!(matches!(msgs[4].kind(), Message::Invalid));
         assert!(
-            matches!(msgs[5].kind(), Kind::ErrorWithoutId(e) if e.code == -32700 && e.message == "Parse error")
+            matches!(msgs[5].kind(), Message::ErrorWithoutId(e) if e.code == -32700 && e.message == "Parse error")
         );
         assert!(
-            matches!(msgs[6].kind(), Kind::ErrorWithoutId(e) if e.code == -32600 && e.message == "no id")
+            matches!(msgs[6].kind(), Message::ErrorWithoutId(e) if e.code == -32600 && e.message == "no id")
         );
-        assert!(matches!(msgs[7].kind(), Kind::Invalid));
+        assert!(matches!(msgs[7].kind(), Message::Invalid));
     }
 
     #[test]

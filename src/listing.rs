@@ -127,7 +127,7 @@ fn head<'a>(server: &'a Server, status: &'a Status) -> Head<'a> {
             None,
             *failing,
         ),
-        Status::SignIn(reason, link) => (
+        Status::SignIn { reason, link } => (
             "error",
             Some(&**reason),
             None,

@@ -776,7 +776,7 @@ fn ready_tools(server: &Server) -> Result<Arc<ToolList>, ToolError> {
                 ),
             ))
         }
-        Status::SignIn(reason, _) => Err(ToolError::new(
+        Status::SignIn { reason, .. } => Err(ToolError::new(
             ToolErrorKind::Unavailable,
             format!(
                 "server {} is unavailable: {reason}",

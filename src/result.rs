@@ -70,12 +70,12 @@ struct Block<'a> {
     #[serde(borrow, default)]
     uri: Option<Str<'a>>,
     #[serde(borrow, default)]
-    resource: Option<Resource<'a>>,
+    resource: Option<EmbeddedResource<'a>>,
 }
 
 /// The `resource` of an embedded resource block.
 #[derive(Deserialize)]
-struct Resource<'a> {
+struct EmbeddedResource<'a> {
     #[serde(borrow, default)]
     text: Option<Str<'a>>,
     #[serde(rename = "mimeType", borrow, default)]

@@ -61,9 +61,13 @@ pub(crate) enum Status {
         retry_at: Option<Instant>,
         failing: Failing,
     },
-    /// Its last start needs a user to sign in, or it was ready and lost its grant: the reason
-    /// (starting `sign-in required`, with the link) and the link.
-    SignIn(Arc<str>, Arc<str>),
+    /// Its last start needs a user to sign in, or it was ready and lost its grant.
+    SignIn {
+        /// Why, starting `sign-in required`, with the link whole in it.
+        reason: Arc<str>,
+        /// The sign-in link (the authorization request URL, RFC 6749 §4.1.1) a user opens.
+        link: Arc<str>,
+    },
 }
 
 /// How a failed start failed, as the listing tells a Host whether waiting is worth it (README
@@ -498,7 +502,10 @@ impl Server {
             && let Some(link) = connection.sign_in_url()
         {
             let reason = Error::sign_in(Arc::clone(&link)).to_string();
-            return Status::SignIn(reason.into(), link);
+            return Status::SignIn {
+                reason: reason.into(),
+                link,
+            };
         }
         status
     }
@@ -620,7 +627,10 @@ impl Server {
                 }
                 self.set_status(match link {
                     // The link is whole in the reason: a cut link could not be opened.
-                    Some(link) => Status::SignIn(whole.as_str().into(), link),
+                    Some(link) => Status::SignIn {
+                        reason: whole.as_str().into(),
+                        link,
+                    },
                     None => Status::Error {
                         reason: reason.into(),
                         retry_at: Some(Instant::now() + wait),

@@ -35,7 +35,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::client::oauth_code;
 use super::flow::Redirect;
-use super::{Error, Kind};
+use super::{Error, ErrorKind};
 
 /// The largest request head the listener reads, in bytes; a longer one is refused (`431`).
 const MAX_REQUEST_BYTES: usize = 16 * 1024;
@@ -183,13 +183,13 @@ impl Listener {
     /// Binds `127.0.0.1:<port>` (`None`: a port the system picks).
     ///
     /// # Errors
-    /// [`Kind::Callback`] when the port is taken or cannot be bound, naming the port.
+    /// [`ErrorKind::Callback`] when the port is taken or cannot be bound, naming the port.
     pub(crate) async fn bind(port: Option<u16>) -> Result<Listener, Error> {
         let listener = TcpListener::bind(("127.0.0.1", port.unwrap_or(0)))
             .await
             .map_err(|e| {
                 Error::new(
-                    Kind::Callback,
+                    ErrorKind::Callback,
                     format!(
                         "the sign-in redirect listener could not bind 127.0.0.1:{}: {}",
                         port.unwrap_or(0),
@@ -201,7 +201,7 @@ impl Listener {
             .local_addr()
             .map_err(|e| {
                 Error::new(
-                    Kind::Callback,
+                    ErrorKind::Callback,
                     format!("the sign-in redirect listener has no address: {}", e.kind()),
                 )
             })?
@@ -232,7 +232,7 @@ impl Listener {
     /// rebinding cannot end the sign-in.
     ///
     /// # Errors
-    /// [`Kind::Callback`] when the time runs out, or when the awaited redirect carries an OAuth
+    /// [`ErrorKind::Callback`] when the time runs out, or when the awaited redirect carries an OAuth
     /// `error` (its code quoted, bounded).
     ///
     /// # Cancel safety
@@ -284,7 +284,7 @@ impl Listener {
                         Decided::Refused(_, _) => {
                             tracing::warn!("a pasted sign-in address was refused");
                             let _ = paste.reply.send(Err(Error::new(
-                                Kind::Callback,
+                                ErrorKind::Callback,
                                 format!(
                                     "that is not the address this sign-in waits for: paste the whole \
                                      address the browser ended on after the latest sign-in link \
@@ -311,7 +311,7 @@ impl Listener {
                         format!("{secs} seconds")
                     };
                     return Err(Error::new(
-                        Kind::Callback,
+                        ErrorKind::Callback,
                         format!("no sign-in arrived within {within}; ask for a new sign-in link"),
                     ));
                 }
@@ -320,8 +320,9 @@ impl Listener {
     }
 }
 
-/// What one request decided, for the connection that carried it.
-enum Verdict {
+/// The authorization response the awaited redirect carried (RFC 6749 §4.1.2: a code, or
+/// §4.1.2.1: an error), for the connection that carried it.
+enum AuthorizationResponse {
     /// The awaited redirect carried an OAuth `error`: the sign-in ends with this error (the
     /// browser is answered [`FAILED`]).
     Failed(Error),
@@ -343,20 +344,20 @@ async fn serve(
     awaited: std::sync::Arc<Awaited>,
     host: std::sync::Arc<str>,
 ) -> Option<Result<(Redirect, Browser), Error>> {
-    let (verdicts, mut verdict) = mpsc::unbounded_channel();
+    let (response_tx, mut response_rx) = mpsc::unbounded_channel();
     let service = hyper::service::service_fn(move |request: Request<Incoming>| {
         let decided = decide(&request, &awaited, &host);
-        let verdicts = verdicts.clone();
+        let response_tx = response_tx.clone();
         async move {
             let response = match decided {
                 Decided::Refused(status, body) => page(status, body.to_string()),
                 Decided::Failed(error) => {
-                    let _ = verdicts.send(Verdict::Failed(error));
+                    let _ = response_tx.send(AuthorizationResponse::Failed(error));
                     page(StatusCode::OK, FAILED.to_string())
                 }
                 Decided::Code(redirect) => {
                     let (answer, page_sent) = oneshot::channel();
-                    let _ = verdicts.send(Verdict::Code(redirect, answer));
+                    let _ = response_tx.send(AuthorizationResponse::Code(redirect, answer));
                     // The sender goes with the Browser, which owns this connection: when it is
                     // dropped unanswered, so is this request.
                     page_sent
@@ -377,25 +378,25 @@ async fn serve(
     let mut closed = false;
     let decided = tokio::select! {
         biased;
-        Some(decided) = verdict.recv() => decided,
+        Some(decided) = response_rx.recv() => decided,
         ended = &mut connection => {
             closed = true;
             if ended.is_err_and(|e| e.is_parse()) {
                 tracing::warn!("a malformed request to the sign-in redirect listener was refused");
             }
             // The request may have been decided, answered and closed in one poll.
-            verdict.try_recv().ok()?
+            response_rx.try_recv().ok()?
         }
     };
     match decided {
-        Verdict::Failed(error) => {
+        AuthorizationResponse::Failed(error) => {
             if !closed {
                 // The page is written, then the connection closes.
                 let _ = connection.await;
             }
             Some(Err(error))
         }
-        Verdict::Code(redirect, page) => Some(Ok((
+        AuthorizationResponse::Code(redirect, page) => Some(Ok((
             redirect,
             Browser {
                 waiting: Some((
@@ -522,7 +523,7 @@ fn decide_query(query: &str, awaited: &Awaited) -> Decided {
             code: SecretString::from(code.to_string()),
         }),
         (None, Some(error)) => Decided::Failed(Error::new(
-            Kind::Callback,
+            ErrorKind::Callback,
             format!(
                 "the authorization server did not grant access ({})",
                 oauth_code(error)
@@ -794,7 +795,7 @@ mod tests {
             )
             .await
             .unwrap_err();
-        assert_eq!(err.kind(), Kind::Callback);
+        assert_eq!(err.kind(), ErrorKind::Callback);
         assert_eq!(
             err.message(),
             "no sign-in arrived within 10 minutes; ask for a new sign-in link"

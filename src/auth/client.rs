@@ -14,9 +14,9 @@ use secrecy::SecretString;
 use serde::Deserialize;
 
 use super::config::OAuthConfig;
-use super::discovery::{AuthorizationServer, Source as Found};
+use super::discovery::{AuthorizationServer, EndpointSource};
 use super::net::{Net, parse_json};
-use super::{Error, Kind};
+use super::{Error, ErrorKind};
 
 /// How the client authenticates at the token endpoint (RFC 7591 §2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +54,7 @@ impl AuthMethod {
 
 /// Where a client identity came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Source {
+pub(crate) enum ClientIdSource {
     /// `oauth.clientId` in the entry.
     Configured,
     /// `oauth.clientMetadataUrl`: the URL is the client id.
@@ -69,7 +69,7 @@ pub(crate) struct ClientIdentity {
     pub(crate) client_id: String,
     pub(crate) client_secret: Option<SecretString>,
     pub(crate) auth_method: AuthMethod,
-    pub(crate) source: Source,
+    pub(crate) source: ClientIdSource,
     /// For a registered client: the token endpoint it was registered with, and its redirect URI.
     pub(crate) token_endpoint: Option<String>,
     pub(crate) redirect_uri: Option<String>,
@@ -107,7 +107,7 @@ pub(crate) fn without_registration(
             client_id: client_id.clone(),
             client_secret: config.client_secret.clone(),
             auth_method,
-            source: Source::Configured,
+            source: ClientIdSource::Configured,
             token_endpoint: None,
             redirect_uri: None,
         });
@@ -118,7 +118,7 @@ pub(crate) fn without_registration(
                 client_id: url.to_string(),
                 client_secret: None,
                 auth_method: AuthMethod::None,
-                source: Source::MetadataDocument,
+                source: ClientIdSource::MetadataDocument,
                 token_endpoint: None,
                 redirect_uri: None,
             })
@@ -130,7 +130,7 @@ pub(crate) fn without_registration(
 /// Whether a stored registration may be used with `server`: it was made at the same token
 /// endpoint.
 pub(crate) fn reusable(stored: &ClientIdentity, server: &AuthorizationServer) -> bool {
-    stored.source == Source::Registered
+    stored.source == ClientIdSource::Registered
         && stored.token_endpoint.as_deref() == Some(server.token_endpoint.as_str())
 }
 
@@ -162,8 +162,8 @@ struct Registered {
 /// supports it, else for a secret by the method the server supports.
 ///
 /// # Errors
-/// [`Kind::Config`] when the server has no registration endpoint (the entry needs
-/// `oauth.clientId`); [`Kind::Refused`] when the server refuses the registration or answers
+/// [`ErrorKind::Config`] when the server has no registration endpoint (the entry needs
+/// `oauth.clientId`); [`ErrorKind::Refused`] when the server refuses the registration or answers
 /// with something that is not a registration; as [`Net::post_json`] otherwise.
 pub(crate) async fn register(
     net: &Net,
@@ -172,7 +172,7 @@ pub(crate) async fn register(
 ) -> Result<ClientIdentity, Error> {
     let Some(endpoint) = &server.registration_endpoint else {
         return Err(Error::new(
-            Kind::Config,
+            ErrorKind::Config,
             "the authorization server offers no dynamic client registration; configure a \
              pre-registered client with oauth.clientId (and oauth.clientSecret)",
         ));
@@ -198,7 +198,7 @@ pub(crate) async fn register(
         // A guessed endpoint refused for good (a 4xx but 408 and 429) with no OAuth answer:
         // there is none. Anything else may pass, so it stays a refusal (no_sign_in_offered is
         // for good: is_lasting).
-        if server.source == Found::Guessed
+        if server.source == EndpointSource::Guessed
             && refuses_for_good(answer.status)
             && !is_oauth_error(&answer.body)
         {
@@ -219,7 +219,7 @@ pub(crate) async fn register(
         .unwrap_or_else(|| secret_method(client_secret.is_some(), &supported));
     if auth_method != AuthMethod::None && client_secret.is_none() {
         return Err(Error::new(
-            Kind::Refused,
+            ErrorKind::Refused,
             "the registration response names a secret-based method but holds no client_secret",
         ));
     }
@@ -227,7 +227,7 @@ pub(crate) async fn register(
         client_id: registered.client_id,
         client_secret,
         auth_method,
-        source: Source::Registered,
+        source: ClientIdSource::Registered,
         token_endpoint: Some(server.token_endpoint.to_string()),
         redirect_uri: Some(redirect_uri.to_string()),
     })
@@ -245,11 +245,11 @@ fn refuses_for_good(status: reqwest::StatusCode) -> bool {
 
 /// Why a server that answered `401` but showed no sign-in metadata at all, and whose guessed
 /// 2025-03-26 registration endpoint answered a client error that is no OAuth answer either,
-/// cannot be signed in to: [`Kind::Config`], so it is lasting (the entry needs its key in the
+/// cannot be signed in to: [`ErrorKind::Config`], so it is lasting (the entry needs its key in the
 /// headers).
 pub(crate) fn no_sign_in_offered() -> Error {
     Error::new(
-        Kind::Config,
+        ErrorKind::Config,
         "the server answered HTTP 401 but offers no OAuth sign-in (no protected resource \
          metadata, no authorization server metadata, no registration endpoint); it probably \
          wants an API key or token: set it in the entry's headers",
@@ -283,7 +283,7 @@ fn registration_refused(status: reqwest::StatusCode, body: &[u8]) -> Error {
         .map(|d| format!(": {}", description_text(&d)))
         .unwrap_or_default();
     Error::new(
-        Kind::Refused,
+        ErrorKind::Refused,
         format!(
             "the registration endpoint refused to register a client: HTTP {}{code}{description}",
             status.as_u16()
@@ -336,7 +336,7 @@ mod tests {
                 client_id_metadata_document_supported: cimd,
                 ..ServerMetadata::default()
             },
-            source: Found::ResourceMetadata,
+            source: EndpointSource::ResourceMetadata,
             named_issuer: None,
         }
     }
@@ -369,7 +369,11 @@ mod tests {
         let id = without_registration(&config, &s).unwrap();
         assert_eq!(
             (id.client_id.as_str(), id.auth_method, id.source),
-            ("pre", AuthMethod::ClientSecretPost, Source::Configured)
+            (
+                "pre",
+                AuthMethod::ClientSecretPost,
+                ClientIdSource::Configured
+            )
         );
         assert_eq!(
             format!("{id:?}"),
@@ -387,7 +391,7 @@ mod tests {
             (
                 "https://app.example.com/c.json",
                 AuthMethod::None,
-                Source::MetadataDocument
+                ClientIdSource::MetadataDocument
             )
         );
         assert!(without_registration(&config, &server(None, false)).is_none());

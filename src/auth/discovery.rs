@@ -16,8 +16,8 @@
 //! Every URL here comes from a server and passes the [`super::policy::UrlPolicy`].
 //!
 //! Discovery also decides the resource indicator (RFC 8707) of every grant request: the
-//! protected resource metadata's `resource`, else the server's url ([`Resource`]). Its value
-//! goes out only through [`Resource::to_send`], which refuses one holding a secret of the entry.
+//! protected resource metadata's `resource`, else the server's url ([`ResourceIndicator`]). Its value
+//! goes out only through [`ResourceIndicator::to_send`], which refuses one holding a secret of the entry.
 
 use std::sync::Arc;
 
@@ -26,7 +26,7 @@ use serde::Deserialize;
 
 use super::challenge::Challenge;
 use super::net::Net;
-use super::{Error, Kind};
+use super::{Error, ErrorKind};
 use crate::redact::HoldsSecret;
 
 /// Protected resource metadata (RFC 9728 §2), the fields a client uses.
@@ -63,7 +63,7 @@ pub(crate) struct ServerMetadata {
 
 /// Where the authorization server's endpoints came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Source {
+pub(crate) enum EndpointSource {
     /// Protected resource metadata, then the authorization server's metadata.
     ResourceMetadata,
     /// No protected resource metadata: RFC 8414 metadata at the MCP server's origin
@@ -87,7 +87,7 @@ pub(crate) struct AuthorizationServer {
     pub(crate) token_endpoint: Url,
     pub(crate) registration_endpoint: Option<Url>,
     pub(crate) metadata: ServerMetadata,
-    pub(crate) source: Source,
+    pub(crate) source: EndpointSource,
     /// For a server that publishes no metadata but that the protected resource metadata names
     /// (RFC 9728 §2 `authorization_servers`), that issuer identifier: the `iss` of its
     /// authorization response must be it (RFC 9207 §2.4), as [`Self::issuer`] otherwise.
@@ -101,7 +101,10 @@ impl AuthorizationServer {
     pub(crate) fn supports_s256(&self) -> bool {
         match &self.metadata.code_challenge_methods_supported {
             Some(methods) => methods.iter().any(|m| m == "S256"),
-            None => matches!(self.source, Source::Defaults | Source::Guessed),
+            None => matches!(
+                self.source,
+                EndpointSource::Defaults | EndpointSource::Guessed
+            ),
         }
     }
 
@@ -147,24 +150,24 @@ pub(crate) enum ResourceSource {
 /// The resource indicator (RFC 8707 §2) that the authorization request, the code exchange, every
 /// refresh and every client credentials grant of one server name as `resource`.
 ///
-/// Invariant: its value goes out only through [`Resource::to_send`], which checks it, when each
+/// Invariant: its value goes out only through [`ResourceIndicator::to_send`], which checks it, when each
 /// request is made, for every secret the entry's redactor knows then (configured, or learned
 /// since), exactly as it is sent ([`crate::redact::Redactor::shown_checker`]); one holding a
 /// secret is never sent. Its `Debug` shows where it came from, not the value.
 #[derive(Clone)]
-pub(crate) struct Resource {
+pub(crate) struct ResourceIndicator {
     value: String,
     source: ResourceSource,
     holds_secret: Arc<HoldsSecret>,
 }
 
-impl Resource {
+impl ResourceIndicator {
     pub(crate) fn new(
         value: String,
         source: ResourceSource,
         holds_secret: Arc<HoldsSecret>,
-    ) -> Resource {
-        Resource {
+    ) -> ResourceIndicator {
+        ResourceIndicator {
             value,
             source,
             holds_secret,
@@ -174,23 +177,23 @@ impl Resource {
     /// The value for a request's `resource` parameter.
     ///
     /// # Errors
-    /// When it holds a secret of the entry: [`Kind::Config`] for the server's url (its query,
-    /// most likely: the secret belongs in a header), [`Kind::Refused`] for a published
+    /// When it holds a secret of the entry: [`ErrorKind::Config`] for the server's url (its query,
+    /// most likely: the secret belongs in a header), [`ErrorKind::Refused`] for a published
     /// `resource`. The message names no secret and says what to change.
     pub(crate) fn to_send(&self) -> Result<&str, Error> {
         if !(self.holds_secret)(&self.value) {
             return Ok(&self.value);
         }
         Err(match self.source {
-            ResourceSource::ServerUrl => Error::new(Kind::Config, URL_HOLDS_SECRET),
-            ResourceSource::Published => Error::new(Kind::Refused, PUBLISHED_HOLDS_SECRET),
+            ResourceSource::ServerUrl => Error::new(ErrorKind::Config, URL_HOLDS_SECRET),
+            ResourceSource::Published => Error::new(ErrorKind::Refused, PUBLISHED_HOLDS_SECRET),
         })
     }
 }
 
-impl std::fmt::Debug for Resource {
+impl std::fmt::Debug for ResourceIndicator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Resource")
+        f.debug_struct("ResourceIndicator")
             .field("source", &self.source)
             .finish_non_exhaustive()
     }
@@ -217,19 +220,19 @@ pub(crate) struct Discovered {
     /// protected resource metadata's `resource` exactly as published (a URL parser would add a
     /// `/` to a pathless one, which the authorization server may not know), else the server's
     /// URL.
-    pub(crate) resource: Resource,
+    pub(crate) resource: ResourceIndicator,
     /// The protected resource metadata's `scopes_supported`.
     pub(crate) resource_scopes: Option<Vec<String>>,
     pub(crate) server: AuthorizationServer,
 }
 
 /// Runs discovery for the MCP server at `server_url` after it answered with `challenge`;
-/// `holds_secret` tells whether a text holds a secret of the entry, for the [`Resource`].
+/// `holds_secret` tells whether a text holds a secret of the entry, for the [`ResourceIndicator`].
 ///
 /// # Errors
-/// [`Kind::Refused`] when a document is malformed, a URL breaks the policy, the resource
+/// [`ErrorKind::Refused`] when a document is malformed, a URL breaks the policy, the resource
 /// metadata names another resource or no authorization server, or an issuer does not match;
-/// [`Kind::Transport`] when a server cannot be reached.
+/// [`ErrorKind::Transport`] when a server cannot be reached.
 pub(crate) async fn discover(
     net: &Net,
     server_url: &Url,
@@ -242,7 +245,7 @@ pub(crate) async fn discover(
     if let Some(url) = &challenge.resource_metadata {
         let url = Url::parse(url).map_err(|_| {
             Error::new(
-                Kind::Refused,
+                ErrorKind::Refused,
                 "the resource_metadata URL of the server's WWW-Authenticate header is not a valid URL",
             )
         })?;
@@ -266,7 +269,7 @@ pub(crate) async fn discover(
     let Some(document) = found else {
         let server = legacy_server(net, server_url).await?;
         return Ok(Discovered {
-            resource: Resource::new(
+            resource: ResourceIndicator::new(
                 canonical.to_string(),
                 ResourceSource::ServerUrl,
                 holds_secret,
@@ -279,20 +282,20 @@ pub(crate) async fn discover(
         Some(text) => {
             let named = Url::parse(text).map_err(|_| {
                 Error::new(
-                    Kind::Refused,
+                    ErrorKind::Refused,
                     "the protected resource metadata names a resource that is not a valid URL",
                 )
             })?;
             if !resource_covers(&named, &canonical) {
                 return Err(Error::new(
-                    Kind::Refused,
+                    ErrorKind::Refused,
                     "the protected resource metadata is for another resource than this server \
                      (RFC 9728 §3.3); signing in is refused",
                 ));
             }
-            Resource::new(text.clone(), ResourceSource::Published, holds_secret)
+            ResourceIndicator::new(text.clone(), ResourceSource::Published, holds_secret)
         }
-        None => Resource::new(
+        None => ResourceIndicator::new(
             canonical.to_string(),
             ResourceSource::ServerUrl,
             holds_secret,
@@ -300,36 +303,36 @@ pub(crate) async fn discover(
     };
     let Some(published) = document.authorization_servers.first() else {
         return Err(Error::new(
-            Kind::Refused,
+            ErrorKind::Refused,
             "the protected resource metadata lists no authorization_servers",
         ));
     };
     let issuer = Url::parse(published).map_err(|_| {
         Error::new(
-            Kind::Refused,
+            ErrorKind::Refused,
             "the protected resource metadata's authorization server is not a valid URL",
         )
     })?;
     net.policy()
         .check(&issuer, "the authorization server")
-        .map_err(|e| Error::new(Kind::Refused, e))?;
+        .map_err(|e| Error::new(ErrorKind::Refused, e))?;
     let server = match find_server_metadata(net, &issuer).await? {
         Some(metadata) => {
             if metadata.issuer.is_none() {
                 return Err(Error::new(
-                    Kind::Refused,
+                    ErrorKind::Refused,
                     "the authorization server's metadata names no issuer (RFC 8414 §2 requires \
                      one); signing in is refused",
                 ));
             }
             if !issuer_matches(metadata.issuer.as_deref(), published) {
                 return Err(Error::new(
-                    Kind::Refused,
+                    ErrorKind::Refused,
                     "the authorization server's metadata names another issuer (RFC 8414 §3.3); \
                      signing in is refused",
                 ));
             }
-            from_metadata(net, metadata, &issuer, Source::ResourceMetadata)?
+            from_metadata(net, metadata, &issuer, EndpointSource::ResourceMetadata)?
         }
         None => AuthorizationServer {
             named_issuer: Some(published.clone()),
@@ -420,18 +423,27 @@ async fn find_server_metadata(net: &Net, issuer: &Url) -> Result<Option<ServerMe
 
 /// A 2025-03-26 server: the authorization server is the MCP server's origin.
 async fn legacy_server(net: &Net, server_url: &Url) -> Result<AuthorizationServer, Error> {
-    let base = Url::parse(&origin(server_url))
-        .map_err(|_| Error::new(Kind::Refused, "the server URL has no origin to sign in at"))?;
+    let base = Url::parse(&origin(server_url)).map_err(|_| {
+        Error::new(
+            ErrorKind::Refused,
+            "the server URL has no origin to sign in at",
+        )
+    })?;
     let metadata_url = base
         .join("/.well-known/oauth-authorization-server")
-        .map_err(|_| Error::new(Kind::Refused, "the server URL has no origin to sign in at"))?;
+        .map_err(|_| {
+            Error::new(
+                ErrorKind::Refused,
+                "the server URL has no origin to sign in at",
+            )
+        })?;
     match net
         .get_json::<ServerMetadata>(&metadata_url, "the authorization server metadata")
         .await?
     {
-        Some(metadata) => from_metadata(net, metadata, &base, Source::LegacyMetadata),
+        Some(metadata) => from_metadata(net, metadata, &base, EndpointSource::LegacyMetadata),
         None => defaults(net, &base).map(|server| AuthorizationServer {
-            source: Source::Guessed,
+            source: EndpointSource::Guessed,
             ..server
         }),
     }
@@ -439,10 +451,10 @@ async fn legacy_server(net: &Net, server_url: &Url) -> Result<AuthorizationServe
 
 fn endpoint(net: &Net, text: &str, what: &str) -> Result<Url, Error> {
     let url = Url::parse(text)
-        .map_err(|_| Error::new(Kind::Refused, format!("{what} is not a valid URL")))?;
+        .map_err(|_| Error::new(ErrorKind::Refused, format!("{what} is not a valid URL")))?;
     net.policy()
         .check(&url, what)
-        .map_err(|e| Error::new(Kind::Refused, e))?;
+        .map_err(|e| Error::new(ErrorKind::Refused, e))?;
     Ok(url)
 }
 
@@ -450,7 +462,7 @@ fn from_metadata(
     net: &Net,
     metadata: ServerMetadata,
     base: &Url,
-    source: Source,
+    source: EndpointSource,
 ) -> Result<AuthorizationServer, Error> {
     let fallback = |path: &str| base.join(path).map(|u| u.to_string()).unwrap_or_default();
     let authorization = metadata
@@ -482,10 +494,10 @@ fn from_metadata(
 fn defaults(net: &Net, base: &Url) -> Result<AuthorizationServer, Error> {
     let at = |path: &str, what: &str| {
         let url = Url::parse(&format!("{}{path}", origin(base)))
-            .map_err(|_| Error::new(Kind::Refused, format!("{what} is not a valid URL")))?;
+            .map_err(|_| Error::new(ErrorKind::Refused, format!("{what} is not a valid URL")))?;
         net.policy()
             .check(&url, what)
-            .map_err(|e| Error::new(Kind::Refused, e))?;
+            .map_err(|e| Error::new(ErrorKind::Refused, e))?;
         Ok::<_, Error>(url)
     };
     Ok(AuthorizationServer {
@@ -494,7 +506,7 @@ fn defaults(net: &Net, base: &Url) -> Result<AuthorizationServer, Error> {
         token_endpoint: at("/token", "the token endpoint")?,
         registration_endpoint: Some(at("/register", "the registration endpoint")?),
         metadata: ServerMetadata::default(),
-        source: Source::Defaults,
+        source: EndpointSource::Defaults,
         named_issuer: None,
     })
 }
@@ -598,12 +610,12 @@ mod tests {
             token_endpoint: url("https://a.example.com/token"),
             registration_endpoint: None,
             metadata: ServerMetadata::default(),
-            source: Source::Defaults,
+            source: EndpointSource::Defaults,
             named_issuer: None,
         };
         assert!(server.supports_s256());
         assert_eq!(server.auth_methods(), ["client_secret_basic"]);
-        server.source = Source::ResourceMetadata;
+        server.source = EndpointSource::ResourceMetadata;
         assert!(!server.supports_s256());
         server.metadata.code_challenge_methods_supported = Some(vec!["plain".into()]);
         assert!(!server.supports_s256());
@@ -619,17 +631,18 @@ mod tests {
         let mut redactor = Redactor::default();
         redactor.add_secret("pass word-1234");
         let holds: Arc<HoldsSecret> = Arc::new(redactor.shown_checker(Vec::new()));
-        let resource = |value: &str, source| Resource::new(value.into(), source, holds.clone());
-        let kind = |r: Resource| r.to_send().map(str::to_string).map_err(|e| e.kind());
+        let resource =
+            |value: &str, source| ResourceIndicator::new(value.into(), source, holds.clone());
+        let kind = |r: ResourceIndicator| r.to_send().map(str::to_string).map_err(|e| e.kind());
         // Percent-encoded, as a url carries it: refused all the same; by where it came from.
         let configured = "https://mcp.example.com/mcp?key=pass%20word-1234";
         assert_eq!(
             kind(resource(configured, ResourceSource::ServerUrl)),
-            Err(Kind::Config)
+            Err(ErrorKind::Config)
         );
         assert_eq!(
             kind(resource(configured, ResourceSource::Published)),
-            Err(Kind::Refused)
+            Err(ErrorKind::Refused)
         );
         // A query holding no secret is sent as it is.
         let learned = "https://mcp.example.com/mcp?tenant=t-4f9a8b7c6d5e";
@@ -637,6 +650,6 @@ mod tests {
         assert_eq!(kind(later.clone()), Ok(learned.to_string()));
         // Checked at each request: a secret learned since refuses it.
         redactor.learner()(&SecretString::from("t-4f9a8b7c6d5e"), Learned::Token);
-        assert_eq!(kind(later), Err(Kind::Config));
+        assert_eq!(kind(later), Err(ErrorKind::Config));
     }
 }

@@ -21,7 +21,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use reqwest::Url;
 use secrecy::{ExposeSecret, SecretString};
 
-use super::{Error, Kind, now_secs};
+use super::{Error, ErrorKind, now_secs};
 
 /// The header a proof travels in (RFC 9449 §4.1).
 pub(crate) const DPOP: &str = "dpop";
@@ -51,13 +51,13 @@ impl DpopKey {
     /// A new random P-256 key pair.
     ///
     /// # Errors
-    /// [`Kind::Config`] when no randomness is available.
+    /// [`ErrorKind::Config`] when no randomness is available.
     pub(crate) fn generate() -> Result<DpopKey, Error> {
         let rng = aws_lc_rs::rand::SystemRandom::new();
         let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng)
-            .map_err(|_| Error::new(Kind::Config, "no DPoP key pair could be generated"))?;
+            .map_err(|_| Error::new(ErrorKind::Config, "no DPoP key pair could be generated"))?;
         DpopKey::from_stored(&SecretString::from(URL_SAFE_NO_PAD.encode(pkcs8.as_ref())))
-            .ok_or_else(|| Error::new(Kind::Config, "no DPoP key pair could be generated"))
+            .ok_or_else(|| Error::new(ErrorKind::Config, "no DPoP key pair could be generated"))
     }
 
     /// The key pair of its stored form ([`DpopKey::stored`]); `None` when it is not one.
@@ -102,7 +102,7 @@ impl DpopKey {
     /// `access_token` (a resource request) and `nonce` when given.
     ///
     /// # Errors
-    /// [`Kind::Config`] when no randomness is available or signing fails.
+    /// [`ErrorKind::Config`] when no randomness is available or signing fails.
     pub(crate) fn proof(
         &self,
         method: &str,
@@ -110,7 +110,7 @@ impl DpopKey {
         access_token: Option<&SecretString>,
         nonce: Option<&str>,
     ) -> Result<SecretString, Error> {
-        let failed = || Error::new(Kind::Config, "a DPoP proof could not be made");
+        let failed = || Error::new(ErrorKind::Config, "a DPoP proof could not be made");
         let mut jti = [0u8; 16];
         aws_lc_rs::rand::fill(&mut jti).map_err(|_| failed())?;
         let header = self.header();

@@ -10,7 +10,7 @@
 //! [`Error`]. The grants go through the `oauth2` crate over [`Net`]. Which scopes to ask for is
 //! [`super::scopes`]'s; the current grant of a server, refreshed single-flight and saved before
 //! use, is [`super::tokens::Tokens`]. Every one of these requests takes its `resource` from
-//! [`Resource::to_send`], so none names a resource holding a secret of the entry.
+//! [`ResourceIndicator::to_send`], so none names a resource holding a secret of the entry.
 
 use oauth2::basic::{BasicClient, BasicErrorResponse, BasicErrorResponseType};
 use oauth2::{
@@ -24,10 +24,10 @@ use secrecy::{ExposeSecret, SecretString};
 use std::sync::Arc;
 
 use super::client::{AuthMethod, ClientIdentity, oauth_code};
-use super::discovery::{AuthorizationServer, Resource};
+use super::discovery::{AuthorizationServer, ResourceIndicator};
 use super::dpop::DpopKey;
 use super::net::{Net, NetError};
-use super::{Error, Kind, now_secs};
+use super::{Error, ErrorKind, now_secs};
 use crate::limits::REFRESH_MARGIN;
 use crate::redact::{LearnSecret, Learned, Redactor};
 
@@ -181,25 +181,25 @@ fn token_client(server: &AuthorizationServer, identity: &ClientIdentity) -> Toke
 /// `scopes` (no `scope` parameter when empty).
 ///
 /// # Errors
-/// [`Kind::Refused`] when the server does not advertise S256 (MCP 2025-11-25 requires it); as
-/// [`Resource::to_send`] for a resource holding a secret.
+/// [`ErrorKind::Refused`] when the server does not advertise S256 (MCP 2025-11-25 requires it); as
+/// [`ResourceIndicator::to_send`] for a resource holding a secret.
 pub(crate) fn authorization_request(
     server: &AuthorizationServer,
     identity: &ClientIdentity,
-    resource: &Resource,
+    resource: &ResourceIndicator,
     scopes: &[String],
     redirect_uri: &str,
 ) -> Result<Pending, Error> {
     let resource = resource.to_send()?;
     if !server.supports_s256() {
         return Err(Error::new(
-            Kind::Refused,
+            ErrorKind::Refused,
             "the authorization server does not advertise PKCE S256 \
              (code_challenge_methods_supported); signing in to it is refused",
         ));
     }
     let redirect = RedirectUrl::new(redirect_uri.to_string())
-        .map_err(|_| Error::new(Kind::Refused, "the redirect URI is not a valid URL"))?;
+        .map_err(|_| Error::new(ErrorKind::Refused, "the redirect URI is not a valid URL"))?;
     let client = token_client(server, identity)
         .set_auth_uri(AuthUrl::from_url(server.authorization_endpoint.clone()))
         .set_redirect_uri(redirect);
@@ -224,20 +224,20 @@ pub(crate) fn authorization_request(
 /// that took it, before any of it reached here.
 ///
 /// # Errors
-/// As [`Resource::to_send`] for a resource holding a secret (nothing is sent); as
+/// As [`ResourceIndicator::to_send`] for a resource holding a secret (nothing is sent); as
 /// [`token_error`] for the token request.
 pub(crate) async fn exchange_code(
     net: &Net,
     server: &AuthorizationServer,
     identity: &ClientIdentity,
-    resource: &Resource,
+    resource: &ResourceIndicator,
     pending: Pending,
     redirect: Redirect,
     learn: &LearnSecret,
 ) -> Result<Grant, Error> {
     let resource = resource.to_send()?;
     let redirect_url = RedirectUrl::new(pending.redirect_uri.clone())
-        .map_err(|_| Error::new(Kind::Refused, "the redirect URI is not a valid URL"))?;
+        .map_err(|_| Error::new(ErrorKind::Refused, "the redirect URI is not a valid URL"))?;
     let client = token_client(server, identity).set_redirect_uri(redirect_url);
     let verifier = SecretString::from(pending.verifier.secret().to_string());
     let secrets = [
@@ -265,7 +265,7 @@ pub(crate) async fn exchange_code(
 /// out ([`Learned::JwtHead`]): a token endpoint that refuses the request may quote the proof.
 ///
 /// # Errors
-/// [`Kind::Config`] when no key pair could be generated.
+/// [`ErrorKind::Config`] when no key pair could be generated.
 fn new_key(
     server: &AuthorizationServer,
     learn: &LearnSecret,
@@ -283,19 +283,19 @@ fn new_key(
 /// rotated refresh token replaces the old one; the old one stays when the server sends none.
 ///
 /// # Errors
-/// As [`Resource::to_send`] for a resource holding a secret (nothing is sent);
-/// [`Kind::SignInRequired`] for `invalid_grant`; as [`token_error`] otherwise.
+/// As [`ResourceIndicator::to_send`] for a resource holding a secret (nothing is sent);
+/// [`ErrorKind::SignInRequired`] for `invalid_grant`; as [`token_error`] otherwise.
 pub(crate) async fn refresh(
     net: &Net,
     server: &AuthorizationServer,
     identity: &ClientIdentity,
-    resource: &Resource,
+    resource: &ResourceIndicator,
     grant: &Grant,
 ) -> Result<Grant, Error> {
     let resource = resource.to_send()?;
     let Some(refresh_token) = &grant.refresh_token else {
         return Err(Error::new(
-            Kind::SignInRequired,
+            ErrorKind::SignInRequired,
             "the access token expired and the server gave no refresh token; sign in again",
         ));
     };
@@ -321,15 +321,15 @@ pub(crate) async fn refresh(
 /// client id and whose `aud` is the issuer (else the token endpoint).
 ///
 /// # Errors
-/// As [`Resource::to_send`] for a resource holding a secret (nothing is sent, no assertion is
-/// made); [`Kind::Config`] for a key that is not a PKCS #8 P-256 key; as [`token_error`]
+/// As [`ResourceIndicator::to_send`] for a resource holding a secret (nothing is sent, no assertion is
+/// made); [`ErrorKind::Config`] for a key that is not a PKCS #8 P-256 key; as [`token_error`]
 /// otherwise.
 pub(crate) async fn client_credentials(
     net: &Net,
     server: &AuthorizationServer,
     identity: &ClientIdentity,
     private_key: Option<&SecretString>,
-    resource: &Resource,
+    resource: &ResourceIndicator,
     scopes: &[String],
     learn: &LearnSecret,
 ) -> Result<Grant, Error> {
@@ -382,7 +382,7 @@ fn jwt_assertion(
     use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
     let bad_key = || {
         Error::new(
-            Kind::Config,
+            ErrorKind::Config,
             "oauth.privateKey is not a PKCS #8 PEM P-256 private key (BEGIN PRIVATE KEY)",
         )
     };
@@ -397,7 +397,7 @@ fn jwt_assertion(
         EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &der).map_err(|_| bad_key())?;
     let mut jti = [0u8; 16];
     aws_lc_rs::rand::fill(&mut jti)
-        .map_err(|_| Error::new(Kind::Config, "no randomness for the client assertion"))?;
+        .map_err(|_| Error::new(ErrorKind::Config, "no randomness for the client assertion"))?;
     let now = now_secs();
     let header = serde_json::json!({"alg": "ES256", "typ": "JWT"});
     let claims = serde_json::json!({
@@ -418,7 +418,12 @@ fn jwt_assertion(
             &aws_lc_rs::rand::SystemRandom::new(),
             signing_input.as_bytes(),
         )
-        .map_err(|_| Error::new(Kind::Config, "the client assertion could not be signed"))?;
+        .map_err(|_| {
+            Error::new(
+                ErrorKind::Config,
+                "the client assertion could not be signed",
+            )
+        })?;
     Ok(SecretString::from(format!(
         "{signing_input}.{}",
         URL_SAFE_NO_PAD.encode(signature.as_ref())
@@ -432,7 +437,7 @@ fn jwt_assertion(
 /// its refreshes ([`Binding::RefreshOnly`]).
 ///
 /// # Errors
-/// [`Kind::Refused`] for any other `token_type`, and for `DPoP` to a request that proved no
+/// [`ErrorKind::Refused`] for any other `token_type`, and for `DPoP` to a request that proved no
 /// key: a token of a type the client cannot present is never sent (RFC 6749 §7.1).
 fn grant_from(
     answer: &oauth2::basic::BasicTokenResponse,
@@ -480,7 +485,7 @@ enum TokenScheme {
 /// it parses it.
 ///
 /// # Errors
-/// [`Kind::Refused`] otherwise, naming the type only when it is one of the IANA "OAuth Access
+/// [`ErrorKind::Refused`] otherwise, naming the type only when it is one of the IANA "OAuth Access
 /// Token Types" (`DPoP`, `mac`, `N_A`, `PoP`); any other value is `unknown` (it is the server's
 /// text and could echo a secret).
 fn check_token_type(
@@ -502,7 +507,7 @@ fn check_token_type(
         _ => "unknown",
     };
     Err(Error::new(
-        Kind::Refused,
+        ErrorKind::Refused,
         format!(
             "the token endpoint issued a token of type {name}, which this client does not use \
              (RFC 6749 §7.1); the token is not sent"
@@ -511,9 +516,9 @@ fn check_token_type(
 }
 
 /// Maps a failed token request to an [`Error`]: `invalid_grant` is
-/// [`Kind::SignInRequired`]; another OAuth error is [`Kind::Denied`] with its code and its
+/// [`ErrorKind::SignInRequired`]; another OAuth error is [`ErrorKind::Denied`] with its code and its
 /// description scrubbed of `secrets` and bounded; a body that is no token response is
-/// [`Kind::Refused`] (never quoted: it may hold a token); a refusal that is no OAuth error
+/// [`ErrorKind::Refused`] (never quoted: it may hold a token); a refusal that is no OAuth error
 /// response comes from [`Net::execute`] with its HTTP status.
 fn token_error(
     error: RequestTokenError<NetError, BasicErrorResponse>,
@@ -547,17 +552,17 @@ fn refusal(
                 .map(|d| format!(": {}", redactor.scrub(d)))
                 .unwrap_or_default();
             Error::new(
-                Kind::Denied,
+                ErrorKind::Denied,
                 format!("the token endpoint refused the request ({code}){description}"),
             )
         }
         RequestTokenError::Request(e) => e.0,
         RequestTokenError::Parse(..) => Error::new(
-            Kind::Refused,
+            ErrorKind::Refused,
             "the token endpoint answered HTTP 200 but not with a valid token response",
         ),
         RequestTokenError::Other(_) => Error::new(
-            Kind::Refused,
+            ErrorKind::Refused,
             "the token endpoint answered HTTP 200 but not with a JSON token response",
         ),
     }
@@ -565,7 +570,7 @@ fn refusal(
 /// The error of a grant the authorization server refused (`invalid_grant`).
 pub(crate) fn refused_grant() -> Error {
     Error::new(
-        Kind::SignInRequired,
+        ErrorKind::SignInRequired,
         "the authorization server no longer accepts the grant (invalid_grant); sign in again",
     )
 }
@@ -645,7 +650,7 @@ mod tests {
             "refresh-token-echoed-1",
             "client-secret-echoed-1",
         );
-        assert_eq!(err.kind(), Kind::Denied);
+        assert_eq!(err.kind(), ErrorKind::Denied);
         assert_eq!(
             err.message(),
             "the token endpoint refused the request (invalid_client): bad [redacted] for [redacted]"
@@ -660,7 +665,7 @@ mod tests {
             None,
         );
         let err = refusal(RequestTokenError::ServerResponse(code), &[], true);
-        assert_eq!(err.kind(), Kind::Denied);
+        assert_eq!(err.kind(), ErrorKind::Denied);
         assert_eq!(
             err.message(),
             "the token endpoint refused the request (invalid_grant): the code expired"
@@ -707,7 +712,7 @@ mod tests {
             ("a b", "unknown"),
         ] {
             let err = check_token_type(parse(sent).token_type(), false).unwrap_err();
-            assert_eq!(err.kind(), Kind::Refused);
+            assert_eq!(err.kind(), ErrorKind::Refused);
             assert_eq!(
                 err.message(),
                 format!(
@@ -828,14 +833,14 @@ mod tests {
             token_endpoint: base.join("/token").unwrap(),
             registration_endpoint: None,
             metadata: Default::default(),
-            source: crate::auth::discovery::Source::Defaults,
+            source: crate::auth::discovery::EndpointSource::Defaults,
             named_issuer: None,
         };
         let identity = ClientIdentity {
             client_id: "jwt-client".into(),
             client_secret: None,
             auth_method: AuthMethod::PrivateKeyJwt,
-            source: crate::auth::client::Source::Configured,
+            source: crate::auth::client::ClientIdSource::Configured,
             token_endpoint: None,
             redirect_uri: None,
         };
@@ -844,7 +849,7 @@ mod tests {
             &server,
             &identity,
             Some(&SecretString::from(pem)),
-            &Resource::new(
+            &ResourceIndicator::new(
                 base.join("/mcp").unwrap().to_string(),
                 crate::auth::discovery::ResourceSource::ServerUrl,
                 std::sync::Arc::new(|_: &str| false),

@@ -51,13 +51,13 @@ async fn unused_loopback() -> tokio::net::TcpListener {
 /// [`crate::limits::MAX_REASON_BYTES`].
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) struct Error {
-    kind: Kind,
+    kind: ErrorKind,
     message: String,
 }
 
 /// What kind of failure an [`Error`] is; decisions are made on this, never on the text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub(crate) enum ErrorKind {
     /// The entry's `oauth` object is wrong, or asks for something the server cannot do.
     Config,
     /// A server's metadata or answer breaks a rule (no S256, a refused URL, a bad document).
@@ -77,7 +77,7 @@ pub(crate) enum Kind {
 }
 
 impl Error {
-    pub(crate) fn new(kind: Kind, message: impl Into<String>) -> Error {
+    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
         Error {
             kind,
             message: message.into(),
@@ -85,7 +85,7 @@ impl Error {
     }
 
     #[cfg(test)]
-    pub(crate) fn kind(&self) -> Kind {
+    pub(crate) fn kind(&self) -> ErrorKind {
         self.kind
     }
 
@@ -96,15 +96,15 @@ impl Error {
 
     /// Whether a new sign-in (a new link) is the way forward.
     pub(crate) fn is_sign_in_required(&self) -> bool {
-        self.kind == Kind::SignInRequired
+        self.kind == ErrorKind::SignInRequired
     }
 
     /// Whether the sign-in will fail the same way until the entry's config changes: a
-    /// [`Kind::Config`] (the server offers no sign-in at all, no registration without
+    /// [`ErrorKind::Config`] (the server offers no sign-in at all, no registration without
     /// `oauth.clientId`, an unusable `oauth.privateKey`, ...), whose message says what to change.
     /// Waiting for it is in vain (the listing's `lasting`).
     pub(crate) fn is_lasting(&self) -> bool {
-        self.kind == Kind::Config
+        self.kind == ErrorKind::Config
     }
 }
 

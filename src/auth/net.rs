@@ -18,7 +18,7 @@ use secrecy::ExposeSecret;
 
 use super::dpop::{DPOP, DpopKey, Nonce};
 use super::policy::{PolicyResolver, UrlPolicy};
-use super::{Error, Kind};
+use super::{Error, ErrorKind};
 use crate::json;
 use crate::limits::{self, MAX_OAUTH_DOCUMENT_BYTES, OAUTH_REQUEST_TIMEOUT};
 use crate::protocol::{OFFERED_VERSION, PROTOCOL_VERSION};
@@ -66,7 +66,7 @@ impl Net {
     /// A client for the sign-in of the MCP server at `server`.
     ///
     /// # Errors
-    /// [`Kind::Transport`] when the HTTP client cannot be built.
+    /// [`ErrorKind::Transport`] when the HTTP client cannot be built.
     pub(crate) fn new(server: &Url) -> Result<Net, Error> {
         let policy = UrlPolicy::for_server(server);
         let client = reqwest::Client::builder()
@@ -77,7 +77,7 @@ impl Net {
             .build()
             .map_err(|e| {
                 Error::new(
-                    Kind::Transport,
+                    ErrorKind::Transport,
                     format!(
                         "the sign-in HTTP client could not be built: {}",
                         e.without_url()
@@ -109,8 +109,8 @@ impl Net {
     /// Sends `request` (after checking its URL, named `what` in errors) and reads the answer.
     ///
     /// # Errors
-    /// [`Kind::Refused`] for a URL the policy refuses, a redirect, or a body over the cap;
-    /// [`Kind::Transport`] when the server cannot be reached or times out.
+    /// [`ErrorKind::Refused`] for a URL the policy refuses, a redirect, or a body over the cap;
+    /// [`ErrorKind::Transport`] when the server cannot be reached or times out.
     pub(crate) async fn send(
         &self,
         request: reqwest::Request,
@@ -118,7 +118,7 @@ impl Net {
     ) -> Result<Answer, Error> {
         self.policy
             .check(request.url(), what)
-            .map_err(|e| Error::new(Kind::Refused, e))?;
+            .map_err(|e| Error::new(ErrorKind::Refused, e))?;
         let response =
             self.client.execute(request).await.map_err(|e| {
                 transport(what, &e, "did not answer in time", "could not be reached")
@@ -126,7 +126,7 @@ impl Net {
         let status = response.status();
         if status.is_redirection() {
             return Err(Error::new(
-                Kind::Refused,
+                ErrorKind::Refused,
                 format!(
                     "{what} answered with a redirect ({status}); OAuth requests do not follow redirects"
                 ),
@@ -146,7 +146,7 @@ impl Net {
     /// tries the next place).
     ///
     /// # Errors
-    /// As [`Net::send`]; [`Kind::Refused`] for a 5xx status or a JSON body that is not the
+    /// As [`Net::send`]; [`ErrorKind::Refused`] for a 5xx status or a JSON body that is not the
     /// expected document.
     pub(crate) async fn get_json<T: DeserializeOwned>(
         &self,
@@ -159,14 +159,14 @@ impl Net {
             .header(reqwest::header::ACCEPT, "application/json")
             .header(PROTOCOL_VERSION, OFFERED_VERSION)
             .build()
-            .map_err(|e| Error::new(Kind::Refused, format!("{what}: {}", e.without_url())))?;
+            .map_err(|e| Error::new(ErrorKind::Refused, format!("{what}: {}", e.without_url())))?;
         let answer = self.send(request, what).await?;
         if answer.status.is_client_error() {
             return Ok(None);
         }
         if !answer.status.is_success() {
             return Err(Error::new(
-                Kind::Refused,
+                ErrorKind::Refused,
                 format!("{what} answered with HTTP {}", answer.status.as_u16()),
             ));
         }
@@ -195,7 +195,7 @@ impl Net {
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body.to_string())
             .build()
-            .map_err(|e| Error::new(Kind::Refused, format!("{what}: {}", e.without_url())))?;
+            .map_err(|e| Error::new(ErrorKind::Refused, format!("{what}: {}", e.without_url())))?;
         self.send(request, what).await
     }
 
@@ -218,7 +218,7 @@ impl Net {
     /// proof carrying it (§8).
     ///
     /// # Errors
-    /// As [`Net::execute`]; a [`Kind::Config`] [`NetError`] when no proof could be made.
+    /// As [`Net::execute`]; a [`ErrorKind::Config`] [`NetError`] when no proof could be made.
     async fn execute_proved(
         &self,
         request: oauth2::HttpRequest,
@@ -227,7 +227,7 @@ impl Net {
         let (parts, body) = request.into_parts();
         let url = Url::parse(&parts.uri.to_string()).map_err(|_| {
             NetError(Error::new(
-                Kind::Refused,
+                ErrorKind::Refused,
                 "the token endpoint URL is not valid",
             ))
         })?;
@@ -238,7 +238,10 @@ impl Net {
                 .proof(parts.method.as_str(), &url, None, nonce.get().as_deref())
                 .map_err(NetError)?;
             let mut value = http::HeaderValue::from_str(proof.expose_secret()).map_err(|_| {
-                NetError(Error::new(Kind::Config, "a DPoP proof could not be made"))
+                NetError(Error::new(
+                    ErrorKind::Config,
+                    "a DPoP proof could not be made",
+                ))
             })?;
             value.set_sensitive(true);
             let mut request = http::Request::new(body.clone());
@@ -264,7 +267,7 @@ impl Net {
         let what = "the token endpoint";
         let request = reqwest::Request::try_from(request).map_err(|_| {
             NetError(Error::new(
-                Kind::Refused,
+                ErrorKind::Refused,
                 format!("{what} URL is not valid"),
             ))
         })?;
@@ -280,13 +283,13 @@ impl Net {
 /// The `oauth2` crate's response of a token request's answer.
 ///
 /// # Errors
-/// A [`Kind::Refused`] [`NetError`] for a refusal that is no OAuth error response.
+/// A [`ErrorKind::Refused`] [`NetError`] for a refusal that is no OAuth error response.
 fn token_response(answer: Answer) -> Result<oauth2::HttpResponse, NetError> {
     // A refusal without an OAuth error response (RFC 6749 §5.2) is named by its status; its
     // body is never quoted.
     if answer.status != StatusCode::OK && !is_oauth_error(&answer.body) {
         return Err(NetError(Error::new(
-            Kind::Refused,
+            ErrorKind::Refused,
             format!(
                 "the token endpoint answered HTTP {}",
                 answer.status.as_u16()
@@ -395,7 +398,7 @@ pub(crate) fn parse_json<T: DeserializeOwned>(body: &[u8], what: &str) -> Result
             _ => "JSON error",
         };
         Error::new(
-            Kind::Refused,
+            ErrorKind::Refused,
             format!(
                 "{what} is not a valid document ({why} at line {}, column {})",
                 e.line, e.column
@@ -420,7 +423,7 @@ async fn read_capped(mut response: reqwest::Response, what: &str) -> Result<Vec<
         };
         if body.len() + chunk.len() > MAX_OAUTH_DOCUMENT_BYTES {
             return Err(Error::new(
-                Kind::Refused,
+                ErrorKind::Refused,
                 format!("{what} sent more than {MAX_OAUTH_DOCUMENT_BYTES} bytes"),
             ));
         }
@@ -431,7 +434,7 @@ async fn read_capped(mut response: reqwest::Response, what: &str) -> Result<Vec<
 /// A transport failure of `what`: `late` when `e` is a timeout, else `lost`.
 fn transport(what: &str, e: &reqwest::Error, late: &str, lost: &str) -> Error {
     let why = if e.is_timeout() { late } else { lost };
-    Error::new(Kind::Transport, format!("{what} {why}"))
+    Error::new(ErrorKind::Transport, format!("{what} {why}"))
 }
 
 #[cfg(test)]

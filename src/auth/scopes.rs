@@ -4,7 +4,7 @@
 //! Owns [`choose_scopes`] and the step-up count [`StepUp`].
 
 use super::challenge::Challenge;
-use super::{Error, Kind};
+use super::{Error, ErrorKind};
 
 /// How many new sign-ins in a row a `403 insufficient_scope` may ask for.
 pub(crate) const MAX_STEP_UPS: u32 = 2;
@@ -71,7 +71,7 @@ impl StepUp {
     /// union of `held` and the challenge's scopes.
     ///
     /// # Errors
-    /// [`Kind::Refused`] when every scope the challenge adds was asked for [`MAX_STEP_UPS`]
+    /// [`ErrorKind::Refused`] when every scope the challenge adds was asked for [`MAX_STEP_UPS`]
     /// times already: the server keeps refusing, and signing in again would loop.
     pub(crate) fn next(
         &self,
@@ -98,7 +98,7 @@ impl StepUp {
             .all(|s| state.asked.get(s).copied().unwrap_or(0) >= MAX_STEP_UPS)
         {
             return Err(Error::new(
-                Kind::Refused,
+                ErrorKind::Refused,
                 format!(
                     "the server still answers 403 insufficient_scope after {MAX_STEP_UPS} new \
                      sign-ins with more scopes; giving up"

@@ -108,7 +108,7 @@ pub(crate) fn store_key(server_url: &Url, config: &OAuthConfig, namespace: &str)
 /// keys its file with the URL and the client ([`store_key`]).
 ///
 /// `secrets` learns the secrets the sign-in meets and tells whether a text holds one: no
-/// request names a resource indicator holding one ([`discovery::Resource`]).
+/// request names a resource indicator holding one ([`discovery::ResourceIndicator`]).
 ///
 /// # Errors
 /// Any [`Error`] of discovery, registration, the listener, the authorization request (a
@@ -144,7 +144,7 @@ pub(crate) async fn begin(
 
     if config.grant_type == GrantType::ClientCredentials {
         let identity = client::without_registration(config, &discovered.server)
-            .ok_or_else(|| Error::new(super::Kind::Config, "oauth.clientId is needed"))?;
+            .ok_or_else(|| Error::new(super::ErrorKind::Config, "oauth.clientId is needed"))?;
         learn_client(&*learn, &identity);
         let grant = flow::client_credentials(
             &net,
@@ -339,7 +339,7 @@ impl SignIn {
     /// [`BROWSER_WAIT`], that the code arrived.
     ///
     /// # Errors
-    /// [`super::Kind::Callback`] when no redirect arrives in time or it carries an error; as
+    /// [`super::ErrorKind::Callback`] when no redirect arrives in time or it carries an error; as
     /// [`flow::exchange_code`] otherwise.
     ///
     /// # Cancel safety
@@ -421,7 +421,7 @@ mod tests {
     use tokio::task::JoinHandle;
 
     use super::*;
-    use crate::auth::Kind;
+    use crate::auth::ErrorKind;
     use crate::auth::testing::{MetadataAt, Options, PrmAt, TestServer, play_browser};
 
     type Learned = Arc<Mutex<Vec<String>>>;
@@ -557,7 +557,7 @@ mod tests {
         let (status, finish) = play(sign_in).await;
         assert_eq!(status, 200);
         let err = finish.await.unwrap().unwrap_err();
-        assert_eq!(err.kind(), Kind::Refused);
+        assert_eq!(err.kind(), ErrorKind::Refused);
         assert_eq!(
             err.message(),
             "the token endpoint issued a token of type mac, which this client does not use \
@@ -812,7 +812,7 @@ mod tests {
         server.revoke_refresh_tokens();
         server.expire_access_tokens();
         let err = tokens.rejected(&access).await.unwrap_err();
-        assert_eq!(err.kind(), Kind::SignInRequired);
+        assert_eq!(err.kind(), ErrorKind::SignInRequired);
         assert_eq!(
             err.message(),
             "the authorization server no longer accepts the grant (invalid_grant); sign in again"
@@ -972,7 +972,7 @@ mod tests {
         })
         .await;
         let err = start(&no_pkce, &config, None, None).await.unwrap_err();
-        assert_eq!(err.kind(), Kind::Refused);
+        assert_eq!(err.kind(), ErrorKind::Refused);
         assert_eq!(
             err.message(),
             "the authorization server does not advertise PKCE S256 \

@@ -29,10 +29,10 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::client::{AuthMethod, ClientIdentity, Source};
+use super::client::{AuthMethod, ClientIdSource, ClientIdentity};
 use super::dpop::DpopKey;
 use super::flow::{Binding, Grant};
-use super::{Error, Kind};
+use super::{Error, ErrorKind};
 
 /// The environment variable that moves the store.
 pub(crate) const DIR_VARIABLE: &str = "PLUGIN_MCP_OAUTH_DIR";
@@ -123,7 +123,7 @@ impl StoreKey {
 
 /// What is stored for one server and client.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Stored {
+pub(crate) struct StoredCredentials {
     /// A dynamically registered client, reused by later sign-ins.
     pub(crate) client: Option<ClientIdentity>,
     pub(crate) grant: Option<Grant>,
@@ -132,11 +132,11 @@ pub(crate) struct Stored {
     pub(crate) ignored: bool,
 }
 
-impl Stored {
-    fn ignored() -> Stored {
-        Stored {
+impl StoredCredentials {
+    fn ignored() -> StoredCredentials {
+        StoredCredentials {
             ignored: true,
-            ..Stored::default()
+            ..StoredCredentials::default()
         }
     }
 }
@@ -192,7 +192,7 @@ impl Store {
     /// The store at `$PLUGIN_MCP_OAUTH_DIR`, else under the user's data directory.
     ///
     /// # Errors
-    /// [`Kind::Storage`] when neither is known.
+    /// [`ErrorKind::Storage`] when neither is known.
     pub(crate) fn from_env() -> Result<Store, Error> {
         if let Some(dir) = std::env::var_os(DIR_VARIABLE).filter(|d| !d.is_empty()) {
             return Ok(Store::at(dir));
@@ -201,7 +201,7 @@ impl Store {
             .map(|d| Store::at(d.join("plugin-mcp").join("oauth")))
             .ok_or_else(|| {
                 Error::new(
-                    Kind::Storage,
+                    ErrorKind::Storage,
                     format!("no data directory is known to store sign-ins in; set {DIR_VARIABLE}"),
                 )
             })
@@ -218,39 +218,41 @@ impl Store {
 
     /// What is stored for `key`; empty when there is no file, and (with a warning) when the
     /// file cannot be read, is not valid, or belongs to another server or client.
-    pub(crate) fn load(&self, key: &StoreKey) -> Stored {
+    pub(crate) fn load(&self, key: &StoreKey) -> StoredCredentials {
         let path = self.path(key);
         self.claim_legacy(key, &path);
         let text = match read_bounded(&path) {
             Ok(Some(text)) => text,
             Ok(None) => {
                 tracing::warn!(file = %path.display(), "a stored sign-in is not a regular file of at most {MAX_FILE_BYTES} bytes and is ignored");
-                return Stored::ignored();
+                return StoredCredentials::ignored();
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Stored::default(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return StoredCredentials::default();
+            }
             Err(e) => {
                 tracing::warn!(file = %path.display(), "a stored sign-in could not be read: {}", e.kind());
-                return Stored::ignored();
+                return StoredCredentials::ignored();
             }
         };
         let file: File = match crate::json::from_server(&text) {
             Ok(file) => file,
             Err(_) => {
                 tracing::warn!(file = %path.display(), "a stored sign-in is not valid and is ignored");
-                return Stored::ignored();
+                return StoredCredentials::ignored();
             }
         };
         if file.format != FORMAT || file.server != key.server || file.client_key != key.client {
             tracing::warn!(file = %path.display(), "a stored sign-in belongs to another server or client and is ignored");
-            return Stored::ignored();
+            return StoredCredentials::ignored();
         }
-        Stored {
+        StoredCredentials {
             client: file.client.and_then(|c| {
                 Some(ClientIdentity {
                     client_id: c.client_id,
                     client_secret: c.client_secret.map(SecretString::from),
                     auth_method: AuthMethod::parse(&c.token_endpoint_auth_method)?,
-                    source: Source::Registered,
+                    source: ClientIdSource::Registered,
                     token_endpoint: c.token_endpoint,
                     redirect_uri: c.redirect_uri,
                 })
@@ -285,8 +287,8 @@ impl Store {
     /// Replaces what is stored for `key` (atomically; the file `0600` in a `0700` directory).
     ///
     /// # Errors
-    /// [`Kind::Storage`] naming the step that failed (never a token).
-    pub(crate) fn save(&self, key: &StoreKey, stored: &Stored) -> Result<(), Error> {
+    /// [`ErrorKind::Storage`] naming the step that failed (never a token).
+    pub(crate) fn save(&self, key: &StoreKey, stored: &StoredCredentials) -> Result<(), Error> {
         let file = File {
             format: FORMAT.to_string(),
             server: key.server.clone(),
@@ -319,7 +321,7 @@ impl Store {
             }),
         };
         let text = serde_json::to_vec_pretty(&file)
-            .map_err(|_| Error::new(Kind::Storage, "a sign-in could not be encoded"))?;
+            .map_err(|_| Error::new(ErrorKind::Storage, "a sign-in could not be encoded"))?;
         self.create_dir()?;
         let path = self.path(key);
         let temp = self.dir.join(format!(
@@ -332,7 +334,7 @@ impl Store {
         if let Err(e) = written {
             let _ = std::fs::remove_file(&temp);
             return Err(Error::new(
-                Kind::Storage,
+                ErrorKind::Storage,
                 format!(
                     "a sign-in could not be saved in {}: {}",
                     self.dir.display(),
@@ -408,7 +410,7 @@ impl Store {
     /// when none was there.
     ///
     /// # Errors
-    /// [`Kind::Storage`] when the file exists and cannot be deleted.
+    /// [`ErrorKind::Storage`] when the file exists and cannot be deleted.
     pub(crate) fn delete(&self, key: &StoreKey) -> Result<bool, Error> {
         let path = self.path(key);
         self.claim_legacy(key, &path);
@@ -416,7 +418,7 @@ impl Store {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(Error::new(
-                Kind::Storage,
+                ErrorKind::Storage,
                 format!("a stored sign-in could not be deleted: {}", e.kind()),
             )),
         }
@@ -456,7 +458,7 @@ impl Store {
         }
         builder.create(&self.dir).map_err(|e| {
             Error::new(
-                Kind::Storage,
+                ErrorKind::Storage,
                 format!(
                     "the sign-in directory {} could not be created: {}",
                     self.dir.display(),
@@ -475,7 +477,7 @@ impl Store {
                 std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700))
                     .map_err(|e| {
                         Error::new(
-                            Kind::Storage,
+                            ErrorKind::Storage,
                             format!(
                                 "the sign-in directory {} could not be made private (0700): {}",
                                 self.dir.display(),
@@ -568,8 +570,8 @@ mod tests {
     }
 
     /// An entry holding only a grant whose access token is `access`.
-    fn holding(access: &str) -> Stored {
-        Stored {
+    fn holding(access: &str) -> StoredCredentials {
+        StoredCredentials {
             client: None,
             grant: Some(grant(access)),
             ignored: false,
@@ -597,12 +599,12 @@ mod tests {
         let store = Store::at(&dir);
         let key = key_for("https://mcp.example.com/mcp");
         assert!(store.load(&key).grant.is_none());
-        let stored = Stored {
+        let stored = StoredCredentials {
             client: Some(ClientIdentity {
                 client_id: "registered-1".into(),
                 client_secret: Some(SecretString::from("client-secret-1")),
                 auth_method: AuthMethod::ClientSecretPost,
-                source: Source::Registered,
+                source: ClientIdSource::Registered,
                 token_endpoint: Some("https://a.example.com/token".into()),
                 redirect_uri: Some("http://127.0.0.1:4444/callback".into()),
             }),

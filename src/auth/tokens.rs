@@ -7,12 +7,12 @@ use std::sync::Arc;
 use secrecy::{ExposeSecret, SecretString};
 
 use super::client::ClientIdentity;
-use super::discovery::{AuthorizationServer, Resource};
+use super::discovery::{AuthorizationServer, ResourceIndicator};
 use super::dpop::DpopKey;
 use super::flow::{Grant, client_credentials, refresh, refused_grant};
 use super::net::Net;
 use super::store::{Store, StoreKey};
-use super::{Error, Kind, now_secs};
+use super::{Error, ErrorKind, now_secs};
 use crate::limits;
 
 /// How long a refresh waits for another Host's refresh of the same stored grant: longer than
@@ -69,19 +69,19 @@ impl AccessToken {
 /// result), across Hosts sharing the store too (its file lock, [`Store::lock`]); a refreshed grant is saved to the store before any request uses it; after
 /// `invalid_grant` a grant another Host stored meanwhile is adopted (and refreshed at most once
 /// more), else the stored grant is deleted if it is still the refused one and every caller
-/// gets [`Kind::SignInRequired`]. A
+/// gets [`ErrorKind::SignInRequired`]. A
 /// client credentials grant has no refresh token: it is renewed by the same grant.
 pub(crate) struct Tokens {
     net: Net,
     server: AuthorizationServer,
     identity: ClientIdentity,
-    resource: Resource,
+    resource: ResourceIndicator,
     store: Option<(Store, StoreKey)>,
     grant: tokio::sync::Mutex<Option<Grant>>,
     learn: Box<LearnSecret>,
     /// For the client credentials grant: the key and scopes to get a new grant with when the
     /// current one expires (no refresh token is involved).
-    renewal: Option<Renewal>,
+    renewal: Option<ClientCredentialsRenewal>,
     /// Whether the current grant came from, or was saved to, the store: then a store without a
     /// grant means another Host found it refused and deleted it.
     in_store: std::sync::atomic::AtomicBool,
@@ -92,7 +92,7 @@ pub(crate) struct Tokens {
 }
 
 /// How a client credentials grant is renewed.
-struct Renewal {
+struct ClientCredentialsRenewal {
     private_key: Option<SecretString>,
     scopes: Vec<String>,
 }
@@ -110,7 +110,7 @@ impl Tokens {
         net: Net,
         server: AuthorizationServer,
         identity: ClientIdentity,
-        resource: Resource,
+        resource: ResourceIndicator,
         store: Option<(Store, StoreKey)>,
         grant: Option<Grant>,
         learn: Box<LearnSecret>,
@@ -162,7 +162,7 @@ impl Tokens {
         private_key: Option<SecretString>,
         scopes: Vec<String>,
     ) -> Tokens {
-        self.renewal = Some(Renewal {
+        self.renewal = Some(ClientCredentialsRenewal {
             private_key,
             scopes,
         });
@@ -200,7 +200,7 @@ impl Tokens {
     /// needed.
     ///
     /// # Errors
-    /// [`Kind::SignInRequired`] when there is no grant or the server refused the refresh with
+    /// [`ErrorKind::SignInRequired`] when there is no grant or the server refused the refresh with
     /// `invalid_grant`; another kind when the refresh failed otherwise (the grant is kept).
     ///
     /// # Cancel safety
@@ -244,7 +244,7 @@ impl Tokens {
         let task = tokio::spawn(async move { this.refresh_locked(rejected).await });
         task.await.unwrap_or_else(|_| {
             Err(Error::new(
-                Kind::Transport,
+                ErrorKind::Transport,
                 "the token refresh stopped unexpectedly",
             ))
         })
@@ -275,7 +275,7 @@ impl Tokens {
         // family).
         let in_store = self.in_store.load(std::sync::atomic::Ordering::Acquire);
         let grant = match self.load_stored_grant() {
-            Stored::Deleted if in_store => {
+            StoredGrant::Deleted if in_store => {
                 tracing::info!(
                     "the stored grant is gone (another Host found it refused, or a logout \
                      deleted it); a new sign-in is needed"
@@ -283,7 +283,7 @@ impl Tokens {
                 *current = None;
                 return Err(refused_grant());
             }
-            Stored::Grant(stored)
+            StoredGrant::Grant(stored)
                 if stored.access_token.expose_secret() != grant.access_token.expose_secret() =>
             {
                 match self.adopt(stored, &fresh, &mut current) {
@@ -398,19 +398,19 @@ impl Tokens {
 
     /// What the store holds for this client: a grant, no grant (deleted, or never saved), or
     /// something else (another client's registration, or a file the store ignored).
-    fn load_stored_grant(&self) -> Stored {
+    fn load_stored_grant(&self) -> StoredGrant {
         let Some((store, key)) = self.store.as_ref() else {
-            return Stored::Other;
+            return StoredGrant::Other;
         };
         let stored = store.load(key);
         if stored.ignored {
-            return Stored::Other;
+            return StoredGrant::Other;
         }
         match (&stored.client, stored.grant) {
-            (Some(client), _) if client.client_id != self.identity.client_id => Stored::Other,
-            (_, Some(grant)) if !self.issued_here(&grant) => Stored::Other,
-            (_, Some(grant)) => Stored::Grant(grant),
-            (_, None) => Stored::Deleted,
+            (Some(client), _) if client.client_id != self.identity.client_id => StoredGrant::Other,
+            (_, Some(grant)) if !self.issued_here(&grant) => StoredGrant::Other,
+            (_, Some(grant)) => StoredGrant::Grant(grant),
+            (_, None) => StoredGrant::Deleted,
         }
     }
 
@@ -442,7 +442,7 @@ impl Tokens {
         stored.grant = grant.cloned();
         // The grant is stored with the client it was issued to (a refresh needs both), even
         // when another Host stored its own registration meanwhile.
-        if grant.is_some() && self.identity.source == super::client::Source::Registered {
+        if grant.is_some() && self.identity.source == super::client::ClientIdSource::Registered {
             stored.client = Some(self.identity.clone());
         }
         let saved = store.save(key, &stored);
@@ -464,7 +464,7 @@ fn same_grant(a: &Grant, b: &Grant) -> bool {
 }
 
 /// What the store holds for one client (see `Tokens::load_stored_grant`).
-enum Stored {
+enum StoredGrant {
     Grant(Grant),
     Deleted,
     Other,
@@ -472,7 +472,7 @@ enum Stored {
 
 fn no_grant() -> Error {
     Error::new(
-        Kind::SignInRequired,
+        ErrorKind::SignInRequired,
         "no stored sign-in for this server; sign in",
     )
 }

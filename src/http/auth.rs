@@ -13,7 +13,7 @@
 //! - a sign-in link or metadata URL holding a configured secret is never shown: that sign-in
 //!   is refused (a scrubbed link would be useless);
 //! - a resource indicator (RFC 8707) holding one of the entry's secrets is never sent: the same
-//!   check goes with every grant request ([`crate::auth::discovery::Resource`]).
+//!   check goes with every grant request ([`crate::auth::discovery::ResourceIndicator`]).
 //!
 //! # The sign-in phase
 //!
@@ -684,7 +684,7 @@ impl Auth {
     /// expires; its next refresh finds the file gone and asks for a new sign-in.
     ///
     /// # Errors
-    /// [`crate::auth::Kind::Storage`] when no store is known or the file cannot be deleted.
+    /// [`crate::auth::ErrorKind::Storage`] when no store is known or the file cannot be deleted.
     pub(super) fn logout(&self, server_url: &Url) -> Result<Logout, crate::auth::Error> {
         let store = match &self.store {
             Some(store) => store.clone(),
@@ -708,7 +708,7 @@ impl Auth {
     /// its outcome).
     ///
     /// # Errors
-    /// [`crate::auth::Kind::Callback`] when no sign-in waits, or the address is not the
+    /// [`crate::auth::ErrorKind::Callback`] when no sign-in waits, or the address is not the
     /// awaited redirect (the reason never quotes the address), or it carries the authorization
     /// server's refusal (which ends that sign-in).
     ///
@@ -718,7 +718,7 @@ impl Auth {
     pub(super) async fn paste(&self, address: SecretString) -> Result<(), crate::auth::Error> {
         let none_waiting = || {
             crate::auth::Error::new(
-                crate::auth::Kind::Callback,
+                crate::auth::ErrorKind::Callback,
                 "no sign-in of this server is waiting for its browser redirect; ask for the \
                  sign-in link first (its listing shows it)",
             )
@@ -764,14 +764,14 @@ mod tests {
             token_endpoint: url.join("/token").unwrap(),
             registration_endpoint: None,
             metadata: ServerMetadata::default(),
-            source: discovery::Source::Defaults,
+            source: discovery::EndpointSource::Defaults,
             named_issuer: None,
         };
         let identity = ClientIdentity {
             client_id: "test-client".into(),
             client_secret: None,
             auth_method: AuthMethod::None,
-            source: client::Source::Configured,
+            source: client::ClientIdSource::Configured,
             token_endpoint: None,
             redirect_uri: None,
         };
@@ -780,7 +780,7 @@ mod tests {
             net,
             server,
             identity,
-            discovery::Resource::new(
+            discovery::ResourceIndicator::new(
                 url.to_string(),
                 discovery::ResourceSource::ServerUrl,
                 Arc::new(|_: &str| false),

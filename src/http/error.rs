@@ -29,7 +29,7 @@ pub(crate) struct Error {
 }
 
 struct Inner {
-    kind: Kind,
+    kind: Failure,
     source: Option<BoxError>,
     /// Set once by the exchange that met it ([`Error::judged`]).
     verdict: Option<Verdict>,
@@ -83,7 +83,8 @@ enum Connect {
     Other,
 }
 
-enum Kind {
+/// What went wrong in one exchange: the kind of an [`Error`], which every decision reads.
+enum Failure {
     /// The HTTP client could not be built.
     Builder,
     /// No connection was made, so nothing was sent. `origin` is `scheme://host:port` when that
@@ -117,12 +118,12 @@ enum Kind {
     /// did not process the request).
     SessionExpired,
     /// A 400 to such a request whose body speaks of the session (a JSON-RPC error, or the plain
-    /// text of older SDKs): read as [`Kind::SessionExpired`], but from the server's words, so the
+    /// text of older SDKs): read as [`Failure::SessionExpired`], but from the server's words, so the
     /// session is not taken as gone for sure (it is still deleted) and a server whose fresh
     /// session gets the same 400 stops being read that way.
     SessionExpiredByText,
     /// The server forgot the session while request `id` was running: the resumption of its
-    /// event stream (`GET` + `Last-Event-ID`) was refused as [`Kind::SessionExpired`]. The
+    /// event stream (`GET` + `Last-Event-ID`) was refused as [`Failure::SessionExpired`]. The
     /// request is over (nothing to cancel, no session to cancel it on), but it may have run, so
     /// it is never sent again.
     SessionLost {
@@ -146,7 +147,7 @@ enum Kind {
     /// A 2xx reply ended or broke before the answer arrived (the request may still be running
     /// on the server); the text says how.
     Stream(String),
-    /// As [`Kind::Stream`], but the stream itself ended or was cut before the answer (not an
+    /// As [`Failure::Stream`], but the stream itself ended or was cut before the answer (not an
     /// unreadable or oversized message): on a modern route the request is lost and re-issued
     /// (MCP 2026-07-28, transports "Receiving Messages").
     Broken(String),
@@ -226,7 +227,7 @@ impl Body {
 }
 
 impl Error {
-    fn new(kind: Kind, source: Option<BoxError>) -> Self {
+    fn new(kind: Failure, source: Option<BoxError>) -> Self {
         Self {
             inner: Box::new(Inner {
                 kind,
@@ -239,7 +240,7 @@ impl Error {
     /// The HTTP status of a refusal or redirect.
     pub(crate) fn status(&self) -> Option<StatusCode> {
         match &self.inner.kind {
-            Kind::Status { status, .. } | Kind::Redirect { status, .. } => Some(*status),
+            Failure::Status { status, .. } | Failure::Redirect { status, .. } => Some(*status),
             _ => None,
         }
     }
@@ -248,8 +249,8 @@ impl Error {
     /// when it refused the new `initialize` after an expired session.
     pub(crate) fn retry_after(&self) -> Option<Duration> {
         match &self.inner.kind {
-            Kind::Status { retry_after, .. } => *retry_after,
-            Kind::Reinitialize(cause) => cause.retry_after(),
+            Failure::Status { retry_after, .. } => *retry_after,
+            Failure::Reinitialize(cause) => cause.retry_after(),
             _ => None,
         }
     }
@@ -258,7 +259,7 @@ impl Error {
     pub(crate) fn is_refused(&self) -> bool {
         matches!(
             self.inner.kind,
-            Kind::Connect {
+            Failure::Connect {
                 why: Connect::Refused,
                 ..
             }
@@ -270,21 +271,21 @@ impl Error {
     pub(crate) fn is_session_expired(&self) -> bool {
         matches!(
             self.inner.kind,
-            Kind::SessionExpired | Kind::SessionExpiredByText | Kind::SessionLost { .. }
+            Failure::SessionExpired | Failure::SessionExpiredByText | Failure::SessionLost { .. }
         )
     }
 
     /// The JSON-RPC error that answered the request.
     pub(crate) fn rpc(&self) -> Option<&RpcError> {
         match &self.inner.kind {
-            Kind::Rpc(error) => Some(error),
+            Failure::Rpc(error) => Some(error),
             _ => None,
         }
     }
 
     /// Whether the connection was shut down or its start abandoned.
     pub(crate) fn is_closed(&self) -> bool {
-        matches!(self.inner.kind, Kind::Closed)
+        matches!(self.inner.kind, Failure::Closed)
     }
 
     /// Whether the request may still be running on the server after this error: the server
@@ -296,7 +297,7 @@ impl Error {
     pub(crate) fn may_be_running(&self) -> bool {
         matches!(
             self.inner.kind,
-            Kind::Stream(_) | Kind::Broken(_) | Kind::Body | Kind::Send
+            Failure::Stream(_) | Failure::Broken(_) | Failure::Body | Failure::Send
         )
     }
 
@@ -304,7 +305,10 @@ impl Error {
     /// or the connection broke after the request went out. A modern request is then re-issued
     /// with a new id (MCP 2026-07-28, basic/transports: a broken stream loses the request).
     pub(crate) fn is_lost_reply(&self) -> bool {
-        matches!(self.inner.kind, Kind::Broken(_) | Kind::Body | Kind::Send)
+        matches!(
+            self.inner.kind,
+            Failure::Broken(_) | Failure::Body | Failure::Send
+        )
     }
 
     /// Whether a complete answer came that is no MCP answer at all: the wrong content type, no
@@ -313,21 +317,21 @@ impl Error {
     pub(crate) fn is_unreadable_answer(&self) -> bool {
         matches!(
             self.inner.kind,
-            Kind::Protocol(_) | Kind::NotMcpType(_) | Kind::Malformed(_)
+            Failure::Protocol(_) | Failure::NotMcpType(_) | Failure::Malformed(_)
         )
     }
 
     /// Whether the server refused with an HTTP status and no JSON-RPC error.
     pub(crate) fn is_plain_status(&self) -> bool {
-        matches!(self.inner.kind, Kind::Status { .. })
+        matches!(self.inner.kind, Failure::Status { .. })
     }
 
     /// Whether no version is shared with the server ([`Error::no_mutual_version`]): nothing
     /// changes until the server does, so starts are tried again at the longest wait.
     pub(crate) fn is_no_mutual_version(&self) -> bool {
         match &self.inner.kind {
-            Kind::NoMutualVersion(_) => true,
-            Kind::Reinitialize(cause) => cause.is_no_mutual_version(),
+            Failure::NoMutualVersion(_) => true,
+            Failure::Reinitialize(cause) => cause.is_no_mutual_version(),
             _ => false,
         }
     }
@@ -338,12 +342,12 @@ impl Error {
     /// nothing serves MCP at that path), `405`, `406`, `410`, `415` or `501` (no MCP endpoint
     /// there), a `400` without a JSON-RPC error, a `401`/`403` without a sign-in (the configured
     /// credentials, or none, are refused and no OAuth sign-in is offered, whether the status
-    /// came plain or a sign-in found none: [`Kind::Auth`]'s `lasting`), a refused redirect, a
+    /// came plain or a sign-in found none: [`Failure::Auth`]'s `lasting`), a refused redirect, a
     /// failed TLS handshake, and no shared protocol version. Decided on the kind and the status
     /// only.
     pub(crate) fn lasting(&self) -> Option<Lasting> {
         match &self.inner.kind {
-            Kind::Status { status, hint, .. } => match status.as_u16() {
+            Failure::Status { status, hint, .. } => match status.as_u16() {
                 404 => Some(Lasting::NoEndpoint),
                 400 | 405 | 406 | 410 | 415 | 501 => Some(Lasting::NotMcp),
                 // The config hint says what to change already.
@@ -351,47 +355,47 @@ impl Error {
                 401 | 403 => Some(Lasting::Credentials),
                 _ => None,
             },
-            Kind::NotMcpType(_) => Some(Lasting::NoEndpoint),
-            Kind::Auth { lasting: true, .. } => Some(Lasting::Explained),
-            Kind::Redirect { .. }
-            | Kind::Connect {
+            Failure::NotMcpType(_) => Some(Lasting::NoEndpoint),
+            Failure::Auth { lasting: true, .. } => Some(Lasting::Explained),
+            Failure::Redirect { .. }
+            | Failure::Connect {
                 why: Connect::Tls, ..
             }
-            | Kind::NoMutualVersion(_) => Some(Lasting::Explained),
+            | Failure::NoMutualVersion(_) => Some(Lasting::Explained),
             _ => None,
         }
     }
 
     /// Whether the server sent nothing in time ([`Error::no_answer`]).
     pub(crate) fn is_no_answer(&self) -> bool {
-        matches!(self.inner.kind, Kind::NoAnswer { .. })
+        matches!(self.inner.kind, Failure::NoAnswer { .. })
     }
 
     /// Whether a modern server asked for input ([`Error::input_required`]).
     pub(crate) fn is_input_required(&self) -> bool {
-        matches!(self.inner.kind, Kind::InputRequired(_))
+        matches!(self.inner.kind, Failure::InputRequired(_))
     }
 
     // Constructors, one per kind, so call sites read as sentences.
 
     pub(crate) fn builder(source: reqwest::Error) -> Self {
-        Self::new(Kind::Builder, Some(Box::new(source.without_url())))
+        Self::new(Failure::Builder, Some(Box::new(source.without_url())))
     }
 
-    /// A `reqwest` failure to send or read, classified; `origin` as in [`Kind::Connect`].
+    /// A `reqwest` failure to send or read, classified; `origin` as in [`Failure::Connect`].
     pub(crate) fn from_reqwest(error: reqwest::Error, origin: Option<&str>) -> Self {
         let error = error.without_url();
         let kind = if error.is_builder() {
-            Kind::Builder
+            Failure::Builder
         } else if error.is_connect() {
-            Kind::Connect {
+            Failure::Connect {
                 why: classify_connect(&error, error.is_timeout(), error.is_dns()),
                 origin: origin.map(str::to_string),
             }
         } else if error.is_body() || error.is_decode() {
-            Kind::Body
+            Failure::Body
         } else {
-            Kind::Send
+            Failure::Send
         };
         Self::new(kind, Some(Box::new(error)))
     }
@@ -402,7 +406,7 @@ impl Error {
         preview: impl Into<Body>,
     ) -> Self {
         Self::new(
-            Kind::Status {
+            Failure::Status {
                 status,
                 retry_after,
                 preview: preview.into(),
@@ -415,7 +419,7 @@ impl Error {
     /// Adds the entry's config `hint` (a `${NAME}` sent as written, an empty `${env:NAME}`) to
     /// a `401 Unauthorized` or `403 Forbidden`; any other error is returned unchanged.
     pub(crate) fn with_auth_hint(mut self, hint: Option<&str>) -> Self {
-        if let Kind::Status {
+        if let Failure::Status {
             status, hint: slot, ..
         } = &mut self.inner.kind
             && matches!(*status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN)
@@ -433,7 +437,7 @@ impl Error {
         query_omitted: bool,
     ) -> Self {
         Self::new(
-            Kind::Redirect {
+            Failure::Redirect {
                 status,
                 location,
                 query_omitted,
@@ -443,12 +447,12 @@ impl Error {
     }
 
     pub(crate) fn session_expired() -> Self {
-        Self::new(Kind::SessionExpired, None)
+        Self::new(Failure::SessionExpired, None)
     }
 
-    /// A 400 whose body speaks of the session ([`Kind::SessionExpiredByText`]).
+    /// A 400 whose body speaks of the session ([`Failure::SessionExpiredByText`]).
     pub(crate) fn session_expired_by_text() -> Self {
-        Self::new(Kind::SessionExpiredByText, None)
+        Self::new(Failure::SessionExpiredByText, None)
     }
 
     /// Whether the expiry was read from a 400's words, not a 404 (also when those words
@@ -456,7 +460,7 @@ impl Error {
     pub(crate) fn is_expired_by_text(&self) -> bool {
         matches!(
             self.inner.kind,
-            Kind::SessionExpiredByText | Kind::SessionLost { by_words: true, .. }
+            Failure::SessionExpiredByText | Failure::SessionLost { by_words: true, .. }
         )
     }
 
@@ -465,14 +469,14 @@ impl Error {
     /// [`Error::may_be_running`]; never to be resent.
     pub(crate) fn session_lost(id: u64, refusal: &Error) -> Self {
         let by_words = refusal.is_expired_by_text();
-        Self::new(Kind::SessionLost { id, by_words }, None)
+        Self::new(Failure::SessionLost { id, by_words }, None)
     }
 
     /// Whether the request was refused for too many requests, or as unavailable for now, with
     /// a `Retry-After` (RFC 6585 §4, RFC 9110 §15.6.4): not processed; the status and the wait.
     pub(crate) fn rate_limited(&self) -> Option<(StatusCode, Duration)> {
         match &self.inner.kind {
-            Kind::Status {
+            Failure::Status {
                 status,
                 retry_after: Some(wait),
                 ..
@@ -485,7 +489,7 @@ impl Error {
 
     /// Whether the answer is a response of no valid shape ([`Error::malformed`]).
     pub(crate) fn is_malformed(&self) -> bool {
-        matches!(self.inner.kind, Kind::Malformed(_))
+        matches!(self.inner.kind, Failure::Malformed(_))
     }
 
     /// The [`Verdict`] the connection reached on this error, once, for the route it answered
@@ -501,78 +505,78 @@ impl Error {
     }
 
     pub(crate) fn expired_again() -> Self {
-        Self::new(Kind::ExpiredAgain, None)
+        Self::new(Failure::ExpiredAgain, None)
     }
 
     pub(crate) fn rpc_error(error: RpcError) -> Self {
-        Self::new(Kind::Rpc(error), None)
+        Self::new(Failure::Rpc(error), None)
     }
 
     pub(crate) fn malformed(text: String) -> Self {
-        Self::new(Kind::Malformed(text), None)
+        Self::new(Failure::Malformed(text), None)
     }
 
     pub(crate) fn protocol(text: impl Into<String>) -> Self {
-        Self::new(Kind::Protocol(text.into()), None)
+        Self::new(Failure::Protocol(text.into()), None)
     }
 
-    /// A 2xx reply of a type that is no MCP answer ([`Kind::NotMcpType`]); `text` names the
+    /// A 2xx reply of a type that is no MCP answer ([`Failure::NotMcpType`]); `text` names the
     /// type.
     pub(crate) fn not_mcp_type(text: impl Into<String>) -> Self {
-        Self::new(Kind::NotMcpType(text.into()), None)
+        Self::new(Failure::NotMcpType(text.into()), None)
     }
 
     pub(crate) fn stream(text: impl Into<String>, source: Option<Error>) -> Self {
         Self::new(
-            Kind::Stream(text.into()),
+            Failure::Stream(text.into()),
             source.map(|e| Box::new(e) as BoxError),
         )
     }
 
-    /// The stream of a 2xx reply ended or was cut before the answer ([`Kind::Broken`]).
+    /// The stream of a 2xx reply ended or was cut before the answer ([`Failure::Broken`]).
     pub(crate) fn broken(text: impl Into<String>) -> Self {
-        Self::new(Kind::Broken(text.into()), None)
+        Self::new(Failure::Broken(text.into()), None)
     }
 
     /// No protocol version is shared with the server, which named `theirs` (scrubbed).
     pub(crate) fn no_mutual_version(theirs: Vec<String>) -> Self {
-        Self::new(Kind::NoMutualVersion(theirs), None)
+        Self::new(Failure::NoMutualVersion(theirs), None)
     }
 
     /// A modern server answered with `resultType: "input_required"`; `asked` names what it
     /// asked for (scrubbed, bounded).
     pub(crate) fn input_required(asked: String) -> Self {
-        Self::new(Kind::InputRequired(asked), None)
+        Self::new(Failure::InputRequired(asked), None)
     }
 
-    /// The server sent nothing for `what` within `within` ([`Kind::NoAnswer`]).
+    /// The server sent nothing for `what` within `within` ([`Failure::NoAnswer`]).
     pub(crate) fn no_answer(what: impl Into<String>, within: Duration) -> Self {
         let what = what.into();
-        Self::new(Kind::NoAnswer { what, within }, None)
+        Self::new(Failure::NoAnswer { what, within }, None)
     }
 
     #[cfg(test)]
     pub(crate) fn body() -> Self {
-        Self::new(Kind::Body, None)
+        Self::new(Failure::Body, None)
     }
 
     pub(crate) fn reinitialize(cause: Arc<Error>) -> Self {
-        Self::new(Kind::Reinitialize(cause), None)
+        Self::new(Failure::Reinitialize(cause), None)
     }
 
     pub(crate) fn closed() -> Self {
-        Self::new(Kind::Closed, None)
+        Self::new(Failure::Closed, None)
     }
 
     pub(crate) fn sign_in(url: Arc<str>) -> Self {
-        Self::new(Kind::SignIn(url), None)
+        Self::new(Failure::SignIn(url), None)
     }
 
     /// Signing in failed (`text`: which step and why, scrubbed); `lasting` when it fails the
     /// same way until the entry's config changes ([`crate::auth::Error::is_lasting`]).
     pub(crate) fn auth(text: impl Into<String>, lasting: bool) -> Self {
         Self::new(
-            Kind::Auth {
+            Failure::Auth {
                 text: text.into(),
                 lasting,
             },
@@ -583,7 +587,7 @@ impl Error {
     /// The link a user must open when the server needs a sign-in.
     pub(crate) fn sign_in_url(&self) -> Option<&Arc<str>> {
         match &self.inner.kind {
-            Kind::SignIn(url) => Some(url),
+            Failure::SignIn(url) => Some(url),
             _ => None,
         }
     }
@@ -592,35 +596,35 @@ impl Error {
     /// what `Debug` and a request span's `error.type` show. Never server text.
     pub(crate) fn kind_name(&self) -> &'static str {
         match &self.inner.kind {
-            Kind::Builder => "builder",
-            Kind::Connect { why, .. } => match why {
+            Failure::Builder => "builder",
+            Failure::Connect { why, .. } => match why {
                 Connect::Refused => "connect (refused)",
                 Connect::Dns => "connect (dns)",
                 Connect::Tls => "connect (tls)",
                 Connect::Timeout => "connect (timeout)",
                 Connect::Other => "connect",
             },
-            Kind::Send => "send",
-            Kind::Status { .. } => "status",
-            Kind::Redirect { .. } => "redirect",
-            Kind::SessionExpired => "session expired",
-            Kind::SessionExpiredByText => "session expired (400)",
-            Kind::SessionLost { .. } => "session lost",
-            Kind::ExpiredAgain => "session expired again",
-            Kind::Rpc(_) => "rpc",
-            Kind::Malformed(_) => "malformed",
-            Kind::Protocol(_) => "protocol",
-            Kind::NotMcpType(_) => "not an MCP content type",
-            Kind::Stream(_) => "stream",
-            Kind::Broken(_) => "stream (broken)",
-            Kind::NoMutualVersion(_) => "no mutual version",
-            Kind::InputRequired(_) => "input required",
-            Kind::Body => "body",
-            Kind::NoAnswer { .. } => "no answer",
-            Kind::Reinitialize(_) => "reinitialize",
-            Kind::Closed => "closed",
-            Kind::SignIn(_) => "sign-in required",
-            Kind::Auth { .. } => "sign-in failed",
+            Failure::Send => "send",
+            Failure::Status { .. } => "status",
+            Failure::Redirect { .. } => "redirect",
+            Failure::SessionExpired => "session expired",
+            Failure::SessionExpiredByText => "session expired (400)",
+            Failure::SessionLost { .. } => "session lost",
+            Failure::ExpiredAgain => "session expired again",
+            Failure::Rpc(_) => "rpc",
+            Failure::Malformed(_) => "malformed",
+            Failure::Protocol(_) => "protocol",
+            Failure::NotMcpType(_) => "not an MCP content type",
+            Failure::Stream(_) => "stream",
+            Failure::Broken(_) => "stream (broken)",
+            Failure::NoMutualVersion(_) => "no mutual version",
+            Failure::InputRequired(_) => "input required",
+            Failure::Body => "body",
+            Failure::NoAnswer { .. } => "no answer",
+            Failure::Reinitialize(_) => "reinitialize",
+            Failure::Closed => "closed",
+            Failure::SignIn(_) => "sign-in required",
+            Failure::Auth { .. } => "sign-in failed",
         }
     }
 }
@@ -664,8 +668,8 @@ fn classify_connect(
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.inner.kind {
-            Kind::Builder => f.write_str("the HTTP client could not be built"),
-            Kind::Connect { why, origin } => {
+            Failure::Builder => f.write_str("the HTTP client could not be built"),
+            Failure::Connect { why, origin } => {
                 let at = origin.as_deref();
                 match (why, at) {
                     (Connect::Refused, Some(o)) => {
@@ -701,8 +705,8 @@ impl fmt::Display for Error {
                     (Connect::Other, None) => f.write_str("could not connect to the server"),
                 }
             }
-            Kind::Send => f.write_str("the connection closed before the server answered"),
-            Kind::Status {
+            Failure::Send => f.write_str("the connection closed before the server answered"),
+            Failure::Status {
                 status,
                 preview,
                 hint,
@@ -720,7 +724,7 @@ impl fmt::Display for Error {
                     None => Ok(()),
                 }
             }
-            Kind::Redirect {
+            Failure::Redirect {
                 status,
                 location,
                 query_omitted,
@@ -742,30 +746,30 @@ impl fmt::Display for Error {
                     ),
                 }
             }
-            Kind::SessionExpired | Kind::SessionExpiredByText => {
+            Failure::SessionExpired | Failure::SessionExpiredByText => {
                 f.write_str("the server no longer knows this session")
             }
-            Kind::SessionLost { id, .. } => write!(
+            Failure::SessionLost { id, .. } => write!(
                 f,
                 "the server forgot the session while request {id} was running (it refused to resume the event stream, GET with Last-Event-ID, for an unknown session); the request may have run, so it was not sent again"
             ),
-            Kind::ExpiredAgain => {
+            Failure::ExpiredAgain => {
                 f.write_str("the server rejected the session again right after a new initialize")
             }
-            Kind::Rpc(e) => write!(
+            Failure::Rpc(e) => write!(
                 f,
                 "the server answered with error {}: {}",
                 e.code, e.message
             ),
-            Kind::Malformed(text) | Kind::Protocol(text) | Kind::NotMcpType(text) => {
+            Failure::Malformed(text) | Failure::Protocol(text) | Failure::NotMcpType(text) => {
                 f.write_str(text)
             }
-            Kind::Stream(text) => match &self.inner.source {
+            Failure::Stream(text) => match &self.inner.source {
                 Some(cause) => write!(f, "{text}: {cause}"),
                 None => f.write_str(text),
             },
-            Kind::Broken(text) => f.write_str(text),
-            Kind::NoMutualVersion(theirs) => {
+            Failure::Broken(text) => f.write_str(text),
+            Failure::NoMutualVersion(theirs) => {
                 let theirs = if theirs.is_empty() {
                     "none that it named".to_string()
                 } else {
@@ -777,28 +781,28 @@ impl fmt::Display for Error {
                     crate::protocol::versions_offered()
                 )
             }
-            Kind::InputRequired(asked) => write!(
+            Failure::InputRequired(asked) => write!(
                 f,
                 "the server asked for more input before it would answer ({asked}), which this client cannot provide: it declares no client capabilities"
             ),
-            Kind::Body => {
+            Failure::Body => {
                 f.write_str("the connection was cut while the server's reply was being read")
             }
-            Kind::NoAnswer { what, within } => write!(
+            Failure::NoAnswer { what, within } => write!(
                 f,
                 "the server did not answer {what} within {} seconds",
                 within.as_secs()
             ),
-            Kind::Reinitialize(cause) => write!(
+            Failure::Reinitialize(cause) => write!(
                 f,
                 "the server forgot the session and initializing again failed: {cause}"
             ),
-            Kind::Closed => f.write_str("the connection to the server was shut down"),
-            Kind::SignIn(url) => write!(
+            Failure::Closed => f.write_str("the connection to the server was shut down"),
+            Failure::SignIn(url) => write!(
                 f,
                 "{SIGN_IN_REQUIRED}: open {url} in a browser and sign in; the server starts once the sign-in completes"
             ),
-            Kind::Auth { text, .. } => write!(f, "signing in failed: {text}"),
+            Failure::Auth { text, .. } => write!(f, "signing in failed: {text}"),
         }
     }
 }
@@ -820,7 +824,7 @@ impl fmt::Debug for Error {
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        if let Kind::Reinitialize(cause) = &self.inner.kind {
+        if let Failure::Reinitialize(cause) = &self.inner.kind {
             return Some(&**cause);
         }
         self.inner
@@ -835,14 +839,14 @@ impl std::error::Error for Error {
 impl Error {
     /// Whether the server refused the request with an HTTP error status (not a redirect).
     pub(crate) fn is_status(&self) -> bool {
-        matches!(self.inner.kind, Kind::Status { .. })
+        matches!(self.inner.kind, Failure::Status { .. })
     }
 
     /// Whether connecting timed out.
     pub(crate) fn is_timeout(&self) -> bool {
         matches!(
             self.inner.kind,
-            Kind::Connect {
+            Failure::Connect {
                 why: Connect::Timeout,
                 ..
             }
@@ -851,18 +855,18 @@ impl Error {
 
     /// Whether no connection could be made (refused, DNS, TLS, timeout): nothing was sent.
     pub(crate) fn is_connect(&self) -> bool {
-        matches!(self.inner.kind, Kind::Connect { .. })
+        matches!(self.inner.kind, Failure::Connect { .. })
     }
 
     /// Whether the server answered with a redirect.
     pub(crate) fn is_redirect(&self) -> bool {
-        matches!(self.inner.kind, Kind::Redirect { .. })
+        matches!(self.inner.kind, Failure::Redirect { .. })
     }
 
     /// Where a redirect pointed: its `Location` scrubbed, without query or fragment, bounded.
     pub(crate) fn redirect_location(&self) -> Option<&str> {
         match &self.inner.kind {
-            Kind::Redirect { location, .. } => location.as_deref(),
+            Failure::Redirect { location, .. } => location.as_deref(),
             _ => None,
         }
     }
@@ -1020,7 +1024,7 @@ mod tests {
             ),
         ] {
             let origin = named.then(|| "https://a.example:443".into());
-            let error = Error::new(Kind::Connect { why, origin }, None);
+            let error = Error::new(Failure::Connect { why, origin }, None);
             assert_eq!(error.to_string(), sentence);
         }
     }
@@ -1151,7 +1155,7 @@ mod tests {
         assert!(!Error::malformed("x".into()).may_be_running());
         assert!(Error::malformed("x".into()).is_malformed());
         let timeout = Error::new(
-            Kind::Connect {
+            Failure::Connect {
                 why: Connect::Timeout,
                 origin: None,
             },

@@ -327,7 +327,7 @@ impl Connection {
     /// entry configures an `Authorization` header (it never signs in, so nothing is stored).
     ///
     /// # Errors
-    /// [`crate::auth::Kind::Storage`] when no store is known or the file cannot be deleted.
+    /// [`crate::auth::ErrorKind::Storage`] when no store is known or the file cannot be deleted.
     pub(crate) fn logout(&self) -> Result<Option<Logout>, crate::auth::Error> {
         self.auth.as_ref().map(|a| a.logout(&self.url)).transpose()
     }

@@ -23,7 +23,7 @@ use super::events::{AfterAnswer, BodyError, SseStream};
 use super::session::{AfterRecheck, Era, EraSignal, Rechecked, Session};
 use super::{Connection, Current, Decoded, Error, Verdict, Wire};
 use crate::json;
-use crate::jsonrpc::{self, Kind, RpcError};
+use crate::jsonrpc::{self, Message, RpcError};
 use crate::limits::{self, MAX_MESSAGE_BYTES};
 use crate::protocol::{ACCEPT_SSE, LAST_EVENT_ID, codes};
 use crate::redact::{REDACTED, Redactor};
@@ -667,28 +667,30 @@ impl Connection {
         decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
     ) -> Option<Result<T, Error>> {
         match message.kind() {
-            Kind::Response(rid, outcome) if jsonrpc::id_matches(rid, id) => Some(match outcome {
-                Ok(result) => decode(result, source),
-                Err(error) => Err(self.rpc_error(error)),
-            }),
-            Kind::ErrorWithoutId(error) => Some(Err(self.rpc_error(error))),
+            Message::Response(rid, outcome) if jsonrpc::id_matches(rid, id) => {
+                Some(match outcome {
+                    Ok(result) => decode(result, source),
+                    Err(error) => Err(self.rpc_error(error)),
+                })
+            }
+            Message::ErrorWithoutId(error) => Some(Err(self.rpc_error(error))),
             // An answer all the same: it ends the wait at once, and nothing is left to cancel.
-            Kind::Hollow(rid) if jsonrpc::id_matches(rid, id) => {
+            Message::Hollow(rid) if jsonrpc::id_matches(rid, id) => {
                 Some(Err(Error::malformed(format!(
                     "the server's response to request {id} holds neither a result nor an error"
                 ))))
             }
-            Kind::Response(..) | Kind::Hollow(_) => {
+            Message::Response(..) | Message::Hollow(_) => {
                 tracing::trace!(namespace = %self.namespace, id, "ignored a response to another request");
                 None
             }
-            Kind::Request(_, method) if session.era == Era::Modern => {
+            Message::Request(_, method) if session.era == Era::Modern => {
                 // A modern server sends no requests (MCP 2026-07-28: input requests travel in
                 // results), and a modern client sends no responses: ignored.
                 tracing::debug!(namespace = %self.namespace, id, ping = method == "ping", "ignored a request from a modern server");
                 None
             }
-            Kind::Request(rid, method) => {
+            Message::Request(rid, method) => {
                 tracing::debug!(namespace = %self.namespace, id, ping = method == "ping", "answering a server request");
                 let answer = Bytes::from(jsonrpc::answer_server_request(rid, method));
                 let this = Arc::clone(self);
@@ -723,11 +725,11 @@ impl Connection {
                 let _ = sent.await;
                 None
             }
-            Kind::Notification(method) => {
+            Message::Notification(method) => {
                 crate::notices::handle(&**self, method, message.params);
                 None
             }
-            Kind::Invalid => {
+            Message::Invalid => {
                 tracing::trace!(namespace = %self.namespace, id, "ignored a message that is not JSON-RPC");
                 None
             }
@@ -788,11 +790,11 @@ fn rpc_error_in(body: &str, answering: Option<u64>) -> Option<(RpcError, bool)> 
         return None;
     };
     match message.kind() {
-        Kind::Response(id, Err(error)) => Some((
+        Message::Response(id, Err(error)) => Some((
             error.clone(),
             answering.is_some_and(|a| jsonrpc::id_matches(id, a)),
         )),
-        Kind::ErrorWithoutId(error) => Some((error.clone(), false)),
+        Message::ErrorWithoutId(error) => Some((error.clone(), false)),
         _ => None,
     }
 }
