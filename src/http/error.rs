@@ -491,7 +491,7 @@ impl Error {
     }
 
     /// The [`Verdict`] the connection reached on this error, once, for the route it answered
-    /// ([`super::verdict::judge`]); [`Verdict::Stands`] for an error no exchange judged.
+    /// ([`super::judge`]); [`Verdict::Stands`] for an error no exchange judged.
     pub(crate) fn verdict(&self) -> Verdict {
         self.inner.verdict.unwrap_or(Verdict::Stands)
     }
