@@ -482,7 +482,7 @@ impl Error {
                 ..
             } if matches!(status.as_u16(), 429 | 503) => Some((*status, *wait)),
             // The renewal of an expired session refused the same way: the same wait.
-            Kind::Reinitialize(cause) => cause.rate_limited(),
+            Failure::Reinitialize(cause) => cause.rate_limited(),
             _ => None,
         }
     }
