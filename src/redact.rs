@@ -40,6 +40,11 @@ use secrecy::{ExposeSecret, SecretString};
 /// mangle it without protecting anything worth protecting.
 pub(crate) const MIN_SECRET_BYTES: usize = 8;
 
+/// The shortest end of a cut text the [`Gate`] takes for what the cut left of another entry's
+/// secret (half of [`MIN_SECRET_BYTES`]): a shorter one says next to nothing of a secret and
+/// matches ordinary text too often.
+const MIN_CUT_TAIL_BYTES: usize = MIN_SECRET_BYTES / 2;
+
 /// What a scrubbed secret becomes.
 pub(crate) const REDACTED: &str = "[redacted]";
 
@@ -82,18 +87,18 @@ struct SecretSet {
 
 impl SecretSet {
     /// How many bytes at the end of `text` are a proper prefix of one of the set's secret
-    /// forms (the longest such), when `text` was cut there: what a cut left of a secret. A JWT
-    /// head starts every JWT of its key (`eyJ`, the encoding of `{"`, for all of them): only a
-    /// cut prefix of it long enough to be its own is taken for it, so a preview ending in `e`
-    /// keeps its last letter.
-    fn cut_tail(&self, text: &str) -> Option<usize> {
+    /// forms (the longest such, at least `shortest` bytes), when `text` was cut there: what a cut
+    /// left of a secret. A JWT head starts every JWT of its key (`eyJ`, the encoding of `{"`,
+    /// for all of them): only a cut prefix of it long enough to be its own is taken for it, so a
+    /// preview ending in `e` keeps its last letter.
+    fn cut_tail(&self, text: &str, shortest: usize) -> Option<usize> {
         let heads = self
             .jwt_heads
             .iter()
             .flatten()
             .map(|s| (s, MIN_SECRET_BYTES));
         let head_forms = self.jwt_heads.iter().map(Vec::len).sum();
-        let others = self.forms().skip(head_forms).map(|s| (s, 1));
+        let others = self.forms().skip(head_forms).map(|s| (s, shortest));
         heads
             .chain(others)
             .filter_map(|(secret, shortest)| {
@@ -575,9 +580,11 @@ impl Gate {
     }
 
     /// `text` with what a cut left of any entry's secret scrubbed: before each `…` (the mark
-    /// of every cut, `limits::truncate`), the end that is a prefix of a secret form becomes
-    /// `[redacted]`. A server's text is cut after its own entry's scrub, which does not know
-    /// the other entries' secrets; this is where all of them are known.
+    /// of every cut, `limits::truncate`), an end of at least [`MIN_CUT_TAIL_BYTES`] that is a
+    /// prefix of a secret form becomes `[redacted]`. A server's text is cut after its own
+    /// entry's scrub ([`Redactor::scrub_cut`], which takes even one byte), and that does not
+    /// know the other entries' secrets; this is where all of them are known. Shorter ends are
+    /// kept: every cut text ending in a letter some secret starts with would lose it otherwise.
     fn cut_tails(&self, text: String) -> String {
         const CUT: &str = "\u{2026}";
         if !text.contains(CUT) {
@@ -592,7 +599,10 @@ impl Gate {
         let mut rest = text.as_str();
         while let Some(at) = rest.find(CUT) {
             let before = &rest[..at];
-            let tail = sets.iter().filter_map(|set| set.cut_tail(before)).max();
+            let tail = sets
+                .iter()
+                .filter_map(|set| set.cut_tail(before, MIN_CUT_TAIL_BYTES))
+                .max();
             match tail {
                 Some(len) => {
                     out.push_str(&before[..before.len() - len]);
@@ -906,7 +916,7 @@ impl Redactor {
     /// too, so no prefix of a secret survives the cut.
     pub(crate) fn scrub_cut<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let scrubbed = self.scrub(text);
-        let tail = self.read().cut_tail(&scrubbed);
+        let tail = self.read().cut_tail(&scrubbed, 1);
         match tail {
             None => scrubbed,
             Some(len) => {
@@ -1267,6 +1277,23 @@ mod tests {
         );
         assert_eq!(Gate::default().pass("x".to_string()).into_string(), "x");
         assert_eq!(format!("{gate:?}"), "Gate(2 entries)");
+    }
+
+    #[test]
+    fn the_gate_scrubs_what_a_cut_left_of_any_entrys_secret_from_four_bytes_on() {
+        let mut a = Redactor::default();
+        a.add("alpha-secret-1");
+        let gate = Gate::new([&a]);
+        let pass = |text: &str| gate.pass(text.to_string()).into_string();
+        assert_eq!(pass("cut alpha-sec\u{2026}"), "cut [redacted]\u{2026}");
+        assert_eq!(
+            pass("{\"d\":\"x alph\u{2026}\"}"),
+            "{\"d\":\"x [redacted]\u{2026}\"}"
+        );
+        // Three bytes are kept: ordinary words end in a secret's first letters.
+        assert_eq!(pass("the alp\u{2026}"), "the alp\u{2026}");
+        // No cut, no tail: a prefix of a secret that ends the text is the text's own.
+        assert_eq!(pass("cut alpha-sec"), "cut alpha-sec");
     }
 
     #[test]
