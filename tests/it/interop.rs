@@ -297,7 +297,9 @@ async fn everything_lists_its_tools_and_maps_each_kind_of_result() {
     // A client with no capabilities gets the 13 tools that need none, sorted by name.
     assert_eq!(
         host.listing(json!({})).await,
-        json!({"servers": [{"namespace": "everything", "status": "ready", "tools": [
+        json!({"servers": [{"namespace": "everything", "status": "ready",
+            // The first line of its instructions (it gives no serverInfo.description).
+            "description": "# Everything Server – Server Instructions", "tools": [
             "echo",
             "get-annotated-message",
             "get-env",
