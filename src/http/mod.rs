@@ -639,11 +639,13 @@ impl Connection {
                 *answered_on = Some(AnsweredOn::new(&session));
             }
             trace_route(&session, &self.redactor);
-            let body = Bytes::from(match session.era {
-                Era::Legacy => jsonrpc::request(wire_id, wire.method, &params),
-                Era::Modern => {
-                    jsonrpc::request_with_meta(wire_id, wire.method, params.get(), &modern::META)
-                }
+            let base = match session.era {
+                Era::Legacy => None,
+                Era::Modern => Some(modern::META.as_str()),
+            };
+            let body = Bytes::from(match trace::request_meta(base) {
+                None => jsonrpc::request(wire_id, wire.method, &params),
+                Some(meta) => jsonrpc::request_with_meta(wire_id, wire.method, params.get(), &meta),
             });
             let (error, phase) = match self.post_request(id, wire_id, body, wire, &session).await {
                 Ok(response) => match self

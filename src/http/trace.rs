@@ -8,6 +8,10 @@
 //! never a header, an argument, a result or server text. The span's name is `mcp.request`;
 //! `otel.name` (the name `tracing-opentelemetry` exports) is `{mcp.method.name} {target}`, the
 //! target being a `tools/call`'s tool name.
+//!
+//! With the `opentelemetry` feature, also owns the trace context a request carries: when the
+//! request's span has an OpenTelemetry span context (the Host installed `tracing-opentelemetry`),
+//! its W3C `traceparent` and `tracestate` go into `params._meta` ([`request_meta`]).
 
 use tracing::Span;
 use tracing::field::Empty;
@@ -99,6 +103,62 @@ pub(crate) fn tool_error() {
     let span = Span::current();
     span.record("otel.status_code", "ERROR");
     span.record("error.type", "tool_error");
+}
+
+/// The text of the `_meta` object a request carries: `base` (the text of a JSON object, the
+/// modern era's members; `None` in the 2025 era) with the W3C trace context of the current span
+/// added as `traceparent` and, when not empty, `tracestate` (W3C Trace Context §3.2 and §3.3;
+/// the root keys of `_meta`, MCP 2026-07-28 basic "`_meta`"). `None` when there is neither:
+/// then a 2025-era request carries no `_meta`. The trace context is there only with the
+/// `opentelemetry` feature and a valid span context on the current span.
+pub(super) fn request_meta(base: Option<&str>) -> Option<std::borrow::Cow<'_, str>> {
+    use std::borrow::Cow;
+    let Some(members) = trace_context() else {
+        return base.map(Cow::Borrowed);
+    };
+    Some(Cow::Owned(match base {
+        // `base` is the text of a JSON object with at least one member.
+        Some(base) => match base.trim_end().strip_suffix('}') {
+            Some(open) if open.trim_end().ends_with('{') => format!("{open}{members}}}"),
+            Some(open) => format!("{open},{members}}}"),
+            None => base.to_string(),
+        },
+        None => format!("{{{members}}}"),
+    }))
+}
+
+/// The members `"traceparent":"00-{trace-id}-{span-id}-{flags}"` and maybe
+/// `"tracestate":"…"` of the current span's OpenTelemetry context, or `None` when it has no
+/// valid span context (no OpenTelemetry layer, or the feature is off).
+#[cfg(feature = "opentelemetry")]
+fn trace_context() -> Option<String> {
+    use opentelemetry::trace::TraceContextExt;
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    let context = Span::current().context();
+    let span = context.span();
+    let span_context = span.span_context();
+    if !span_context.is_valid() {
+        return None;
+    }
+    let traceparent = format!(
+        "00-{}-{}-{:02x}",
+        span_context.trace_id(),
+        span_context.span_id(),
+        span_context.trace_flags().to_u8()
+    );
+    let mut members = format!(r#""traceparent":"{traceparent}""#);
+    let state = span_context.trace_state().header();
+    if !state.is_empty() {
+        let state = serde_json::to_string(&state).expect("a string serializes");
+        members.push_str(&format!(r#","tracestate":{state}"#));
+    }
+    Some(members)
+}
+
+/// Without the `opentelemetry` feature no span has a trace context to send.
+#[cfg(not(feature = "opentelemetry"))]
+fn trace_context() -> Option<String> {
+    None
 }
 
 #[cfg(test)]

@@ -6,8 +6,9 @@
 //! The ignored tests are run by CI on purpose: `cargo test --test it schedules:: -- --ignored`
 //! (the long generated schedules; `.ci/run` step "generated session schedules") and
 //! `cargo test --test it interop:: -- --ignored` (real peers installed by
-//! `.ci/interop-setup.sh`; `.ci/interop.sh`). The four `finding:` tests at the end of `secrets`
-//! are parked findings, ignored until their fixes land; no CI step runs them.
+//! `.ci/interop-setup.sh`; `.ci/interop.sh`). Trace context (the `opentelemetry` feature) is tested by
+//! tests/traces.rs, a target of its own built only with `--features opentelemetry` (`.ci/run`
+//! step "traces"), on this binary's [`support`].
 
 // The Host's view: install, construct, the two tools, errors a model acts on, awaited shutdown.
 mod host;
