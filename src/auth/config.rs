@@ -12,8 +12,10 @@
 //!
 //! Owns the shape and its rules; a refusal names the field, never its value. A key that is one
 //! of [`KEYS`] in another case, with `_` or `-`, or one letter off (`clientID`, `client_id`,
-//! `scope`) refuses the entry with a did-you-mean, as a misspelled entry key does; other unknown
-//! fields are ignored, like everywhere in an entry. String values go through the entry's substitution
+//! `scope`) refuses the entry with a did-you-mean, as a misspelled entry key does; Gemini CLI's
+//! keys that route credentials (`tokenUrl`, `audiences`, … in [`REFUSED_KEYS`]) refuse it
+//! naming what to write instead, and its `enabled: false` switches the object off; other
+//! unknown fields are ignored, like everywhere in an entry. String values go through the entry's substitution
 //! (`${env:NAME}`), given as a function; the substituted values become the entry's secrets,
 //! except in the fields [`is_public`] names, which the sign-in link shows by design.
 
@@ -35,6 +37,36 @@ const KEYS: [&str; 8] = [
     "grantType",
     "privateKey",
     "signingAlgorithm",
+];
+
+/// Gemini CLI's `oauth` keys that say where credentials go or how the token is sent, which this
+/// Pack decides from the server instead: each refuses the entry, naming the key and what to
+/// write instead (never ignored: a user who wrote one expects it obeyed).
+const REFUSED_KEYS: [(&str, &str); 6] = [
+    (
+        "authorizationUrl",
+        "the authorization server's endpoints are found from the server's metadata (RFC 9728, RFC 8414): remove it",
+    ),
+    (
+        "tokenUrl",
+        "the authorization server's endpoints are found from the server's metadata (RFC 9728, RFC 8414): remove it",
+    ),
+    (
+        "registrationUrl",
+        "the authorization server's endpoints are found from the server's metadata (RFC 9728, RFC 8414): remove it",
+    ),
+    (
+        "audiences",
+        "a token is asked for the server's url as its resource (RFC 8707): remove it",
+    ),
+    (
+        "redirectUri",
+        "the browser comes back to a loopback port: remove it, and write \"callbackPort\" to choose the port",
+    ),
+    (
+        "tokenParamName",
+        "the token goes in the Authorization header, never in the url: remove it",
+    ),
 ];
 
 /// Which grant gets the tokens.
@@ -142,6 +174,23 @@ pub(crate) fn parse(value: &Value, substitute: &mut Substitute<'_>) -> Result<OA
             return Err(format!(
                 "the entry's \"oauth\" has \"{}\", which this Pack does not read; did you mean \"{meant}\"? (keys are case-sensitive)",
                 printable(key)
+            ));
+        }
+    }
+    if let Some((key, instead)) = REFUSED_KEYS.iter().find(|(k, _)| fields.contains_key(*k)) {
+        return Err(format!(
+            "the entry's \"oauth\" has \"{key}\" (Gemini CLI's key), which this Pack does not read: {instead}"
+        ));
+    }
+    // Gemini CLI's `enabled`: `false` switches the object's settings off (a sign-in a server asks
+    // for is still offered, as for an entry without `oauth`).
+    match fields.get("enabled") {
+        None | Some(Value::Null | Value::Bool(true)) => {}
+        Some(Value::Bool(false)) => return Ok(OAuthConfig::default()),
+        Some(other) => {
+            return Err(format!(
+                "oauth.enabled must be true or false, found {}",
+                json_type(other)
             ));
         }
     }
@@ -399,10 +448,32 @@ mod tests {
             "clientId": "abc",
             "client_id": "other",
             "audience": "x",
-            "redirectUri": "http://127.0.0.1/cb",
-            "tokenUrl": "https://a.example/token",
         }))
         .unwrap();
         assert_eq!(config.client_id.as_deref(), Some("abc"));
+    }
+
+    /// Gemini CLI's keys that route credentials are refused by name, with what to write; its
+    /// `enabled: false` switches the object's settings off.
+    #[test]
+    fn gemini_cli_keys_that_route_credentials_are_refused_and_enabled_false_is_read() {
+        for (key, instead) in REFUSED_KEYS {
+            let refused = parsed(json!({"clientId": "a", key: "https://a.example/x"})).unwrap_err();
+            assert_eq!(
+                refused,
+                format!(
+                    "the entry's \"oauth\" has \"{key}\" (Gemini CLI's key), which this Pack does not read: {instead}"
+                )
+            );
+        }
+        let off =
+            parsed(json!({"enabled": false, "clientId": "a", "clientSecret": "s3cr3t"})).unwrap();
+        assert_eq!((off.client_id, off.client_secret.is_none()), (None, true));
+        let on = parsed(json!({"enabled": true, "clientId": "a"})).unwrap();
+        assert_eq!(on.client_id.as_deref(), Some("a"));
+        assert_eq!(
+            parsed(json!({"enabled": "no"})).unwrap_err(),
+            "oauth.enabled must be true or false, found a string"
+        );
     }
 }

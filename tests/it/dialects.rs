@@ -661,3 +661,28 @@ async fn each_request_is_a_span_with_the_mcp_attributes_and_no_secret() {
         assert!(!every_value.contains(secret), "{secret} in {every_value}");
     }
 }
+
+/// Gemini CLI's `oauth` keys that route credentials are refused by name before anything is sent
+/// (the server gets no request), and `"enabled": false` switches the object off: its client
+/// secret is not a setting any more, and the entry starts as one without `oauth`.
+#[tokio::test]
+async fn gemini_oauth_keys_that_route_credentials_are_refused_by_name() {
+    let server = tools_server().await;
+    let url = |path: &str| format!("http://127.0.0.1:{}/{path}", server.port);
+    let host = Host::new(json!({
+        "routed": {"httpUrl": url("routed"), "oauth": {
+            "enabled": true, "clientId": "gemini-app", "tokenUrl": "https://auth.example/token",
+        }},
+        "off": {"httpUrl": url("off"), "oauth": {"enabled": false, "clientId": "gemini-app"}},
+    }));
+    let failed = host.failed("routed", WAIT).await;
+    assert_eq!(
+        failed["reason"],
+        "the entry's \"oauth\" has \"tokenUrl\" (Gemini CLI's key), which this Pack does not read: the authorization server's endpoints are found from the server's metadata (RFC 9728, RFC 8414): remove it"
+    );
+    host.ready("off", WAIT).await;
+    assert!(
+        server.requests().iter().all(|r| r.target != "/routed"),
+        "a refused entry was sent a request"
+    );
+}
