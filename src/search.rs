@@ -645,9 +645,15 @@ pub(crate) fn rank(query: &Query, indexes: &[&Index], limit: usize) -> Vec<Hit> 
 
 /// `text` cut to its first sentence (up to and with the first `.`, `!` or `?` followed by
 /// whitespace, or to the first line break), then to [`ONE_LINE_BYTES`] ([`limits::truncate`]).
-/// The text is scrubbed already (the listing holds only scrubbed text).
+/// A Markdown ATX heading opening the text (`# Title`, as server instructions often begin) is
+/// read as its title, without its `#` markers (CommonMark §4.2). The text is scrubbed already
+/// (the listing holds only scrubbed text).
 pub(crate) fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
-    let text = text.trim();
+    let mut text = text.trim();
+    let marks = text.len() - text.trim_start_matches('#').len();
+    if (1..=6).contains(&marks) && text[marks..].starts_with([' ', '\t']) {
+        text = text[marks..].trim_start();
+    }
     let mut end = text.len();
     let mut chars = text.char_indices().peekable();
     while let Some((i, c)) = chars.next() {
@@ -863,6 +869,13 @@ mod tests {
         assert_eq!(one_line("Opens an issue. Needs a repo."), "Opens an issue.");
         assert_eq!(one_line("Version 1.2 of it\nmore"), "Version 1.2 of it");
         assert_eq!(one_line("  no stop  "), "no stop");
+        assert_eq!(
+            one_line("# Everything Server – Server Instructions\n\nAudience: models."),
+            "Everything Server – Server Instructions"
+        );
+        assert_eq!(one_line("### Files. Read them"), "Files.");
+        assert_eq!(one_line("#hashtag tools"), "#hashtag tools");
+        assert_eq!(one_line("####### seven"), "####### seven");
         let long = "x".repeat(300);
         let cut = one_line(&long);
         assert_eq!(cut.len(), ONE_LINE_BYTES);

@@ -299,7 +299,7 @@ async fn everything_lists_its_tools_and_maps_each_kind_of_result() {
         host.listing(json!({})).await,
         json!({"servers": [{"namespace": "everything", "status": "ready",
             // The first line of its instructions (it gives no serverInfo.description).
-            "description": "# Everything Server – Server Instructions", "tools": [
+            "description": "Everything Server – Server Instructions", "tools": [
             "echo",
             "get-annotated-message",
             "get-env",
