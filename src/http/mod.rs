@@ -884,14 +884,24 @@ impl Connection {
         session: Option<&Session>,
     ) -> Result<(), Error> {
         let body = jsonrpc::notification(method, params);
-        self.post(
-            Bytes::from(body),
-            &Wire::new(method, None, &[]),
-            session,
-            None,
+        // The notification's span (README "Traces").
+        let span = trace::notification_span(method, self.origin.as_deref());
+        if let Some(session) = session {
+            span.in_scope(|| trace_route(session, &self.redactor));
+        }
+        let outcome = tracing::Instrument::instrument(
+            self.post(
+                Bytes::from(body),
+                &Wire::new(method, None, &[]),
+                session,
+                None,
+            ),
+            span.clone(),
         )
         .await
-        .map(drop)
+        .map(drop);
+        trace::on_outcome(&span, &outcome);
+        outcome
     }
 
     /// The configured headers, and the session's id and negotiated version when it has them;

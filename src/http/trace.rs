@@ -1,4 +1,4 @@
-//! The span of each request the client sends, named and attributed by the OpenTelemetry
+//! The span of each request and notification the client sends, named and attributed by the OpenTelemetry
 //! semantic conventions for MCP (client spans) and JSON-RPC, so a Host exporting `tracing` spans
 //! (e.g. with `tracing-opentelemetry`) sees them (README "Traces").
 //!
@@ -33,26 +33,51 @@ pub(super) fn request_span(
         None => method.to_string(),
     };
     let (address, port) = origin.and_then(host_and_port).unzip();
-    tracing::info_span!(
-        "mcp.request",
-        "otel.name" = %name,
-        "otel.kind" = "client",
-        "otel.status_code" = Empty,
-        "mcp.method.name" = method,
-        "mcp.protocol.version" = Empty,
-        "mcp.session.id" = Empty,
-        "gen_ai.tool.name" = tool,
-        "gen_ai.operation.name" = tool.map(|_| "execute_tool"),
-        "jsonrpc.request.id" = id,
-        "jsonrpc.protocol.version" = "2.0",
-        "rpc.response.status_code" = Empty,
-        "error.type" = Empty,
-        "server.address" = address,
-        "server.port" = port,
-        "network.transport" = "tcp",
-        "network.protocol.name" = "http",
+    message_span!("mcp.request", name, method, tool, Some(id), address, port)
+}
+
+/// The span of a notification of `method` the client sends (`notifications/initialized`,
+/// `notifications/cancelled`) to the server at `origin`: named `mcp.notification`, with the
+/// attributes of [`request_span`] without a request id or a tool.
+pub(super) fn notification_span(method: &str, origin: Option<&str>) -> Span {
+    let (address, port) = origin.and_then(host_and_port).unzip();
+    message_span!(
+        "mcp.notification",
+        method,
+        method,
+        None::<&str>,
+        None::<u64>,
+        address,
+        port
     )
 }
+
+/// A span of a JSON-RPC message the client sends, with the MCP and JSON-RPC attributes (one
+/// list for [`request_span`] and [`notification_span`]; a span's name must be a literal).
+macro_rules! message_span {
+    ($span:literal, $name:expr, $method:expr, $tool:expr, $id:expr, $address:expr, $port:expr) => {
+        tracing::info_span!(
+            $span,
+            "otel.name" = %$name,
+            "otel.kind" = "client",
+            "otel.status_code" = Empty,
+            "mcp.method.name" = $method,
+            "mcp.protocol.version" = Empty,
+            "mcp.session.id" = Empty,
+            "gen_ai.tool.name" = $tool,
+            "gen_ai.operation.name" = $tool.map(|_| "execute_tool"),
+            "jsonrpc.request.id" = $id,
+            "jsonrpc.protocol.version" = "2.0",
+            "rpc.response.status_code" = Empty,
+            "error.type" = Empty,
+            "server.address" = $address,
+            "server.port" = $port,
+            "network.transport" = "tcp",
+            "network.protocol.name" = "http",
+        )
+    };
+}
+use message_span;
 
 /// `host` and `port` of an origin `scheme://host:port` (an IPv6 host without its brackets).
 fn host_and_port(origin: &str) -> Option<(&str, u16)> {

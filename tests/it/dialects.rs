@@ -651,6 +651,23 @@ async fn each_request_is_a_span_with_the_mcp_attributes_and_no_secret() {
             .iter()
             .any(|s| s.fields["mcp.method.name"] == "initialize")
     );
+    // A notification is a span too, with no request id.
+    let initialized = seen
+        .iter()
+        .find(|s| s.name == "mcp.notification")
+        .expect("a notification span");
+    assert_eq!(
+        (
+            initialized.fields.get("otel.name").map(String::as_str),
+            initialized.fields.get("mcp.session.id").map(String::as_str),
+            initialized.fields.get("jsonrpc.request.id"),
+        ),
+        (
+            Some("notifications/initialized"),
+            Some(hostile::SESSION),
+            None
+        )
+    );
     let every_value: String = seen
         .iter()
         .flat_map(|s| s.fields.values())
