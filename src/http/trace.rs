@@ -1,11 +1,12 @@
-//! The span of each request and notification the client sends, named and attributed by the OpenTelemetry
-//! semantic conventions for MCP (client spans) and JSON-RPC, so a Host exporting `tracing` spans
-//! (e.g. with `tracing-opentelemetry`) sees them (README "Traces").
+//! The span of each request and notification the client sends, named and attributed by the
+//! OpenTelemetry semantic conventions for MCP (client spans) and JSON-RPC, so a Host exporting
+//! `tracing` spans (e.g. with `tracing-opentelemetry`) sees them (README "Traces").
 //!
 //! Owns which attributes a request span carries and when each is recorded. A span is made where
 //! the request is made, so a `tools/call` made in a Host's span (the call task carries it) is its
 //! child. Attributes hold names, ids, versions, codes and the server's host and port only:
-//! never a header, an argument, a result or server text. The span's name is `mcp.request`;
+//! never a header, an argument, a result or server text. A request's span is named
+//! `mcp.request`, a notification's `mcp.notification`;
 //! `otel.name` (the name `tracing-opentelemetry` exports) is `{mcp.method.name} {target}`, the
 //! target being a `tools/call`'s tool name.
 //!
