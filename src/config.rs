@@ -373,7 +373,7 @@ const ENTRY_KEYS: [&str; 5] = ["url", "command", "serverUrl", "httpUrl", "type"]
 /// The keys of a server entry this Pack reads or knows (other clients' included); a key that
 /// is none of them but one of them in another case, or one letter off, is a typo
 /// ([`misspelled`]).
-const KNOWN_KEYS: [&str; 32] = [
+const KNOWN_KEYS: [&str; 34] = [
     "url",
     "headers",
     "type",
@@ -406,6 +406,8 @@ const KNOWN_KEYS: [&str; 32] = [
     "targetAudience",
     "targetServiceAccount",
     "transportType",
+    "scopes",
+    "oauth_resource",
 ];
 
 /// The refusal of an entry holding a key that is a known key misspelled (`"URL"`, `"Headers"`,
@@ -774,6 +776,11 @@ fn not_done(fields: &serde_json::Map<String, Value>) -> Option<String> {
             ));
         }
     }
+    if given("oauth_resource") {
+        return Some(
+            "the entry has \"oauth_resource\" (Codex's RFC 8707 resource), which this Pack does not set: a token is always asked for the server's url as its resource (MCP authorization, \"Resource Parameter\"); remove it".to_string(),
+        );
+    }
     let google = match fields.get("authProviderType") {
         None | Some(Value::Null) => None,
         Some(Value::String(kind)) if kind == "dynamic_discovery" => None,
@@ -887,11 +894,35 @@ fn all_headers(
 
 /// The entry's `oauth` object, or Cursor's `auth` (a pre-registered OAuth client: `CLIENT_ID`,
 /// `CLIENT_SECRET`, `scopes`) as the `oauth` object it means (`clientId`, `clientSecret`,
-/// `scopes`); `None` when neither is given.
+/// `scopes`), with Codex's entry-level `scopes` as its `scopes`; `None` when none is given.
 ///
 /// # Errors
-/// Both keys, `auth` not an object, or a key of `auth` other than those three (named).
+/// Both `oauth` and `auth`, `auth` not an object, a key of `auth` other than those three
+/// (named), or Codex's `scopes` beside scopes in the object.
 fn oauth_value(fields: &serde_json::Map<String, Value>) -> Result<Option<Value>, String> {
+    let oauth = oauth_object(fields)?;
+    let Some(scopes) = fields.get("scopes").filter(|value| !value.is_null()) else {
+        return Ok(oauth);
+    };
+    let mut oauth = match oauth {
+        None => serde_json::Map::new(),
+        Some(Value::Object(oauth)) => oauth,
+        // Not an object: `oauth`'s own parse names it.
+        Some(other) => return Ok(Some(other)),
+    };
+    if oauth.contains_key("scopes") {
+        return Err(
+            "the entry has \"scopes\" (Codex's key) and scopes in its OAuth client too; keep one"
+                .to_string(),
+        );
+    }
+    oauth.insert("scopes".to_string(), scopes.clone());
+    Ok(Some(Value::Object(oauth)))
+}
+
+/// The entry's `oauth` object, or Cursor's `auth` as the `oauth` object it means; see
+/// [`oauth_value`].
+fn oauth_object(fields: &serde_json::Map<String, Value>) -> Result<Option<Value>, String> {
     let given = |key: &str| fields.get(key).filter(|value| !value.is_null());
     match (given("oauth"), given("auth")) {
         (Some(_), Some(_)) => Err(
@@ -1693,6 +1724,38 @@ mod tests {
             Some(vec!["read".to_string(), "write".to_string()])
         );
         assert_eq!(server.redactor.scrub("s3cr3t-token-value"), "[redacted]");
+    }
+
+    /// Codex's entry-level `scopes` are the OAuth scopes asked for; its `oauth_resource` is
+    /// refused by name.
+    #[test]
+    fn codex_scopes_are_the_oauth_scopes_and_its_resource_is_refused() {
+        let url = "https://a.example/mcp";
+        let codex = remote(json!({"url": url, "scopes": ["repo", "read:org"]}));
+        assert_eq!(
+            codex.oauth.scopes,
+            Some(vec!["repo".to_string(), "read:org".to_string()])
+        );
+        let with_client = remote(json!({"url": url, "scopes": "a b", "oauth": {"clientId": "c"}}));
+        assert_eq!(
+            (
+                with_client.oauth.client_id.as_deref(),
+                with_client.oauth.scopes
+            ),
+            (Some("c"), Some(vec!["a".to_string(), "b".to_string()]))
+        );
+        assert_eq!(
+            refused(json!({"url": url, "scopes": "a", "oauth": {"scopes": "b"}})),
+            "the entry has \"scopes\" (Codex's key) and scopes in its OAuth client too; keep one"
+        );
+        assert_eq!(
+            refused(json!({"url": url, "oauth_resource": "https://a.example"})),
+            "the entry has \"oauth_resource\" (Codex's RFC 8707 resource), which this Pack does not set: a token is always asked for the server's url as its resource (MCP authorization, \"Resource Parameter\"); remove it"
+        );
+        assert_eq!(
+            refused(json!({"url": url, "scope": "a"})),
+            "the entry has \"scope\", which this Pack does not read; did you mean \"scopes\"? (keys are case-sensitive)"
+        );
     }
 
     #[test]
