@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use crate::support::host_cli::{code_and_stderr, host_command};
 use crate::support::oauth::{Options, TestServer, play_browser, play_browser_page};
 use crate::support::{Host, oauth_store, store_file};
 use reqwest::Url;
@@ -1038,16 +1039,6 @@ async fn step_up(host: &Host, tool: &str) {
     browse(host, &link).await;
 }
 
-/// `examples/host.rs` as built beside this test binary (`target/<profile>/examples/host`).
-fn host_example() -> std::path::PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples/host")
-}
-
 /// A store directory `plugin-mcp-<tag>-<pid>` (emptied, not made) and a config file
 /// `plugin-mcp-<tag>-<pid>.json` beside it with `servers` as its `mcpServers`, in the temp
 /// directory, for the host example.
@@ -1085,12 +1076,10 @@ async fn host_login_with(
     paste: Option<fn(&str) -> String>,
 ) -> (Option<i32>, String) {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
-    let mut child = tokio::process::Command::new(host_example())
+    let mut child = host_command(dir)
         .args(["login", "--wait", "20"])
         .arg(config)
         .arg("docs")
-        .env("PLUGIN_MCP_OAUTH_DIR", dir)
-        .env_remove("RUST_LOG")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -1116,10 +1105,7 @@ async fn host_login_with(
         .await
         .unwrap()
         .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    code_and_stderr(&out)
 }
 
 #[tokio::test]
@@ -1285,30 +1271,42 @@ async fn a_client_id_from_the_environment_still_gets_a_link() {
         "clientId": "${env:DOCS_CLIENT_ID}", "clientSecret": "${env:DOCS_CLIENT_SECRET}"
     });
     let (dir, config) = host_config("env-client", entry_with(&server, "oauth", oauth));
-    // The environment is the child's: this test binary's own stays untouched.
-    let out = tokio::process::Command::new(host_example())
-        .args(["--wait", "3"])
-        .arg(&config)
-        .arg("mcp/get_dynamic_tools")
-        .arg(r#"{"namespace":"docs"}"#)
-        .env("PLUGIN_MCP_OAUTH_DIR", &dir)
-        .env("DOCS_CLIENT_ID", "client-from-env-42")
-        .env("DOCS_CLIENT_SECRET", "client-secret-value-778899")
-        .env_remove("RUST_LOG")
-        .output()
-        .await
-        .unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    let _ = std::fs::remove_file(&config);
-    let listing: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let link = listing["signInUrl"]
-        .as_str()
-        .map(|l| Url::parse(l).unwrap());
+    let env = [
+        ("DOCS_CLIENT_ID", "client-from-env-42"),
+        ("DOCS_CLIENT_SECRET", "client-secret-value-778899"),
+    ];
+    let (listing, link) = docs_listing_in_child(&dir, &config, &env).await;
     assert_eq!(
         link.map(|l| query(&l, "client_id")),
         Some(Some("client-from-env-42".to_string())),
         "{listing}"
     );
+}
+
+/// Runs `host --wait 3 CONFIG mcp/get_dynamic_tools {"namespace":"docs"}` with the store in
+/// `dir` and `env` set in the child's environment only (this test binary's own stays
+/// untouched); removes `dir` and `config`; returns docs' listing and its `signInUrl`, parsed.
+async fn docs_listing_in_child(
+    dir: &std::path::Path,
+    config: &std::path::Path,
+    env: &[(&str, &str)],
+) -> (Value, Option<Url>) {
+    let out = host_command(dir)
+        .args(["--wait", "3"])
+        .arg(config)
+        .arg("mcp/get_dynamic_tools")
+        .arg(r#"{"namespace":"docs"}"#)
+        .envs(env.iter().copied())
+        .output()
+        .await
+        .unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+    let _ = std::fs::remove_file(config);
+    let listing: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let link = listing["signInUrl"]
+        .as_str()
+        .map(|l| Url::parse(l).unwrap());
+    (listing, link)
 }
 
 /// A server on 127.0.0.1 whose every answer `route` gives, from the request's method and
@@ -1367,17 +1365,8 @@ fn server_metadata(base: &str, issuer: Option<&str>) -> Value {
 /// The listing's reason for `docs` at `base` once it settles on an error.
 async fn failure_reason(base: &str) -> String {
     let host = Host::new(json!({"docs": {"url": format!("{base}/mcp")}}));
-    let listing = host
-        .wait_for(WAIT, |l| {
-            l["servers"][0]["reason"].as_str().is_some_and(|r| {
-                r.starts_with("signing in failed") || r.starts_with("sign-in required")
-            })
-        })
-        .await;
-    listing["servers"][0]["reason"]
-        .as_str()
-        .unwrap()
-        .to_string()
+    host.reason_starting(&["signing in failed", "sign-in required"])
+        .await
 }
 
 #[tokio::test]
@@ -1524,24 +1513,8 @@ async fn scopes_from_the_environment_reach_the_link() {
     let server = TestServer::start(Options::default()).await;
     let oauth = json!({"scopes": "${env:DOCS_SCOPES}"});
     let (dir, config) = host_config("env-scopes", entry_with(&server, "oauth", oauth));
-    // The environment is the child's: this test binary's own stays untouched.
-    let out = tokio::process::Command::new(host_example())
-        .args(["--wait", "3"])
-        .arg(&config)
-        .arg("mcp/get_dynamic_tools")
-        .arg(r#"{"namespace":"docs"}"#)
-        .env("PLUGIN_MCP_OAUTH_DIR", &dir)
-        .env("DOCS_SCOPES", "files:read files:write")
-        .env_remove("RUST_LOG")
-        .output()
-        .await
-        .unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    let _ = std::fs::remove_file(&config);
-    let listing: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let link = listing["signInUrl"]
-        .as_str()
-        .map(|l| Url::parse(l).unwrap());
+    let env = [("DOCS_SCOPES", "files:read files:write")];
+    let (listing, link) = docs_listing_in_child(&dir, &config, &env).await;
     assert_eq!(
         link.map(|l| query(&l, "scope")),
         Some(Some("files:read files:write".to_string())),
