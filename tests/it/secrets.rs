@@ -193,9 +193,7 @@ fn assert_no_secret(label: &str, text: &str, secrets: &[String]) {
         );
     }
     if let Ok(value) = serde_json::from_str::<Value>(text) {
-        let mut strings = Vec::new();
-        collect_strings(&value, &mut strings);
-        for s in strings {
+        for s in crate::support::leaves::strings(&value) {
             for secret in secrets {
                 assert!(
                     !s.contains(secret.as_str()),
@@ -233,20 +231,6 @@ fn logged_reason<'a>(logs: &'a str, namespace: &str) -> &'a str {
     line.split_once(" reason=").unwrap().1
 }
 
-fn collect_strings(value: &Value, out: &mut Vec<String>) {
-    match value {
-        Value::String(s) => out.push(s.clone()),
-        Value::Array(items) => items.iter().for_each(|v| collect_strings(v, out)),
-        Value::Object(map) => {
-            for (k, v) in map {
-                out.push(k.clone());
-                collect_strings(v, out);
-            }
-        }
-        _ => {}
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // the property
 
@@ -268,10 +252,7 @@ fn no_secret_escapes(case: usize, literal: &str, token: &str, path: &str, query:
         .map(|s| s.to_string())
         .collect();
     let (_capture, logs) = logs::capture("trace");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = crate::support::current_thread_runtime();
     runtime.block_on(async {
         let failing = echo_server(true).await;
         let working = echo_server(false).await;
