@@ -676,11 +676,9 @@ async fn a_modern_tools_own_plain_400_on_replicas_with_other_instructions_costs_
     for _ in 0..3 {
         assert!(host.call_tool("lb", "t").await.is_err());
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(
-        (server.count("server/discover"), server.count("tools/list")),
-        (2, 2)
-    );
+    let quiet = Duration::from_millis(500);
+    let counts = server.counts_after(quiet, ["server/discover", "tools/list"]);
+    assert_eq!(counts.await, [2, 2]);
 }
 
 /// A 2025-era tool that answers with its own `-32021` (in the JSON-RPC implementation range):
