@@ -322,6 +322,23 @@ fn trail_of(lines: &[&str]) -> Vec<String> {
     START.iter().chain(lines).map(|l| l.to_string()).collect()
 }
 
+/// A second later, a call of `t` on `namespace` answers `ok on <session>`, and `server` gets
+/// the `GET` on `session` (waited for at most `limit`) within the same second as that answer.
+async fn call_then_get_at_once(
+    host: &Host,
+    namespace: &str,
+    server: &Server,
+    session: &str,
+    limit: Duration,
+) {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let answer = host.call_tool(namespace, "t").await;
+    assert_eq!(answer, Ok(format!("ok on {session}")));
+    let answered = Instant::now();
+    let get = first_get_on(server, session, limit).await;
+    assert_eq!((get.at - answered).as_secs(), 0);
+}
+
 /// The loop's `ping` (after a `404` to s-1's `GET`) goes unanswered while a call finds s-1
 /// forgotten and renews it to s-2. docs/connection.md: "The loop watches the session machine
 /// while it waits: when the session its stream is on stops being the live one (a call renewed
@@ -356,11 +373,8 @@ async fn a_call_that_renews_the_session_while_the_loop_pings_moves_the_stream_at
             r.iter().any(|r| r.method() == "ping")
         })
         .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(host.call_tool("pinging", "t").await, Ok("ok on s-2".into()));
-    let answered = Instant::now();
-    let get = first_get_on(&server, "s-2", Duration::from_secs(60)).await;
-    assert_eq!((get.at - answered).as_secs(), 0);
+    let limit = Duration::from_secs(60);
+    call_then_get_at_once(&host, "pinging", &server, "s-2", limit).await;
     drop(host);
 }
 
@@ -426,11 +440,8 @@ async fn a_call_renewal_during_the_wait_after_the_loops_own_renewal_gets_its_str
             r.iter().filter(|r| r.method() == "initialize").count() == 6
         })
         .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(host.call_tool("grown", "t").await, Ok("ok on s-7".into()));
-    let answered = Instant::now();
-    let get = first_get_on(&server, "s-7", Duration::from_secs(120)).await;
-    assert_eq!((get.at - answered).as_secs(), 0);
+    let limit = Duration::from_secs(120);
+    call_then_get_at_once(&host, "grown", &server, "s-7", limit).await;
     drop(host);
 }
 
