@@ -1325,6 +1325,17 @@ async fn scripted_server(
     (server, base)
 }
 
+/// A [`scripted_server`] answering as [`challenge_and_prm`], and every other request with
+/// `route(target, base)`.
+async fn scripted_behind_prm(
+    route: impl Fn(&str, &str) -> crate::support::hostile::Reply + Send + Sync + 'static,
+) -> (crate::support::hostile::Server, String) {
+    scripted_server(move |method, target, base| {
+        challenge_and_prm(method, target, base).unwrap_or_else(|| route(target, base))
+    })
+    .await
+}
+
 /// The `401` of a server whose challenge names `<base>/prm`, and that protected resource
 /// metadata naming `<base>` as the authorization server; `None` for other requests.
 fn challenge_and_prm(
@@ -1369,18 +1380,24 @@ async fn failure_reason(base: &str) -> String {
         .await
 }
 
+/// The link in the listing's reason for `docs` at `base` once it settles on `sign-in required:
+/// open <link> ...`.
+async fn required_link(base: &str) -> String {
+    let reason = failure_reason(base).await;
+    let link = reason
+        .strip_prefix("sign-in required: open ")
+        .and_then(|r| r.split(' ').next())
+        .unwrap_or_else(|| panic!("no link: {reason}"));
+    link.to_string()
+}
+
 #[tokio::test]
 async fn authorization_server_metadata_without_an_issuer_is_said_to_name_none() {
     use crate::support::hostile::Reply;
     oauth_store();
-    let (_server, base) = scripted_server(|method, target, base| {
-        if let Some(reply) = challenge_and_prm(method, target, base) {
-            return reply;
-        }
-        match target {
-            "/.well-known/oauth-authorization-server" => Reply::json(&server_metadata(base, None)),
-            _ => Reply::raw(404, "text/plain", "not here"),
-        }
+    let (_server, base) = scripted_behind_prm(|target, base| match target {
+        "/.well-known/oauth-authorization-server" => Reply::json(&server_metadata(base, None)),
+        _ => Reply::raw(404, "text/plain", "not here"),
     })
     .await;
     assert_eq!(
@@ -1394,29 +1411,20 @@ async fn authorization_server_metadata_without_an_issuer_is_said_to_name_none() 
 async fn an_html_page_at_the_first_metadata_url_sends_discovery_on_to_openid() {
     use crate::support::hostile::Reply;
     oauth_store();
-    let (server, base) = scripted_server(|method, target, base| {
-        if let Some(reply) = challenge_and_prm(method, target, base) {
-            return reply;
+    let (server, base) = scripted_behind_prm(|target, base| match target {
+        // A web app's catch-all route.
+        "/.well-known/oauth-authorization-server" => {
+            Reply::raw(200, "text/html", "<!doctype html><html>app</html>")
         }
-        match target {
-            // A web app's catch-all route.
-            "/.well-known/oauth-authorization-server" => {
-                Reply::raw(200, "text/html", "<!doctype html><html>app</html>")
-            }
-            "/.well-known/openid-configuration" => Reply::json(&server_metadata(base, Some(base))),
-            "/register" => Reply::json(&json!({
-                "client_id": "client-html-1",
-                "token_endpoint_auth_method": "none",
-            })),
-            _ => Reply::raw(404, "text/plain", "not here"),
-        }
+        "/.well-known/openid-configuration" => Reply::json(&server_metadata(base, Some(base))),
+        "/register" => Reply::json(&json!({
+            "client_id": "client-html-1",
+            "token_endpoint_auth_method": "none",
+        })),
+        _ => Reply::raw(404, "text/plain", "not here"),
     })
     .await;
-    let reason = failure_reason(&base).await;
-    let link = reason
-        .strip_prefix("sign-in required: open ")
-        .and_then(|r| r.split(' ').next())
-        .unwrap_or_else(|| panic!("no link: {reason}"));
+    let link = required_link(&base).await;
     assert!(link.starts_with(&format!("{base}/authorize?")), "{link}");
     let gets: Vec<String> = server
         .requests()
@@ -1461,23 +1469,18 @@ async fn a_server_that_wants_an_api_key_is_said_to_offer_no_sign_in() {
 async fn a_registration_refused_as_invalid_client_metadata_shows_its_description() {
     use crate::support::hostile::Reply;
     oauth_store();
-    let (_server, base) = scripted_server(|method, target, base| {
-        if let Some(reply) = challenge_and_prm(method, target, base) {
-            return reply;
+    let (_server, base) = scripted_behind_prm(|target, base| match target {
+        "/.well-known/oauth-authorization-server" => {
+            Reply::json(&server_metadata(base, Some(base)))
         }
-        match target {
-            "/.well-known/oauth-authorization-server" => {
-                Reply::json(&server_metadata(base, Some(base)))
-            }
-            "/register" => Reply::raw(
-                400,
-                "application/json",
-                json!({"error": "invalid_client_metadata",
-                    "error_description": "redirect_uris: loopback addresses are not allowed"})
-                .to_string(),
-            ),
-            _ => Reply::raw(404, "text/plain", "not here"),
-        }
+        "/register" => Reply::raw(
+            400,
+            "application/json",
+            json!({"error": "invalid_client_metadata",
+                "error_description": "redirect_uris: loopback addresses are not allowed"})
+            .to_string(),
+        ),
+        _ => Reply::raw(404, "text/plain", "not here"),
     })
     .await;
     assert_eq!(
@@ -1668,12 +1671,8 @@ async fn the_resource_goes_out_exactly_as_the_metadata_publishes_it() {
         _ => Reply::raw(404, "text/plain", "not here"),
     })
     .await;
-    let reason = failure_reason(&base).await;
-    let link = reason
-        .strip_prefix("sign-in required: open ")
-        .and_then(|r| r.split(' ').next())
-        .unwrap_or_else(|| panic!("no link: {reason}"));
-    assert_eq!(query(&Url::parse(link).unwrap(), "resource"), Some(base));
+    let link = required_link(&base).await;
+    assert_eq!(query(&Url::parse(&link).unwrap(), "resource"), Some(base));
 }
 
 /// Hands `address` to the Pack's waiting sign-in of `docs` (`mcp/sign_in_redirect`).
