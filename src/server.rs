@@ -1637,23 +1637,29 @@ mod tests {
 
     #[test]
     fn a_live_session_is_listened_on_and_a_new_one_starts_its_stream_fresh() {
-        let (acts, machine) = run(vec![
-            Found::Live(Some(1)),
-            Found::Ended,
-            Found::Live(Some(1)),
-        ]);
-        assert_eq!(acts, [Act::Listen, BACKOFF, Act::Listen]);
-        assert_eq!(machine.stream, open(1, false));
-        let (acts, machine) = run(vec![
-            Found::Live(Some(1)),
-            Found::Left,
-            Found::Live(Some(2)),
-        ]);
-        assert_eq!(acts, [Act::Listen, BACKOFF, Act::Listen]);
-        assert_eq!(machine.stream, open(2, false));
-        let (acts, machine) = run(vec![Found::Live(Some(1)), Found::Live(None)]);
-        assert_eq!(acts, [Act::Listen, Act::AwaitSession]);
-        assert_eq!(machine.stream, Stream::NoSession);
+        // What was found, the acts it led to, the stream it left.
+        let cases = [
+            (
+                vec![Found::Live(Some(1)), Found::Ended, Found::Live(Some(1))],
+                vec![Act::Listen, BACKOFF, Act::Listen],
+                open(1, false),
+            ),
+            (
+                vec![Found::Live(Some(1)), Found::Left, Found::Live(Some(2))],
+                vec![Act::Listen, BACKOFF, Act::Listen],
+                open(2, false),
+            ),
+            (
+                vec![Found::Live(Some(1)), Found::Live(None)],
+                vec![Act::Listen, Act::AwaitSession],
+                Stream::NoSession,
+            ),
+        ];
+        for (found, want_acts, want_stream) in cases {
+            let (acts, machine) = run(found);
+            assert_eq!(acts, want_acts);
+            assert_eq!(machine.stream, want_stream);
+        }
     }
 
     #[test]
