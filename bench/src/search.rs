@@ -37,9 +37,10 @@ struct Listed {
 /// The tools of one catalog server as `tools/list` gives them, each parameter a described
 /// string.
 fn wire_tools(server: &Value) -> Vec<Value> {
-    catalog::wire_tools(server, |p| {
-        json!({"type": "string", "description": format!("The {p}.")})
-    })
+    catalog::wire_tools(
+        server,
+        |p| json!({"type": "string", "description": format!("The {p}.")}),
+    )
 }
 
 async fn mcp(State(listed): State<Arc<Listed>>, body: axum::body::Bytes) -> Response {
