@@ -8,7 +8,9 @@
 //! tests), [`modern`] (a strict 2026-07-28 server, switchable to the legacy era, recording a
 //! trail), [`demo_server`] (the examples' rmcp server) and [`interop`] (real peers behind a
 //! recording proxy). What many tests build such servers from is in [`answers`]. What they have in common, binding, serving connections and waiting on a
-//! record, is in [`net`]; log capture is in [`logs`].
+//! record, is in [`net`]; log capture is in [`logs`]. The host example run as a child is in
+//! [`host_cli`], the texts inside a JSON value in [`leaves`], and the bench's tool catalog
+//! (`bench/data/catalog.json`, read as the bench reads it) in [`catalog`].
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
