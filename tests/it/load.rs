@@ -53,7 +53,7 @@ async fn echo(index: usize, req: &Received) -> Reply {
     let token = req.rpc["params"]["arguments"]["token"].as_u64().unwrap();
     tokio::time::sleep(Duration::from_millis(token % 20)).await;
     let answer = text_result(&id, &format!("echo:{index}:{token}"));
-    if token % 2 == 0 {
+    if token.is_multiple_of(2) {
         Reply::json(&answer)
     } else {
         let decoy = text_result(&json!(id.as_u64().unwrap() + 1), "not yours");
