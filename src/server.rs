@@ -1614,6 +1614,20 @@ mod tests {
         }
     }
 
+    /// Session 1 live, its stream's `404` with the session-gone words, a ping that finds the
+    /// session gone, a renewal that succeeds or not (`ok`), session 2 live; then `then`.
+    fn renewal(ok: bool, then: impl IntoIterator<Item = Found<u32>>) -> Vec<Found<u32>> {
+        let mut found = vec![
+            Found::Live(Some(1)),
+            Found::Expired { words: true },
+            Found::Gone { words: true },
+            Found::Renewed { ok },
+            Found::Live(Some(2)),
+        ];
+        found.extend(then);
+        found
+    }
+
     /// Runs `found` through a fresh machine; returns each act and the state it left.
     fn run(found: Vec<Found<u32>>) -> (Vec<Act>, Machine<u32>) {
         let mut machine = Machine::new();
@@ -1623,23 +1637,29 @@ mod tests {
 
     #[test]
     fn a_live_session_is_listened_on_and_a_new_one_starts_its_stream_fresh() {
-        let (acts, machine) = run(vec![
-            Found::Live(Some(1)),
-            Found::Ended,
-            Found::Live(Some(1)),
-        ]);
-        assert_eq!(acts, [Act::Listen, BACKOFF, Act::Listen]);
-        assert_eq!(machine.stream, open(1, false));
-        let (acts, machine) = run(vec![
-            Found::Live(Some(1)),
-            Found::Left,
-            Found::Live(Some(2)),
-        ]);
-        assert_eq!(acts, [Act::Listen, BACKOFF, Act::Listen]);
-        assert_eq!(machine.stream, open(2, false));
-        let (acts, machine) = run(vec![Found::Live(Some(1)), Found::Live(None)]);
-        assert_eq!(acts, [Act::Listen, Act::AwaitSession]);
-        assert_eq!(machine.stream, Stream::NoSession);
+        // What was found, the acts it led to, the stream it left.
+        let cases = [
+            (
+                vec![Found::Live(Some(1)), Found::Ended, Found::Live(Some(1))],
+                vec![Act::Listen, BACKOFF, Act::Listen],
+                open(1, false),
+            ),
+            (
+                vec![Found::Live(Some(1)), Found::Left, Found::Live(Some(2))],
+                vec![Act::Listen, BACKOFF, Act::Listen],
+                open(2, false),
+            ),
+            (
+                vec![Found::Live(Some(1)), Found::Live(None)],
+                vec![Act::Listen, Act::AwaitSession],
+                Stream::NoSession,
+            ),
+        ];
+        for (found, want_acts, want_stream) in cases {
+            let (acts, machine) = run(found);
+            assert_eq!(acts, want_acts);
+            assert_eq!(machine.stream, want_stream);
+        }
     }
 
     #[test]
@@ -1669,13 +1689,7 @@ mod tests {
 
     #[test]
     fn a_ping_that_finds_the_session_gone_renews_and_the_next_session_is_fresh_by_words() {
-        let (acts, machine) = run(vec![
-            Found::Live(Some(1)),
-            Found::Expired { words: true },
-            Found::Gone { words: true },
-            Found::Renewed { ok: true },
-            Found::Live(Some(2)),
-        ]);
+        let (acts, machine) = run(renewal(true, []));
         assert_eq!(
             acts,
             [
@@ -1690,55 +1704,38 @@ mod tests {
         );
         assert_eq!(machine.stream, open(2, true));
         // A failed renewal makes nothing fresh.
-        let (_, machine) = run(vec![
-            Found::Live(Some(1)),
-            Found::Expired { words: true },
-            Found::Gone { words: true },
-            Found::Renewed { ok: false },
-            Found::Live(Some(2)),
-        ]);
+        let (_, machine) = run(renewal(false, []));
         assert_eq!(machine.stream, open(2, false));
     }
 
     #[test]
     fn the_same_words_on_a_fresh_session_are_the_streams_own_from_then_on() {
-        let (acts, machine) = run(vec![
-            Found::Live(Some(1)),
-            Found::Expired { words: true },
-            Found::Gone { words: true },
-            Found::Renewed { ok: true },
-            Found::Live(Some(2)),
-            Found::Expired { words: true },
-            Found::Live(Some(3)),
-            Found::Expired { words: true },
-        ]);
+        let (acts, machine) = run(renewal(
+            true,
+            [
+                Found::Expired { words: true },
+                Found::Live(Some(3)),
+                Found::Expired { words: true },
+            ],
+        ));
         assert_eq!(acts[5..], [Act::Look, Act::Listen, Act::Look]);
         assert!(machine.words_own);
         assert_eq!(machine.stream, Stream::NotOffered { on: 3 });
         // A 404 on a fresh session is still asked about.
-        let (acts, _) = run(vec![
-            Found::Live(Some(1)),
-            Found::Expired { words: true },
-            Found::Gone { words: true },
-            Found::Renewed { ok: true },
-            Found::Live(Some(2)),
-            Found::Expired { words: false },
-        ]);
+        let (acts, _) = run(renewal(true, [Found::Expired { words: false }]));
         assert_eq!(acts[5], Act::Ping);
     }
 
     #[test]
     fn only_the_first_stream_of_a_session_made_after_the_words_is_fresh() {
-        let (acts, machine) = run(vec![
-            Found::Live(Some(1)),
-            Found::Expired { words: true },
-            Found::Gone { words: true },
-            Found::Renewed { ok: true },
-            Found::Live(Some(2)),
-            Found::Ended,
-            Found::Live(Some(2)),
-            Found::Expired { words: true },
-        ]);
+        let (acts, machine) = run(renewal(
+            true,
+            [
+                Found::Ended,
+                Found::Live(Some(2)),
+                Found::Expired { words: true },
+            ],
+        ));
         assert_eq!(acts[5..], [BACKOFF, Act::Listen, Act::Ping]);
         assert!(!machine.words_own);
     }

@@ -86,14 +86,18 @@ pub(crate) async fn rmcp_default(url: &str) -> RmcpClient {
         .expect("rmcp connects")
 }
 
-/// rmcp's client on a pooled `reqwest::Client`.
-pub(crate) async fn rmcp_pooled(url: &str) -> RmcpClient {
-    let transport = StreamableHttpClientTransport::with_client(
+/// rmcp's Streamable HTTP transport to `url` on a pooled `reqwest::Client`.
+fn pooled_transport(url: &str) -> StreamableHttpClientTransport<reqwest::Client> {
+    StreamableHttpClientTransport::with_client(
         reqwest::Client::new(),
         StreamableHttpClientTransportConfig::with_uri(url.to_string()),
-    );
+    )
+}
+
+/// rmcp's client on a pooled `reqwest::Client`.
+pub(crate) async fn rmcp_pooled(url: &str) -> RmcpClient {
     ClientConfig::default()
-        .serve(transport)
+        .serve(pooled_transport(url))
         .await
         .expect("rmcp connects")
 }
@@ -101,10 +105,7 @@ pub(crate) async fn rmcp_pooled(url: &str) -> RmcpClient {
 /// rmcp's client on a pooled `reqwest::Client`, starting with `server/discover` and speaking
 /// only 2026-07-28 (`ClientLifecycleMode::Discover`; `serve` always initializes, 2025-11-25).
 pub(crate) async fn rmcp_pooled_modern(url: &str) -> RmcpClient {
-    let transport = StreamableHttpClientTransport::with_client(
-        reqwest::Client::new(),
-        StreamableHttpClientTransportConfig::with_uri(url.to_string()),
-    );
+    let transport = pooled_transport(url);
     let lifecycle = ClientLifecycleMode::Discover {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
     };

@@ -17,6 +17,7 @@
 //! floor), `metrics` (allocator, CPU time, histograms, rounds), `report` (plan, rows, summary);
 //! this file runs the sections.
 
+mod catalog;
 mod contenders;
 mod metrics;
 mod report;

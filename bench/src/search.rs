@@ -22,11 +22,11 @@ use axum::routing::post;
 use serde_json::{Value, json};
 use tracing_subscriber::layer::SubscriberExt;
 
+use crate::catalog;
 use crate::contenders::{our_pack, wait_ready};
 use crate::metrics::{median, thread_cpu_ns};
 use crate::report::{Row, r2};
 
-const CATALOG: &str = include_str!("../data/catalog.json");
 const QUERIES: &str = include_str!("../data/queries.json");
 
 /// One server's `tools/list` result, as served.
@@ -34,31 +34,13 @@ struct Listed {
     tools: Value,
 }
 
-/// The tools of one catalog server as `tools/list` gives them (each parameter a string).
+/// The tools of one catalog server as `tools/list` gives them, each parameter a described
+/// string.
 fn wire_tools(server: &Value) -> Vec<Value> {
-    server["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| {
-            let properties: serde_json::Map<String, Value> = t["params"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|p| {
-                    (
-                        p.as_str().unwrap().to_string(),
-                        json!({"type": "string", "description": format!("The {}.", p.as_str().unwrap())}),
-                    )
-                })
-                .collect();
-            json!({
-                "name": t["name"],
-                "description": t["description"],
-                "inputSchema": {"type": "object", "properties": properties}
-            })
-        })
-        .collect()
+    catalog::wire_tools(
+        server,
+        |p| json!({"type": "string", "description": format!("The {p}.")}),
+    )
 }
 
 async fn mcp(State(listed): State<Arc<Listed>>, body: axum::body::Bytes) -> Response {
@@ -255,7 +237,7 @@ pub(crate) async fn section(
     summary: &mut serde_json::Map<String, Value>,
 ) {
     eprintln!("search: recall, answer size, speed at 10,000 tools ...");
-    let catalog: Value = serde_json::from_str(CATALOG).unwrap();
+    let catalog = catalog::catalog();
     let queries: Value = serde_json::from_str(QUERIES).unwrap();
     let queries = queries["queries"].as_array().unwrap();
     let servers: Vec<(String, Vec<Value>)> = catalog["servers"]

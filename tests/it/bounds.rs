@@ -422,6 +422,20 @@ async fn a_modern_start_past_its_deadline_names_discover_and_tools_list() {
     );
 }
 
+/// A Host with `server` as `namespace`, ready; returns it once `server` has had a third
+/// standalone `GET` (waited for at most `limit`), with the first `GET`'s arrival.
+async fn third_get(server: &Server, namespace: &str, limit: Duration) -> (Host, Instant) {
+    let host = Host::new(json!({ namespace: entry(&server.url) }));
+    host.ready(namespace, Duration::from_secs(20)).await;
+    let t0 = server.first(|r| r.http_method == "GET").at;
+    server
+        .wait_until(limit, "a third GET", |r| {
+            r.iter().filter(|r| r.http_method == "GET").count() >= 3
+        })
+        .await;
+    (host, t0)
+}
+
 /// A standalone `GET` answered 404 is asked about with a `ping` on the session; a `ping` that
 /// never answers is given up after 10 s, and the loop opens the stream again after its backoff
 /// (1 s) instead of waiting on the ping for good.
@@ -434,14 +448,7 @@ async fn a_ping_that_never_answers_does_not_stall_the_stream_loop() {
         _ => None,
     })
     .await;
-    let host = Host::new(json!({ "p": entry(&server.url) }));
-    host.ready("p", Duration::from_secs(20)).await;
-    let t0 = server.first(|r| r.http_method == "GET").at;
-    server
-        .wait_until(Duration::from_secs(60), "a third GET", |r| {
-            r.iter().filter(|r| r.http_method == "GET").count() >= 3
-        })
-        .await;
+    let (host, t0) = third_get(&server, "p", Duration::from_secs(60)).await;
     // GET, ping (10 s, no answer), 1 s, GET, ping (10 s), 2 s, GET.
     assert_eq!(seconds(&server, "GET", "", t0), [0, 11, 23]);
     assert_eq!(seconds(&server, "POST", "ping", t0)[..2], [0, 11]);
@@ -454,14 +461,7 @@ async fn a_ping_that_never_answers_does_not_stall_the_stream_loop() {
 async fn a_standalone_get_without_headers_is_given_up_and_opened_again() {
     heartbeat();
     let server = legacy_with(|req| (req.http_method == "GET").then_some(Answer::Never)).await;
-    let host = Host::new(json!({ "g": entry(&server.url) }));
-    host.ready("g", Duration::from_secs(20)).await;
-    let t0 = server.first(|r| r.http_method == "GET").at;
-    server
-        .wait_until(Duration::from_secs(120), "a third GET", |r| {
-            r.iter().filter(|r| r.http_method == "GET").count() >= 3
-        })
-        .await;
+    let (host, t0) = third_get(&server, "g", Duration::from_secs(120)).await;
     assert_eq!(seconds(&server, "GET", "", t0), [0, 31, 63]);
     drop(host);
 }

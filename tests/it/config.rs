@@ -40,7 +40,7 @@ async fn four_tools() -> hostile::Server {
 #[tokio::test]
 async fn other_clients_tool_filters_hide_tools() {
     let server = four_tools().await;
-    let url = format!("http://127.0.0.1:{}/mcp", server.port);
+    let url = &server.url;
     let host = Host::new(json!({
         "gemini": {"url": url, "includeTools": ["search", "delete_repo", "nowhere"], "excludeTools": ["delete_repo"]},
         "cline": {"url": url, "disabledTools": ["admin", "fetch", "broken"]},

@@ -284,6 +284,7 @@ async fn per_server_timeouts_shorten_deadlines_and_longer_ones_are_capped() {
     }));
     let listing = host.listing(json!({})).await;
     let notes = |ns: &str| server_entry(&listing, ns)["notes"].clone();
+    let reason = |ns: &str| server_entry(&listing, ns)["reason"].clone();
     assert_eq!(notes("codex"), Value::Null);
     assert_eq!(notes("gemini"), Value::Null);
     assert_eq!(
@@ -299,11 +300,11 @@ async fn per_server_timeouts_shorten_deadlines_and_longer_ones_are_capped() {
         ])
     );
     assert_eq!(
-        server_entry(&listing, "bad")["reason"],
+        reason("bad"),
         "\"timeout\" must be a number, found a string"
     );
     assert_eq!(
-        server_entry(&listing, "zero")["reason"],
+        reason("zero"),
         "\"tool_timeout_sec\" must be a number above 0"
     );
     host.ready("codex", WAIT).await;

@@ -42,17 +42,7 @@ async fn a_refused_code_exchange_quoting_its_dpop_proof_shows_it_nowhere() {
     let host = Host::new(json!({"docs": {"url": server.mcp_url().as_str()}}));
     let link = link_in_listing(&host).await;
     let (status, page) = play_browser_page(&Url::parse(&link).unwrap()).await;
-    let listing = host
-        .wait_for(WAIT, |l| {
-            l["servers"][0]["reason"]
-                .as_str()
-                .is_some_and(|r| r.starts_with("signing in failed"))
-        })
-        .await;
-    let reason = listing["servers"][0]["reason"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let reason = host.reason_starting(&["signing in failed"]).await;
     let proof = server.log.lock().unwrap().proofs_seen[0].clone();
     assert_eq!(proof.split('.').count(), 3, "a proof was sent");
     assert_eq!(status, 200);

@@ -497,6 +497,26 @@ async fn a_listen_refused_with_a_json_rpc_error_for_its_own_id_is_no_era_flip() 
     );
 }
 
+/// Calls `echo` with `args` on `m`, once more when the first call met the pooled connection
+/// the restart cut (as in modern.rs); it answers `echo echo <args>` (else the panic shows the
+/// trail once `server` settled).
+async fn echo_after_restart(host: &Host, server: &Modern, args: Value) {
+    let mut answer = call(host, "echo", args.clone()).await;
+    if answer
+        .as_ref()
+        .is_err_and(|e| e.kind == runvil_plugin::ToolErrorKind::Transport)
+    {
+        answer = call(host, "echo", args.clone()).await;
+    }
+    let trail = server.settle(Duration::from_millis(300), LIMIT).await;
+    assert_eq!(
+        answer,
+        Ok(format!("echo echo {args}")),
+        "{:?}",
+        trail_lines(&trail)
+    );
+}
+
 /// docs/connection.md "How the era is chosen": the era is decided again when a modern request
 /// is answered "with a `-32022` naming only legacy versions this client speaks (the request was
 /// refused, so it is sent once more after the new start)" — a JSON-RPC error, whatever the
@@ -518,21 +538,7 @@ async fn a_legacy_only_version_refusal_in_a_200_reply_flips_to_legacy() {
             json!({"supported": [LEGACY], "requested": "2026-07-28"}),
         ),
     );
-    // A first call may meet the pooled connection the restart cut (as in modern.rs).
-    let mut answer = call(&host, "echo", json!({"x": 1})).await;
-    if answer
-        .as_ref()
-        .is_err_and(|e| e.kind == runvil_plugin::ToolErrorKind::Transport)
-    {
-        answer = call(&host, "echo", json!({"x": 1})).await;
-    }
-    let trail = server.settle(Duration::from_millis(300), LIMIT).await;
-    assert_eq!(
-        answer,
-        Ok("echo echo {\"x\":1}".into()),
-        "{:?}",
-        trail_lines(&trail)
-    );
+    echo_after_restart(&host, &server, json!({"x": 1})).await;
     assert_eq!(namespace(&host, "m").await["protocolVersion"], LEGACY);
 }
 
@@ -556,20 +562,7 @@ async fn a_modern_error_in_a_200_reply_to_a_legacy_session_flips_to_modern() {
             json!({"supported": ["2026-07-28"], "requested": LEGACY}),
         ),
     );
-    let mut answer = call(&host, "echo", json!({"x": 2})).await;
-    if answer
-        .as_ref()
-        .is_err_and(|e| e.kind == runvil_plugin::ToolErrorKind::Transport)
-    {
-        answer = call(&host, "echo", json!({"x": 2})).await;
-    }
-    let trail = server.settle(Duration::from_millis(300), LIMIT).await;
-    assert_eq!(
-        answer,
-        Ok("echo echo {\"x\":2}".into()),
-        "{:?}",
-        trail_lines(&trail)
-    );
+    echo_after_restart(&host, &server, json!({"x": 2})).await;
     assert_eq!(namespace(&host, "m").await["protocolVersion"], "2026-07-28");
 }
 
@@ -676,11 +669,9 @@ async fn a_modern_tools_own_plain_400_on_replicas_with_other_instructions_costs_
     for _ in 0..3 {
         assert!(host.call_tool("lb", "t").await.is_err());
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(
-        (server.count("server/discover"), server.count("tools/list")),
-        (2, 2)
-    );
+    let quiet = Duration::from_millis(500);
+    let counts = server.counts_after(quiet, ["server/discover", "tools/list"]);
+    assert_eq!(counts.await, [2, 2]);
 }
 
 /// A 2025-era tool that answers with its own `-32021` (in the JSON-RPC implementation range):
@@ -796,54 +787,28 @@ async fn fake_rejects_mismatched_headers_with_header_mismatch() {
         all.extend_from_slice(extra);
         all
     };
-    // Mcp-Method says something else.
-    let (status, body) = post(
-        &server.url,
-        &[
+    let mismatched = [
+        // Mcp-Method says something else.
+        vec![
             ("mcp-protocol-version", MODERN),
             ("mcp-method", "tools/list"),
             ("mcp-name", "sql"),
             ("mcp-param-region", "eu"),
         ],
-        call("sql", "eu"),
-    )
-    .await;
-    assert_eq!(
-        (status, body["error"]["code"].clone()),
-        (400, json!(-32020))
-    );
-    // Mcp-Name differs from params.name.
-    let (status, body) = post(
-        &server.url,
-        &with(&[("mcp-name", "other"), ("mcp-param-region", "eu")]),
-        call("sql", "eu"),
-    )
-    .await;
-    assert_eq!(
-        (status, body["error"]["code"].clone()),
-        (400, json!(-32020))
-    );
-    // The mirrored argument is missing, then wrong.
-    let (status, body) = post(
-        &server.url,
-        &with(&[("mcp-name", "sql")]),
-        call("sql", "eu"),
-    )
-    .await;
-    assert_eq!(
-        (status, body["error"]["code"].clone()),
-        (400, json!(-32020))
-    );
-    let (status, body) = post(
-        &server.url,
-        &with(&[("mcp-name", "sql"), ("mcp-param-region", "us")]),
-        call("sql", "eu"),
-    )
-    .await;
-    assert_eq!(
-        (status, body["error"]["code"].clone()),
-        (400, json!(-32020))
-    );
+        // Mcp-Name differs from params.name.
+        with(&[("mcp-name", "other"), ("mcp-param-region", "eu")]),
+        // The mirrored argument is missing, then wrong.
+        with(&[("mcp-name", "sql")]),
+        with(&[("mcp-name", "sql"), ("mcp-param-region", "us")]),
+    ];
+    for headers in mismatched {
+        let (status, body) = post(&server.url, &headers, call("sql", "eu")).await;
+        assert_eq!(
+            (status, body["error"]["code"].clone()),
+            (400, json!(-32020)),
+            "{headers:?}"
+        );
+    }
     // Right, also in the Base64 form.
     let (status, body) = post(
         &server.url,

@@ -42,6 +42,19 @@ async fn walked(
     (server, host)
 }
 
+/// As [`walked`]; the `tools/list` requests asked with the cursors `asked` (`Null`: none), in
+/// order.
+async fn walked_asking(
+    era: Era,
+    pages: Vec<(Option<&str>, Vec<Value>, Option<&str>)>,
+    tools: Value,
+    asked: &[Value],
+) -> (Modern, Host) {
+    let (server, host) = walked(era, pages, tools).await;
+    assert_eq!(cursors(&server), asked, "{era:?}");
+    (server, host)
+}
+
 /// The `cursor` each `tools/list` asked with (`Null`: none), in order.
 fn cursors(server: &Modern) -> Vec<Value> {
     server
@@ -104,7 +117,7 @@ where
 #[tokio::test]
 async fn an_older_server_ending_a_two_page_walk_with_an_empty_cursor_is_listed() {
     for era in [Era::Modern, Era::Legacy] {
-        let (server, _host) = walked(
+        walked_asking(
             era,
             vec![
                 (None, vec![tool_with("a", json!({}))], Some("p2")),
@@ -113,13 +126,9 @@ async fn an_older_server_ending_a_two_page_walk_with_an_empty_cursor_is_listed()
                 (Some(""), vec![tool_with("a", json!({}))], Some("p2")),
             ],
             json!(["a", "b"]),
+            &[Value::Null, json!("p2"), json!("")],
         )
         .await;
-        assert_eq!(
-            cursors(&server),
-            [Value::Null, json!("p2"), json!("")],
-            "{era:?}"
-        );
     }
 }
 
@@ -161,7 +170,7 @@ async fn an_omitted_tools_reason_is_bounded_whatever_its_property_name() {
 #[tokio::test]
 async fn an_empty_page_at_the_empty_cursor_with_a_next_cursor_is_followed() {
     for era in [Era::Modern, Era::Legacy] {
-        let (server, _host) = walked(
+        walked_asking(
             era,
             vec![
                 (None, vec![tool_with("a", json!({}))], Some("")),
@@ -169,13 +178,9 @@ async fn an_empty_page_at_the_empty_cursor_with_a_next_cursor_is_followed() {
                 (Some("c2"), vec![tool_with("z", json!({}))], None),
             ],
             json!(["a", "z"]),
+            &[Value::Null, json!(""), json!("c2")],
         )
         .await;
-        assert_eq!(
-            cursors(&server),
-            [Value::Null, json!(""), json!("c2")],
-            "{era:?}"
-        );
     }
 }
 
@@ -189,7 +194,7 @@ async fn an_empty_page_at_the_empty_cursor_with_a_next_cursor_is_followed() {
 async fn an_older_servers_repeated_first_page_with_a_malformed_tool_ends_the_walk() {
     let bad = json!({"name": "bad", "description": 5, "inputSchema": {"type": "object"}});
     for era in [Era::Modern, Era::Legacy] {
-        let (server, host) = walked(
+        let (_server, host) = walked_asking(
             era,
             vec![
                 (
@@ -206,17 +211,13 @@ async fn an_older_servers_repeated_first_page_with_a_malformed_tool_ends_the_wal
                 ),
             ],
             json!(["a", "b"]),
+            &[Value::Null, json!("p2"), json!("")],
         )
         .await;
         let one = host.listing(json!({"namespace": "m"})).await;
         assert_eq!(
             one["omitted"],
             json!([{"name": "bad", "reason": "\"description\" must be a string, found a number"}]),
-            "{era:?}"
-        );
-        assert_eq!(
-            cursors(&server),
-            [Value::Null, json!("p2"), json!("")],
             "{era:?}"
         );
     }

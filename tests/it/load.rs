@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::support::Host;
 use crate::support::hostile::{
-    Reply, Server, rpc_error, serve, sse_event, standard, text_result, tool, tools_page,
+    Received, Reply, Server, rpc_error, serve, sse_event, standard, text_result, tool, tools_page,
 };
 use serde_json::{Value, json};
 
@@ -38,28 +38,31 @@ async fn echo_server(index: usize) -> Server {
         if let Some(reply) = standard(&req) {
             return reply;
         }
-        let id = req.id();
         match req.method() {
-            "tools/list" => Reply::json(&tools_page(&id, vec![tool("echo", "echoes")], None)),
-            "tools/call" => {
-                let token = req.rpc["params"]["arguments"]["token"].as_u64().unwrap();
-                tokio::time::sleep(Duration::from_millis(token % 20)).await;
-                let answer = text_result(&id, &format!("echo:{index}:{token}"));
-                if token % 2 == 0 {
-                    Reply::json(&answer)
-                } else {
-                    let decoy = text_result(&json!(id.as_u64().unwrap() + 1), "not yours");
-                    Reply::raw(
-                        200,
-                        "text/event-stream",
-                        format!("{}{}", sse_event(&decoy), sse_event(&answer)),
-                    )
-                }
-            }
-            _ => Reply::json(&rpc_error(&id, -32601, "Method not found")),
+            "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool("echo", "echoes")], None)),
+            "tools/call" => echo(index, &req).await,
+            _ => Reply::json(&rpc_error(&req.id(), -32601, "Method not found")),
         }
     })
     .await
+}
+
+/// The answer of server `index`'s tool `echo` to the call `req`.
+async fn echo(index: usize, req: &Received) -> Reply {
+    let id = req.id();
+    let token = req.rpc["params"]["arguments"]["token"].as_u64().unwrap();
+    tokio::time::sleep(Duration::from_millis(token % 20)).await;
+    let answer = text_result(&id, &format!("echo:{index}:{token}"));
+    if token.is_multiple_of(2) {
+        Reply::json(&answer)
+    } else {
+        let decoy = text_result(&json!(id.as_u64().unwrap() + 1), "not yours");
+        Reply::raw(
+            200,
+            "text/event-stream",
+            format!("{}{}", sse_event(&decoy), sse_event(&answer)),
+        )
+    }
 }
 
 fn call_args(server: usize, token: u64) -> Value {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::Host;
+use crate::support::host_cli::{code_and_stderr, host_command};
 use crate::support::hostile::{Reply, serve_routes, standard};
 
 /// A config text whose `mcpServers` entry holds `depth` nested arrays, in one line.
@@ -109,41 +110,23 @@ async fn a_lone_surrogate_keeps_the_tool_and_the_result_as_a_replacement_charact
     assert!(text.contains("cut \u{FFFD}"), "{text}");
 }
 
-/// `examples/host.rs` as built beside this test binary (`target/<profile>/examples/host`).
-fn host_example() -> std::path::PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples/host")
-}
-
 /// Runs the host CLI with `args` after writing `text` as its config file (the last but one
 /// argument is replaced by the file's path); answers the exit code and stderr.
 async fn host_with_config(tag: &str, text: &str, args: &[&str]) -> (Option<i32>, String) {
     let dir = std::env::temp_dir().join(format!("plugin-mcp-reader-{tag}-{}", std::process::id()));
     let config = dir.with_extension("json");
     std::fs::write(&config, text).unwrap();
-    let mut command = tokio::process::Command::new(host_example());
+    let mut command = host_command(&dir);
     for arg in args {
         match *arg {
             "CONFIG" => command.arg(&config),
             other => command.arg(other),
         };
     }
-    let out = command
-        .env("PLUGIN_MCP_OAUTH_DIR", &dir)
-        .env_remove("RUST_LOG")
-        .output()
-        .await
-        .unwrap();
+    let out = command.output().await.unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_file(&config);
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    code_and_stderr(&out)
 }
 
 /// `host login` and `host logout` hand the file's text to the Pack, as calls do: a text the Pack

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use crate::support::catalog;
 use crate::support::hostile::{self, Reply, result, serve, standard, tools_page};
 use crate::support::net::unused_loopback;
 use crate::support::{Host, construct};
@@ -16,32 +17,14 @@ const WAIT: Duration = Duration::from_secs(10);
 /// The tools `namespace` lists in the bench catalog, as `tools/list` gives them (each
 /// parameter a string property).
 fn catalog_tools(namespace: &str) -> Vec<Value> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/bench/data/catalog.json");
-    let catalog: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let catalog = catalog::catalog();
     let server = catalog["servers"]
         .as_array()
         .unwrap()
         .iter()
         .find(|s| s["namespace"] == namespace)
         .unwrap_or_else(|| panic!("no server {namespace} in the catalog"));
-    server["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| {
-            let properties: serde_json::Map<String, Value> = t["params"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|p| (p.as_str().unwrap().to_string(), json!({"type": "string"})))
-                .collect();
-            json!({
-                "name": t["name"],
-                "description": t["description"],
-                "inputSchema": {"type": "object", "properties": properties}
-            })
-        })
-        .collect()
+    catalog::wire_tools(server, |_| json!({"type": "string"}))
 }
 
 /// A legacy server listing `tools` whose `initialize` answer carries `server_info` and
@@ -455,16 +438,24 @@ mod spec_admits {
     use serde_json::json;
 
     use crate::secrets_gate::cut_and_echoed::echo_server;
+    use crate::support::hostile::Server;
     use crate::support::{Host, WAIT};
+
+    /// A Host whose one entry `k`, an [`echo_server`] of `x-api-key` issuing session `session`,
+    /// is ready.
+    async fn echo_host(session: &'static str) -> (Server, Host) {
+        let server = echo_server("x-api-key", session).await;
+        let host = Host::new(json!({"k": {"url": server.url}}));
+        host.ready("k", WAIT).await;
+        (server, host)
+    }
 
     /// The rule: the tool's own spec (`"limit": {"type": "integer"}`, JSON Schema 2020-12
     /// §6.1.1: a number with a zero fractional part is an integer) admits `5.0`, yet the Pack
     /// refuses it as not "a whole number".
     #[tokio::test]
     async fn a_limit_of_five_point_zero_is_refused_though_the_spec_admits_it() {
-        let server = echo_server("x-api-key", "s-3").await;
-        let host = Host::new(json!({"k": {"url": server.url}}));
-        host.ready("k", WAIT).await;
+        let (_server, host) = echo_host("s-3").await;
         let answer = host
             .call(
                 "get_dynamic_tools",
@@ -478,9 +469,7 @@ mod spec_admits {
     /// state, so the spec says it in words; 256 two-byte characters pass, 257 do not.
     #[tokio::test]
     async fn a_query_is_bounded_in_bytes_as_the_spec_says_in_words() {
-        let server = echo_server("x-api-key", "s-4").await;
-        let host = Host::new(json!({"k": {"url": server.url}}));
-        host.ready("k", WAIT).await;
+        let (_server, host) = echo_host("s-4").await;
         let at_bound = host
             .call("get_dynamic_tools", json!({"query": "é".repeat(256)}))
             .await;

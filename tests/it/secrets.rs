@@ -193,9 +193,7 @@ fn assert_no_secret(label: &str, text: &str, secrets: &[String]) {
         );
     }
     if let Ok(value) = serde_json::from_str::<Value>(text) {
-        let mut strings = Vec::new();
-        collect_strings(&value, &mut strings);
-        for s in strings {
+        for s in crate::support::leaves::strings(&value) {
             for secret in secrets {
                 assert!(
                     !s.contains(secret.as_str()),
@@ -233,20 +231,6 @@ fn logged_reason<'a>(logs: &'a str, namespace: &str) -> &'a str {
     line.split_once(" reason=").unwrap().1
 }
 
-fn collect_strings(value: &Value, out: &mut Vec<String>) {
-    match value {
-        Value::String(s) => out.push(s.clone()),
-        Value::Array(items) => items.iter().for_each(|v| collect_strings(v, out)),
-        Value::Object(map) => {
-            for (k, v) in map {
-                out.push(k.clone());
-                collect_strings(v, out);
-            }
-        }
-        _ => {}
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // the property
 
@@ -268,10 +252,7 @@ fn no_secret_escapes(case: usize, literal: &str, token: &str, path: &str, query:
         .map(|s| s.to_string())
         .collect();
     let (_capture, logs) = logs::capture("trace");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = crate::support::current_thread_runtime();
     runtime.block_on(async {
         let failing = echo_server(true).await;
         let working = echo_server(false).await;
@@ -1378,6 +1359,26 @@ fn resources_received(server: &oauth::TestServer) -> Vec<String> {
         .collect()
 }
 
+/// An authorization server and protected resource that publishes no protected resource
+/// metadata (a 2025-03-26 server): the server's url is the resource indicator.
+async fn without_prm() -> oauth::TestServer {
+    oauth::TestServer::start(oauth::Options {
+        prm: oauth::PrmAt::Nowhere,
+        ..oauth::Options::default()
+    })
+    .await
+}
+
+/// `entry` signing in with the client credentials grant as client `resource-bot`
+/// (`private_key_jwt`, RFC 7523), so no link is made.
+fn resource_bot(mut entry: Value) -> Value {
+    entry["oauth"] = json!({
+        "grantType": "client_credentials", "clientId": "resource-bot",
+        "privateKey": oauth::private_key_pem(),
+    });
+    entry
+}
+
 /// What the Host showed, and whether any of it, or any `resource` the authorization server
 /// received, holds `secret`.
 fn assert_resource_secret_nowhere(server: &oauth::TestServer, secret: &str, shown: &[String]) {
@@ -1405,16 +1406,9 @@ async fn a_secret_in_the_urls_query_is_never_the_resource_of_a_client_credential
     crate::support::oauth_store();
     let (_capture, logs) = logs::capture("trace");
     set_env(&guard, "MCP_SECRETS_RESOURCE_KEY", KEY);
-    let server = oauth::TestServer::start(oauth::Options {
-        prm: oauth::PrmAt::Nowhere,
-        ..oauth::Options::default()
-    })
-    .await;
+    let server = without_prm().await;
     let url = format!("{}?key=${{env:MCP_SECRETS_RESOURCE_KEY}}", server.mcp_url());
-    let host = Host::new(json!({"bot": {"url": url, "oauth": {
-        "grantType": "client_credentials", "clientId": "resource-bot",
-        "privateKey": oauth::private_key_pem(),
-    }}}));
+    let host = Host::new(json!({"bot": resource_bot(json!({"url": url}))}));
     let listing = host.settled(Duration::from_secs(10)).await;
     let call = host.call_tool("bot", "whoami").await;
     drop(host);
@@ -1458,14 +1452,8 @@ async fn a_published_resource_holding_a_header_secret_is_never_sent() {
         ..oauth::Options::default()
     })
     .await;
-    let host = Host::new(json!({"bot": {
-        "url": server.mcp_url().as_str(),
-        "headers": {"X-Api-Key": KEY},
-        "oauth": {
-            "grantType": "client_credentials", "clientId": "resource-bot",
-            "privateKey": oauth::private_key_pem(),
-        },
-    }}));
+    let entry = json!({"url": server.mcp_url().as_str(), "headers": {"X-Api-Key": KEY}});
+    let host = Host::new(json!({"bot": resource_bot(entry)}));
     let listing = host.settled(Duration::from_secs(10)).await;
     let call = host.call_tool("bot", "whoami").await;
     drop(host);
@@ -1499,11 +1487,7 @@ async fn a_refresh_never_sends_a_resource_holding_a_secret() {
     const KEY: &str = "rk-refresh-9c3f7a1e5d2b";
     let _guard = exclusive();
     crate::support::oauth_store();
-    let server = oauth::TestServer::start(oauth::Options {
-        prm: oauth::PrmAt::Nowhere,
-        ..oauth::Options::default()
-    })
-    .await;
+    let server = without_prm().await;
     let url = format!("{}?key={KEY}", server.mcp_url());
     let first = Host::new(json!({"docs": {"url": url}}));
     crate::signin::sign_in(&first).await;
@@ -1544,11 +1528,7 @@ async fn a_secret_in_the_urls_query_is_never_the_resource_of_a_sign_in_link() {
     crate::support::oauth_store();
     let (_capture, logs) = logs::capture("trace");
     set_env(&guard, "MCP_SECRETS_RESOURCE_LINK_KEY", KEY);
-    let server = oauth::TestServer::start(oauth::Options {
-        prm: oauth::PrmAt::Nowhere,
-        ..oauth::Options::default()
-    })
-    .await;
+    let server = without_prm().await;
     let url = format!(
         "{}?key=${{env:MCP_SECRETS_RESOURCE_LINK_KEY}}",
         server.mcp_url()
@@ -1577,16 +1557,9 @@ async fn a_secret_in_the_urls_query_is_never_the_resource_of_a_sign_in_link() {
 async fn a_query_holding_no_secret_is_still_sent_in_the_resource() {
     let _guard = exclusive();
     crate::support::oauth_store();
-    let server = oauth::TestServer::start(oauth::Options {
-        prm: oauth::PrmAt::Nowhere,
-        ..oauth::Options::default()
-    })
-    .await;
+    let server = without_prm().await;
     let url = format!("{}?tenant=public-tenant-1", server.mcp_url());
-    let host = Host::new(json!({"bot": {"url": url, "oauth": {
-        "grantType": "client_credentials", "clientId": "resource-bot",
-        "privateKey": oauth::private_key_pem(),
-    }}}));
+    let host = Host::new(json!({"bot": resource_bot(json!({"url": url}))}));
     host.ready("bot", Duration::from_secs(10)).await;
     drop(host);
     assert_eq!(resources_received(&server), [url]);

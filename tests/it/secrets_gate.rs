@@ -447,22 +447,6 @@ fn forbidden(secrets: &[&str]) -> Vec<String> {
     forms
 }
 
-/// Every string and number inside `value`, keys included, as text.
-fn leaves(value: &Value, out: &mut Vec<String>) {
-    match value {
-        Value::String(s) => out.push(s.clone()),
-        Value::Number(n) => out.push(n.to_string()),
-        Value::Array(items) => items.iter().for_each(|v| leaves(v, out)),
-        Value::Object(map) => {
-            for (k, v) in map {
-                out.push(k.clone());
-                leaves(v, out);
-            }
-        }
-        _ => {}
-    }
-}
-
 fn assert_clean(label: &str, text: &str, secrets: &[&str]) {
     for form in forbidden(secrets) {
         if let Some(line) = text.lines().find(|line| line.contains(&form)) {
@@ -470,9 +454,7 @@ fn assert_clean(label: &str, text: &str, secrets: &[&str]) {
         }
     }
     if let Ok(value) = serde_json::from_str::<Value>(text) {
-        let mut found = Vec::new();
-        leaves(&value, &mut found);
-        for leaf in found {
+        for leaf in crate::support::leaves::strings_and_numbers(&value) {
             for secret in secrets {
                 assert!(
                     !leaf.contains(secret),
@@ -489,10 +471,7 @@ fn assert_clean(label: &str, text: &str, secrets: &[&str]) {
 fn no_secret_byte_anywhere(case: &Case) {
     let secrets = [case.key.as_str(), case.account.as_str()];
     let (_capture, logs) = logs::capture("trace");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = crate::support::current_thread_runtime();
     runtime.block_on(async {
         let echo = echo_server(case).await;
         let failing = failing_server(case).await;
@@ -597,24 +576,22 @@ fn no_secret_byte_anywhere(case: &Case) {
     assert_clean("the log", &logs.text(), &secrets);
 }
 
-fn position() -> impl Strategy<Value = Position> {
-    prop_oneof![
-        Just(Position::String),
-        Just(Position::Key),
-        Just(Position::Number),
-        Just(Position::DuplicateKey),
-    ]
-}
+/// Every [`Position`], for the property to draw from.
+const POSITIONS: [Position; 4] = [
+    Position::String,
+    Position::Key,
+    Position::Number,
+    Position::DuplicateKey,
+];
 
-fn encoding() -> impl Strategy<Value = Encoding> {
-    prop_oneof![
-        Just(Encoding::Plain),
-        Just(Encoding::Slash),
-        Just(Encoding::Unicode),
-        Just(Encoding::Mixed),
-        Just(Encoding::Percent),
-    ]
-}
+/// Every [`Encoding`], for the property to draw from.
+const ENCODINGS: [Encoding; 5] = [
+    Encoding::Plain,
+    Encoding::Slash,
+    Encoding::Unicode,
+    Encoding::Mixed,
+    Encoding::Percent,
+];
 
 proptest! {
     #![proptest_config(ProptestConfig {
@@ -628,8 +605,8 @@ proptest! {
         head in "[a-z0-9]{4,10}",
         tail in "[a-zé0-9]{4,10}",
         account in "[1-9][0-9]{15,17}",
-        position in position(),
-        encoding in encoding(),
+        position in proptest::sample::select(POSITIONS.to_vec()),
+        encoding in proptest::sample::select(ENCODINGS.to_vec()),
         cut in 0usize..8,
     ) {
         let case = Case { key: format!("{head}/{tail}"), account, position, encoding, cut };

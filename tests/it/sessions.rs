@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 
 use crate::support::answers::heartbeat;
 use crate::support::hostile::{
-    Received, Reply, Server, entry, result, rpc_error, serve_every_get, sse_event, text_result,
-    tool, tools_page,
+    self, Received, Reply, Server, entry, result, rpc_error, serve_every_get, sse_event,
+    text_result, tool, tools_page,
 };
 use crate::support::scripted::{InitStyle, Scripted, Step};
 use crate::support::{Host, WAIT, transport};
@@ -161,14 +161,8 @@ pub(crate) fn respond(req: &Received, state: &Arc<Mutex<State>>, answer: &Respon
             return Reply::raw(200, "text/plain", "");
         }
     }
-    if let Some(reply) = answer(req, state) {
+    if let Some(reply) = answer(req, state).or_else(|| hostile::housekeeping(req)) {
         return reply;
-    }
-    if req.http_method == "GET" {
-        return Reply::raw(405, "text/plain", "");
-    }
-    if req.rpc.get("id").is_none() || req.rpc.get("method").is_none() {
-        return Reply::accepted();
     }
     match req.method() {
         "tools/list" => {

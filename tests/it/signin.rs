@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use crate::support::host_cli::{code_and_stderr, host_command};
 use crate::support::oauth::{Options, TestServer, play_browser, play_browser_page};
 use crate::support::{Host, oauth_store, store_file};
 use reqwest::Url;
@@ -1038,16 +1039,6 @@ async fn step_up(host: &Host, tool: &str) {
     browse(host, &link).await;
 }
 
-/// `examples/host.rs` as built beside this test binary (`target/<profile>/examples/host`).
-fn host_example() -> std::path::PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples/host")
-}
-
 /// A store directory `plugin-mcp-<tag>-<pid>` (emptied, not made) and a config file
 /// `plugin-mcp-<tag>-<pid>.json` beside it with `servers` as its `mcpServers`, in the temp
 /// directory, for the host example.
@@ -1085,12 +1076,10 @@ async fn host_login_with(
     paste: Option<fn(&str) -> String>,
 ) -> (Option<i32>, String) {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
-    let mut child = tokio::process::Command::new(host_example())
+    let mut child = host_command(dir)
         .args(["login", "--wait", "20"])
         .arg(config)
         .arg("docs")
-        .env("PLUGIN_MCP_OAUTH_DIR", dir)
-        .env_remove("RUST_LOG")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -1116,10 +1105,7 @@ async fn host_login_with(
         .await
         .unwrap()
         .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    code_and_stderr(&out)
 }
 
 #[tokio::test]
@@ -1285,30 +1271,42 @@ async fn a_client_id_from_the_environment_still_gets_a_link() {
         "clientId": "${env:DOCS_CLIENT_ID}", "clientSecret": "${env:DOCS_CLIENT_SECRET}"
     });
     let (dir, config) = host_config("env-client", entry_with(&server, "oauth", oauth));
-    // The environment is the child's: this test binary's own stays untouched.
-    let out = tokio::process::Command::new(host_example())
-        .args(["--wait", "3"])
-        .arg(&config)
-        .arg("mcp/get_dynamic_tools")
-        .arg(r#"{"namespace":"docs"}"#)
-        .env("PLUGIN_MCP_OAUTH_DIR", &dir)
-        .env("DOCS_CLIENT_ID", "client-from-env-42")
-        .env("DOCS_CLIENT_SECRET", "client-secret-value-778899")
-        .env_remove("RUST_LOG")
-        .output()
-        .await
-        .unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    let _ = std::fs::remove_file(&config);
-    let listing: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let link = listing["signInUrl"]
-        .as_str()
-        .map(|l| Url::parse(l).unwrap());
+    let env = [
+        ("DOCS_CLIENT_ID", "client-from-env-42"),
+        ("DOCS_CLIENT_SECRET", "client-secret-value-778899"),
+    ];
+    let (listing, link) = docs_listing_in_child(&dir, &config, &env).await;
     assert_eq!(
         link.map(|l| query(&l, "client_id")),
         Some(Some("client-from-env-42".to_string())),
         "{listing}"
     );
+}
+
+/// Runs `host --wait 3 CONFIG mcp/get_dynamic_tools {"namespace":"docs"}` with the store in
+/// `dir` and `env` set in the child's environment only (this test binary's own stays
+/// untouched); removes `dir` and `config`; returns docs' listing and its `signInUrl`, parsed.
+async fn docs_listing_in_child(
+    dir: &std::path::Path,
+    config: &std::path::Path,
+    env: &[(&str, &str)],
+) -> (Value, Option<Url>) {
+    let out = host_command(dir)
+        .args(["--wait", "3"])
+        .arg(config)
+        .arg("mcp/get_dynamic_tools")
+        .arg(r#"{"namespace":"docs"}"#)
+        .envs(env.iter().copied())
+        .output()
+        .await
+        .unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+    let _ = std::fs::remove_file(config);
+    let listing: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let link = listing["signInUrl"]
+        .as_str()
+        .map(|l| Url::parse(l).unwrap());
+    (listing, link)
 }
 
 /// A server on 127.0.0.1 whose every answer `route` gives, from the request's method and
@@ -1325,6 +1323,17 @@ async fn scripted_server(
         async move { route(&req.http_method, &req.target, &base) }
     });
     (server, base)
+}
+
+/// A [`scripted_server`] answering as [`challenge_and_prm`], and every other request with
+/// `route(target, base)`.
+async fn scripted_behind_prm(
+    route: impl Fn(&str, &str) -> crate::support::hostile::Reply + Send + Sync + 'static,
+) -> (crate::support::hostile::Server, String) {
+    scripted_server(move |method, target, base| {
+        challenge_and_prm(method, target, base).unwrap_or_else(|| route(target, base))
+    })
+    .await
 }
 
 /// The `401` of a server whose challenge names `<base>/prm`, and that protected resource
@@ -1367,31 +1376,28 @@ fn server_metadata(base: &str, issuer: Option<&str>) -> Value {
 /// The listing's reason for `docs` at `base` once it settles on an error.
 async fn failure_reason(base: &str) -> String {
     let host = Host::new(json!({"docs": {"url": format!("{base}/mcp")}}));
-    let listing = host
-        .wait_for(WAIT, |l| {
-            l["servers"][0]["reason"].as_str().is_some_and(|r| {
-                r.starts_with("signing in failed") || r.starts_with("sign-in required")
-            })
-        })
-        .await;
-    listing["servers"][0]["reason"]
-        .as_str()
-        .unwrap()
-        .to_string()
+    host.reason_starting(&["signing in failed", "sign-in required"])
+        .await
+}
+
+/// The link in the listing's reason for `docs` at `base` once it settles on `sign-in required:
+/// open <link> ...`.
+async fn required_link(base: &str) -> String {
+    let reason = failure_reason(base).await;
+    let link = reason
+        .strip_prefix("sign-in required: open ")
+        .and_then(|r| r.split(' ').next())
+        .unwrap_or_else(|| panic!("no link: {reason}"));
+    link.to_string()
 }
 
 #[tokio::test]
 async fn authorization_server_metadata_without_an_issuer_is_said_to_name_none() {
     use crate::support::hostile::Reply;
     oauth_store();
-    let (_server, base) = scripted_server(|method, target, base| {
-        if let Some(reply) = challenge_and_prm(method, target, base) {
-            return reply;
-        }
-        match target {
-            "/.well-known/oauth-authorization-server" => Reply::json(&server_metadata(base, None)),
-            _ => Reply::raw(404, "text/plain", "not here"),
-        }
+    let (_server, base) = scripted_behind_prm(|target, base| match target {
+        "/.well-known/oauth-authorization-server" => Reply::json(&server_metadata(base, None)),
+        _ => Reply::raw(404, "text/plain", "not here"),
     })
     .await;
     assert_eq!(
@@ -1405,29 +1411,20 @@ async fn authorization_server_metadata_without_an_issuer_is_said_to_name_none() 
 async fn an_html_page_at_the_first_metadata_url_sends_discovery_on_to_openid() {
     use crate::support::hostile::Reply;
     oauth_store();
-    let (server, base) = scripted_server(|method, target, base| {
-        if let Some(reply) = challenge_and_prm(method, target, base) {
-            return reply;
+    let (server, base) = scripted_behind_prm(|target, base| match target {
+        // A web app's catch-all route.
+        "/.well-known/oauth-authorization-server" => {
+            Reply::raw(200, "text/html", "<!doctype html><html>app</html>")
         }
-        match target {
-            // A web app's catch-all route.
-            "/.well-known/oauth-authorization-server" => {
-                Reply::raw(200, "text/html", "<!doctype html><html>app</html>")
-            }
-            "/.well-known/openid-configuration" => Reply::json(&server_metadata(base, Some(base))),
-            "/register" => Reply::json(&json!({
-                "client_id": "client-html-1",
-                "token_endpoint_auth_method": "none",
-            })),
-            _ => Reply::raw(404, "text/plain", "not here"),
-        }
+        "/.well-known/openid-configuration" => Reply::json(&server_metadata(base, Some(base))),
+        "/register" => Reply::json(&json!({
+            "client_id": "client-html-1",
+            "token_endpoint_auth_method": "none",
+        })),
+        _ => Reply::raw(404, "text/plain", "not here"),
     })
     .await;
-    let reason = failure_reason(&base).await;
-    let link = reason
-        .strip_prefix("sign-in required: open ")
-        .and_then(|r| r.split(' ').next())
-        .unwrap_or_else(|| panic!("no link: {reason}"));
+    let link = required_link(&base).await;
     assert!(link.starts_with(&format!("{base}/authorize?")), "{link}");
     let gets: Vec<String> = server
         .requests()
@@ -1472,23 +1469,18 @@ async fn a_server_that_wants_an_api_key_is_said_to_offer_no_sign_in() {
 async fn a_registration_refused_as_invalid_client_metadata_shows_its_description() {
     use crate::support::hostile::Reply;
     oauth_store();
-    let (_server, base) = scripted_server(|method, target, base| {
-        if let Some(reply) = challenge_and_prm(method, target, base) {
-            return reply;
+    let (_server, base) = scripted_behind_prm(|target, base| match target {
+        "/.well-known/oauth-authorization-server" => {
+            Reply::json(&server_metadata(base, Some(base)))
         }
-        match target {
-            "/.well-known/oauth-authorization-server" => {
-                Reply::json(&server_metadata(base, Some(base)))
-            }
-            "/register" => Reply::raw(
-                400,
-                "application/json",
-                json!({"error": "invalid_client_metadata",
-                    "error_description": "redirect_uris: loopback addresses are not allowed"})
-                .to_string(),
-            ),
-            _ => Reply::raw(404, "text/plain", "not here"),
-        }
+        "/register" => Reply::raw(
+            400,
+            "application/json",
+            json!({"error": "invalid_client_metadata",
+                "error_description": "redirect_uris: loopback addresses are not allowed"})
+            .to_string(),
+        ),
+        _ => Reply::raw(404, "text/plain", "not here"),
     })
     .await;
     assert_eq!(
@@ -1524,24 +1516,8 @@ async fn scopes_from_the_environment_reach_the_link() {
     let server = TestServer::start(Options::default()).await;
     let oauth = json!({"scopes": "${env:DOCS_SCOPES}"});
     let (dir, config) = host_config("env-scopes", entry_with(&server, "oauth", oauth));
-    // The environment is the child's: this test binary's own stays untouched.
-    let out = tokio::process::Command::new(host_example())
-        .args(["--wait", "3"])
-        .arg(&config)
-        .arg("mcp/get_dynamic_tools")
-        .arg(r#"{"namespace":"docs"}"#)
-        .env("PLUGIN_MCP_OAUTH_DIR", &dir)
-        .env("DOCS_SCOPES", "files:read files:write")
-        .env_remove("RUST_LOG")
-        .output()
-        .await
-        .unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    let _ = std::fs::remove_file(&config);
-    let listing: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let link = listing["signInUrl"]
-        .as_str()
-        .map(|l| Url::parse(l).unwrap());
+    let env = [("DOCS_SCOPES", "files:read files:write")];
+    let (listing, link) = docs_listing_in_child(&dir, &config, &env).await;
     assert_eq!(
         link.map(|l| query(&l, "scope")),
         Some(Some("files:read files:write".to_string())),
@@ -1695,12 +1671,8 @@ async fn the_resource_goes_out_exactly_as_the_metadata_publishes_it() {
         _ => Reply::raw(404, "text/plain", "not here"),
     })
     .await;
-    let reason = failure_reason(&base).await;
-    let link = reason
-        .strip_prefix("sign-in required: open ")
-        .and_then(|r| r.split(' ').next())
-        .unwrap_or_else(|| panic!("no link: {reason}"));
-    assert_eq!(query(&Url::parse(link).unwrap(), "resource"), Some(base));
+    let link = required_link(&base).await;
+    assert_eq!(query(&Url::parse(&link).unwrap(), "resource"), Some(base));
 }
 
 /// Hands `address` to the Pack's waiting sign-in of `docs` (`mcp/sign_in_redirect`).

@@ -94,21 +94,6 @@ async fn browse(host: &Host) -> (u16, String) {
     play_browser_page(&Url::parse(link).unwrap()).await
 }
 
-/// The reason the listing gives once signing in failed.
-async fn failed(host: &Host) -> String {
-    let listing = host
-        .wait_for(WAIT, |l| {
-            l["servers"][0]["reason"]
-                .as_str()
-                .is_some_and(|r| r.starts_with("signing in failed"))
-        })
-        .await;
-    listing["servers"][0]["reason"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
 #[tokio::test]
 async fn an_expires_in_written_as_digits_or_unreadable_still_signs_in() {
     for text in ["3600", "soon"] {
@@ -144,7 +129,7 @@ async fn an_oauth_error_sent_with_http_200_names_its_code_and_description() {
     .await;
     let host = Host::new(json!({"docs": {"url": server.mcp_url().as_str()}}));
     let (status, page) = browse(&host).await;
-    let reason = failed(&host).await;
+    let reason = host.reason_starting(&["signing in failed"]).await;
     let said = "the token endpoint refused the request (bad_verification_code): The code passed is incorrect or expired.";
     assert!(reason.contains(said), "{reason}");
     assert!(page.contains(said), "{status}: {page}");

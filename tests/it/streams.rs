@@ -5,7 +5,6 @@
 //! session.
 
 use std::collections::HashSet;
-use std::io;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -18,8 +17,8 @@ use tokio::time::Instant;
 
 use crate::bounds::{assert_read_to_the_cap, call_t_within, ready_on, ready_pair, tool_server};
 use crate::support::answers::{
-    Answer, assert_call_cancelled, call_t_times, first_get_on, headers_then_silence, heartbeat,
-    initialize, legacy_with, seconds,
+    Answer, assert_call_cancelled, call_t_times, cut_after, cut_stream, first_get_on,
+    headers_then_silence, heartbeat, initialize, legacy_with, seconds,
 };
 use crate::support::hostile::{
     self, Received, Reply, SESSION, Server, entry, list_changed_initialize, result, serve,
@@ -69,20 +68,6 @@ async fn get_gaps(server: &Server, limit: Duration, what: &str, n: usize) -> Vec
         .await;
     let at: Vec<Instant> = requests.iter().filter(is_get).map(|r| r.at).collect();
     at.windows(2).map(|w| (w[1] - w[0]).as_millis()).collect()
-}
-
-/// `first`, then (after the headers and `first` went out) the connection is cut mid-body.
-fn stream_cut_after(
-    first: &'static [u8],
-) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
-    let cut = async {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        Err(std::io::Error::new(
-            std::io::ErrorKind::ConnectionReset,
-            "cut",
-        ))
-    };
-    stream::iter([Ok(Bytes::from_static(first))]).chain(stream::once(cut))
 }
 
 /// A server whose `tools/call` stream and every resumption come from `stream(n, call)`, `n`
@@ -184,12 +169,9 @@ impl Sessions {
             ..State::default()
         }));
         let script: Arc<Script> = Arc::new(script);
-        let shared = Arc::clone(&state);
-        let server = hostile::serve(move |req| {
-            let reply = answer(&req, &mut shared.lock().unwrap(), &*script);
-            async move { reply }
-        })
-        .await;
+        let server =
+            hostile::serve_with_state(Arc::clone(&state), move |req, st| answer(req, st, &*script))
+                .await;
         Sessions { server, state }
     }
 
@@ -256,12 +238,8 @@ fn answer(req: &Received, st: &mut State, script: &Script) -> Reply {
                 "Bad Request: No valid session ID provided",
             ),
         }
-    } else if let Some(reply) = script(req, st) {
+    } else if let Some(reply) = script(req, st).or_else(|| hostile::housekeeping(req)) {
         reply
-    } else if req.http_method == "GET" {
-        Reply::raw(405, "text/plain", "")
-    } else if req.rpc.get("id").is_none() || req.rpc.get("method").is_none() {
-        Reply::accepted()
     } else if method == "tools/list" {
         Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None))
     } else {
@@ -289,20 +267,6 @@ fn answer(req: &Received, st: &mut State, script: &Script) -> Reply {
         reply.status
     ));
     reply
-}
-
-/// `200 text/event-stream` sending `text`, then (after the headers and `text` went out)
-/// cutting the connection mid-body.
-fn cut_after(text: String) -> Reply {
-    let cut = async {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        Err(io::Error::new(io::ErrorKind::ConnectionReset, "cut"))
-    };
-    Reply::stream(
-        200,
-        "text/event-stream",
-        stream::once(async move { Ok(Bytes::from(text)) }).chain(stream::once(cut)),
-    )
 }
 
 /// A notification the server sends on a call's stream before its answer.
@@ -358,6 +322,23 @@ fn trail_of(lines: &[&str]) -> Vec<String> {
     START.iter().chain(lines).map(|l| l.to_string()).collect()
 }
 
+/// A second later, a call of `t` on `namespace` answers `ok on <session>`, and `server` gets
+/// the `GET` on `session` (waited for at most `limit`) within the same second as that answer.
+async fn call_then_get_at_once(
+    host: &Host,
+    namespace: &str,
+    server: &Server,
+    session: &str,
+    limit: Duration,
+) {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let answer = host.call_tool(namespace, "t").await;
+    assert_eq!(answer, Ok(format!("ok on {session}")));
+    let answered = Instant::now();
+    let get = first_get_on(server, session, limit).await;
+    assert_eq!((get.at - answered).as_secs(), 0);
+}
+
 /// The loop's `ping` (after a `404` to s-1's `GET`) goes unanswered while a call finds s-1
 /// forgotten and renews it to s-2. docs/connection.md: "The loop watches the session machine
 /// while it waits: when the session its stream is on stops being the live one (a call renewed
@@ -392,11 +373,8 @@ async fn a_call_that_renews_the_session_while_the_loop_pings_moves_the_stream_at
             r.iter().any(|r| r.method() == "ping")
         })
         .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(host.call_tool("pinging", "t").await, Ok("ok on s-2".into()));
-    let answered = Instant::now();
-    let get = first_get_on(&server, "s-2", Duration::from_secs(60)).await;
-    assert_eq!((get.at - answered).as_secs(), 0);
+    let limit = Duration::from_secs(60);
+    call_then_get_at_once(&host, "pinging", &server, "s-2", limit).await;
     drop(host);
 }
 
@@ -462,11 +440,8 @@ async fn a_call_renewal_during_the_wait_after_the_loops_own_renewal_gets_its_str
             r.iter().filter(|r| r.method() == "initialize").count() == 6
         })
         .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(host.call_tool("grown", "t").await, Ok("ok on s-7".into()));
-    let answered = Instant::now();
-    let get = first_get_on(&server, "s-7", Duration::from_secs(120)).await;
-    assert_eq!((get.at - answered).as_secs(), 0);
+    let limit = Duration::from_secs(120);
+    call_then_get_at_once(&host, "grown", &server, "s-7", limit).await;
     drop(host);
 }
 
@@ -597,9 +572,9 @@ async fn a_call_that_renews_the_session_moves_the_stream_off_a_quiet_old_one() {
 /// A server whose `tools/call` is answered `200` as `content_type` with the bytes `first`, and
 /// then the connection is cut.
 async fn cut_call_server(content_type: &'static str, first: &'static [u8]) -> Server {
-    tool_server(
-        move |_req| async move { Reply::stream(200, content_type, stream_cut_after(first)) },
-    )
+    tool_server(move |_req| async move {
+        Reply::stream(200, content_type, cut_stream(Bytes::from_static(first)))
+    })
     .await
 }
 

@@ -5,7 +5,6 @@
 //! module that issues sessions `s-1`, `s-2`, … and forgets them on demand.
 
 use std::collections::HashSet;
-use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -15,6 +14,7 @@ use runvil_plugin::{ToolError, ToolErrorKind};
 use serde_json::{Value, json};
 
 use crate::support::Host;
+use crate::support::answers::cut_after;
 use crate::support::hostile::{
     self, Received, Reply, Server, result, rpc_error, sse_event, text_result, tool, tools_page,
 };
@@ -42,12 +42,9 @@ async fn legacy(
 ) -> (Server, Arc<Mutex<Known>>) {
     let known = Arc::new(Mutex::new(Known::default()));
     let script: Arc<Script> = Arc::new(script);
-    let shared = Arc::clone(&known);
-    let server = hostile::serve(move |req| {
-        let reply = answer(&req, &mut shared.lock().unwrap(), &*script);
-        async move { reply }
-    })
-    .await;
+    let server =
+        hostile::serve_with_state(Arc::clone(&known), move |req, st| answer(req, st, &*script))
+            .await;
     (server, known)
 }
 
@@ -71,14 +68,8 @@ fn answer(req: &Received, st: &mut Known, script: &Script) -> Reply {
     if !known {
         return Reply::raw(400, "text/plain", NO_SESSION);
     }
-    if let Some(reply) = script(req, st) {
+    if let Some(reply) = script(req, st).or_else(|| hostile::housekeeping(req)) {
         return reply;
-    }
-    if req.http_method == "GET" {
-        return Reply::raw(405, "text/plain", "");
-    }
-    if req.rpc.get("id").is_none() || req.rpc.get("method").is_none() {
-        return Reply::accepted();
     }
     match req.method() {
         "tools/list" => Reply::json(&tools_page(
@@ -89,19 +80,6 @@ fn answer(req: &Received, st: &mut Known, script: &Script) -> Reply {
         "ping" => Reply::json(&result(&req.id(), json!({}))),
         _ => Reply::json(&rpc_error(&req.id(), -32601, "Method not found")),
     }
-}
-
-/// `200 text/event-stream` sending `text`, then cutting the connection mid-body.
-fn cut_after(text: String) -> Reply {
-    let cut = async {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        Err(io::Error::new(io::ErrorKind::ConnectionReset, "cut"))
-    };
-    Reply::stream(
-        200,
-        "text/event-stream",
-        stream::once(async move { Ok(Bytes::from(text)) }).chain(stream::once(cut)),
-    )
 }
 
 /// `200 text/event-stream` sending `text`, then holding the stream open without a word.
@@ -200,39 +178,33 @@ async fn own_code_server(code: i64, message: &'static str) -> Server {
     .await
 }
 
+/// A Host ready on an [`own_code_server`] of `code` and `message`, whose one call of `t` was
+/// answered with the tool's own words: a `backend` error of `message`.
+async fn answered_own_code(code: i64, message: &'static str) -> (Server, Host) {
+    let server = own_code_server(code, message).await;
+    let host = ready_host(&server.url).await;
+    assert_eq!(
+        call(&host, "t").await,
+        Err(ToolError::new(ToolErrorKind::Backend, message))
+    );
+    (server, host)
+}
+
 /// "A 2025-era tool's own -32020 is sent again": once the probe found the server still legacy,
 /// the answer is the tool's own, and the modern HeaderMismatch rule (re-list, send once more)
 /// is not applied to it. The tool runs once; nothing is re-listed.
 #[tokio::test]
 async fn a_legacy_tools_own_header_mismatch_code_is_answered_once_without_a_relisting() {
-    let server = own_code_server(-32020, "the booking header did not match").await;
-    let host = ready_host(&server.url).await;
-    assert_eq!(
-        call(&host, "t").await,
-        Err(ToolError::new(
-            ToolErrorKind::Backend,
-            "the booking header did not match"
-        ))
-    );
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(
-        (server.count("tools/call"), server.count("tools/list")),
-        (1, 1)
-    );
+    let (server, _host) = answered_own_code(-32020, "the booking header did not match").await;
+    let quiet = Duration::from_millis(500);
+    let counts = server.counts_after(quiet, ["tools/call", "tools/list"]);
+    assert_eq!(counts.await, [1, 1]);
 }
 
 /// Its own `-32021` is its own words too, not a missing client capability.
 #[tokio::test]
 async fn a_legacy_tools_own_missing_capability_code_is_shown_as_its_own_words() {
-    let server = own_code_server(-32021, "the calendar capability is off").await;
-    let host = ready_host(&server.url).await;
-    assert_eq!(
-        call(&host, "t").await,
-        Err(ToolError::new(
-            ToolErrorKind::Backend,
-            "the calendar capability is off"
-        ))
-    );
+    let (server, _host) = answered_own_code(-32021, "the calendar capability is off").await;
     assert_eq!(server.count("tools/call"), 1);
 }
 
@@ -393,6 +365,17 @@ async fn a_ping_answered_by_the_other_era_moves_the_server_without_a_call() {
 // ---------------------------------------------------------------------------------------------
 // 5. A response with neither result nor error
 
+/// The `transport` error of server `s` for a response to request `id` that holds neither a
+/// result nor an error (JSON-RPC 2.0 §5), as a call's outcome.
+fn holds_neither(id: &Value) -> Result<String, ToolError> {
+    Err(ToolError::new(
+        ToolErrorKind::Transport,
+        format!(
+            "server \"s\": the server's response to request {id} holds neither a result nor an error"
+        ),
+    ))
+}
+
 /// "A reply {"jsonrpc":"2.0","id":4} ... on an event stream the server keeps open, the call
 /// waits for the stream to end." It is answered at once as a malformed response, and, being an
 /// answer, gets no cancel.
@@ -409,15 +392,7 @@ async fn a_response_without_result_or_error_on_an_open_stream_is_malformed_at_on
         .expect("answered at once, not at the stream's end");
     assert!(started.elapsed() < Duration::from_secs(3));
     let id = server.first(|r| r.method() == "tools/call").id();
-    assert_eq!(
-        called,
-        Err(ToolError::new(
-            ToolErrorKind::Transport,
-            format!(
-                "server \"s\": the server's response to request {id} holds neither a result nor an error"
-            )
-        ))
-    );
+    assert_eq!(called, holds_neither(&id));
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(server.count("notifications/cancelled"), 0);
 }
@@ -432,15 +407,7 @@ async fn a_response_without_result_or_error_in_a_json_body_is_malformed_too() {
     let host = ready_host(&server.url).await;
     let called = call(&host, "t").await;
     let id = server.first(|r| r.method() == "tools/call").id();
-    assert_eq!(
-        called,
-        Err(ToolError::new(
-            ToolErrorKind::Transport,
-            format!(
-                "server \"s\": the server's response to request {id} holds neither a result nor an error"
-            )
-        ))
-    );
+    assert_eq!(called, holds_neither(&id));
 }
 
 // ---------------------------------------------------------------------------------------------

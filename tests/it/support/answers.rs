@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::stream;
+use futures_util::stream::{self, StreamExt};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -261,4 +261,22 @@ pub async fn first_get_on(server: &Server, session: &str, limit: Duration) -> Re
         .into_iter()
         .find(|r| is_get_on(r, session))
         .expect("the GET waited for")
+}
+
+/// `first` as one body chunk, then, 50 ms later (after the headers and `first` went out), the
+/// connection cut mid-body (`ConnectionReset`).
+pub fn cut_stream(
+    first: Bytes,
+) -> impl futures_util::Stream<Item = Result<Bytes, io::Error>> + Send + 'static {
+    let cut = async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        Err(io::Error::new(io::ErrorKind::ConnectionReset, "cut"))
+    };
+    stream::once(async move { Ok(first) }).chain(stream::once(cut))
+}
+
+/// `200 text/event-stream` sending `text`, then cutting the connection mid-body (as
+/// [`cut_stream`]).
+pub fn cut_after(text: String) -> Reply {
+    Reply::stream(200, "text/event-stream", cut_stream(Bytes::from(text)))
 }

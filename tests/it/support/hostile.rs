@@ -215,16 +215,22 @@ pub fn tools_page(id: &Value, tools: Vec<Value>, next: Option<&str>) -> Value {
 /// 2025-06-18, session [`SESSION`]), any notification or client response (202), `DELETE`
 /// (200), `GET` (405: no standalone stream). `None` for everything else.
 pub fn standard(req: &Received) -> Option<Reply> {
-    match req.http_method.as_str() {
-        "DELETE" => return Some(Reply::raw(200, "text/plain", "")),
-        "GET" => return Some(Reply::raw(405, "text/plain", "")),
-        _ => {}
+    if req.http_method == "DELETE" {
+        return Some(Reply::raw(200, "text/plain", ""));
     }
-    if req.method() == "initialize" {
+    if req.http_method != "GET" && req.method() == "initialize" {
         return Some(initialize_reply(&req.id()));
     }
+    housekeeping(req)
+}
+
+/// The usual answer to what is no request of a session: a `GET` (405: no standalone stream),
+/// and a notification or the client's answer to a server request (202). `None` for a request.
+pub fn housekeeping(req: &Received) -> Option<Reply> {
+    if req.http_method == "GET" {
+        return Some(Reply::raw(405, "text/plain", ""));
+    }
     if req.rpc.get("id").is_none() || req.rpc.get("method").is_none() {
-        // A notification, or the client's answer to a server request.
         return Some(Reply::accepted());
     }
     None
@@ -303,6 +309,17 @@ impl Server {
         self.with_method(method).len()
     }
 
+    /// Waits `quiet` (Tokio time), then tells how many requests had each JSON-RPC method of
+    /// `methods`, in that order: what a test counts once nothing more should arrive.
+    pub async fn counts_after<const N: usize>(
+        &self,
+        quiet: Duration,
+        methods: [&str; N],
+    ) -> [usize; N] {
+        tokio::time::sleep(quiet).await;
+        methods.map(|method| self.count(method))
+    }
+
     /// Waits (at most `limit`, Tokio time) until `done(requests)`; panics otherwise.
     pub async fn wait_until(
         &self,
@@ -372,6 +389,20 @@ where
             "tools/list" => Reply::json(&tools_page(&req.id(), tools.clone(), None)),
             _ => call(&req),
         });
+        async move { reply }
+    })
+    .await
+}
+
+/// Starts a server (as [`serve`]) answering each request with `answer(request, state)`, `state`
+/// locked for the length of that call.
+pub async fn serve_with_state<S, F>(state: Arc<Mutex<S>>, answer: F) -> Server
+where
+    S: Send + 'static,
+    F: Fn(&Received, &mut S) -> Reply + Send + Sync + 'static,
+{
+    serve(move |req| {
+        let reply = answer(&req, &mut state.lock().unwrap());
         async move { reply }
     })
     .await

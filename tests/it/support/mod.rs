@@ -8,7 +8,9 @@
 //! tests), [`modern`] (a strict 2026-07-28 server, switchable to the legacy era, recording a
 //! trail), [`demo_server`] (the examples' rmcp server) and [`interop`] (real peers behind a
 //! recording proxy). What many tests build such servers from is in [`answers`]. What they have in common, binding, serving connections and waiting on a
-//! record, is in [`net`]; log capture is in [`logs`].
+//! record, is in [`net`]; log capture is in [`logs`]. The host example run as a child is in
+//! [`host_cli`], the texts inside a JSON value in [`leaves`], and the bench's tool catalog
+//! (`bench/data/catalog.json`, read as the bench reads it) in [`catalog`].
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -77,6 +79,15 @@ pub fn construct(config: &Value, id: &str) -> Result<Box<dyn Pack>, runvil_plugi
     services.insert(&TOKIO_RUNTIME, tokio::runtime::Handle::current());
     let spec = packs.get("runvil/mcp").expect("install inserts runvil/mcp");
     spec.construct(id, &services)
+}
+
+/// A current-thread Tokio runtime with I/O and time enabled, for a property case (proptest runs
+/// each case outside `#[tokio::test]`).
+pub fn current_thread_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
 }
 
 /// A constructed `mcp` Pack on the current Tokio runtime.
@@ -166,6 +177,22 @@ impl Host {
         hostile::server_entry(&listing, namespace).clone()
     }
 
+    /// Waits (at most [`WAIT`]) until the first server's listing `reason` starts with one of
+    /// `starts`; returns that reason. Panics with the listing otherwise.
+    pub async fn reason_starting(&self, starts: &[&str]) -> String {
+        let listing = self
+            .wait_for(WAIT, |l| {
+                l["servers"][0]["reason"]
+                    .as_str()
+                    .is_some_and(|r| starts.iter().any(|s| r.starts_with(s)))
+            })
+            .await;
+        listing["servers"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
     /// Waits (at most `limit`, polling every 10 ms) until `done(listing)`; panics with the last
     /// listing when the time runs out.
     pub async fn wait_for(&self, limit: Duration, done: impl Fn(&Value) -> bool) -> Value {
@@ -184,10 +211,14 @@ impl Host {
 }
 
 pub mod answers;
+#[path = "../../../bench/src/catalog.rs"]
+pub mod catalog;
 #[path = "../../../examples/common/demo_server.rs"]
 pub mod demo_server;
+pub mod host_cli;
 pub mod hostile;
 pub mod interop;
+pub mod leaves;
 pub mod logs;
 pub mod mock;
 pub mod modern;
