@@ -3,7 +3,7 @@
 #
 # Every module of src/ is declared in LAYERS below, lowest first. A module may import only from
 # modules listed before it (lower in the stack), with one exception: a file of a directory
-# module may import from its own `mod.rs` (the facade that declares it and holds the type its
+# module may import from its own facade (`src/a.rs` of `src/a/b.rs`: the file that declares it and holds the type its
 # `impl` blocks extend, such as `http::Connection`). The edges are read from the code: every
 # `use` statement (multi-line `use crate::{...}` blocks included, `crate::`, `super::`, `self::`
 # and child-module paths) and every inline `crate::`/`super::` path, outside comments and
@@ -63,7 +63,7 @@ pack
 crate
 '
 
-# The module path of a file: src/lib.rs is `crate`, src/a/mod.rs is `a`, src/a/b.rs is `a::b`.
+# The module path of a file: src/lib.rs is `crate`, src/a.rs (or src/a/mod.rs) is `a`, src/a/b.rs is `a::b`.
 module_of() {
     local path=${1#src/}
     path=${path%.rs}

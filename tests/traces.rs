@@ -11,10 +11,14 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 use tracing_subscriber::layer::SubscriberExt;
 
-// The integration tests' Host and servers (tests/it/support), shared as they are.
+// The integration tests' Host and servers (tests/it/support), shared as they are: reached
+// through `it` so that tests/it/support.rs finds its files as in the `it` binary.
 #[allow(dead_code, unused_imports)]
-#[path = "it/support/mod.rs"]
-mod support;
+#[path = "it"]
+mod it {
+    pub mod support;
+}
+use it::support;
 
 use crate::support::Host;
 use crate::support::modern::{Era, Modern};

@@ -35,7 +35,7 @@ pub(crate) mod tokens;
 
 /// The local authorization server of the integration tests, shared with the unit tests.
 #[cfg(test)]
-#[path = "../../tests/support/oauth.rs"]
+#[path = "../tests/support/oauth.rs"]
 #[allow(dead_code)] // Each test binary uses a part.
 pub(crate) mod testing;
 

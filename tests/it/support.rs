@@ -211,9 +211,9 @@ impl Host {
 }
 
 pub mod answers;
-#[path = "../../../bench/src/catalog.rs"]
+#[path = "../../bench/src/catalog.rs"]
 pub mod catalog;
-#[path = "../../../examples/common/demo_server.rs"]
+#[path = "../../examples/common/demo_server.rs"]
 pub mod demo_server;
 pub mod host_cli;
 pub mod hostile;
@@ -225,7 +225,7 @@ pub mod modern;
 pub mod net;
 // The test authorization server's listener (`super::unused_loopback` in oauth.rs).
 use net::unused_loopback;
-#[path = "../../support/oauth.rs"]
+#[path = "../support/oauth.rs"]
 #[allow(
     dead_code,
     reason = "shared with the unit tests (as crate::auth::testing), which use the rest"
