@@ -98,15 +98,12 @@ async fn a_secret_under_a_duplicated_json_key_is_shown() {
         !one.contains(STRING_KEY),
         "the listing shows the secret: {one}"
     );
-    let blank = " ".repeat(r#""description":"sk-review-0123456789abcdef","#.len());
+    // The reader's blanks are gone too: a model reads the compact text.
     assert!(
-        one.contains(&format!(
-            r#""inputSchema":{{"type":"object",{blank}"description":"a\/b"}}"#
-        )),
+        one.contains(r#""inputSchema":{"type":"object","description":"a\/b"}"#),
         "{one}"
     );
-    let blank = " ".repeat(r#""echo":"sk-review-0123456789abcdef","#.len());
-    assert_eq!(text, format!(r#"{{{blank}"echo":"a\/b"}}"#));
+    assert_eq!(text, r#"{"echo":"a\/b"}"#);
 }
 
 /// A schema number holding a secret follows the same rule: the schema stays an object, the
@@ -773,5 +770,63 @@ pub(crate) mod cut_and_echoed {
             !entry.contains(&KEY[..6]),
             "a prefix of a's key is shown: {entry}"
         );
+    }
+}
+
+// Log fields: every one made of a server's text is scrubbed of every entry's secrets.
+mod log_fields {
+    use serde_json::json;
+
+    use crate::support::hostile::{Reply, rpc_error, serve_tools, text_result, tool};
+    use crate::support::{Host, WAIT, logs};
+
+    /// Entry `a`'s key: `b`'s server quotes it (a header both entries' servers share, say).
+    const KEY_A: &str = "sk-shared/0123456789abcdef";
+
+    /// The rule: "No output (…, log line, …) may contain a header value": at `RUST_LOG=trace`,
+    /// server `b`'s log notification, its logger's name, a notification of a method not read
+    /// and its call's error all quote entry `a`'s key (as written and percent-encoded with hex
+    /// digits in both cases); no log line shows it, although `b`'s entry does not hold it.
+    #[tokio::test]
+    async fn a_log_line_of_one_entry_quoting_another_entrys_key_is_scrubbed() {
+        let (guard, logs) = logs::capture("trace");
+        tracing::callsite::rebuild_interest_cache();
+        let a = serve_tools(vec![tool("ok", "Answers ok.")], |req| {
+            Reply::json(&text_result(&req.id(), "ok"))
+        })
+        .await;
+        let encoded = "sk-shared%2f0123456789abcdef";
+        let mixed = "sk%2Dshared%2f0123456789abcdef";
+        let b = serve_tools(vec![tool("leak", "Quotes a header.")], move |req| {
+            Reply::sse(&[
+                json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {
+                    "level": "error", "logger": format!("proxy {KEY_A}"),
+                    "data": format!("upstream refused X-Api-Key: {KEY_A} ({encoded}, {mixed})")
+                }}),
+                json!({"jsonrpc": "2.0", "method": format!("notifications/{KEY_A}")}),
+                rpc_error(&req.id(), -32000, &format!("upstream said {KEY_A}")),
+            ])
+        })
+        .await;
+        let host = Host::new(json!({
+            "a": {"url": a.url, "headers": {"X-Api-Key": KEY_A}},
+            "b": {"url": b.url}
+        }));
+        host.ready("a", WAIT).await;
+        host.ready("b", WAIT).await;
+        let answer = host.call_tool("b", "leak").await;
+        drop(host);
+        drop(guard);
+        let error = answer.expect_err("the call fails");
+        assert!(!error.message.contains(KEY_A), "{}", error.message);
+        assert!(
+            !logs.lines_with("upstream refused").is_empty(),
+            "the server's log line was not captured: {}",
+            logs.text()
+        );
+        for form in [KEY_A, "0123456789abcdef"] {
+            let leaked = logs.lines_with(form);
+            assert!(leaked.is_empty(), "a log line shows {form}: {:?}", leaked);
+        }
     }
 }
