@@ -184,10 +184,15 @@ pub(crate) fn credential_may_go(
     );
     let message = match &config.authorization_server {
         Some(_) => format!(
-            "the server's metadata names {found}, not the oauth.authorizationServer of this              entry, so {key} is not sent there and signing in is refused; if {key} belongs to              that authorization server, write its issuer as oauth.authorizationServer"
+            "the server's metadata names {found}, not the oauth.authorizationServer of this \
+             entry, so {key} is not sent there and signing in is refused; if {key} belongs to \
+             that authorization server, write its issuer as oauth.authorizationServer"
         ),
         None => format!(
-            "the server's metadata names {found}, on another origin than the server's url, so              {key} is not sent there and signing in is refused; if {key} belongs to that              authorization server, write its issuer as \"oauth\": {{\"authorizationServer\":              \"<issuer>\"}}"
+            "the server's metadata names {found}, on another origin than the server's url, so \
+             {key} is not sent there and signing in is refused; if {key} belongs to that \
+             authorization server, write its issuer as \"oauth\": {{\"authorizationServer\": \
+             \"<issuer>\"}}"
         ),
     };
     Err(Error::new(ErrorKind::Config, message))

@@ -238,6 +238,9 @@ enum Encoding {
     Mixed,
     /// Percent-encoded, every non-alphanumeric byte.
     Percent,
+    /// Percent-encoded, the hex digits of every other escape in lower case (`%2f` beside `%C3`),
+    /// as a server that re-encodes a URL may write them.
+    PercentMixed,
 }
 
 /// `secret` inside a JSON string, written the `encoding` way (the text between the quotes).
@@ -263,7 +266,28 @@ fn encode(secret: &str, encoding: Encoding) -> String {
             percent_encoding::utf8_percent_encode(secret, percent_encoding::NON_ALPHANUMERIC)
                 .to_string()
         }
+        Encoding::PercentMixed => mixed_hex(&encode(secret, Encoding::Percent)),
     }
+}
+
+/// `encoded` with the hex digits of every other percent-encoding in lower case.
+fn mixed_hex(encoded: &str) -> String {
+    let mut out = String::new();
+    for (n, part) in encoded.split('%').enumerate() {
+        if n == 0 {
+            out.push_str(part);
+            continue;
+        }
+        out.push('%');
+        let digits = part.len().min(2);
+        if n % 2 == 1 {
+            out.push_str(&part[..digits].to_ascii_lowercase());
+        } else {
+            out.push_str(&part[..digits]);
+        }
+        out.push_str(&part[digits..]);
+    }
+    out
 }
 
 /// A JSON object text carrying the secret at `position`: `string` is the secret as written
@@ -440,6 +464,7 @@ fn forbidden(secrets: &[&str]) -> Vec<String> {
             percent_encoding::utf8_percent_encode(secret, percent_encoding::NON_ALPHANUMERIC)
                 .to_string(),
         );
+        forms.push(encode(secret, Encoding::PercentMixed));
     }
     forms
 }
@@ -610,6 +635,7 @@ fn encoding() -> impl Strategy<Value = Encoding> {
         Just(Encoding::Unicode),
         Just(Encoding::Mixed),
         Just(Encoding::Percent),
+        Just(Encoding::PercentMixed),
     ]
 }
 
