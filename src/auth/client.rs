@@ -419,6 +419,58 @@ mod tests {
     }
 
     #[test]
+    fn a_configured_credential_goes_only_to_a_trusted_token_endpoint() {
+        let mcp = Url::parse("https://mcp.example.com/mcp").unwrap();
+        let secret = OAuthConfig {
+            client_id: Some("svc".into()),
+            client_secret: Some(SecretString::from("very-secret-value")),
+            ..OAuthConfig::default()
+        };
+        let named = |issuer: &str| OAuthConfig {
+            authorization_server: Some(issuer.into()),
+            ..OAuthConfig {
+                client_id: Some("svc".into()),
+                private_key: Some(SecretString::from("pem")),
+                ..OAuthConfig::default()
+            }
+        };
+        // `a.example.com` vouched for by its own metadata: only when the entry names it.
+        let other = server(None, false);
+        let refused = credential_may_go(&secret, &mcp, &other).unwrap_err();
+        assert_eq!(refused.kind(), ErrorKind::Config);
+        assert!(refused.message().starts_with(
+            "the server's metadata names the authorization server https://a.example.com, on \
+             another origin than the server's url, so oauth.clientSecret is not sent there"
+        ));
+        assert!(credential_may_go(&named("https://a.example.com/"), &mcp, &other).is_ok());
+        let refused = credential_may_go(&named("https://b.example.com"), &mcp, &other).unwrap_err();
+        assert!(refused.message().contains("oauth.privateKey is not sent there"));
+        // No configured credential: nothing to keep.
+        assert!(credential_may_go(&OAuthConfig::default(), &mcp, &other).is_ok());
+        // On the MCP server's origin: its own issuer, or its own (2025-03-26) token endpoint.
+        let own = AuthorizationServer {
+            issuer: Some("https://mcp.example.com".into()),
+            ..server(None, false)
+        };
+        assert!(credential_may_go(&secret, &mcp, &own).is_ok());
+        let legacy = AuthorizationServer {
+            issuer: Some("https://a.example.com".into()),
+            token_endpoint: Url::parse("https://mcp.example.com/token").unwrap(),
+            source: EndpointSource::LegacyMetadata,
+            ..server(None, false)
+        };
+        assert!(credential_may_go(&secret, &mcp, &legacy).is_ok());
+        // A 2025-03-26 server's metadata claiming another issuer vouches for nothing: the
+        // token endpoint's origin decides.
+        let claimed = AuthorizationServer {
+            token_endpoint: Url::parse("https://evil.example.net/token").unwrap(),
+            ..legacy
+        };
+        assert!(credential_may_go(&secret, &mcp, &claimed).is_err());
+        assert!(credential_may_go(&named("https://a.example.com"), &mcp, &claimed).is_err());
+    }
+
+    #[test]
     fn a_guessed_registration_endpoint_saying_not_now_is_not_absent() {
         use reqwest::StatusCode;
         let cases = [
