@@ -290,7 +290,11 @@ fn covered_by(matchers: &[Arc<Matcher>], text: &str) -> Vec<Range<usize>> {
         return runs;
     };
     // The view has the text's length, so its runs are the text's.
-    merge_runs(runs.into_iter().chain(covered_as_written(matchers, &upper)).collect())
+    merge_runs(
+        runs.into_iter()
+            .chain(covered_as_written(matchers, &upper))
+            .collect(),
+    )
 }
 
 /// `runs` sorted and merged: overlapping or touching ranges make one.
@@ -337,9 +341,7 @@ fn covered_as_written(matchers: &[Arc<Matcher>], text: &str) -> Vec<Range<usize>
     match matchers {
         [] => Vec::new(),
         [one] => one.covered(text),
-        many => {
-            merge_runs(many.iter().flat_map(|m| m.covered(text)).collect())
-        }
+        many => merge_runs(many.iter().flat_map(|m| m.covered(text)).collect()),
     }
 }
 
@@ -1668,16 +1670,16 @@ mod tests {
         assert_eq!(r.scrub("a=sk%2Flive%2dsecret%5F1&"), "a=[redacted]&");
         let mut words = Redactor::default();
         words.add_secret("p/a:t~h!x*y");
-        assert_eq!(
-            words.scrub("q=p%2fa%3At%7eh%21x%2Ay."),
-            "q=[redacted]."
-        );
+        assert_eq!(words.scrub("q=p%2fa%3At%7eh%21x%2Ay."), "q=[redacted].");
         assert_eq!(
             words.scrub_json(r#"{"q":"p%2fa%3At%7eh%21x%2Ay"}"#),
             r#"{"q":"[redacted]"}"#
         );
         // A different letter is a different text: only the escapes' hex digits fold.
-        assert_eq!(r.scrub("a=SK%2flive%2Dsecret%5f1&"), "a=SK%2flive%2Dsecret%5f1&");
+        assert_eq!(
+            r.scrub("a=SK%2flive%2Dsecret%5f1&"),
+            "a=SK%2flive%2Dsecret%5f1&"
+        );
         let gate = Gate::new([&r, &words]);
         assert_eq!(
             gate.pass("x p%2Fa%3at%7Eh%21x%2ay sk%2flive%2Dsecret%5f1".into())

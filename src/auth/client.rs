@@ -444,7 +444,11 @@ mod tests {
         ));
         assert!(credential_may_go(&named("https://a.example.com/"), &mcp, &other).is_ok());
         let refused = credential_may_go(&named("https://b.example.com"), &mcp, &other).unwrap_err();
-        assert!(refused.message().contains("oauth.privateKey is not sent there"));
+        assert!(
+            refused
+                .message()
+                .contains("oauth.privateKey is not sent there")
+        );
         // No configured credential: nothing to keep.
         assert!(credential_may_go(&OAuthConfig::default(), &mcp, &other).is_ok());
         // On the MCP server's origin: its own issuer, or its own (2025-03-26) token endpoint.

@@ -187,7 +187,9 @@ pub(crate) fn parse(value: &Value, substitute: &mut Substitute<'_>) -> Result<OA
         Url::parse(&issuer)
             .ok()
             .filter(|u| matches!(u.scheme(), "https" | "http") && u.host().is_some())
-            .ok_or("oauth.authorizationServer must be the authorization server's issuer, an https URL")?;
+            .ok_or(
+                "oauth.authorizationServer must be the authorization server's issuer, an https URL",
+            )?;
         config.authorization_server = Some(issuer);
     }
     if let Some(algorithm) = string("signingAlgorithm")? {

@@ -1936,7 +1936,9 @@ mod credential_origin {
                     return reply;
                 }
                 match req.method() {
-                    "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool("t", "T.")], None)),
+                    "tools/list" => {
+                        Reply::json(&tools_page(&req.id(), vec![tool("t", "T.")], None))
+                    }
                     _ => Reply::json(&text_result(&req.id(), "ok")),
                 }
             }
