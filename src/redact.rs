@@ -19,8 +19,11 @@
 //! ways common encoders write it (`\"`, PHP's `\/`, Python's and PHP's `\u00e4`, Go's
 //! `\u003c`), and percent-encoded the ways HTTP stacks encode text (a URL's path, query and
 //! user info, a form, JavaScript's `encodeURIComponent`, Python's `quote` and `quote_plus`, every
-//! non-alphanumeric byte; hex digits in either case), so every path that scrubs plain text also
-//! catches those echoes.
+//! non-alphanumeric byte; registered with upper-case hex digits, and a text is also searched
+//! with its escapes' digits upper-cased ([`upper_hex`]), so any case, mixed too, matches), and
+//! a `Basic` credential also decoded ([`basic_credentials`]); so every path that scrubs plain
+//! text also catches those echoes. Once the Pack is built, every entry's redactor scrubs with
+//! the secrets of every entry ([`Redactor::join`]): log fields never pass the gate.
 //! All forms of all secrets, configured and learned, make one Aho-Corasick automaton, built
 //! when the set changes; a scrub is one pass over the text, and each maximal run of bytes that
 //! occurrences cover (overlapping or touching) becomes one `[redacted]` ([`Redactor::scrub`]).
