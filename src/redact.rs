@@ -804,8 +804,9 @@ impl Redactor {
 
     /// Makes every scrub of this redactor (and of the scrubbers it made) take the secrets of
     /// every entry `pack` holds, configured and learned, now and later; `pack` should hold
-    /// this redactor's own secrets too (the Pack's [`Gate`] does). A second call changes
-    /// nothing.
+    /// this redactor's own secrets too (the Pack's [`Gate`] does). [`Redactor::scrub_cut`]
+    /// then also takes a cut end of at least [`MIN_CUT_TAIL_BYTES`] that starts another
+    /// entry's secret, as [`Gate::pass`] does. A second call changes nothing.
     pub(crate) fn join(&self, pack: &Gate) {
         let _ = self.pack.set(pack.clone());
     }
@@ -983,7 +984,19 @@ impl Redactor {
     /// too, so no prefix of a secret survives the cut.
     pub(crate) fn scrub_cut<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let scrubbed = self.scrub(text);
-        let tail = self.read().cut_tail(&scrubbed, 1);
+        let own = self.read().cut_tail(&scrubbed, 1);
+        // Joined, what the cut left of another entry's secret goes too, as the gate takes it.
+        let others = self.pack.get().and_then(|gate| {
+            gate.sets
+                .iter()
+                .filter(|set| !Arc::ptr_eq(set, &self.set))
+                .filter_map(|set| {
+                    let set = set.read().unwrap_or_else(|e| e.into_inner());
+                    set.cut_tail(&scrubbed, MIN_CUT_TAIL_BYTES)
+                })
+                .max()
+        });
+        let tail = own.max(others);
         match tail {
             None => scrubbed,
             Some(len) => {
@@ -1713,6 +1726,36 @@ mod tests {
             basic_credentials("basic c3ZjLWFjY291bnQ6cGFzcw==").as_deref(),
             Some("svc-account:pass")
         );
+    }
+
+    /// Joined to the Pack's gate, an entry's scrubs take every entry's secrets: those of the
+    /// other entries, learned later too, and what a cut left of them.
+    #[test]
+    fn a_joined_redactor_scrubs_every_entrys_secrets() {
+        let mut own = Redactor::default();
+        own.add_secret("own-secret-000001");
+        let mut other = Redactor::default();
+        other.add_secret("other-secret-000002");
+        let scrub = own.scrubber();
+        assert_eq!(own.scrub("other-secret-000002"), "other-secret-000002");
+        let gate = Gate::new([&own, &other]);
+        own.join(&gate);
+        assert_eq!(
+            own.scrub("own-secret-000001 other-secret-000002"),
+            "[redacted] [redacted]"
+        );
+        // A scrubber made before the join follows it; a learned secret is found at once.
+        other.learner()(&SecretString::from("other-token-000003"), Learned::Token);
+        assert_eq!(scrub("other-token-000003"), "[redacted]");
+        assert_eq!(
+            own.scrub_json(r#"{"k":"other-secret-000002"}"#),
+            r#"{"k":"[redacted]"}"#
+        );
+        // A cut end: one byte of its own secret, four of another entry's.
+        assert_eq!(own.scrub_cut("a o"), "a [redacted]");
+        assert_eq!(own.scrub_cut("a othe"), "a [redacted]");
+        assert_eq!(own.scrub_cut("a ot"), "a ot");
+        assert_eq!(other.scrub("own-secret-000001"), "own-secret-000001");
     }
 
     /// The reference model of [`Redactor::scrub`]: mark every byte any occurrence of any held
