@@ -1996,4 +1996,43 @@ mod credential_origin {
         assert_eq!(requests.len(), 1, "{requests:?}");
         assert_eq!(requests[0]["auth"], "client_secret_basic");
     }
+
+    /// The refusal is lasting (only the config can change it): `host login` stops at once
+    /// with it instead of waiting out `--wait` (the listing's `lasting`).
+    #[tokio::test]
+    async fn host_login_stops_at_once_at_a_secret_bound_for_another_origin() {
+        oauth_store();
+        let auth = TestServer::start(Options {
+            client: Some(("svc", SECRET)),
+            ..Options::default()
+        })
+        .await;
+        let issuer = auth.base.as_str().trim_end_matches('/').to_string();
+        let mcp = mcp_naming(issuer).await;
+        let (dir, config) = super::host_config("credential-origin", entry(&mcp.url, None));
+        let started = std::time::Instant::now();
+        let out = tokio::process::Command::new(super::host_example())
+            .args(["login", "--wait", "60"])
+            .arg(&config)
+            .arg("docs")
+            .env("PLUGIN_MCP_OAUTH_DIR", &dir)
+            .env_remove("RUST_LOG")
+            .output()
+            .await
+            .unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_file(&config);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.starts_with(
+                "host: login failed: signing in failed: the server's metadata names the \
+                 authorization server http://127.0.0.1:"
+            ),
+            "{stderr}"
+        );
+        assert!(!stderr.contains(SECRET), "{stderr}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(30), "{stderr}");
+        assert_eq!(auth.log.lock().unwrap().token_requests.len(), 0);
+    }
 }
