@@ -2032,7 +2032,10 @@ mod credential_origin {
             "{stderr}"
         );
         assert!(!stderr.contains(SECRET), "{stderr}");
-        assert!(started.elapsed() < std::time::Duration::from_secs(30), "{stderr}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "{stderr}"
+        );
         assert_eq!(auth.log.lock().unwrap().token_requests.len(), 0);
     }
 }
