@@ -212,6 +212,44 @@ fn mend(text: &mut [u8], lone: &[usize], blanks: &[Range<usize>]) {
     }
 }
 
+/// `text`, one valid JSON value, without the whitespace between its tokens (RFC 8259 §2:
+/// insignificant whitespace): what a server's raw JSON shows a model, its strings, numbers and
+/// member order kept byte for byte. A reader's blanks ([`ready`]: an earlier member of a key
+/// named twice) and a server's pretty-printing leave runs of spaces that would only cost a
+/// model's context. Borrowed when there is nothing to drop.
+pub(crate) fn compact(text: &str) -> std::borrow::Cow<'_, str> {
+    let bytes = text.as_bytes();
+    // Whitespace inside a string is the string's own; outside, it only sits between tokens.
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut out: Option<Vec<u8>> = None;
+    for (at, &b) in bytes.iter().enumerate() {
+        let keep = if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            true
+        } else {
+            in_string = b == b'"';
+            !matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+        };
+        match (&mut out, keep) {
+            (Some(out), true) => out.push(b),
+            (None, false) => out = Some(bytes[..at].to_vec()),
+            _ => {}
+        }
+    }
+    match out {
+        None => std::borrow::Cow::Borrowed(text),
+        // Only ASCII whitespace outside strings was dropped, so the bytes stay UTF-8.
+        Some(out) => String::from_utf8(out).map_or(std::borrow::Cow::Borrowed(text), Into::into),
+    }
+}
+
 /// Decodes a server's (or an authorization server's) JSON `body` into `T`, through [`ready`].
 ///
 /// # Errors
@@ -428,6 +466,25 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::{Problem, Refusal, Source, config_value, from_server, misspelling_of, ready};
+
+    #[test]
+    fn compact_drops_whitespace_between_tokens_only() {
+        let mut text = br#"{"a": 1, "a" : "x y\" z",
+  "b": [ 1.50 , "\\", {"c" :true} ] }"#
+            .to_vec();
+        ready(&mut text, Source::Server).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        // The first "a" is blanked by the reader; its blanks go too.
+        assert_eq!(
+            super::compact(&text),
+            r#"{"a":"x y\" z","b":[1.50,"\\",{"c":true}]}"#
+        );
+        assert!(matches!(
+            super::compact(r#"{"a":"b c"}"#),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(super::compact(" \"é  ü\" "), "\"é  ü\"");
+    }
 
     fn server(text: &str) -> Result<Value, Refusal> {
         from_server(text.as_bytes())

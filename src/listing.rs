@@ -30,7 +30,8 @@
 //! server is ready (the version its requests carry: `2026-07-28`, or the one `initialize`
 //! negotiated); `instructions` (scrubbed, at most 8 KiB) when a ready server's
 //! `server/discover` or `initialize` gave them.
-//! Schemas and annotations are written out verbatim, exactly as the server sent them.
+//! Schemas and annotations are written out as the server sent them, without the whitespace
+//! between their tokens ([`crate::json::compact`]): strings, numbers and member order kept.
 
 use serde::Serialize;
 use serde_json::value::RawValue;

@@ -96,6 +96,19 @@ fn build(
     if let Some(only) = only {
         entries.retain(|(namespace, _)| only.contains(namespace));
     }
+    // The exit gate over every entry's secrets; each entry's redactor joins it before any task
+    // runs, so every reason and log field made of one server's text is scrubbed of every
+    // entry's secrets (docs/configuration.md, "The exit gate").
+    let remotes = || {
+        entries.iter().filter_map(|(_, entry)| match entry {
+            Entry::Remote(remote) => Some(&remote.redactor),
+            _ => None,
+        })
+    };
+    let gate = Gate::new(remotes());
+    for redactor in remotes() {
+        redactor.join(&gate);
+    }
     let shutdown = CancellationToken::new();
     let clients = Arc::new(Clients::default());
     // Every server task, so `Pack::closed` waits for this Pack's work only.
@@ -135,11 +148,6 @@ fn build(
     }
     servers.sort_by(|a, b| a.namespace.cmp(&b.namespace));
     tasks.close();
-    let gate = Gate::new(
-        servers
-            .iter()
-            .filter_map(|s| s.connection.as_deref().map(Connection::redactor)),
-    );
     Ok(Box::new(McpPack {
         tasks,
         gate,

@@ -4,7 +4,8 @@
 //! Blocks are mapped in order and joined with a blank line: text and embedded text resources
 //! as their text; images, audio and binary resources as placeholders naming their MIME type;
 //! resource links as `[resource: <uri>]`; unknown block types as `[<type> content omitted]`.
-//! A result with no blocks gives its `structuredContent` JSON, and with neither
+//! A result with no blocks gives its `structuredContent` JSON (compact: no whitespace between
+//! tokens), and with neither
 //! [`NO_CONTENT`]. `isError: true` makes the same text a backend error. The text is scrubbed of
 //! the server entry's secrets, and each server string a placeholder quotes is scrubbed before
 //! it is cut to 256 bytes.
@@ -220,7 +221,10 @@ pub(crate) fn map(
     if result.content.is_empty() {
         // An error without any text is worded by the caller, which knows the server's name.
         let text = match result.structured_content {
-            Some(raw) => redactor.scrub_json(raw.get()).into_owned(),
+            // Compact: blanks a reader left (a key named twice) are no text for a model.
+            Some(raw) => redactor
+                .scrub_json(&crate::json::compact(raw.get()))
+                .into_owned(),
             None if is_error => String::new(),
             None => NO_CONTENT.to_string(),
         };

@@ -1564,10 +1564,17 @@ fn read_tool(raw: &RawValue, redactor: &crate::redact::Redactor) -> Result<Tool,
     })
 }
 
-/// `raw` with the entry's secrets scrubbed out.
+/// `raw` compact ([`crate::json::compact`]: no blanks a reader left, no pretty-printing) with
+/// the entry's secrets scrubbed out.
 fn scrubbed_json(raw: &RawValue, redactor: &crate::redact::Redactor) -> Box<RawValue> {
-    match redactor.scrub_json(raw.get()) {
-        std::borrow::Cow::Borrowed(_) => raw.to_owned(),
+    let compact = crate::json::compact(raw.get());
+    match redactor.scrub_json(&compact) {
+        std::borrow::Cow::Borrowed(_) => match compact {
+            std::borrow::Cow::Borrowed(_) => raw.to_owned(),
+            std::borrow::Cow::Owned(text) => {
+                RawValue::from_string(text).unwrap_or_else(|_| raw.to_owned())
+            }
+        },
         // Never the original. The JSON rule keeps JSON valid (a number holding a secret becomes
         // "[redacted]"); text that is no JSON value all the same is shown as one JSON string.
         std::borrow::Cow::Owned(text) => match serde_json::from_str::<serde::de::IgnoredAny>(&text)

@@ -127,6 +127,83 @@ pub(crate) fn without_registration(
     }
 }
 
+/// Whether the entry's configured client credential (`oauth.clientSecret`, or the assertions
+/// `oauth.privateKey` signs) may go to `server`'s token endpoint, found for the MCP server at
+/// `server_url`. The metadata that names a token endpoint comes from the MCP server (RFC 9728
+/// §7.6: a resource may name any authorization server), so a credential written for one
+/// authorization server would otherwise go wherever a server points it. The rule:
+///
+/// - with `oauth.authorizationServer`: the authorization server must be that issuer, as its
+///   own metadata says (RFC 8414 §3.3: fetched from the issuer and naming it identically; or,
+///   for an issuer that publishes none, its 2025-03-26 default endpoints), or its token
+///   endpoint must be on that issuer's origin;
+/// - without: the token endpoint, or the issuer whose own metadata named it, must be on the
+///   MCP server's origin, the one origin the entry names.
+///
+/// An entry with no configured credential passes: a registered client's secret is issued by
+/// the server it is sent to.
+///
+/// # Errors
+/// [`ErrorKind::Config`] naming the key to write (`oauth.authorizationServer`) and the issuer
+/// or origin found; no request has been sent.
+pub(crate) fn credential_may_go(
+    config: &OAuthConfig,
+    server_url: &Url,
+    server: &AuthorizationServer,
+) -> Result<(), Error> {
+    let key = match (&config.client_secret, &config.private_key) {
+        (Some(_), _) => "oauth.clientSecret",
+        (None, Some(_)) => "oauth.privateKey",
+        (None, None) => return Ok(()),
+    };
+    // The issuer whose own metadata (or default endpoints) named the token endpoint; none when
+    // the MCP server's origin served them (a 2025-03-26 server).
+    let vouching = match server.source {
+        EndpointSource::ResourceMetadata => server.issuer.as_deref(),
+        EndpointSource::Defaults => server.named_issuer.as_deref(),
+        EndpointSource::LegacyMetadata | EndpointSource::Guessed => None,
+    };
+    let origin_of = |text: &str| Url::parse(text).ok().map(|url| url.origin());
+    let token_origin = server.token_endpoint.origin();
+    let allowed = match &config.authorization_server {
+        Some(named) => {
+            vouching.is_some_and(|issuer| same_issuer(issuer, named))
+                || origin_of(named).is_some_and(|origin| origin == token_origin)
+        }
+        None => {
+            let own = server_url.origin();
+            token_origin == own || vouching.and_then(origin_of).is_some_and(|o| o == own)
+        }
+    };
+    if allowed {
+        return Ok(());
+    }
+    let found = vouching.map_or_else(
+        || format!("a token endpoint at {}", token_origin.ascii_serialization()),
+        |issuer| format!("the authorization server {issuer}"),
+    );
+    let message = match &config.authorization_server {
+        Some(_) => format!(
+            "the server's metadata names {found}, not the oauth.authorizationServer of this \
+             entry, so {key} is not sent there and signing in is refused; if {key} belongs to \
+             that authorization server, write its issuer as oauth.authorizationServer"
+        ),
+        None => format!(
+            "the server's metadata names {found}, on another origin than the server's url, so \
+             {key} is not sent there and signing in is refused; if {key} belongs to that \
+             authorization server, write its issuer as \"oauth\": {{\"authorizationServer\": \
+             \"<issuer>\"}}"
+        ),
+    };
+    Err(Error::new(ErrorKind::Config, message))
+}
+
+/// Whether two issuer identifiers name the same authorization server: identical (RFC 8414
+/// §3.3), a trailing `/` aside (a URL parser adds one to a pathless issuer).
+fn same_issuer(a: &str, b: &str) -> bool {
+    a.trim_end_matches('/') == b.trim_end_matches('/')
+}
+
 /// Whether a stored registration may be used with `server`: it was made at the same token
 /// endpoint.
 pub(crate) fn reusable(stored: &ClientIdentity, server: &AuthorizationServer) -> bool {
@@ -339,6 +416,62 @@ mod tests {
             source: EndpointSource::ResourceMetadata,
             named_issuer: None,
         }
+    }
+
+    #[test]
+    fn a_configured_credential_goes_only_to_a_trusted_token_endpoint() {
+        let mcp = Url::parse("https://mcp.example.com/mcp").unwrap();
+        let secret = OAuthConfig {
+            client_id: Some("svc".into()),
+            client_secret: Some(SecretString::from("very-secret-value")),
+            ..OAuthConfig::default()
+        };
+        let named = |issuer: &str| OAuthConfig {
+            authorization_server: Some(issuer.into()),
+            ..OAuthConfig {
+                client_id: Some("svc".into()),
+                private_key: Some(SecretString::from("pem")),
+                ..OAuthConfig::default()
+            }
+        };
+        // `a.example.com` vouched for by its own metadata: only when the entry names it.
+        let other = server(None, false);
+        let refused = credential_may_go(&secret, &mcp, &other).unwrap_err();
+        assert_eq!(refused.kind(), ErrorKind::Config);
+        assert!(refused.message().starts_with(
+            "the server's metadata names the authorization server https://a.example.com, on \
+             another origin than the server's url, so oauth.clientSecret is not sent there"
+        ));
+        assert!(credential_may_go(&named("https://a.example.com/"), &mcp, &other).is_ok());
+        let refused = credential_may_go(&named("https://b.example.com"), &mcp, &other).unwrap_err();
+        assert!(
+            refused
+                .message()
+                .contains("oauth.privateKey is not sent there")
+        );
+        // No configured credential: nothing to keep.
+        assert!(credential_may_go(&OAuthConfig::default(), &mcp, &other).is_ok());
+        // On the MCP server's origin: its own issuer, or its own (2025-03-26) token endpoint.
+        let own = AuthorizationServer {
+            issuer: Some("https://mcp.example.com".into()),
+            ..server(None, false)
+        };
+        assert!(credential_may_go(&secret, &mcp, &own).is_ok());
+        let legacy = AuthorizationServer {
+            issuer: Some("https://a.example.com".into()),
+            token_endpoint: Url::parse("https://mcp.example.com/token").unwrap(),
+            source: EndpointSource::LegacyMetadata,
+            ..server(None, false)
+        };
+        assert!(credential_may_go(&secret, &mcp, &legacy).is_ok());
+        // A 2025-03-26 server's metadata claiming another issuer vouches for nothing: the
+        // token endpoint's origin decides.
+        let claimed = AuthorizationServer {
+            token_endpoint: Url::parse("https://evil.example.net/token").unwrap(),
+            ..legacy
+        };
+        assert!(credential_may_go(&secret, &mcp, &claimed).is_err());
+        assert!(credential_may_go(&named("https://a.example.com"), &mcp, &claimed).is_err());
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //!   "clientMetadataUrl": "https://…/client.json",
 //!   "callbackPort": 33418,
 //!   "scopes": "files:read files:write",
-//!   "grantType": "client_credentials", "privateKey": "${env:…}", "signingAlgorithm": "ES256"
+//!   "grantType": "client_credentials", "privateKey": "${env:…}", "signingAlgorithm": "ES256",
+//!   "authorizationServer": "https://auth.example.com"
 //! }
 //! ```
 //!
@@ -28,7 +29,7 @@ use crate::json::{json_type, misspelling_of};
 use crate::substitute::printable;
 
 /// The keys of the `oauth` object this Pack reads.
-const KEYS: [&str; 8] = [
+const KEYS: [&str; 9] = [
     "clientId",
     "clientSecret",
     "clientMetadataUrl",
@@ -37,6 +38,7 @@ const KEYS: [&str; 8] = [
     "grantType",
     "privateKey",
     "signingAlgorithm",
+    "authorizationServer",
 ];
 
 /// Gemini CLI's `oauth` keys that say where credentials go or how the token is sent, which this
@@ -97,6 +99,11 @@ pub(crate) struct OAuthConfig {
     pub(crate) private_key: Option<SecretString>,
     /// `signingAlgorithm`: the assertion's algorithm; `ES256` (the default) is supported.
     pub(crate) signing_algorithm: String,
+    /// `authorizationServer`: the issuer identifier (RFC 8414 §2) of the authorization server
+    /// `clientSecret` and `privateKey` belong to, exactly as written (an http(s) URL); the only
+    /// one besides the MCP server's own origin they are sent to
+    /// ([`super::client::credential_may_go`]).
+    pub(crate) authorization_server: Option<String>,
 }
 
 impl Default for OAuthConfig {
@@ -110,6 +117,7 @@ impl Default for OAuthConfig {
             grant_type: GrantType::AuthorizationCode,
             private_key: None,
             signing_algorithm: "ES256".to_string(),
+            authorization_server: None,
         }
     }
 }
@@ -131,6 +139,7 @@ impl std::fmt::Debug for OAuthConfig {
             .field("grant_type", &self.grant_type)
             .field("private_key", &self.private_key.as_ref().map(|_| "[set]"))
             .field("signing_algorithm", &self.signing_algorithm)
+            .field("authorization_server", &self.authorization_server)
             .finish()
     }
 }
@@ -138,7 +147,8 @@ impl std::fmt::Debug for OAuthConfig {
 /// Whether `field` (`oauth.clientId`, as the substitution names it) is shown by design, so a
 /// value substituted into it is no secret: the client identifier (RFC 6749 §2.2: not a
 /// secret), the scopes and the client metadata URL travel in the authorization request the user
-/// opens; the grant type, signing algorithm and callback port are settings. Scrubbing them would
+/// opens; the grant type, signing algorithm and callback port are settings, and the
+/// authorization server's issuer is a public URL its metadata names. Scrubbing them would
 /// break the sign-in link. Every other field (`clientSecret`, `privateKey`) is a secret.
 pub(crate) fn is_public(field: &str) -> bool {
     matches!(
@@ -149,6 +159,7 @@ pub(crate) fn is_public(field: &str) -> bool {
             | "oauth.grantType"
             | "oauth.signingAlgorithm"
             | "oauth.callbackPort"
+            | "oauth.authorizationServer"
     )
 }
 
@@ -220,6 +231,15 @@ pub(crate) fn parse(value: &Value, substitute: &mut Substitute<'_>) -> Result<OA
             .filter(|u| u.scheme() == "https" && u.path() != "/")
             .ok_or("oauth.clientMetadataUrl must be an https URL with a path")?;
         config.client_metadata_url = Some(url);
+    }
+    if let Some(issuer) = string("authorizationServer")? {
+        Url::parse(&issuer)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "https" | "http") && u.host().is_some())
+            .ok_or(
+                "oauth.authorizationServer must be the authorization server's issuer, an https URL",
+            )?;
+        config.authorization_server = Some(issuer);
     }
     if let Some(algorithm) = string("signingAlgorithm")? {
         if algorithm != "ES256" {
@@ -339,7 +359,8 @@ mod tests {
             "OAuthConfig { client_id: Some(\"abc\"), client_secret: Some(\"[set]\"), \
              client_metadata_url: Some(\"https://app.example.com/client.json\"), \
              callback_port: Some(33418), scopes: Some([\"a\", \"b\"]), grant_type: \
-             AuthorizationCode, private_key: None, signing_algorithm: \"ES256\" }"
+             AuthorizationCode, private_key: None, signing_algorithm: \"ES256\", \
+             authorization_server: None }"
         );
         assert_eq!(
             parsed(json!({"scopes": ["x y", "z"]})).unwrap().scopes,

@@ -129,6 +129,7 @@ pub(crate) async fn begin(
     let EntrySecrets { learn, holds } = secrets;
     let net = Net::new(server_url)?;
     let discovered = discovery::discover(&net, server_url, challenge, holds).await?;
+    client::credential_may_go(config, server_url, &discovered.server)?;
     let store = store.map(|(s, namespace)| {
         let key = store_key(server_url, config, namespace);
         (s, key)

@@ -652,7 +652,9 @@ impl Auth {
         if !made {
             return Err(Error::closed());
         }
-        tracing::info!(link = %link, "the server needs a sign-in; its link waits in the listing");
+        // The link holds none of this entry's secrets; scrubbed of the other entries' too, as
+        // the listing shows it through the exit gate.
+        tracing::info!(link = %(self.scrub)(&link), "the server needs a sign-in; its link waits in the listing");
         Err(Error::sign_in(link))
     }
 }

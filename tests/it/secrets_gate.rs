@@ -98,15 +98,12 @@ async fn a_secret_under_a_duplicated_json_key_is_shown() {
         !one.contains(STRING_KEY),
         "the listing shows the secret: {one}"
     );
-    let blank = " ".repeat(r#""description":"sk-review-0123456789abcdef","#.len());
+    // The reader's blanks are gone too: a model reads the compact text.
     assert!(
-        one.contains(&format!(
-            r#""inputSchema":{{"type":"object",{blank}"description":"a\/b"}}"#
-        )),
+        one.contains(r#""inputSchema":{"type":"object","description":"a\/b"}"#),
         "{one}"
     );
-    let blank = " ".repeat(r#""echo":"sk-review-0123456789abcdef","#.len());
-    assert_eq!(text, format!(r#"{{{blank}"echo":"a\/b"}}"#));
+    assert_eq!(text, r#"{"echo":"a\/b"}"#);
 }
 
 /// A schema number holding a secret follows the same rule: the schema stays an object, the
@@ -241,6 +238,9 @@ enum Encoding {
     Mixed,
     /// Percent-encoded, every non-alphanumeric byte.
     Percent,
+    /// Percent-encoded, the hex digits of every other escape in lower case (`%2f` beside `%C3`),
+    /// as a server that re-encodes a URL may write them.
+    PercentMixed,
 }
 
 /// `secret` inside a JSON string, written the `encoding` way (the text between the quotes).
@@ -266,7 +266,28 @@ fn encode(secret: &str, encoding: Encoding) -> String {
             percent_encoding::utf8_percent_encode(secret, percent_encoding::NON_ALPHANUMERIC)
                 .to_string()
         }
+        Encoding::PercentMixed => mixed_hex(&encode(secret, Encoding::Percent)),
     }
+}
+
+/// `encoded` with the hex digits of every other percent-encoding in lower case.
+fn mixed_hex(encoded: &str) -> String {
+    let mut out = String::new();
+    for (n, part) in encoded.split('%').enumerate() {
+        if n == 0 {
+            out.push_str(part);
+            continue;
+        }
+        out.push('%');
+        let digits = part.len().min(2);
+        if n % 2 == 1 {
+            out.push_str(&part[..digits].to_ascii_lowercase());
+        } else {
+            out.push_str(&part[..digits]);
+        }
+        out.push_str(&part[digits..]);
+    }
+    out
 }
 
 /// A JSON object text carrying the secret at `position`: `string` is the secret as written
@@ -443,6 +464,7 @@ fn forbidden(secrets: &[&str]) -> Vec<String> {
             percent_encoding::utf8_percent_encode(secret, percent_encoding::NON_ALPHANUMERIC)
                 .to_string(),
         );
+        forms.push(encode(secret, Encoding::PercentMixed));
     }
     forms
 }
@@ -585,12 +607,13 @@ const POSITIONS: [Position; 4] = [
 ];
 
 /// Every [`Encoding`], for the property to draw from.
-const ENCODINGS: [Encoding; 5] = [
+const ENCODINGS: [Encoding; 6] = [
     Encoding::Plain,
     Encoding::Slash,
     Encoding::Unicode,
     Encoding::Mixed,
     Encoding::Percent,
+    Encoding::PercentMixed,
 ];
 
 proptest! {
@@ -750,5 +773,63 @@ pub(crate) mod cut_and_echoed {
             !entry.contains(&KEY[..6]),
             "a prefix of a's key is shown: {entry}"
         );
+    }
+}
+
+// Log fields: every one made of a server's text is scrubbed of every entry's secrets.
+mod log_fields {
+    use serde_json::json;
+
+    use crate::support::hostile::{Reply, rpc_error, serve_tools, text_result, tool};
+    use crate::support::{Host, WAIT, logs};
+
+    /// Entry `a`'s key: `b`'s server quotes it (a header both entries' servers share, say).
+    const KEY_A: &str = "sk-shared/0123456789abcdef";
+
+    /// The rule: "No output (…, log line, …) may contain a header value": at `RUST_LOG=trace`,
+    /// server `b`'s log notification, its logger's name, a notification of a method not read
+    /// and its call's error all quote entry `a`'s key (as written and percent-encoded with hex
+    /// digits in both cases); no log line shows it, although `b`'s entry does not hold it.
+    #[tokio::test]
+    async fn a_log_line_of_one_entry_quoting_another_entrys_key_is_scrubbed() {
+        let (guard, logs) = logs::capture("trace");
+        tracing::callsite::rebuild_interest_cache();
+        let a = serve_tools(vec![tool("ok", "Answers ok.")], |req| {
+            Reply::json(&text_result(&req.id(), "ok"))
+        })
+        .await;
+        let encoded = "sk-shared%2f0123456789abcdef";
+        let mixed = "sk%2Dshared%2f0123456789abcdef";
+        let b = serve_tools(vec![tool("leak", "Quotes a header.")], move |req| {
+            Reply::sse(&[
+                json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {
+                    "level": "error", "logger": format!("proxy {KEY_A}"),
+                    "data": format!("upstream refused X-Api-Key: {KEY_A} ({encoded}, {mixed})")
+                }}),
+                json!({"jsonrpc": "2.0", "method": format!("notifications/{KEY_A}")}),
+                rpc_error(&req.id(), -32000, &format!("upstream said {KEY_A}")),
+            ])
+        })
+        .await;
+        let host = Host::new(json!({
+            "a": {"url": a.url, "headers": {"X-Api-Key": KEY_A}},
+            "b": {"url": b.url}
+        }));
+        host.ready("a", WAIT).await;
+        host.ready("b", WAIT).await;
+        let answer = host.call_tool("b", "leak").await;
+        drop(host);
+        drop(guard);
+        let error = answer.expect_err("the call fails");
+        assert!(!error.message.contains(KEY_A), "{}", error.message);
+        assert!(
+            !logs.lines_with("upstream refused").is_empty(),
+            "the server's log line was not captured: {}",
+            logs.text()
+        );
+        for form in [KEY_A, "0123456789abcdef"] {
+            let leaked = logs.lines_with(form);
+            assert!(leaked.is_empty(), "a log line shows {form}: {:?}", leaked);
+        }
     }
 }

@@ -1871,3 +1871,143 @@ async fn a_second_pack_proves_the_stored_key_of_a_dpop_grant() {
         trail(&server)
     );
 }
+
+/// Where a configured client secret may go (docs/sign-in.md, "Where a client secret goes").
+mod credential_origin {
+    use serde_json::json;
+
+    use super::WAIT;
+    use crate::support::hostile::{
+        Reply, serve_every_get, standard, text_result, tool, tools_page,
+    };
+    use crate::support::oauth::{MetadataAt, Options, TestServer};
+    use crate::support::{Host, oauth_store};
+
+    const SECRET: &str = "svc-client-secret-0001";
+
+    /// An MCP server on its own port (its own origin) whose protected resource metadata names
+    /// `issuer` (another port) as its authorization server; it takes any Bearer token.
+    async fn mcp_naming(issuer: String) -> crate::support::hostile::Server {
+        serve_every_get(move |req| {
+            let issuer = issuer.clone();
+            async move {
+                let host = req.header("host").unwrap_or_default();
+                if req.http_method == "GET" && req.target == "/prm" {
+                    return Reply::json(&json!({
+                        "resource": format!("http://{host}/mcp"),
+                        "authorization_servers": [issuer],
+                    }));
+                }
+                if req.header("authorization").is_none() {
+                    return Reply::raw(401, "application/json", "{}").header(
+                        "www-authenticate",
+                        &format!("Bearer resource_metadata=\"http://{host}/prm\""),
+                    );
+                }
+                if let Some(reply) = standard(&req) {
+                    return reply;
+                }
+                match req.method() {
+                    "tools/list" => {
+                        Reply::json(&tools_page(&req.id(), vec![tool("t", "T.")], None))
+                    }
+                    _ => Reply::json(&text_result(&req.id(), "ok")),
+                }
+            }
+        })
+        .await
+    }
+
+    fn entry(url: &str, authorization_server: Option<&str>) -> serde_json::Value {
+        let mut oauth = json!({
+            "clientId": "svc", "clientSecret": SECRET, "grantType": "client_credentials"
+        });
+        if let Some(issuer) = authorization_server {
+            oauth["authorizationServer"] = json!(issuer);
+        }
+        json!({"docs": {"url": url, "oauth": oauth}})
+    }
+
+    /// The rule: a configured `oauth.clientSecret` goes only to the token endpoint of the
+    /// authorization server the entry names, or of one on the MCP server's own origin. A server
+    /// whose metadata names an authorization server on another origin gets a refusal naming
+    /// `oauth.authorizationServer` (lasting), and that server no request with the secret; named
+    /// in the entry, the same server gets the token request.
+    #[tokio::test]
+    async fn a_client_secret_goes_only_to_the_authorization_server_the_entry_names() {
+        oauth_store();
+        let auth = TestServer::start(Options {
+            metadata: MetadataAt::OAuthRoot,
+            client: Some(("svc", SECRET)),
+            auth_methods: vec!["client_secret_basic"],
+            ..Options::default()
+        })
+        .await;
+        let issuer = auth.base.as_str().trim_end_matches('/').to_string();
+        let mcp = mcp_naming(issuer.clone()).await;
+
+        let host = Host::new(entry(&mcp.url, None));
+        let failed = host.failed("docs", WAIT).await;
+        let reason = failed["reason"].as_str().unwrap_or_default().to_string();
+        assert!(
+            reason.contains(&format!(
+                "the server's metadata names the authorization server {issuer}, on another \
+                 origin than the server's url, so oauth.clientSecret is not sent there"
+            )) && reason.contains("\"authorizationServer\""),
+            "{failed}"
+        );
+        assert_eq!(failed["lasting"], true, "{failed}");
+        assert!(!reason.contains(SECRET), "{failed}");
+        drop(host);
+        assert_eq!(auth.log.lock().unwrap().token_requests.len(), 0);
+
+        let host = Host::new(entry(&mcp.url, Some(&issuer)));
+        host.ready("docs", WAIT).await;
+        drop(host);
+        let requests = auth.log.lock().unwrap().token_requests.clone();
+        assert_eq!(requests.len(), 1, "{requests:?}");
+        assert_eq!(requests[0]["auth"], "client_secret_basic");
+    }
+
+    /// The refusal is lasting (only the config can change it): `host login` stops at once
+    /// with it instead of waiting out `--wait` (the listing's `lasting`).
+    #[tokio::test]
+    async fn host_login_stops_at_once_at_a_secret_bound_for_another_origin() {
+        oauth_store();
+        let auth = TestServer::start(Options {
+            client: Some(("svc", SECRET)),
+            ..Options::default()
+        })
+        .await;
+        let issuer = auth.base.as_str().trim_end_matches('/').to_string();
+        let mcp = mcp_naming(issuer).await;
+        let (dir, config) = super::host_config("credential-origin", entry(&mcp.url, None));
+        let started = std::time::Instant::now();
+        let out = tokio::process::Command::new(crate::support::host_cli::host_example())
+            .args(["login", "--wait", "60"])
+            .arg(&config)
+            .arg("docs")
+            .env("PLUGIN_MCP_OAUTH_DIR", &dir)
+            .env_remove("RUST_LOG")
+            .output()
+            .await
+            .unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_file(&config);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.starts_with(
+                "host: login failed: signing in failed: the server's metadata names the \
+                 authorization server http://127.0.0.1:"
+            ),
+            "{stderr}"
+        );
+        assert!(!stderr.contains(SECRET), "{stderr}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "{stderr}"
+        );
+        assert_eq!(auth.log.lock().unwrap().token_requests.len(), 0);
+    }
+}
