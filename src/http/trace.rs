@@ -93,7 +93,8 @@ fn host_and_port(origin: &str) -> Option<(&str, u16)> {
 
 /// Records on the current request span the route a send goes out on: its protocol `version`
 /// and, in the 2025 era, its `session_id` (`mcp.session.id`; a modern request has none). Both
-/// are the server's words, so both are scrubbed with the entry's secrets (`redactor`) first: a
+/// are the server's words, so both are scrubbed first (`redactor`, joined to the Pack's gate:
+/// every entry's secrets): a
 /// server that echoes a header value as its session id gets `[redacted]` recorded.
 pub(super) fn on_route(redactor: &Redactor, version: Option<&str>, session_id: Option<&str>) {
     let span = Span::current();
