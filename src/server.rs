@@ -36,7 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Deadlines, Settings, ToolFilter};
 use crate::http::{
-    AnsweredOn, Connection, Era, Error, Initialized, Listened, Mirrored, Verdict, Wire,
+    AnsweredOn, Connection, Era, Error, Initialized, Listened, Mirrored, NamedWait, Verdict, Wire,
 };
 use crate::limits::{
     self, MAX_DESCRIPTION_BYTES, MAX_PAGES, MAX_SCHEMA_BYTES, MAX_TOOL_NAME_BYTES, MAX_TOOLS,
@@ -271,6 +271,9 @@ enum StartFailure {
     /// Page `page` of a listing already walked again from its first page (a page was answered
     /// on another session) was answered on yet another session.
     SessionChanged { page: usize },
+    /// A `tools/list` page was refused `429`/`503` with a wait too long to wait out (past
+    /// [`limits::MAX_RATE_LIMIT_WAIT`] or the listing's deadline), or refused again after it.
+    RateLimited(NamedWait),
 }
 
 impl StartFailure {
@@ -290,7 +293,8 @@ impl StartFailure {
             | StartFailure::TooManyPages => Some(crate::http::Lasting::Explained),
             StartFailure::StartDeadline(..)
             | StartFailure::RelistDeadline
-            | StartFailure::SessionChanged { .. } => None,
+            | StartFailure::SessionChanged { .. }
+            | StartFailure::RateLimited(_) => None,
         }
     }
 
@@ -324,6 +328,7 @@ impl StartFailure {
                 Some(limits::RETRY_MAX)
             }
             StartFailure::Exchange(error) => error.retry_after(),
+            StartFailure::RateLimited(named) => Some(named.wait),
             _ => None,
         }
     }
@@ -381,6 +386,12 @@ impl std::fmt::Display for StartFailure {
             StartFailure::SessionChanged { page } => write!(
                 f,
                 "the server's session changed twice during one tools/list walk (at page {page})"
+            ),
+            StartFailure::RateLimited(named) => write!(
+                f,
+                "the server refused tools/list {} and asked to wait {} before asking again",
+                named.refused(),
+                named.seconds()
             ),
         }
     }
@@ -573,7 +584,9 @@ impl Server {
     ) {
         let start = || async {
             let limit = self.deadlines.start;
-            let outcome = match tokio::time::timeout(limit, start_once(&connection)).await {
+            let until = Instant::now() + limit;
+            let outcome = match tokio::time::timeout_at(until, start_once(&connection, until)).await
+            {
                 Ok(result) => result,
                 Err(_) => Err(StartFailure::StartDeadline(connection.era(), limit)),
             };
@@ -658,11 +671,15 @@ impl Server {
     }
 }
 
-/// One start: the era probe and the handshake ([`Connection::start`]) and every `tools/list`
-/// page ([`list_tools`]). Returns the tools sorted by name and the ones left out.
-async fn start_once(connection: &Arc<Connection>) -> Result<ToolList, StartFailure> {
+/// One start, to end by `until`: the era probe and the handshake ([`Connection::start`]) and
+/// every `tools/list` page ([`list_tools`]). Returns the tools sorted by name and the ones left
+/// out.
+async fn start_once(
+    connection: &Arc<Connection>,
+    until: Instant,
+) -> Result<ToolList, StartFailure> {
     let initialized = connection.start().await?;
-    list_tools(connection, &initialized, ABANDONED_START).await
+    list_tools(connection, &initialized, ABANDONED_START, until).await
 }
 
 /// The `reason` of the cancel of a start's page that the start deadline dropped.
@@ -680,11 +697,15 @@ const RELIST_STOPPED: &str = "the client stopped waiting for tools/list";
 /// the old one, or restarted onto the other era), the walk starts again from the first page
 /// there, once; a second change fails the listing ([`StartFailure::SessionChanged`]).
 /// Returns the tools sorted by name and the ones left out. A page dropped before
-/// its answer (a deadline) is cancelled with `dropped` as the reason.
+/// its answer (a deadline) is cancelled with `dropped` as the reason. `until` is the
+/// listing's deadline: a page refused `429`/`503` is sent once more after the wait the server
+/// named when that wait fits it and [`limits::MAX_RATE_LIMIT_WAIT`] (`http::verdict::next`),
+/// else the listing fails naming the wait ([`StartFailure::RateLimited`]).
 async fn list_tools(
     connection: &Arc<Connection>,
     initialized: &Initialized,
     dropped: &'static str,
+    until: Instant,
 ) -> Result<ToolList, StartFailure> {
     let mut walk = Walk::default();
     // The session the walk's first page was answered on: its cursors are only good there.
@@ -708,7 +729,7 @@ async fn list_tools(
         let next = connection
             .request_declared(
                 id,
-                Wire::new("tools/list", None, &[]),
+                Wire::new("tools/list", None, &[]).until(until),
                 &params,
                 |result, _| read_page(connection, result, page).map_err(Error::malformed),
                 Some(&mut answered_on),
@@ -755,7 +776,12 @@ async fn list_tools(
                     ..ToolList::default()
                 });
             }
-            Err(error) => return Err(error.into()),
+            Err(error) => {
+                return Err(match NamedWait::of(error.verdict()) {
+                    Some(named) => StartFailure::RateLimited(named),
+                    None => error.into(),
+                });
+            }
         };
         if let Some(list) = walk.take(listed_tools, next, page_ttl, page)? {
             return Ok(finish(list, answered));
@@ -982,11 +1008,12 @@ impl Server {
     async fn relist(&self, connection: &Arc<Connection>) {
         // Bound to the session its pages go out on: while a session is being made the
         // re-listing waits for it, and reads the pages by what that session declared.
+        let until = Instant::now() + limits::RELIST_DEADLINE;
         let listing = async {
             let live = connection.live().await?;
-            list_tools(connection, &live.initialized, RELIST_STOPPED).await
+            list_tools(connection, &live.initialized, RELIST_STOPPED, until).await
         };
-        let outcome = match tokio::time::timeout(limits::RELIST_DEADLINE, listing).await {
+        let outcome = match tokio::time::timeout_at(until, listing).await {
             Ok(outcome) => outcome,
             Err(_) => Err(StartFailure::RelistDeadline),
         };

@@ -48,7 +48,7 @@ pub(crate) use reply::Listened;
 use session::{AfterRecheck, EraSignal, Rechecked};
 pub(crate) use session::{AnsweredOn, Era, Initialized, Installs};
 pub(crate) use trace::tool_error;
-pub(crate) use verdict::Verdict;
+pub(crate) use verdict::{NamedWait, Verdict};
 use verdict::{Next, Phase, Settle, Spent};
 
 use crate::auth::challenge::{Challenge, asks_for_dpop_nonce};
@@ -85,6 +85,9 @@ pub(crate) struct Wire<'a> {
     /// How long the server may take to send the response headers of each POST of it
     /// ([`Wire::headers_within`]); `None`: the caller's deadline alone bounds it.
     headers_within: Option<std::time::Duration>,
+    /// When the caller stops waiting for the request ([`Wire::until`]); `None`: the bounds of
+    /// `limits` alone.
+    deadline: Option<tokio::time::Instant>,
 }
 
 impl<'a> Wire<'a> {
@@ -101,7 +104,23 @@ impl<'a> Wire<'a> {
             mirrored,
             reissued: None,
             headers_within: None,
+            deadline: None,
         }
+    }
+
+    /// The same request, whose caller stops waiting at `deadline`: a rate limit's wait that
+    /// does not end before it is not waited out ([`verdict::waits_out`]).
+    pub(crate) fn until(self, deadline: tokio::time::Instant) -> Self {
+        Self {
+            deadline: Some(deadline),
+            ..self
+        }
+    }
+
+    /// What is left of the request's deadline now; `None` when it has none.
+    fn left(&self) -> Option<std::time::Duration> {
+        self.deadline
+            .map(|d| d.saturating_duration_since(tokio::time::Instant::now()))
     }
 
     /// The same request, whose every POST must bring its response headers within `within`
@@ -132,6 +151,7 @@ impl<'a> Wire<'a> {
             mirrored: &[],
             reissued: None,
             headers_within: None,
+            deadline: None,
         }
     }
 
@@ -429,16 +449,36 @@ impl Connection {
     pub(crate) async fn still_knows(self: &Arc<Self>, on: &Current) -> Result<(), Error> {
         let session = &on.session;
         let id = self.next_id();
-        let body = Bytes::from(jsonrpc::request(id, "ping", &serde_json::json!({})));
         let _cancel = self.cancel_on_drop(id, "the client stopped waiting for ping");
-        if !lock(&self.flights).sent(id, id, session) {
-            return Err(Error::closed());
-        }
+        let wire =
+            Wire::new("ping", None, &[]).until(tokio::time::Instant::now() + limits::PING_TIMEOUT);
         let asked = async {
-            let wire = Wire::new("ping", None, &[]);
-            let response = self.post_request(id, id, body, &wire, session).await?;
-            let any = |_: &RawValue, _: &Bytes| -> Decoded<()> { Ok(()) };
-            self.read_response(response, id, session, &any).await
+            let mut wire_id = id;
+            let mut spent = Spent::default();
+            loop {
+                if !lock(&self.flights).sent(id, wire_id, session) {
+                    return Err(Error::closed());
+                }
+                let body = Bytes::from(jsonrpc::request(wire_id, "ping", &serde_json::json!({})));
+                let response = match self.post_request(id, wire_id, body, &wire, session).await {
+                    Ok(response) => response,
+                    Err(e) => {
+                        // Only the rate limit's resend applies: no renewal, no other resend.
+                        let verdict = self.verdict(session, "ping", &e);
+                        let step = verdict::next(verdict, Phase::Status, spent, false, wire.left());
+                        let Next::Wait(wait) = step else {
+                            return Err(e);
+                        };
+                        spent.waited = true;
+                        lock(&self.flights).waiting(id);
+                        tokio::time::sleep(wait).await;
+                        wire_id = self.fresh_id();
+                        continue;
+                    }
+                };
+                let any = |_: &RawValue, _: &Bytes| -> Decoded<()> { Ok(()) };
+                return self.read_response(response, wire_id, session, &any).await;
+            }
         };
         // Sent in the background, with no caller's deadline above it: bounded here.
         let answered = tokio::time::timeout(limits::PING_TIMEOUT, asked)
@@ -657,7 +697,13 @@ impl Connection {
             };
             let verdict = self.verdict(&session, wire.method, &error);
             spent.reissued = reissued.load(Ordering::Relaxed);
-            let step = verdict::next(verdict, phase, spent, wire.reissues_in(session.era));
+            let step = verdict::next(
+                verdict,
+                phase,
+                spent,
+                wire.reissues_in(session.era),
+                wire.left(),
+            );
             if step != Next::Answer {
                 // Off the wire until it is sent again.
                 lock(&self.flights).waiting(id);
@@ -670,16 +716,39 @@ impl Connection {
                     tracing::debug!(namespace = %self.namespace, method = wire.method, id, ?delay, "connection refused; sending again");
                     tokio::time::sleep(delay).await;
                 }
+                Next::Wait(wait) => {
+                    // Refused unprocessed (RFC 6585 §4): once more after the wait named, under
+                    // an id of its own (an id is never reused within a session).
+                    spent.waited = true;
+                    tracing::debug!(namespace = %self.namespace, method = wire.method, id, wait_ms = wait.as_millis() as u64, "rate limited; sending once more after the wait");
+                    tokio::time::sleep(wait).await;
+                    wire_id = self.fresh_id();
+                }
                 Next::Renew => {
                     spent.resent = true;
                     tracing::debug!(namespace = %self.namespace, method = wire.method, id, ?verdict, "session expired; initializing again");
-                    let stale = self.settle(&session, verdict);
-                    // A renewal refused with a wait (429/503) carries that verdict to the caller.
-                    session = match self.session(stale.as_ref(), by_listing).await {
-                        Ok(renewed) => renewed,
-                        Err(e) => {
-                            let verdict = self.verdict(&session, wire.method, &e);
-                            return Err(e.judged(verdict));
+                    let mut stale = self.settle(&session, verdict);
+                    // A renewal refused with a wait (429/503) is read by the same table: waited
+                    // out once when it fits, else that verdict is the caller's answer.
+                    session = loop {
+                        match self.session(stale.take().as_ref(), by_listing).await {
+                            Ok(renewed) => break renewed,
+                            Err(e) => {
+                                let verdict = self.verdict(&session, wire.method, &e);
+                                let step = verdict::next(
+                                    verdict,
+                                    Phase::Status,
+                                    spent,
+                                    false,
+                                    wire.left(),
+                                );
+                                let Next::Wait(wait) = step else {
+                                    return Err(e.judged(verdict));
+                                };
+                                spent.waited = true;
+                                tracing::debug!(namespace = %self.namespace, method = wire.method, id, wait_ms = wait.as_millis() as u64, "the renewal was rate limited; initializing again after the wait");
+                                tokio::time::sleep(wait).await;
+                            }
                         }
                     };
                 }

@@ -589,11 +589,7 @@ async fn a_start_whose_tools_list_is_refused_429_with_a_short_retry_after_lists_
 #[tokio::test]
 async fn a_relisting_refused_429_with_a_short_retry_after_lists_the_tools_after_the_wait() {
     let server = listing_limited(|nth, id| match nth {
-        0 => Some(Reply::json(&tools_page(
-            id,
-            vec![tool("t", "t")],
-            None,
-        ))),
+        0 => Some(Reply::json(&tools_page(id, vec![tool("t", "t")], None))),
         1 => Some(slow_down("1")),
         _ => None,
     })
