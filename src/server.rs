@@ -36,7 +36,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Deadlines, Settings, ToolFilter};
 use crate::http::{
-    AnsweredOn, Connection, Era, Error, Initialized, Listened, Mirrored, NamedWait, Verdict, Wire,
+    AnsweredOn, Connection, Era, Error, Initialized, Listened, Mirrored, NamedWait, Said, Verdict,
+    Wire, Words,
 };
 use crate::limits::{
     self, MAX_DESCRIPTION_BYTES, MAX_PAGES, MAX_SCHEMA_BYTES, MAX_TOOL_NAME_BYTES, MAX_TOOLS,
@@ -1193,7 +1194,8 @@ impl Same for crate::http::Current {
 /// standalone stream" was said (once, at debug level).
 struct Machine<S> {
     stream: Stream<S>,
-    words_own: bool,
+    /// What the server's words mean to this loop's streams (the same rule as a request's).
+    words: Words,
     said_no_endpoint: bool,
 }
 
@@ -1201,7 +1203,7 @@ impl<S: Same> Machine<S> {
     fn new() -> Self {
         Self {
             stream: Stream::NoSession,
-            words_own: false,
+            words: Words::default(),
             said_no_endpoint: false,
         }
     }
@@ -1264,26 +1266,29 @@ impl<S: Same> Machine<S> {
             }
             (
                 Stream::Open {
-                    on, fresh_by_words, ..
+                    on,
+                    last_event_id,
+                    fresh_by_words,
                 },
-                Found::Expired { words: true },
-            ) if fresh_by_words || self.words_own => {
-                // A fresh session got the same words: they are the stream's own answer, not
-                // about the session, and this one offers no stream.
-                if !self.words_own {
-                    self.words_own = true;
-                    tracing::debug!(
-                        "a fresh session's stream got the same 400: the stream's 400s are its own answer from now on"
-                    );
+                Found::Expired { words },
+            ) => {
+                let before = self.words.said();
+                match words.then(|| self.words.met(fresh_by_words)) {
+                    // The server's words, its stream's own answer (a fresh session got them
+                    // too): not about the session, and this one offers no stream.
+                    Some(Said::Own) => {
+                        if before == Said::SessionGone {
+                            tracing::debug!(
+                                "a fresh session's stream got the same 400: the stream's 400s are its own answer from now on"
+                            );
+                        }
+                        (Stream::NotOffered { on }, Act::Look)
+                    }
+                    Some(Said::SessionGone) | None => {
+                        (Stream::Asking { on, last_event_id }, Act::Ping)
+                    }
                 }
-                (Stream::NotOffered { on }, Act::Look)
             }
-            (
-                Stream::Open {
-                    on, last_event_id, ..
-                },
-                Found::Expired { .. },
-            ) => (Stream::Asking { on, last_event_id }, Act::Ping),
             (Stream::Asking { on, .. }, Found::Alive) => {
                 if !self.said_no_endpoint {
                     self.said_no_endpoint = true;
@@ -1740,7 +1745,7 @@ mod tests {
             Found::Expired { words: true },
         ]);
         assert_eq!(acts[5..], [Act::Look, Act::Listen, Act::Look]);
-        assert!(machine.words_own);
+        assert_eq!(machine.words.said(), Said::Own);
         assert_eq!(machine.stream, Stream::NotOffered { on: 3 });
         // A 404 on a fresh session is still asked about.
         let (acts, _) = run(vec![
@@ -1767,7 +1772,7 @@ mod tests {
             Found::Expired { words: true },
         ]);
         assert_eq!(acts[5..], [BACKOFF, Act::Listen, Act::Ping]);
-        assert!(!machine.words_own);
+        assert_eq!(machine.words.said(), Said::SessionGone);
     }
 
     #[test]

@@ -48,7 +48,7 @@ pub(crate) use reply::Listened;
 use session::{AfterRecheck, EraSignal, Rechecked};
 pub(crate) use session::{AnsweredOn, Era, Initialized, Installs};
 pub(crate) use trace::tool_error;
-pub(crate) use verdict::{NamedWait, Verdict};
+pub(crate) use verdict::{NamedWait, Said, Verdict, Words};
 use verdict::{Next, Phase, Settle, Spent};
 
 use crate::auth::challenge::{Challenge, asks_for_dpop_nonce};
@@ -237,11 +237,11 @@ pub(crate) struct Connection {
     /// Held by the one probe of the era after an answer that looked like the other era's
     /// ([`Connection::recheck`]): concurrent requests that met the same signal ask once.
     rechecks: tokio::sync::Mutex<()>,
-    /// Whether a 400 whose words speak of the session is read as a forgotten session; cleared
-    /// when a request's resend on a fresh session got the same 400 (then those words are about
-    /// the request, such as a tool's own "session"). The standalone stream's loop keeps its
-    /// own verdict for its `GET`s (`server::listen`), which does not clear this.
-    session_400s: std::sync::atomic::AtomicBool,
+    /// What a 400 whose words speak of the session means to a request ([`Words`]): the
+    /// session gone, until a request's resend on a fresh session got the same 400 (then those
+    /// words are about the request, such as a tool's own "session"). The standalone stream's
+    /// loop keeps its own [`Words`] for its `GET`s (`server::listen`).
+    words: Words,
 }
 
 /// The current session as the server's task sees it: a handle for [`Connection::listen`],
@@ -325,7 +325,7 @@ impl Connection {
             closing: CancellationToken::new(),
             signals: Signals::default(),
             rechecks: tokio::sync::Mutex::new(()),
-            session_400s: std::sync::atomic::AtomicBool::new(true),
+            words: Words::default(),
         }
     }
 
@@ -803,7 +803,7 @@ impl Connection {
             // session stays.
             (Verdict::SetAside, Phase::Status) => {
                 tracing::debug!(namespace = %self.namespace, method, id, "a fresh session got the same 400: such 400s are the request's own from now on");
-                self.session_400s.store(false, Ordering::Relaxed);
+                self.words.met(true);
                 Error::expired_again()
             }
             // The fresh session refused at once: the next request finds out for itself (a

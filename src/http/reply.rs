@@ -109,7 +109,7 @@ impl Connection {
         }
         if carried_session
             && status == StatusCode::BAD_REQUEST
-            && self.session_400s.load(std::sync::atomic::Ordering::Relaxed)
+            && self.words.met(false) == super::Said::SessionGone
             && speaks_of_session(&preview)
         {
             return Err(Error::session_expired_by_text());

@@ -10,6 +10,7 @@
 //! - [`next`]: what the exchange of one request does next — send again on the same route,
 //!   renew the session and resend, re-issue a lost request, re-route after a probe, or answer.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::limits;
@@ -177,6 +178,49 @@ pub(crate) fn next(
         (Verdict::Lost, _) if reissues && !spent.reissued => Next::Reissue,
         (Verdict::OtherEra(signal), _) if !spent.resent => Next::Reroute(signal),
         _ => Next::Answer,
+    }
+}
+
+/// What the server's words (a "no valid session" `400` of older SDKs, read by
+/// `reply::speaks_of_session`) mean: the one rule of the request path and of the change
+/// stream's loop, each keeping its own [`Words`]. They say the session is gone until a
+/// session made after the same words got them again: from then on they are the answer's own
+/// (a tool's own "session" error, or a server whose `GET` always answers so).
+///
+/// ```text
+///   SessionGone ──the words met on a session made after them──▶ Own (for good)
+/// ```
+#[derive(Debug, Default)]
+pub(crate) struct Words {
+    own: AtomicBool,
+}
+
+/// What the server's words said ([`Words::met`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Said {
+    /// The session is gone: set it aside ([`Verdict::SetAside`]).
+    SessionGone,
+    /// The words are the answer's own: the session stays.
+    Own,
+}
+
+impl Words {
+    /// The words were met on a session; `fresh`: a session made after the same words. Returns
+    /// what they say from now on (a fresh session's meeting makes them [`Said::Own`] for good).
+    pub(crate) fn met(&self, fresh: bool) -> Said {
+        if fresh {
+            self.own.store(true, Ordering::Relaxed);
+        }
+        self.said()
+    }
+
+    /// What the words say now.
+    pub(crate) fn said(&self) -> Said {
+        if self.own.load(Ordering::Relaxed) {
+            Said::Own
+        } else {
+            Said::SessionGone
+        }
     }
 }
 
@@ -438,5 +482,17 @@ mod tests {
             }),
             Some(named(503, 2000))
         );
+    }
+
+    #[test]
+    fn the_servers_words_say_the_session_is_gone_until_a_fresh_session_gets_them() {
+        let words = Words::default();
+        assert_eq!(words.said(), Said::SessionGone);
+        assert_eq!(words.met(false), Said::SessionGone);
+        assert_eq!(words.met(false), Said::SessionGone);
+        assert_eq!(words.met(true), Said::Own);
+        // For good: an older session meeting them later does not undo it.
+        assert_eq!(words.met(false), Said::Own);
+        assert_eq!(words.said(), Said::Own);
     }
 }
