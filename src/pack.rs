@@ -25,9 +25,9 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{self, Entry};
 use crate::http::{Clients, Connection, Error, NamedWait, Verdict, Wire};
 use crate::json::json_type;
-use crate::jsonrpc::INVALID_PARAMS;
 use crate::limits;
 use crate::limits::truncate;
+use crate::protocol::codes::INVALID_PARAMS;
 use crate::redact::{Gate, Shown};
 use crate::server::{Server, Status, ToolList};
 use crate::substitute::ProcessEnvironment;
@@ -1207,7 +1207,7 @@ fn call_error(
                 ),
             )
         }
-        Some(rpc) if rpc.code == INVALID_PARAMS => {
+        Some(rpc) if error.verdict() == Verdict::InvalidParams => {
             let tool = quoted(schema.tool);
             // One paragraph, scrubbed and bounded already (the connection's reading of it).
             let said = &rpc.message;

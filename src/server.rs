@@ -42,11 +42,7 @@ use crate::http::{
 use crate::limits::{
     self, MAX_DESCRIPTION_BYTES, MAX_PAGES, MAX_SCHEMA_BYTES, MAX_TOOL_NAME_BYTES, MAX_TOOLS,
 };
-use crate::protocol::codes;
 use crate::schema::Checker;
-
-/// JSON-RPC's `Method not found`: a first `tools/list` page answered with it means "no tools".
-const METHOD_NOT_FOUND: i64 = -32601;
 
 /// A server's status as the listing shows it.
 #[derive(Clone)]
@@ -762,12 +758,17 @@ async fn list_tools(
         let (listed_tools, next, page_ttl) = match next {
             Ok(read) => read,
             // A server that declared no `tools` capability is asked once anyway (some offer
-            // tools without declaring them); any JSON-RPC error then means it has none.
+            // tools without declaring them); any JSON-RPC error of its own then means it has
+            // none, as "Method not found" does from any server.
             Err(error)
                 if page == 1
-                    && error.rpc().is_some_and(|e| {
-                        !codes::is_modern(e.code) && (!answered.tools || e.code == METHOD_NOT_FOUND)
-                    }) =>
+                    && match error.verdict() {
+                        Verdict::MethodNotFound => true,
+                        Verdict::Stands | Verdict::InvalidParams => {
+                            !answered.tools && error.rpc().is_some()
+                        }
+                        _ => false,
+                    } =>
             {
                 tracing::debug!(namespace = %connection.namespace(), code = ?error.rpc().map(|e| e.code), declared = answered.tools, "tools/list refused; ready with no tools");
                 return Ok(ToolList {

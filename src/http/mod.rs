@@ -488,7 +488,7 @@ impl Connection {
             Ok(()) => Ok(()),
             Err(e) => match self.background_verdict(session, "ping", e, true).await {
                 // Any other JSON-RPC answer of the session's era: it knows the session.
-                e if e.verdict() == Verdict::Stands && e.rpc().is_some() => Ok(()),
+                e if e.verdict().is_servers_answer() && e.rpc().is_some() => Ok(()),
                 e => Err(e),
             },
         };
@@ -771,7 +771,7 @@ impl Connection {
                             session = next;
                         }
                         // The probe ruled the answer the server's own: it stands.
-                        None => return Err(error.judged(Verdict::Stands)),
+                        None => return Err(error.judged(Verdict::Own(signal))),
                     }
                 }
                 Next::Answer => {
@@ -1341,7 +1341,7 @@ impl crate::notices::Origin for Connection {
 /// server's words set aside); an [`EraSignal`], the server's own when `own` (the signals a
 /// probe found to be the server's own answers to the request's method) holds it, else the
 /// other era's; a lost reply; a malformed answer; a modern
-/// route's `-32020`/`-32021`; else the answer stands. So a legacy session's `-32020` is never
+/// route's `-32020`/`-32021`; JSON-RPC's `-32601` and `-32602`; else the answer stands. So a legacy session's `-32020` is never
 /// a `HeaderMismatch`: it is the other era's until a probe makes it the tool's own.
 pub(crate) fn judge(era: Era, error: &Error, own: impl Fn(EraSignal) -> bool) -> Verdict {
     if error.is_refused() {
@@ -1379,6 +1379,8 @@ pub(crate) fn judge(era: Era, error: &Error, own: impl Fn(EraSignal) -> bool) ->
         (Era::Modern, Some(codes::MISSING_REQUIRED_CLIENT_CAPABILITY)) => {
             Verdict::MissingCapability
         }
+        (_, Some(codes::METHOD_NOT_FOUND)) => Verdict::MethodNotFound,
+        (_, Some(codes::INVALID_PARAMS)) => Verdict::InvalidParams,
         _ => Verdict::Stands,
     }
 }
@@ -1492,7 +1494,11 @@ mod tests {
             ),
             (Era::Modern, rpc(-32020), false, Verdict::HeaderMismatch),
             (Era::Modern, rpc(-32021), false, Verdict::MissingCapability),
-            (Era::Legacy, rpc(-32602), false, Verdict::Stands),
+            (Era::Legacy, rpc(-32602), false, Verdict::InvalidParams),
+            (Era::Modern, rpc(-32602), false, Verdict::InvalidParams),
+            (Era::Legacy, rpc(-32601), false, Verdict::MethodNotFound),
+            (Era::Modern, rpc(-32601), false, Verdict::MethodNotFound),
+            (Era::Legacy, rpc(-32000), false, Verdict::Stands),
             (
                 Era::Modern,
                 status(404, None),

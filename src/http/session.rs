@@ -40,8 +40,8 @@ use tokio::sync::watch;
 
 use super::events::AfterAnswer;
 use super::modern;
-use super::verdict::Settle;
 pub(crate) use super::verdict::{Era, EraSignal};
+use super::verdict::{Settle, Verdict};
 use super::{Connection, Decoded, Error, lock};
 use crate::jsonrpc;
 use crate::limits;
@@ -705,9 +705,10 @@ impl Connection {
         }
         match self.handshake().await {
             Err(e)
-                if e.rpc().is_some_and(|r| {
-                    codes::is_modern(r.code) || r.code == codes::METHOD_NOT_FOUND
-                }) =>
+                if matches!(
+                    super::judge(Era::Legacy, &e, |_| false),
+                    Verdict::OtherEra(EraSignal::ModernError(_)) | Verdict::MethodNotFound
+                ) =>
             {
                 // A modern error to initialize, or a server that does not know it: modern after
                 // all (a restart onto 2026-07-28, or a probe answer that could not be read);

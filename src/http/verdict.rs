@@ -71,6 +71,13 @@ pub(crate) enum Verdict {
     /// Refused `429` or `503` with a `Retry-After` (RFC 6585 §4, RFC 9110 §10.2.3): the
     /// request was not processed; the status and the wait the server named.
     RateLimited { status: u16, wait: Duration },
+    /// JSON-RPC's "Method not found" (`-32601`, JSON-RPC 2.0 §5.1) of the route's era: the
+    /// server does not offer the method (a `tools/list`, a `subscriptions/listen`).
+    MethodNotFound,
+    /// JSON-RPC's "Invalid params" (`-32602`, JSON-RPC 2.0 §5.1): the request's params (a
+    /// call's arguments) do not fit what the server expects (MCP 2025-11-25, server/tools
+    /// "Error Handling").
+    InvalidParams,
     /// A response of no valid shape (neither `result` nor `error`, a `result` of the wrong
     /// shape): an answer all the same, nothing to cancel.
     Malformed,
@@ -94,6 +101,16 @@ pub(crate) enum Settle {
 }
 
 impl Verdict {
+    /// Whether the verdict is a JSON-RPC answer of the server's own to the request (with
+    /// [`Error::rpc`](super::Error::rpc)): a JSON-RPC error of its era, or one a probe found
+    /// to be its own. A `ping` so answered shows the session lives.
+    pub(crate) fn is_servers_answer(self) -> bool {
+        matches!(
+            self,
+            Verdict::Stands | Verdict::Own(_) | Verdict::MethodNotFound | Verdict::InvalidParams
+        )
+    }
+
     /// What this verdict does to the session the answer came on.
     pub(crate) fn settles(self) -> Settle {
         match self {
@@ -106,6 +123,8 @@ impl Verdict {
             | Verdict::HeaderMismatch
             | Verdict::MissingCapability
             | Verdict::RateLimited { .. }
+            | Verdict::MethodNotFound
+            | Verdict::InvalidParams
             | Verdict::Malformed
             | Verdict::Stands => Settle::Keep,
         }
@@ -306,6 +325,8 @@ mod tests {
                 },
                 Settle::Keep,
             ),
+            (Verdict::MethodNotFound, Settle::Keep),
+            (Verdict::InvalidParams, Settle::Keep),
             (Verdict::Malformed, Settle::Keep),
             (Verdict::Stands, Settle::Keep),
         ];
@@ -396,6 +417,8 @@ mod tests {
                 Next::Answer,
             ),
             (Verdict::Malformed, Reply, FRESH, true, Next::Answer),
+            (Verdict::MethodNotFound, Status, FRESH, true, Next::Answer),
+            (Verdict::InvalidParams, Status, FRESH, true, Next::Answer),
             (Verdict::Stands, Status, FRESH, true, Next::Answer),
         ];
         for (verdict, phase, spent, reissues, want) in table {
