@@ -36,8 +36,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Deadlines, Settings, ToolFilter};
 use crate::http::{
-    AnsweredOn, Connection, Era, Error, Initialized, Listened, Mirrored, NamedWait, Said, Verdict,
-    Wire, Words,
+    Connection, Era, Error, Initialized, Listened, Mirrored, NamedWait, Said, SessionHandle,
+    Verdict, Wire, Words,
 };
 use crate::limits::{
     self, MAX_DESCRIPTION_BYTES, MAX_PAGES, MAX_SCHEMA_BYTES, MAX_TOOL_NAME_BYTES, MAX_TOOLS,
@@ -706,7 +706,7 @@ async fn list_tools(
 ) -> Result<ToolList, StartFailure> {
     let mut walk = Walk::default();
     // The session the walk's first page was answered on: its cursors are only good there.
-    let mut walked_on: Option<AnsweredOn> = None;
+    let mut walked_on: Option<SessionHandle> = None;
     let mut walked_again = false;
     let mut page = 0;
     loop {
@@ -753,7 +753,7 @@ async fn list_tools(
         // page went out.
         let answered = walked_on
             .as_ref()
-            .and_then(AnsweredOn::declared)
+            .and_then(SessionHandle::declared)
             .unwrap_or(initialized);
         let (listed_tools, next, page_ttl) = match next {
             Ok(read) => read,
@@ -1013,7 +1013,9 @@ impl Server {
         let until = Instant::now() + limits::RELIST_DEADLINE;
         let listing = async {
             let live = connection.live().await?;
-            list_tools(connection, &live.initialized, RELIST_STOPPED, until).await
+            let none = Initialized::default();
+            let declared = live.declared().unwrap_or(&none);
+            list_tools(connection, declared, RELIST_STOPPED, until).await
         };
         let outcome = match tokio::time::timeout_at(until, listing).await {
             Ok(outcome) => outcome,
@@ -1183,7 +1185,7 @@ trait Same {
     fn same(&self, other: &Self) -> bool;
 }
 
-impl Same for crate::http::Current {
+impl Same for SessionHandle {
     fn same(&self, other: &Self) -> bool {
         self.is(other)
     }

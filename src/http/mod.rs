@@ -46,7 +46,7 @@ pub(crate) use error::{Error, Lasting};
 pub(crate) use modern::{Mirrored, input_required, required_capabilities};
 pub(crate) use reply::Listened;
 use session::{AfterRecheck, EraSignal, Rechecked};
-pub(crate) use session::{AnsweredOn, Era, Initialized, Installs};
+pub(crate) use session::{Era, Initialized, Installs, SessionHandle};
 pub(crate) use trace::tool_error;
 pub(crate) use verdict::{NamedWait, Said, Verdict, Words};
 use verdict::{Next, Phase, Settle, Spent};
@@ -244,21 +244,6 @@ pub(crate) struct Connection {
     words: Words,
 }
 
-/// The current session as the server's task sees it: a handle for [`Connection::listen`],
-/// [`Connection::left`] and [`Connection::still_knows`], and what its `initialize` declared.
-pub(crate) struct Current {
-    session: Arc<Session>,
-    /// What the session's `initialize` answer declared.
-    pub(crate) initialized: Initialized,
-}
-
-impl Current {
-    /// Whether both name the same session.
-    pub(crate) fn is(&self, other: &Current) -> bool {
-        Arc::ptr_eq(&self.session, &other.session)
-    }
-}
-
 /// See [`Connection::cancel_on_drop`].
 pub(crate) struct CancelOnDrop {
     connection: Arc<Connection>,
@@ -399,13 +384,9 @@ impl Connection {
 
     /// The current session and what its `initialize` declared; `None` before the first
     /// handshake, while a renewal runs, and after the sessions ended.
-    pub(crate) fn current(&self) -> Option<Current> {
+    pub(crate) fn current(&self) -> Option<SessionHandle> {
         let session = lock(&self.sessions).current()?;
-        let initialized = session.initialized().cloned().unwrap_or_default();
-        Some(Current {
-            session,
-            initialized,
-        })
+        Some(SessionHandle::new(&session))
     }
 
     /// The server's era as the client knows it; `None` while it is not known (not probed yet,
@@ -422,13 +403,9 @@ impl Connection {
     ///
     /// # Cancel safety
     /// Cancel safe: the renewal runs in its own task and finishes without the caller.
-    pub(crate) async fn live(self: &Arc<Self>) -> Result<Current, Error> {
+    pub(crate) async fn live(self: &Arc<Self>) -> Result<SessionHandle, Error> {
         let session = self.session(None, true).await?;
-        let initialized = session.initialized().cloned().unwrap_or_default();
-        Ok(Current {
-            session,
-            initialized,
-        })
+        Ok(SessionHandle::new(&session))
     }
 
     /// Asks the server, with a `ping` on session `on` alone (no renewal, no resend), whether it
@@ -446,8 +423,8 @@ impl Connection {
     /// # Cancel safety
     /// Cancel safe as to state: a drop leaves the ping in the in-flight table only as it would
     /// any dropped request, cancelled by whoever ends it.
-    pub(crate) async fn still_knows(self: &Arc<Self>, on: &Current) -> Result<(), Error> {
-        let session = &on.session;
+    pub(crate) async fn still_knows(self: &Arc<Self>, on: &SessionHandle) -> Result<(), Error> {
+        let session = on.session();
         let id = self.next_id();
         let _cancel = self.cancel_on_drop(id, "the client stopped waiting for ping");
         let wire =
@@ -507,11 +484,11 @@ impl Connection {
     ///
     /// # Cancel safety
     /// Cancel safe: it only watches.
-    pub(crate) async fn left(&self, on: &Current) {
+    pub(crate) async fn left(&self, on: &SessionHandle) {
         let mut transitions = lock(&self.sessions).transitions();
         loop {
             let live = lock(&self.sessions).current();
-            if !live.is_some_and(|live| Arc::ptr_eq(&live, &on.session)) {
+            if !live.is_some_and(|live| Arc::ptr_eq(&live, on.session())) {
                 return;
             }
             if transitions.changed().await.is_err() {
@@ -615,7 +592,7 @@ impl Connection {
         wire: Wire<'_>,
         params: &impl serde::Serialize,
         decode: impl Fn(&RawValue, &Bytes) -> Decoded<T>,
-        answered_on: Option<&mut Option<AnsweredOn>>,
+        answered_on: Option<&mut Option<SessionHandle>>,
     ) -> Result<T, Error> {
         let params = serde_json::value::to_raw_value(params)
             .expect("request params of plain data serialize");
@@ -655,7 +632,7 @@ impl Connection {
         wire: &Wire<'_>,
         params: &RawValue,
         decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
-        mut answered_on: Option<&mut Option<AnsweredOn>>,
+        mut answered_on: Option<&mut Option<SessionHandle>>,
     ) -> Result<T, Error> {
         // A listing's own renewal asks for no re-listing (see `Connection::session`).
         let by_listing = wire.method == "tools/list";
@@ -676,7 +653,7 @@ impl Connection {
                 return Err(Error::closed());
             }
             if let Some(answered_on) = answered_on.as_deref_mut() {
-                *answered_on = Some(AnsweredOn::new(&session));
+                *answered_on = Some(SessionHandle::new(&session));
             }
             trace_route(&session, &self.redactor);
             let body = Bytes::from(match session.era {

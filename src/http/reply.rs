@@ -21,7 +21,7 @@ use serde_json::value::RawValue;
 
 use super::events::{AfterAnswer, BodyError, SseStream};
 use super::session::{AfterRecheck, Era, EraSignal, Rechecked, Session};
-use super::{Connection, Current, Decoded, Error, Verdict, Wire};
+use super::{Connection, Decoded, Error, SessionHandle, Verdict, Wire};
 use crate::json;
 use crate::jsonrpc::{self, Message, RpcError};
 use crate::limits::{self, MAX_MESSAGE_BYTES};
@@ -398,10 +398,10 @@ impl Connection {
     /// received.
     pub(crate) async fn listen(
         self: &std::sync::Arc<Self>,
-        on: &Current,
+        on: &SessionHandle,
         last_event_id: &mut String,
     ) -> Result<Listened, Error> {
-        let session = &on.session;
+        let session = on.session();
         if session.era == Era::Modern {
             return self.subscribe(on).await;
         }
@@ -469,16 +469,16 @@ impl Connection {
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future closes the stream, which ends the subscription.
-    async fn subscribe(self: &std::sync::Arc<Self>, on: &Current) -> Result<Listened, Error> {
+    async fn subscribe(self: &std::sync::Arc<Self>, on: &SessionHandle) -> Result<Listened, Error> {
         #[derive(serde::Deserialize)]
         struct Acknowledged {
             #[serde(default)]
             notifications: Option<serde_json::Map<String, serde_json::Value>>,
         }
-        if !on.initialized.tools_list_changed {
+        if !on.declared().is_some_and(|d| d.tools_list_changed) {
             return Ok(Listened::NotOffered);
         }
-        let session = &on.session;
+        let session = on.session();
         let id = self.fresh_id();
         let body = jsonrpc::request_with_meta(
             id,

@@ -292,24 +292,34 @@ impl Session {
     }
 }
 
-/// The session (or modern route) a request's last send went out on, as the request layer
-/// reports it ([`super::Connection::request_declared`]): what it declared, and which one it is.
-/// A listing keeps the one its first page came from, since a cursor belongs to it.
+/// A handle to one session (or modern route) for the layers above the connection: which one it
+/// is ([`SessionHandle::is`]: the one the same handshake made, not just alike) and what its
+/// `initialize` (or the route's `server/discover`) answer declared. The server's task holds
+/// the live one ([`super::Connection::current`], [`super::Connection::live`]) for its change
+/// stream and `ping`; a request reports the one its last send went out on
+/// ([`super::Connection::request_declared`]), and a listing keeps the one its first page came
+/// from, since a cursor belongs to it.
 #[derive(Clone)]
-pub(crate) struct AnsweredOn(Arc<Session>);
+pub(crate) struct SessionHandle(Arc<Session>);
 
-impl AnsweredOn {
+impl SessionHandle {
     pub(super) fn new(session: &Arc<Session>) -> Self {
         Self(Arc::clone(session))
     }
 
-    /// What the session's `initialize` (or the route's `server/discover`) answer declared.
+    /// The session itself, for the connection's own use.
+    pub(super) fn session(&self) -> &Arc<Session> {
+        &self.0
+    }
+
+    /// What the session's `initialize` (or the route's `server/discover`) answer declared;
+    /// `None` for a session made before any answer was read.
     pub(crate) fn declared(&self) -> Option<&Initialized> {
         self.0.initialized()
     }
 
     /// Whether both are the same session: not just alike, the one the same handshake made.
-    pub(crate) fn is(&self, other: &AnsweredOn) -> bool {
+    pub(crate) fn is(&self, other: &SessionHandle) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
     }
 }
