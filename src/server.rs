@@ -8,7 +8,10 @@
 //! with any JSON-RPC error. One that declares `tools` and answers `-32601 Method not found` is
 //! ready with no tools too; any other error fails its start. A tool that is malformed
 //! or over a per-tool bound is left out (and shown as omitted) while the rest are listed; the
-//! page, tool-count and cursor bounds still fail the start. A failed start first ends every
+//! page, tool-count and cursor bounds still fail the start. A page refused `429`/`503` with a
+//! `Retry-After` that fits the listing's deadline and [`limits::MAX_RATE_LIMIT_WAIT`] is sent
+//! once more after that wait (the connection's resend table); a longer one fails the listing,
+//! naming the wait in whole seconds. A failed start first ends every
 //! session it opened ([`Connection::abandon`]), sets the status to `error` with the reason, and
 //! is tried again after [`backoff`]'s wait (1 s, 2 s, 4 s … plus jitter, never more than 60 s),
 //! or after what a `429`/`503` asked for in `Retry-After` ([`Error::retry_after`]; at least 1 s,

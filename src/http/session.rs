@@ -45,7 +45,7 @@ use super::verdict::{Settle, Verdict};
 use super::{Connection, Decoded, Error, lock};
 use crate::jsonrpc;
 use crate::limits;
-use crate::protocol::{MODERN_VERSION, OFFERED_VERSION, SESSION_ID, SUPPORTED_VERSIONS, codes};
+use crate::protocol::{MODERN_VERSION, OFFERED_VERSION, SESSION_ID, SUPPORTED_VERSIONS};
 
 /// What a server's `initialize` result declared that the Pack uses. Only `protocolVersion` is
 /// required of the result; each of these is read on its own, and one of an unexpected type
@@ -935,9 +935,7 @@ impl Connection {
         let mut answered = ask(body.clone()).await;
         if let Err(e) = &answered
             && let Some(rpc) = e.rpc()
-            && rpc.code == codes::UNSUPPORTED_PROTOCOL_VERSION
-            && modern::supported_versions(rpc.data.as_deref())
-                .is_some_and(|v| v.iter().any(|v| v == MODERN_VERSION))
+            && modern::refuses_what_it_supports(rpc.code, rpc.data.as_deref())
         {
             // It names the version it refused as supported (a server whose first answer is a
             // version refusal): the best mutual version is that one, asked once more.

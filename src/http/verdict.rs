@@ -8,7 +8,13 @@
 //! - [`Verdict::settles`]: what it does to the session (or modern route) it came on — forget
 //!   it, set it aside, ask the era again, or keep it;
 //! - [`next`]: what the exchange of one request does next — send again on the same route,
-//!   renew the session and resend, re-issue a lost request, re-route after a probe, or answer.
+//!   wait out a rate limit and resend, renew the session and resend, re-issue a lost request,
+//!   re-route after a probe, or answer; every request path reads it (a call, a listing's
+//!   pages, the renewal a request waits for, the `ping`).
+//!
+//! Beside them: [`Words`], the one rule on what the server's "no valid session" words mean
+//! (for the request path and the change stream alike), and [`NamedWait`], how a rate limit not
+//! waited out is named.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
