@@ -616,3 +616,44 @@ async fn a_start_whose_tools_list_asks_for_a_long_wait_names_the_wait_in_its_rea
     );
     assert_eq!(server.count("tools/list"), 1);
 }
+
+/// The same resend on the standalone stream's `ping`: the `GET` refused `404` is asked about
+/// with a `ping`, refused `429` with `Retry-After: 1`; the ping is sent once more after the
+/// wait, answered, and the session is live (no `GET` endpoint): one `GET`, two pings, no
+/// renewal. Read as a failed ping instead, the loop would open the stream again.
+#[tokio::test]
+async fn a_ping_refused_429_with_a_short_retry_after_is_sent_again_after_the_wait() {
+    let server = hostile::serve_all(|req| async move {
+        let id = req.id();
+        match (req.http_method.as_str(), req.method()) {
+            ("POST", "server/discover") => Reply::raw(400, "text/plain", "Bad Request"),
+            ("GET", _) => Reply::raw(404, "text/plain", "Not Found"),
+            ("POST", "ping") if req.nth == 0 => slow_down("1"),
+            ("POST", "ping") => Reply::json(&result(&id, json!({}))),
+            ("POST", "tools/list") => Reply::json(&tools_page(&id, vec![tool("t", "t")], None)),
+            _ => hostile::standard(&req).unwrap_or_else(|| Reply::raw(400, "text/plain", "")),
+        }
+    })
+    .await;
+    let host = ready_host(&server.url).await;
+    let pings = server
+        .wait_until(WAIT, "two pings", |r| {
+            r.iter().filter(|r| r.method() == "ping").count() == 2
+        })
+        .await;
+    let pings: Vec<_> = pings.iter().filter(|r| r.method() == "ping").collect();
+    let waited = pings[1].at - pings[0].at;
+    assert!(waited >= Duration::from_secs(1), "{waited:?}");
+    assert!(waited < Duration::from_secs(3), "{waited:?}");
+    // Long enough for the loop's backoff (1 s and more) to have opened the stream again.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let gets = server
+        .requests()
+        .iter()
+        .filter(|r| r.http_method == "GET")
+        .count();
+    assert_eq!(gets, 1);
+    assert_eq!(server.count("ping"), 2);
+    assert_eq!(server.count("initialize"), 1);
+    drop(host);
+}
