@@ -414,7 +414,8 @@ impl Connection {
     /// the server answered (any JSON-RPC answer: the session is live). A session the server
     /// says it does not know is forgotten here (no `DELETE`).
     ///
-    /// The whole exchange is bounded by [`limits::PING_TIMEOUT`].
+    /// The whole exchange is bounded by [`limits::PING_TIMEOUT`]; a `ping` refused `429`/`503`
+    /// with a `Retry-After` that fits it is sent once more after the wait ([`verdict::next`]).
     ///
     /// # Errors
     /// [`Error::is_session_expired`] when the server forgot the session;
@@ -563,7 +564,9 @@ impl Connection {
     /// refused, or never sent. When the server forgot the session it went out on, the request
     /// waits for the shared re-initialize and is sent once more on the new session; when its
     /// connect is refused (nothing was sent), it is sent again after 100 ms, 200 ms, … (the
-    /// re-initialize's backoff, [`limits::REINIT_RETRIES`] times).
+    /// re-initialize's backoff, [`limits::REINIT_RETRIES`] times); when it (or the renewal it
+    /// waits for) is refused `429`/`503` with a `Retry-After` that fits [`Wire::until`] and
+    /// [`limits::MAX_RATE_LIMIT_WAIT`], it is sent once more after that wait.
     ///
     /// # Errors
     /// Any [`Error`]; an expired session only as "rejected again" after a resend.
@@ -622,10 +625,11 @@ impl Connection {
     /// is judged once ([`Connection::verdict`]); the verdict settles the session it came on
     /// ([`Connection::settle`]) and the decision table [`verdict::next`] says what follows:
     /// sent once more (at most once in all) after an expired session or an answer of the other
-    /// era, on the route made next; a modern request (or a legacy `tools/list` page) whose
-    /// reply was lost is re-issued once with a new id (MCP 2026-07-28, transports "Receiving
-    /// Messages": the server may have run it), which the in-flight table then names for a
-    /// cancel. The error returned carries its verdict ([`Error::verdict`]).
+    /// era, on the route made next; sent once more under a new id after a rate limit's wait
+    /// that fits (RFC 6585 §4: nothing was processed); a modern request (or a legacy
+    /// `tools/list` page) whose reply was lost is re-issued once with a new id (MCP 2026-07-28,
+    /// transports "Receiving Messages": the server may have run it), which the in-flight table
+    /// then names for a cancel. The error returned carries its verdict ([`Error::verdict`]).
     async fn exchange<T>(
         self: &Arc<Self>,
         id: u64,
