@@ -46,9 +46,9 @@ pub(crate) use error::{Error, Lasting};
 pub(crate) use modern::{Mirrored, input_required, required_capabilities};
 pub(crate) use reply::Listened;
 use session::{AfterRecheck, EraSignal, Rechecked};
-pub(crate) use session::{AnsweredOn, Era, Initialized, Installs};
+pub(crate) use session::{Era, Initialized, Installs, SessionHandle};
 pub(crate) use trace::tool_error;
-pub(crate) use verdict::Verdict;
+pub(crate) use verdict::{NamedWait, Said, Verdict, Words};
 use verdict::{Next, Phase, Settle, Spent};
 
 use crate::auth::challenge::{Challenge, asks_for_dpop_nonce};
@@ -85,6 +85,9 @@ pub(crate) struct Wire<'a> {
     /// How long the server may take to send the response headers of each POST of it
     /// ([`Wire::headers_within`]); `None`: the caller's deadline alone bounds it.
     headers_within: Option<std::time::Duration>,
+    /// When the caller stops waiting for the request ([`Wire::until`]); `None`: the bounds of
+    /// `limits` alone.
+    deadline: Option<tokio::time::Instant>,
 }
 
 impl<'a> Wire<'a> {
@@ -101,7 +104,23 @@ impl<'a> Wire<'a> {
             mirrored,
             reissued: None,
             headers_within: None,
+            deadline: None,
         }
+    }
+
+    /// The same request, whose caller stops waiting at `deadline`: a rate limit's wait that
+    /// does not end before it is not waited out ([`verdict::waits_out`]).
+    pub(crate) fn until(self, deadline: tokio::time::Instant) -> Self {
+        Self {
+            deadline: Some(deadline),
+            ..self
+        }
+    }
+
+    /// What is left of the request's deadline now; `None` when it has none.
+    fn left(&self) -> Option<std::time::Duration> {
+        self.deadline
+            .map(|d| d.saturating_duration_since(tokio::time::Instant::now()))
     }
 
     /// The same request, whose every POST must bring its response headers within `within`
@@ -132,6 +151,7 @@ impl<'a> Wire<'a> {
             mirrored: &[],
             reissued: None,
             headers_within: None,
+            deadline: None,
         }
     }
 
@@ -217,26 +237,11 @@ pub(crate) struct Connection {
     /// Held by the one probe of the era after an answer that looked like the other era's
     /// ([`Connection::recheck`]): concurrent requests that met the same signal ask once.
     rechecks: tokio::sync::Mutex<()>,
-    /// Whether a 400 whose words speak of the session is read as a forgotten session; cleared
-    /// when a request's resend on a fresh session got the same 400 (then those words are about
-    /// the request, such as a tool's own "session"). The standalone stream's loop keeps its
-    /// own verdict for its `GET`s (`server::listen`), which does not clear this.
-    session_400s: std::sync::atomic::AtomicBool,
-}
-
-/// The current session as the server's task sees it: a handle for [`Connection::listen`],
-/// [`Connection::left`] and [`Connection::still_knows`], and what its `initialize` declared.
-pub(crate) struct Current {
-    session: Arc<Session>,
-    /// What the session's `initialize` answer declared.
-    pub(crate) initialized: Initialized,
-}
-
-impl Current {
-    /// Whether both name the same session.
-    pub(crate) fn is(&self, other: &Current) -> bool {
-        Arc::ptr_eq(&self.session, &other.session)
-    }
+    /// What a 400 whose words speak of the session means to a request ([`Words`]): the
+    /// session gone, until a request's resend on a fresh session got the same 400 (then those
+    /// words are about the request, such as a tool's own "session"). The standalone stream's
+    /// loop keeps its own [`Words`] for its `GET`s (`server::listen`).
+    words: Words,
 }
 
 /// See [`Connection::cancel_on_drop`].
@@ -305,7 +310,7 @@ impl Connection {
             closing: CancellationToken::new(),
             signals: Signals::default(),
             rechecks: tokio::sync::Mutex::new(()),
-            session_400s: std::sync::atomic::AtomicBool::new(true),
+            words: Words::default(),
         }
     }
 
@@ -379,13 +384,9 @@ impl Connection {
 
     /// The current session and what its `initialize` declared; `None` before the first
     /// handshake, while a renewal runs, and after the sessions ended.
-    pub(crate) fn current(&self) -> Option<Current> {
+    pub(crate) fn current(&self) -> Option<SessionHandle> {
         let session = lock(&self.sessions).current()?;
-        let initialized = session.initialized().cloned().unwrap_or_default();
-        Some(Current {
-            session,
-            initialized,
-        })
+        Some(SessionHandle::new(&session))
     }
 
     /// The server's era as the client knows it; `None` while it is not known (not probed yet,
@@ -402,13 +403,9 @@ impl Connection {
     ///
     /// # Cancel safety
     /// Cancel safe: the renewal runs in its own task and finishes without the caller.
-    pub(crate) async fn live(self: &Arc<Self>) -> Result<Current, Error> {
+    pub(crate) async fn live(self: &Arc<Self>) -> Result<SessionHandle, Error> {
         let session = self.session(None, true).await?;
-        let initialized = session.initialized().cloned().unwrap_or_default();
-        Ok(Current {
-            session,
-            initialized,
-        })
+        Ok(SessionHandle::new(&session))
     }
 
     /// Asks the server, with a `ping` on session `on` alone (no renewal, no resend), whether it
@@ -417,7 +414,8 @@ impl Connection {
     /// the server answered (any JSON-RPC answer: the session is live). A session the server
     /// says it does not know is forgotten here (no `DELETE`).
     ///
-    /// The whole exchange is bounded by [`limits::PING_TIMEOUT`].
+    /// The whole exchange is bounded by [`limits::PING_TIMEOUT`]; a `ping` refused `429`/`503`
+    /// with a `Retry-After` that fits it is sent once more after the wait ([`verdict::next`]).
     ///
     /// # Errors
     /// [`Error::is_session_expired`] when the server forgot the session;
@@ -426,19 +424,39 @@ impl Connection {
     /// # Cancel safety
     /// Cancel safe as to state: a drop leaves the ping in the in-flight table only as it would
     /// any dropped request, cancelled by whoever ends it.
-    pub(crate) async fn still_knows(self: &Arc<Self>, on: &Current) -> Result<(), Error> {
-        let session = &on.session;
+    pub(crate) async fn still_knows(self: &Arc<Self>, on: &SessionHandle) -> Result<(), Error> {
+        let session = on.session();
         let id = self.next_id();
-        let body = Bytes::from(jsonrpc::request(id, "ping", &serde_json::json!({})));
         let _cancel = self.cancel_on_drop(id, "the client stopped waiting for ping");
-        if !lock(&self.flights).sent(id, id, session) {
-            return Err(Error::closed());
-        }
+        let wire =
+            Wire::new("ping", None, &[]).until(tokio::time::Instant::now() + limits::PING_TIMEOUT);
         let asked = async {
-            let wire = Wire::new("ping", None, &[]);
-            let response = self.post_request(id, id, body, &wire, session).await?;
-            let any = |_: &RawValue, _: &Bytes| -> Decoded<()> { Ok(()) };
-            self.read_response(response, id, session, &any).await
+            let mut wire_id = id;
+            let mut spent = Spent::default();
+            loop {
+                if !lock(&self.flights).sent(id, wire_id, session) {
+                    return Err(Error::closed());
+                }
+                let body = Bytes::from(jsonrpc::request(wire_id, "ping", &serde_json::json!({})));
+                let response = match self.post_request(id, wire_id, body, &wire, session).await {
+                    Ok(response) => response,
+                    Err(e) => {
+                        // Only the rate limit's resend applies: no renewal, no other resend.
+                        let verdict = self.verdict(session, "ping", &e);
+                        let step = verdict::next(verdict, Phase::Status, spent, false, wire.left());
+                        let Next::Wait(wait) = step else {
+                            return Err(e);
+                        };
+                        spent.waited = true;
+                        lock(&self.flights).waiting(id);
+                        tokio::time::sleep(wait).await;
+                        wire_id = self.fresh_id();
+                        continue;
+                    }
+                };
+                let any = |_: &RawValue, _: &Bytes| -> Decoded<()> { Ok(()) };
+                return self.read_response(response, wire_id, session, &any).await;
+            }
         };
         // Sent in the background, with no caller's deadline above it: bounded here.
         let answered = tokio::time::timeout(limits::PING_TIMEOUT, asked)
@@ -448,7 +466,7 @@ impl Connection {
             Ok(()) => Ok(()),
             Err(e) => match self.background_verdict(session, "ping", e, true).await {
                 // Any other JSON-RPC answer of the session's era: it knows the session.
-                e if e.verdict() == Verdict::Stands && e.rpc().is_some() => Ok(()),
+                e if e.verdict().is_servers_answer() && e.rpc().is_some() => Ok(()),
                 e => Err(e),
             },
         };
@@ -467,11 +485,11 @@ impl Connection {
     ///
     /// # Cancel safety
     /// Cancel safe: it only watches.
-    pub(crate) async fn left(&self, on: &Current) {
+    pub(crate) async fn left(&self, on: &SessionHandle) {
         let mut transitions = lock(&self.sessions).transitions();
         loop {
             let live = lock(&self.sessions).current();
-            if !live.is_some_and(|live| Arc::ptr_eq(&live, &on.session)) {
+            if !live.is_some_and(|live| Arc::ptr_eq(&live, on.session())) {
                 return;
             }
             if transitions.changed().await.is_err() {
@@ -546,7 +564,9 @@ impl Connection {
     /// refused, or never sent. When the server forgot the session it went out on, the request
     /// waits for the shared re-initialize and is sent once more on the new session; when its
     /// connect is refused (nothing was sent), it is sent again after 100 ms, 200 ms, … (the
-    /// re-initialize's backoff, [`limits::REINIT_RETRIES`] times).
+    /// re-initialize's backoff, [`limits::REINIT_RETRIES`] times); when it (or the renewal it
+    /// waits for) is refused `429`/`503` with a `Retry-After` that fits [`Wire::until`] and
+    /// [`limits::MAX_RATE_LIMIT_WAIT`], it is sent once more after that wait.
     ///
     /// # Errors
     /// Any [`Error`]; an expired session only as "rejected again" after a resend.
@@ -575,7 +595,7 @@ impl Connection {
         wire: Wire<'_>,
         params: &impl serde::Serialize,
         decode: impl Fn(&RawValue, &Bytes) -> Decoded<T>,
-        answered_on: Option<&mut Option<AnsweredOn>>,
+        answered_on: Option<&mut Option<SessionHandle>>,
     ) -> Result<T, Error> {
         let params = serde_json::value::to_raw_value(params)
             .expect("request params of plain data serialize");
@@ -605,17 +625,18 @@ impl Connection {
     /// is judged once ([`Connection::verdict`]); the verdict settles the session it came on
     /// ([`Connection::settle`]) and the decision table [`verdict::next`] says what follows:
     /// sent once more (at most once in all) after an expired session or an answer of the other
-    /// era, on the route made next; a modern request (or a legacy `tools/list` page) whose
-    /// reply was lost is re-issued once with a new id (MCP 2026-07-28, transports "Receiving
-    /// Messages": the server may have run it), which the in-flight table then names for a
-    /// cancel. The error returned carries its verdict ([`Error::verdict`]).
+    /// era, on the route made next; sent once more under a new id after a rate limit's wait
+    /// that fits (RFC 6585 §4: nothing was processed); a modern request (or a legacy
+    /// `tools/list` page) whose reply was lost is re-issued once with a new id (MCP 2026-07-28,
+    /// transports "Receiving Messages": the server may have run it), which the in-flight table
+    /// then names for a cancel. The error returned carries its verdict ([`Error::verdict`]).
     async fn exchange<T>(
         self: &Arc<Self>,
         id: u64,
         wire: &Wire<'_>,
         params: &RawValue,
         decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
-        mut answered_on: Option<&mut Option<AnsweredOn>>,
+        mut answered_on: Option<&mut Option<SessionHandle>>,
     ) -> Result<T, Error> {
         // A listing's own renewal asks for no re-listing (see `Connection::session`).
         let by_listing = wire.method == "tools/list";
@@ -636,7 +657,7 @@ impl Connection {
                 return Err(Error::closed());
             }
             if let Some(answered_on) = answered_on.as_deref_mut() {
-                *answered_on = Some(AnsweredOn::new(&session));
+                *answered_on = Some(SessionHandle::new(&session));
             }
             trace_route(&session, &self.redactor);
             let base = match session.era {
@@ -659,7 +680,13 @@ impl Connection {
             };
             let verdict = self.verdict(&session, wire.method, &error);
             spent.reissued = reissued.load(Ordering::Relaxed);
-            let step = verdict::next(verdict, phase, spent, wire.reissues_in(session.era));
+            let step = verdict::next(
+                verdict,
+                phase,
+                spent,
+                wire.reissues_in(session.era),
+                wire.left(),
+            );
             if step != Next::Answer {
                 // Off the wire until it is sent again.
                 lock(&self.flights).waiting(id);
@@ -672,16 +699,39 @@ impl Connection {
                     tracing::debug!(namespace = %self.namespace, method = wire.method, id, ?delay, "connection refused; sending again");
                     tokio::time::sleep(delay).await;
                 }
+                Next::Wait(wait) => {
+                    // Refused unprocessed (RFC 6585 §4): once more after the wait named, under
+                    // an id of its own (an id is never reused within a session).
+                    spent.waited = true;
+                    tracing::debug!(namespace = %self.namespace, method = wire.method, id, wait_ms = wait.as_millis() as u64, "rate limited; sending once more after the wait");
+                    tokio::time::sleep(wait).await;
+                    wire_id = self.fresh_id();
+                }
                 Next::Renew => {
                     spent.resent = true;
                     tracing::debug!(namespace = %self.namespace, method = wire.method, id, ?verdict, "session expired; initializing again");
-                    let stale = self.settle(&session, verdict);
-                    // A renewal refused with a wait (429/503) carries that verdict to the caller.
-                    session = match self.session(stale.as_ref(), by_listing).await {
-                        Ok(renewed) => renewed,
-                        Err(e) => {
-                            let verdict = self.verdict(&session, wire.method, &e);
-                            return Err(e.judged(verdict));
+                    let mut stale = self.settle(&session, verdict);
+                    // A renewal refused with a wait (429/503) is read by the same table: waited
+                    // out once when it fits, else that verdict is the caller's answer.
+                    session = loop {
+                        match self.session(stale.take().as_ref(), by_listing).await {
+                            Ok(renewed) => break renewed,
+                            Err(e) => {
+                                let verdict = self.verdict(&session, wire.method, &e);
+                                let step = verdict::next(
+                                    verdict,
+                                    Phase::Status,
+                                    spent,
+                                    false,
+                                    wire.left(),
+                                );
+                                let Next::Wait(wait) = step else {
+                                    return Err(e.judged(verdict));
+                                };
+                                spent.waited = true;
+                                tracing::debug!(namespace = %self.namespace, method = wire.method, id, wait_ms = wait.as_millis() as u64, "the renewal was rate limited; initializing again after the wait");
+                                tokio::time::sleep(wait).await;
+                            }
                         }
                     };
                 }
@@ -704,7 +754,7 @@ impl Connection {
                             session = next;
                         }
                         // The probe ruled the answer the server's own: it stands.
-                        None => return Err(error.judged(Verdict::Stands)),
+                        None => return Err(error.judged(Verdict::Own(signal))),
                     }
                 }
                 Next::Answer => {
@@ -736,7 +786,7 @@ impl Connection {
             // session stays.
             (Verdict::SetAside, Phase::Status) => {
                 tracing::debug!(namespace = %self.namespace, method, id, "a fresh session got the same 400: such 400s are the request's own from now on");
-                self.session_400s.store(false, Ordering::Relaxed);
+                self.words.met(true);
                 Error::expired_again()
             }
             // The fresh session refused at once: the next request finds out for itself (a
@@ -1284,7 +1334,7 @@ impl crate::notices::Origin for Connection {
 /// server's words set aside); an [`EraSignal`], the server's own when `own` (the signals a
 /// probe found to be the server's own answers to the request's method) holds it, else the
 /// other era's; a lost reply; a malformed answer; a modern
-/// route's `-32020`/`-32021`; else the answer stands. So a legacy session's `-32020` is never
+/// route's `-32020`/`-32021`; JSON-RPC's `-32601` and `-32602`; else the answer stands. So a legacy session's `-32020` is never
 /// a `HeaderMismatch`: it is the other era's until a probe makes it the tool's own.
 pub(crate) fn judge(era: Era, error: &Error, own: impl Fn(EraSignal) -> bool) -> Verdict {
     if error.is_refused() {
@@ -1322,6 +1372,8 @@ pub(crate) fn judge(era: Era, error: &Error, own: impl Fn(EraSignal) -> bool) ->
         (Era::Modern, Some(codes::MISSING_REQUIRED_CLIENT_CAPABILITY)) => {
             Verdict::MissingCapability
         }
+        (_, Some(codes::METHOD_NOT_FOUND)) => Verdict::MethodNotFound,
+        (_, Some(codes::INVALID_PARAMS)) => Verdict::InvalidParams,
         _ => Verdict::Stands,
     }
 }
@@ -1435,7 +1487,11 @@ mod tests {
             ),
             (Era::Modern, rpc(-32020), false, Verdict::HeaderMismatch),
             (Era::Modern, rpc(-32021), false, Verdict::MissingCapability),
-            (Era::Legacy, rpc(-32602), false, Verdict::Stands),
+            (Era::Legacy, rpc(-32602), false, Verdict::InvalidParams),
+            (Era::Modern, rpc(-32602), false, Verdict::InvalidParams),
+            (Era::Legacy, rpc(-32601), false, Verdict::MethodNotFound),
+            (Era::Modern, rpc(-32601), false, Verdict::MethodNotFound),
+            (Era::Legacy, rpc(-32000), false, Verdict::Stands),
             (
                 Era::Modern,
                 status(404, None),

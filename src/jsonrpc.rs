@@ -23,10 +23,6 @@ pub(crate) struct Incoming<'a> {
     pub(crate) error: Option<RpcError>,
 }
 
-/// JSON-RPC 2.0's "Invalid params" error code (§5.1), which MCP servers answer a `tools/call`
-/// with when its arguments do not fit (MCP spec "Tools": error handling).
-pub(crate) const INVALID_PARAMS: i64 = -32602;
-
 /// The first paragraph of `text`: up to its first blank line (a line of only whitespace),
 /// leading blank lines skipped, its lines trimmed and joined with one space.
 pub(crate) fn first_paragraph(text: &str) -> String {
@@ -217,8 +213,9 @@ pub(crate) fn answer_server_request(id: &RawValue, method: &str) -> Vec<u8> {
         format!(r#"{{"jsonrpc":"2.0","id":{},"result":{{}}}}"#, id.get()).into_bytes()
     } else {
         format!(
-            r#"{{"jsonrpc":"2.0","id":{},"error":{{"code":-32601,"message":"Method not found"}}}}"#,
-            id.get()
+            r#"{{"jsonrpc":"2.0","id":{},"error":{{"code":{},"message":"Method not found"}}}}"#,
+            id.get(),
+            crate::protocol::codes::METHOD_NOT_FOUND
         )
         .into_bytes()
     }

@@ -142,9 +142,10 @@ pub(crate) const MIN_RETRY: Duration = Duration::from_millis(100);
 /// The longest `retry` wait a server may ask for before a resumption.
 pub(crate) const MAX_RETRY: Duration = Duration::from_secs(30);
 
-/// The longest `Retry-After` a tool call refused `429` or `503` waits out before it is sent
-/// once more (RFC 6585 §4, RFC 9110 §10.2.3); a longer wait (or one past the call's deadline)
-/// answers the call `unavailable`, naming the wait.
+/// The longest `Retry-After` a request refused `429` or `503` (a call, a `tools/list` page, the
+/// renewal a request waits for, a `ping`) waits out before it is sent once more (RFC 6585 §4,
+/// RFC 9110 §10.2.3); a longer wait (or one past the request's deadline) is the answer, naming
+/// the wait: a call is `unavailable`, a listing fails.
 pub(crate) const MAX_RATE_LIMIT_WAIT: Duration = Duration::from_secs(30);
 
 /// The longest SSE event id the Pack sends back as `Last-Event-ID`, in bytes.

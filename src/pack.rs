@@ -23,11 +23,11 @@ use serde_json::{Map, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, Entry};
-use crate::http::{Clients, Connection, Error, Verdict, Wire};
+use crate::http::{Clients, Connection, Error, NamedWait, Verdict, Wire};
 use crate::json::json_type;
-use crate::jsonrpc::INVALID_PARAMS;
 use crate::limits;
 use crate::limits::truncate;
+use crate::protocol::codes::INVALID_PARAMS;
 use crate::redact::{Gate, Shown};
 use crate::server::{Server, Status, ToolList};
 use crate::substitute::ProcessEnvironment;
@@ -990,8 +990,9 @@ impl PreparedCall {
         }
         let tool = Some(self.tool_name.as_str());
         let mut id = id;
-        // The one resend of a call (after a `HeaderMismatch` or a rate limit) goes out under an
-        // id of its own, cancelled when the call is dropped.
+        // The one resend of a call after a `HeaderMismatch` goes out under an id of its own,
+        // cancelled when the call is dropped (a rate limit's resend is the connection's:
+        // `http::verdict::next`).
         let mut retry_guard = None;
         // A call is re-issued at most once in all, the retry after a `HeaderMismatch` included.
         let reissued = std::sync::atomic::AtomicBool::new(false);
@@ -1017,7 +1018,9 @@ impl PreparedCall {
             };
             let request = connection.request(
                 id,
-                Wire::new("tools/call", tool, &mirrored).sharing_reissue(&reissued),
+                Wire::new("tools/call", tool, &mirrored)
+                    .sharing_reissue(&reissued)
+                    .until(deadline),
                 &self.params,
                 decode,
             );
@@ -1036,8 +1039,7 @@ impl PreparedCall {
             // its reply broke off before the answer.
             connection.cancel(id, LOST);
             let verdict = outcome.as_ref().err().map(Error::verdict);
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            match verdict.map(|v| after_answer(v, retry_guard.is_some(), left)) {
+            match verdict.map(|v| after_answer(v, retry_guard.is_some())) {
                 Some(After::Relist) => {
                     // MCP 2026-07-28, transports "Client Behavior": the tool's inputSchema may
                     // have changed; list again, then send once more with its headers.
@@ -1053,14 +1055,6 @@ impl PreparedCall {
                         Ok(found) => found?,
                         Err(_) => return Err(call_deadline(&ns, limit)),
                     };
-                }
-                Some(After::Wait(wait)) => {
-                    // Refused unprocessed (RFC 6585 §4): sent once more after the wait named.
-                    tracing::debug!(namespace = %self.namespace, id, wait_ms = wait.as_millis() as u64, "rate limited; calling once more after the wait");
-                    tokio::select! {
-                        () = tokio::time::sleep(wait) => {}
-                        () = shutdown.cancelled() => return Err(stopped(&self.namespace)),
-                    }
                 }
                 Some(After::Answer) | None => break outcome,
             }
@@ -1140,24 +1134,18 @@ fn output_mismatch(ns: &str, tool: &str, mismatch: &result::OutputMismatch) -> T
 }
 
 /// What a call does after its `tools/call` was answered with an error of `verdict`: the Pack's
-/// half of the resend table (the connection's is `http::verdict::next`). One resend in all
-/// (`resent`: it was spent): after a modern `HeaderMismatch`, once re-listed; after a rate
-/// limit, once its wait passed, when the wait is at most [`limits::MAX_RATE_LIMIT_WAIT`] and
-/// ends before the call's deadline (`left` of it).
+/// half of the resend table, the one that needs the listing (the connection's, a rate limit's
+/// wait included, is `http::verdict::next`). One resend (`resent`: it was spent): after a
+/// modern `HeaderMismatch`, once re-listed.
 #[derive(Debug, PartialEq, Eq)]
 enum After {
     Relist,
-    Wait(std::time::Duration),
     Answer,
 }
 
-fn after_answer(verdict: Verdict, resent: bool, left: std::time::Duration) -> After {
+fn after_answer(verdict: Verdict, resent: bool) -> After {
     match verdict {
-        _ if resent => After::Answer,
-        Verdict::HeaderMismatch => After::Relist,
-        Verdict::RateLimited { wait, .. } if wait <= limits::MAX_RATE_LIMIT_WAIT && wait < left => {
-            After::Wait(wait)
-        }
+        Verdict::HeaderMismatch if !resent => After::Relist,
         _ => After::Answer,
     }
 }
@@ -1204,19 +1192,13 @@ fn call_error(
     if error.is_input_required() {
         return ToolError::new(ToolErrorKind::Backend, format!("server {ns}: {error}"));
     }
-    if let Verdict::RateLimited { status, wait } = error.verdict() {
-        let refused = if status == 429 {
-            "as too many requests"
-        } else {
-            "as unavailable for now"
-        };
-        // Whole seconds, rounded up: the wait is never shown shorter than asked.
-        let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-        let unit = if seconds == 1 { "second" } else { "seconds" };
+    if let Some(named) = NamedWait::of(error.verdict()) {
         return ToolError::new(
             ToolErrorKind::Unavailable,
             format!(
-                "server {ns} is unavailable: it refused the call {refused} (HTTP {status}) and asked to be called again in {seconds} {unit}"
+                "server {ns} is unavailable: it refused the call {} and asked to be called again in {}",
+                named.refused(),
+                named.seconds()
             ),
         );
     }
@@ -1233,7 +1215,7 @@ fn call_error(
                 ),
             )
         }
-        Some(rpc) if rpc.code == INVALID_PARAMS => {
+        Some(rpc) if error.verdict() == Verdict::InvalidParams => {
             let tool = quoted(schema.tool);
             // One paragraph, scrubbed and bounded already (the connection's reading of it).
             let said = &rpc.message;
@@ -1408,44 +1390,25 @@ fn quoted(text: &str) -> String {
 mod tests {
     use std::time::Duration;
 
-    use super::{After, Verdict, after_answer, limits};
+    use super::{After, Verdict, after_answer};
 
     #[test]
-    fn a_call_is_resent_once_after_a_mismatch_or_a_wait_that_fits() {
-        let limited = |secs| Verdict::RateLimited {
+    fn a_call_is_relisted_and_resent_once_after_a_mismatch() {
+        let limited = Verdict::RateLimited {
             status: 429,
-            wait: Duration::from_secs(secs),
+            wait: Duration::from_secs(1),
         };
-        let minute = Duration::from_secs(60);
-        let bound = limits::MAX_RATE_LIMIT_WAIT.as_secs();
         let table = [
-            (Verdict::HeaderMismatch, false, minute, After::Relist),
-            (Verdict::HeaderMismatch, true, minute, After::Answer),
-            (
-                limited(1),
-                false,
-                minute,
-                After::Wait(Duration::from_secs(1)),
-            ),
-            (
-                limited(bound),
-                false,
-                minute,
-                After::Wait(limits::MAX_RATE_LIMIT_WAIT),
-            ),
-            (limited(bound + 1), false, minute, After::Answer),
-            (limited(5), false, Duration::from_secs(5), After::Answer),
-            (limited(1), true, minute, After::Answer),
-            (Verdict::MissingCapability, false, minute, After::Answer),
-            (Verdict::Stands, false, minute, After::Answer),
-            (Verdict::Malformed, false, minute, After::Answer),
+            (Verdict::HeaderMismatch, false, After::Relist),
+            (Verdict::HeaderMismatch, true, After::Answer),
+            // The connection waits a rate limit out (`http::verdict::next`), not the Pack.
+            (limited, false, After::Answer),
+            (Verdict::MissingCapability, false, After::Answer),
+            (Verdict::Stands, false, After::Answer),
+            (Verdict::Malformed, false, After::Answer),
         ];
-        for (verdict, resent, left, want) in table {
-            assert_eq!(
-                after_answer(verdict, resent, left),
-                want,
-                "{verdict:?} {resent} {left:?}"
-            );
+        for (verdict, resent, want) in table {
+            assert_eq!(after_answer(verdict, resent), want, "{verdict:?} {resent}");
         }
     }
 }

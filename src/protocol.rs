@@ -61,17 +61,25 @@ pub(crate) const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
 /// transports: "Custom Headers from Tool Parameters").
 pub(crate) const MCP_PARAM_PREFIX: &str = "mcp-param-";
 
-/// The modern JSON-RPC error codes (MCP 2026-07-28, schema: "Errors"): their answer identifies
-/// a modern server (basic/versioning "Backward Compatibility").
+/// Every JSON-RPC error code the crate reads or writes, in one place: JSON-RPC 2.0's own
+/// (JSON-RPC 2.0 §5.1 "Error object") and the modern ones (MCP 2026-07-28, schema: "Errors"),
+/// whose answer identifies a modern server (basic/versioning "Backward Compatibility"). What an
+/// error answering a request means is decided from these by `http::judge` alone.
 pub(crate) mod codes {
-    /// `HeaderMismatch`: the HTTP headers do not match the body.
+    /// `HeaderMismatch` (MCP 2026-07-28, transports "Client Behavior"): the HTTP headers do
+    /// not match the body.
     pub(crate) const HEADER_MISMATCH: i64 = -32020;
-    /// `MissingRequiredClientCapability`: the request needs a client capability not declared.
+    /// `MissingRequiredClientCapability` (MCP 2026-07-28, schema: "Errors"): the request needs
+    /// a client capability not declared.
     pub(crate) const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
-    /// `UnsupportedProtocolVersion`: `data.supported` lists the versions the server speaks.
+    /// `UnsupportedProtocolVersion` (MCP 2026-07-28, basic/versioning): `data.supported` lists
+    /// the versions the server speaks.
     pub(crate) const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
-    /// JSON-RPC's `Method not found`.
+    /// JSON-RPC 2.0's "Method not found" (§5.1): the method does not exist or is not offered.
     pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
+    /// JSON-RPC 2.0's "Invalid params" (§5.1), which MCP servers answer a `tools/call` with
+    /// when its arguments do not fit (MCP 2025-11-25, server/tools "Error Handling").
+    pub(crate) const INVALID_PARAMS: i64 = -32602;
 
     /// Whether `code` is one of the errors only a modern server sends.
     pub(crate) fn is_modern(code: i64) -> bool {

@@ -8,7 +8,10 @@
 //! with any JSON-RPC error. One that declares `tools` and answers `-32601 Method not found` is
 //! ready with no tools too; any other error fails its start. A tool that is malformed
 //! or over a per-tool bound is left out (and shown as omitted) while the rest are listed; the
-//! page, tool-count and cursor bounds still fail the start. A failed start first ends every
+//! page, tool-count and cursor bounds still fail the start. A page refused `429`/`503` with a
+//! `Retry-After` that fits the listing's deadline and [`limits::MAX_RATE_LIMIT_WAIT`] is sent
+//! once more after that wait (the connection's resend table); a longer one fails the listing,
+//! naming the wait in whole seconds. A failed start first ends every
 //! session it opened ([`Connection::abandon`]), sets the status to `error` with the reason, and
 //! is tried again after [`backoff`]'s wait (1 s, 2 s, 4 s … plus jitter, never more than 60 s),
 //! or after what a `429`/`503` asked for in `Retry-After` ([`Error::retry_after`]; at least 1 s,
@@ -36,16 +39,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Deadlines, Settings, ToolFilter};
 use crate::http::{
-    AnsweredOn, Connection, Era, Error, Initialized, Listened, Mirrored, Verdict, Wire,
+    Connection, Era, Error, Initialized, Listened, Mirrored, NamedWait, Said, SessionHandle,
+    Verdict, Wire, Words,
 };
 use crate::limits::{
     self, MAX_DESCRIPTION_BYTES, MAX_PAGES, MAX_SCHEMA_BYTES, MAX_TOOL_NAME_BYTES, MAX_TOOLS,
 };
-use crate::protocol::codes;
 use crate::schema::Checker;
-
-/// JSON-RPC's `Method not found`: a first `tools/list` page answered with it means "no tools".
-const METHOD_NOT_FOUND: i64 = -32601;
 
 /// A server's status as the listing shows it.
 #[derive(Clone)]
@@ -271,6 +271,9 @@ enum StartFailure {
     /// Page `page` of a listing already walked again from its first page (a page was answered
     /// on another session) was answered on yet another session.
     SessionChanged { page: usize },
+    /// A `tools/list` page was refused `429`/`503` with a wait too long to wait out (past
+    /// [`limits::MAX_RATE_LIMIT_WAIT`] or the listing's deadline), or refused again after it.
+    RateLimited(NamedWait),
 }
 
 impl StartFailure {
@@ -290,7 +293,8 @@ impl StartFailure {
             | StartFailure::TooManyPages => Some(crate::http::Lasting::Explained),
             StartFailure::StartDeadline(..)
             | StartFailure::RelistDeadline
-            | StartFailure::SessionChanged { .. } => None,
+            | StartFailure::SessionChanged { .. }
+            | StartFailure::RateLimited(_) => None,
         }
     }
 
@@ -324,6 +328,7 @@ impl StartFailure {
                 Some(limits::RETRY_MAX)
             }
             StartFailure::Exchange(error) => error.retry_after(),
+            StartFailure::RateLimited(named) => Some(named.wait),
             _ => None,
         }
     }
@@ -381,6 +386,12 @@ impl std::fmt::Display for StartFailure {
             StartFailure::SessionChanged { page } => write!(
                 f,
                 "the server's session changed twice during one tools/list walk (at page {page})"
+            ),
+            StartFailure::RateLimited(named) => write!(
+                f,
+                "the server refused tools/list {} and asked to wait {} before asking again",
+                named.refused(),
+                named.seconds()
             ),
         }
     }
@@ -573,7 +584,9 @@ impl Server {
     ) {
         let start = || async {
             let limit = self.deadlines.start;
-            let outcome = match tokio::time::timeout(limit, start_once(&connection)).await {
+            let until = Instant::now() + limit;
+            let outcome = match tokio::time::timeout_at(until, start_once(&connection, until)).await
+            {
                 Ok(result) => result,
                 Err(_) => Err(StartFailure::StartDeadline(connection.era(), limit)),
             };
@@ -658,11 +671,15 @@ impl Server {
     }
 }
 
-/// One start: the era probe and the handshake ([`Connection::start`]) and every `tools/list`
-/// page ([`list_tools`]). Returns the tools sorted by name and the ones left out.
-async fn start_once(connection: &Arc<Connection>) -> Result<ToolList, StartFailure> {
+/// One start, to end by `until`: the era probe and the handshake ([`Connection::start`]) and
+/// every `tools/list` page ([`list_tools`]). Returns the tools sorted by name and the ones left
+/// out.
+async fn start_once(
+    connection: &Arc<Connection>,
+    until: Instant,
+) -> Result<ToolList, StartFailure> {
     let initialized = connection.start().await?;
-    list_tools(connection, &initialized, ABANDONED_START).await
+    list_tools(connection, &initialized, ABANDONED_START, until).await
 }
 
 /// The `reason` of the cancel of a start's page that the start deadline dropped.
@@ -680,15 +697,19 @@ const RELIST_STOPPED: &str = "the client stopped waiting for tools/list";
 /// the old one, or restarted onto the other era), the walk starts again from the first page
 /// there, once; a second change fails the listing ([`StartFailure::SessionChanged`]).
 /// Returns the tools sorted by name and the ones left out. A page dropped before
-/// its answer (a deadline) is cancelled with `dropped` as the reason.
+/// its answer (a deadline) is cancelled with `dropped` as the reason. `until` is the
+/// listing's deadline: a page refused `429`/`503` is sent once more after the wait the server
+/// named when that wait fits it and [`limits::MAX_RATE_LIMIT_WAIT`] (`http::verdict::next`),
+/// else the listing fails naming the wait ([`StartFailure::RateLimited`]).
 async fn list_tools(
     connection: &Arc<Connection>,
     initialized: &Initialized,
     dropped: &'static str,
+    until: Instant,
 ) -> Result<ToolList, StartFailure> {
     let mut walk = Walk::default();
     // The session the walk's first page was answered on: its cursors are only good there.
-    let mut walked_on: Option<AnsweredOn> = None;
+    let mut walked_on: Option<SessionHandle> = None;
     let mut walked_again = false;
     let mut page = 0;
     loop {
@@ -708,7 +729,7 @@ async fn list_tools(
         let next = connection
             .request_declared(
                 id,
-                Wire::new("tools/list", None, &[]),
+                Wire::new("tools/list", None, &[]).until(until),
                 &params,
                 |result, _| read_page(connection, result, page).map_err(Error::malformed),
                 Some(&mut answered_on),
@@ -735,17 +756,22 @@ async fn list_tools(
         // page went out.
         let answered = walked_on
             .as_ref()
-            .and_then(AnsweredOn::declared)
+            .and_then(SessionHandle::declared)
             .unwrap_or(initialized);
         let (listed_tools, next, page_ttl) = match next {
             Ok(read) => read,
             // A server that declared no `tools` capability is asked once anyway (some offer
-            // tools without declaring them); any JSON-RPC error then means it has none.
+            // tools without declaring them); any JSON-RPC error of its own then means it has
+            // none, as "Method not found" does from any server.
             Err(error)
                 if page == 1
-                    && error.rpc().is_some_and(|e| {
-                        !codes::is_modern(e.code) && (!answered.tools || e.code == METHOD_NOT_FOUND)
-                    }) =>
+                    && match error.verdict() {
+                        Verdict::MethodNotFound => true,
+                        Verdict::Stands | Verdict::InvalidParams => {
+                            !answered.tools && error.rpc().is_some()
+                        }
+                        _ => false,
+                    } =>
             {
                 tracing::debug!(namespace = %connection.namespace(), code = ?error.rpc().map(|e| e.code), declared = answered.tools, "tools/list refused; ready with no tools");
                 return Ok(ToolList {
@@ -755,7 +781,12 @@ async fn list_tools(
                     ..ToolList::default()
                 });
             }
-            Err(error) => return Err(error.into()),
+            Err(error) => {
+                return Err(match NamedWait::of(error.verdict()) {
+                    Some(named) => StartFailure::RateLimited(named),
+                    None => error.into(),
+                });
+            }
         };
         if let Some(list) = walk.take(listed_tools, next, page_ttl, page)? {
             return Ok(finish(list, answered));
@@ -982,11 +1013,14 @@ impl Server {
     async fn relist(&self, connection: &Arc<Connection>) {
         // Bound to the session its pages go out on: while a session is being made the
         // re-listing waits for it, and reads the pages by what that session declared.
+        let until = Instant::now() + limits::RELIST_DEADLINE;
         let listing = async {
             let live = connection.live().await?;
-            list_tools(connection, &live.initialized, RELIST_STOPPED).await
+            let none = Initialized::default();
+            let declared = live.declared().unwrap_or(&none);
+            list_tools(connection, declared, RELIST_STOPPED, until).await
         };
-        let outcome = match tokio::time::timeout(limits::RELIST_DEADLINE, listing).await {
+        let outcome = match tokio::time::timeout_at(until, listing).await {
             Ok(outcome) => outcome,
             Err(_) => Err(StartFailure::RelistDeadline),
         };
@@ -1154,7 +1188,7 @@ trait Same {
     fn same(&self, other: &Self) -> bool;
 }
 
-impl Same for crate::http::Current {
+impl Same for SessionHandle {
     fn same(&self, other: &Self) -> bool {
         self.is(other)
     }
@@ -1166,7 +1200,8 @@ impl Same for crate::http::Current {
 /// standalone stream" was said (once, at debug level).
 struct Machine<S> {
     stream: Stream<S>,
-    words_own: bool,
+    /// What the server's words mean to this loop's streams (the same rule as a request's).
+    words: Words,
     said_no_endpoint: bool,
 }
 
@@ -1174,7 +1209,7 @@ impl<S: Same> Machine<S> {
     fn new() -> Self {
         Self {
             stream: Stream::NoSession,
-            words_own: false,
+            words: Words::default(),
             said_no_endpoint: false,
         }
     }
@@ -1237,26 +1272,29 @@ impl<S: Same> Machine<S> {
             }
             (
                 Stream::Open {
-                    on, fresh_by_words, ..
+                    on,
+                    last_event_id,
+                    fresh_by_words,
                 },
-                Found::Expired { words: true },
-            ) if fresh_by_words || self.words_own => {
-                // A fresh session got the same words: they are the stream's own answer, not
-                // about the session, and this one offers no stream.
-                if !self.words_own {
-                    self.words_own = true;
-                    tracing::debug!(
-                        "a fresh session's stream got the same 400: the stream's 400s are its own answer from now on"
-                    );
+                Found::Expired { words },
+            ) => {
+                let before = self.words.said();
+                match words.then(|| self.words.met(fresh_by_words)) {
+                    // The server's words, its stream's own answer (a fresh session got them
+                    // too): not about the session, and this one offers no stream.
+                    Some(Said::Own) => {
+                        if before == Said::SessionGone {
+                            tracing::debug!(
+                                "a fresh session's stream got the same 400: the stream's 400s are its own answer from now on"
+                            );
+                        }
+                        (Stream::NotOffered { on }, Act::Look)
+                    }
+                    Some(Said::SessionGone) | None => {
+                        (Stream::Asking { on, last_event_id }, Act::Ping)
+                    }
                 }
-                (Stream::NotOffered { on }, Act::Look)
             }
-            (
-                Stream::Open {
-                    on, last_event_id, ..
-                },
-                Found::Expired { .. },
-            ) => (Stream::Asking { on, last_event_id }, Act::Ping),
             (Stream::Asking { on, .. }, Found::Alive) => {
                 if !self.said_no_endpoint {
                     self.said_no_endpoint = true;
@@ -1726,7 +1764,7 @@ mod tests {
             ],
         ));
         assert_eq!(acts[5..], [Act::Look, Act::Listen, Act::Look]);
-        assert!(machine.words_own);
+        assert_eq!(machine.words.said(), Said::Own);
         assert_eq!(machine.stream, Stream::NotOffered { on: 3 });
         // A 404 on a fresh session is still asked about.
         let (acts, _) = run(renewal(true, [Found::Expired { words: false }]));
@@ -1744,7 +1782,7 @@ mod tests {
             ],
         ));
         assert_eq!(acts[5..], [BACKOFF, Act::Listen, Act::Ping]);
-        assert!(!machine.words_own);
+        assert_eq!(machine.words.said(), Said::SessionGone);
     }
 
     #[test]

@@ -99,6 +99,14 @@ pub(crate) fn supported_versions(data: Option<&RawValue>) -> Option<Vec<String>>
     )
 }
 
+/// Whether a JSON-RPC error (`code`, `data`) answering `server/discover` refuses 2026-07-28
+/// while naming it as supported (`UnsupportedProtocolVersion`, MCP 2026-07-28,
+/// basic/versioning): a server whose first answer is a version refusal, asked once more.
+pub(crate) fn refuses_what_it_supports(code: i64, data: Option<&RawValue>) -> bool {
+    code == codes::UNSUPPORTED_PROTOCOL_VERSION
+        && supported_versions(data).is_some_and(|v| v.iter().any(|v| v == MODERN_VERSION))
+}
+
 /// The verdict a JSON-RPC error answering the first modern request gives: modern errors are
 /// [`Discovered::Modern`] (a version refusal decides by its `supported` list), anything else is
 /// [`Discovered::Legacy`].
@@ -428,6 +436,25 @@ mod tests {
 
     fn raw(text: &str) -> Box<RawValue> {
         RawValue::from_string(text.to_string()).unwrap()
+    }
+
+    #[test]
+    fn a_version_refusal_naming_the_refused_version_is_asked_once_more() {
+        let data =
+            |list: &str| Some(RawValue::from_string(format!(r#"{{"supported":{list}}}"#)).unwrap());
+        assert!(refuses_what_it_supports(
+            -32022,
+            data(r#"["2026-07-28"]"#).as_deref()
+        ));
+        assert!(!refuses_what_it_supports(
+            -32022,
+            data(r#"["2025-11-25"]"#).as_deref()
+        ));
+        assert!(!refuses_what_it_supports(
+            -32020,
+            data(r#"["2026-07-28"]"#).as_deref()
+        ));
+        assert!(!refuses_what_it_supports(-32022, None));
     }
 
     #[test]

@@ -21,7 +21,7 @@ use serde_json::value::RawValue;
 
 use super::events::{AfterAnswer, BodyError, SseStream};
 use super::session::{AfterRecheck, Era, EraSignal, Rechecked, Session};
-use super::{Connection, Current, Decoded, Error, Verdict, Wire};
+use super::{Connection, Decoded, Error, SessionHandle, Verdict, Wire};
 use crate::json;
 use crate::jsonrpc::{self, Message, RpcError};
 use crate::limits::{self, MAX_MESSAGE_BYTES};
@@ -109,7 +109,7 @@ impl Connection {
         }
         if carried_session
             && status == StatusCode::BAD_REQUEST
-            && self.session_400s.load(std::sync::atomic::Ordering::Relaxed)
+            && self.words.met(false) == super::Said::SessionGone
             && speaks_of_session(&preview)
         {
             return Err(Error::session_expired_by_text());
@@ -398,10 +398,10 @@ impl Connection {
     /// received.
     pub(crate) async fn listen(
         self: &std::sync::Arc<Self>,
-        on: &Current,
+        on: &SessionHandle,
         last_event_id: &mut String,
     ) -> Result<Listened, Error> {
-        let session = &on.session;
+        let session = on.session();
         if session.era == Era::Modern {
             return self.subscribe(on).await;
         }
@@ -469,16 +469,16 @@ impl Connection {
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future closes the stream, which ends the subscription.
-    async fn subscribe(self: &std::sync::Arc<Self>, on: &Current) -> Result<Listened, Error> {
+    async fn subscribe(self: &std::sync::Arc<Self>, on: &SessionHandle) -> Result<Listened, Error> {
         #[derive(serde::Deserialize)]
         struct Acknowledged {
             #[serde(default)]
             notifications: Option<serde_json::Map<String, serde_json::Value>>,
         }
-        if !on.initialized.tools_list_changed {
+        if !on.declared().is_some_and(|d| d.tools_list_changed) {
             return Ok(Listened::NotOffered);
         }
-        let session = &on.session;
+        let session = on.session();
         let id = self.fresh_id();
         let body = jsonrpc::request_with_meta(
             id,
@@ -493,9 +493,6 @@ impl Connection {
             .await
         {
             Ok(response) => response,
-            Err(e) if e.rpc().is_some_and(|r| r.code == codes::METHOD_NOT_FOUND) => {
-                return Ok(Listened::NotOffered);
-            }
             Err(e) => {
                 // By its verdict: an answer of the other era (maybe a restart onto the legacy
                 // era) asks the era again (moved: the loop leaves this route for the next); the
@@ -506,6 +503,7 @@ impl Connection {
                 // this future on the new route's install.
                 let verdict = self.verdict(session, LISTEN, &e);
                 let (own, signal) = match verdict {
+                    Verdict::MethodNotFound => return Ok(Listened::NotOffered),
                     Verdict::Own(signal) => (true, signal),
                     Verdict::OtherEra(signal) => {
                         let rechecked = self
@@ -535,10 +533,7 @@ impl Connection {
                     .unwrap_or_else(|_| Err(Error::no_answer(LISTEN, within)));
             return match read {
                 Ok(()) => Ok(Listened::Ended),
-                Err(e) if e.rpc().is_some_and(|r| r.code == codes::METHOD_NOT_FOUND) => {
-                    Ok(Listened::NotOffered)
-                }
-                Err(e) => Err(e),
+                Err(e) => self.listen_refused(session, e),
             };
         }
         let mut events = SseStream::new(response);
@@ -575,13 +570,20 @@ impl Connection {
                 {
                     return match done {
                         Ok(()) => Ok(Listened::Ended),
-                        Err(e) if e.rpc().is_some_and(|r| r.code == codes::METHOD_NOT_FOUND) => {
-                            Ok(Listened::NotOffered)
-                        }
-                        Err(e) => Err(e),
+                        Err(e) => self.listen_refused(session, e),
                     };
                 }
             }
+        }
+    }
+
+    /// A `subscriptions/listen` answered with `error` in its reply, by its verdict: JSON-RPC's
+    /// "Method not found" means the server offers no subscription; anything else is the
+    /// stream's failure, carrying its verdict.
+    fn listen_refused(&self, session: &Arc<Session>, error: Error) -> Result<Listened, Error> {
+        match self.verdict(session, LISTEN, &error) {
+            Verdict::MethodNotFound => Ok(Listened::NotOffered),
+            verdict => Err(error.judged(verdict)),
         }
     }
 
@@ -742,7 +744,7 @@ impl Connection {
     /// Its `data` is kept only for a modern error ([`codes::is_modern`]) and at most
     /// [`limits::MAX_ERROR_DATA_BYTES`].
     pub(super) fn rpc_error(&self, error: &RpcError) -> Error {
-        let message = if error.code == jsonrpc::INVALID_PARAMS {
+        let message = if error.code == codes::INVALID_PARAMS {
             let scrubbed = self.redactor.scrub(&error.message);
             self.server_text(
                 &jsonrpc::first_paragraph(&scrubbed),
@@ -910,8 +912,8 @@ fn speaks_of_session(preview: &str) -> bool {
         Ok(messages) => messages.iter().any(|m| {
             m.error.as_ref().is_some_and(|e| {
                 let message = e.message.to_ascii_lowercase();
-                e.code != -32602
-                    && e.code != -32601
+                e.code != codes::INVALID_PARAMS
+                    && e.code != codes::METHOD_NOT_FOUND
                     && message.contains("session")
                     && says_gone(&message)
             })

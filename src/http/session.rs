@@ -40,12 +40,12 @@ use tokio::sync::watch;
 
 use super::events::AfterAnswer;
 use super::modern;
-use super::verdict::Settle;
 pub(crate) use super::verdict::{Era, EraSignal};
+use super::verdict::{Settle, Verdict};
 use super::{Connection, Decoded, Error, lock};
 use crate::jsonrpc;
 use crate::limits;
-use crate::protocol::{MODERN_VERSION, OFFERED_VERSION, SESSION_ID, SUPPORTED_VERSIONS, codes};
+use crate::protocol::{MODERN_VERSION, OFFERED_VERSION, SESSION_ID, SUPPORTED_VERSIONS};
 
 /// What a server's `initialize` result declared that the Pack uses. Only `protocolVersion` is
 /// required of the result; each of these is read on its own, and one of an unexpected type
@@ -292,24 +292,34 @@ impl Session {
     }
 }
 
-/// The session (or modern route) a request's last send went out on, as the request layer
-/// reports it ([`super::Connection::request_declared`]): what it declared, and which one it is.
-/// A listing keeps the one its first page came from, since a cursor belongs to it.
+/// A handle to one session (or modern route) for the layers above the connection: which one it
+/// is ([`SessionHandle::is`]: the one the same handshake made, not just alike) and what its
+/// `initialize` (or the route's `server/discover`) answer declared. The server's task holds
+/// the live one ([`super::Connection::current`], [`super::Connection::live`]) for its change
+/// stream and `ping`; a request reports the one its last send went out on
+/// ([`super::Connection::request_declared`]), and a listing keeps the one its first page came
+/// from, since a cursor belongs to it.
 #[derive(Clone)]
-pub(crate) struct AnsweredOn(Arc<Session>);
+pub(crate) struct SessionHandle(Arc<Session>);
 
-impl AnsweredOn {
+impl SessionHandle {
     pub(super) fn new(session: &Arc<Session>) -> Self {
         Self(Arc::clone(session))
     }
 
-    /// What the session's `initialize` (or the route's `server/discover`) answer declared.
+    /// The session itself, for the connection's own use.
+    pub(super) fn session(&self) -> &Arc<Session> {
+        &self.0
+    }
+
+    /// What the session's `initialize` (or the route's `server/discover`) answer declared;
+    /// `None` for a session made before any answer was read.
     pub(crate) fn declared(&self) -> Option<&Initialized> {
         self.0.initialized()
     }
 
     /// Whether both are the same session: not just alike, the one the same handshake made.
-    pub(crate) fn is(&self, other: &AnsweredOn) -> bool {
+    pub(crate) fn is(&self, other: &SessionHandle) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
     }
 }
@@ -705,9 +715,10 @@ impl Connection {
         }
         match self.handshake().await {
             Err(e)
-                if e.rpc().is_some_and(|r| {
-                    codes::is_modern(r.code) || r.code == codes::METHOD_NOT_FOUND
-                }) =>
+                if matches!(
+                    super::judge(Era::Legacy, &e, |_| false),
+                    Verdict::OtherEra(EraSignal::ModernError(_)) | Verdict::MethodNotFound
+                ) =>
             {
                 // A modern error to initialize, or a server that does not know it: modern after
                 // all (a restart onto 2026-07-28, or a probe answer that could not be read);
@@ -924,9 +935,7 @@ impl Connection {
         let mut answered = ask(body.clone()).await;
         if let Err(e) = &answered
             && let Some(rpc) = e.rpc()
-            && rpc.code == codes::UNSUPPORTED_PROTOCOL_VERSION
-            && modern::supported_versions(rpc.data.as_deref())
-                .is_some_and(|v| v.iter().any(|v| v == MODERN_VERSION))
+            && modern::refuses_what_it_supports(rpc.code, rpc.data.as_deref())
         {
             // It names the version it refused as supported (a server whose first answer is a
             // version refusal): the best mutual version is that one, asked once more.

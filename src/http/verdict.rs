@@ -8,8 +8,15 @@
 //! - [`Verdict::settles`]: what it does to the session (or modern route) it came on — forget
 //!   it, set it aside, ask the era again, or keep it;
 //! - [`next`]: what the exchange of one request does next — send again on the same route,
-//!   renew the session and resend, re-issue a lost request, re-route after a probe, or answer.
+//!   wait out a rate limit and resend, renew the session and resend, re-issue a lost request,
+//!   re-route after a probe, or answer; every request path reads it (a call, a listing's
+//!   pages, the renewal a request waits for, the `ping`).
+//!
+//! Beside them: [`Words`], the one rule on what the server's "no valid session" words mean
+//! (for the request path and the change stream alike), and [`NamedWait`], how a rate limit not
+//! waited out is named.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::limits;
@@ -70,6 +77,13 @@ pub(crate) enum Verdict {
     /// Refused `429` or `503` with a `Retry-After` (RFC 6585 §4, RFC 9110 §10.2.3): the
     /// request was not processed; the status and the wait the server named.
     RateLimited { status: u16, wait: Duration },
+    /// JSON-RPC's "Method not found" (`-32601`, JSON-RPC 2.0 §5.1) of the route's era: the
+    /// server does not offer the method (a `tools/list`, a `subscriptions/listen`).
+    MethodNotFound,
+    /// JSON-RPC's "Invalid params" (`-32602`, JSON-RPC 2.0 §5.1): the request's params (a
+    /// call's arguments) do not fit what the server expects (MCP 2025-11-25, server/tools
+    /// "Error Handling").
+    InvalidParams,
     /// A response of no valid shape (neither `result` nor `error`, a `result` of the wrong
     /// shape): an answer all the same, nothing to cancel.
     Malformed,
@@ -93,6 +107,16 @@ pub(crate) enum Settle {
 }
 
 impl Verdict {
+    /// Whether the verdict is a JSON-RPC answer of the server's own to the request (with
+    /// [`Error::rpc`](super::Error::rpc)): a JSON-RPC error of its era, or one a probe found
+    /// to be its own. A `ping` so answered shows the session lives.
+    pub(crate) fn is_servers_answer(self) -> bool {
+        matches!(
+            self,
+            Verdict::Stands | Verdict::Own(_) | Verdict::MethodNotFound | Verdict::InvalidParams
+        )
+    }
+
     /// What this verdict does to the session the answer came on.
     pub(crate) fn settles(self) -> Settle {
         match self {
@@ -105,6 +129,8 @@ impl Verdict {
             | Verdict::HeaderMismatch
             | Verdict::MissingCapability
             | Verdict::RateLimited { .. }
+            | Verdict::MethodNotFound
+            | Verdict::InvalidParams
             | Verdict::Malformed
             | Verdict::Stands => Settle::Keep,
         }
@@ -129,6 +155,8 @@ pub(crate) struct Spent {
     pub(crate) refused: usize,
     /// Re-issued with a new id after a lost reply (at most once per call).
     pub(crate) reissued: bool,
+    /// Sent once more after a rate limit's wait (at most once).
+    pub(crate) waited: bool,
 }
 
 /// What the exchange of one request does after an attempt's verdict.
@@ -136,6 +164,9 @@ pub(crate) struct Spent {
 pub(crate) enum Next {
     /// Send again on the same route after this wait (nothing was sent).
     Again(Duration),
+    /// Send once more on the same route, under a new id, after the wait a rate limit named
+    /// (the request was not processed: RFC 6585 §4).
+    Wait(Duration),
     /// Take the next session (the renewal) and send once more.
     Renew,
     /// Send again under a new JSON-RPC id (MCP 2026-07-28, transports "Receiving Messages").
@@ -147,12 +178,24 @@ pub(crate) enum Next {
 }
 
 /// The decision table of one request's resends, read whole (the shape of hickory's retry
-/// `match`): `verdict` of the attempt in `phase`, with `spent` so far; `reissues` says whether
-/// a lost reply of this request is re-issued in its era (`Wire::reissues_in`).
-pub(crate) fn next(verdict: Verdict, phase: Phase, spent: Spent, reissues: bool) -> Next {
+/// `match`), for every request path (a call, a listing's pages, a re-listing's, the `ping`):
+/// `verdict` of the attempt in `phase`, with `spent` so far; `reissues` says whether a lost
+/// reply of this request is re-issued in its era (`Wire::reissues_in`); `left` is what is left
+/// of the request's deadline (`None`: no caller's deadline, only the bound).
+pub(crate) fn next(
+    verdict: Verdict,
+    phase: Phase,
+    spent: Spent,
+    reissues: bool,
+    left: Option<Duration>,
+) -> Next {
     match (verdict, phase) {
         (Verdict::Unsent, _) if spent.refused < limits::REINIT_RETRIES => {
             Next::Again(limits::REINIT_RETRY_FIRST * 2u32.pow(spent.refused as u32))
+        }
+        // Refused unprocessed with a wait: sent once more when the wait fits.
+        (Verdict::RateLimited { wait, .. }, _) if !spent.waited && waits_out(wait, left) => {
+            Next::Wait(wait)
         }
         // Refused at the status: nothing ran, so the request goes once more on a new session.
         // Met while reading, the request may have run: it is never sent again.
@@ -160,6 +203,96 @@ pub(crate) fn next(verdict: Verdict, phase: Phase, spent: Spent, reissues: bool)
         (Verdict::Lost, _) if reissues && !spent.reissued => Next::Reissue,
         (Verdict::OtherEra(signal), _) if !spent.resent => Next::Reroute(signal),
         _ => Next::Answer,
+    }
+}
+
+/// What the server's words (a "no valid session" `400` of older SDKs, read by
+/// `reply::speaks_of_session`) mean: the one rule of the request path and of the change
+/// stream's loop, each keeping its own [`Words`]. They say the session is gone until a
+/// session made after the same words got them again: from then on they are the answer's own
+/// (a tool's own "session" error, or a server whose `GET` always answers so).
+///
+/// ```text
+///   SessionGone ──the words met on a session made after them──▶ Own (for good)
+/// ```
+#[derive(Debug, Default)]
+pub(crate) struct Words {
+    own: AtomicBool,
+}
+
+/// What the server's words said ([`Words::met`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Said {
+    /// The session is gone: set it aside ([`Verdict::SetAside`]).
+    SessionGone,
+    /// The words are the answer's own: the session stays.
+    Own,
+}
+
+impl Words {
+    /// The words were met on a session; `fresh`: a session made after the same words. Returns
+    /// what they say from now on (a fresh session's meeting makes them [`Said::Own`] for good).
+    pub(crate) fn met(&self, fresh: bool) -> Said {
+        if fresh {
+            self.own.store(true, Ordering::Relaxed);
+        }
+        self.said()
+    }
+
+    /// What the words say now.
+    pub(crate) fn said(&self) -> Said {
+        if self.own.load(Ordering::Relaxed) {
+            Said::Own
+        } else {
+            Said::SessionGone
+        }
+    }
+}
+
+/// Whether a request refused `429`/`503` with a `Retry-After` of `wait` waits it out and is
+/// sent once more: when the wait is at most [`limits::MAX_RATE_LIMIT_WAIT`] and ends before
+/// the request's deadline (`left` of it; `None`: the bound alone). Else the refusal is the
+/// answer, naming the wait ([`NamedWait`]).
+pub(crate) fn waits_out(wait: Duration, left: Option<Duration>) -> bool {
+    wait <= limits::MAX_RATE_LIMIT_WAIT && left.is_none_or(|left| wait < left)
+}
+
+/// A rate limit not waited out, as a model reads it (RFC 6585 §4, RFC 9110 §10.2.3): the
+/// refusal by its status and the wait in whole seconds, rounded up so it is never shown
+/// shorter than the server asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NamedWait {
+    /// `429` or `503`.
+    pub(crate) status: u16,
+    /// The wait `Retry-After` named.
+    pub(crate) wait: Duration,
+}
+
+impl NamedWait {
+    /// The named wait of `verdict`, when it is a rate limit.
+    pub(crate) fn of(verdict: Verdict) -> Option<Self> {
+        match verdict {
+            Verdict::RateLimited { status, wait } => Some(Self { status, wait }),
+            _ => None,
+        }
+    }
+
+    /// How the request was refused: `as too many requests (HTTP 429)` or `as unavailable for
+    /// now (HTTP 503)`.
+    pub(crate) fn refused(&self) -> String {
+        let how = if self.status == 429 {
+            "as too many requests"
+        } else {
+            "as unavailable for now"
+        };
+        format!("{how} (HTTP {})", self.status)
+    }
+
+    /// The wait in whole seconds, rounded up, with its unit: `1 second`, `3600 seconds`.
+    pub(crate) fn seconds(&self) -> String {
+        let seconds = self.wait.as_secs() + u64::from(self.wait.subsec_nanos() > 0);
+        let unit = if seconds == 1 { "second" } else { "seconds" };
+        format!("{seconds} {unit}")
     }
 }
 
@@ -171,12 +304,13 @@ mod tests {
         resent: false,
         refused: 0,
         reissued: false,
+        waited: false,
     };
     const RESENT: Spent = Spent {
         resent: true,
-        refused: 0,
-        reissued: false,
+        ..FRESH
     };
+    const MINUTE: Option<Duration> = Some(Duration::from_secs(60));
 
     #[test]
     fn each_verdict_settles_its_session_one_way() {
@@ -197,6 +331,8 @@ mod tests {
                 },
                 Settle::Keep,
             ),
+            (Verdict::MethodNotFound, Settle::Keep),
+            (Verdict::InvalidParams, Settle::Keep),
             (Verdict::Malformed, Settle::Keep),
             (Verdict::Stands, Settle::Keep),
         ];
@@ -262,13 +398,38 @@ mod tests {
             ),
             (Verdict::Own(signal), Status, FRESH, true, Next::Answer),
             (Verdict::HeaderMismatch, Status, FRESH, true, Next::Answer),
-            (limited, Status, FRESH, true, Next::Answer),
+            (
+                limited,
+                Status,
+                FRESH,
+                true,
+                Next::Wait(Duration::from_secs(1)),
+            ),
+            (
+                limited,
+                Reply,
+                RESENT,
+                false,
+                Next::Wait(Duration::from_secs(1)),
+            ),
+            (
+                limited,
+                Status,
+                Spent {
+                    waited: true,
+                    ..FRESH
+                },
+                true,
+                Next::Answer,
+            ),
             (Verdict::Malformed, Reply, FRESH, true, Next::Answer),
+            (Verdict::MethodNotFound, Status, FRESH, true, Next::Answer),
+            (Verdict::InvalidParams, Status, FRESH, true, Next::Answer),
             (Verdict::Stands, Status, FRESH, true, Next::Answer),
         ];
         for (verdict, phase, spent, reissues, want) in table {
             assert_eq!(
-                next(verdict, phase, spent, reissues),
+                next(verdict, phase, spent, reissues, MINUTE),
                 want,
                 "{verdict:?} {phase:?} {spent:?} {reissues}"
             );
@@ -280,7 +441,7 @@ mod tests {
         let waits: Vec<Next> = (0..=limits::REINIT_RETRIES)
             .map(|refused| {
                 let spent = Spent { refused, ..FRESH };
-                next(Verdict::Unsent, Phase::Status, spent, false)
+                next(Verdict::Unsent, Phase::Status, spent, false, None)
             })
             .collect();
         let mut want: Vec<Next> = (0..limits::REINIT_RETRIES)
@@ -288,5 +449,79 @@ mod tests {
             .collect();
         want.push(Next::Answer);
         assert_eq!(waits, want);
+    }
+
+    #[test]
+    fn a_rate_limit_is_waited_out_once_when_the_wait_fits_the_bound_and_the_deadline() {
+        let limited = |secs| Verdict::RateLimited {
+            status: 429,
+            wait: Duration::from_secs(secs),
+        };
+        let bound = limits::MAX_RATE_LIMIT_WAIT.as_secs();
+        let five = Some(Duration::from_secs(5));
+        let table = [
+            (limited(1), MINUTE, Next::Wait(Duration::from_secs(1))),
+            (limited(1), None, Next::Wait(Duration::from_secs(1))),
+            (
+                limited(bound),
+                MINUTE,
+                Next::Wait(limits::MAX_RATE_LIMIT_WAIT),
+            ),
+            (
+                limited(bound),
+                None,
+                Next::Wait(limits::MAX_RATE_LIMIT_WAIT),
+            ),
+            (limited(bound + 1), MINUTE, Next::Answer),
+            (limited(bound + 1), None, Next::Answer),
+            (limited(5), five, Next::Answer),
+            (limited(4), five, Next::Wait(Duration::from_secs(4))),
+        ];
+        for (verdict, left, want) in table {
+            assert_eq!(
+                next(verdict, Phase::Status, FRESH, false, left),
+                want,
+                "{verdict:?} {left:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_named_wait_is_in_whole_seconds_rounded_up() {
+        let named = |status, millis| NamedWait {
+            status,
+            wait: Duration::from_millis(millis),
+        };
+        assert_eq!(named(429, 1000).seconds(), "1 second");
+        assert_eq!(named(429, 1001).seconds(), "2 seconds");
+        assert_eq!(named(503, 3_600_000).seconds(), "3600 seconds");
+        assert_eq!(
+            named(429, 1000).refused(),
+            "as too many requests (HTTP 429)"
+        );
+        assert_eq!(
+            named(503, 1000).refused(),
+            "as unavailable for now (HTTP 503)"
+        );
+        assert_eq!(NamedWait::of(Verdict::Stands), None);
+        assert_eq!(
+            NamedWait::of(Verdict::RateLimited {
+                status: 503,
+                wait: Duration::from_secs(2)
+            }),
+            Some(named(503, 2000))
+        );
+    }
+
+    #[test]
+    fn the_servers_words_say_the_session_is_gone_until_a_fresh_session_gets_them() {
+        let words = Words::default();
+        assert_eq!(words.said(), Said::SessionGone);
+        assert_eq!(words.met(false), Said::SessionGone);
+        assert_eq!(words.met(false), Said::SessionGone);
+        assert_eq!(words.met(true), Said::Own);
+        // For good: an older session meeting them later does not undo it.
+        assert_eq!(words.met(false), Said::Own);
+        assert_eq!(words.said(), Said::Own);
     }
 }

@@ -500,12 +500,127 @@ mod renewal_rate_limit {
     .await;
         let host = Host::new(json!({"k": {"url": server.url}}));
         host.ready("k", WAIT).await;
-        let answer = host.call_tool("k", "t").await;
-        let named_wait =
-            matches!(&answer, Err(e) if e.message.contains("asked to be called again in 1 second"));
-        assert!(
-            answer == Ok("served".to_string()) || named_wait,
-            "{answer:?}"
-        );
+        // The renewal's wait (1 s) is waited out, the renewal made, and the call sent once
+        // more on the new session.
+        assert_eq!(host.call_tool("k", "t").await, Ok("served".to_string()));
+        assert_eq!(server.count("initialize"), 3);
+        assert_eq!(server.count("tools/call"), 2);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 7. A rate limit on a listing's page: the same resend as a call's
+
+/// A legacy server (the usual handshake) whose `tools/list` pages are answered by `page`, given
+/// the page's number among all `tools/list` requests (from 0); `tools/call` is `served`.
+async fn listing_limited(page: fn(usize, &Value) -> Option<Reply>) -> Server {
+    hostile::serve(move |req: Received| async move {
+        let id = req.id();
+        match req.method() {
+            "tools/list" => page(req.nth, &id).unwrap_or_else(|| {
+                Reply::json(&tools_page(&id, vec![tool("t", "t"), tool("u", "u")], None))
+            }),
+            "tools/call" => Reply::json(&text_result(&id, "served")),
+            _ => hostile::standard(&req)
+                .unwrap_or_else(|| Reply::json(&rpc_error(&id, -32601, "Method not found"))),
+        }
+    })
+    .await
+}
+
+fn slow_down(retry_after: &str) -> Reply {
+    Reply::raw(429, "text/plain", "slow down").header("retry-after", retry_after)
+}
+
+/// "A listing page answered 429 with a short Retry-After is not resent: the rate-limit resend
+/// lives only in the call path." A start's first `tools/list` page refused `429` with
+/// `Retry-After: 1` is sent once more after the wait on the same session: the start lists the
+/// tools without failing, so no second `initialize`.
+#[tokio::test]
+async fn a_start_whose_tools_list_is_refused_429_with_a_short_retry_after_lists_the_tools() {
+    let server = listing_limited(|nth, _| (nth == 0).then(|| slow_down("1"))).await;
+    let host = Host::new(json!({"k": {"url": server.url}}));
+    host.ready("k", WAIT).await;
+    assert_eq!(host.tool_names("k").await, ["t", "u"]);
+    assert_eq!(server.count("initialize"), 1);
+    let pages = server.with_method("tools/list");
+    assert_eq!(pages.len(), 2);
+    let waited = pages[1].at - pages[0].at;
+    assert!(waited >= Duration::from_secs(1), "{waited:?}");
+    assert!(waited < Duration::from_secs(3), "{waited:?}");
+}
+
+/// The same on a re-listing: a call naming a tool the listing lacks re-lists; that page is
+/// refused `429` with `Retry-After: 1`, sent once more after the wait, and lists the tool,
+/// which the call then reaches.
+#[tokio::test]
+async fn a_relisting_refused_429_with_a_short_retry_after_lists_the_tools_after_the_wait() {
+    let server = listing_limited(|nth, id| match nth {
+        0 => Some(Reply::json(&tools_page(id, vec![tool("t", "t")], None))),
+        1 => Some(slow_down("1")),
+        _ => None,
+    })
+    .await;
+    let host = Host::new(json!({"k": {"url": server.url}}));
+    host.ready("k", WAIT).await;
+    assert_eq!(host.tool_names("k").await, ["t"]);
+    assert_eq!(host.call_tool("k", "u").await, Ok("served".into()));
+    assert_eq!(host.tool_names("k").await, ["t", "u"]);
+    assert_eq!(server.count("tools/list"), 3);
+    assert_eq!(server.count("initialize"), 1);
+}
+
+/// A wait past the bound (`Retry-After: 3600`) is not waited out: the start fails, its reason
+/// naming the wait in whole seconds, and the page is not sent again within the start.
+#[tokio::test]
+async fn a_start_whose_tools_list_asks_for_a_long_wait_names_the_wait_in_its_reason() {
+    let server = listing_limited(|_, _| Some(slow_down("3600"))).await;
+    let host = Host::new(json!({"k": {"url": server.url}}));
+    let failed = host.failed("k", WAIT).await;
+    assert_eq!(
+        failed["reason"],
+        "the server refused tools/list as too many requests (HTTP 429) and asked to wait 3600 seconds before asking again"
+    );
+    assert_eq!(server.count("tools/list"), 1);
+}
+
+/// The same resend on the standalone stream's `ping`: the `GET` refused `404` is asked about
+/// with a `ping`, refused `429` with `Retry-After: 1`; the ping is sent once more after the
+/// wait, answered, and the session is live (no `GET` endpoint): one `GET`, two pings, no
+/// renewal. Read as a failed ping instead, the loop would open the stream again.
+#[tokio::test]
+async fn a_ping_refused_429_with_a_short_retry_after_is_sent_again_after_the_wait() {
+    let server = hostile::serve_all(|req| async move {
+        let id = req.id();
+        match (req.http_method.as_str(), req.method()) {
+            ("POST", "server/discover") => Reply::raw(400, "text/plain", "Bad Request"),
+            ("GET", _) => Reply::raw(404, "text/plain", "Not Found"),
+            ("POST", "ping") if req.nth == 0 => slow_down("1"),
+            ("POST", "ping") => Reply::json(&result(&id, json!({}))),
+            ("POST", "tools/list") => Reply::json(&tools_page(&id, vec![tool("t", "t")], None)),
+            _ => hostile::standard(&req).unwrap_or_else(|| Reply::raw(400, "text/plain", "")),
+        }
+    })
+    .await;
+    let host = ready_host(&server.url).await;
+    let pings = server
+        .wait_until(WAIT, "two pings", |r| {
+            r.iter().filter(|r| r.method() == "ping").count() == 2
+        })
+        .await;
+    let pings: Vec<_> = pings.iter().filter(|r| r.method() == "ping").collect();
+    let waited = pings[1].at - pings[0].at;
+    assert!(waited >= Duration::from_secs(1), "{waited:?}");
+    assert!(waited < Duration::from_secs(3), "{waited:?}");
+    // Long enough for the loop's backoff (1 s and more) to have opened the stream again.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let gets = server
+        .requests()
+        .iter()
+        .filter(|r| r.http_method == "GET")
+        .count();
+    assert_eq!(gets, 1);
+    assert_eq!(server.count("ping"), 2);
+    assert_eq!(server.count("initialize"), 1);
+    drop(host);
 }
