@@ -49,7 +49,7 @@ use session::{AfterRecheck, EraSignal, Rechecked};
 pub(crate) use session::{Era, Initialized, Installs, SessionHandle};
 pub(crate) use trace::tool_error;
 pub(crate) use verdict::{NamedWait, Said, Verdict, Words};
-use verdict::{Next, Phase, Settle, Spent};
+use verdict::{Next, Settle, Spent, Stage};
 
 use crate::auth::challenge::{Challenge, asks_for_dpop_nonce};
 use crate::auth::dpop::{DPOP, Nonce};
@@ -443,7 +443,7 @@ impl Connection {
                     Err(e) => {
                         // Only the rate limit's resend applies: no renewal, no other resend.
                         let verdict = self.verdict(session, "ping", &e);
-                        let step = verdict::next(verdict, Phase::Status, spent, false, wire.left());
+                        let step = verdict::next(verdict, Stage::Status, spent, false, wire.left());
                         let Next::Wait(wait) = step else {
                             return Err(e);
                         };
@@ -674,9 +674,9 @@ impl Connection {
                     .await
                 {
                     Ok(answer) => return Ok(answer),
-                    Err(e) => (e, Phase::Reply),
+                    Err(e) => (e, Stage::Reply),
                 },
-                Err(e) => (e, Phase::Status),
+                Err(e) => (e, Stage::Status),
             };
             let verdict = self.verdict(&session, wire.method, &error);
             spent.reissued = reissued.load(Ordering::Relaxed);
@@ -720,7 +720,7 @@ impl Connection {
                                 let verdict = self.verdict(&session, wire.method, &e);
                                 let step = verdict::next(
                                     verdict,
-                                    Phase::Status,
+                                    Stage::Status,
                                     spent,
                                     false,
                                     wire.left(),
@@ -748,7 +748,7 @@ impl Connection {
                         .await?
                     {
                         Some((next, same_era)) => {
-                            if same_era && phase == Phase::Status {
+                            if same_era && phase == Stage::Status {
                                 confirming = Some(signal);
                             }
                             session = next;
@@ -777,14 +777,14 @@ impl Connection {
         session: &Arc<Session>,
         method: &str,
         id: u64,
-        phase: Phase,
+        phase: Stage,
         verdict: Verdict,
         error: Error,
     ) -> Error {
         match (verdict, phase) {
             // The fresh session got the same words: they were about the request, and the
             // session stays.
-            (Verdict::SetAside, Phase::Status) => {
+            (Verdict::SetAside, Stage::Status) => {
                 tracing::debug!(namespace = %self.namespace, method, id, "a fresh session got the same 400: such 400s are the request's own from now on");
                 self.words.met(true);
                 Error::expired_again()
@@ -792,7 +792,7 @@ impl Connection {
             // The fresh session refused at once: the next request finds out for itself (a
             // renewal per refusal would let a server that refuses every request of one kind
             // take every session from under the stream).
-            (Verdict::Expired, Phase::Status) => Error::expired_again(),
+            (Verdict::Expired, Stage::Status) => Error::expired_again(),
             // Mid-reply (a refused resumption) the session goes, and the request, which may
             // have run, is not resent.
             _ => {

@@ -346,11 +346,11 @@ fn is_oauth_error(body: &[u8]) -> bool {
 /// secrets and cut by the connection, like a token endpoint's refusal.
 fn registration_refused(status: reqwest::StatusCode, body: &[u8]) -> Error {
     #[derive(Deserialize)]
-    struct Refusal {
+    struct ErrorResponse {
         error: String,
         error_description: Option<String>,
     }
-    let refusal = crate::json::from_server::<Refusal>(body).ok();
+    let refusal = crate::json::from_server::<ErrorResponse>(body).ok();
     let code = refusal
         .as_ref()
         .map(|r| format!(" ({})", oauth_code(&r.error)))

@@ -215,7 +215,7 @@ const PUBLISHED_HOLDS_SECRET: &str = "the resource the server's protected resour
 
 /// What discovery found for one MCP server.
 #[derive(Debug, Clone)]
-pub(crate) struct Discovered {
+pub(crate) struct Discovery {
     /// The resource indicator (RFC 8707) for the authorization and token requests: the
     /// protected resource metadata's `resource` exactly as published (a URL parser would add a
     /// `/` to a pathless one, which the authorization server may not know), else the server's
@@ -238,7 +238,7 @@ pub(crate) async fn discover(
     server_url: &Url,
     challenge: &Challenge,
     holds_secret: Arc<HoldsSecret>,
-) -> Result<Discovered, Error> {
+) -> Result<Discovery, Error> {
     let mut canonical = server_url.clone();
     canonical.set_fragment(None);
     let mut candidates = Vec::new();
@@ -268,7 +268,7 @@ pub(crate) async fn discover(
     }
     let Some(document) = found else {
         let server = legacy_server(net, server_url).await?;
-        return Ok(Discovered {
+        return Ok(Discovery {
             resource: ResourceIndicator::new(
                 canonical.to_string(),
                 ResourceSource::ServerUrl,
@@ -339,7 +339,7 @@ pub(crate) async fn discover(
             ..defaults(net, &issuer)?
         },
     };
-    Ok(Discovered {
+    Ok(Discovery {
         resource,
         resource_scopes: document.scopes_supported,
         server,

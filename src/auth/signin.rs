@@ -14,7 +14,7 @@ use super::callback::{Awaited, Listener, Outcome, Pasted};
 use super::challenge::Challenge;
 use super::client::{self, ClientIdentity};
 use super::config::{GrantType, OAuthConfig};
-use super::discovery::{self, Discovered};
+use super::discovery::{self, Discovery};
 use super::flow::{self, Grant, Pending};
 use super::net::Net;
 use super::scopes;
@@ -48,7 +48,7 @@ pub(crate) enum Started {
 /// A sign-in waiting for the browser.
 pub(crate) struct SignIn {
     net: Net,
-    discovered: Discovered,
+    discovered: Discovery,
     identity: ClientIdentity,
     store: Option<(Store, StoreKey)>,
     listener: Listener,
@@ -74,7 +74,7 @@ impl std::fmt::Debug for SignIn {
 /// The tokens of `identity` for the discovered resource, from `grant` when one is held.
 fn tokens_at(
     net: Net,
-    discovered: Discovered,
+    discovered: Discovery,
     identity: ClientIdentity,
     store: Option<(Store, StoreKey)>,
     grant: Option<Grant>,
@@ -283,7 +283,7 @@ fn learn_client(learn: &LearnSecret, identity: &ClientIdentity) {
 /// it even when this one is abandoned.
 async fn register(
     net: &Net,
-    discovered: &Discovered,
+    discovered: &Discovery,
     config: &OAuthConfig,
     store: Option<&(Store, StoreKey)>,
 ) -> Result<(ClientIdentity, Listener), Error> {
@@ -425,10 +425,10 @@ mod tests {
     use crate::auth::ErrorKind;
     use crate::auth::testing::{MetadataAt, Options, PrmAt, TestServer, play_browser};
 
-    type Learned = Arc<Mutex<Vec<String>>>;
+    type LearnedTexts = Arc<Mutex<Vec<String>>>;
 
-    fn learner() -> (Learned, Box<LearnSecret>) {
-        let learned: Learned = Arc::default();
+    fn learner() -> (LearnedTexts, Box<LearnSecret>) {
+        let learned: LearnedTexts = Arc::default();
         let sink = learned.clone();
         let learn = Box::new(move |s: &SecretString, _: crate::redact::Learned| {
             sink.lock().unwrap().push(s.expose_secret().to_string());
@@ -483,7 +483,7 @@ mod tests {
     }
 
     /// A new sign-in with the default config whose learned secrets are kept in the list.
-    async fn start_learning(server: &TestServer) -> (Learned, Box<SignIn>) {
+    async fn start_learning(server: &TestServer) -> (LearnedTexts, Box<SignIn>) {
         let (learned, learn) = learner();
         let started = begin_at(server, &OAuthConfig::default(), None, false, None, learn).await;
         let Started::Link(sign_in) = started.unwrap() else {

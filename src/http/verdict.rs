@@ -139,7 +139,7 @@ impl Verdict {
 
 /// Where in one send the answer came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Phase {
+pub(crate) enum Stage {
     /// The status (or the failure to get one): refused before anything ran.
     Status,
     /// A 2xx reply being read: the request was accepted and may have run.
@@ -184,7 +184,7 @@ pub(crate) enum Next {
 /// of the request's deadline (`None`: no caller's deadline, only the bound).
 pub(crate) fn next(
     verdict: Verdict,
-    phase: Phase,
+    phase: Stage,
     spent: Spent,
     reissues: bool,
     left: Option<Duration>,
@@ -199,7 +199,7 @@ pub(crate) fn next(
         }
         // Refused at the status: nothing ran, so the request goes once more on a new session.
         // Met while reading, the request may have run: it is never sent again.
-        (Verdict::Expired | Verdict::SetAside, Phase::Status) if !spent.resent => Next::Renew,
+        (Verdict::Expired | Verdict::SetAside, Stage::Status) if !spent.resent => Next::Renew,
         (Verdict::Lost, _) if reissues && !spent.reissued => Next::Reissue,
         (Verdict::OtherEra(signal), _) if !spent.resent => Next::Reroute(signal),
         _ => Next::Answer,
@@ -343,7 +343,7 @@ mod tests {
 
     #[test]
     fn the_resend_table_spends_each_resend_once() {
-        use Phase::{Reply, Status};
+        use Stage::{Reply, Status};
         let signal = EraSignal::PlainRefusal(404);
         let limited = Verdict::RateLimited {
             status: 429,
@@ -441,7 +441,7 @@ mod tests {
         let waits: Vec<Next> = (0..=limits::REINIT_RETRIES)
             .map(|refused| {
                 let spent = Spent { refused, ..FRESH };
-                next(Verdict::Unsent, Phase::Status, spent, false, None)
+                next(Verdict::Unsent, Stage::Status, spent, false, None)
             })
             .collect();
         let mut want: Vec<Next> = (0..limits::REINIT_RETRIES)
@@ -479,7 +479,7 @@ mod tests {
         ];
         for (verdict, left, want) in table {
             assert_eq!(
-                next(verdict, Phase::Status, FRESH, false, left),
+                next(verdict, Stage::Status, FRESH, false, left),
                 want,
                 "{verdict:?} {left:?}"
             );
