@@ -174,6 +174,21 @@ impl<'a> Wire<'a> {
     }
 }
 
+/// The body of JSON-RPC request `id` of `method` with `params` (the text of a JSON object
+/// without `_meta`) in `era`: in the 2026-07-28 era with its `_meta` ([`modern::META`]), and
+/// with the current span's W3C trace context added to `_meta` ([`trace::request_meta`]). Every
+/// request body the client sends is made here, inside its request's span.
+fn request_body(era: Era, id: u64, method: &str, params: &str) -> Bytes {
+    let base = match era {
+        Era::Legacy => None,
+        Era::Modern => Some(modern::META.as_str()),
+    };
+    Bytes::from(match trace::request_meta(base) {
+        None => jsonrpc::request(id, method, params),
+        Some(meta) => jsonrpc::request_with_meta(id, method, params, &meta),
+    })
+}
+
 /// Records the route `session` on the current request span ([`trace::on_route`]): its
 /// version (a modern route's is `2026-07-28`), and a 2025-era session's id.
 fn trace_route(session: &Session, redactor: &Redactor) {
@@ -437,7 +452,7 @@ impl Connection {
                 if !lock(&self.flights).sent(id, wire_id, session) {
                     return Err(Error::closed());
                 }
-                let body = Bytes::from(jsonrpc::request(wire_id, "ping", &serde_json::json!({})));
+                let body = request_body(session.era, wire_id, "ping", "{}");
                 let response = match self.post_request(id, wire_id, body, &wire, session).await {
                     Ok(response) => response,
                     Err(e) => {
@@ -660,14 +675,7 @@ impl Connection {
                 *answered_on = Some(SessionHandle::new(&session));
             }
             trace_route(&session, &self.redactor);
-            let base = match session.era {
-                Era::Legacy => None,
-                Era::Modern => Some(modern::META.as_str()),
-            };
-            let body = Bytes::from(match trace::request_meta(base) {
-                None => jsonrpc::request(wire_id, wire.method, &params),
-                Some(meta) => jsonrpc::request_with_meta(wire_id, wire.method, params.get(), &meta),
-            });
+            let body = request_body(session.era, wire_id, wire.method, params.get());
             let (error, phase) = match self.post_request(id, wire_id, body, wire, &session).await {
                 Ok(response) => match self
                     .read_response(response, wire_id, &session, decode)

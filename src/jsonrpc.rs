@@ -151,22 +151,19 @@ pub(crate) fn id_matches(raw: &RawValue, id: u64) -> bool {
     text.parse::<u64>() == Ok(id)
 }
 
-/// A request body: `{"jsonrpc":"2.0","id":<id>,"method":<method>,"params":<params>}`.
-pub(crate) fn request(id: u64, method: &str, params: &impl serde::Serialize) -> Vec<u8> {
-    #[derive(serde::Serialize)]
-    struct Request<'a, P> {
-        jsonrpc: &'static str,
-        id: u64,
-        method: &'a str,
-        params: &'a P,
-    }
-    serde_json::to_vec(&Request {
-        jsonrpc: "2.0",
-        id,
-        method,
-        params,
-    })
-    .expect("a request of plain data serializes")
+/// A request body: `{"jsonrpc":"2.0","id":<id>,"method":<method>,"params":<params>}`, where
+/// `params` is the text of a JSON object, written as it is.
+pub(crate) fn request(id: u64, method: &str, params: &str) -> Vec<u8> {
+    let method = serde_json::to_string(method).expect("a string serializes");
+    let mut body = Vec::with_capacity(48 + method.len() + params.len());
+    body.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    body.extend_from_slice(id.to_string().as_bytes());
+    body.extend_from_slice(br#","method":"#);
+    body.extend_from_slice(method.as_bytes());
+    body.extend_from_slice(br#","params":"#);
+    body.extend_from_slice(params.as_bytes());
+    body.push(b'}');
+    body
 }
 
 /// A modern request body (MCP 2026-07-28, basic "Request metadata"): as [`request`], with
@@ -327,7 +324,7 @@ mod tests {
     #[test]
     fn encodes_requests_notifications_and_answers() {
         assert_eq!(
-            request(3, "tools/list", &serde_json::json!({"cursor": "c"})),
+            request(3, "tools/list", r#"{"cursor":"c"}"#),
             br#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"cursor":"c"}}"#
         );
         assert_eq!(

@@ -122,6 +122,20 @@ async fn a_call_in_a_host_span_sends_its_traceparent_in_meta_in_the_modern_era()
         meta["io.modelcontextprotocol/protocolVersion"],
         json!("2026-07-28")
     );
+    // The start's requests carry their own spans' context too.
+    assert_eq!(
+        server.steps("server/discover")[0].meta["traceparent"],
+        json!(traceparent(named(&spans, "server/discover")))
+    );
+}
+
+/// The `traceparent` naming `span`: `00-{trace-id}-{span-id}-01`.
+fn traceparent(span: &SpanData) -> String {
+    format!(
+        "00-{}-{}-01",
+        span.span_context.trace_id(),
+        span.span_context.span_id()
+    )
 }
 
 /// A 2025-era call carries no `_meta` of the client's own, so the trace context is its only
@@ -138,6 +152,10 @@ async fn a_call_in_a_host_span_sends_its_traceparent_in_meta_in_the_2025_era() {
     );
     assert_eq!(meta, json!({"traceparent": expected}));
     assert!(attribute(call, "mcp.session.id").is_some());
+    assert_eq!(
+        server.steps("initialize")[0].meta,
+        json!({"traceparent": traceparent(named(&spans, "initialize"))})
+    );
 }
 
 /// With no OpenTelemetry layer (a Host that exports nothing) no trace context is sent: a 2025-era
@@ -154,4 +172,30 @@ async fn with_no_opentelemetry_layer_no_trace_context_is_sent() {
         .await;
     assert_eq!(answer, Ok("echo echo {\"x\":1}".to_string()));
     assert_eq!(server.steps("tools/call")[0].meta, Value::Null);
+}
+
+/// A call starts at `Pack::call` (calls made in a row run at once), so its span is a child of
+/// the span current there: a Host enters its span around `Pack::call` and may await outside it.
+#[tokio::test]
+async fn a_call_is_a_child_of_the_span_current_at_pack_call() {
+    let server = Modern::start().await;
+    let (exporter, provider, guard) = exporting();
+    let host = Host::new(json!({"m": {"url": server.url}}));
+    host.ready("m", WAIT).await;
+    let args = json!({"namespace": "m", "toolName": "echo", "arguments": {"x": 1}});
+    let entered = tracing::info_span!("host.entered");
+    let made_inside = {
+        let _inside = entered.enter();
+        host.pack.call("mcp/call_dynamic_tool", args)
+    };
+    assert_eq!(made_inside.await, Ok("echo echo {\"x\":1}".to_string()));
+    drop(entered);
+    drop(host);
+    drop(guard);
+    provider.force_flush().unwrap();
+    let spans = exporter.get_finished_spans().unwrap();
+    assert_eq!(
+        named(&spans, "tools/call echo").parent_span_id,
+        named(&spans, "host.entered").span_context.span_id()
+    );
 }

@@ -480,18 +480,15 @@ impl Connection {
         }
         let session = on.session();
         let id = self.fresh_id();
-        let body = jsonrpc::request_with_meta(
+        let body = super::request_body(
+            super::Era::Modern,
             id,
             LISTEN,
             r#"{"notifications":{"toolsListChanged":true}}"#,
-            &super::modern::META,
         );
         let within = limits::STREAM_OPEN_TIMEOUT;
         let wire = Wire::new(LISTEN, None, &[]).headers_within(within);
-        let response = match self
-            .post(Bytes::from(body), &wire, Some(session), Some(id))
-            .await
-        {
+        let response = match self.post(body, &wire, Some(session), Some(id)).await {
             Ok(response) => response,
             Err(e) => {
                 // By its verdict: an answer of the other era (maybe a restart onto the legacy

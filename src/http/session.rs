@@ -873,12 +873,6 @@ impl Connection {
         }
         let session = Arc::new(Session::modern());
         let id = self.fresh_id();
-        let body = Bytes::from(jsonrpc::request_with_meta(
-            id,
-            "server/discover",
-            "{}",
-            &modern::META,
-        ));
         let decode = |result: &serde_json::value::RawValue,
                       _: &Bytes|
          -> Decoded<(modern::Discovered, Initialized)> {
@@ -915,9 +909,11 @@ impl Connection {
         // "Backward Compatibility"): its headers, and then its answer, each within the bound.
         let within = limits::DISCOVER_TIMEOUT;
         let wire = super::Wire::new("server/discover", None, &[]).headers_within(within);
-        let ask = |body: Bytes| {
+        let ask = || {
             let span =
                 super::trace::request_span("server/discover", None, id, self.origin.as_deref());
+            let body =
+                span.in_scope(|| super::request_body(Era::Modern, id, "server/discover", "{}"));
             let asked = async {
                 super::trace::on_route(&self.redactor, Some(MODERN_VERSION), None);
                 let response = self.post(body, &wire, Some(&session), None).await?;
@@ -932,7 +928,7 @@ impl Connection {
                 outcome
             }
         };
-        let mut answered = ask(body.clone()).await;
+        let mut answered = ask().await;
         if let Err(e) = &answered
             && let Some(rpc) = e.rpc()
             && modern::refuses_what_it_supports(rpc.code, rpc.data.as_deref())
@@ -940,7 +936,7 @@ impl Connection {
             // It names the version it refused as supported (a server whose first answer is a
             // version refusal): the best mutual version is that one, asked once more.
             tracing::debug!(namespace = %self.namespace, "server/discover refused 2026-07-28 but names it as supported; asking once more");
-            answered = ask(body).await;
+            answered = ask().await;
         }
         let (verdict, answered) = match answered {
             Ok((verdict, initialized)) => (verdict, Ok(initialized)),
@@ -1010,10 +1006,11 @@ impl Connection {
             "clientInfo": {"name": "plugin-mcp", "version": env!("CARGO_PKG_VERSION")},
         });
         let id = self.fresh_id();
-        let body = jsonrpc::request(id, "initialize", &params);
         let span = super::trace::request_span("initialize", None, id, self.origin.as_deref());
+        let body = span
+            .in_scope(|| super::request_body(Era::Legacy, id, "initialize", &params.to_string()));
         let work = async {
-            let (response, session) = self.post_initialize(Bytes::from(body)).await?;
+            let (response, session) = self.post_initialize(body).await?;
             if let Some(id) = session.id.as_ref().and_then(|id| id.to_str().ok()) {
                 super::trace::on_route(&self.redactor, None, Some(id));
             }
