@@ -4,7 +4,8 @@
 # server without OAuth, --wait after CONFIG, malformed stdin script lines, the wait for a server
 # nothing listens on (and one still coming up), one that waits for a sign-in or one whose start
 # failed for good (a 404, a 401 that offers no sign-in), --json's decoded "json", script answer
-# lines' "line" and "id", exit codes about a call's own server, and a server still booting.
+# lines' "line" and "id", exit codes about a call's own server, a server still booting, and a
+# login to a server nothing listens on.
 # Traffic goes to 127.0.0.1 only.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -395,5 +396,17 @@ case "$span" in
 esac
 [ "$rc" = 0 ] && [ "$seen" = 1 ] && ! grep -q 'arg-not-in-spans' "$tmp/err" \
   || finding "the request spans at debug: exit $rc, $span"
+
+# 18. `login` for a server nothing listens on stops as a call does (check 8), well before its
+# --wait, and says why (it used to wait the whole --wait).
+started=$SECONDS
+rc=0; err=$(HOME="$tmp/home18" $host login --wait 60 "$tmp/down.json" down 2>&1 >/dev/null) || rc=$?
+took=$((SECONDS - started))
+case "$err" in
+  'host: login failed: server "down" is not listening: its start was refused '[2-9]' times in a row (connection refused by http://127.0.0.1:9 (no server is listening there))'*) said=1 ;;
+  *) said=0 ;;
+esac
+[ "$rc" = 1 ] && [ "$took" -ge 5 ] && [ "$took" -lt 15 ] && [ "$said" = 1 ] \
+  || finding "login to a server nothing listens on: exit $rc after $took s, $err"
 
 [ "$failed" = 0 ] && echo "host-cli: all passed" || { echo "host-cli: $failed failed" >&2; exit 1; }

@@ -202,12 +202,48 @@ struct Waiter {
     refused: HashSet<String>,
     /// The CONFIG argument, for the `host login` a sign-in message suggests.
     config: String,
-    /// When the Pack was built: a refused server is waited for [`REFUSED_PATIENCE`] from here.
-    started: Instant,
     /// The servers the calls so far named, whose state decides the exit code.
     named: Named,
+    /// When to stop waiting for a server nothing listens for.
+    unheard: Unheard,
+}
+
+/// When to stop waiting for a server whose starts are refused at connect (nothing listens at
+/// its url): a call and `host login` alike.
+pub(crate) struct Unheard {
+    /// When the Pack was built: a refused server is waited for [`REFUSED_PATIENCE`] from here.
+    started: Instant,
     /// Per refused server, its `refusedStarts` when first seen after [`REFUSED_PATIENCE`].
-    refused_seen: std::collections::HashMap<String, u64>,
+    seen: std::collections::HashMap<String, u64>,
+}
+
+impl Unheard {
+    pub(crate) fn new() -> Unheard {
+        Unheard {
+            started: Instant::now(),
+            seen: std::collections::HashMap::new(),
+        }
+    }
+
+    /// Whether waiting for `namespace` is likely in vain: its start was refused at connect
+    /// [`REFUSED_ENOUGH`] times in a row (the listing's `refusedStarts`), the server had
+    /// [`REFUSED_PATIENCE`] to come up, and a start since was refused too (or the next,
+    /// `retryInSeconds` away, is far off).
+    pub(crate) fn in_vain(
+        &mut self,
+        namespace: &str,
+        refused_starts: u64,
+        retry_in_seconds: Option<u64>,
+    ) -> bool {
+        if Instant::now() < self.started + REFUSED_PATIENCE || refused_starts < REFUSED_ENOUGH {
+            return false;
+        }
+        let first = *self
+            .seen
+            .entry(namespace.to_string())
+            .or_insert(refused_starts);
+        refused_starts > first || retry_in_seconds.is_some_and(|r| r > REFUSED_PATIENCE.as_secs())
+    }
 }
 
 /// The servers the calls of a run named ([`Waiter::verdict`]).
@@ -254,9 +290,8 @@ impl Waiter {
             deadline: Instant::now() + wait,
             refused: HashSet::new(),
             config: config.to_string(),
-            started: Instant::now(),
             named: Named::These(HashSet::new()),
-            refused_seen: std::collections::HashMap::new(),
+            unheard: Unheard::new(),
         };
         waiter.refused = waiter
             .servers(pack)
@@ -357,20 +392,12 @@ impl Waiter {
             if pending.is_empty() {
                 return;
             }
-            // Nothing listens at the url: its start was refused twice in a row, the server had
-            // [`REFUSED_PATIENCE`] to come up, and a start since was refused too (or the next is
-            // far off), so waiting on is likely in vain.
-            let patient = Instant::now() < self.started + REFUSED_PATIENCE;
-            let seen = &mut self.refused_seen;
-            if let Some(down) = pending.iter().find(|s| {
-                if patient || s.refused_starts < REFUSED_ENOUGH {
-                    return false;
-                }
-                let first = *seen.entry(s.namespace.clone()).or_insert(s.refused_starts);
-                s.refused_starts > first
-                    || s.retry_in_seconds
-                        .is_some_and(|r| r > REFUSED_PATIENCE.as_secs())
-            }) {
+            // Nothing listens at the url ([`Unheard::in_vain`]).
+            let unheard = &mut self.unheard;
+            if let Some(down) = pending
+                .iter()
+                .find(|s| unheard.in_vain(&s.namespace, s.refused_starts, s.retry_in_seconds))
+            {
                 eprintln!(
                     "host: not waiting for {}: its start was refused {} times in a row ({})",
                     down.namespace,

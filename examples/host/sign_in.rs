@@ -97,6 +97,7 @@ async fn wait_ready(config: &str, namespace: &str, text: Value, wait: Duration) 
         return ExitCode::from(1);
     }
     let mut shown: Option<String> = None;
+    let mut unheard = crate::calls::Unheard::new();
     // The last reason the server was not ready, for when the wait runs out.
     let mut last: Option<String> = None;
     // Lines of stdin, read once a link is shown: the address the browser ended on, pasted by
@@ -139,6 +140,19 @@ async fn wait_ready(config: &str, namespace: &str, text: Value, wait: Duration) 
                     || reason.starts_with("HTTP 403") =>
             {
                 break Err(reason.to_string());
+            }
+            // Nothing listens at the url, as a call would judge it: a login waits no longer.
+            (Some("error"), None)
+                if unheard.in_vain(
+                    namespace,
+                    listing["refusedStarts"].as_u64().unwrap_or(0),
+                    listing["retryInSeconds"].as_u64(),
+                ) =>
+            {
+                break Err(format!(
+                    "server {namespace:?} is not listening: its start was refused {} times in a row ({reason})",
+                    listing["refusedStarts"]
+                ));
             }
             // Anything else (the server briefly down, still starting): the start is retried,
             // so keep waiting.
