@@ -1,0 +1,82 @@
+//! Findings of an attack on what the open issues claim: each test fails on the code it was
+//! written against, for a defect it names (what should happen, what happens).
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::Host;
+use crate::support::hostile::{self, Reply, server_entry};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// A server listing `search`, `delete_repo` and `fetch`; any call answers `called <name>`.
+async fn three_tools() -> hostile::Server {
+    let tools: Vec<Value> = ["search", "delete_repo", "fetch"]
+        .into_iter()
+        .map(|name| hostile::tool(name, "a tool"))
+        .collect();
+    hostile::serve_tools(tools, |req| {
+        let name = req.rpc["params"]["name"].as_str().unwrap_or_default();
+        Reply::json(&hostile::text_result(&req.id(), &format!("called {name}")))
+    })
+    .await
+}
+
+fn tools_of(listing: &Value, namespace: &str) -> Vec<String> {
+    server_entry(listing, namespace)["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .map(|t| t.as_str().unwrap_or_default().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Goose's `available_tools` (its extension entry's allow-list: only these tools) decides which
+/// tools a model may use, so by docs/configuration.md it must be read as a filter or refuse the
+/// entry by name, never be ignored. Expected: `delete_repo` and `fetch` hidden (or the entry
+/// refused naming `available_tools`). Actual: the key is ignored in silence, every tool is
+/// listed and callable, and nothing says so.
+#[tokio::test]
+async fn gooses_available_tools_allow_list_is_not_ignored_in_silence() {
+    let server = three_tools().await;
+    let url = format!("http://127.0.0.1:{}/mcp", server.port);
+    let host = Host::new(json!({
+        "goose": {"type": "streamable_http", "url": url, "timeout": 300, "available_tools": ["search"]},
+    }));
+    let listing = host.settled(WAIT).await;
+    let entry = server_entry(&listing, "goose").to_string();
+    let names = tools_of(&listing, "goose");
+    assert!(
+        names == ["search"] || entry.contains("available_tools"),
+        "Goose's allow-list was ignored in silence: tools {names:?}, entry {entry}"
+    );
+}
+
+/// Claude Code's `oauth.authServerMetadataUrl` (its override of RFC 9728 / RFC 8414 discovery:
+/// the authorization server's metadata document to use) decides where a sign-in, and any
+/// client credential, goes. Expected: read, or the entry refused naming the key (as Gemini CLI's
+/// `tokenUrl` and `authorizationUrl` are). Actual: the `oauth` object's parse ignores it in
+/// silence (it is no misspelling of a known key), and the entry starts as if it were absent.
+#[tokio::test]
+async fn claude_codes_auth_server_metadata_url_is_not_ignored_in_silence() {
+    let server = three_tools().await;
+    let url = format!("http://127.0.0.1:{}/mcp", server.port);
+    let host = Host::new(json!({
+        "claude": {"type": "http", "url": url, "oauth": {
+            "clientId": "claude-client",
+            "callbackPort": 33418,
+            "authServerMetadataUrl": "https://127.0.0.1:9/.well-known/oauth-authorization-server"
+        }},
+    }));
+    let listing = host.settled(WAIT).await;
+    let entry = server_entry(&listing, "claude").to_string();
+    assert!(
+        entry.contains("authServerMetadataUrl"),
+        "Claude Code's discovery override was ignored in silence: {entry}"
+    );
+}
+
