@@ -80,3 +80,34 @@ async fn claude_codes_auth_server_metadata_url_is_not_ignored_in_silence() {
     );
 }
 
+
+/// A placeholder of another client's form in the OAuth client (Cursor's `auth.CLIENT_ID` /
+/// `CLIENT_SECRET`, or `oauth.clientId` / `clientSecret`) is sent as written to the
+/// authorization server, exactly as one in a header is. docs/configuration.md "Notes": the
+/// entry's listing and a `warn` line say which placeholder is sent as written and what to write
+/// instead, "whether or not the server later refuses anything". Expected: a note naming the
+/// field and `${env:...}`. Actual: the `oauth` object is substituted with a throw-away
+/// `Notes::default()` (config.rs `parse_remote`), so nothing is said at any level and the
+/// literal `${CURSOR_CLIENT_SECRET}` would be the client's secret.
+#[tokio::test]
+async fn a_placeholder_in_the_oauth_client_is_named_in_the_notes() {
+    let server = three_tools().await;
+    let url = format!("http://127.0.0.1:{}/mcp", server.port);
+    let host = Host::new(json!({
+        "cursor": {"url": url, "auth": {
+            "CLIENT_ID": "${CURSOR_CLIENT_ID}",
+            "CLIENT_SECRET": "${CURSOR_CLIENT_SECRET}"
+        }},
+        "header": {"url": url, "headers": {"X-Key": "${HEADER_KEY}"}},
+    }));
+    let listing = host.settled(WAIT).await;
+    // The header's placeholder is named (the rule holds there) ...
+    let header = server_entry(&listing, "header")["notes"].to_string();
+    assert!(header.contains("${env:HEADER_KEY}"), "{header}");
+    // ... the OAuth client's are not.
+    let notes = server_entry(&listing, "cursor")["notes"].to_string();
+    assert!(
+        notes.contains("CURSOR_CLIENT_ID") && notes.contains("CURSOR_CLIENT_SECRET"),
+        "the OAuth client's placeholders are sent as written in silence: notes {notes}"
+    );
+}
