@@ -111,3 +111,26 @@ async fn a_placeholder_in_the_oauth_client_is_named_in_the_notes() {
         "the OAuth client's placeholders are sent as written in silence: notes {notes}"
     );
 }
+
+/// Codex's `bearer_token_env_var` names a variable, but the easy mistake is to paste the token
+/// itself there, and a GitHub (`ghp_…`) or Stripe (`sk_live_…`) token is a valid variable name.
+/// The reader already guards this mistake for `${env:KEY:-fallback}` ("quoting only the valid
+/// start of the name, since what follows is often a pasted secret"). Expected: the reason does
+/// not quote a value that is not a plausible variable name in full, or at least the token does
+/// not reach the model. Actual: `all_headers`'s refusal (config.rs, `environment variable "{name}"
+/// (named by "bearer_token_env_var") is not set`) quotes the pasted token whole in the listing,
+/// the same for `env_http_headers`.
+#[tokio::test]
+async fn a_token_pasted_into_bearer_token_env_var_is_not_quoted_back() {
+    const PASTED: &str = "ghp_AttackPastedToken0123456789abcdEFGH";
+    const PASTED_2: &str = "sk_live_AttackPastedKey0123456789";
+    let host = Host::new(json!({
+        "codex": {"url": "http://127.0.0.1:9/mcp", "bearer_token_env_var": PASTED},
+        "codex2": {"url": "http://127.0.0.1:9/mcp", "env_http_headers": {"X-Api-Key": PASTED_2}},
+    }));
+    let listing = host.settled(WAIT).await.to_string();
+    assert!(
+        !listing.contains(PASTED) && !listing.contains(PASTED_2),
+        "a pasted token is quoted back to the model: {listing}"
+    );
+}
