@@ -1,6 +1,8 @@
 //! Findings of an attack on what the open issues claim: each test fails on the code it was
 //! written against, for a defect it names (what should happen, what happens).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -132,5 +134,68 @@ async fn a_token_pasted_into_bearer_token_env_var_is_not_quoted_back() {
     assert!(
         !listing.contains(PASTED) && !listing.contains(PASTED_2),
         "a pasted token is quoted back to the model: {listing}"
+    );
+}
+
+/// A resumption (`GET` + `Last-Event-ID`, MCP 2025-11-25 "Resumability and Redelivery") refused
+/// `429` with `Retry-After: 1`: docs/connection.md's verdict table says a rate limit is "sent
+/// once more ... after the wait when it is at most 30 s", on every path, the resumption named
+/// among them. The call's answer is still buffered on the server. Expected: the resumption is
+/// asked again after the second, and the call answers `done`. Actual: `read_sse`
+/// (src/http/reply.rs, "resuming the event stream (GET with Last-Event-ID) failed") wraps the
+/// 429 in `Error::stream`, whose verdict is no rate limit, so the wait is dropped and the call
+/// fails though the server answered it.
+#[tokio::test]
+async fn a_resumption_refused_429_with_a_short_retry_after_resumes_after_the_wait() {
+    let resumptions = Arc::new(AtomicUsize::new(0));
+    let call_id = Arc::new(Mutex::new(Value::Null));
+    let server = hostile::serve({
+        let resumptions = Arc::clone(&resumptions);
+        let call_id = Arc::clone(&call_id);
+        move |req| {
+            let reply = if req.http_method == "GET" && req.header("last-event-id").is_some() {
+                if resumptions.fetch_add(1, Ordering::SeqCst) == 0 {
+                    Reply::raw(429, "text/plain", "slow down").header("retry-after", "1")
+                } else {
+                    let id = call_id.lock().unwrap().clone();
+                    let answer = hostile::text_result(&id, "done");
+                    Reply::raw(
+                        200,
+                        "text/event-stream",
+                        format!("id: e2\ndata: {answer}\n\n"),
+                    )
+                }
+            } else if let Some(reply) = hostile::standard(&req) {
+                reply
+            } else if req.method() == "tools/list" {
+                Reply::json(&hostile::tools_page(
+                    &req.id(),
+                    vec![hostile::tool("t", "t")],
+                    None,
+                ))
+            } else {
+                *call_id.lock().unwrap() = req.id();
+                let note = json!({"jsonrpc": "2.0", "method": "notifications/message",
+                                  "params": {"level": "info", "data": "working"}});
+                // The call's stream carries one event and ends before the answer.
+                Reply::raw(
+                    200,
+                    "text/event-stream",
+                    format!("retry: 100\nid: e1\ndata: {note}\n\n"),
+                )
+            };
+            async move { reply }
+        }
+    })
+    .await;
+    let url = format!("http://127.0.0.1:{}/mcp", server.port);
+    let host = Host::new(json!({"s": {"url": url}}));
+    host.ready("s", WAIT).await;
+    let answer = host.call_tool("s", "t").await;
+    assert_eq!(
+        answer.as_deref().map_err(|e| e.message.clone()),
+        Ok("done"),
+        "resumptions asked: {}",
+        resumptions.load(Ordering::SeqCst)
     );
 }
