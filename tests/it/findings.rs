@@ -199,3 +199,44 @@ async fn a_resumption_refused_429_with_a_short_retry_after_resumes_after_the_wai
         resumptions.load(Ordering::SeqCst)
     );
 }
+
+/// The standalone `GET` stream refused `429` with `Retry-After: 20`: the server named how long
+/// to stay away (RFC 6585 §4), and docs/connection.md says every path, the standalone stream
+/// named, acts on the rate-limit verdict. Expected: no second `GET` before the 20 seconds are
+/// up. Actual: the stream machine (src/server.rs `listen`) maps every verdict but expired and
+/// set-aside to `Found::Ended` and reopens on its own backoff (1 s, 2 s, ...), so the server is
+/// asked again after 1 s and 3 s, against its word.
+#[tokio::test]
+async fn a_standalone_get_refused_429_waits_the_named_wait_before_asking_again() {
+    let server = hostile::serve_every_get(|req| {
+        let reply = if req.http_method == "GET" {
+            Reply::raw(429, "text/plain", "slow down").header("retry-after", "20")
+        } else if let Some(reply) = hostile::standard(&req) {
+            reply
+        } else {
+            Reply::json(&hostile::tools_page(
+                &req.id(),
+                vec![hostile::tool("t", "t")],
+                None,
+            ))
+        };
+        async move { reply }
+    })
+    .await;
+    let url = format!("http://127.0.0.1:{}/mcp", server.port);
+    let host = Host::new(json!({"s": {"url": url}}));
+    host.ready("s", WAIT).await;
+    server
+        .wait_until(WAIT, "the first GET", |r| {
+            r.iter().any(|r| r.http_method == "GET")
+        })
+        .await;
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    let gets = server
+        .requests()
+        .iter()
+        .filter(|r| r.http_method == "GET")
+        .count();
+    assert_eq!(gets, 1, "GETs within 4.5 s of a Retry-After: 20");
+    drop(host);
+}
