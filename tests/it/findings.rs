@@ -240,3 +240,49 @@ async fn a_standalone_get_refused_429_waits_the_named_wait_before_asking_again()
     assert_eq!(gets, 1, "GETs within 4.5 s of a Retry-After: 20");
     drop(host);
 }
+
+/// The close's `DELETE` refused `429` with `Retry-After: 1`: the session was not ended (RFC
+/// 6585 §4: the request was not processed), the wait fits the goodbye's 5 s bound, and
+/// docs/connection.md lists the close among the paths that act on the verdict. Expected: the
+/// `DELETE` sent once more after the second. Actual: `Connection::delete`
+/// (src/http/session.rs) only logs the status; no verdict is made and the session is left open
+/// on the server.
+#[tokio::test]
+async fn a_delete_refused_429_with_a_short_retry_after_is_sent_again_after_the_wait() {
+    let deletes = Arc::new(AtomicUsize::new(0));
+    let server = hostile::serve({
+        let deletes = Arc::clone(&deletes);
+        move |req| {
+            let reply = if req.http_method == "DELETE" {
+                if deletes.fetch_add(1, Ordering::SeqCst) == 0 {
+                    Reply::raw(429, "text/plain", "slow down").header("retry-after", "1")
+                } else {
+                    Reply::raw(200, "text/plain", "")
+                }
+            } else if let Some(reply) = hostile::standard(&req) {
+                reply
+            } else {
+                Reply::json(&hostile::tools_page(
+                    &req.id(),
+                    vec![hostile::tool("t", "t")],
+                    None,
+                ))
+            };
+            async move { reply }
+        }
+    })
+    .await;
+    let url = format!("http://127.0.0.1:{}/mcp", server.port);
+    let host = Host::new(json!({"s": {"url": url}}));
+    host.ready("s", WAIT).await;
+    drop(host);
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let trail: Vec<String> = server
+        .requests()
+        .iter()
+        .filter(|r| r.http_method == "DELETE")
+        .map(|r| format!("DELETE {}", r.header("mcp-session-id").unwrap_or_default()))
+        .collect();
+    let session = format!("DELETE {}", hostile::SESSION);
+    assert_eq!(trail, [session.clone(), session]);
+}
