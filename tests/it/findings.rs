@@ -286,3 +286,48 @@ async fn a_delete_refused_429_with_a_short_retry_after_is_sent_again_after_the_w
     let session = format!("DELETE {}", hostile::SESSION);
     assert_eq!(trail, [session.clone(), session]);
 }
+
+/// `logout` of an entry the config switched off deletes the grant its file is keyed by (the
+/// url, the client and the namespace: README "Signing in"); an entry written in Cursor's
+/// dialect keys its client by `auth.CLIENT_ID`, which the Pack maps onto `oauth.clientId`.
+/// Expected: `deleted: true` for the disabled Cursor entry as for the enabled one. Actual:
+/// `config::sign_in_of` (the key of a refused entry's stored sign-in) reads only `oauth`, not
+/// the `auth` that `oauth_value` maps for a live entry, so it keys the file without the client
+/// and the grant cannot be deleted (`deleted: false`, the file stays).
+#[tokio::test]
+async fn logout_deletes_the_grant_of_a_disabled_entry_written_in_cursors_dialect() {
+    crate::support::oauth_store();
+    let on = "http://127.0.0.1:9/findings-cursor-on/mcp";
+    let off = "http://127.0.0.1:9/findings-cursor-off/mcp";
+    let host = Host::new(json!({
+        "cursor_on": {"url": on, "auth": {"CLIENT_ID": "cursor-client"}},
+        "cursor_off": {"url": off, "disabled": true, "auth": {"CLIENT_ID": "cursor-client"}},
+    }));
+    let mut outcomes = Vec::new();
+    for (namespace, url) in [("cursor_on", on), ("cursor_off", off)] {
+        let file =
+            crate::support::store_file(&reqwest::Url::parse(url).unwrap(), "cursor-client", namespace);
+        std::fs::write(&file, "{}").unwrap();
+        let answer = host
+            .pack
+            .call("mcp/logout", json!({"namespace": namespace}))
+            .await;
+        outcomes.push((namespace, answer.map_err(|e| e.message), file.exists()));
+        let _ = std::fs::remove_file(&file);
+    }
+    assert_eq!(
+        outcomes,
+        [
+            (
+                "cursor_on",
+                Ok(json!({"namespace": "cursor_on", "deleted": true}).to_string()),
+                false
+            ),
+            (
+                "cursor_off",
+                Ok(json!({"namespace": "cursor_off", "deleted": true}).to_string()),
+                false
+            ),
+        ]
+    );
+}
