@@ -331,3 +331,23 @@ async fn logout_deletes_the_grant_of_a_disabled_entry_written_in_cursors_dialect
         ]
     );
 }
+
+/// The config's text is JSONC "the way VS Code writes it: comments, trailing commas ...,
+/// nothing looser" (docs/configuration.md). A comma with no value before it (`[,]`, `{,}`) is
+/// no trailing comma: VS Code's parser reports "Value expected". Expected: the Pack unavailable
+/// with the place. Actual: `json::scan` blanks the last comma before any `]`/`}` without
+/// asking whether a value precedes it, so `"excludeTools": [,]` reads as `[]` and `{,"url": …}`
+/// as an entry — a typo taken for a config.
+#[tokio::test]
+async fn a_comma_with_no_value_before_it_is_not_a_trailing_comma() {
+    // What is refused: a missing comma.
+    let missing = r#"{"mcpServers": {"docs": {"url": "http://127.0.0.1:9/mcp" "excludeTools": []}}}"#;
+    assert!(Host::try_new(Value::String(missing.into())).is_err());
+    for text in [
+        r#"{"mcpServers": {"docs": {"url": "http://127.0.0.1:9/mcp", "excludeTools": [,]}}}"#,
+        r#"{"mcpServers": {"docs": {, "url": "http://127.0.0.1:9/mcp"}}}"#,
+    ] {
+        let built = Host::try_new(Value::String(text.into())).map(drop);
+        assert!(built.is_err(), "accepted: {text}");
+    }
+}
