@@ -82,7 +82,6 @@ async fn claude_codes_auth_server_metadata_url_is_not_ignored_in_silence() {
     );
 }
 
-
 /// A placeholder of another client's form in the OAuth client (Cursor's `auth.CLIENT_ID` /
 /// `CLIENT_SECRET`, or `oauth.clientId` / `clientSecret`) is sent as written to the
 /// authorization server, exactly as one in a header is. docs/configuration.md "Notes": the
@@ -305,8 +304,11 @@ async fn logout_deletes_the_grant_of_a_disabled_entry_written_in_cursors_dialect
     }));
     let mut outcomes = Vec::new();
     for (namespace, url) in [("cursor_on", on), ("cursor_off", off)] {
-        let file =
-            crate::support::store_file(&reqwest::Url::parse(url).unwrap(), "cursor-client", namespace);
+        let file = crate::support::store_file(
+            &reqwest::Url::parse(url).unwrap(),
+            "cursor-client",
+            namespace,
+        );
         std::fs::write(&file, "{}").unwrap();
         let answer = host
             .pack
@@ -341,7 +343,8 @@ async fn logout_deletes_the_grant_of_a_disabled_entry_written_in_cursors_dialect
 #[tokio::test]
 async fn a_comma_with_no_value_before_it_is_not_a_trailing_comma() {
     // What is refused: a missing comma.
-    let missing = r#"{"mcpServers": {"docs": {"url": "http://127.0.0.1:9/mcp" "excludeTools": []}}}"#;
+    let missing =
+        r#"{"mcpServers": {"docs": {"url": "http://127.0.0.1:9/mcp" "excludeTools": []}}}"#;
     assert!(Host::try_new(Value::String(missing.into())).is_err());
     for text in [
         r#"{"mcpServers": {"docs": {"url": "http://127.0.0.1:9/mcp", "excludeTools": [,]}}}"#,
@@ -350,4 +353,31 @@ async fn a_comma_with_no_value_before_it_is_not_a_trailing_comma() {
         let built = Host::try_new(Value::String(text.into())).map(drop);
         assert!(built.is_err(), "accepted: {text}");
     }
+}
+
+/// A server whose response to `tools/call` also echoes the request's `method` (JSON-RPC 2.0 §5
+/// says a response has none, but it carries the request's `id` and a `result`, so it can only
+/// be that response). Expected: the call answers the result (or, at the least, fails at once as
+/// a malformed response). Actual: `jsonrpc::Incoming::kind` decides on `method` + `id` first and
+/// takes the message for a server *request*, so the result is lost and the call fails with
+/// "the server's JSON reply held no response to request N" although the reply holds it.
+#[tokio::test]
+async fn a_response_that_echoes_the_method_is_still_the_response() {
+    let tools = vec![hostile::tool("t", "t")];
+    let server = hostile::serve_tools(tools, |req| {
+        Reply::json(&json!({
+            "jsonrpc": "2.0",
+            "id": req.id(),
+            "method": "tools/call",
+            "result": {"content": [{"type": "text", "text": "done"}]}
+        }))
+    })
+    .await;
+    let url = format!("http://127.0.0.1:{}/mcp", server.port);
+    let host = Host::new(json!({"s": {"url": url}}));
+    host.ready("s", WAIT).await;
+    let answer = tokio::time::timeout(WAIT, host.call_tool("s", "t"))
+        .await
+        .expect("the call answers within 10 s");
+    assert_eq!(answer.map_err(|e| e.message), Ok("done".to_string()));
 }
