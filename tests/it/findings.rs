@@ -381,3 +381,52 @@ async fn a_response_that_echoes_the_method_is_still_the_response() {
         .expect("the call answers within 10 s");
     assert_eq!(answer.map_err(|e| e.message), Ok("done".to_string()));
 }
+
+/// The standalone stream's loop renews a session it found gone (its `GET` and `ping` answered
+/// `404`), and the server refuses the `initialize` `429` with `Retry-After: 20`. As with the
+/// stream itself (above), the loop's own renewal is a path that must act on the rate-limit
+/// verdict. Expected: no further `initialize` within the 20 seconds. Actual: the machine's
+/// `Found::Renewed { ok: false }` and `Act::AwaitSession` (src/server.rs `listen`) carry no
+/// wait, so the loop initializes again on its 1 s, 2 s, ... backoff.
+#[tokio::test]
+async fn the_stream_loops_renewal_refused_429_waits_the_named_wait() {
+    let initializes = Arc::new(AtomicUsize::new(0));
+    let server = hostile::serve_every_get({
+        let initializes = Arc::clone(&initializes);
+        move |req| {
+            let reply = match (req.http_method.as_str(), req.method()) {
+                ("POST", "initialize") => {
+                    if initializes.fetch_add(1, Ordering::SeqCst) == 0 {
+                        hostile::initialize_reply(&req.id())
+                    } else {
+                        Reply::raw(429, "text/plain", "slow down").header("retry-after", "20")
+                    }
+                }
+                ("GET", _) | ("POST", "ping") => Reply::raw(404, "text/plain", "no such session"),
+                ("POST", "tools/list") => Reply::json(&hostile::tools_page(
+                    &req.id(),
+                    vec![hostile::tool("t", "t")],
+                    None,
+                )),
+                _ => hostile::standard(&req).unwrap_or_else(|| Reply::raw(400, "text/plain", "")),
+            };
+            async move { reply }
+        }
+    })
+    .await;
+    let url = format!("http://127.0.0.1:{}/mcp", server.port);
+    let host = Host::new(json!({"s": {"url": url}}));
+    host.ready("s", WAIT).await;
+    server
+        .wait_until(WAIT, "the renewal refused 429", |r| {
+            r.iter().filter(|r| r.method() == "initialize").count() >= 2
+        })
+        .await;
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    assert_eq!(
+        server.count("initialize"),
+        2,
+        "initializes within 4.5 s of a Retry-After: 20"
+    );
+    drop(host);
+}
