@@ -430,3 +430,23 @@ async fn the_stream_loops_renewal_refused_429_waits_the_named_wait() {
     );
     drop(host);
 }
+
+/// The same mistake in Claude Code's form: a key pasted inside `${...}` (`Bearer ${sk_live_…}`)
+/// is sent as written, as part of a header value, and header values are secrets
+/// (docs/configuration.md "Header values ... are secrets"). Expected: neither the notes nor the
+/// 401 hint quote it. Actual: the note (`substitute::Notes`, the `${NAME}` hint) quotes the
+/// word whole, and the gate lets it through because `redact::is_unexpanded_placeholder` takes
+/// any `${...}` word of a header value for no secret.
+#[tokio::test]
+async fn a_key_pasted_inside_a_placeholder_is_not_quoted_in_the_notes() {
+    const PASTED: &str = "sk_live_AttackPastedInBraces0123456789";
+    let host = Host::new(json!({
+        "claude": {"url": "http://127.0.0.1:9/mcp",
+                   "headers": {"Authorization": format!("Bearer ${{{PASTED}}}")}},
+    }));
+    let listing = host.settled(WAIT).await.to_string();
+    assert!(
+        !listing.contains(PASTED),
+        "a header value's word reaches the listing: {listing}"
+    );
+}
