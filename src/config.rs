@@ -138,7 +138,8 @@ impl Default for Deadlines {
 /// Which of a server's tools the entry hides, by the keys other clients write: Gemini CLI's
 /// `includeTools` (only these) and `excludeTools` (never these), Cline's and Windsurf's
 /// `disabledTools` (never these), Codex's `enabled_tools` (only these) and `disabled_tools`
-/// (never these), and Copilot CLI's `tools` (only these; `["*"]` is every tool). Each is an array
+/// (never these), Copilot CLI's `tools` (only these; `["*"]` is every tool) and Goose's
+/// `available_tools` (only these). Each is an array
 /// of tool names, compared exactly; a tool is shown only when every allow-list given names it,
 /// and an exclusion wins over an inclusion. A hidden tool is neither listed nor callable (README
 /// "Configuration").
@@ -151,7 +152,7 @@ pub(crate) struct ToolFilter {
 }
 
 /// The allow-list keys of [`ToolFilter`], in the order a hidden tool's reason names them.
-const INCLUDE_KEYS: [&str; 3] = ["includeTools", "enabled_tools", "tools"];
+const INCLUDE_KEYS: [&str; 4] = ["includeTools", "enabled_tools", "tools", "available_tools"];
 
 /// The deny-list keys of [`ToolFilter`].
 const EXCLUDE_KEYS: [&str; 3] = ["excludeTools", "disabledTools", "disabled_tools"];
@@ -373,7 +374,7 @@ const ENTRY_KEYS: [&str; 5] = ["url", "command", "serverUrl", "httpUrl", "type"]
 /// The keys of a server entry this Pack reads or knows (other clients' included); a key that
 /// is none of them but one of them in another case, or one letter off, is a typo
 /// ([`misspelled`]).
-const KNOWN_KEYS: [&str; 34] = [
+const KNOWN_KEYS: [&str; 35] = [
     "url",
     "headers",
     "type",
@@ -408,6 +409,7 @@ const KNOWN_KEYS: [&str; 34] = [
     "transportType",
     "scopes",
     "oauth_resource",
+    "available_tools",
 ];
 
 /// The refusal of an entry holding a key that is a known key misspelled (`"URL"`, `"Headers"`,
@@ -499,7 +501,8 @@ fn misnamed_servers_key(namespace: &str, entry: &Value) -> Option<String> {
 }
 
 /// What keys a refused entry's stored sign-in, when it can be read: its `url` (substituted,
-/// parsed as a connection's) and its `oauth` (substituted), nothing else of the entry. `None`
+/// parsed as a connection's) and its OAuth client (substituted, [`oauth_value`]), nothing else
+/// of the entry. `None`
 /// for an entry with no usable `url` or `oauth`, which cannot have signed in as it is written.
 fn sign_in_of(
     entry: &Value,
@@ -518,9 +521,10 @@ fn sign_in_of(
     let mut url = parse_url(&url, key).ok()?;
     // As a connection's url: user information goes into a header, not the key.
     take_credentials(&mut url, &mut Redactor::default()).ok()?;
-    let oauth = match fields.get("oauth") {
-        None | Some(Value::Null) => crate::auth::config::OAuthConfig::default(),
-        Some(value) => crate::auth::config::parse(value, &mut |written, field| {
+    // The OAuth client as a live entry reads it: `oauth`, Cursor's `auth`, Codex's `scopes`.
+    let oauth = match oauth_value(fields).ok()? {
+        None => crate::auth::config::OAuthConfig::default(),
+        Some(value) => crate::auth::config::parse(&value, &mut |written, field| {
             substitute(written, field, env, &mut Vec::new(), &mut Notes::default())
         })
         .ok()?,
@@ -626,8 +630,8 @@ fn parse_remote(entry: &Value, env: &dyn Environment) -> Result<RemoteServer, St
         None => crate::auth::config::OAuthConfig::default(),
         Some(value) => crate::auth::config::parse(&value, &mut |written, field| {
             let mut used = Vec::new();
-            // The notes feed the hint of a refused configured header; OAuth makes none.
-            let value = substitute(written, field, env, &mut used, &mut Notes::default())?;
+            // A placeholder sent as written is named in the notes, as one in a header is.
+            let value = substitute(written, field, env, &mut used, &mut notes)?;
             if !crate::auth::config::is_public(field) {
                 for secret in &used {
                     redactor.add_secret(secret);
@@ -839,7 +843,8 @@ fn all_headers(
         }
         if env.var(name).is_none() {
             return Err(format!(
-                "environment variable \"{name}\" (named by \"{key}\") is not set"
+                "{} (named by \"{key}\") is not set",
+                crate::substitute::variable_named(name)
             ));
         }
         Ok(format!("${{env:{name}}}"))

@@ -350,6 +350,9 @@ fn scan(text: &[u8], source: Source) -> Result<Vec<Range<usize>>, Refusal> {
     let mut members: HashMap<(usize, Vec<u8>), Range<usize>> = HashMap::new();
     let mut objects = 0usize;
     let mut comma: Option<usize> = None;
+    // Right after `{`, `[` or `,`: a comma here follows no value, so it is no trailing comma
+    // (JSONC allows `[1,]`, never `[,]`), and the parser refuses it.
+    let mut after_open = false;
     let mut i = 0;
     // The member of the innermost object ends at `end` (a `,` or `}`).
     let end_member = |stack: &mut Vec<Open>,
@@ -384,6 +387,7 @@ fn scan(text: &[u8], source: Source) -> Result<Vec<Range<usize>>, Refusal> {
             }
             b'"' => {
                 comma = None;
+                after_open = false;
                 let start = i;
                 let mut j = i + 1;
                 let mut escaped = false;
@@ -423,6 +427,7 @@ fn scan(text: &[u8], source: Source) -> Result<Vec<Range<usize>>, Refusal> {
             }
             b'{' | b'[' => {
                 comma = None;
+                after_open = true;
                 if stack.len() >= MAX_JSON_DEPTH {
                     return Err(Refusal::at(Problem::TooDeep, text, i));
                 }
@@ -446,15 +451,20 @@ fn scan(text: &[u8], source: Source) -> Result<Vec<Range<usize>>, Refusal> {
                 }
                 end_member(&mut stack, &mut members, &mut blanks, i);
                 stack.pop();
+                after_open = false;
             }
             b',' => {
-                comma = Some(i);
+                comma = (!after_open).then_some(i);
+                after_open = true;
                 end_member(&mut stack, &mut members, &mut blanks, i + 1);
                 if let Some(Open::Object { expect_key, .. }) = stack.last_mut() {
                     *expect_key = true;
                 }
             }
-            _ => comma = None,
+            _ => {
+                comma = None;
+                after_open = false;
+            }
         }
         i += 1;
     }
@@ -616,6 +626,11 @@ mod tests {
             config_value("{\"a\": 1 /* open").map_err(|e| e.to_string()),
             Err("is not JSON (comments and trailing commas are allowed): a /* comment is not closed at line 1 column 9".to_string())
         );
+        // A comma after no value is no trailing comma: refused, as VS Code's JSONC refuses it.
+        for text in ["[,]", "{, \"a\": 1}", "[1,,]", "{\"a\": 1,,}"] {
+            assert!(config_value(text).is_err(), "{text}");
+        }
+        assert_eq!(config_value("[1, /* c */ ]"), Ok(json!([1])));
         assert_eq!(
             config_value(" // only\n").map(|_| ()),
             Err(Refusal {

@@ -103,20 +103,22 @@ pub(crate) enum Message<'m, 'a> {
 }
 
 impl<'a> Incoming<'a> {
-    /// Classifies the message.
+    /// Classifies the message. A message with an id and a `result` or `error` is a response,
+    /// even when it also names a `method` (some servers echo the request's): a request never
+    /// carries either (JSON-RPC 2.0 §4, §5).
     pub(crate) fn kind(&self) -> Message<'_, 'a> {
-        match (&self.method, self.id) {
-            (Some(method), Some(id)) => Message::Request(id, method),
-            (Some(method), None) => Message::Notification(method),
-            (None, Some(id)) => match (&self.result, &self.error) {
-                (Some(result), None) => Message::Response(id, Ok(result)),
-                (_, Some(error)) => Message::Response(id, Err(error)),
-                (None, None) => Message::Hollow(id),
-            },
-            (None, None) => match (&self.result, &self.error) {
-                (None, Some(error)) => Message::ErrorWithoutId(error),
-                _ => Message::Invalid,
-            },
+        let answer = match (&self.result, &self.error) {
+            (_, Some(error)) => Some(Err(error)),
+            (Some(result), None) => Some(Ok(*result)),
+            (None, None) => None,
+        };
+        match (&self.method, self.id, answer) {
+            (_, Some(id), Some(answer)) => Message::Response(id, answer),
+            (Some(method), Some(id), None) => Message::Request(id, method),
+            (Some(method), None, _) => Message::Notification(method),
+            (None, Some(id), None) => Message::Hollow(id),
+            (None, None, Some(Err(error))) => Message::ErrorWithoutId(error),
+            (None, None, _) => Message::Invalid,
         }
     }
 }
@@ -319,6 +321,19 @@ mod tests {
         assert!(id_matches(&raw("\"7\""), 7));
         assert!(!id_matches(&raw("8"), 7));
         assert!(!id_matches(&raw("null"), 7));
+    }
+
+    /// A response that echoes its request's `method` is still the response; a message with a
+    /// method and an id but neither `result` nor `error` is a request.
+    #[test]
+    fn a_result_or_an_error_makes_a_response_whatever_else_it_names() {
+        let text = r#"[{"jsonrpc":"2.0","id":4,"method":"tools/call","result":{}},
+            {"jsonrpc":"2.0","id":5,"method":"tools/call","error":{"code":1,"message":"m"}},
+            {"jsonrpc":"2.0","id":6,"method":"ping"}]"#;
+        let messages = decode(text).unwrap();
+        assert!(matches!(messages[0].kind(), Message::Response(id, Ok(_)) if id.get() == "4"));
+        assert!(matches!(messages[1].kind(), Message::Response(id, Err(_)) if id.get() == "5"));
+        assert!(matches!(messages[2].kind(), Message::Request(id, "ping") if id.get() == "6"));
     }
 
     #[test]

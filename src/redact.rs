@@ -748,7 +748,9 @@ pub(crate) enum Learned {
 fn push_forms(forms: &mut Vec<SecretString>, value: &str) {
     let words = value.split_whitespace();
     for candidate in std::iter::once(value).chain(words) {
-        if candidate.len() < MIN_SECRET_BYTES || is_unexpanded_placeholder(candidate) {
+        if candidate.len() < MIN_SECRET_BYTES
+            || crate::substitute::is_quotable_placeholder(candidate)
+        {
             continue;
         }
         for form in std::iter::once(candidate.to_string()).chain(json_escaped_forms(candidate)) {
@@ -757,20 +759,6 @@ fn push_forms(forms: &mut Vec<SecretString>, value: &str) {
             }
         }
     }
-}
-
-/// Whether `word` is one whole `${...}` the Pack does not expand (`${API_KEY}`,
-/// `${workspaceFolder}`): it is sent as written, it is the config's own text, and the reason of
-/// a refused request names it so the user can fix it (README "Configuration"), so it is no
-/// secret to scrub. A value around it (`Bearer ${API_KEY}`) still is.
-fn is_unexpanded_placeholder(word: &str) -> bool {
-    word.strip_prefix("${")
-        .and_then(|rest| rest.strip_suffix('}'))
-        .is_some_and(|name| {
-            !name.is_empty()
-                && !name.contains(['$', '{', '}'])
-                && !name.contains(char::is_whitespace)
-        })
 }
 
 /// [`push_forms`] for `value` and for each percent-encoded form of it and of its words (see the
@@ -1347,9 +1335,20 @@ mod tests {
             r.scrub("holds ${API_KEY} and ${workspaceFolder:my-app}; sent Bearer ${API_KEY}"),
             "holds ${API_KEY} and ${workspaceFolder:my-app}; sent [redacted]"
         );
-        assert!(is_unexpanded_placeholder("${API_KEY}"));
-        assert!(!is_unexpanded_placeholder("${a}${b}"));
-        assert!(!is_unexpanded_placeholder("x${API_KEY}"));
+        let quotable = crate::substitute::is_quotable_placeholder;
+        assert!(quotable("${API_KEY}"));
+        assert!(quotable("${input:github-token}"));
+        assert!(!quotable("${a}${b}"));
+        assert!(!quotable("x${API_KEY}"));
+        // What looks like a pasted secret is one, placeholder or not.
+        assert!(!quotable("${sk_live_0123456789abcdef}"));
+        assert!(quotable("${API_KEY:-sk-fallback-0123456789}"));
+        assert!(!quotable("${sk_live_01234:-sk-fallback-0123456789}"));
+        r.add_secret("Bearer ${sk_live_0123456789abcdef}");
+        assert_eq!(
+            r.scrub("holds ${sk_live_0123456789abcdef}"),
+            "holds [redacted]"
+        );
     }
 
     /// The gate scrubs with every entry's secrets, learned later too, by the JSON rule.

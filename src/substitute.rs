@@ -103,7 +103,7 @@ impl Form {
         if VS_CODE_PREDEFINED.contains(&token) {
             return Some(Form::Predefined(token.to_string()));
         }
-        if is_variable_name(token) {
+        if quotable_name(token) {
             return Some(Form::Variable {
                 name: token.to_string(),
                 fallback: false,
@@ -129,7 +129,7 @@ impl Form {
         // Claude Code's `${NAME:-fallback}`: the fallback is often a pasted key, so it is a
         // secret and no hint quotes it.
         let (name, fallback) = token.split_once(":-")?;
-        if !is_variable_name(name) {
+        if !quotable_name(name) {
             return None;
         }
         used.push(fallback.to_string());
@@ -184,7 +184,11 @@ impl Notes {
     fn hints(&self) -> impl Iterator<Item = String> + '_ {
         let unexpanded = self.unexpanded.iter().map(|u| u.form.hint(&u.field));
         let empty = self.empty.iter().map(|(name, field)| {
-            format!("the environment variable \"{name}\" used in {field} is set but empty")
+            if quotable_name(name) {
+                format!("the environment variable \"{name}\" used in {field} is set but empty")
+            } else {
+                format!("the environment variable used in {field} is set but empty")
+            }
         });
         let other = self.other.iter().map(|field| {
             format!(
@@ -232,18 +236,16 @@ pub(crate) fn substitute(
             if !is_variable_name(name) {
                 return Err(invalid_name(name, field));
             }
-            let value = env.var(name).ok_or_else(|| {
-                format!(
-                    "environment variable \"{}\" (used in {field}) is not set",
-                    printable(name)
-                )
-            })?;
+            let value = env
+                .var(name)
+                .ok_or_else(|| format!("{} (used in {field}) is not set", variable_named(name)))?;
             if value.is_empty() {
                 if matches!(field, "url" | "httpUrl") {
                     // `https://${env:HOST}/mcp` would become `https:///mcp`, a URL to the host
                     // `mcp`: refused rather than sent anywhere.
                     return Err(format!(
-                        "environment variable \"{name}\" (used in {field}) is set but empty"
+                        "{} (used in {field}) is set but empty",
+                        variable_named(name)
                     ));
                 }
                 notes.empty.push((name.to_string(), field.to_string()));
@@ -272,6 +274,44 @@ pub(crate) fn substitute(
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// Whether a reason, a note or a hint may quote `name`, an environment variable's name the
+/// config gives: a variable name ([`is_variable_name`]) without lower-case letters, at most 64
+/// bytes. The easy mistake is to paste the secret itself where a name belongs, and tokens
+/// (`ghp_…`, `sk_live_…`) are variable names too; they mix cases or run long, so they are never
+/// quoted.
+pub(crate) fn quotable_name(name: &str) -> bool {
+    is_variable_name(name) && name.len() <= 64 && !name.bytes().any(|b| b.is_ascii_lowercase())
+}
+
+/// `environment variable "NAME"` when [`quotable_name`], else `the environment variable` (a
+/// pasted secret is never quoted).
+pub(crate) fn variable_named(name: &str) -> String {
+    if quotable_name(name) {
+        format!("environment variable \"{name}\"")
+    } else {
+        "the environment variable (its name is not quoted: it does not look like one; write the variable's name, not its value)".to_string()
+    }
+}
+
+/// Whether `word` is one whole `${...}` of a form other clients expand and this Pack sends as
+/// written, and which a hint may quote ([`Form`]: `${API_KEY}`, `${input:github-token}`,
+/// `${workspaceFolder}`): the config's own text, no secret (the fallback of a
+/// `${NAME:-fallback}` is one on its own, [`substitute`]). A `${...}` holding what looks like a
+/// pasted secret (`${sk_live_…}`) is none.
+pub(crate) fn is_quotable_placeholder(word: &str) -> bool {
+    let Some(token) = word
+        .strip_prefix("${")
+        .and_then(|rest| rest.strip_suffix('}'))
+    else {
+        return false;
+    };
+    !token.contains(['$', '{', '}'])
+        && matches!(
+            Form::of(token, &mut Vec::new()),
+            Some(Form::Variable { .. } | Form::Input(_) | Form::Predefined(_) | Form::Editor(_))
+        )
 }
 
 /// Whether `name` is an environment variable name: an ASCII letter or `_`, then letters, digits
@@ -308,4 +348,29 @@ pub(crate) fn printable(key: &str) -> String {
     key.chars()
         .map(|c| if c.is_control() { '?' } else { c })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    /// A name a reason may quote is one a user writes for a variable; a pasted token is not.
+    #[test]
+    fn only_plain_upper_case_names_are_quoted() {
+        for name in ["GITHUB_TOKEN", "API_KEY_2", "_X"] {
+            assert!(super::quotable_name(name), "{name}");
+        }
+        for name in [
+            "ghp_AttackPastedToken0123",
+            "sk_live_0123456789",
+            "lower",
+            "A B",
+            "",
+        ] {
+            assert!(!super::quotable_name(name), "{name}");
+        }
+        assert!(!super::quotable_name(&"A".repeat(65)));
+        assert_eq!(
+            super::variable_named("sk_live_0123456789"),
+            "the environment variable (its name is not quoted: it does not look like one; write the variable's name, not its value)"
+        );
+    }
 }

@@ -14,9 +14,10 @@
 //! Owns the shape and its rules; a refusal names the field, never its value. A key that is one
 //! of [`KEYS`] in another case, with `_` or `-`, or one letter off (`clientID`, `client_id`,
 //! `scope`) refuses the entry with a did-you-mean, as a misspelled entry key does; Gemini CLI's
-//! keys that route credentials (`tokenUrl`, `audiences`, … in [`REFUSED_KEYS`]) refuse it
-//! naming what to write instead, and its `enabled: false` switches the object off; other
-//! unknown fields are ignored, like everywhere in an entry. String values go through the entry's substitution
+//! keys that route credentials (`tokenUrl`, `audiences`, …) and Claude Code's
+//! `authServerMetadataUrl` ([`REFUSED_KEYS`]) refuse it naming what to write instead, and Gemini
+//! CLI's `enabled: false` switches the object off; other unknown fields are ignored, like
+//! everywhere in an entry. String values go through the entry's substitution
 //! (`${env:NAME}`), given as a function; the substituted values become the entry's secrets,
 //! except in the fields [`is_public`] names, which the sign-in link shows by design.
 
@@ -41,35 +42,38 @@ const KEYS: [&str; 9] = [
     "authorizationServer",
 ];
 
-/// Gemini CLI's `oauth` keys that say where credentials go or how the token is sent, which this
-/// Pack decides from the server instead: each refuses the entry, naming the key and what to
-/// write instead (never ignored: a user who wrote one expects it obeyed).
-const REFUSED_KEYS: [(&str, &str); 6] = [
+/// Other clients' `oauth` keys that say where credentials go or how the token is sent, which
+/// this Pack decides from the server instead, with the client that writes each: each refuses the
+/// entry, naming the key and what to write instead (never ignored: a user who wrote one expects
+/// it obeyed).
+const REFUSED_KEYS: [(&str, &str, &str); 7] = [
+    ("authorizationUrl", "Gemini CLI", FOUND_FROM_METADATA),
+    ("tokenUrl", "Gemini CLI", FOUND_FROM_METADATA),
+    ("registrationUrl", "Gemini CLI", FOUND_FROM_METADATA),
     (
-        "authorizationUrl",
-        "the authorization server's endpoints are found from the server's metadata (RFC 9728, RFC 8414): remove it",
-    ),
-    (
-        "tokenUrl",
-        "the authorization server's endpoints are found from the server's metadata (RFC 9728, RFC 8414): remove it",
-    ),
-    (
-        "registrationUrl",
-        "the authorization server's endpoints are found from the server's metadata (RFC 9728, RFC 8414): remove it",
+        "authServerMetadataUrl",
+        "Claude Code",
+        "the authorization server's metadata is found from the server's (RFC 9728, RFC 8414): remove it, and write \"authorizationServer\" (the issuer) to say where a client secret may go",
     ),
     (
         "audiences",
+        "Gemini CLI",
         "a token is asked for the server's url as its resource (RFC 8707): remove it",
     ),
     (
         "redirectUri",
+        "Gemini CLI",
         "the browser comes back to a loopback port: remove it, and write \"callbackPort\" to choose the port",
     ),
     (
         "tokenParamName",
+        "Gemini CLI",
         "the token goes in the Authorization header, never in the url: remove it",
     ),
 ];
+
+/// What to write instead of an authorization server endpoint in the config.
+const FOUND_FROM_METADATA: &str = "the authorization server's endpoints are found from the server's metadata (RFC 9728, RFC 8414): remove it";
 
 /// Which grant gets the tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -188,9 +192,12 @@ pub(crate) fn parse(value: &Value, substitute: &mut Substitute<'_>) -> Result<OA
             ));
         }
     }
-    if let Some((key, instead)) = REFUSED_KEYS.iter().find(|(k, _)| fields.contains_key(*k)) {
+    if let Some((key, client, instead)) = REFUSED_KEYS
+        .iter()
+        .find(|(k, _, _)| fields.contains_key(*k))
+    {
         return Err(format!(
-            "the entry's \"oauth\" has \"{key}\" (Gemini CLI's key), which this Pack does not read: {instead}"
+            "the entry's \"oauth\" has \"{key}\" ({client}'s key), which this Pack does not read: {instead}"
         ));
     }
     // Gemini CLI's `enabled`: `false` switches the object's settings off (a sign-in a server asks
@@ -478,12 +485,12 @@ mod tests {
     /// `enabled: false` switches the object's settings off.
     #[test]
     fn gemini_cli_keys_that_route_credentials_are_refused_and_enabled_false_is_read() {
-        for (key, instead) in REFUSED_KEYS {
+        for (key, client, instead) in REFUSED_KEYS {
             let refused = parsed(json!({"clientId": "a", key: "https://a.example/x"})).unwrap_err();
             assert_eq!(
                 refused,
                 format!(
-                    "the entry's \"oauth\" has \"{key}\" (Gemini CLI's key), which this Pack does not read: {instead}"
+                    "the entry's \"oauth\" has \"{key}\" ({client}'s key), which this Pack does not read: {instead}"
                 )
             );
         }

@@ -6,9 +6,10 @@
 //! The ignored tests are run by CI on purpose: `cargo test --test it schedules:: -- --ignored`
 //! (the long generated schedules; `.ci/run` step "generated session schedules") and
 //! `cargo test --test it interop:: -- --ignored` (real peers installed by
-//! `.ci/interop-setup.sh`; `.ci/interop.sh`). Trace context (the `opentelemetry` feature) is tested by
-//! tests/traces.rs, a target of its own built only with `--features opentelemetry` (`.ci/run`
-//! step "traces"), on this binary's [`support`].
+//! `.ci/interop-setup.sh`; `.ci/interop.sh`). Two targets of their own share this binary's [`support`]:
+//! tests/spans.rs (the request spans a `tracing` layer sees; a subscriber's interest is
+//! process-wide, so log captures here would hide them) and tests/traces.rs (trace context and an
+//! OpenTelemetry exporter, built only with `--features opentelemetry`: `.ci/run` step "traces").
 
 // The Host's view: install, construct, the two tools, errors a model acts on, awaited shutdown.
 mod host;
