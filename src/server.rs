@@ -1279,7 +1279,10 @@ impl<S: Same> Machine<S> {
                 },
             ),
             // The server named how long to stay away (RFC 6585 §4): the loop's own renewal...
-            (state @ (Stream::Renewing { .. } | Stream::NoSession), Found::RateLimited { wait }) => {
+            (
+                state @ (Stream::Renewing { .. } | Stream::NoSession),
+                Found::RateLimited { wait },
+            ) => {
                 let state = match state {
                     Stream::Renewing { .. } => Stream::Renewing { words: false },
                     other => other,

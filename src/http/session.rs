@@ -40,8 +40,8 @@ use tokio::sync::watch;
 
 use super::events::AfterAnswer;
 use super::modern;
-pub(crate) use super::verdict::{Era, EraSignal};
 use super::verdict::{self, Next, Settle, Spent, Stage, Verdict};
+pub(crate) use super::verdict::{Era, EraSignal};
 use super::{Connection, Decoded, Error, lock};
 use crate::jsonrpc;
 use crate::limits;

@@ -17,10 +17,9 @@ const WAIT: Duration = Duration::from_secs(10);
 /// not ask again within the 20 seconds (its own backoff would ask after 1 s and 3 s).
 #[tokio::test]
 async fn a_modern_listen_refused_429_waits_the_named_wait_before_asking_again() {
-    let server = modern_with(|_| {
-        Reply::raw(429, "text/plain", "slow down").header("retry-after", "20")
-    })
-    .await;
+    let server =
+        modern_with(|_| Reply::raw(429, "text/plain", "slow down").header("retry-after", "20"))
+            .await;
     let host = Host::new(json!({ "m": entry(&server.url) }));
     host.ready("m", WAIT).await;
     server
