@@ -210,7 +210,9 @@ impl Connection {
     /// The id sent is that of the last event dispatched ([`crate::sse`]): an event the stream
     /// cut before its end never arrived, so the server is asked to send it again. A resumption
     /// refused as an expired session ends the request with [`Error::session_lost`] (not
-    /// running, so never cancelled, and never resent).
+    /// running, so never cancelled, and never resent); one refused with a rate limit whose
+    /// wait fits the 30 s bound is asked once more with the same id after the wait
+    /// ([`verdict::next`]; the call's deadline bounds it too).
     /// Only resumptions that bring no new event id count, up to [`limits::MAX_RESUMPTIONS`];
     /// the call's deadline bounds the rest. The wait is the server's `retry`, bounded to
     /// [`limits::MIN_RETRY`]..=[`limits::MAX_RETRY`].
