@@ -1386,7 +1386,9 @@ impl<S: Same> Machine<S> {
 /// it, after the backoff when only a listing did (so a server that forgets every session on
 /// `tools/list` is not asked in a tight loop). Every request it sends is bounded
 /// ([`limits::STREAM_OPEN_TIMEOUT`] for the stream's headers, [`limits::PING_TIMEOUT`] for the
-/// `ping`), and it recovers on the backoff after any failure.
+/// `ping`), and it recovers on the backoff after any failure; after a rate limit (the stream,
+/// the `ping` or its renewal refused `429`/`503` with a `Retry-After`) the backoff lasts at
+/// least the wait the server named, at most [`limits::RETRY_MAX`] ([`Verdict::stays_away`]).
 ///
 /// The loop acts on the stream's verdicts ([`crate::http::Verdict`]), never on a raw status:
 /// an answer of the other era was already asked about by the connection (the route it moves
