@@ -525,12 +525,18 @@ impl Connection {
     /// returns at once.
     ///
     /// # Errors
-    /// The renewal failed, or the connection is closed.
+    /// The renewal failed, or the connection is closed; the error carries its verdict
+    /// ([`Error::verdict`]).
     ///
     /// # Cancel safety
     /// Cancel safe: the renewal runs in its own task and finishes without the caller.
     pub(crate) async fn renew_now(self: &Arc<Self>) -> Result<(), Error> {
-        self.session(None, false).await.map(drop)
+        self.session(None, false).await.map(drop).map_err(|e| {
+            // Judged for the loop, which acts on a rate limit's wait ([`Verdict::stays_away`]).
+            let era = lock(&self.sessions).era().unwrap_or(Era::Legacy);
+            let verdict = judge(era, &e, |_| false);
+            e.judged(verdict)
+        })
     }
 
     /// The Host's runtime, where every exchange of this connection runs.

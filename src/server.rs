@@ -1114,6 +1114,9 @@ impl Server {
 ///   Open ──the server's words, and the stream's words are its own──▶ NotOffered
 ///   Asking ──answered──▶ NotOffered;  Asking ──gone──▶ Renewing ──▶ (backoff) look again
 ///   Asking ──failed──▶ Open (after the backoff)
+///   Open, Asking ──rate limited──▶ Open (after the backoff, and at least the named wait)
+///   Renewing, NoSession ──the renewal rate limited──▶ same (after the backoff, and at least
+///                                                     the named wait) look again
 ///   any ──its session stops being the live one──▶ left: the next turn looks again
 /// ```
 #[derive(Debug, PartialEq)]
@@ -1161,10 +1164,13 @@ enum Found<S> {
     Unanswered,
     /// The loop's renewal ended.
     Renewed { ok: bool },
+    /// The stream, the `ping` or the loop's renewal was refused with a rate limit: the server
+    /// named a wait, here at most the longest backoff ([`Verdict::stays_away`]).
+    RateLimited { wait: Duration },
 }
 
 /// What the loop does next.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Act {
     /// Open the stream on the state's session and read it.
     Listen,
@@ -1179,8 +1185,12 @@ enum Act {
     /// Wait for a session; after the backoff, make one.
     AwaitSession,
     /// Wait out the backoff, or until a session a call asked for is installed (counted from
-    /// the turn's start, or with `after_renewal` from after the loop's own renewal).
-    Backoff { after_renewal: bool },
+    /// the turn's start, or with `after_renewal` from after the loop's own renewal); the
+    /// backoff is at least `at_least` (a rate limit's named wait; zero when none).
+    Backoff {
+        after_renewal: bool,
+        at_least: Duration,
+    },
 }
 
 /// Two handles name the same session (not just alike).
@@ -1265,6 +1275,32 @@ impl<S: Same> Machine<S> {
                 Self::passed(state),
                 Act::Backoff {
                     after_renewal: false,
+                    at_least: Duration::ZERO,
+                },
+            ),
+            // The server named how long to stay away (RFC 6585 §4): the loop's own renewal...
+            (
+                state @ (Stream::Renewing { .. } | Stream::NoSession),
+                Found::RateLimited { wait },
+            ) => {
+                let state = match state {
+                    Stream::Renewing { .. } => Stream::Renewing { words: false },
+                    other => other,
+                };
+                (
+                    state,
+                    Act::Backoff {
+                        after_renewal: true,
+                        at_least: wait,
+                    },
+                )
+            }
+            // ... or the stream, or its ping.
+            (state, Found::RateLimited { wait }) => (
+                Self::passed(state),
+                Act::Backoff {
+                    after_renewal: false,
+                    at_least: wait,
                 },
             ),
             (Stream::Open { on, .. } | Stream::Asking { on, .. }, Found::NotOffered) => {
@@ -1311,6 +1347,7 @@ impl<S: Same> Machine<S> {
                 Stream::Renewing { words: words && ok },
                 Act::Backoff {
                     after_renewal: true,
+                    at_least: Duration::ZERO,
                 },
             ),
             // A finding that does not fit the state (none is made so): look again.
@@ -1349,7 +1386,9 @@ impl<S: Same> Machine<S> {
 /// it, after the backoff when only a listing did (so a server that forgets every session on
 /// `tools/list` is not asked in a tight loop). Every request it sends is bounded
 /// ([`limits::STREAM_OPEN_TIMEOUT`] for the stream's headers, [`limits::PING_TIMEOUT`] for the
-/// `ping`), and it recovers on the backoff after any failure.
+/// `ping`), and it recovers on the backoff after any failure; after a rate limit (the stream,
+/// the `ping` or its renewal refused `429`/`503` with a `Retry-After`) the backoff lasts at
+/// least the wait the server named, at most [`limits::RETRY_MAX`] ([`Verdict::stays_away`]).
 ///
 /// The loop acts on the stream's verdicts ([`crate::http::Verdict`]), never on a raw status:
 /// an answer of the other era was already asked about by the connection (the route it moves
@@ -1416,9 +1455,12 @@ async fn listen(connection: &Arc<Connection>) {
                         Some(Err(error)) => match error.verdict() {
                             Verdict::Expired => Found::Expired { words: false },
                             Verdict::SetAside => Found::Expired { words: true },
-                            _ => {
+                            verdict => {
                                 tracing::debug!(namespace, reason = %error, "the change stream failed");
-                                Found::Ended
+                                match verdict.stays_away(limits::RETRY_MAX) {
+                                    Some(wait) => Found::RateLimited { wait },
+                                    None => Found::Ended,
+                                }
                             }
                         },
                     }
@@ -1436,9 +1478,12 @@ async fn listen(connection: &Arc<Connection>) {
                         Some(Err(gone)) => match gone.verdict() {
                             Verdict::Expired => Found::Gone { words: false },
                             Verdict::SetAside => Found::Gone { words: true },
-                            _ => {
+                            verdict => {
                                 tracing::debug!(namespace, reason = %gone, "asking whether the session is live failed");
-                                Found::Unanswered
+                                match verdict.stays_away(limits::RETRY_MAX) {
+                                    Some(wait) => Found::RateLimited { wait },
+                                    None => Found::Unanswered,
+                                }
                             }
                         },
                     }
@@ -1448,37 +1493,34 @@ async fn listen(connection: &Arc<Connection>) {
                         namespace,
                         "the standalone stream's session expired; initializing again"
                     );
-                    let renewed = connection.renew_now().await;
-                    if let Err(error) = &renewed {
-                        tracing::debug!(namespace, reason = %error, "initializing again failed");
-                    }
-                    Found::Renewed {
-                        ok: renewed.is_ok(),
-                    }
+                    renewed(namespace, connection.renew_now().await)
                 }
                 (Act::AwaitLeft, Stream::NotOffered { on }) => {
                     connection.left(on).await;
                     break None;
                 }
-                (Act::Backoff { after_renewal }, _) => {
+                (
+                    Act::Backoff {
+                        after_renewal,
+                        at_least,
+                    },
+                    _,
+                ) => {
                     let since = if *after_renewal {
                         *installs.borrow_and_update()
                     } else {
                         seen
                     };
-                    break Some(since);
+                    break Some((since, *at_least));
                 }
                 (Act::AwaitSession, _) => {
                     let wait = waits.next().unwrap_or(limits::RETRY_MAX);
                     tokio::select! {
-                        _ = installs.changed() => {}
+                        _ = installs.changed() => break None,
                         () = tokio::time::sleep(wait) => {
-                            if let Err(error) = connection.renew_now().await {
-                                tracing::debug!(namespace, reason = %error, "initializing again failed");
-                            }
+                            renewed(namespace, connection.renew_now().await)
                         }
                     }
-                    break None;
                 }
                 // `Look`, or an act its state does not hold (none is made so).
                 _ => break None,
@@ -1491,13 +1533,26 @@ async fn listen(connection: &Arc<Connection>) {
         // A session a call renewed is looked at at once; one a listing alone renewed waits
         // out the backoff, so a server forgetting every session on tools/list is not asked in
         // a tight loop.
-        if let Some(since) = wait {
-            let wait = waits.next().unwrap_or(limits::RETRY_MAX);
+        if let Some((since, at_least)) = wait {
+            let wait = waits.next().unwrap_or(limits::RETRY_MAX).max(at_least);
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
                 _ = installs.wait_for(|n| n.not_by_listing > since.not_by_listing) => {}
             }
         }
+    }
+}
+
+/// What the loop's renewal ([`Connection::renew_now`]) found, by its verdict: made, failed,
+/// or refused with a rate limit whose wait the loop stays away ([`Verdict::stays_away`]).
+fn renewed(namespace: &str, renewal: Result<(), crate::http::Error>) -> Found<SessionHandle> {
+    let Err(error) = renewal else {
+        return Found::Renewed { ok: true };
+    };
+    tracing::debug!(namespace, reason = %error, "initializing again failed");
+    match error.verdict().stays_away(limits::RETRY_MAX) {
+        Some(wait) => Found::RateLimited { wait },
+        None => Found::Renewed { ok: false },
     }
 }
 
@@ -1649,6 +1704,7 @@ mod tests {
 
     const BACKOFF: Act = Act::Backoff {
         after_renewal: false,
+        at_least: Duration::ZERO,
     };
 
     fn open(on: u32, fresh_by_words: bool) -> Stream<u32> {
@@ -1742,7 +1798,8 @@ mod tests {
                 Act::Ping,
                 Act::Renew,
                 Act::Backoff {
-                    after_renewal: true
+                    after_renewal: true,
+                    at_least: Duration::ZERO,
                 },
                 Act::Listen
             ]
@@ -1799,6 +1856,52 @@ mod tests {
         }
         let (acts, _) = run(vec![Found::Live(Some(1)), Found::Deleted]);
         assert_eq!(acts[1], Act::Look);
+    }
+
+    #[test]
+    fn a_rate_limited_stream_or_ping_backs_off_at_least_the_named_wait() {
+        let wait = Duration::from_secs(20);
+        let limited = Act::Backoff {
+            after_renewal: false,
+            at_least: wait,
+        };
+        // The stream refused: back to the same session, after the wait.
+        let (acts, machine) = run(vec![Found::Live(Some(1)), Found::RateLimited { wait }]);
+        assert_eq!(acts, [Act::Listen, limited]);
+        assert_eq!(machine.stream, open(1, false));
+        // The ping refused: the same.
+        let (acts, machine) = run(vec![
+            Found::Live(Some(1)),
+            Found::Expired { words: false },
+            Found::RateLimited { wait },
+        ]);
+        assert_eq!(acts, [Act::Listen, Act::Ping, limited]);
+        assert_eq!(machine.stream, open(1, false));
+    }
+
+    #[test]
+    fn a_rate_limited_renewal_backs_off_at_least_the_named_wait() {
+        let wait = Duration::from_secs(20);
+        let limited = Act::Backoff {
+            after_renewal: true,
+            at_least: wait,
+        };
+        // The loop's own renewal after a ping found the session gone: nothing made is fresh.
+        let (acts, machine) = run(vec![
+            Found::Live(Some(1)),
+            Found::Expired { words: true },
+            Found::Gone { words: true },
+            Found::RateLimited { wait },
+        ]);
+        assert_eq!(acts, [Act::Listen, Act::Ping, Act::Renew, limited]);
+        assert_eq!(machine.stream, Stream::Renewing { words: false });
+        // The renewal made while no session is live (`AwaitSession`).
+        let (acts, machine) = run(vec![Found::Live(None), Found::RateLimited { wait }]);
+        assert_eq!(acts, [Act::AwaitSession, limited]);
+        assert_eq!(machine.stream, Stream::NoSession);
+        // Any other end of that renewal: look again at once.
+        let (acts, _) = run(vec![Found::Live(None), Found::Renewed { ok: false }]);
+        assert_eq!(acts, [Act::AwaitSession, Act::Look]);
     }
 
     #[test]

@@ -21,6 +21,7 @@ use serde_json::value::RawValue;
 
 use super::events::{AfterAnswer, BodyError, SseStream};
 use super::session::{AfterRecheck, Era, EraSignal, Rechecked, Session};
+use super::verdict::{self, Next, Spent, Stage};
 use super::{Connection, Decoded, Error, SessionHandle, Verdict, Wire};
 use crate::json;
 use crate::jsonrpc::{self, Message, RpcError};
@@ -209,7 +210,9 @@ impl Connection {
     /// The id sent is that of the last event dispatched ([`crate::sse`]): an event the stream
     /// cut before its end never arrived, so the server is asked to send it again. A resumption
     /// refused as an expired session ends the request with [`Error::session_lost`] (not
-    /// running, so never cancelled, and never resent).
+    /// running, so never cancelled, and never resent); one refused with a rate limit whose
+    /// wait fits the 30 s bound is asked once more with the same id after the wait
+    /// ([`verdict::next`]; the call's deadline bounds it too).
     /// Only resumptions that bring no new event id count, up to [`limits::MAX_RESUMPTIONS`];
     /// the call's deadline bounds the rest. The wait is the server's `retry`, bounded to
     /// [`limits::MIN_RETRY`]..=[`limits::MAX_RETRY`].
@@ -274,19 +277,37 @@ impl Connection {
                     // deadline): dropped with its reader while on the wire, the GET could still
                     // reach the session after its DELETE. None starts once the connection is
                     // closed.
-                    let this = Arc::clone(self);
-                    let on = Arc::clone(session);
-                    let asking = last_event_id.clone();
-                    let resuming = self.before_delete.spawn_on(
-                        async move {
-                            if this.is_closed() {
-                                return Err(Error::closed());
-                            }
-                            this.resume(&asking, &on).await
-                        },
-                        &self.runtime,
-                    );
-                    let resumed = resuming.await.unwrap_or_else(|_| Err(Error::closed()));
+                    // A resumption refused with a rate limit whose wait fits is asked once
+                    // more after it, with the same id (`verdict::next`); it is no fruitless
+                    // resumption, since the server sent nothing.
+                    let mut spent = Spent::default();
+                    let resumed = loop {
+                        let this = Arc::clone(self);
+                        let on = Arc::clone(session);
+                        let asking = last_event_id.clone();
+                        let resuming = self.before_delete.spawn_on(
+                            async move {
+                                if this.is_closed() {
+                                    return Err(Error::closed());
+                                }
+                                this.resume(&asking, &on).await
+                            },
+                            &self.runtime,
+                        );
+                        let resumed = resuming.await.unwrap_or_else(|_| Err(Error::closed()));
+                        let Err(e) = resumed else {
+                            break resumed;
+                        };
+                        let verdict = super::judge(session.era, &e, |_| false);
+                        let Next::Wait(wait) =
+                            verdict::next(verdict, Stage::Status, spent, false, None)
+                        else {
+                            break Err(e);
+                        };
+                        spent.waited = true;
+                        tracing::debug!(namespace = %self.namespace, id, wait_ms = wait.as_millis() as u64, "resumption rate limited; waiting");
+                        tokio::time::sleep(wait).await;
+                    };
                     let resumed = match resumed {
                         Ok(resumed) => resumed,
                         // The server forgot the session (MCP 2025-11-25, transports, session

@@ -40,8 +40,8 @@ use tokio::sync::watch;
 
 use super::events::AfterAnswer;
 use super::modern;
+use super::verdict::{self, Next, Settle, Spent, Stage, Verdict};
 pub(crate) use super::verdict::{Era, EraSignal};
-use super::verdict::{Settle, Verdict};
 use super::{Connection, Decoded, Error, lock};
 use crate::jsonrpc;
 use crate::limits;
@@ -1300,8 +1300,10 @@ impl Connection {
         futures_util::future::join_all(deletes).await;
     }
 
-    /// `DELETE` of one session, best effort, bounded by [`limits::GOODBYE_TIMEOUT`]; any answer
-    /// is fine.
+    /// `DELETE` of one session (MCP 2025-11-25, transports "Session Management"), best effort,
+    /// bounded by [`limits::GOODBYE_TIMEOUT`]; any answer is fine but a rate limit: refused
+    /// `429`/`503` with a `Retry-After` that ends within the bound, the session was not ended
+    /// (RFC 6585 §4), and the `DELETE` is sent once more after the wait ([`verdict::next`]).
     ///
     /// # Cancel safety
     /// The session is marked deleted before the request goes out: dropping this leaves it
@@ -1310,15 +1312,40 @@ impl Connection {
         if session.id.is_none() || session.deleted.swap(true, Ordering::AcqRel) {
             return;
         }
-        let request = self.send_session_request(session, reqwest::Method::DELETE, false, |http| {
-            http.delete(self.url.clone())
-        });
-        let status = tokio::time::timeout(limits::GOODBYE_TIMEOUT, request).await;
-        tracing::debug!(
-            namespace = %self.namespace,
-            status = ?status.ok().and_then(Result::ok).map(|r| r.status().as_u16()),
-            "deleted session"
-        );
+        let deadline = tokio::time::Instant::now() + limits::GOODBYE_TIMEOUT;
+        let mut spent = Spent::default();
+        loop {
+            let request =
+                self.send_session_request(session, reqwest::Method::DELETE, false, |http| {
+                    http.delete(self.url.clone())
+                });
+            let answered = async {
+                let response = request.await?;
+                let status = response.status().as_u16();
+                self.check_status(response, Some(session), None)
+                    .await
+                    .map(|_| status)
+            };
+            let (status, error) = match tokio::time::timeout_at(deadline, answered).await {
+                Ok(Ok(status)) => (Some(status), None),
+                Ok(Err(e)) => (e.status().map(|s| s.as_u16()), Some(e)),
+                Err(_) => (None, None),
+            };
+            if let Some(error) = &error {
+                let verdict = super::judge(session.era, error, |_| false);
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                if let Next::Wait(wait) =
+                    verdict::next(verdict, Stage::Status, spent, false, Some(left))
+                {
+                    spent.waited = true;
+                    tracing::debug!(namespace = %self.namespace, wait_ms = wait.as_millis() as u64, "the session's DELETE was rate limited; sending it again after the wait");
+                    tokio::time::sleep(wait).await;
+                    continue;
+                }
+            }
+            tracing::debug!(namespace = %self.namespace, status, "deleted session");
+            return;
+        }
     }
 }
 

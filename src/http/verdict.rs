@@ -117,6 +117,18 @@ impl Verdict {
         )
     }
 
+    /// How long a loop that asks again on its own backoff (the change stream, its `ping`, its
+    /// renewal of the session) stays away after this verdict at least: the wait a rate limit
+    /// named (RFC 6585 §4, RFC 9110 §10.2.3), at most `at_most` (the loop's longest backoff);
+    /// `None` for any other verdict (the loop's backoff alone). Such a loop sends no request
+    /// once more, so [`next`] does not apply; this is its half of the rate limit's rule.
+    pub(crate) fn stays_away(self, at_most: Duration) -> Option<Duration> {
+        match self {
+            Verdict::RateLimited { wait, .. } => Some(wait.min(at_most)),
+            _ => None,
+        }
+    }
+
     /// What this verdict does to the session the answer came on.
     pub(crate) fn settles(self) -> Settle {
         match self {
@@ -484,6 +496,23 @@ mod tests {
                 "{verdict:?} {left:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_loop_stays_away_the_named_wait_up_to_its_longest_backoff() {
+        let minute = Duration::from_secs(60);
+        let limited = |secs| Verdict::RateLimited {
+            status: 429,
+            wait: Duration::from_secs(secs),
+        };
+        assert_eq!(
+            limited(20).stays_away(minute),
+            Some(Duration::from_secs(20))
+        );
+        assert_eq!(limited(3600).stays_away(minute), Some(minute));
+        assert_eq!(Verdict::Expired.stays_away(minute), None);
+        assert_eq!(Verdict::Stands.stays_away(minute), None);
+        assert_eq!(Verdict::Unsent.stays_away(minute), None);
     }
 
     #[test]

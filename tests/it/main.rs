@@ -41,6 +41,8 @@ mod verdicts;
 mod streams;
 // Closing: the Pack's drop deletes every session, cancels before `DELETE`, bounded cleanup.
 mod close;
+// Rate limits' named waits on the paths that ask again on their own (the change stream's loop).
+mod rate_waits;
 // Generated schedules of calls, drops and restarts; the `_long` runs are `.ci/run`'s.
 mod schedules;
 // Load: a thousand concurrent calls, and half of 200 in-flight calls dropped.
