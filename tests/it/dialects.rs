@@ -502,3 +502,113 @@ async fn gemini_oauth_keys_that_route_credentials_are_refused_by_name() {
         "a refused entry was sent a request"
     );
 }
+
+/// Goose's `available_tools` (its extension entry's allow-list: only these tools) decides which
+/// tools a model may use, so by docs/configuration.md it must be read as a filter or refuse the
+/// entry by name, never be ignored. `delete_repo` and `fetch` hidden (or the entry refused naming
+/// `available_tools`).
+#[tokio::test]
+async fn gooses_available_tools_allow_list_is_not_ignored_in_silence() {
+    let server = tools_server().await;
+    let url = format!("http://127.0.0.1:{}/mcp", server.port);
+    let host = Host::new(json!({
+        "goose": {"type": "streamable_http", "url": url, "timeout": 300, "available_tools": ["search"]},
+    }));
+    let listing = host.settled(WAIT).await;
+    let entry = server_entry(&listing, "goose").to_string();
+    let names = tools_of(&listing, "goose");
+    assert!(
+        names == ["search"] || entry.contains("available_tools"),
+        "Goose's allow-list was ignored in silence: tools {names:?}, entry {entry}"
+    );
+}
+
+/// Claude Code's `oauth.authServerMetadataUrl` (its override of RFC 9728 / RFC 8414 discovery: the
+/// authorization server's metadata document to use) decides where a sign-in, and any client
+/// credential, goes. read, or the entry refused naming the key (as Gemini CLI's `tokenUrl` and
+/// `authorizationUrl` are).
+#[tokio::test]
+async fn claude_codes_auth_server_metadata_url_is_not_ignored_in_silence() {
+    let server = tools_server().await;
+    let url = format!("http://127.0.0.1:{}/mcp", server.port);
+    let host = Host::new(json!({
+        "claude": {"type": "http", "url": url, "oauth": {
+            "clientId": "claude-client",
+            "callbackPort": 33418,
+            "authServerMetadataUrl": "https://127.0.0.1:9/.well-known/oauth-authorization-server"
+        }},
+    }));
+    let listing = host.settled(WAIT).await;
+    let entry = server_entry(&listing, "claude").to_string();
+    assert!(
+        entry.contains("authServerMetadataUrl"),
+        "Claude Code's discovery override was ignored in silence: {entry}"
+    );
+}
+
+/// A placeholder of another client's form in the OAuth client (Cursor's `auth.CLIENT_ID` /
+/// `CLIENT_SECRET`, or `oauth.clientId` / `clientSecret`) is sent as written to the authorization
+/// server, exactly as one in a header is. docs/configuration.md "Notes": the entry's listing and a
+/// `warn` line say which placeholder is sent as written and what to write instead, "whether or not
+/// the server later refuses anything". a note naming the field and `${env:...}`.
+#[tokio::test]
+async fn a_placeholder_in_the_oauth_client_is_named_in_the_notes() {
+    let server = tools_server().await;
+    let url = format!("http://127.0.0.1:{}/mcp", server.port);
+    let host = Host::new(json!({
+        "cursor": {"url": url, "auth": {
+            "CLIENT_ID": "${CURSOR_CLIENT_ID}",
+            "CLIENT_SECRET": "${CURSOR_CLIENT_SECRET}"
+        }},
+        "header": {"url": url, "headers": {"X-Key": "${HEADER_KEY}"}},
+    }));
+    let listing = host.settled(WAIT).await;
+    // The header's placeholder is named (the rule holds there) ...
+    let header = server_entry(&listing, "header")["notes"].to_string();
+    assert!(header.contains("${env:HEADER_KEY}"), "{header}");
+    // ... the OAuth client's are not.
+    let notes = server_entry(&listing, "cursor")["notes"].to_string();
+    assert!(
+        notes.contains("CURSOR_CLIENT_ID") && notes.contains("CURSOR_CLIENT_SECRET"),
+        "the OAuth client's placeholders are sent as written in silence: notes {notes}"
+    );
+}
+
+/// Codex's `bearer_token_env_var` names a variable, but the easy mistake is to paste the token
+/// itself there, and a GitHub (`ghp_…`) or Stripe (`sk_live_…`) token is a valid variable name.
+/// The reader already guards this mistake for `${env:KEY:-fallback}` ("quoting only the valid
+/// start of the name, since what follows is often a pasted secret"). the reason does not quote a
+/// value that is not a plausible variable name in full, or at least the token does not reach the
+/// model.
+#[tokio::test]
+async fn a_token_pasted_into_bearer_token_env_var_is_not_quoted_back() {
+    const PASTED: &str = "ghp_AttackPastedToken0123456789abcdEFGH";
+    const PASTED_2: &str = "sk_live_AttackPastedKey0123456789";
+    let host = Host::new(json!({
+        "codex": {"url": "http://127.0.0.1:9/mcp", "bearer_token_env_var": PASTED},
+        "codex2": {"url": "http://127.0.0.1:9/mcp", "env_http_headers": {"X-Api-Key": PASTED_2}},
+    }));
+    let listing = host.settled(WAIT).await.to_string();
+    assert!(
+        !listing.contains(PASTED) && !listing.contains(PASTED_2),
+        "a pasted token is quoted back to the model: {listing}"
+    );
+}
+
+/// The same mistake in Claude Code's form: a key pasted inside `${...}` (`Bearer ${sk_live_…}`) is
+/// sent as written, as part of a header value, and header values are secrets
+/// (docs/configuration.md "Header values ... are secrets"). neither the notes nor the 401 hint
+/// quote it.
+#[tokio::test]
+async fn a_key_pasted_inside_a_placeholder_is_not_quoted_in_the_notes() {
+    const PASTED: &str = "sk_live_AttackPastedInBraces0123456789";
+    let host = Host::new(json!({
+        "claude": {"url": "http://127.0.0.1:9/mcp",
+                   "headers": {"Authorization": format!("Bearer ${{{PASTED}}}")}},
+    }));
+    let listing = host.settled(WAIT).await.to_string();
+    assert!(
+        !listing.contains(PASTED),
+        "a header value's word reaches the listing: {listing}"
+    );
+}

@@ -330,3 +330,48 @@ async fn host_only_requests_refuse_odd_arguments() {
         }
     }
 }
+
+/// `logout` of an entry the config switched off deletes the grant its file is keyed by (the url,
+/// the client and the namespace: README "Signing in"); an entry written in Cursor's dialect keys
+/// its client by `auth.CLIENT_ID`, which the Pack maps onto `oauth.clientId`. `deleted: true` for
+/// the disabled Cursor entry as for the enabled one.
+#[tokio::test]
+async fn logout_deletes_the_grant_of_a_disabled_entry_written_in_cursors_dialect() {
+    crate::support::oauth_store();
+    let on = "http://127.0.0.1:9/findings-cursor-on/mcp";
+    let off = "http://127.0.0.1:9/findings-cursor-off/mcp";
+    let host = Host::new(json!({
+        "cursor_on": {"url": on, "auth": {"CLIENT_ID": "cursor-client"}},
+        "cursor_off": {"url": off, "disabled": true, "auth": {"CLIENT_ID": "cursor-client"}},
+    }));
+    let mut outcomes = Vec::new();
+    for (namespace, url) in [("cursor_on", on), ("cursor_off", off)] {
+        let file = crate::support::store_file(
+            &reqwest::Url::parse(url).unwrap(),
+            "cursor-client",
+            namespace,
+        );
+        std::fs::write(&file, "{}").unwrap();
+        let answer = host
+            .pack
+            .call("mcp/logout", json!({"namespace": namespace}))
+            .await;
+        outcomes.push((namespace, answer.map_err(|e| e.message), file.exists()));
+        let _ = std::fs::remove_file(&file);
+    }
+    assert_eq!(
+        outcomes,
+        [
+            (
+                "cursor_on",
+                Ok(json!({"namespace": "cursor_on", "deleted": true}).to_string()),
+                false
+            ),
+            (
+                "cursor_off",
+                Ok(json!({"namespace": "cursor_off", "deleted": true}).to_string()),
+                false
+            ),
+        ]
+    );
+}

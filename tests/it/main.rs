@@ -65,7 +65,5 @@ mod secrets_gate;
 mod rmcp_peer;
 // Real peers nobody here wrote (ignored; `.ci/interop.sh` runs them).
 mod interop;
-// Findings of the attack review: each fails on today's code for the defect its doc names.
-mod findings;
 // What the tests share: the minimal Host and the fake servers, all on loopback.
 mod support;

@@ -3,13 +3,15 @@
 //! named, on a modern route's `subscriptions/listen` as on a legacy session's `GET`
 //! (docs/connection.md "Verdicts").
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::support::Host;
 use crate::support::answers::modern_with;
-use crate::support::hostile::{Reply, entry};
+use crate::support::hostile::{self, Reply, entry};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -32,6 +34,195 @@ async fn a_modern_listen_refused_429_waits_the_named_wait_before_asking_again() 
         server.count("subscriptions/listen"),
         1,
         "listens within 4.5 s of a Retry-After: 20"
+    );
+    drop(host);
+}
+
+/// A resumption (`GET` + `Last-Event-ID`, MCP 2025-11-25 "Resumability and Redelivery") refused
+/// `429` with `Retry-After: 1`: docs/connection.md's verdict table says a rate limit is "sent once
+/// more ... after the wait when it is at most 30 s", on every path, the resumption named among
+/// them. The call's answer is still buffered on the server. the resumption is asked again after
+/// the second, and the call answers `done`.
+#[tokio::test]
+async fn a_resumption_refused_429_with_a_short_retry_after_resumes_after_the_wait() {
+    let resumptions = Arc::new(AtomicUsize::new(0));
+    let call_id = Arc::new(Mutex::new(Value::Null));
+    let server = hostile::serve({
+        let resumptions = Arc::clone(&resumptions);
+        let call_id = Arc::clone(&call_id);
+        move |req| {
+            let reply = if req.http_method == "GET" && req.header("last-event-id").is_some() {
+                if resumptions.fetch_add(1, Ordering::SeqCst) == 0 {
+                    Reply::raw(429, "text/plain", "slow down").header("retry-after", "1")
+                } else {
+                    let id = call_id.lock().unwrap().clone();
+                    let answer = hostile::text_result(&id, "done");
+                    Reply::raw(
+                        200,
+                        "text/event-stream",
+                        format!("id: e2\ndata: {answer}\n\n"),
+                    )
+                }
+            } else if let Some(reply) = hostile::standard(&req) {
+                reply
+            } else if req.method() == "tools/list" {
+                Reply::json(&hostile::tools_page(
+                    &req.id(),
+                    vec![hostile::tool("t", "t")],
+                    None,
+                ))
+            } else {
+                *call_id.lock().unwrap() = req.id();
+                let note = json!({"jsonrpc": "2.0", "method": "notifications/message",
+                                  "params": {"level": "info", "data": "working"}});
+                // The call's stream carries one event and ends before the answer.
+                Reply::raw(
+                    200,
+                    "text/event-stream",
+                    format!("retry: 100\nid: e1\ndata: {note}\n\n"),
+                )
+            };
+            async move { reply }
+        }
+    })
+    .await;
+    let url = format!("http://127.0.0.1:{}/mcp", server.port);
+    let host = Host::new(json!({"s": {"url": url}}));
+    host.ready("s", WAIT).await;
+    let answer = host.call_tool("s", "t").await;
+    assert_eq!(
+        answer.as_deref().map_err(|e| e.message.clone()),
+        Ok("done"),
+        "resumptions asked: {}",
+        resumptions.load(Ordering::SeqCst)
+    );
+}
+
+/// The standalone `GET` stream refused `429` with `Retry-After: 20`: the server named how long to
+/// stay away (RFC 6585 §4), and docs/connection.md says every path, the standalone stream named,
+/// acts on the rate-limit verdict. no second `GET` before the 20 seconds are up.
+#[tokio::test]
+async fn a_standalone_get_refused_429_waits_the_named_wait_before_asking_again() {
+    let server = hostile::serve_every_get(|req| {
+        let reply = if req.http_method == "GET" {
+            Reply::raw(429, "text/plain", "slow down").header("retry-after", "20")
+        } else if let Some(reply) = hostile::standard(&req) {
+            reply
+        } else {
+            Reply::json(&hostile::tools_page(
+                &req.id(),
+                vec![hostile::tool("t", "t")],
+                None,
+            ))
+        };
+        async move { reply }
+    })
+    .await;
+    let url = format!("http://127.0.0.1:{}/mcp", server.port);
+    let host = Host::new(json!({"s": {"url": url}}));
+    host.ready("s", WAIT).await;
+    server
+        .wait_until(WAIT, "the first GET", |r| {
+            r.iter().any(|r| r.http_method == "GET")
+        })
+        .await;
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    let gets = server
+        .requests()
+        .iter()
+        .filter(|r| r.http_method == "GET")
+        .count();
+    assert_eq!(gets, 1, "GETs within 4.5 s of a Retry-After: 20");
+    drop(host);
+}
+
+/// The close's `DELETE` refused `429` with `Retry-After: 1`: the session was not ended (RFC 6585
+/// §4: the request was not processed), the wait fits the goodbye's 5 s bound, and
+/// docs/connection.md lists the close among the paths that act on the verdict. the `DELETE` sent
+/// once more after the second.
+#[tokio::test]
+async fn a_delete_refused_429_with_a_short_retry_after_is_sent_again_after_the_wait() {
+    let deletes = Arc::new(AtomicUsize::new(0));
+    let server = hostile::serve({
+        let deletes = Arc::clone(&deletes);
+        move |req| {
+            let reply = if req.http_method == "DELETE" {
+                if deletes.fetch_add(1, Ordering::SeqCst) == 0 {
+                    Reply::raw(429, "text/plain", "slow down").header("retry-after", "1")
+                } else {
+                    Reply::raw(200, "text/plain", "")
+                }
+            } else if let Some(reply) = hostile::standard(&req) {
+                reply
+            } else {
+                Reply::json(&hostile::tools_page(
+                    &req.id(),
+                    vec![hostile::tool("t", "t")],
+                    None,
+                ))
+            };
+            async move { reply }
+        }
+    })
+    .await;
+    let url = format!("http://127.0.0.1:{}/mcp", server.port);
+    let host = Host::new(json!({"s": {"url": url}}));
+    host.ready("s", WAIT).await;
+    drop(host);
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let trail: Vec<String> = server
+        .requests()
+        .iter()
+        .filter(|r| r.http_method == "DELETE")
+        .map(|r| format!("DELETE {}", r.header("mcp-session-id").unwrap_or_default()))
+        .collect();
+    let session = format!("DELETE {}", hostile::SESSION);
+    assert_eq!(trail, [session.clone(), session]);
+}
+
+/// The standalone stream's loop renews a session it found gone (its `GET` and `ping` answered
+/// `404`), and the server refuses the `initialize` `429` with `Retry-After: 20`. As with the
+/// stream itself (above), the loop's own renewal is a path that must act on the rate-limit
+/// verdict. no further `initialize` within the 20 seconds.
+#[tokio::test]
+async fn the_stream_loops_renewal_refused_429_waits_the_named_wait() {
+    let initializes = Arc::new(AtomicUsize::new(0));
+    let server = hostile::serve_every_get({
+        let initializes = Arc::clone(&initializes);
+        move |req| {
+            let reply = match (req.http_method.as_str(), req.method()) {
+                ("POST", "initialize") => {
+                    if initializes.fetch_add(1, Ordering::SeqCst) == 0 {
+                        hostile::initialize_reply(&req.id())
+                    } else {
+                        Reply::raw(429, "text/plain", "slow down").header("retry-after", "20")
+                    }
+                }
+                ("GET", _) | ("POST", "ping") => Reply::raw(404, "text/plain", "no such session"),
+                ("POST", "tools/list") => Reply::json(&hostile::tools_page(
+                    &req.id(),
+                    vec![hostile::tool("t", "t")],
+                    None,
+                )),
+                _ => hostile::standard(&req).unwrap_or_else(|| Reply::raw(400, "text/plain", "")),
+            };
+            async move { reply }
+        }
+    })
+    .await;
+    let url = format!("http://127.0.0.1:{}/mcp", server.port);
+    let host = Host::new(json!({"s": {"url": url}}));
+    host.ready("s", WAIT).await;
+    server
+        .wait_until(WAIT, "the renewal refused 429", |r| {
+            r.iter().filter(|r| r.method() == "initialize").count() >= 2
+        })
+        .await;
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    assert_eq!(
+        server.count("initialize"),
+        2,
+        "initializes within 4.5 s of a Retry-After: 20"
     );
     drop(host);
 }

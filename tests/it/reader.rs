@@ -201,3 +201,21 @@ async fn host_login_stops_at_a_lasting_failure() {
     );
     assert!(started.elapsed() < Duration::from_secs(30), "{stderr}");
 }
+
+/// The config's text is JSONC "the way VS Code writes it: comments, trailing commas ..., nothing
+/// looser" (docs/configuration.md). A comma with no value before it (`[,]`, `{,}`) is no trailing
+/// comma: VS Code's parser reports "Value expected". the Pack unavailable with the place.
+#[tokio::test]
+async fn a_comma_with_no_value_before_it_is_not_a_trailing_comma() {
+    // What is refused: a missing comma.
+    let missing =
+        r#"{"mcpServers": {"docs": {"url": "http://127.0.0.1:9/mcp" "excludeTools": []}}}"#;
+    assert!(Host::try_new(Value::String(missing.into())).is_err());
+    for text in [
+        r#"{"mcpServers": {"docs": {"url": "http://127.0.0.1:9/mcp", "excludeTools": [,]}}}"#,
+        r#"{"mcpServers": {"docs": {, "url": "http://127.0.0.1:9/mcp"}}}"#,
+    ] {
+        let built = Host::try_new(Value::String(text.into())).map(drop);
+        assert!(built.is_err(), "accepted: {text}");
+    }
+}

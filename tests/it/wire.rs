@@ -1412,3 +1412,28 @@ async fn a_400_that_only_mentions_the_session_is_not_an_expiry() {
     // No new initialize (nor a cancel) comes after the call, up to the session's DELETE.
     assert_only_the_call_before_delete(&server, host).await;
 }
+
+/// A server whose response to `tools/call` also echoes the request's `method` (JSON-RPC 2.0 §5
+/// says a response has none, but it carries the request's `id` and a `result`, so it can only be
+/// that response). the call answers the result (or, at the least, fails at once as a malformed
+/// response).
+#[tokio::test]
+async fn a_response_that_echoes_the_method_is_still_the_response() {
+    let tools = vec![crate::support::hostile::tool("t", "t")];
+    let server = crate::support::hostile::serve_tools(tools, |req| {
+        Reply::json(&json!({
+            "jsonrpc": "2.0",
+            "id": req.id(),
+            "method": "tools/call",
+            "result": {"content": [{"type": "text", "text": "done"}]}
+        }))
+    })
+    .await;
+    let url = format!("http://127.0.0.1:{}/mcp", server.port);
+    let host = Host::new(json!({"s": {"url": url}}));
+    host.ready("s", WAIT).await;
+    let answer = tokio::time::timeout(WAIT, host.call_tool("s", "t"))
+        .await
+        .expect("the call answers within 10 s");
+    assert_eq!(answer.map_err(|e| e.message), Ok("done".to_string()));
+}
