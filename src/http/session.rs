@@ -534,7 +534,7 @@ impl Sessions {
         }
     }
 
-    /// The one write of a [`Verdict`](super::verdict::Verdict) on the session `on` it came
+    /// The one write of a [`Verdict`] on the session `on` it came
     /// from ([`super::verdict::Verdict::settles`]): forgotten, set aside, or kept (a recheck is
     /// the probe's, [`Connection::recheck`], which sets aside what it moves off).
     pub(super) fn settle(&mut self, on: &Arc<Session>, settle: Settle) {

@@ -503,46 +503,36 @@ async fn gemini_oauth_keys_that_route_credentials_are_refused_by_name() {
     );
 }
 
-/// Goose's `available_tools` (its extension entry's allow-list: only these tools) decides which
-/// tools a model may use, so by docs/configuration.md it must be read as a filter or refuse the
-/// entry by name, never be ignored. `delete_repo` and `fetch` hidden (or the entry refused naming
-/// `available_tools`).
-#[tokio::test]
-async fn gooses_available_tools_allow_list_is_not_ignored_in_silence() {
+/// The listing of the entry `entry` (at the tools server's `/mcp`, as `"e"`) once settled.
+async fn settled_entry(entry: Value) -> Value {
     let server = tools_server().await;
-    let url = format!("http://127.0.0.1:{}/mcp", server.port);
-    let host = Host::new(json!({
-        "goose": {"type": "streamable_http", "url": url, "timeout": 300, "available_tools": ["search"]},
-    }));
-    let listing = host.settled(WAIT).await;
-    let entry = server_entry(&listing, "goose").to_string();
-    let names = tools_of(&listing, "goose");
-    assert!(
-        names == ["search"] || entry.contains("available_tools"),
-        "Goose's allow-list was ignored in silence: tools {names:?}, entry {entry}"
-    );
+    let mut entry = entry;
+    entry["url"] = json!(format!("http://127.0.0.1:{}/mcp", server.port));
+    let host = Host::new(json!({ "e": entry }));
+    server_entry(&host.settled(WAIT).await, "e").clone()
 }
 
-/// Claude Code's `oauth.authServerMetadataUrl` (its override of RFC 9728 / RFC 8414 discovery: the
-/// authorization server's metadata document to use) decides where a sign-in, and any client
-/// credential, goes. read, or the entry refused naming the key (as Gemini CLI's `tokenUrl` and
-/// `authorizationUrl` are).
+/// Goose's `available_tools` (its extension entry's allow-list: only these tools) decides which
+/// tools a model may use: it is read as an allow-list, like `includeTools`.
+#[tokio::test]
+async fn gooses_available_tools_allow_list_is_not_ignored_in_silence() {
+    let entry = json!({"type": "streamable_http", "timeout": 300, "available_tools": ["search"]});
+    assert_eq!(settled_entry(entry).await["tools"], json!(["search"]));
+}
+
+/// Claude Code's `oauth.authServerMetadataUrl` (its override of RFC 9728 / RFC 8414 discovery)
+/// decides where a sign-in, and any client credential, goes: the entry is refused naming it, as
+/// Gemini CLI's `tokenUrl` is.
 #[tokio::test]
 async fn claude_codes_auth_server_metadata_url_is_not_ignored_in_silence() {
-    let server = tools_server().await;
-    let url = format!("http://127.0.0.1:{}/mcp", server.port);
-    let host = Host::new(json!({
-        "claude": {"type": "http", "url": url, "oauth": {
-            "clientId": "claude-client",
-            "callbackPort": 33418,
-            "authServerMetadataUrl": "https://127.0.0.1:9/.well-known/oauth-authorization-server"
-        }},
-    }));
-    let listing = host.settled(WAIT).await;
-    let entry = server_entry(&listing, "claude").to_string();
-    assert!(
-        entry.contains("authServerMetadataUrl"),
-        "Claude Code's discovery override was ignored in silence: {entry}"
+    let entry = json!({"type": "http", "oauth": {
+        "clientId": "claude-client",
+        "callbackPort": 33418,
+        "authServerMetadataUrl": "https://127.0.0.1:9/.well-known/oauth-authorization-server"
+    }});
+    assert_eq!(
+        settled_entry(entry).await["reason"],
+        "the entry's \"oauth\" has \"authServerMetadataUrl\" (Claude Code's key), which this Pack does not read: the authorization server's metadata is found from the server's (RFC 9728, RFC 8414): remove it, and write \"authorizationServer\" (the issuer) to say where a client secret may go"
     );
 }
 

@@ -24,12 +24,10 @@ async fn a_modern_listen_refused_429_waits_the_named_wait_before_asking_again() 
             .await;
     let host = Host::new(json!({ "m": entry(&server.url) }));
     host.ready("m", WAIT).await;
-    server
-        .wait_until(WAIT, "the first listen", |r| {
-            r.iter().any(|r| r.method() == "subscriptions/listen")
-        })
-        .await;
-    tokio::time::sleep(Duration::from_millis(4500)).await;
+    quiet_after(&server, "the first listen", |r| {
+        r.iter().any(|r| r.method() == "subscriptions/listen")
+    })
+    .await;
     assert_eq!(
         server.count("subscriptions/listen"),
         1,
@@ -41,7 +39,7 @@ async fn a_modern_listen_refused_429_waits_the_named_wait_before_asking_again() 
 /// A resumption (`GET` + `Last-Event-ID`, MCP 2025-11-25 "Resumability and Redelivery") refused
 /// `429` with `Retry-After: 1`: docs/connection.md's verdict table says a rate limit is "sent once
 /// more ... after the wait when it is at most 30 s", on every path, the resumption named among
-/// them. The call's answer is still buffered on the server. the resumption is asked again after
+/// them. The call's answer is still buffered on the server: the resumption is asked again after
 /// the second, and the call answers `done`.
 #[tokio::test]
 async fn a_resumption_refused_429_with_a_short_retry_after_resumes_after_the_wait() {
@@ -86,9 +84,7 @@ async fn a_resumption_refused_429_with_a_short_retry_after_resumes_after_the_wai
         }
     })
     .await;
-    let url = format!("http://127.0.0.1:{}/mcp", server.port);
-    let host = Host::new(json!({"s": {"url": url}}));
-    host.ready("s", WAIT).await;
+    let host = ready_host(&server).await;
     let answer = host.call_tool("s", "t").await;
     assert_eq!(
         answer.as_deref().map_err(|e| e.message.clone()),
@@ -100,45 +96,31 @@ async fn a_resumption_refused_429_with_a_short_retry_after_resumes_after_the_wai
 
 /// The standalone `GET` stream refused `429` with `Retry-After: 20`: the server named how long to
 /// stay away (RFC 6585 §4), and docs/connection.md says every path, the standalone stream named,
-/// acts on the rate-limit verdict. no second `GET` before the 20 seconds are up.
+/// acts on the rate-limit verdict: no second `GET` before the 20 seconds are up.
 #[tokio::test]
 async fn a_standalone_get_refused_429_waits_the_named_wait_before_asking_again() {
     let server = hostile::serve_every_get(|req| {
         let reply = if req.http_method == "GET" {
             Reply::raw(429, "text/plain", "slow down").header("retry-after", "20")
-        } else if let Some(reply) = hostile::standard(&req) {
-            reply
         } else {
-            Reply::json(&hostile::tools_page(
-                &req.id(),
-                vec![hostile::tool("t", "t")],
-                None,
-            ))
+            standard_or_t(&req)
         };
         async move { reply }
     })
     .await;
-    let url = format!("http://127.0.0.1:{}/mcp", server.port);
-    let host = Host::new(json!({"s": {"url": url}}));
-    host.ready("s", WAIT).await;
-    server
-        .wait_until(WAIT, "the first GET", |r| {
-            r.iter().any(|r| r.http_method == "GET")
-        })
-        .await;
-    tokio::time::sleep(Duration::from_millis(4500)).await;
-    let gets = server
-        .requests()
-        .iter()
-        .filter(|r| r.http_method == "GET")
-        .count();
+    let host = ready_host(&server).await;
+    quiet_after(&server, "the first GET", |r| {
+        r.iter().any(|r| r.http_method == "GET")
+    })
+    .await;
+    let gets = server.count_verb("GET");
     assert_eq!(gets, 1, "GETs within 4.5 s of a Retry-After: 20");
     drop(host);
 }
 
 /// The close's `DELETE` refused `429` with `Retry-After: 1`: the session was not ended (RFC 6585
 /// §4: the request was not processed), the wait fits the goodbye's 5 s bound, and
-/// docs/connection.md lists the close among the paths that act on the verdict. the `DELETE` sent
+/// docs/connection.md lists the close among the paths that act on the verdict: the `DELETE` is sent
 /// once more after the second.
 #[tokio::test]
 async fn a_delete_refused_429_with_a_short_retry_after_is_sent_again_after_the_wait() {
@@ -146,28 +128,18 @@ async fn a_delete_refused_429_with_a_short_retry_after_is_sent_again_after_the_w
     let server = hostile::serve({
         let deletes = Arc::clone(&deletes);
         move |req| {
-            let reply = if req.http_method == "DELETE" {
-                if deletes.fetch_add(1, Ordering::SeqCst) == 0 {
+            let reply = match req.http_method.as_str() {
+                "DELETE" if deletes.fetch_add(1, Ordering::SeqCst) == 0 => {
                     Reply::raw(429, "text/plain", "slow down").header("retry-after", "1")
-                } else {
-                    Reply::raw(200, "text/plain", "")
                 }
-            } else if let Some(reply) = hostile::standard(&req) {
-                reply
-            } else {
-                Reply::json(&hostile::tools_page(
-                    &req.id(),
-                    vec![hostile::tool("t", "t")],
-                    None,
-                ))
+                "DELETE" => Reply::raw(200, "text/plain", ""),
+                _ => standard_or_t(&req),
             };
             async move { reply }
         }
     })
     .await;
-    let url = format!("http://127.0.0.1:{}/mcp", server.port);
-    let host = Host::new(json!({"s": {"url": url}}));
-    host.ready("s", WAIT).await;
+    let host = ready_host(&server).await;
     drop(host);
     tokio::time::sleep(Duration::from_secs(4)).await;
     let trail: Vec<String> = server
@@ -183,7 +155,7 @@ async fn a_delete_refused_429_with_a_short_retry_after_is_sent_again_after_the_w
 /// The standalone stream's loop renews a session it found gone (its `GET` and `ping` answered
 /// `404`), and the server refuses the `initialize` `429` with `Retry-After: 20`. As with the
 /// stream itself (above), the loop's own renewal is a path that must act on the rate-limit
-/// verdict. no further `initialize` within the 20 seconds.
+/// verdict: no further `initialize` within the 20 seconds.
 #[tokio::test]
 async fn the_stream_loops_renewal_refused_429_waits_the_named_wait() {
     let initializes = Arc::new(AtomicUsize::new(0));
@@ -210,19 +182,45 @@ async fn the_stream_loops_renewal_refused_429_waits_the_named_wait() {
         }
     })
     .await;
-    let url = format!("http://127.0.0.1:{}/mcp", server.port);
-    let host = Host::new(json!({"s": {"url": url}}));
-    host.ready("s", WAIT).await;
-    server
-        .wait_until(WAIT, "the renewal refused 429", |r| {
-            r.iter().filter(|r| r.method() == "initialize").count() >= 2
-        })
-        .await;
-    tokio::time::sleep(Duration::from_millis(4500)).await;
+    let host = ready_host(&server).await;
+    quiet_after(&server, "the renewal refused 429", |r| {
+        r.iter().filter(|r| r.method() == "initialize").count() >= 2
+    })
+    .await;
     assert_eq!(
         server.count("initialize"),
         2,
         "initializes within 4.5 s of a Retry-After: 20"
     );
     drop(host);
+}
+
+/// The handshake's and housekeeping's answers ([`hostile::standard`]), else a listing of one
+/// tool `t`.
+fn standard_or_t(req: &hostile::Received) -> Reply {
+    hostile::standard(req).unwrap_or_else(|| {
+        Reply::json(&hostile::tools_page(
+            &req.id(),
+            vec![hostile::tool("t", "t")],
+            None,
+        ))
+    })
+}
+
+/// Waits (at most [`WAIT`]) until `server` received `what` (`seen`), then 4.5 s more: long
+/// enough for a loop that ignored a `Retry-After: 20` to ask again (its backoff: 1 s, then 3 s).
+async fn quiet_after(
+    server: &hostile::Server,
+    what: &str,
+    seen: impl Fn(&[hostile::Received]) -> bool,
+) {
+    server.wait_until(WAIT, what, seen).await;
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+}
+
+/// A Host with the one entry `s` at `server`'s `/mcp`, once it is ready.
+async fn ready_host(server: &hostile::Server) -> Host {
+    let host = Host::new(json!({"s": {"url": format!("http://127.0.0.1:{}/mcp", server.port)}}));
+    host.ready("s", WAIT).await;
+    host
 }

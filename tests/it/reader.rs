@@ -204,7 +204,7 @@ async fn host_login_stops_at_a_lasting_failure() {
 
 /// The config's text is JSONC "the way VS Code writes it: comments, trailing commas ..., nothing
 /// looser" (docs/configuration.md). A comma with no value before it (`[,]`, `{,}`) is no trailing
-/// comma: VS Code's parser reports "Value expected". the Pack unavailable with the place.
+/// comma: VS Code's parser reports "Value expected". The Pack is unavailable, naming the place.
 #[tokio::test]
 async fn a_comma_with_no_value_before_it_is_not_a_trailing_comma() {
     // What is refused: a missing comma.

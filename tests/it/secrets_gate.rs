@@ -734,12 +734,7 @@ pub(crate) mod cut_and_echoed {
                 Reply::json(&text_result(&req.id(), "ok"))
             })
             .await;
-        let host = Host::new(json!({
-            "a": {"url": a.url, "headers": {"X-Api-Key": KEY}},
-            "b": {"url": b.url}
-        }));
-        host.ready("a", WAIT).await;
-        host.ready("b", WAIT).await;
+        let host = super::keyed_and_plain(&a.url, KEY, &b.url).await;
         let answer = host
             .call("get_dynamic_tools", json!({"query": "leaky_tool"}))
             .await
@@ -781,7 +776,7 @@ mod log_fields {
     use serde_json::json;
 
     use crate::support::hostile::{Reply, rpc_error, serve_tools, text_result, tool};
-    use crate::support::{Host, WAIT, logs};
+    use crate::support::logs;
 
     /// Entry `a`'s key: `b`'s server quotes it (a header both entries' servers share, say).
     const KEY_A: &str = "sk-shared/0123456789abcdef";
@@ -811,12 +806,7 @@ mod log_fields {
             ])
         })
         .await;
-        let host = Host::new(json!({
-            "a": {"url": a.url, "headers": {"X-Api-Key": KEY_A}},
-            "b": {"url": b.url}
-        }));
-        host.ready("a", WAIT).await;
-        host.ready("b", WAIT).await;
+        let host = super::keyed_and_plain(&a.url, KEY_A, &b.url).await;
         let answer = host.call_tool("b", "leak").await;
         drop(host);
         drop(guard);
@@ -832,4 +822,16 @@ mod log_fields {
             assert!(leaked.is_empty(), "a log line shows {form}: {:?}", leaked);
         }
     }
+}
+
+/// A Host with entry `a` at `a_url` sending `X-Api-Key: key` and entry `b` at `b_url` with no
+/// secret of its own, once both are ready.
+async fn keyed_and_plain(a_url: &str, key: &str, b_url: &str) -> crate::support::Host {
+    let host = crate::support::Host::new(json!({
+        "a": {"url": a_url, "headers": {"X-Api-Key": key}},
+        "b": {"url": b_url}
+    }));
+    host.ready("a", crate::support::WAIT).await;
+    host.ready("b", crate::support::WAIT).await;
+    host
 }

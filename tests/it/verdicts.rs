@@ -437,9 +437,7 @@ async fn a_call_refused_429_with_a_short_retry_after_is_sent_again_after_the_wai
     assert_eq!(call(&host, "t").await, Ok("served".into()));
     let calls = server.with_method("tools/call");
     assert_eq!(calls.len(), 2);
-    let waited = calls[1].at - calls[0].at;
-    assert!(waited >= Duration::from_secs(1), "{waited:?}");
-    assert!(waited < Duration::from_secs(3), "{waited:?}");
+    about_a_second_apart(calls[0].at, calls[1].at);
 }
 
 /// A `503` with `Retry-After` is the same verdict.
@@ -545,9 +543,7 @@ async fn a_start_whose_tools_list_is_refused_429_with_a_short_retry_after_lists_
     assert_eq!(server.count("initialize"), 1);
     let pages = server.with_method("tools/list");
     assert_eq!(pages.len(), 2);
-    let waited = pages[1].at - pages[0].at;
-    assert!(waited >= Duration::from_secs(1), "{waited:?}");
-    assert!(waited < Duration::from_secs(3), "{waited:?}");
+    about_a_second_apart(pages[0].at, pages[1].at);
 }
 
 /// The same on a re-listing: a call naming a tool the listing lacks re-lists; that page is
@@ -609,18 +605,20 @@ async fn a_ping_refused_429_with_a_short_retry_after_is_sent_again_after_the_wai
         })
         .await;
     let pings: Vec<_> = pings.iter().filter(|r| r.method() == "ping").collect();
-    let waited = pings[1].at - pings[0].at;
-    assert!(waited >= Duration::from_secs(1), "{waited:?}");
-    assert!(waited < Duration::from_secs(3), "{waited:?}");
+    about_a_second_apart(pings[0].at, pings[1].at);
     // Long enough for the loop's backoff (1 s and more) to have opened the stream again.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let gets = server
-        .requests()
-        .iter()
-        .filter(|r| r.http_method == "GET")
-        .count();
+    let gets = server.count_verb("GET");
     assert_eq!(gets, 1);
     assert_eq!(server.count("ping"), 2);
     assert_eq!(server.count("initialize"), 1);
     drop(host);
+}
+
+/// Asserts a resend went out after the server's `Retry-After: 1`: one to three seconds after the
+/// first send.
+fn about_a_second_apart(first: tokio::time::Instant, second: tokio::time::Instant) {
+    let waited = second - first;
+    assert!(waited >= Duration::from_secs(1), "{waited:?}");
+    assert!(waited < Duration::from_secs(3), "{waited:?}");
 }

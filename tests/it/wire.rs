@@ -1415,8 +1415,7 @@ async fn a_400_that_only_mentions_the_session_is_not_an_expiry() {
 
 /// A server whose response to `tools/call` also echoes the request's `method` (JSON-RPC 2.0 §5
 /// says a response has none, but it carries the request's `id` and a `result`, so it can only be
-/// that response). the call answers the result (or, at the least, fails at once as a malformed
-/// response).
+/// that response): the call answers the result.
 #[tokio::test]
 async fn a_response_that_echoes_the_method_is_still_the_response() {
     let tools = vec![crate::support::hostile::tool("t", "t")];

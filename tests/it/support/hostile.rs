@@ -309,6 +309,14 @@ impl Server {
         self.with_method(method).len()
     }
 
+    /// How many requests had the HTTP method `verb` (`GET`, `DELETE`, …).
+    pub fn count_verb(&self, verb: &str) -> usize {
+        self.requests()
+            .iter()
+            .filter(|r| r.http_method == verb)
+            .count()
+    }
+
     /// Waits `quiet` (Tokio time), then tells how many requests had each JSON-RPC method of
     /// `methods`, in that order: what a test counts once nothing more should arrive.
     pub async fn counts_after<const N: usize>(
