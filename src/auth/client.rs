@@ -137,8 +137,11 @@ pub(crate) fn without_registration(
 ///   own metadata says (RFC 8414 §3.3: fetched from the issuer and naming it identically; or,
 ///   for an issuer that publishes none, its 2025-03-26 default endpoints), or its token
 ///   endpoint must be on that issuer's origin;
-/// - without: the token endpoint, or the issuer whose own metadata named it, must be on the
-///   MCP server's origin, the one origin the entry names.
+/// - without: the token endpoint must be named by an authorization server's own metadata (an
+///   issuer the resource metadata names, checked per RFC 8414 §3.3), as every MCP client sends
+///   a pre-registered client's credential, or be on the MCP server's origin; a token endpoint
+///   on a third origin that only the MCP server's own (2025-03-26) metadata names is refused.
+///   Writing `oauth.authorizationServer` pins the issuer.
 ///
 /// An entry with no configured credential passes: a registered client's secret is issued by
 /// the server it is sent to.
@@ -170,10 +173,7 @@ pub(crate) fn credential_may_go(
             vouching.is_some_and(|issuer| same_issuer(issuer, named))
                 || origin_of(named).is_some_and(|origin| origin == token_origin)
         }
-        None => {
-            let own = server_url.origin();
-            token_origin == own || vouching.and_then(origin_of).is_some_and(|o| o == own)
-        }
+        None => vouching.is_some() || token_origin == server_url.origin(),
     };
     if allowed {
         return Ok(());
@@ -434,14 +434,9 @@ mod tests {
                 ..OAuthConfig::default()
             }
         };
-        // `a.example.com` vouched for by its own metadata: only when the entry names it.
+        // `a.example.com` vouched for by its own metadata: unless the entry pins another.
         let other = server(None, false);
-        let refused = credential_may_go(&secret, &mcp, &other).unwrap_err();
-        assert_eq!(refused.kind(), ErrorKind::Config);
-        assert!(refused.message().starts_with(
-            "the server's metadata names the authorization server https://a.example.com, on \
-             another origin than the server's url, so oauth.clientSecret is not sent there"
-        ));
+        assert!(credential_may_go(&secret, &mcp, &other).is_ok());
         assert!(credential_may_go(&named("https://a.example.com/"), &mcp, &other).is_ok());
         let refused = credential_may_go(&named("https://b.example.com"), &mcp, &other).unwrap_err();
         assert!(
@@ -470,7 +465,12 @@ mod tests {
             token_endpoint: Url::parse("https://evil.example.net/token").unwrap(),
             ..legacy
         };
-        assert!(credential_may_go(&secret, &mcp, &claimed).is_err());
+        let refused = credential_may_go(&secret, &mcp, &claimed).unwrap_err();
+        assert_eq!(refused.kind(), ErrorKind::Config);
+        assert!(refused.message().starts_with(
+            "the server's metadata names a token endpoint at https://evil.example.net, on \
+             another origin than the server's url, so oauth.clientSecret is not sent there"
+        ));
         assert!(credential_may_go(&named("https://a.example.com"), &mcp, &claimed).is_err());
     }
 

@@ -1928,11 +1928,11 @@ mod credential_origin {
         json!({"docs": {"url": url, "oauth": oauth}})
     }
 
-    /// The rule: a configured `oauth.clientSecret` goes only to the token endpoint of the
-    /// authorization server the entry names, or of one on the MCP server's own origin. A server
-    /// whose metadata names an authorization server on another origin gets a refusal naming
-    /// `oauth.authorizationServer` (lasting), and that server no request with the secret; named
-    /// in the entry, the same server gets the token request.
+    /// The rule: a configured `oauth.clientSecret` goes to the token endpoint of the
+    /// authorization server the server's metadata names (its own metadata vouching for it), as
+    /// every MCP client sends a pre-registered client's secret; `oauth.authorizationServer` pins
+    /// the issuer: a server naming another gets a refusal naming the key (lasting), and no
+    /// request with the secret.
     #[tokio::test]
     async fn a_client_secret_goes_only_to_the_authorization_server_the_entry_names() {
         oauth_store();
@@ -1946,14 +1946,14 @@ mod credential_origin {
         let issuer = auth.base.as_str().trim_end_matches('/').to_string();
         let mcp = mcp_naming(issuer.clone()).await;
 
-        let host = Host::new(entry(&mcp.url, None));
+        let host = Host::new(entry(&mcp.url, Some(PINNED_ELSEWHERE)));
         let failed = host.failed("docs", WAIT).await;
         let reason = failed["reason"].as_str().unwrap_or_default().to_string();
         assert!(
             reason.contains(&format!(
-                "the server's metadata names the authorization server {issuer}, on another \
-                 origin than the server's url, so oauth.clientSecret is not sent there"
-            )) && reason.contains("\"authorizationServer\""),
+                "the server's metadata names the authorization server {issuer}, not the \
+                 oauth.authorizationServer of this entry, so oauth.clientSecret is not sent there"
+            )),
             "{failed}"
         );
         assert_eq!(failed["lasting"], true, "{failed}");
@@ -1961,13 +1961,18 @@ mod credential_origin {
         drop(host);
         assert_eq!(auth.log.lock().unwrap().token_requests.len(), 0);
 
-        let host = Host::new(entry(&mcp.url, Some(&issuer)));
-        host.ready("docs", WAIT).await;
-        drop(host);
+        for pinned in [None, Some(issuer.as_str())] {
+            let host = Host::new(entry(&mcp.url, pinned));
+            host.ready("docs", WAIT).await;
+            drop(host);
+        }
         let requests = auth.log.lock().unwrap().token_requests.clone();
-        assert_eq!(requests.len(), 1, "{requests:?}");
-        assert_eq!(requests[0]["auth"], "client_secret_basic");
+        assert_eq!(requests.len(), 2, "{requests:?}");
+        assert_eq!(requests[1]["auth"], "client_secret_basic");
     }
+
+    /// An issuer pinned in the tests above that no server names (loopback, never asked).
+    const PINNED_ELSEWHERE: &str = "http://127.0.0.1:9";
 
     /// The refusal is lasting (only the config can change it): `host login` stops at once
     /// with it instead of waiting out `--wait` (the listing's `lasting`).
@@ -1981,7 +1986,8 @@ mod credential_origin {
         .await;
         let issuer = auth.base.as_str().trim_end_matches('/').to_string();
         let mcp = mcp_naming(issuer).await;
-        let (dir, config) = super::host_config("credential-origin", entry(&mcp.url, None));
+        let (dir, config) =
+            super::host_config("credential-origin", entry(&mcp.url, Some(PINNED_ELSEWHERE)));
         let started = std::time::Instant::now();
         let out = tokio::process::Command::new(crate::support::host_cli::host_example())
             .args(["login", "--wait", "60"])
