@@ -101,6 +101,7 @@ async fn each_request_is_a_span_with_the_mcp_attributes_and_no_secret() {
     const RESULT: &str = "trace-result-text-0f9e8d";
     let spans = Spans::default();
     let subscriber = tracing_subscriber::registry().with(spans.clone());
+    support::logs::keep_interest();
     let _default = tracing::subscriber::set_default(subscriber);
     let tools: Vec<Value> = ["search", "broken", "refused"]
         .into_iter()

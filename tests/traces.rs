@@ -37,6 +37,7 @@ fn exporting() -> (
         .with_simple_exporter(exporter.clone())
         .build();
     let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("host"));
+    support::logs::keep_interest();
     let guard = tracing::subscriber::set_default(tracing_subscriber::registry().with(layer));
     (exporter, provider, guard)
 }

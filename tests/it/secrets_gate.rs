@@ -697,6 +697,7 @@ pub(crate) mod cut_and_echoed {
             .without_time()
             .with_env_filter(tracing_subscriber::EnvFilter::new("trace"))
             .finish();
+        crate::support::logs::keep_interest();
         let guard = tracing::subscriber::set_default(subscriber);
         // Interest cached while another test's thread had no subscriber would hide the spans.
         tracing::callsite::rebuild_interest_cache();

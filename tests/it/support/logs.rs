@@ -54,7 +54,47 @@ impl<'a> MakeWriter<'a> for Logs {
 /// `plugin_mcp=debug`) until the guard is dropped. The request spans (`plugin_mcp::http::trace`,
 /// README "Traces") are left out, so a line is the event alone; their attributes are tested
 /// where they are made (`dialects`).
+/// The process's global subscriber while tests capture logs: it records nothing, but keeps every
+/// callsite's interest `sometimes` and the global level hint at TRACE. A `tracing` callsite's
+/// interest and the global maximum level are shared by the whole process and recomputed from
+/// the subscribers alive at the time; without this one, a capture at `warn` (or a filter that
+/// switches a target off) alive alone at such a moment hides another test's events.
+struct Quiet;
+
+impl tracing::Subscriber for Quiet {
+    fn register_callsite(
+        &self,
+        _: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        tracing::subscriber::Interest::sometimes()
+    }
+    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
+        Some(tracing::level_filters::LevelFilter::TRACE)
+    }
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        false
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, _: &tracing::Event<'_>) {}
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// Installs [`Quiet`] as the global subscriber, once per process (a Host's own global
+/// subscriber, if a test set one first, is kept).
+pub fn keep_interest() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = tracing::subscriber::set_global_default(Quiet);
+    });
+}
+
 pub fn capture(filter: &str) -> (tracing::subscriber::DefaultGuard, Logs) {
+    keep_interest();
     let filter = format!("{filter},plugin_mcp::http::trace=off");
     let logs = Logs::default();
     let subscriber = tracing_subscriber::fmt()
