@@ -443,8 +443,8 @@ impl Connection {
         let session = on.session();
         let id = self.next_id();
         let _cancel = self.cancel_on_drop(id, "the client stopped waiting for ping");
-        let wire =
-            Wire::new("ping", None, &[]).until(tokio::time::Instant::now() + limits::PING_TIMEOUT);
+        let until = tokio::time::Instant::now() + limits::PING_TIMEOUT;
+        let wire = Wire::new("ping", None, &[]).until(until);
         let asked = async {
             let mut wire_id = id;
             let mut spent = Spent::default();
@@ -453,7 +453,23 @@ impl Connection {
                     return Err(Error::closed());
                 }
                 let body = request_body(session.era, wire_id, "ping", "{}");
-                let response = match self.post_request(id, wire_id, body, &wire, session).await {
+                // The POST runs in a task the close awaits before any `DELETE` (as a
+                // resumption's GET does): dropped with the stream loop while on the wire, it
+                // could otherwise reach the session after its `DELETE`.
+                let this = Arc::clone(self);
+                let on = Arc::clone(session);
+                let posting = self.before_delete.spawn_on(
+                    async move {
+                        if this.is_closed() {
+                            return Err(Error::closed());
+                        }
+                        let wire = Wire::new("ping", None, &[]).until(until);
+                        this.post_request(id, wire_id, body, &wire, &on).await
+                    },
+                    &self.runtime,
+                );
+                let posted = posting.await.unwrap_or_else(|_| Err(Error::closed()));
+                let response = match posted {
                     Ok(response) => response,
                     Err(e) => {
                         // Only the rate limit's resend applies: no renewal, no other resend.
