@@ -136,11 +136,15 @@ async fn run(
     if plan.runs("m1") {
         // ---- M1 + M5: warm call_dynamic_tool round trip, one in flight; client CPU per call.
         eprintln!("M1/M5: warm round trips ...");
-        let pack = our_pack(json!({"s": {"url": url}, "p": {"url": plain_url}}));
+        // Every contender speaks 2025-11-25 on one session (`/legacy` refuses 2026-07-28):
+        // the floor is a raw POST of that era, so the ratio is the client's cost, not the
+        // difference between the server's two eras (M1 modern measures the other path).
+        let legacy_url = format!("http://{}/legacy", addrs.nodelay);
+        let pack = our_pack(json!({"s": {"url": legacy_url}, "p": {"url": plain_url}}));
         wait_ready(pack.as_ref(), 2, Duration::from_secs(10)).await;
-        let rd = rmcp_default(&url).await;
-        let rp = rmcp_pooled(&url).await;
-        let floor = Floor::new(&url).await;
+        let rd = rmcp_default(&legacy_url).await;
+        let rp = rmcp_pooled(&legacy_url).await;
+        let floor = Floor::new(&legacy_url).await;
         rmcp_version = rd
             .peer_info()
             .map(|i| i.protocol_version.to_string())

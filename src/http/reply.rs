@@ -432,15 +432,29 @@ impl Connection {
         let last = Some(last_event_id.as_str())
             .filter(|id| !id.is_empty())
             .and_then(|id| HeaderValue::from_str(id).ok());
-        let response = self
-            .open_stream("the standalone GET", session, |http| {
-                let request = http.get(self.url.clone()).header(ACCEPT, ACCEPT_SSE);
-                match &last {
-                    Some(last) => request.header(LAST_EVENT_ID, last.clone()),
-                    None => request,
+        // In a task the close awaits before any DELETE (bounded by the stream-open deadline),
+        // as a resumption's GET: dropped with the loop while on the wire, the GET could still
+        // reach the session after its DELETE. None starts once the connection is closed or the
+        // session deleted.
+        let this = std::sync::Arc::clone(self);
+        let on_session = std::sync::Arc::clone(session);
+        let opening = self.before_delete.spawn_on(
+            async move {
+                if this.is_closed() || on_session.is_deleted() {
+                    return Err(Error::closed());
                 }
-            })
-            .await?;
+                this.open_stream("the standalone GET", &on_session, |http| {
+                    let request = http.get(this.url.clone()).header(ACCEPT, ACCEPT_SSE);
+                    match &last {
+                        Some(last) => request.header(LAST_EVENT_ID, last.clone()),
+                        None => request,
+                    }
+                })
+                .await
+            },
+            &self.runtime,
+        );
+        let response = opening.await.unwrap_or_else(|_| Err(Error::closed()))?;
         if response.status() == StatusCode::METHOD_NOT_ALLOWED {
             return Ok(Listened::NotOffered);
         }

@@ -104,6 +104,48 @@ async fn an_answer_to_a_server_request_on_its_way_at_the_drop_goes_before_the_de
     assert_eq!(seen.iter().filter(|r| is_answer_to_p1(r)).count(), 1);
 }
 
+/// A legacy server takes 600 ms to answer the standalone `GET`'s headers, and the Pack is
+/// dropped while that `GET` is on its way. The stream loop the drop ends held the request: on
+/// the wire, it could still reach the session after its `DELETE`. The close awaits it as it
+/// awaits a cancel, a ping or a resumption: the `DELETE` comes after the `GET` was answered.
+#[tokio::test]
+async fn a_standalone_get_on_its_way_at_the_drop_goes_before_the_delete() {
+    let server = hostile::serve_every_get(|req| async move {
+        if req.http_method == "GET" {
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            return Reply::stream(200, "text/event-stream", stream::pending());
+        }
+        match req.method() {
+            "initialize" => initialize(&req.id(), "s-1"),
+            "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)),
+            _ => standard(&req).unwrap_or_else(|| Reply::raw(400, "text/plain", "")),
+        }
+    })
+    .await;
+    let host = Host::new(json!({ "s": entry(&server.url) }));
+    let seen = server
+        .wait_until(Duration::from_secs(10), "the standalone GET", |r| {
+            r.iter().any(|r| r.http_method == "GET")
+        })
+        .await;
+    let answered =
+        seen.iter().find(|r| r.http_method == "GET").unwrap().at + Duration::from_millis(600);
+    drop(host);
+    let seen = server
+        .wait_until(Duration::from_secs(10), "the DELETE", |r| {
+            r.iter().any(|r| r.http_method == "DELETE")
+        })
+        .await;
+    let delete = seen.iter().find(|r| r.http_method == "DELETE").unwrap();
+    assert!(
+        delete.at >= answered,
+        "the DELETE came {:?} before the GET was answered",
+        answered - delete.at
+    );
+    assert_eq!(delete.header("mcp-session-id").as_deref(), Some("s-1"));
+    assert_eq!(seen.iter().filter(|r| r.http_method == "GET").count(), 1);
+}
+
 /// A legacy server (s-1) whose tool answers `-32021` (a modern error: an era signal), so the
 /// call makes the connection ask `server/discover` again. That probe runs in a task of its own
 /// that nothing tracks or stops: the Pack is dropped while it waits, the close (a `DELETE` of
