@@ -1575,5 +1575,17 @@ mod tests {
             rpc(-32020).judged(Verdict::HeaderMismatch).verdict(),
             Verdict::HeaderMismatch
         );
+        // An outer reading that found nothing keeps the inner one; any other replaces it.
+        let inner = Verdict::RateLimited {
+            status: 429,
+            wait: std::time::Duration::from_secs(60),
+        };
+        let judged = rpc(-32020).judged(inner);
+        assert_eq!(judged.judged(Verdict::Stands).verdict(), inner);
+        let judged = rpc(-32020).judged(inner);
+        assert_eq!(
+            judged.judged(Verdict::Malformed).verdict(),
+            Verdict::Malformed
+        );
     }
 }

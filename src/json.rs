@@ -328,7 +328,7 @@ fn surrogate_at(text: &[u8], i: usize) -> Option<u32> {
 }
 
 /// An open array or object while [`scan`] walks a text.
-enum Open {
+enum Open<'t> {
     Array,
     Object {
         /// Which object this is, in the order they opened (keys are kept per object).
@@ -336,8 +336,63 @@ enum Open {
         /// Whether the next string is a key.
         expect_key: bool,
         /// The member being read: where its key began, and the key.
-        member: Option<(usize, Vec<u8>)>,
+        member: Option<(usize, Key<'t>)>,
+        /// The members read so far.
+        held: Held<'t>,
     },
+}
+
+/// A key as the decoded value holds it: the text's own bytes, or the unescaped ones.
+type Key<'t> = std::borrow::Cow<'t, [u8]>;
+
+/// The most members an object keeps in a list searched in order; a bigger one moves them into
+/// [`Members`], so an object of many keys costs no quadratic time.
+const FEW_MEMBERS: usize = 16;
+
+/// Where an open object's members are: where each begins and ends (after its comma), by key.
+enum Held<'t> {
+    /// At most [`FEW_MEMBERS`], in a list.
+    Few(Vec<(Key<'t>, Range<usize>)>),
+    /// In [`Members`], under the object's serial.
+    Many,
+}
+
+/// The members of every object grown past [`FEW_MEMBERS`], keyed by the object's serial.
+type Members<'t> = HashMap<(usize, Key<'t>), Range<usize>>;
+
+impl<'t> Held<'t> {
+    /// Whether the object `serial` already holds `key`.
+    fn holds(&self, many: &Members<'t>, serial: usize, key: &Key<'t>) -> bool {
+        match self {
+            Held::Few(few) => few.iter().any(|(k, _)| k == key),
+            Held::Many => many.contains_key(&(serial, key.clone())),
+        }
+    }
+
+    /// Records member `key` of object `serial` at `at`; answers the earlier member of that key.
+    fn insert(
+        &mut self,
+        many: &mut Members<'t>,
+        serial: usize,
+        key: Key<'t>,
+        at: Range<usize>,
+    ) -> Option<Range<usize>> {
+        let Held::Few(few) = self else {
+            return many.insert((serial, key), at);
+        };
+        if let Some((_, earlier)) = few.iter_mut().find(|(k, _)| *k == key) {
+            return Some(std::mem::replace(earlier, at));
+        }
+        if few.len() < FEW_MEMBERS {
+            few.push((key, at));
+            return None;
+        }
+        for (k, range) in few.drain(..) {
+            many.insert((serial, k), range);
+        }
+        *self = Held::Many;
+        many.insert((serial, key), at)
+    }
 }
 
 /// Walks `text` once, token by token as far as nesting, strings, keys and (config text)
@@ -347,7 +402,7 @@ fn scan(text: &[u8], source: Source) -> Result<Vec<Range<usize>>, Refusal> {
     let mut blanks = Vec::new();
     let mut stack: Vec<Open> = Vec::new();
     // Each object's members by key: where the member begins and ends (after its comma).
-    let mut members: HashMap<(usize, Vec<u8>), Range<usize>> = HashMap::new();
+    let mut members = Members::new();
     let mut objects = 0usize;
     let mut comma: Option<usize> = None;
     // Right after `{`, `[` or `,`: a comma here follows no value, so it is no trailing comma
@@ -355,17 +410,24 @@ fn scan(text: &[u8], source: Source) -> Result<Vec<Range<usize>>, Refusal> {
     let mut after_open = false;
     let mut i = 0;
     // The member of the innermost object ends at `end` (a `,` or `}`).
-    let end_member = |stack: &mut Vec<Open>,
-                      members: &mut HashMap<(usize, Vec<u8>), Range<usize>>,
-                      blanks: &mut Vec<Range<usize>>,
-                      end: usize| {
-        if let Some(Open::Object { serial, member, .. }) = stack.last_mut()
+    fn end_member<'t>(
+        stack: &mut [Open<'t>],
+        members: &mut Members<'t>,
+        blanks: &mut Vec<Range<usize>>,
+        end: usize,
+    ) {
+        if let Some(Open::Object {
+            serial,
+            member,
+            held,
+            ..
+        }) = stack.last_mut()
             && let Some((start, key)) = member.take()
-            && let Some(earlier) = members.insert((*serial, key), start..end)
+            && let Some(earlier) = held.insert(members, *serial, key, start..end)
         {
             blanks.push(earlier);
         }
-    };
+    }
     while i < text.len() {
         let byte = text[i];
         match byte {
@@ -406,17 +468,19 @@ fn scan(text: &[u8], source: Source) -> Result<Vec<Range<usize>>, Refusal> {
                     serial,
                     expect_key,
                     member,
+                    held,
                 }) = stack.last_mut()
                     && *expect_key
                 {
                     *expect_key = false;
                     let quoted = &text[start..=j];
-                    let key = match escaped {
+                    let key: Key<'_> = match escaped {
                         true => serde_json::from_slice::<String>(quoted)
-                            .map_or_else(|_| quoted.to_vec(), String::into_bytes),
-                        false => quoted[1..quoted.len() - 1].to_vec(),
+                            .map_or_else(|_| quoted.to_vec(), String::into_bytes)
+                            .into(),
+                        false => quoted[1..quoted.len() - 1].into(),
                     };
-                    if config && members.contains_key(&(*serial, key.clone())) {
+                    if config && held.holds(&members, *serial, &key) {
                         let key = String::from_utf8_lossy(&key).into_owned();
                         return Err(Refusal::at(Problem::RepeatedKey(key), text, j));
                     }
@@ -438,6 +502,7 @@ fn scan(text: &[u8], source: Source) -> Result<Vec<Range<usize>>, Refusal> {
                             serial: objects,
                             expect_key: true,
                             member: None,
+                            held: Held::Few(Vec::new()),
                         }
                     }
                     _ => Open::Array,
@@ -562,6 +627,39 @@ mod tests {
         );
         // Keys of different objects, and equal strings that are values, are no repeat.
         assert!(config_value(r#"{"a": "a", "b": {"a": 1}, "c": [{"a": 1}, {"a": 2}]}"#).is_ok());
+    }
+
+    #[test]
+    fn a_repeated_key_is_found_in_an_object_of_many_members() {
+        // Twenty members, `k7` again as the last one (past the listed few), and an inner
+        // object that reuses the outer names without repeating its own.
+        let members: Vec<String> = (0..20).map(|i| format!(r#""k{i}":{i}"#)).collect();
+        let inner: Vec<String> = (0..20).map(|i| format!(r#""k{i}":0"#)).collect();
+        let text = format!(
+            r#"{{{},"in":{{{}}},"k7":"last"}}"#,
+            members.join(","),
+            inner.join(",")
+        );
+        let value = server(&text).unwrap();
+        assert_eq!(value["k7"], json!("last"));
+        assert_eq!(value["k8"], json!(8));
+        assert_eq!(value["in"]["k19"], json!(0));
+        assert_eq!(value.as_object().map(|o| o.len()), Some(21));
+        let mut body = text.clone().into_bytes();
+        ready(&mut body, Source::Server).unwrap();
+        assert!(!std::str::from_utf8(&body).unwrap().contains(r#""k7":7"#));
+        assert_eq!(
+            config_value(&text).map_err(|e| e.to_string()),
+            Err(format!(
+                r#"names the key "k7" twice in one object; keep one at line 1 column {}"#,
+                text.len() - 8
+            ))
+        );
+        // Both places of a repeat past the few: refused in config, the last wins from a server.
+        let late = format!(r#"{{{},"k19":"again"}}"#, members.join(","));
+        assert_eq!(server(&late).unwrap()["k19"], json!("again"));
+        assert!(config_value(&late).is_err());
+        assert!(config_value(&format!("{{{}}}", members.join(","))).is_ok());
     }
 
     /// A JSON value of strings (any chars, so escapes and astral characters), numbers,

@@ -1192,6 +1192,18 @@ fn call_error(
     if error.is_input_required() {
         return ToolError::new(ToolErrorKind::Backend, format!("server {ns}: {error}"));
     }
+    if let Some(named) = NamedWait::of(error.verdict())
+        && error.may_be_running()
+    {
+        return ToolError::new(
+            ToolErrorKind::Unavailable,
+            format!(
+                "server {ns} is unavailable: it took the call but refused to resume its reply stream {} and asked to be called again in {}; the call may have run",
+                named.refused(),
+                named.seconds()
+            ),
+        );
+    }
     if let Some(named) = NamedWait::of(error.verdict()) {
         return ToolError::new(
             ToolErrorKind::Unavailable,

@@ -498,9 +498,14 @@ impl Error {
         self.inner.verdict.unwrap_or(Verdict::Stands)
     }
 
-    /// The same error, carrying `verdict` for the consumers past the connection (the Pack).
+    /// The same error, carrying `verdict` for the consumers past the connection (the Pack). A
+    /// verdict it already carries (read where the failure happened, as a refused resumption's
+    /// named wait) stands over an outer reading that found nothing to act on
+    /// ([`Verdict::Stands`]).
     pub(crate) fn judged(mut self, verdict: Verdict) -> Self {
-        self.inner.verdict = Some(verdict);
+        if verdict != Verdict::Stands || self.inner.verdict.is_none() {
+            self.inner.verdict = Some(verdict);
+        }
         self
     }
 

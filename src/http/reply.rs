@@ -295,14 +295,15 @@ impl Connection {
                             &self.runtime,
                         );
                         let resumed = resuming.await.unwrap_or_else(|_| Err(Error::closed()));
-                        let Err(e) = resumed else {
-                            break resumed;
+                        let e = match resumed {
+                            Ok(response) => break Ok(response),
+                            Err(e) => e,
                         };
                         let verdict = super::judge(session.era, &e, |_| false);
                         let Next::Wait(wait) =
                             verdict::next(verdict, Stage::Status, spent, false, None)
                         else {
-                            break Err(e);
+                            break Err((e, verdict));
                         };
                         spent.waited = true;
                         tracing::debug!(namespace = %self.namespace, id, wait_ms = wait.as_millis() as u64, "resumption rate limited; waiting");
@@ -312,14 +313,20 @@ impl Connection {
                         Ok(resumed) => resumed,
                         // The server forgot the session (MCP 2025-11-25, transports, session
                         // management): the request is over on it and may have run.
-                        Err(e) if e.is_session_expired() => {
+                        Err((e, _)) if e.is_session_expired() => {
                             return Err(Error::session_lost(id, &e));
                         }
-                        Err(e) => {
-                            return Err(Error::stream(
+                        Err((e, verdict)) => {
+                            let failed = Error::stream(
                                 "resuming the event stream (GET with Last-Event-ID) failed",
                                 Some(e),
-                            ));
+                            );
+                            // A wait too long to take is still the server's word: the Pack's
+                            // answer names it (`verdict::NamedWait`).
+                            return Err(match verdict::NamedWait::of(verdict) {
+                                Some(_) => failed.judged(verdict),
+                                None => failed,
+                            });
                         }
                     };
                     asked = Some(last_event_id);

@@ -43,6 +43,37 @@ async fn a_modern_listen_refused_429_waits_the_named_wait_before_asking_again() 
 /// the second, and the call answers `done`.
 #[tokio::test]
 async fn a_resumption_refused_429_with_a_short_retry_after_resumes_after_the_wait() {
+    let (server, resumptions) = resumption_refused_once("1").await;
+    let host = ready_host(&server).await;
+    let answer = host.call_tool("s", "t").await;
+    assert_eq!(
+        answer.as_deref().map_err(|e| e.message.clone()),
+        Ok("done"),
+        "resumptions asked: {}",
+        resumptions.load(Ordering::SeqCst)
+    );
+}
+
+/// A resumption refused `429` with `Retry-After: 60`, longer than the Pack waits (30 s): the
+/// call's reply is not waited for, and the answer is `unavailable` naming the wait in whole
+/// seconds, as a call refused so is, and saying the call may have run (its request was taken).
+#[tokio::test]
+async fn a_resumption_refused_429_with_a_long_retry_after_answers_unavailable_naming_the_wait() {
+    let (server, resumptions) = resumption_refused_once("60").await;
+    let host = ready_host(&server).await;
+    let error = host.call_tool("s", "t").await.unwrap_err();
+    assert_eq!(resumptions.load(Ordering::SeqCst), 1);
+    assert_eq!(error.kind, runvil_plugin::ToolErrorKind::Unavailable);
+    assert_eq!(
+        error.message,
+        "server \"s\" is unavailable: it took the call but refused to resume its reply stream as too many requests (HTTP 429) and asked to be called again in 60 seconds; the call may have run"
+    );
+}
+
+/// A server whose `tools/call` stream carries one event and ends before the answer; the first
+/// resumption is refused `429` with `Retry-After: retry_after`, a later one carries the answer
+/// `done`. Answers the server and the count of resumptions asked.
+async fn resumption_refused_once(retry_after: &'static str) -> (hostile::Server, Arc<AtomicUsize>) {
     let resumptions = Arc::new(AtomicUsize::new(0));
     let call_id = Arc::new(Mutex::new(Value::Null));
     let server = hostile::serve({
@@ -51,7 +82,7 @@ async fn a_resumption_refused_429_with_a_short_retry_after_resumes_after_the_wai
         move |req| {
             let reply = if req.http_method == "GET" && req.header("last-event-id").is_some() {
                 if resumptions.fetch_add(1, Ordering::SeqCst) == 0 {
-                    Reply::raw(429, "text/plain", "slow down").header("retry-after", "1")
+                    Reply::raw(429, "text/plain", "slow down").header("retry-after", retry_after)
                 } else {
                     let id = call_id.lock().unwrap().clone();
                     let answer = hostile::text_result(&id, "done");
@@ -84,14 +115,7 @@ async fn a_resumption_refused_429_with_a_short_retry_after_resumes_after_the_wai
         }
     })
     .await;
-    let host = ready_host(&server).await;
-    let answer = host.call_tool("s", "t").await;
-    assert_eq!(
-        answer.as_deref().map_err(|e| e.message.clone()),
-        Ok("done"),
-        "resumptions asked: {}",
-        resumptions.load(Ordering::SeqCst)
-    );
+    (server, resumptions)
 }
 
 /// The standalone `GET` stream refused `429` with `Retry-After: 20`: the server named how long to
