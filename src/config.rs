@@ -15,7 +15,7 @@ use reqwest::Url;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
-use crate::json::{json_type, misspelling_of};
+use crate::json::{did_you_mean, json_type, misspelling_of};
 use crate::redact::Redactor;
 use crate::substitute::{Environment, Notes, printable, substitute};
 
@@ -421,8 +421,9 @@ fn misspelled(fields: &serde_json::Map<String, Value>) -> Option<String> {
         let meant = misspelling_of(key, &KNOWN_KEYS, |known| !fields.contains_key(known))
             .or_else(|| goose_uri(key, fields))?;
         Some(format!(
-            "the entry has \"{}\", which this Pack does not read; did you mean \"{meant}\"? (keys are case-sensitive)",
-            printable(key)
+            "the entry has \"{}\", which this Pack does not read; {}",
+            printable(key),
+            did_you_mean(key, meant)
         ))
     })
 }
@@ -460,8 +461,9 @@ pub(crate) fn misnamed_plugin_key(config: &Value) -> Option<(&str, &'static str)
 /// the key as written and the key meant, never a value.
 pub(crate) fn misnamed_plugin_reason(key: &str, meant: &str) -> String {
     format!(
-        "the plugin config has \"{}\", which this Plugin does not read, and no \"mcp\", so the mcp Pack would have no servers; did you mean \"{meant}\"? (keys are case-sensitive)",
-        printable(key)
+        "the plugin config has \"{}\", which this Plugin does not read, and no \"mcp\", so the mcp Pack would have no servers; {}",
+        printable(key),
+        did_you_mean(key, meant)
     )
 }
 
@@ -494,8 +496,9 @@ fn misnamed_servers_key(namespace: &str, entry: &Value) -> Option<String> {
     let meant = misspelling_of(namespace, &FILE_KEYS, |_| true)?;
     holds_servers(entry).then(|| {
         format!(
-            "\"{}\" holds servers, not a server's settings, under a key this Pack does not read; did you mean \"{meant}\"? (keys are case-sensitive)",
-            printable(namespace)
+            "\"{}\" holds servers, not a server's settings, under a key this Pack does not read; {}",
+            printable(namespace),
+            did_you_mean(namespace, meant)
         )
     })
 }
@@ -1394,7 +1397,8 @@ mod tests {
     fn entry_keys_with_separators_or_another_case_are_misspellings() {
         let said = |key: &str, meant: &str| {
             format!(
-                "the entry has \"{key}\", which this Pack does not read; did you mean \"{meant}\"? (keys are case-sensitive)"
+                "the entry has \"{key}\", which this Pack does not read; {}",
+                super::did_you_mean(key, meant)
             )
         };
         let url = "https://a.example/mcp";
@@ -1759,7 +1763,7 @@ mod tests {
         );
         assert_eq!(
             refused(json!({"url": url, "scope": "a"})),
-            "the entry has \"scope\", which this Pack does not read; did you mean \"scopes\"? (keys are case-sensitive)"
+            "the entry has \"scope\", which this Pack does not read; did you mean \"scopes\"?"
         );
     }
 

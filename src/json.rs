@@ -72,6 +72,23 @@ pub(crate) fn misspelling_of<'k>(
     })
 }
 
+/// The question a refusal of config key `key` ends with, naming the key `meant` (found by
+/// [`misspelling_of`]): `did you mean "meant"?`, and `(keys are case-sensitive)` when the two
+/// differ only in case, `_` and `-`, the only difference a reader could overlook.
+pub(crate) fn did_you_mean(key: &str, meant: &str) -> String {
+    let folded: String = key
+        .chars()
+        .filter(|c| !matches!(c, '_' | '-'))
+        .flat_map(char::to_lowercase)
+        .collect();
+    let remark = if folded == meant.to_lowercase() {
+        " (keys are case-sensitive)"
+    } else {
+        ""
+    };
+    format!("did you mean \"{meant}\"?{remark}")
+}
+
 /// Whose text is read: the rule for a key named twice, and whether comments and trailing
 /// commas are allowed, depend on it (module docs).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -627,6 +644,33 @@ mod tests {
         );
         // Keys of different objects, and equal strings that are values, are no repeat.
         assert!(config_value(r#"{"a": "a", "b": {"a": 1}, "c": [{"a": 1}, {"a": 2}]}"#).is_ok());
+    }
+
+    #[test]
+    fn the_case_remark_is_made_only_for_keys_that_differ_in_case_or_separators() {
+        let cases = [
+            (
+                "clientID",
+                "clientId",
+                r#"did you mean "clientId"? (keys are case-sensitive)"#,
+            ),
+            (
+                "mcp_servers",
+                "mcpServers",
+                r#"did you mean "mcpServers"? (keys are case-sensitive)"#,
+            ),
+            (
+                "URL",
+                "url",
+                r#"did you mean "url"? (keys are case-sensitive)"#,
+            ),
+            ("uri", "url", r#"did you mean "url"?"#),
+            ("header", "headers", r#"did you mean "headers"?"#),
+            ("scope", "scopes", r#"did you mean "scopes"?"#),
+        ];
+        for (key, meant, said) in cases {
+            assert_eq!(super::did_you_mean(key, meant), said, "{key}");
+        }
     }
 
     #[test]

@@ -27,8 +27,8 @@
 //! `notes` (an array of sentences) is there when the server's config entry is read differently
 //! from how it is written: a placeholder sent as written, a timeout capped, a key not read.
 //! `omitted` is there when a ready server's listing left tools out; `protocolVersion` while a
-//! server is ready (the version its requests carry: `2026-07-28`, or the one `initialize`
-//! negotiated); `instructions` (scrubbed, at most 8 KiB) when a ready server's
+//! server is ready (the version its tools were listed in, which its requests carry: `2026-07-28`,
+//! or the one `initialize` negotiated; a change of era shows with the re-listing that follows); `instructions` (scrubbed, at most 8 KiB) when a ready server's
 //! `server/discover` or `initialize` gave them.
 //! Schemas and annotations are written out as the server sent them, without the whitespace
 //! between their tokens ([`crate::json::compact`]): strings, numbers and member order kept.

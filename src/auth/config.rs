@@ -26,7 +26,7 @@ use secrecy::SecretString;
 use serde_json::Value;
 
 use super::challenge::split_scopes;
-use crate::json::{json_type, misspelling_of};
+use crate::json::{did_you_mean, json_type, misspelling_of};
 use crate::substitute::printable;
 
 /// The keys of the `oauth` object this Pack reads.
@@ -187,8 +187,9 @@ pub(crate) fn parse(value: &Value, substitute: &mut Substitute<'_>) -> Result<OA
     for key in fields.keys() {
         if let Some(meant) = misspelling_of(key, &KEYS, |known| !fields.contains_key(known)) {
             return Err(format!(
-                "the entry's \"oauth\" has \"{}\", which this Pack does not read; did you mean \"{meant}\"? (keys are case-sensitive)",
-                printable(key)
+                "the entry's \"oauth\" has \"{}\", which this Pack does not read; {}",
+                printable(key),
+                did_you_mean(key, meant)
             ));
         }
     }
@@ -441,7 +442,8 @@ mod tests {
     fn a_misspelled_key_is_refused_naming_the_key_meant() {
         let said = |key: &str, meant: &str| {
             format!(
-                "the entry's \"oauth\" has \"{key}\", which this Pack does not read; did you mean \"{meant}\"? (keys are case-sensitive)"
+                "the entry's \"oauth\" has \"{key}\", which this Pack does not read; {}",
+                crate::json::did_you_mean(key, meant)
             )
         };
         let cases = [

@@ -213,7 +213,7 @@ async fn goose_uri_gets_its_did_you_mean() {
         assert_eq!(
             server_entry(&listing, ns)["reason"],
             format!(
-                "the entry has \"{key}\", which this Pack does not read; did you mean \"url\"? (keys are case-sensitive)"
+                "the entry has \"{key}\", which this Pack does not read; did you mean \"url\"?"
             )
         );
     }
