@@ -48,7 +48,7 @@ pub(crate) use reply::Listened;
 use session::{AfterRecheck, EraSignal, Rechecked};
 pub(crate) use session::{Era, Initialized, Installs, SessionHandle};
 pub(crate) use trace::tool_error;
-pub(crate) use verdict::{NamedWait, Said, Verdict, Words};
+pub(crate) use verdict::{NamedWait, Said, Verdict, Words, refused_as};
 use verdict::{Next, Settle, Spent, Stage};
 
 use crate::auth::challenge::{Challenge, asks_for_dpop_nonce};
@@ -1136,7 +1136,6 @@ impl Connection {
         let Some(auth) = &self.auth else {
             return self.send_once(body, None, session, wire).await;
         };
-        let key = &wire.step_up_key();
         let mut sent = auth.token().await?;
         *lock(&self.access) = sent.clone();
         let mut retries = 0;
@@ -1170,7 +1169,7 @@ impl Connection {
             let Some((forbidden, challenge)) = refused.filter(|_| retries < auth::MAX_AUTH_RETRIES)
             else {
                 if status.is_success() && auth.step_up_waiting() {
-                    auth.succeeded(key);
+                    auth.succeeded(&wire.step_up_key());
                 }
                 if let (true, Some(sent)) = (status.is_success(), &sent) {
                     auth.accepted(&sent.token);
@@ -1179,7 +1178,7 @@ impl Connection {
             };
             retries += 1;
             let token = if forbidden {
-                auth.insufficient_scope(&self.url, &self.runtime, &challenge, key)
+                auth.insufficient_scope(&self.url, &self.runtime, &challenge, &wire.step_up_key())
                     .await
             } else {
                 auth.unauthorized(
@@ -1377,6 +1376,9 @@ pub(crate) fn judge(era: Era, error: &Error, own: impl Fn(EraSignal) -> bool) ->
             wait,
         };
     }
+    if let Some(status) = error.busy() {
+        return Verdict::Busy { status };
+    }
     if error.is_session_expired() {
         return if error.is_expired_by_text() {
             Verdict::SetAside
@@ -1547,7 +1549,18 @@ mod tests {
                 false,
                 Verdict::RateLimited { status: 503, wait },
             ),
-            (Era::Legacy, status(429, None), false, Verdict::Stands),
+            (
+                Era::Legacy,
+                status(429, None),
+                false,
+                Verdict::Busy { status: 429 },
+            ),
+            (
+                Era::Modern,
+                status(503, None),
+                false,
+                Verdict::Busy { status: 503 },
+            ),
             (Era::Legacy, status(500, Some(2)), false, Verdict::Stands),
             (
                 Era::Legacy,

@@ -470,16 +470,21 @@ fn scan(text: &[u8], source: Source) -> Result<Vec<Range<usize>>, Refusal> {
                 let start = i;
                 let mut j = i + 1;
                 let mut escaped = false;
+                // To the closing quote: the next quote or backslash, an escape skipping the
+                // byte after its backslash.
                 loop {
-                    match text.get(j) {
-                        None => return Ok(blanks),
-                        Some(b'\\') => {
-                            escaped = true;
-                            j += 2;
-                        }
-                        Some(b'"') => break,
-                        Some(_) => j += 1,
+                    let Some(n) = text
+                        .get(j..)
+                        .and_then(|rest| memchr::memchr2(b'"', b'\\', rest))
+                    else {
+                        return Ok(blanks);
+                    };
+                    j += n;
+                    if text[j] == b'"' {
+                        break;
                     }
+                    escaped = true;
+                    j += 2;
                 }
                 if let Some(Open::Object {
                     serial,

@@ -936,8 +936,11 @@ impl PreparedCall {
         let id = connection.next_id();
         // The call runs in the caller's span, so its request's span is that span's child
         // (README "Traces").
-        let run = tracing::Instrument::in_current_span(self.run(pack_id, id, shutdown));
-        let task = connection.runtime().spawn(run);
+        // Boxed where it is made: the task then moves a pointer, not the call's whole state.
+        let run = Box::pin(self.run(pack_id, id, shutdown));
+        let task = connection
+            .runtime()
+            .spawn(tracing::Instrument::in_current_span(run));
         CallFuture {
             task,
             armed: Some((connection, id)),
@@ -1201,6 +1204,15 @@ fn call_error(
                 "server {ns} is unavailable: it took the call but refused to resume its reply stream {} and asked to be called again in {}; the call may have run",
                 named.refused(),
                 named.seconds()
+            ),
+        );
+    }
+    if let Verdict::Busy { status } = error.verdict() {
+        return ToolError::new(
+            ToolErrorKind::Unavailable,
+            format!(
+                "server {ns} is unavailable: it refused the call {} without saying when to call again; try again later",
+                crate::http::refused_as(status)
             ),
         );
     }

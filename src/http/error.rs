@@ -487,6 +487,19 @@ impl Error {
         }
     }
 
+    /// The status of a request refused `429` or `503` without a `Retry-After` (RFC 6585 §4,
+    /// RFC 9110 §15.6.4): not processed, and no wait named.
+    pub(crate) fn busy(&self) -> Option<u16> {
+        match &self.inner.kind {
+            Failure::Status {
+                status,
+                retry_after: None,
+                ..
+            } if matches!(status.as_u16(), 429 | 503) => Some(status.as_u16()),
+            _ => None,
+        }
+    }
+
     /// Whether the answer is a response of no valid shape ([`Error::malformed`]).
     pub(crate) fn is_malformed(&self) -> bool {
         matches!(self.inner.kind, Failure::Malformed(_))

@@ -29,12 +29,33 @@ pub(super) fn request_span(
     id: u64,
     origin: Option<&str>,
 ) -> Span {
-    let name = match tool {
-        Some(tool) => format!("{method} {tool}"),
-        None => method.to_string(),
-    };
-    let (address, port) = origin.and_then(host_and_port).unzip();
-    message_span!("mcp.request", name, method, tool, Some(id), address, port)
+    // The fields are made only when the span is enabled (the macro's values are evaluated
+    // then): a Pack without a subscriber pays no formatting per request.
+    message_span!(
+        "mcp.request",
+        SpanName { method, tool },
+        method,
+        tool,
+        Some(id),
+        origin.and_then(host_and_port).map(|(host, _)| host),
+        origin.and_then(host_and_port).map(|(_, port)| port)
+    )
+}
+
+/// A request span's `otel.name`: the method, and for a `tools/call` the tool (`tools/call
+/// search`), written when the span is recorded.
+struct SpanName<'a> {
+    method: &'a str,
+    tool: Option<&'a str>,
+}
+
+impl std::fmt::Display for SpanName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.tool {
+            Some(tool) => write!(f, "{} {tool}", self.method),
+            None => f.write_str(self.method),
+        }
+    }
 }
 
 /// The span of a notification of `method` the client sends (`notifications/initialized`,
@@ -98,6 +119,9 @@ fn host_and_port(origin: &str) -> Option<(&str, u16)> {
 /// server that echoes a header value as its session id gets `[redacted]` recorded.
 pub(super) fn on_route(redactor: &Redactor, version: Option<&str>, session_id: Option<&str>) {
     let span = Span::current();
+    if span.is_disabled() {
+        return;
+    }
     if let Some(version) = version {
         span.record("mcp.protocol.version", &*redactor.scrub(version));
     }

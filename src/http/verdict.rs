@@ -77,6 +77,9 @@ pub(crate) enum Verdict {
     /// Refused `429` or `503` with a `Retry-After` (RFC 6585 §4, RFC 9110 §10.2.3): the
     /// request was not processed; the status and the wait the server named.
     RateLimited { status: u16, wait: Duration },
+    /// Refused `429` or `503` without a `Retry-After` (RFC 6585 §4, RFC 9110 §15.6.4): the
+    /// request was not processed, and no wait was named; nothing is resent.
+    Busy { status: u16 },
     /// JSON-RPC's "Method not found" (`-32601`, JSON-RPC 2.0 §5.1) of the route's era: the
     /// server does not offer the method (a `tools/list`, a `subscriptions/listen`).
     MethodNotFound,
@@ -141,6 +144,7 @@ impl Verdict {
             | Verdict::HeaderMismatch
             | Verdict::MissingCapability
             | Verdict::RateLimited { .. }
+            | Verdict::Busy { .. }
             | Verdict::MethodNotFound
             | Verdict::InvalidParams
             | Verdict::Malformed
@@ -289,15 +293,9 @@ impl NamedWait {
         }
     }
 
-    /// How the request was refused: `as too many requests (HTTP 429)` or `as unavailable for
-    /// now (HTTP 503)`.
+    /// How the request was refused ([`refused_as`]).
     pub(crate) fn refused(&self) -> String {
-        let how = if self.status == 429 {
-            "as too many requests"
-        } else {
-            "as unavailable for now"
-        };
-        format!("{how} (HTTP {})", self.status)
+        refused_as(self.status)
     }
 
     /// The wait in whole seconds, rounded up, with its unit: `1 second`, `3600 seconds`.
@@ -306,6 +304,17 @@ impl NamedWait {
         let unit = if seconds == 1 { "second" } else { "seconds" };
         format!("{seconds} {unit}")
     }
+}
+
+/// How a request refused unprocessed with `status` (`429` or `503`) was refused, as a model
+/// reads it: `as too many requests (HTTP 429)` or `as unavailable for now (HTTP 503)`.
+pub(crate) fn refused_as(status: u16) -> String {
+    let how = if status == 429 {
+        "as too many requests"
+    } else {
+        "as unavailable for now"
+    };
+    format!("{how} (HTTP {status})")
 }
 
 #[cfg(test)]

@@ -419,7 +419,11 @@ async fn limited_once(status: u16, retry_after: &'static str) -> Server {
     let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     hostile::serve_tools(vec![tool("t", "t")], move |req| {
         if calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
-            Reply::raw(status, "text/plain", "slow down").header("retry-after", retry_after)
+            let refusal = Reply::raw(status, "text/plain", "slow down");
+            match retry_after {
+                "" => refusal,
+                wait => refusal.header("retry-after", wait),
+            }
         } else {
             Reply::json(&text_result(&req.id(), "served"))
         }
@@ -463,6 +467,30 @@ async fn a_call_refused_429_with_a_long_retry_after_is_unavailable_naming_the_wa
         ))
     );
     assert_eq!(server.count("tools/call"), 1);
+}
+
+/// A `429` or `503` without `Retry-After`: the request was not processed (RFC 6585 §4), so the
+/// call did not run, but no wait was named: nothing is resent, and the answer is `unavailable`
+/// (try later), not a `transport` error that says the tool may have run.
+#[tokio::test]
+async fn a_call_refused_429_or_503_without_retry_after_is_unavailable_and_not_resent() {
+    for (status, how) in [
+        (429, "as too many requests"),
+        (503, "as unavailable for now"),
+    ] {
+        let server = limited_once(status, "").await;
+        let host = ready_host(&server.url).await;
+        assert_eq!(
+            call(&host, "t").await,
+            Err(ToolError::new(
+                ToolErrorKind::Unavailable,
+                format!(
+                    "server \"s\" is unavailable: it refused the call {how} (HTTP {status}) without saying when to call again; try again later"
+                )
+            ))
+        );
+        assert_eq!(server.count("tools/call"), 1);
+    }
 }
 
 // A rate limit met on the renewal of an expired session.
