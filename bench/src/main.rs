@@ -188,19 +188,12 @@ async fn run(
             Series::new("floor: raw reqwest POST"),
         ];
         let n = plan.m1_calls;
-        let only: Option<usize> = std::env::var("DBG_ONLY").ok().and_then(|v| v.parse().ok());
-        rounds(
-            &mut m1,
-            plan.m1_rounds,
-            Duration::from_secs(100000),
-            async |c, d| match c {
-                c if only.is_some_and(|o| o != c) => block(1, d, false, floor_call).await,
-                0 => block(n, d, false, ours_call("s")).await,
-                1 => block(n, d, false, rmcp_call(rd)).await,
-                2 => block(n, d, false, rmcp_call(rp)).await,
-                _ => block(n, d, false, floor_call).await,
-            },
-        )
+        rounds(&mut m1, plan.m1_rounds, plan.budget, async |c, d| match c {
+            0 => block(n, d, false, ours_call("s")).await,
+            1 => block(n, d, false, rmcp_call(rd)).await,
+            2 => block(n, d, false, rmcp_call(rp)).await,
+            _ => block(n, d, false, floor_call).await,
+        })
         .await;
         let (v_rd, v_rp, v_fl) = (
             ratio(&m1[0], &m1[1]),
