@@ -186,9 +186,8 @@ impl<'a> Incoming<'a> {
             (Some(result), None) => Some(Ok(*result)),
             (None, None) => None,
         };
-        let echoes = |id: &RawValue, method: &str| {
-            method == awaited.method && id_matches(id, awaited.id)
-        };
+        let echoes =
+            |id: &RawValue, method: &str| method == awaited.method && id_matches(id, awaited.id);
         match (&self.method, self.id, answer) {
             (_, Some(id), Some(Ok(result))) => Message::Response(id, Ok(result)),
             (_, Some(id), Some(Err(ErrorMember::Object(error)))) => {
@@ -389,7 +388,9 @@ mod tests {
         assert!(
             matches!(msgs[1].kind(Awaited::NOTHING), Message::Response(_, Err(e)) if e.code == -32601 && e.message == "nope")
         );
-        assert!(matches!(msgs[2].kind(Awaited::NOTHING), Message::Request(id, "ping") if id.get() == "9"));
+        assert!(
+            matches!(msgs[2].kind(Awaited::NOTHING), Message::Request(id, "ping") if id.get() == "9")
+        );
         assert!(matches!(
             msgs[3].kind(Awaited::NOTHING),
             Message::Notification("notifications/progress")
@@ -421,16 +422,23 @@ mod tests {
     }
 
     /// A response that echoes its request's `method` is still the response; a message with a
-    /// method and an id but neither `result` nor `error` is a request.
+    /// method and an id but neither `result` nor `error` is a request (unless it echoes the
+    /// awaited request's own id and method, below).
     #[test]
     fn a_result_or_an_error_makes_a_response_whatever_else_it_names() {
         let text = r#"[{"jsonrpc":"2.0","id":4,"method":"tools/call","result":{}},
             {"jsonrpc":"2.0","id":5,"method":"tools/call","error":{"code":1,"message":"m"}},
             {"jsonrpc":"2.0","id":6,"method":"ping"}]"#;
         let messages = decode(text).unwrap();
-        assert!(matches!(messages[0].kind(Awaited::NOTHING), Message::Response(id, Ok(_)) if id.get() == "4"));
-        assert!(matches!(messages[1].kind(Awaited::NOTHING), Message::Response(id, Err(_)) if id.get() == "5"));
-        assert!(matches!(messages[2].kind(Awaited::NOTHING), Message::Request(id, "ping") if id.get() == "6"));
+        assert!(
+            matches!(messages[0].kind(Awaited::NOTHING), Message::Response(id, Ok(_)) if id.get() == "4")
+        );
+        assert!(
+            matches!(messages[1].kind(Awaited::NOTHING), Message::Response(id, Err(_)) if id.get() == "5")
+        );
+        assert!(
+            matches!(messages[2].kind(Awaited::NOTHING), Message::Request(id, "ping") if id.get() == "6")
+        );
     }
 
     /// A response is found by its id however malformed the rest: an `error` that is no
@@ -470,7 +478,10 @@ mod tests {
                 "message {at}"
             );
         }
-        assert!(matches!(kinds[3], Message::Malformed(None, Flaw::ErrorShape)));
+        assert!(matches!(
+            kinds[3],
+            Message::Malformed(None, Flaw::ErrorShape)
+        ));
         assert!(matches!(kinds[6], Message::Request(id, "tools/call") if id.get() == "5"));
         assert!(matches!(kinds[7], Message::Request(id, "ping") if id.get() == "4"));
         assert!(matches!(kinds[8], Message::Response(_, Ok(r)) if r.get() == "null"));

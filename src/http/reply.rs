@@ -24,7 +24,7 @@ use super::session::{AfterRecheck, Era, EraSignal, Rechecked, Session};
 use super::verdict::{self, Next, Spent, Stage};
 use super::{Connection, Decoded, Error, SessionHandle, Verdict, Wire};
 use crate::json;
-use crate::jsonrpc::{self, Awaited, Flaw, Message, RpcError};
+use crate::jsonrpc::{self, Awaited, ErrorMember, Flaw, Message, RpcError};
 use crate::limits::{self, MAX_MESSAGE_BYTES};
 use crate::protocol::{ACCEPT_SSE, LAST_EVENT_ID, codes};
 use crate::redact::{REDACTED, Redactor};
@@ -577,10 +577,12 @@ impl Connection {
         if !matches!(media_type(&response), Some(MediaType::EventStream)) {
             // A JSON answer ends the subscription at once: an error, or a graceful end.
             let ignore = |_: &RawValue, _: &Bytes| -> Decoded<()> { Ok(()) };
-            let read =
-                tokio::time::timeout(within, self.read_response(response, awaited, session, &ignore))
-                    .await
-                    .unwrap_or_else(|_| Err(Error::no_answer(LISTEN, within)));
+            let read = tokio::time::timeout(
+                within,
+                self.read_response(response, awaited, session, &ignore),
+            )
+            .await
+            .unwrap_or_else(|_| Err(Error::no_answer(LISTEN, within)));
             return match read {
                 Ok(()) => Ok(Listened::Ended),
                 Err(e) => self.listen_refused(session, e),
@@ -950,7 +952,8 @@ fn looks_like_markup(preview: &str) -> bool {
 ///   answer: "Bad Request: No valid session ID provided", "Session not found") and whose code is
 ///   not -32602 (invalid params) or -32601 (method not found), which are about the request
 ///   itself — a tool's own `sessionId` argument, say;
-/// - a body that is not JSON-RPC, read as plain text, which must name the session as a word of
+/// - a body that is not JSON-RPC (or whose `error` is no JSON-RPC error object), read as plain
+///   text, which must name the session as a word of
 ///   its own ("session", not "sessionId" or "session_id", an argument's name): the Python SDK
 ///   `mcp` 1.8–1.25 (and FastMCP 2.x on it) answers "Bad Request: No valid session ID provided"
 ///   or "Bad Request: Missing session ID", others "Invalid or expired session".
@@ -967,8 +970,14 @@ fn speaks_of_session(preview: &str) -> bool {
         "not found",
     ];
     let says_gone = |message: &str| GONE.iter().any(|word| message.contains(word));
-    match jsonrpc::decode(preview) {
-        Ok(messages) => messages.iter().any(|m| {
+    // An `error` of no JSON-RPC shape (a string, an object without a code) is read as text.
+    let decoded = jsonrpc::decode(preview).ok().filter(|messages| {
+        !messages
+            .iter()
+            .any(|m| matches!(m.error, Some(ErrorMember::Malformed)))
+    });
+    match decoded {
+        Some(messages) => messages.iter().any(|m| {
             m.rpc_error().is_some_and(|e| {
                 let message = e.message.to_ascii_lowercase();
                 e.code != codes::INVALID_PARAMS
@@ -977,7 +986,7 @@ fn speaks_of_session(preview: &str) -> bool {
                     && says_gone(&message)
             })
         }),
-        Err(_) => {
+        None => {
             let text = preview.to_ascii_lowercase();
             let word = |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_');
             let names_session = text.match_indices("session").any(|(at, found)| {
@@ -1192,6 +1201,13 @@ mod tests {
         ));
         assert!(!speaks_of_session("Bad Request: no session"));
         assert!(!speaks_of_session(r#"{"hint":"session"}"#));
+        // An error that is no JSON-RPC error object is read as text.
+        assert!(speaks_of_session(
+            r#"{"jsonrpc":"2.0","id":null,"error":"Bad Request: No valid session ID provided"}"#
+        ));
+        assert!(!speaks_of_session(
+            r#"{"jsonrpc":"2.0","id":null,"error":{"message":"quota exceeded"}}"#
+        ));
     }
 
     /// The plain-text answers of the Python SDK `mcp` 1.8–1.25 (FastMCP 2.x on it) and others
