@@ -87,8 +87,9 @@ pub(crate) enum Verdict {
     /// call's arguments) do not fit what the server expects (MCP 2025-11-25, server/tools
     /// "Error Handling").
     InvalidParams,
-    /// A response of no valid shape (neither `result` nor `error`, a `result` of the wrong
-    /// shape): an answer all the same, nothing to cancel.
+    /// A response of no valid shape (neither `result` nor `error`, an `error` that is no
+    /// JSON-RPC error object, a `result` of the wrong shape): an answer all the same, nothing
+    /// to cancel.
     Malformed,
     /// Anything else: the answer is the request's own and stands (a JSON-RPC error of the
     /// server's era, an error status, a failure with nothing more to do).
