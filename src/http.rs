@@ -55,7 +55,7 @@ use crate::auth::challenge::{Challenge, asks_for_dpop_nonce};
 use crate::auth::dpop::{DPOP, Nonce};
 use crate::auth::tokens::AccessToken;
 use crate::config::RemoteServer;
-use crate::jsonrpc;
+use crate::jsonrpc::{self, Awaited};
 use crate::limits;
 use crate::notices::Signals;
 use crate::redact::Redactor;
@@ -486,7 +486,11 @@ impl Connection {
                     }
                 };
                 let any = |_: &RawValue, _: &Bytes| -> Decoded<()> { Ok(()) };
-                return self.read_response(response, wire_id, session, &any).await;
+                let awaited = Awaited {
+                    id: wire_id,
+                    method: "ping",
+                };
+                return self.read_response(response, awaited, session, &any).await;
             }
         };
         // Sent in the background, with no caller's deadline above it: bounded here.
@@ -496,8 +500,9 @@ impl Connection {
         let answered = match answered {
             Ok(()) => Ok(()),
             Err(e) => match self.background_verdict(session, "ping", e, true).await {
-                // Any other JSON-RPC answer of the session's era: it knows the session.
-                e if e.verdict().is_servers_answer() && e.rpc().is_some() => Ok(()),
+                // Any other response to the ping (a JSON-RPC error of the session's era, a
+                // malformed one): it knows the session.
+                e if e.verdict().is_response(e.rpc().is_some()) => Ok(()),
                 e => Err(e),
             },
         };
@@ -702,7 +707,15 @@ impl Connection {
             let body = request_body(session.era, wire_id, wire.method, params.get());
             let (error, phase) = match self.post_request(id, wire_id, body, wire, &session).await {
                 Ok(response) => match self
-                    .read_response(response, wire_id, &session, decode)
+                    .read_response(
+                        response,
+                        Awaited {
+                            id: wire_id,
+                            method: wire.method,
+                        },
+                        &session,
+                        decode,
+                    )
                     .await
                 {
                     Ok(answer) => return Ok(answer),

@@ -24,7 +24,7 @@ use super::session::{AfterRecheck, Era, EraSignal, Rechecked, Session};
 use super::verdict::{self, Next, Spent, Stage};
 use super::{Connection, Decoded, Error, SessionHandle, Verdict, Wire};
 use crate::json;
-use crate::jsonrpc::{self, Message, RpcError};
+use crate::jsonrpc::{self, Awaited, ErrorMember, Flaw, Message, RpcError};
 use crate::limits::{self, MAX_MESSAGE_BYTES};
 use crate::protocol::{ACCEPT_SSE, LAST_EVENT_ID, codes};
 use crate::redact::{REDACTED, Redactor};
@@ -133,9 +133,10 @@ impl Connection {
             .with_auth_hint(self.auth_hint.as_deref()))
     }
 
-    /// Reads the answer to request `id` from a 2xx response: a JSON body, or an SSE stream that
-    /// may carry server requests and notifications first, and may need resuming. Server requests
-    /// are answered on `session`.
+    /// Reads the answer to the `awaited` request from a 2xx response: a JSON body, or an SSE
+    /// stream that may carry server requests and notifications first, and may need resuming.
+    /// Server requests are answered on `session`. Every message of either goes through
+    /// [`Connection::route`], so a response is read the same in both.
     ///
     /// # Cancel safety
     /// Not cancel safe: dropping it abandons the reply (the request may still run on the
@@ -143,11 +144,11 @@ impl Connection {
     pub(super) async fn read_response<T>(
         self: &Arc<Self>,
         response: Response,
-        id: u64,
+        awaited: Awaited<'_>,
         session: &Arc<Session>,
         decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
     ) -> Result<T, Error> {
-        self.read_reply(response, id, session, decode, AfterAnswer::Background)
+        self.read_reply(response, awaited, session, decode, AfterAnswer::Background)
             .await
     }
 
@@ -159,7 +160,7 @@ impl Connection {
     pub(super) async fn read_reply<T>(
         self: &Arc<Self>,
         response: Response,
-        id: u64,
+        awaited: Awaited<'_>,
         session: &Arc<Session>,
         decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
         after: AfterAnswer,
@@ -177,16 +178,19 @@ impl Connection {
                     .map_err(|_| Error::protocol("the server's JSON reply is not UTF-8"))?;
                 let messages = jsonrpc::decode(text).map_err(Error::protocol)?;
                 for message in &messages {
-                    if let Some(found) = self.route(message, &body, id, session, decode).await {
+                    if let Some(found) = self.route(message, &body, awaited, session, decode).await
+                    {
                         return found;
                     }
                 }
                 Err(Error::protocol(format!(
-                    "the server's JSON reply held no response to request {id}"
+                    "the server's JSON reply held no response to request {}",
+                    awaited.id
                 )))
             }
             Some(MediaType::EventStream) => {
-                self.read_stream(response, id, session, decode, after).await
+                self.read_stream(response, awaited, session, decode, after)
+                    .await
             }
             None => {
                 let shown = response.headers().get(CONTENT_TYPE).map(|v| {
@@ -222,11 +226,12 @@ impl Connection {
     async fn read_stream<T>(
         self: &Arc<Self>,
         response: Response,
-        id: u64,
+        awaited: Awaited<'_>,
         session: &Arc<Session>,
         decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
         after: AfterAnswer,
     ) -> Result<T, Error> {
+        let id = awaited.id;
         let mut events = SseStream::new(response);
         // The last event id the latest resumption asked with, and how many brought no new one.
         let mut asked: Option<String> = None;
@@ -335,7 +340,10 @@ impl Connection {
                 }
             };
             for message in &self.messages(&event)? {
-                if let Some(answer) = self.route(message, &event.data, id, session, decode).await {
+                if let Some(answer) = self
+                    .route(message, &event.data, awaited, session, decode)
+                    .await
+                {
                     // The stream's end is usually one chunk away: read it in the background,
                     // so the connection is reused rather than closed.
                     let drained = self.runtime.spawn(events.drain());
@@ -478,7 +486,7 @@ impl Connection {
         tracing::debug!(namespace = %self.namespace, "standalone stream open");
         self.signals.stream_opened();
         let mut events = SseStream::new(response);
-        // Request ids start at 1: a response to id 0 is one nobody waits for.
+        // No request awaits a response here: responses are dropped.
         let ignore = |_: &RawValue, _: &Bytes| -> Decoded<()> { Ok(()) };
         loop {
             let Some(event) = self.next_event(&mut events).await? else {
@@ -489,7 +497,9 @@ impl Connection {
                 *last_event_id = id.to_string();
             }
             for message in &self.messages(&event)? {
-                let _ = self.route(message, &event.data, 0, session, &ignore).await;
+                let _ = self
+                    .route(message, &event.data, Awaited::NOTHING, session, &ignore)
+                    .await;
             }
         }
     }
@@ -528,6 +538,7 @@ impl Connection {
             LISTEN,
             r#"{"notifications":{"toolsListChanged":true}}"#,
         );
+        let awaited = Awaited { id, method: LISTEN };
         let within = limits::STREAM_OPEN_TIMEOUT;
         let wire = Wire::new(LISTEN, None, &[]).headers_within(within);
         let response = match self.post(body, &wire, Some(session), Some(id)).await {
@@ -566,10 +577,12 @@ impl Connection {
         if !matches!(media_type(&response), Some(MediaType::EventStream)) {
             // A JSON answer ends the subscription at once: an error, or a graceful end.
             let ignore = |_: &RawValue, _: &Bytes| -> Decoded<()> { Ok(()) };
-            let read =
-                tokio::time::timeout(within, self.read_response(response, id, session, &ignore))
-                    .await
-                    .unwrap_or_else(|_| Err(Error::no_answer(LISTEN, within)));
+            let read = tokio::time::timeout(
+                within,
+                self.read_response(response, awaited, session, &ignore),
+            )
+            .await
+            .unwrap_or_else(|_| Err(Error::no_answer(LISTEN, within)));
             return match read {
                 Ok(()) => Ok(Listened::Ended),
                 Err(e) => self.listen_refused(session, e),
@@ -604,7 +617,7 @@ impl Connection {
                     continue;
                 }
                 if let Some(done) = self
-                    .route(message, &event.data, id, session, &answered)
+                    .route(message, &event.data, awaited, session, &answered)
                     .await
                 {
                     return match done {
@@ -688,9 +701,11 @@ impl Connection {
         })
     }
 
-    /// Handles one incoming message, from any stream or JSON body: returns the answer when it is
-    /// the response to `id`, or an error response whose `id` is `null` (the server could not
-    /// read the request; every POST carries one request, so it answers `id`); answers a server
+    /// Handles one incoming message, from any stream or JSON body, as [`jsonrpc::Incoming::kind`]
+    /// classifies it while `awaited` is: returns the answer when it is the response to
+    /// `awaited`, or an error response whose `id` is `null` (the server could not read the
+    /// request; every POST carries one request, so it answers `awaited`); a response to
+    /// `awaited` of no valid shape is its answer too, [`Error::malformed`] at once; answers a server
     /// request on `session` (`ping` with `{}`, anything else with `-32601`) in a task that
     /// [`Connection::close`] awaits before any `DELETE`; hands notifications to
     /// [`crate::notices::handle`]; logs and drops responses to other ids. The one place where
@@ -703,11 +718,12 @@ impl Connection {
         self: &Arc<Self>,
         message: &jsonrpc::Incoming<'_>,
         source: &Bytes,
-        id: u64,
+        awaited: Awaited<'_>,
         session: &Arc<Session>,
         decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
     ) -> Option<Result<T, Error>> {
-        match message.kind() {
+        let id = awaited.id;
+        match message.kind(awaited) {
             Message::Response(rid, outcome) if jsonrpc::id_matches(rid, id) => {
                 Some(match outcome {
                     Ok(result) => decode(result, source),
@@ -716,12 +732,18 @@ impl Connection {
             }
             Message::ErrorWithoutId(error) => Some(Err(self.rpc_error(error))),
             // An answer all the same: it ends the wait at once, and nothing is left to cancel.
-            Message::Hollow(rid) if jsonrpc::id_matches(rid, id) => {
+            Message::Malformed(rid, flaw) if rid.is_none_or(|rid| jsonrpc::id_matches(rid, id)) => {
+                let holds = match flaw {
+                    Flaw::Hollow => "neither a result nor an error",
+                    Flaw::ErrorShape => {
+                        "an error that is not a JSON-RPC error object with an integer code"
+                    }
+                };
                 Some(Err(Error::malformed(format!(
-                    "the server's response to request {id} holds neither a result nor an error"
+                    "the server's response to request {id} holds {holds}"
                 ))))
             }
-            Message::Response(..) | Message::Hollow(_) => {
+            Message::Response(..) | Message::Malformed(..) => {
                 tracing::trace!(namespace = %self.namespace, id, "ignored a response to another request");
                 None
             }
@@ -830,7 +852,7 @@ fn rpc_error_in(body: &str, answering: Option<u64>) -> Option<(RpcError, bool)> 
     let [message] = messages.as_slice() else {
         return None;
     };
-    match message.kind() {
+    match message.kind(Awaited::NOTHING) {
         Message::Response(id, Err(error)) => Some((
             error.clone(),
             answering.is_some_and(|a| jsonrpc::id_matches(id, a)),
@@ -930,7 +952,8 @@ fn looks_like_markup(preview: &str) -> bool {
 ///   answer: "Bad Request: No valid session ID provided", "Session not found") and whose code is
 ///   not -32602 (invalid params) or -32601 (method not found), which are about the request
 ///   itself — a tool's own `sessionId` argument, say;
-/// - a body that is not JSON-RPC, read as plain text, which must name the session as a word of
+/// - a body that is not JSON-RPC (or whose `error` is no JSON-RPC error object), read as plain
+///   text, which must name the session as a word of
 ///   its own ("session", not "sessionId" or "session_id", an argument's name): the Python SDK
 ///   `mcp` 1.8–1.25 (and FastMCP 2.x on it) answers "Bad Request: No valid session ID provided"
 ///   or "Bad Request: Missing session ID", others "Invalid or expired session".
@@ -947,9 +970,15 @@ fn speaks_of_session(preview: &str) -> bool {
         "not found",
     ];
     let says_gone = |message: &str| GONE.iter().any(|word| message.contains(word));
-    match jsonrpc::decode(preview) {
-        Ok(messages) => messages.iter().any(|m| {
-            m.error.as_ref().is_some_and(|e| {
+    // An `error` of no JSON-RPC shape (a string, an object without a code) is read as text.
+    let decoded = jsonrpc::decode(preview).ok().filter(|messages| {
+        !messages
+            .iter()
+            .any(|m| matches!(m.error, Some(ErrorMember::Malformed)))
+    });
+    match decoded {
+        Some(messages) => messages.iter().any(|m| {
+            m.rpc_error().is_some_and(|e| {
                 let message = e.message.to_ascii_lowercase();
                 e.code != codes::INVALID_PARAMS
                     && e.code != codes::METHOD_NOT_FOUND
@@ -957,7 +986,7 @@ fn speaks_of_session(preview: &str) -> bool {
                     && says_gone(&message)
             })
         }),
-        Err(_) => {
+        None => {
             let text = preview.to_ascii_lowercase();
             let word = |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_');
             let names_session = text.match_indices("session").any(|(at, found)| {
@@ -1172,6 +1201,13 @@ mod tests {
         ));
         assert!(!speaks_of_session("Bad Request: no session"));
         assert!(!speaks_of_session(r#"{"hint":"session"}"#));
+        // An error that is no JSON-RPC error object is read as text.
+        assert!(speaks_of_session(
+            r#"{"jsonrpc":"2.0","id":null,"error":"Bad Request: No valid session ID provided"}"#
+        ));
+        assert!(!speaks_of_session(
+            r#"{"jsonrpc":"2.0","id":null,"error":{"message":"quota exceeded"}}"#
+        ));
     }
 
     /// The plain-text answers of the Python SDK `mcp` 1.8–1.25 (FastMCP 2.x on it) and others

@@ -43,7 +43,7 @@ use super::modern;
 use super::verdict::{self, Next, Settle, Spent, Stage, Verdict};
 pub(crate) use super::verdict::{Era, EraSignal};
 use super::{Connection, Decoded, Error, lock};
-use crate::jsonrpc;
+use crate::jsonrpc::{self, Awaited};
 use crate::limits;
 use crate::protocol::{MODERN_VERSION, OFFERED_VERSION, SESSION_ID, SUPPORTED_VERSIONS};
 
@@ -940,7 +940,12 @@ impl Connection {
             let asked = async {
                 super::trace::on_route(&self.redactor, Some(MODERN_VERSION), None);
                 let response = self.post(body, &wire, Some(&session), None).await?;
-                let read = self.read_reply(response, id, &session, &decode, AfterAnswer::Briefly);
+                let awaited = Awaited {
+                    id,
+                    method: "server/discover",
+                };
+                let read =
+                    self.read_reply(response, awaited, &session, &decode, AfterAnswer::Briefly);
                 tokio::time::timeout(within, read)
                     .await
                     .unwrap_or_else(|_| Err(Error::no_answer("server/discover", within)))
@@ -1141,7 +1146,13 @@ impl Connection {
                 );
                 Ok((result.protocol_version.into_owned(), initialized))
             };
-        let (chosen, mut initialized) = self.read_response(response, id, session, &decode).await?;
+        let awaited = Awaited {
+            id,
+            method: "initialize",
+        };
+        let (chosen, mut initialized) = self
+            .read_response(response, awaited, session, &decode)
+            .await?;
         let Some(version) = SUPPORTED_VERSIONS.iter().find(|v| **v == chosen.as_str()) else {
             let shown = self.server_text(&chosen, 64);
             return Err(Error::protocol(format!(
