@@ -650,3 +650,59 @@ fn about_a_second_apart(first: tokio::time::Instant, second: tokio::time::Instan
     assert!(waited >= Duration::from_secs(1), "{waited:?}");
     assert!(waited < Duration::from_secs(3), "{waited:?}");
 }
+
+/// The era probe is a request like any other (docs/connection.md "Verdicts"): a legacy server
+/// restarts onto 2026-07-28 and answers a call on `s-1` with `-32022`; the `server/discover`
+/// that follows is refused `429` with `Retry-After: 1`. The probe is asked once more after the
+/// wait, finds the server modern, and the call is sent once more on the new route and served.
+#[tokio::test]
+async fn an_era_probe_refused_429_with_a_short_retry_after_is_asked_again_after_the_wait() {
+    let modern = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let restarted = Arc::clone(&modern);
+    let discovers = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let server = hostile::serve_all(move |req| {
+        let reply = if restarted.load(std::sync::atomic::Ordering::SeqCst) {
+            match (req.http_method.as_str(), req.method()) {
+                ("POST", "server/discover") => {
+                    if discovers.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+                        Reply::raw(429, "text/plain", "slow down").header("retry-after", "1")
+                    } else {
+                        Reply::json(&result(
+                            &req.id(),
+                            json!({"supportedVersions": ["2026-07-28"],
+                                   "capabilities": {"tools": {}},
+                                   "serverInfo": {"name": "findings", "version": "2"}}),
+                        ))
+                    }
+                }
+                ("POST", _)
+                    if req.header("mcp-protocol-version").as_deref() == Some("2026-07-28") =>
+                {
+                    match req.method() {
+                        "tools/list" => {
+                            Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None))
+                        }
+                        _ => Reply::json(&text_result(&req.id(), "served")),
+                    }
+                }
+                _ => modern_error(-32022),
+            }
+        } else {
+            match (req.http_method.as_str(), req.method()) {
+                ("POST", "server/discover") => Reply::raw(400, "text/plain", "Bad Request"),
+                ("POST", "tools/list") => {
+                    Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None))
+                }
+                _ => hostile::standard(&req).unwrap_or_else(|| Reply::raw(400, "text/plain", "")),
+            }
+        };
+        async move { reply }
+    })
+    .await;
+    let host = ready_host(&server.url).await;
+    modern.store(true, std::sync::atomic::Ordering::SeqCst);
+    let called = tokio::time::timeout(WAIT, host.call_tool("s", "t"))
+        .await
+        .expect("the call returns");
+    assert_eq!(called.map_err(|e| e.message), Ok("served".to_string()));
+}
