@@ -913,7 +913,14 @@ impl Connection {
         until: Option<tokio::time::Instant>,
     ) -> Result<Rerouted, Error> {
         let rechecked = self
-            .recheck(stale, method, signal, by_listing, AfterRecheck::Resend, until)
+            .recheck(
+                stale,
+                method,
+                signal,
+                by_listing,
+                AfterRecheck::Resend,
+                until,
+            )
             .await;
         Ok(match rechecked {
             Rechecked::Moved => Rerouted::Resend {
