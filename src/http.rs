@@ -753,7 +753,7 @@ impl Connection {
                     wire_id = self.fresh_id();
                 }
                 Next::Renew => {
-                    spent.resent = true;
+                    spent.resent = Some(verdict);
                     tracing::debug!(namespace = %self.namespace, method = wire.method, id, ?verdict, "session expired; initializing again");
                     let stale = self.settle(&session, verdict);
                     session = self
@@ -766,20 +766,21 @@ impl Connection {
                     tracing::debug!(namespace = %self.namespace, method = wire.method, id, wire_id, reason = %error, "the reply was lost; issuing the request again with a new id");
                 }
                 Next::Reroute(signal) => {
-                    spent.resent = true;
+                    spent.resent = Some(verdict);
                     tracing::debug!(namespace = %self.namespace, method = wire.method, id, era = ?session.era, "the server answered like the other era; asking which era it speaks");
                     match self
-                        .reroute(wire.method, &session, signal, by_listing)
+                        .reroute(wire.method, &session, signal, by_listing, wire.deadline)
                         .await?
                     {
-                        Some((next, same_era)) => {
-                            if same_era && phase == Stage::Status {
+                        Rerouted::Resend { on, confirmed } => {
+                            if confirmed && phase == Stage::Status {
                                 confirming = Some(signal);
                             }
-                            session = next;
+                            session = on;
                         }
-                        // The probe ruled the answer the server's own: it stands.
-                        None => return Err(error.judged(Verdict::Own(signal))),
+                        // The probe ruled the answer the server's own, or gave no verdict: the
+                        // answer stands with the verdict the probe left.
+                        Rerouted::Stands(ruled) => return Err(error.judged(ruled)),
                     }
                 }
                 Next::Answer => {
@@ -788,30 +789,37 @@ impl Connection {
                     {
                         self.confirm_own(&session, wire.method, signal);
                     }
-                    return Err(self.answer(&session, wire.method, id, phase, verdict, error));
+                    return Err(self.answer(&session, wire.method, phase, spent, verdict, error));
                 }
             }
         }
     }
 
-    /// The error a request ends with, after `verdict` settled its session: an expired session
-    /// met again on the resend is "rejected again" (and the server's words that said so are
-    /// the requests' own from now on); any other error is itself, carrying its verdict.
+    /// The error a request ends with, after `verdict` settled its session (`spent`: the
+    /// resends spent, with the verdict the one resend followed): an expired session met again
+    /// on the resend is "rejected again" (and when a session made after the server's words got
+    /// the same words, they are the requests' own from now on); any other error is itself,
+    /// carrying its verdict.
     fn answer(
         &self,
         session: &Arc<Session>,
         method: &str,
-        id: u64,
         phase: Stage,
+        spent: Spent,
         verdict: Verdict,
         error: Error,
     ) -> Error {
         match (verdict, phase) {
-            // The fresh session got the same words: they were about the request, and the
-            // session stays.
+            // The words met on the resend: when its session was made after the same words,
+            // they were about the request, and the session stays; on a session made after
+            // anything else (a 404, the other era) they still mean a gone session, which the
+            // next request finds out for itself (as after a 404 below).
             (Verdict::SetAside, Stage::Status) => {
-                tracing::debug!(namespace = %self.namespace, method, id, "a fresh session got the same 400: such 400s are the request's own from now on");
-                self.words.met(true);
+                let after_words = spent.resent == Some(Verdict::SetAside);
+                if self.words.met(after_words) == Said::Own {
+                    // The request's span names its id.
+                    tracing::debug!(namespace = %self.namespace, method, "a fresh session got the same 400: such 400s are the request's own from now on");
+                }
                 Error::expired_again()
             }
             // The fresh session refused at once: the next request finds out for itself (a
@@ -878,11 +886,14 @@ impl Connection {
         error: Error,
         settles: bool,
     ) -> Error {
-        let verdict = self.verdict(session, method, &error);
+        let mut verdict = self.verdict(session, method, &error);
         if let Verdict::OtherEra(signal) = verdict {
             tracing::debug!(namespace = %self.namespace, method, ?signal, "a background request was answered like the other era; asking which era the server speaks");
-            self.recheck(session, method, signal, false, AfterRecheck::Stands)
-                .await;
+            // The verdict once the probe ruled (the server's own when it found the same era).
+            verdict = self
+                .recheck(session, method, signal, false, AfterRecheck::Stands, None)
+                .await
+                .verdict(signal);
         }
         if settles {
             self.settle(session, verdict);
@@ -910,15 +921,14 @@ impl Connection {
     }
 
     /// Request `id` (of `method`) on `stale` was answered with `signal`, the way the other era
-    /// answers: it is off the wire, and the era is asked again ([`Connection::recheck`]). A
-    /// route changed (the other era: the server restarted onto another version and processed
-    /// nothing; or the same modern era declaring other things): the live route, for the one
-    /// resend. The same era and route: a plain refusal (nothing was processed; a proxy that
-    /// flapped) is sent once more on `stale`; any other signal is the server's own answer
-    /// (`None`: `error` is the request's answer), and so is everything when the probe gave no
-    /// verdict. With the route, whether the probe confirmed the era (the route kept, or the
-    /// same modern era's new route: [`Rechecked::Renewed`]): then the same signal met again on
-    /// it is the server's own answer.
+    /// answers: it is off the wire, and the era is asked again ([`Connection::recheck`], within
+    /// `until`, the request's deadline). A route changed (the other era: the server restarted
+    /// onto another version and processed nothing; or the same modern era declaring other
+    /// things): the live route, for the one resend. The same era and route: a plain refusal
+    /// (nothing was processed; a proxy that flapped) is sent once more on `stale`; any other
+    /// signal is the server's own answer ([`Rerouted::Stands`] with [`Verdict::Own`]). A probe
+    /// that gave no verdict sends nothing more either, and the answer stands as the other
+    /// era's ([`Verdict::OtherEra`]), never as the server's own.
     ///
     /// # Cancel safety
     /// Cancel safe: the probe and the new start run in tasks of their own.
@@ -928,18 +938,33 @@ impl Connection {
         stale: &Arc<Session>,
         signal: EraSignal,
         by_listing: bool,
-    ) -> Result<Option<(Arc<Session>, bool)>, Error> {
-        match self
-            .recheck(stale, method, signal, by_listing, AfterRecheck::Resend)
-            .await
-        {
-            Rechecked::Moved => Ok(Some((self.session(None, by_listing).await?, false))),
-            Rechecked::Renewed => Ok(Some((self.session(None, by_listing).await?, true))),
-            Rechecked::Own if matches!(signal, EraSignal::PlainRefusal(_)) => {
-                Ok(Some((Arc::clone(stale), true)))
-            }
-            Rechecked::Own | Rechecked::Unsure => Ok(None),
-        }
+        until: Option<tokio::time::Instant>,
+    ) -> Result<Rerouted, Error> {
+        let rechecked = self
+            .recheck(
+                stale,
+                method,
+                signal,
+                by_listing,
+                AfterRecheck::Resend,
+                until,
+            )
+            .await;
+        Ok(match rechecked {
+            Rechecked::Moved => Rerouted::Resend {
+                on: self.session(None, by_listing).await?,
+                confirmed: false,
+            },
+            Rechecked::Renewed => Rerouted::Resend {
+                on: self.session(None, by_listing).await?,
+                confirmed: true,
+            },
+            Rechecked::Own if matches!(signal, EraSignal::PlainRefusal(_)) => Rerouted::Resend {
+                on: Arc::clone(stale),
+                confirmed: true,
+            },
+            Rechecked::Own | Rechecked::Unsure => Rerouted::Stands(rechecked.verdict(signal)),
+        })
     }
 
     /// Tells the server to stop request `id` (`notifications/cancelled` with `reason`, MCP
@@ -1383,6 +1408,17 @@ impl crate::notices::Origin for Connection {
     fn server_text<'a>(&self, text: &'a str, max: usize) -> std::borrow::Cow<'a, str> {
         Connection::server_text(self, text, max)
     }
+}
+
+/// Where a request answered like the other era goes once the probe ruled
+/// ([`Connection::reroute`]).
+enum Rerouted {
+    /// Sent once more on `on`; `confirmed`: the probe found the same era, so the same signal
+    /// met again there is the server's own ([`Connection::confirm_own`]).
+    Resend { on: Arc<Session>, confirmed: bool },
+    /// Not sent again: the answer stands with this verdict, the server's own
+    /// ([`Verdict::Own`]), or the other era's when the probe gave no verdict.
+    Stands(Verdict),
 }
 
 /// The one verdict on `error`, the answer to a request on a route of `era` (docs/connection.md

@@ -20,7 +20,7 @@ use reqwest::{Response, StatusCode, Url};
 use serde_json::value::RawValue;
 
 use super::events::{AfterAnswer, BodyError, SseStream};
-use super::session::{AfterRecheck, Era, EraSignal, Rechecked, Session};
+use super::session::{AfterRecheck, Era, EraSignal, Session};
 use super::verdict::{self, Next, Spent, Stage};
 use super::{Connection, Decoded, Error, SessionHandle, Verdict, Wire};
 use crate::json;
@@ -551,22 +551,16 @@ impl Connection {
                 // nothing more is asked. The listen's refusal stands (nothing is resent), so the
                 // probe records its verdict itself: asked about once, even when the loop drops
                 // this future on the new route's install.
-                let verdict = self.verdict(session, LISTEN, &e);
-                let (own, signal) = match verdict {
+                let verdict = match self.verdict(session, LISTEN, &e) {
                     Verdict::MethodNotFound => return Ok(Listened::NotOffered),
-                    Verdict::Own(signal) => (true, signal),
-                    Verdict::OtherEra(signal) => {
-                        let rechecked = self
-                            .recheck(session, LISTEN, signal, false, AfterRecheck::Stands)
-                            .await;
-                        (
-                            matches!(rechecked, Rechecked::Own | Rechecked::Renewed),
-                            signal,
-                        )
-                    }
-                    _ => return Err(e.judged(verdict)),
+                    // The verdict once the probe ruled.
+                    Verdict::OtherEra(signal) => self
+                        .recheck(session, LISTEN, signal, false, AfterRecheck::Stands, None)
+                        .await
+                        .verdict(signal),
+                    verdict => verdict,
                 };
-                if own && matches!(signal, EraSignal::PlainRefusal(404 | 405)) {
+                if let Verdict::Own(EraSignal::PlainRefusal(404 | 405)) = verdict {
                     tracing::debug!(namespace = %self.namespace, "subscriptions/listen has no endpoint on this server (a plain 404 or 405 from a modern server)");
                     return Ok(Listened::NotOffered);
                 }

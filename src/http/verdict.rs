@@ -180,8 +180,10 @@ pub(crate) enum Stage {
 /// The resends one request has spent ([`next`] reads it; the exchange updates it).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Spent {
-    /// Sent once more after an expired session or an answer of the other era (at most once).
-    pub(crate) resent: bool,
+    /// Sent once more (at most once) after this verdict: an expired session ([`Verdict::Expired`]
+    /// or the server's words, [`Verdict::SetAside`]: the session it went on was made after
+    /// them), or an answer of the other era. `None`: not yet.
+    pub(crate) resent: Option<Verdict>,
     /// Sent again after a refused connect (at most [`limits::REINIT_RETRIES`] times).
     pub(crate) refused: usize,
     /// Re-issued with a new id after a lost reply (at most once per call).
@@ -230,9 +232,11 @@ pub(crate) fn next(
         }
         // Refused at the status: nothing ran, so the request goes once more on a new session.
         // Met while reading, the request may have run: it is never sent again.
-        (Verdict::Expired | Verdict::SetAside, Stage::Status) if !spent.resent => Next::Renew,
+        (Verdict::Expired | Verdict::SetAside, Stage::Status) if spent.resent.is_none() => {
+            Next::Renew
+        }
         (Verdict::Lost, _) if reissues && !spent.reissued => Next::Reissue,
-        (Verdict::OtherEra(signal), _) if !spent.resent => Next::Reroute(signal),
+        (Verdict::OtherEra(signal), _) if spent.resent.is_none() => Next::Reroute(signal),
         _ => Next::Answer,
     }
 }
@@ -337,13 +341,13 @@ mod tests {
     use super::*;
 
     const FRESH: Spent = Spent {
-        resent: false,
+        resent: None,
         refused: 0,
         reissued: false,
         waited: false,
     };
     const RESENT: Spent = Spent {
-        resent: true,
+        resent: Some(Verdict::Expired),
         ..FRESH
     };
     const MINUTE: Option<Duration> = Some(Duration::from_secs(60));
