@@ -9,7 +9,6 @@ use std::time::Duration;
 use runvil_plugin::Pack;
 use serde_json::{Value, json};
 
-
 /// How the Pack's reason names a failed sign-in.
 const SIGN_IN_FAILED: &str = "signing in failed: ";
 

@@ -53,12 +53,27 @@ impl Connection {
     /// `on` is the session the request went out on, and `answering` the JSON-RPC id of the
     /// request the response is to (none for a notification or a stream's `GET`). A redirect keeps
     /// its target ([`redirect_target`], bounded to 512 bytes); a 429/503 its `Retry-After`; a
-    /// 401/403 the entry's config hint; any other status a scrubbed, bounded body preview.
+    /// 401/403 the entry's config hint; any other status a scrubbed, bounded body preview. A
+    /// "no valid session" 400 is read by the request path's rule ([`super::Words`]).
     pub(super) async fn check_status(
         &self,
         response: Response,
         on: Option<&Session>,
         answering: Option<u64>,
+    ) -> Result<Response, Error> {
+        self.check_status_by(response, on, answering, Some(&self.words))
+            .await
+    }
+
+    /// [`Connection::check_status`], with the server's "no valid session" words read by
+    /// `words`; `None`: the caller keeps its own rule (the change stream's machine), so words
+    /// met on a session it carried are always [`Error::is_expired_by_text`].
+    pub(super) async fn check_status_by(
+        &self,
+        response: Response,
+        on: Option<&Session>,
+        answering: Option<u64>,
+        words: Option<&super::Words>,
     ) -> Result<Response, Error> {
         let carried_session = on.is_some_and(|s| s.id.is_some());
         let modern = on.is_some_and(|s| s.era == Era::Modern);
@@ -110,7 +125,7 @@ impl Connection {
         }
         if carried_session
             && status == StatusCode::BAD_REQUEST
-            && self.words.met(false) == super::Said::SessionGone
+            && words.is_none_or(|words| words.met(false) == super::Said::SessionGone)
             && speaks_of_session(&preview)
         {
             return Err(Error::session_expired_by_text());
@@ -473,7 +488,11 @@ impl Connection {
         if response.status() == StatusCode::METHOD_NOT_ALLOWED {
             return Ok(Listened::NotOffered);
         }
-        let response = match self.check_status(response, Some(session), None).await {
+        // The stream's machine reads the server's words by its own rule.
+        let response = match self
+            .check_status_by(response, Some(session), None, None)
+            .await
+        {
             Ok(response) => response,
             Err(e) => return Err(self.background_verdict(session, "GET", e, false).await),
         };

@@ -1265,3 +1265,61 @@ async fn a_ping_answered_without_result_or_error_still_shows_the_session_lives()
         drop(host);
     }
 }
+
+/// The server's "no valid session" words are read by two rules, one for the request path and
+/// one for the stream machine (docs/connection.md "The server's words"). A tool `t` answers
+/// those words itself on every session (so, after a renewal that met them again, they are the
+/// request path's own), on a server whose `GET` answers them too. On the renewed `s-2` the
+/// stream machine has not met them yet: its `GET` is asked about with one `ping` (answered:
+/// the session lives, no stream offered), and no `GET` is opened again.
+#[tokio::test]
+async fn the_streams_get_reads_the_servers_words_by_the_streams_own_rule() {
+    const GONE: &str = "Bad Request: No valid session ID provided";
+    let issued = Arc::new(AtomicUsize::new(0));
+    let server = serve({
+        let issued = Arc::clone(&issued);
+        move |req| {
+            let reply = if req.http_method == "DELETE" {
+                Reply::raw(200, "text/plain", "")
+            } else if req.http_method == "GET" {
+                Reply::raw(400, "text/plain", GONE)
+            } else {
+                match req.method() {
+                    "initialize" => {
+                        let n = issued.fetch_add(1, Ordering::SeqCst) + 1;
+                        initialize(&req.id(), &format!("s-{n}"))
+                    }
+                    "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)),
+                    "tools/call" => Reply::raw(400, "text/plain", GONE),
+                    _ => {
+                        standard(&req).unwrap_or_else(|| Reply::json(&result(&req.id(), json!({}))))
+                    }
+                }
+            };
+            async move { reply }
+        }
+    })
+    .await;
+    let host = Host::new(json!({ "s": entry(&server.url) }));
+    host.ready("s", WAIT).await;
+    server
+        .wait_until(WAIT, "the ping on s-1", |r| {
+            r.iter().any(|r| r.method() == "ping")
+        })
+        .await;
+    let called = tokio::time::timeout(WAIT, host.call_tool("s", "t"))
+        .await
+        .expect("the call returns");
+    assert!(called.is_err(), "{called:?}");
+    assert_eq!(issued.load(Ordering::SeqCst), 2, "the call renewed once");
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    let on_s2: Vec<String> = server
+        .requests()
+        .iter()
+        .filter(|r| r.header("mcp-session-id").as_deref() == Some("s-2"))
+        .filter(|r| r.http_method == "GET" || r.method() == "ping")
+        .map(|r| format!("{} {}", r.http_method, r.method()))
+        .collect();
+    assert_eq!(on_s2, ["GET ", "POST ping"], "the stream's requests on s-2");
+    drop(host);
+}
