@@ -63,45 +63,19 @@ async fn cleanup_time(runtime: &tokio::runtime::Runtime, limit: Duration) -> Dur
 /// was taken, and the answer went out once.
 #[tokio::test]
 async fn an_answer_to_a_server_request_on_its_way_at_the_drop_goes_before_the_delete() {
-    let server = hostile::serve_every_get(|req| async move {
+    on_its_way_at_the_drop("the answer to p1", is_answer_to_p1, |req| {
         if req.http_method == "GET" {
             let ping = hostile::sse_event(&json!({"jsonrpc": "2.0", "id": "p1", "method": "ping"}));
             let first = stream::iter([Ok::<_, io::Error>(Bytes::from(ping))]);
-            return Reply::stream(200, "text/event-stream", first.chain(stream::pending()));
+            return Some(Reply::stream(
+                200,
+                "text/event-stream",
+                first.chain(stream::pending()),
+            ));
         }
-        if is_answer_to_p1(&req) {
-            tokio::time::sleep(Duration::from_millis(600)).await;
-            return Reply::accepted();
-        }
-        match req.method() {
-            "initialize" => initialize(&req.id(), "s-1"),
-            "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)),
-            _ => standard(&req).unwrap_or_else(|| Reply::raw(400, "text/plain", "")),
-        }
+        is_answer_to_p1(req).then(Reply::accepted)
     })
     .await;
-    let host = Host::new(json!({ "s": entry(&server.url) }));
-    let seen = server
-        .wait_until(Duration::from_secs(10), "the answer to p1", |r| {
-            r.iter().any(is_answer_to_p1)
-        })
-        .await;
-    let answered =
-        seen.iter().find(|r| is_answer_to_p1(r)).unwrap().at + Duration::from_millis(600);
-    drop(host);
-    let seen = server
-        .wait_until(Duration::from_secs(10), "the DELETE", |r| {
-            r.iter().any(|r| r.http_method == "DELETE")
-        })
-        .await;
-    let delete = seen.iter().find(|r| r.http_method == "DELETE").unwrap();
-    assert!(
-        delete.at >= answered,
-        "the DELETE came {:?} before the answer was taken",
-        answered - delete.at
-    );
-    assert_eq!(delete.header("mcp-session-id").as_deref(), Some("s-1"));
-    assert_eq!(seen.iter().filter(|r| is_answer_to_p1(r)).count(), 1);
 }
 
 /// A legacy server takes 600 ms to answer the standalone `GET`'s headers, and the Pack is
@@ -110,26 +84,45 @@ async fn an_answer_to_a_server_request_on_its_way_at_the_drop_goes_before_the_de
 /// awaits a cancel, a ping or a resumption: the `DELETE` comes after the `GET` was answered.
 #[tokio::test]
 async fn a_standalone_get_on_its_way_at_the_drop_goes_before_the_delete() {
-    let server = hostile::serve_every_get(|req| async move {
-        if req.http_method == "GET" {
-            tokio::time::sleep(Duration::from_millis(600)).await;
-            return Reply::stream(200, "text/event-stream", stream::pending());
-        }
-        match req.method() {
-            "initialize" => initialize(&req.id(), "s-1"),
-            "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)),
-            _ => standard(&req).unwrap_or_else(|| Reply::raw(400, "text/plain", "")),
+    let is_get = |req: &Received| req.http_method == "GET";
+    on_its_way_at_the_drop("the standalone GET", is_get, move |req| {
+        is_get(req).then(|| Reply::stream(200, "text/event-stream", stream::pending()))
+    })
+    .await;
+}
+
+/// A legacy server (s-1) whose `reply` answers a request, or none for the handshake's and the
+/// listing's answers; the request that `is_it` picks takes 600 ms to be answered, and the Pack is
+/// dropped once it arrived (`what` names it). The close's `DELETE` of s-1 comes after it was
+/// answered, and it went out once.
+async fn on_its_way_at_the_drop(
+    what: &str,
+    is_it: fn(&Received) -> bool,
+    reply: impl Fn(&Received) -> Option<Reply> + Send + Sync + 'static,
+) {
+    let reply = std::sync::Arc::new(reply);
+    let server = hostile::serve_every_get(move |req| {
+        let reply = std::sync::Arc::clone(&reply);
+        async move {
+            if is_it(&req) {
+                tokio::time::sleep(Duration::from_millis(600)).await;
+            }
+            if let Some(reply) = reply(&req) {
+                return reply;
+            }
+            match req.method() {
+                "initialize" => initialize(&req.id(), "s-1"),
+                "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)),
+                _ => standard(&req).unwrap_or_else(|| Reply::raw(400, "text/plain", "")),
+            }
         }
     })
     .await;
     let host = Host::new(json!({ "s": entry(&server.url) }));
     let seen = server
-        .wait_until(Duration::from_secs(10), "the standalone GET", |r| {
-            r.iter().any(|r| r.http_method == "GET")
-        })
+        .wait_until(Duration::from_secs(10), what, |r| r.iter().any(is_it))
         .await;
-    let answered =
-        seen.iter().find(|r| r.http_method == "GET").unwrap().at + Duration::from_millis(600);
+    let answered = seen.iter().find(|r| is_it(r)).unwrap().at + Duration::from_millis(600);
     drop(host);
     let seen = server
         .wait_until(Duration::from_secs(10), "the DELETE", |r| {
@@ -139,11 +132,11 @@ async fn a_standalone_get_on_its_way_at_the_drop_goes_before_the_delete() {
     let delete = seen.iter().find(|r| r.http_method == "DELETE").unwrap();
     assert!(
         delete.at >= answered,
-        "the DELETE came {:?} before the GET was answered",
+        "the DELETE came {:?} before {what} was answered",
         answered - delete.at
     );
     assert_eq!(delete.header("mcp-session-id").as_deref(), Some("s-1"));
-    assert_eq!(seen.iter().filter(|r| r.http_method == "GET").count(), 1);
+    assert_eq!(seen.iter().filter(|r| is_it(r)).count(), 1);
 }
 
 /// A legacy server (s-1) whose tool answers `-32021` (a modern error: an era signal), so the

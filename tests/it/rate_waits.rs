@@ -148,31 +148,10 @@ async fn a_standalone_get_refused_429_waits_the_named_wait_before_asking_again()
 /// named wait first: no second `GET` within the 20 seconds.
 #[tokio::test]
 async fn a_rate_limited_stream_stays_away_the_named_wait_across_a_calls_renewal() {
-    let live = Arc::new(Mutex::new(std::collections::HashSet::new()));
-    let issued = Arc::new(AtomicUsize::new(0));
-    let server = hostile::serve_every_get({
-        let live = Arc::clone(&live);
-        move |req| {
-            let session = req.header("mcp-session-id");
-            let known = session
-                .as_ref()
-                .is_some_and(|s| live.lock().unwrap().contains(s));
-            let reply = if req.http_method == "GET" {
-                Reply::raw(429, "text/plain", "slow down").header("retry-after", "20")
-            } else if req.method() == "initialize" {
-                let sid = format!("s-{}", issued.fetch_add(1, Ordering::SeqCst) + 1);
-                live.lock().unwrap().insert(sid.clone());
-                crate::support::answers::initialize(&req.id(), &sid)
-            } else if let Some(reply) = hostile::housekeeping(&req) {
-                reply
-            } else if !known {
-                Reply::raw(404, "text/plain", "Not Found: Session not found")
-            } else {
-                one_tool(&req)
-            };
-            async move { reply }
-        }
-    })
+    let (server, live) = forgetful(
+        || Reply::raw(429, "text/plain", "slow down").header("retry-after", "20"),
+        |_| None,
+    )
     .await;
     let host = ready_host(&server).await;
     server
@@ -197,34 +176,10 @@ async fn a_rate_limited_stream_stays_away_the_named_wait_across_a_calls_renewal(
 /// its own before the wait is over, and both calls are served after it.
 #[tokio::test]
 async fn a_second_call_during_a_rate_limited_renewal_sends_no_initialize_inside_the_wait() {
-    let live = Arc::new(Mutex::new(std::collections::HashSet::new()));
-    let initializes = Arc::new(AtomicUsize::new(0));
-    let server = hostile::serve({
-        let live = Arc::clone(&live);
-        move |req| {
-            let session = req.header("mcp-session-id");
-            let known = session
-                .as_ref()
-                .is_some_and(|s| live.lock().unwrap().contains(s));
-            let reply = if req.method() == "initialize" {
-                match initializes.fetch_add(1, Ordering::SeqCst) + 1 {
-                    2 => Reply::raw(429, "text/plain", "slow down").header("retry-after", "3"),
-                    n => {
-                        let sid = format!("s-{n}");
-                        live.lock().unwrap().insert(sid.clone());
-                        crate::support::answers::initialize(&req.id(), &sid)
-                    }
-                }
-            } else if let Some(reply) = hostile::housekeeping(&req) {
-                reply
-            } else if !known {
-                Reply::raw(404, "text/plain", "Not Found: Session not found")
-            } else {
-                one_tool(&req)
-            };
-            async move { reply }
-        }
-    })
+    let (server, live) = forgetful(
+        || Reply::raw(405, "text/plain", ""),
+        |n| (n == 2).then(|| Reply::raw(429, "text/plain", "slow down").header("retry-after", "3")),
+    )
     .await;
     let host = ready_host(&server).await;
     live.lock().unwrap().clear();
@@ -337,6 +292,47 @@ async fn the_stream_loops_renewal_refused_429_waits_the_named_wait() {
         "initializes within 4.5 s of a Retry-After: 20"
     );
     drop(host);
+}
+
+/// A legacy server that issues `s-1`, `s-2`, … and answers `404` on a session it no longer
+/// knows (a test clears the returned set to forget them all); `get()` answers a standalone
+/// `GET`, and `refuse(n)`, when it gives a reply, refuses the `n`-th `initialize` (from 1).
+async fn forgetful(
+    get: fn() -> Reply,
+    refuse: fn(usize) -> Option<Reply>,
+) -> (
+    hostile::Server,
+    Arc<Mutex<std::collections::HashSet<String>>>,
+) {
+    let live = Arc::new(Mutex::new(std::collections::HashSet::new()));
+    let initializes = Arc::new(AtomicUsize::new(0));
+    let server = hostile::serve_every_get({
+        let live = Arc::clone(&live);
+        move |req| {
+            let known = req
+                .header("mcp-session-id")
+                .is_some_and(|s| live.lock().unwrap().contains(&s));
+            let reply = if req.http_method == "GET" {
+                get()
+            } else if req.method() == "initialize" {
+                let n = initializes.fetch_add(1, Ordering::SeqCst) + 1;
+                refuse(n).unwrap_or_else(|| {
+                    let sid = format!("s-{n}");
+                    live.lock().unwrap().insert(sid.clone());
+                    crate::support::answers::initialize(&req.id(), &sid)
+                })
+            } else if let Some(reply) = hostile::housekeeping(&req) {
+                reply
+            } else if !known {
+                Reply::raw(404, "text/plain", "Not Found: Session not found")
+            } else {
+                one_tool(&req)
+            };
+            async move { reply }
+        }
+    })
+    .await;
+    (server, live)
 }
 
 /// A listing of one tool `t`, or the text `served` for a call.
