@@ -1249,15 +1249,8 @@ async fn a_ping_answered_without_result_or_error_still_shows_the_session_lives()
         })
         .await;
         let host = ready_at(&server.url).await;
-        server
-            .wait_until(WAIT, "the first ping", |r| {
-                r.iter().any(|r| r.method() == "ping")
-            })
-            .await;
-        // Long enough for the loop's backoff (1 s, then 2 s) to have asked again.
-        tokio::time::sleep(Duration::from_millis(4500)).await;
         assert_eq!(
-            [server.count_verb("GET"), server.count("ping")],
+            server.gets_and_pings_after_the_first_ping().await,
             [1, 1],
             "GETs and pings after a ping answered without a result (null result: {null_result})"
         );

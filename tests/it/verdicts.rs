@@ -26,9 +26,9 @@ const NO_SESSION: &str = "Bad Request: No valid session ID provided";
 
 /// A legacy server's state: the sessions it issued and still knows.
 #[derive(Default)]
-struct Known {
+pub(crate) struct Known {
     issued: usize,
-    live: HashSet<String>,
+    pub(crate) live: HashSet<String>,
 }
 
 /// A `tools/call` (or resumption `GET`) answer decided by the test; `None` falls back to the
@@ -37,7 +37,7 @@ type Script = dyn Fn(&Received, &mut Known) -> Option<Reply> + Send + Sync;
 
 /// A legacy server issuing `s-1`, `s-2`, … that answers a session it does not know with the
 /// plain-text `400` of older SDKs, lists one tool `t`, and answers the rest with `script`.
-async fn legacy(
+pub(crate) async fn legacy(
     script: impl Fn(&Received, &mut Known) -> Option<Reply> + Send + Sync + 'static,
 ) -> (Server, Arc<Mutex<Known>>) {
     let known = Arc::new(Mutex::new(Known::default()));
@@ -651,6 +651,23 @@ fn about_a_second_apart(first: tokio::time::Instant, second: tokio::time::Instan
     assert!(waited < Duration::from_secs(3), "{waited:?}");
 }
 
+/// A legacy server that restarts onto 2026-07-28 once ready (see
+/// [`restarts_with_refused_probes`], its first `refused` probes answered `refusal()`), and the
+/// answer to a call of `t` made after the restart.
+async fn call_after_a_restart(
+    refused: usize,
+    refusal: fn() -> Reply,
+) -> (Server, Result<String, ToolError>) {
+    let modern = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let server = restarts_with_refused_probes(Arc::clone(&modern), refused, refusal).await;
+    let host = ready_host(&server.url).await;
+    modern.store(true, std::sync::atomic::Ordering::SeqCst);
+    let called = tokio::time::timeout(WAIT, host.call_tool("s", "t"))
+        .await
+        .expect("the call returns");
+    (server, called)
+}
+
 /// A legacy server that restarts onto 2026-07-28 when `restarted` is set: then the legacy
 /// session's requests are answered `-32022`, its first `refused` `server/discover`s with
 /// `refusal` and the later ones as a modern server.
@@ -707,16 +724,10 @@ async fn restarts_with_refused_probes(
 /// wait, finds the server modern, and the call is sent once more on the new route and served.
 #[tokio::test]
 async fn an_era_probe_refused_429_with_a_short_retry_after_is_asked_again_after_the_wait() {
-    let modern = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let server = restarts_with_refused_probes(Arc::clone(&modern), 1, || {
+    let (_server, called) = call_after_a_restart(1, || {
         Reply::raw(429, "text/plain", "slow down").header("retry-after", "1")
     })
     .await;
-    let host = ready_host(&server.url).await;
-    modern.store(true, std::sync::atomic::Ordering::SeqCst);
-    let called = tokio::time::timeout(WAIT, host.call_tool("s", "t"))
-        .await
-        .expect("the call returns");
     assert_eq!(called.map_err(|e| e.message), Ok("served".to_string()));
 }
 
@@ -727,16 +738,10 @@ async fn an_era_probe_refused_429_with_a_short_retry_after_is_asked_again_after_
 /// `unavailable`, saying that the server's era could not be decided.
 #[tokio::test]
 async fn an_era_probe_without_a_verdict_leaves_the_answer_as_the_other_eras_not_the_tools() {
-    let modern = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let server = restarts_with_refused_probes(Arc::clone(&modern), usize::MAX, || {
+    let (server, called) = call_after_a_restart(usize::MAX, || {
         Reply::raw(429, "text/plain", "slow down").header("retry-after", "3600")
     })
     .await;
-    let host = ready_host(&server.url).await;
-    modern.store(true, std::sync::atomic::Ordering::SeqCst);
-    let called = tokio::time::timeout(WAIT, host.call_tool("s", "t"))
-        .await
-        .expect("the call returns");
     assert_eq!(
         called,
         Err(ToolError::new(

@@ -317,6 +317,18 @@ impl Server {
             .count()
     }
 
+    /// Waits (at most 10 s) for the standalone stream's first `ping`, then 4.5 s more (long
+    /// enough for the stream loop's backoff, 1 s then 2 s, to ask again), and tells how many
+    /// `GET`s and `ping`s arrived in all.
+    pub async fn gets_and_pings_after_the_first_ping(&self) -> [usize; 2] {
+        self.wait_until(Duration::from_secs(10), "the first ping", |r| {
+            r.iter().any(|r| r.method() == "ping")
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(4500)).await;
+        [self.count_verb("GET"), self.count("ping")]
+    }
+
     /// Waits `quiet` (Tokio time), then tells how many requests had each JSON-RPC method of
     /// `methods`, in that order: what a test counts once nothing more should arrive.
     pub async fn counts_after<const N: usize>(
