@@ -486,7 +486,9 @@ impl Connection {
                     }
                 };
                 let any = |_: &RawValue, _: &Bytes| -> Decoded<()> { Ok(()) };
-                return self.read_response(response, wire_id, session, &any).await;
+                return self
+                    .read_response(response, wire_id, session, &wire, &any)
+                    .await;
             }
         };
         // Sent in the background, with no caller's deadline above it: bounded here.
@@ -700,7 +702,7 @@ impl Connection {
             let body = request_body(session.era, wire_id, wire.method, params.get());
             let (error, phase) = match self.post_request(id, wire_id, body, wire, &session).await {
                 Ok(response) => match self
-                    .read_response(response, wire_id, &session, decode)
+                    .read_response(response, wire_id, &session, wire, decode)
                     .await
                 {
                     Ok(answer) => return Ok(answer),
@@ -728,6 +730,7 @@ impl Connection {
                     spent.refused += 1;
                     tracing::debug!(namespace = %self.namespace, method = wire.method, id, ?delay, "connection refused; sending again");
                     tokio::time::sleep(delay).await;
+                    session = self.live_after_wait(&session, wire.method, by_listing).await?;
                 }
                 Next::Wait(wait) => {
                     // Refused unprocessed (RFC 6585 §4): once more after the wait named, under
@@ -736,6 +739,9 @@ impl Connection {
                     tracing::debug!(namespace = %self.namespace, method = wire.method, id, wait_ms = wait.as_millis() as u64, "rate limited; sending once more after the wait");
                     tokio::time::sleep(wait).await;
                     wire_id = self.fresh_id();
+                    // The session may have left meanwhile (forgotten after another request's
+                    // 404, set aside, moved off by a probe): the resend goes to the live one.
+                    session = self.live_after_wait(&session, wire.method, by_listing).await?;
                 }
                 Next::Renew => {
                     spent.resent = true;
@@ -799,6 +805,27 @@ impl Connection {
         }
     }
 
+    /// The session a request sends on after a wait on `session`: the live one
+    /// ([`Connection::session`]: `session` while it is still live, else the one being made, or
+    /// a renewal), as after a renewal: nothing goes to a session that left meanwhile.
+    ///
+    /// # Errors
+    /// The renewal failed, or the connection is closed; the error carries its verdict.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the renewal runs in its own task and finishes without the caller.
+    async fn live_after_wait(
+        self: &Arc<Self>,
+        session: &Arc<Session>,
+        method: &str,
+        by_listing: bool,
+    ) -> Result<Arc<Session>, Error> {
+        self.session(None, by_listing).await.map_err(|e| {
+            let verdict = self.verdict(session, method, &e);
+            e.judged(verdict)
+        })
+    }
+
     /// The error a request ends with, after `verdict` settled its session: an expired session
     /// met again on the resend is "rejected again" (and the server's words that said so are
     /// the requests' own from now on); any other error is itself, carrying its verdict.
@@ -851,15 +878,36 @@ impl Connection {
         settles: bool,
     ) -> Error {
         let verdict = self.verdict(session, method, &error);
-        if let Verdict::OtherEra(signal) = verdict {
-            tracing::debug!(namespace = %self.namespace, method, ?signal, "a background request was answered like the other era; asking which era the server speaks");
-            self.recheck(session, method, signal, false, AfterRecheck::Stands)
-                .await;
-        }
-        if settles {
-            self.settle(session, verdict);
-        }
+        self.act_on(session, method, verdict, settles).await;
         error.judged(verdict)
+    }
+
+    /// Acts on `verdict`, the answer to a request of `method` on `session` that is sent
+    /// nothing once more (a background request, or a resumption refused): an answer like the
+    /// other era's asks the era again ([`Connection::recheck`], the answer standing), and with
+    /// `settles` the session is settled ([`Connection::settle`]). Boxed, with its type named:
+    /// the probe reads a reply too, whose refused resumption acts here again, and the auto
+    /// traits of such a cycle of futures must be written down.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the probe runs in its own task and records its verdict itself.
+    pub(super) fn act_on<'a>(
+        self: &'a Arc<Self>,
+        session: &'a Arc<Session>,
+        method: &'a str,
+        verdict: Verdict,
+        settles: bool,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
+        Box::pin(async move {
+            if let Verdict::OtherEra(signal) = verdict {
+                tracing::debug!(namespace = %self.namespace, method, ?signal, "a request sent nothing once more was answered like the other era; asking which era the server speaks");
+                self.recheck(session, method, signal, false, AfterRecheck::Stands)
+                    .await;
+            }
+            if settles {
+                self.settle(session, verdict);
+            }
+        })
     }
 
     /// The one verdict on `error`, the answer to a request of `method` on `session`
@@ -947,13 +995,62 @@ impl Connection {
         drop(flights);
     }
 
+    /// Sends `notifications/cancelled` for wire id `id` on `session` (when it
+    /// [takes a cancel](Session::takes_cancel)), within [`limits::GOODBYE_TIMEOUT`]: refused
+    /// `429`/`503` with a wait that ends within it, the cancel was not processed (RFC 6585 §4)
+    /// and is sent once more after the wait ([`Connection::goodbye`]).
+    ///
+    /// # Errors
+    /// The cancel's refusal, or [`Error::no_answer`] past the bound.
     async fn send_cancel(&self, id: u64, session: &Session, reason: &str) -> Result<(), Error> {
-        if !session.takes_cancel() {
-            return Ok(());
-        }
+        const CANCELLED: &str = "notifications/cancelled";
         let params = serde_json::json!({"requestId": id, "reason": reason});
-        self.notify("notifications/cancelled", &params, Some(session))
+        let deadline = tokio::time::Instant::now() + limits::GOODBYE_TIMEOUT;
+        let send = || async {
+            if !session.takes_cancel() {
+                return Ok(());
+            }
+            self.notify(CANCELLED, &params, Some(session)).await
+        };
+        self.goodbye(session, CANCELLED, deadline, send)
             .await
+            .unwrap_or_else(|| Err(Error::no_answer(CANCELLED, limits::GOODBYE_TIMEOUT)))
+    }
+
+    /// Sends a goodbye to `session` (`what`: a cancel, the close's `DELETE`) by `send` before
+    /// `deadline`, taking only the rate limit's resend from the decision table
+    /// ([`verdict::next`]): refused `429`/`503` with a `Retry-After` that ends before the
+    /// deadline, it was not processed (RFC 6585 §4) and is sent once more after the wait.
+    /// `None` when the deadline passed first.
+    ///
+    /// # Cancel safety
+    /// Cancel safe as far as `send` is.
+    async fn goodbye<T, F>(
+        &self,
+        session: &Session,
+        what: &str,
+        deadline: tokio::time::Instant,
+        send: impl Fn() -> F,
+    ) -> Option<Result<T, Error>>
+    where
+        F: std::future::Future<Output = Result<T, Error>>,
+    {
+        let mut spent = Spent::default();
+        loop {
+            let sent = tokio::time::timeout_at(deadline, send()).await.ok()?;
+            let Err(error) = &sent else {
+                return Some(sent);
+            };
+            let verdict = self.verdict(session, what, error);
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let Next::Wait(wait) = verdict::next(verdict, Stage::Status, spent, false, Some(left))
+            else {
+                return Some(sent);
+            };
+            spent.waited = true;
+            tracing::debug!(namespace = %self.namespace, what, wait_ms = wait.as_millis() as u64, "rate limited; sending it once more after the wait");
+            tokio::time::sleep(wait).await;
+        }
     }
 
     /// POSTs a notification; any 2xx is accepted.

@@ -133,8 +133,9 @@ impl Connection {
             .with_auth_hint(self.auth_hint.as_deref()))
     }
 
-    /// Reads the answer to request `id` from a 2xx response: a JSON body, or an SSE stream that
-    /// may carry server requests and notifications first, and may need resuming. Server requests
+    /// Reads the answer to request `id` (sent as `wire`) from a 2xx response: a JSON body, or
+    /// an SSE stream that may carry server requests and notifications first, and may need
+    /// resuming (within what is left of `wire`'s deadline, [`Wire::until`]). Server requests
     /// are answered on `session`.
     ///
     /// # Cancel safety
@@ -145,9 +146,10 @@ impl Connection {
         response: Response,
         id: u64,
         session: &Arc<Session>,
+        wire: &Wire<'_>,
         decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
     ) -> Result<T, Error> {
-        self.read_reply(response, id, session, decode, AfterAnswer::Background)
+        self.read_reply(response, id, session, wire, decode, AfterAnswer::Background)
             .await
     }
 
@@ -161,6 +163,7 @@ impl Connection {
         response: Response,
         id: u64,
         session: &Arc<Session>,
+        wire: &Wire<'_>,
         decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
         after: AfterAnswer,
     ) -> Result<T, Error> {
@@ -186,7 +189,8 @@ impl Connection {
                 )))
             }
             Some(MediaType::EventStream) => {
-                self.read_stream(response, id, session, decode, after).await
+                self.read_stream(response, id, session, wire, decode, after)
+                    .await
             }
             None => {
                 let shown = response.headers().get(CONTENT_TYPE).map(|v| {
@@ -224,6 +228,7 @@ impl Connection {
         response: Response,
         id: u64,
         session: &Arc<Session>,
+        wire: &Wire<'_>,
         decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
         after: AfterAnswer,
     ) -> Result<T, Error> {
@@ -299,9 +304,9 @@ impl Connection {
                             Ok(response) => break Ok(response),
                             Err(e) => e,
                         };
-                        let verdict = super::judge(session.era, &e, |_| false);
+                        let verdict = self.verdict(session, wire.method, &e);
                         let Next::Wait(wait) =
-                            verdict::next(verdict, Stage::Status, spent, false, None)
+                            verdict::next(verdict, Stage::Status, spent, false, wire.left())
                         else {
                             break Err((e, verdict));
                         };
@@ -309,29 +314,31 @@ impl Connection {
                         tracing::debug!(namespace = %self.namespace, id, wait_ms = wait.as_millis() as u64, "resumption rate limited; waiting");
                         tokio::time::sleep(wait).await;
                     };
-                    let resumed = match resumed {
-                        Ok(resumed) => resumed,
+                    let (e, verdict) = match resumed {
+                        Ok(resumed) => {
+                            asked = Some(last_event_id);
+                            events.resume(resumed);
+                            continue;
+                        }
+                        Err(refused) => refused,
+                    };
+                    // The refusal's verdict is acted on as every path that sends nothing once
+                    // more acts on it (an answer of the other era asks the era again, the
+                    // answer standing; the session settled), and travels out with the error:
+                    // the exchange's own reading of it finds nothing more to act on, and a
+                    // wait too long to take is named by the Pack (`verdict::NamedWait`).
+                    self.act_on(session, wire.method, verdict, true).await;
+                    return Err(if e.is_session_expired() {
                         // The server forgot the session (MCP 2025-11-25, transports, session
                         // management): the request is over on it and may have run.
-                        Err((e, _)) if e.is_session_expired() => {
-                            return Err(Error::session_lost(id, &e));
-                        }
-                        Err((e, verdict)) => {
-                            let failed = Error::stream(
-                                "resuming the event stream (GET with Last-Event-ID) failed",
-                                Some(e),
-                            );
-                            // A wait too long to take is still the server's word: the Pack's
-                            // answer names it (`verdict::NamedWait`).
-                            return Err(match verdict::NamedWait::of(verdict) {
-                                Some(_) => failed.judged(verdict),
-                                None => failed,
-                            });
-                        }
-                    };
-                    asked = Some(last_event_id);
-                    events.resume(resumed);
-                    continue;
+                        Error::session_lost(id, &e)
+                    } else {
+                        Error::stream(
+                            "resuming the event stream (GET with Last-Event-ID) failed",
+                            Some(e),
+                        )
+                    }
+                    .judged(verdict));
                 }
             };
             for message in &self.messages(&event)? {
@@ -566,10 +573,10 @@ impl Connection {
         if !matches!(media_type(&response), Some(MediaType::EventStream)) {
             // A JSON answer ends the subscription at once: an error, or a graceful end.
             let ignore = |_: &RawValue, _: &Bytes| -> Decoded<()> { Ok(()) };
-            let read =
-                tokio::time::timeout(within, self.read_response(response, id, session, &ignore))
-                    .await
-                    .unwrap_or_else(|_| Err(Error::no_answer(LISTEN, within)));
+            let read = self.read_response(response, id, session, &wire, &ignore);
+            let read = tokio::time::timeout(within, read)
+                .await
+                .unwrap_or_else(|_| Err(Error::no_answer(LISTEN, within)));
             return match read {
                 Ok(()) => Ok(Listened::Ended),
                 Err(e) => self.listen_refused(session, e),
