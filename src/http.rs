@@ -730,7 +730,9 @@ impl Connection {
                     spent.refused += 1;
                     tracing::debug!(namespace = %self.namespace, method = wire.method, id, ?delay, "connection refused; sending again");
                     tokio::time::sleep(delay).await;
-                    session = self.live_after_wait(&session, wire.method, by_listing).await?;
+                    session = self
+                        .live_after_wait(&session, wire.method, by_listing)
+                        .await?;
                 }
                 Next::Wait(wait) => {
                     // Refused unprocessed (RFC 6585 §4): once more after the wait named, under
@@ -741,7 +743,9 @@ impl Connection {
                     wire_id = self.fresh_id();
                     // The session may have left meanwhile (forgotten after another request's
                     // 404, set aside, moved off by a probe): the resend goes to the live one.
-                    session = self.live_after_wait(&session, wire.method, by_listing).await?;
+                    session = self
+                        .live_after_wait(&session, wire.method, by_listing)
+                        .await?;
                 }
                 Next::Renew => {
                     spent.resent = true;
@@ -998,7 +1002,7 @@ impl Connection {
     /// Sends `notifications/cancelled` for wire id `id` on `session` (when it
     /// [takes a cancel](Session::takes_cancel)), within [`limits::GOODBYE_TIMEOUT`]: refused
     /// `429`/`503` with a wait that ends within it, the cancel was not processed (RFC 6585 §4)
-    /// and is sent once more after the wait ([`Connection::goodbye`]).
+    /// and is sent once more after the wait ([`Connection::send_within`]).
     ///
     /// # Errors
     /// The cancel's refusal, or [`Error::no_answer`] past the bound.
@@ -1012,12 +1016,13 @@ impl Connection {
             }
             self.notify(CANCELLED, &params, Some(session)).await
         };
-        self.goodbye(session, CANCELLED, deadline, send)
+        self.send_within(session, CANCELLED, deadline, send)
             .await
             .unwrap_or_else(|| Err(Error::no_answer(CANCELLED, limits::GOODBYE_TIMEOUT)))
     }
 
-    /// Sends a goodbye to `session` (`what`: a cancel, the close's `DELETE`) by `send` before
+    /// Sends what is sent in the background to `session` with no resend of its own (`what`: a
+    /// cancel, the close's `DELETE`, the answer to a server request) by `send` before
     /// `deadline`, taking only the rate limit's resend from the decision table
     /// ([`verdict::next`]): refused `429`/`503` with a `Retry-After` that ends before the
     /// deadline, it was not processed (RFC 6585 §4) and is sent once more after the wait.
@@ -1025,7 +1030,7 @@ impl Connection {
     ///
     /// # Cancel safety
     /// Cancel safe as far as `send` is.
-    async fn goodbye<T, F>(
+    async fn send_within<T, F>(
         &self,
         session: &Session,
         what: &str,

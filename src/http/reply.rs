@@ -213,10 +213,12 @@ impl Connection {
     /// client to poll after `retry` (MCP 2025-11-25, transports: resumability and redelivery).
     /// The id sent is that of the last event dispatched ([`crate::sse`]): an event the stream
     /// cut before its end never arrived, so the server is asked to send it again. A resumption
-    /// refused as an expired session ends the request with [`Error::session_lost`] (not
-    /// running, so never cancelled, and never resent); one refused with a rate limit whose
-    /// wait fits the 30 s bound is asked once more with the same id after the wait
-    /// ([`verdict::next`]; the call's deadline bounds it too).
+    /// refused with a rate limit whose wait fits the 30 s bound and what is left of `wire`'s
+    /// deadline is asked once more with the same id after the wait ([`verdict::next`]). Any
+    /// other refusal gets the one verdict ([`Connection::verdict`]) and is acted on
+    /// ([`Connection::act_on`]: the other era asks the era again, the session is settled);
+    /// the error carries it ([`Error::judged`]). Refused as an expired session, the request
+    /// ends with [`Error::session_lost`] (not running, so never cancelled, and never resent).
     /// Only resumptions that bring no new event id count, up to [`limits::MAX_RESUMPTIONS`];
     /// the call's deadline bounds the rest. The wait is the server's `retry`, bounded to
     /// [`limits::MIN_RETRY`]..=[`limits::MAX_RETRY`].
@@ -754,14 +756,17 @@ impl Connection {
                         // An answer is no request: it names nothing for step-ups. Bounded, so a
                         // server that never answers this POST cannot stall the stream it asked
                         // on, nor the close.
+                        // Refused 429/503 with a wait within the bound, it was not processed
+                        // (RFC 6585 §4): sent once more after the wait, as a cancel is.
                         let wire = Wire::answer();
-                        let post = this.post(answer, &wire, Some(&on), None);
-                        match tokio::time::timeout(limits::GOODBYE_TIMEOUT, post).await {
-                            Ok(Ok(_)) => {}
-                            Ok(Err(e)) => {
+                        let deadline = tokio::time::Instant::now() + limits::GOODBYE_TIMEOUT;
+                        let post = || this.post(answer.clone(), &wire, Some(&on), None);
+                        match this.send_within(&on, "an answer", deadline, post).await {
+                            Some(Ok(_)) => {}
+                            Some(Err(e)) => {
                                 tracing::debug!(namespace = %this.namespace, error = %e, "answering a server request failed");
                             }
-                            Err(_) => {
+                            None => {
                                 tracing::debug!(namespace = %this.namespace, "answering a server request timed out");
                             }
                         }

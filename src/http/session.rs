@@ -40,8 +40,8 @@ use tokio::sync::watch;
 
 use super::events::AfterAnswer;
 use super::modern;
-use super::verdict::{Settle, Verdict};
 pub(crate) use super::verdict::{Era, EraSignal};
+use super::verdict::{Settle, Verdict};
 use super::{Connection, Decoded, Error, lock};
 use crate::jsonrpc;
 use crate::limits;
@@ -1328,7 +1328,7 @@ impl Connection {
                 .await
                 .map(|_| status)
         };
-        let status = match self.goodbye(session, "DELETE", deadline, send).await {
+        let status = match self.send_within(session, "DELETE", deadline, send).await {
             Some(Ok(status)) => Some(status),
             Some(Err(e)) => e.status().map(|s| s.as_u16()),
             None => None,

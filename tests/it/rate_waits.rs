@@ -428,3 +428,41 @@ async fn a_cancel_refused_429_with_a_short_retry_after_is_sent_again_after_the_w
     let waited = cancels[1].at - cancels[0].at;
     assert!(waited >= Duration::from_secs(1), "{waited:?}");
 }
+
+/// The answer to a server request (a `ping` on a call's event stream) refused `429` with
+/// `Retry-After: 1` was not processed (RFC 6585 §4): like a cancel, it is sent once more after
+/// the wait, within its 5 s bound, and the call's own answer is read after it.
+#[tokio::test]
+async fn an_answer_to_a_server_request_refused_429_is_sent_again_after_the_wait() {
+    let answers = Arc::new(AtomicUsize::new(0));
+    let server = hostile::serve({
+        let answers = Arc::clone(&answers);
+        move |req| {
+            let is_answer = req.rpc.get("method").is_none() && req.rpc["id"] == "srv-1";
+            let reply = if is_answer {
+                if answers.fetch_add(1, Ordering::SeqCst) == 0 {
+                    Reply::raw(429, "text/plain", "slow down").header("retry-after", "1")
+                } else {
+                    Reply::accepted()
+                }
+            } else if req.method() == "tools/call" {
+                let asked = json!({"jsonrpc": "2.0", "id": "srv-1", "method": "ping"});
+                Reply::sse(&[asked, hostile::text_result(&req.id(), "served")])
+            } else {
+                standard_or_t(&req)
+            };
+            async move { reply }
+        }
+    })
+    .await;
+    let host = ready_host(&server).await;
+    assert_eq!(host.call_tool("s", "t").await, Ok("served".into()));
+    let sent: Vec<_> = server
+        .requests()
+        .iter()
+        .filter(|r| r.rpc.get("method").is_none() && r.rpc["id"] == "srv-1")
+        .map(|r| r.at)
+        .collect();
+    assert_eq!(sent.len(), 2, "answers sent");
+    assert!(sent[1] - sent[0] >= Duration::from_secs(1), "{sent:?}");
+}
