@@ -1021,8 +1021,9 @@ impl Connection {
             .unwrap_or_else(|| Err(Error::no_answer(CANCELLED, limits::GOODBYE_TIMEOUT)))
     }
 
-    /// Sends what is sent in the background to `session` with no resend of its own (`what`: a
-    /// cancel, the close's `DELETE`, the answer to a server request) by `send` before
+    /// Sends what is sent in the background to `session` with no resend of its own (`what`,
+    /// its method or kind: a cancel, the close's `DELETE`, the answer to a server request) by
+    /// `send` before
     /// `deadline`, taking only the rate limit's resend from the decision table
     /// ([`verdict::next`]): refused `429`/`503` with a `Retry-After` that ends before the
     /// deadline, it was not processed (RFC 6585 §4) and is sent once more after the wait.
