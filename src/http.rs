@@ -679,8 +679,10 @@ impl Connection {
     ) -> Result<T, Error> {
         // A listing's own renewal asks for no re-listing (see `Connection::session`).
         let by_listing = wire.method == "tools/list";
-        let mut session = self.session(None, by_listing).await?;
         let mut spent = Spent::default();
+        let mut session = self
+            .session_within(None, by_listing, wire, &mut spent)
+            .await?;
         // Set once the request was re-issued (or another send of its call was).
         let own = AtomicBool::new(false);
         let reissued = wire.reissued.unwrap_or(&own);
@@ -750,30 +752,10 @@ impl Connection {
                 Next::Renew => {
                     spent.resent = true;
                     tracing::debug!(namespace = %self.namespace, method = wire.method, id, ?verdict, "session expired; initializing again");
-                    let mut stale = self.settle(&session, verdict);
-                    // A renewal refused with a wait (429/503) is read by the same table: waited
-                    // out once when it fits, else that verdict is the caller's answer.
-                    session = loop {
-                        match self.session(stale.take().as_ref(), by_listing).await {
-                            Ok(renewed) => break renewed,
-                            Err(e) => {
-                                let verdict = self.verdict(&session, wire.method, &e);
-                                let step = verdict::next(
-                                    verdict,
-                                    Stage::Status,
-                                    spent,
-                                    false,
-                                    wire.left(),
-                                );
-                                let Next::Wait(wait) = step else {
-                                    return Err(e.judged(verdict));
-                                };
-                                spent.waited = true;
-                                tracing::debug!(namespace = %self.namespace, method = wire.method, id, wait_ms = wait.as_millis() as u64, "the renewal was rate limited; initializing again after the wait");
-                                tokio::time::sleep(wait).await;
-                            }
-                        }
-                    };
+                    let stale = self.settle(&session, verdict);
+                    session = self
+                        .session_within(stale.as_ref(), by_listing, wire, &mut spent)
+                        .await?;
                 }
                 Next::Reissue => {
                     reissued.store(true, Ordering::Relaxed);
@@ -860,6 +842,39 @@ impl Connection {
                 self.settle(session, verdict);
                 error.judged(verdict)
             }
+        }
+    }
+
+    /// The session a request of `wire` goes out on ([`Connection::session`], forgetting `stale`
+    /// first). A renewal refused with a wait (429/503, also one refused earlier whose wait is
+    /// not over: `Link::Throttled`) is read by the one table ([`verdict::next`]): waited out
+    /// once when it fits what is left of the request's deadline (`spent` records it), else that
+    /// verdict is the caller's answer.
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`Connection::session`].
+    async fn session_within(
+        self: &Arc<Self>,
+        mut stale: Option<&Arc<Session>>,
+        by_listing: bool,
+        wire: &Wire<'_>,
+        spent: &mut Spent,
+    ) -> Result<Arc<Session>, Error> {
+        loop {
+            let e = match self.session(stale.take(), by_listing).await {
+                Ok(session) => return Ok(session),
+                Err(e) => e,
+            };
+            let era = lock(&self.sessions).era().unwrap_or(Era::Legacy);
+            let verdict = judge(era, &e, |_| false);
+            let Next::Wait(wait) =
+                verdict::next(verdict, Stage::Status, *spent, false, wire.left())
+            else {
+                return Err(e.judged(verdict));
+            };
+            spent.waited = true;
+            tracing::debug!(namespace = %self.namespace, method = wire.method, wait_ms = wait.as_millis() as u64, "the renewal was rate limited; asking for a session again after the wait");
+            tokio::time::sleep(wait).await;
         }
     }
 

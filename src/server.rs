@@ -1532,11 +1532,14 @@ async fn listen(connection: &Arc<Connection>) {
         }
         // A session a call renewed is looked at at once; one a listing alone renewed waits
         // out the backoff, so a server forgetting every session on tools/list is not asked in
-        // a tight loop.
+        // a tight loop. The wait a rate limit named is the client's, not one session's (RFC
+        // 6585 §4): it is kept whatever is installed meanwhile; only the backoff past it ends
+        // early.
         if let Some((since, at_least)) = wait {
             let wait = waits.next().unwrap_or(limits::RETRY_MAX).max(at_least);
+            tokio::time::sleep(at_least).await;
             tokio::select! {
-                () = tokio::time::sleep(wait) => {}
+                () = tokio::time::sleep(wait - at_least) => {}
                 _ = installs.wait_for(|n| n.not_by_listing > since.not_by_listing) => {}
             }
         }

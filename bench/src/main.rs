@@ -145,6 +145,15 @@ async fn run(
         let rd = rmcp_default(&legacy_url).await;
         let rp = rmcp_pooled(&legacy_url).await;
         let floor = Floor::new(&legacy_url).await;
+        let listing = pack
+            .call("mcp/get_dynamic_tools", json!({"namespace": "s"}))
+            .await
+            .expect("listing");
+        let listing: Value = serde_json::from_str(&listing).expect("the listing is JSON");
+        ours_version = format!(
+            "{} (M1)",
+            listing["protocolVersion"].as_str().unwrap_or_default()
+        );
         rmcp_version = rd
             .peer_info()
             .map(|i| i.protocol_version.to_string())
@@ -341,10 +350,12 @@ async fn run(
             .await
             .expect("listing");
         let listing: Value = serde_json::from_str(&listing).expect("the listing is JSON");
-        ours_version = listing["protocolVersion"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+        if ours_version.is_empty() {
+            ours_version = format!(
+                "{} (check)",
+                listing["protocolVersion"].as_str().unwrap_or_default()
+            );
+        }
         let arguments = json!({"owner": "acme", "a": 1, "b": 2, "state": "open",
                                "labels": ["bug", "p1"], "perPage": 30});
         let checked_call = |tool: &'static str| {
@@ -1167,7 +1178,7 @@ async fn run(
     // Keep key order m1..m7 for readers.
     let mut ordered = serde_json::Map::new();
     for k in [
-        "m1", "check", "m2", "m3", "m4", "m5", "m6", "m7", "m7b", "m8", "scrub",
+        "m1", "check", "m2", "m3", "m4", "m5", "m6", "m7", "m7b", "m8", "search", "scrub",
     ] {
         if let Some(v) = summary.remove(k) {
             ordered.insert(k.into(), v);

@@ -351,6 +351,8 @@ pub(super) struct Renewal {
 ///    │  │ start abandoned      │  ▼                                   │
 ///    │  └──────────────── Initializing(renewal) ◀─────────────────────┘
 ///    │                          renewal ok ─▶ Live(new)
+///    │                          renewal refused 429/503 with Retry-After ─▶ Throttled(until)
+///    │                          Throttled ──a request after `until`──▶ Initializing
 ///    └── close (from any state) ─▶ Closed   (a renewal running is stopped)
 /// ```
 pub(super) enum Link {
@@ -361,6 +363,13 @@ pub(super) enum Link {
     Initializing(Renewal),
     /// The session new requests go out on, with what its `initialize` declared.
     Live(Arc<Session>),
+    /// The last renewal was refused `429`/`503` with a `Retry-After` (RFC 6585 §4): no
+    /// renewal starts before `until`; a request that needs a session meanwhile gets that
+    /// refusal (`cause`), whose verdict names the wait, and waits it out or answers with it.
+    Throttled {
+        until: tokio::time::Instant,
+        cause: Arc<Error>,
+    },
     /// The connection ended (the Pack was dropped): no session is made or handed out any more.
     Closed,
 }
@@ -508,10 +517,21 @@ impl Sessions {
         Some(by_listing)
     }
 
-    /// Transition: renewal `number` failed; back to `Idle` if it is still the one running.
-    fn renewal_failed(&mut self, number: u64) {
+    /// Transition: renewal `number` failed with `cause`, if it is still the one running: back to
+    /// `Idle`, or `Throttled` until the wait a rate limit named is over.
+    fn renewal_failed(&mut self, number: u64, cause: &Arc<Error>) {
         if matches!(&self.link, Link::Initializing(r) if r.number == number) {
-            self.relink(Link::Idle);
+            let wait = match super::judge(Era::Legacy, cause, |_| false) {
+                Verdict::RateLimited { wait, .. } => Some(wait),
+                _ => None,
+            };
+            self.relink(match wait {
+                Some(wait) => Link::Throttled {
+                    until: tokio::time::Instant::now() + wait,
+                    cause: Arc::clone(cause),
+                },
+                None => Link::Idle,
+            });
         }
     }
 
@@ -555,7 +575,7 @@ impl Sessions {
         match self.relink(after) {
             Link::Initializing(renewal) => (Some(renewal), None),
             Link::Live(session) => (None, Some(session)),
-            Link::Idle | Link::Closed => (None, None),
+            Link::Idle | Link::Throttled { .. } | Link::Closed => (None, None),
         }
     }
 }
@@ -609,7 +629,10 @@ impl Connection {
                     renewal.by_listing &= by_listing;
                     renewal.outcome.clone()
                 }
-                Link::Idle => self.spawn_renewal(&mut state, by_listing),
+                Link::Throttled { until, cause } if tokio::time::Instant::now() < *until => {
+                    return Err(Error::reinitialize(Arc::clone(cause)));
+                }
+                Link::Idle | Link::Throttled { .. } => self.spawn_renewal(&mut state, by_listing),
             }
         };
         let done = outcome
@@ -640,13 +663,13 @@ impl Connection {
         let (done, outcome) = watch::channel(None);
         let this = Arc::clone(self);
         let task = self.runtime.spawn(async move {
-            let made = this.renew().await;
+            let made = this.renew().await.map_err(Arc::new);
             let installed = {
                 let mut state = lock(&this.sessions);
                 match &made {
                     Ok(session) => state.install(session, Some(number)),
-                    Err(_) => {
-                        state.renewal_failed(number);
+                    Err(cause) => {
+                        state.renewal_failed(number, cause);
                         None
                     }
                 }
@@ -654,7 +677,7 @@ impl Connection {
             if let Some(by_listing) = installed {
                 this.signals.session_renewed(by_listing);
             }
-            let _ = done.send(Some(made.map_err(Arc::new)));
+            let _ = done.send(Some(made));
         });
         state.relink(Link::Initializing(Renewal {
             number,

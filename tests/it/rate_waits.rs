@@ -142,6 +142,126 @@ async fn a_standalone_get_refused_429_waits_the_named_wait_before_asking_again()
     drop(host);
 }
 
+/// The standalone `GET` on `s-1` is refused `429` with `Retry-After: 20`; a call then meets the
+/// `404` of `s-1` and renews onto `s-2`. A rate limit is the client's, not one session's (RFC
+/// 6585 §4): the loop, which looks at a session a call renewed at once, still stays away the
+/// named wait first: no second `GET` within the 20 seconds.
+#[tokio::test]
+async fn a_rate_limited_stream_stays_away_the_named_wait_across_a_calls_renewal() {
+    let live = Arc::new(Mutex::new(std::collections::HashSet::new()));
+    let issued = Arc::new(AtomicUsize::new(0));
+    let server = hostile::serve_every_get({
+        let live = Arc::clone(&live);
+        move |req| {
+            let session = req.header("mcp-session-id");
+            let known = session
+                .as_ref()
+                .is_some_and(|s| live.lock().unwrap().contains(s));
+            let reply = if req.http_method == "GET" {
+                Reply::raw(429, "text/plain", "slow down").header("retry-after", "20")
+            } else if req.method() == "initialize" {
+                let sid = format!("s-{}", issued.fetch_add(1, Ordering::SeqCst) + 1);
+                live.lock().unwrap().insert(sid.clone());
+                crate::support::answers::initialize(&req.id(), &sid)
+            } else if let Some(reply) = hostile::housekeeping(&req) {
+                reply
+            } else if !known {
+                Reply::raw(404, "text/plain", "Not Found: Session not found")
+            } else {
+                one_tool(&req)
+            };
+            async move { reply }
+        }
+    })
+    .await;
+    let host = ready_host(&server).await;
+    server
+        .wait_until(WAIT, "the first GET", |r| {
+            r.iter().any(|r| r.http_method == "GET")
+        })
+        .await;
+    live.lock().unwrap().clear();
+    assert_eq!(host.call_tool("s", "t").await, Ok("served".into()));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        server.count_verb("GET"),
+        1,
+        "GETs within 3 s of a Retry-After: 20"
+    );
+    drop(host);
+}
+
+/// The renewal a call waits for is refused `429` with `Retry-After: 3`. The server named how
+/// long the client must stay away (RFC 6585 §4), and a renewal is one task shared by every
+/// request that needs a session: a second call made during that wait sends no `initialize` of
+/// its own before the wait is over, and both calls are served after it.
+#[tokio::test]
+async fn a_second_call_during_a_rate_limited_renewal_sends_no_initialize_inside_the_wait() {
+    let live = Arc::new(Mutex::new(std::collections::HashSet::new()));
+    let initializes = Arc::new(AtomicUsize::new(0));
+    let server = hostile::serve({
+        let live = Arc::clone(&live);
+        move |req| {
+            let session = req.header("mcp-session-id");
+            let known = session
+                .as_ref()
+                .is_some_and(|s| live.lock().unwrap().contains(s));
+            let reply = if req.method() == "initialize" {
+                match initializes.fetch_add(1, Ordering::SeqCst) + 1 {
+                    2 => Reply::raw(429, "text/plain", "slow down").header("retry-after", "3"),
+                    n => {
+                        let sid = format!("s-{n}");
+                        live.lock().unwrap().insert(sid.clone());
+                        crate::support::answers::initialize(&req.id(), &sid)
+                    }
+                }
+            } else if let Some(reply) = hostile::housekeeping(&req) {
+                reply
+            } else if !known {
+                Reply::raw(404, "text/plain", "Not Found: Session not found")
+            } else {
+                one_tool(&req)
+            };
+            async move { reply }
+        }
+    })
+    .await;
+    let host = ready_host(&server).await;
+    live.lock().unwrap().clear();
+    let first = host.call_tool("s", "t");
+    let second = async {
+        let seen = server
+            .wait_until(WAIT, "the renewal refused 429", |r| {
+                r.iter().filter(|r| r.method() == "initialize").count() == 2
+            })
+            .await;
+        let limited_at = seen
+            .iter()
+            .filter(|r| r.method() == "initialize")
+            .nth(1)
+            .expect("the second initialize")
+            .at;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        (limited_at, host.call_tool("s", "t").await)
+    };
+    let (first, (limited_at, second)) = tokio::join!(first, second);
+    assert_eq!(first, Ok("served".into()));
+    assert_eq!(second, Ok("served".into()));
+    let early: Vec<Duration> = server
+        .with_method("initialize")
+        .iter()
+        .filter(|r| r.at > limited_at)
+        .map(|r| r.at - limited_at)
+        .filter(|after| *after < Duration::from_millis(2900))
+        .collect();
+    assert_eq!(
+        early,
+        Vec::<Duration>::new(),
+        "initializes inside the named 3 s wait"
+    );
+    assert_eq!(server.count("initialize"), 3);
+}
+
 /// The close's `DELETE` refused `429` with `Retry-After: 1`: the session was not ended (RFC 6585
 /// §4: the request was not processed), the wait fits the goodbye's 5 s bound, and
 /// docs/connection.md lists the close among the paths that act on the verdict: the `DELETE` is sent
@@ -217,6 +337,18 @@ async fn the_stream_loops_renewal_refused_429_waits_the_named_wait() {
         "initializes within 4.5 s of a Retry-After: 20"
     );
     drop(host);
+}
+
+/// A listing of one tool `t`, or the text `served` for a call.
+fn one_tool(req: &hostile::Received) -> Reply {
+    match req.method() {
+        "tools/list" => Reply::json(&hostile::tools_page(
+            &req.id(),
+            vec![hostile::tool("t", "t")],
+            None,
+        )),
+        _ => Reply::json(&hostile::text_result(&req.id(), "served")),
+    }
 }
 
 /// The handshake's and housekeeping's answers ([`hostile::standard`]), else a listing of one

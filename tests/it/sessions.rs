@@ -953,17 +953,24 @@ async fn cancel_goes_to_the_session_the_call_was_sent_on() {
 #[tokio::test]
 async fn no_cancel_for_a_refused_call() {
     let (server, host) = started().await;
-    for status in [400, 500, 503] {
+    for status in [400, 500] {
         let reason = match status {
             400 => "Bad Request",
-            500 => "Internal Server Error",
-            _ => "Service Unavailable",
+            _ => "Internal Server Error",
         };
         assert_eq!(
             call_scripted(&host, json!({"status": status})).await,
             transport(&format!("server \"s\": HTTP {status} {reason}: refused"))
         );
     }
+    // A 503 without Retry-After: not processed, and no wait named (the busy verdict).
+    assert_eq!(
+        call_scripted(&host, json!({"status": 503})).await,
+        Err(ToolError::new(
+            ToolErrorKind::Unavailable,
+            "server \"s\" is unavailable: it refused the call as unavailable for now (HTTP 503) without saying when to call again; try again later"
+        ))
+    );
     server.restart_with_404(Duration::from_secs(30));
     assert_eq!(
         call_scripted(&host, json!({})).await,
