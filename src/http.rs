@@ -732,8 +732,9 @@ impl Connection {
                     spent.refused += 1;
                     tracing::debug!(namespace = %self.namespace, method = wire.method, id, ?delay, "connection refused; sending again");
                     tokio::time::sleep(delay).await;
+                    // As after any wait: sent on the live session (below).
                     session = self
-                        .live_after_wait(&session, wire.method, by_listing)
+                        .session_within(None, by_listing, wire, &mut spent)
                         .await?;
                 }
                 Next::Wait(wait) => {
@@ -744,9 +745,10 @@ impl Connection {
                     tokio::time::sleep(wait).await;
                     wire_id = self.fresh_id();
                     // The session may have left meanwhile (forgotten after another request's
-                    // 404, set aside, moved off by a probe): the resend goes to the live one.
+                    // 404, set aside, moved off by a probe): the resend goes to the live one,
+                    // as after a renewal ([`Connection::session_within`]).
                     session = self
-                        .live_after_wait(&session, wire.method, by_listing)
+                        .session_within(None, by_listing, wire, &mut spent)
                         .await?;
                 }
                 Next::Renew => {
@@ -789,27 +791,6 @@ impl Connection {
                 }
             }
         }
-    }
-
-    /// The session a request sends on after a wait on `session`: the live one
-    /// ([`Connection::session`]: `session` while it is still live, else the one being made, or
-    /// a renewal), as after a renewal: nothing goes to a session that left meanwhile.
-    ///
-    /// # Errors
-    /// The renewal failed, or the connection is closed; the error carries its verdict.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: the renewal runs in its own task and finishes without the caller.
-    async fn live_after_wait(
-        self: &Arc<Self>,
-        session: &Arc<Session>,
-        method: &str,
-        by_listing: bool,
-    ) -> Result<Arc<Session>, Error> {
-        self.session(None, by_listing).await.map_err(|e| {
-            let verdict = self.verdict(session, method, &e);
-            e.judged(verdict)
-        })
     }
 
     /// The error a request ends with, after `verdict` settled its session: an expired session
