@@ -297,6 +297,12 @@ impl Connection {
                                 if this.is_closed() {
                                     return Err(Error::closed());
                                 }
+                                if on.is_deleted() {
+                                    // Forgotten meanwhile (another request's 404): nothing
+                                    // goes to a session known gone, and the request is over
+                                    // on it as if the resumption met that 404.
+                                    return Err(Error::session_expired());
+                                }
                                 this.resume(&asking, &on).await
                             },
                             &self.runtime,

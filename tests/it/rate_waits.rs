@@ -598,3 +598,88 @@ async fn an_answer_to_a_server_request_refused_429_is_sent_again_after_the_wait(
     assert_eq!(sent.len(), 2, "answers sent");
     assert!(sent[1] - sent[0] >= Duration::from_secs(1), "{sent:?}");
 }
+
+/// A resumption asked once more after a rate limit's wait goes nowhere when its session was
+/// forgotten meanwhile: the call of `slow` on `s-1` has its stream cut after `e1`, and its
+/// resumption is refused `429` with `Retry-After: 2`; during the wait a call of `t` meets the
+/// `404` of `s-1` (forgotten) and is served on `s-2`. Nothing more goes to `s-1`, and the call
+/// of `slow` is over on it, not cancelled.
+#[tokio::test]
+async fn a_resumption_after_a_rate_limit_wait_goes_nowhere_once_its_session_is_known_gone() {
+    #[derive(Default)]
+    struct State {
+        issued: usize,
+        live: std::collections::HashSet<String>,
+    }
+    let state = Arc::new(Mutex::new(State::default()));
+    let server = hostile::serve_with_state(Arc::clone(&state), |req, st: &mut State| {
+        let session = req.header("mcp-session-id");
+        let known = session.as_ref().is_some_and(|s| st.live.contains(s));
+        if req.http_method == "DELETE" {
+            return Reply::raw(200, "text/plain", "");
+        }
+        if req.method() == "initialize" {
+            st.issued += 1;
+            let sid = format!("s-{}", st.issued);
+            st.live.insert(sid.clone());
+            return crate::support::answers::initialize(&req.id(), &sid);
+        }
+        if req.http_method == "GET" && req.header("last-event-id").is_some() {
+            return if known {
+                Reply::raw(429, "text/plain", "slow down").header("retry-after", "2")
+            } else {
+                Reply::raw(404, "text/plain", "Not Found: Session not found")
+            };
+        }
+        if let Some(reply) = hostile::housekeeping(req) {
+            return reply;
+        }
+        if !known {
+            return Reply::raw(404, "text/plain", "Not Found: Session not found");
+        }
+        match req.method() {
+            "tools/list" => Reply::json(&hostile::tools_page(
+                &req.id(),
+                vec![hostile::tool("t", "t"), hostile::tool("slow", "slow")],
+                None,
+            )),
+            "tools/call" if req.rpc["params"]["name"] == "slow" => {
+                crate::support::answers::cut_after(format!(
+                    "retry: 100\nid: e1\ndata: {}\n\n",
+                    progress()
+                ))
+            }
+            _ => Reply::json(&hostile::text_result(&req.id(), "served")),
+        }
+    })
+    .await;
+    let host = ready_host(&server).await;
+    let slow = host.call_tool("s", "slow");
+    let other = async {
+        server
+            .wait_until(WAIT, "the resumption refused 429", |r| {
+                r.iter().any(|r| r.header("last-event-id").is_some())
+            })
+            .await;
+        state.lock().unwrap().live.remove("s-1");
+        host.call_tool("s", "t").await
+    };
+    let (slow, other) = tokio::join!(slow, other);
+    assert_eq!(other, Ok("served".into()));
+    assert!(slow.is_err(), "{slow:?}");
+    let forgotten_at = server
+        .requests()
+        .iter()
+        .position(|r| r.method() == "tools/call" && r.rpc["params"]["name"] == "t")
+        .expect("the call of t");
+    let after: Vec<String> = server.requests()[forgotten_at + 1..]
+        .iter()
+        .filter(|r| r.header("mcp-session-id").as_deref() == Some("s-1"))
+        .map(|r| format!("{} {}", r.http_method, r.method()))
+        .collect();
+    assert_eq!(
+        after,
+        Vec::<String>::new(),
+        "sent to s-1 after the server forgot it"
+    );
+}
