@@ -55,7 +55,7 @@ use crate::auth::challenge::{Challenge, asks_for_dpop_nonce};
 use crate::auth::dpop::{DPOP, Nonce};
 use crate::auth::tokens::AccessToken;
 use crate::config::RemoteServer;
-use crate::jsonrpc;
+use crate::jsonrpc::{self, Awaited};
 use crate::limits;
 use crate::notices::Signals;
 use crate::redact::Redactor;
@@ -486,8 +486,12 @@ impl Connection {
                     }
                 };
                 let any = |_: &RawValue, _: &Bytes| -> Decoded<()> { Ok(()) };
+                let awaited = Awaited {
+                    id: wire_id,
+                    method: "ping",
+                };
                 return self
-                    .read_response(response, wire_id, session, &wire, &any)
+                    .read_response(response, awaited, session, wire.deadline, &any)
                     .await;
             }
         };
@@ -498,8 +502,9 @@ impl Connection {
         let answered = match answered {
             Ok(()) => Ok(()),
             Err(e) => match self.background_verdict(session, "ping", e, true).await {
-                // Any other JSON-RPC answer of the session's era: it knows the session.
-                e if e.verdict().is_servers_answer() && e.rpc().is_some() => Ok(()),
+                // Any other response to the ping (a JSON-RPC error of the session's era, a
+                // malformed one): it knows the session.
+                e if e.verdict().is_response(e.rpc().is_some()) => Ok(()),
                 e => Err(e),
             },
         };
@@ -704,7 +709,16 @@ impl Connection {
             let body = request_body(session.era, wire_id, wire.method, params.get());
             let (error, phase) = match self.post_request(id, wire_id, body, wire, &session).await {
                 Ok(response) => match self
-                    .read_response(response, wire_id, &session, wire, decode)
+                    .read_response(
+                        response,
+                        Awaited {
+                            id: wire_id,
+                            method: wire.method,
+                        },
+                        &session,
+                        wire.deadline,
+                        decode,
+                    )
                     .await
                 {
                     Ok(answer) => return Ok(answer),
@@ -752,7 +766,7 @@ impl Connection {
                         .await?;
                 }
                 Next::Renew => {
-                    spent.resent = true;
+                    spent.resent = Some(verdict);
                     tracing::debug!(namespace = %self.namespace, method = wire.method, id, ?verdict, "session expired; initializing again");
                     let stale = self.settle(&session, verdict);
                     session = self
@@ -765,20 +779,21 @@ impl Connection {
                     tracing::debug!(namespace = %self.namespace, method = wire.method, id, wire_id, reason = %error, "the reply was lost; issuing the request again with a new id");
                 }
                 Next::Reroute(signal) => {
-                    spent.resent = true;
+                    spent.resent = Some(verdict);
                     tracing::debug!(namespace = %self.namespace, method = wire.method, id, era = ?session.era, "the server answered like the other era; asking which era it speaks");
                     match self
-                        .reroute(wire.method, &session, signal, by_listing)
+                        .reroute(wire.method, &session, signal, by_listing, wire.deadline)
                         .await?
                     {
-                        Some((next, same_era)) => {
-                            if same_era && phase == Stage::Status {
+                        Rerouted::Resend { on, confirmed } => {
+                            if confirmed && phase == Stage::Status {
                                 confirming = Some(signal);
                             }
-                            session = next;
+                            session = on;
                         }
-                        // The probe ruled the answer the server's own: it stands.
-                        None => return Err(error.judged(Verdict::Own(signal))),
+                        // The probe ruled the answer the server's own, or gave no verdict: the
+                        // answer stands with the verdict the probe left.
+                        Rerouted::Stands(ruled) => return Err(error.judged(ruled)),
                     }
                 }
                 Next::Answer => {
@@ -787,30 +802,37 @@ impl Connection {
                     {
                         self.confirm_own(&session, wire.method, signal);
                     }
-                    return Err(self.answer(&session, wire.method, id, phase, verdict, error));
+                    return Err(self.answer(&session, wire.method, phase, spent, verdict, error));
                 }
             }
         }
     }
 
-    /// The error a request ends with, after `verdict` settled its session: an expired session
-    /// met again on the resend is "rejected again" (and the server's words that said so are
-    /// the requests' own from now on); any other error is itself, carrying its verdict.
+    /// The error a request ends with, after `verdict` settled its session (`spent`: the
+    /// resends spent, with the verdict the one resend followed): an expired session met again
+    /// on the resend is "rejected again" (and when a session made after the server's words got
+    /// the same words, they are the requests' own from now on); any other error is itself,
+    /// carrying its verdict.
     fn answer(
         &self,
         session: &Arc<Session>,
         method: &str,
-        id: u64,
         phase: Stage,
+        spent: Spent,
         verdict: Verdict,
         error: Error,
     ) -> Error {
         match (verdict, phase) {
-            // The fresh session got the same words: they were about the request, and the
-            // session stays.
+            // The words met on the resend: when its session was made after the same words,
+            // they were about the request, and the session stays; on a session made after
+            // anything else (a 404, the other era) they still mean a gone session, which the
+            // next request finds out for itself (as after a 404 below).
             (Verdict::SetAside, Stage::Status) => {
-                tracing::debug!(namespace = %self.namespace, method, id, "a fresh session got the same 400: such 400s are the request's own from now on");
-                self.words.met(true);
+                let after_words = spent.resent == Some(Verdict::SetAside);
+                if self.words.met(after_words) == Said::Own {
+                    // The request's span names its id.
+                    tracing::debug!(namespace = %self.namespace, method, "a fresh session got the same 400: such 400s are the request's own from now on");
+                }
                 Error::expired_again()
             }
             // The fresh session refused at once: the next request finds out for itself (a
@@ -878,14 +900,16 @@ impl Connection {
         settles: bool,
     ) -> Error {
         let verdict = self.verdict(session, method, &error);
-        self.act_on(session, method, verdict, settles).await;
+        let verdict = self.act_on(session, method, verdict, settles, None).await;
         error.judged(verdict)
     }
 
     /// Acts on `verdict`, the answer to a request of `method` on `session` that is sent
     /// nothing once more (a background request, or a resumption refused): an answer like the
     /// other era's asks the era again ([`Connection::recheck`], the answer standing), and with
-    /// `settles` the session is settled ([`Connection::settle`]). Boxed, with its type named:
+    /// `settles` the session is settled ([`Connection::settle`]); a probe refused with a wait
+    /// takes it only when it ends before `until` (the request's deadline; `None`: the bound
+    /// alone). Returns the verdict once the probe ruled (the server's own when it found the same era). Boxed, with its type named:
     /// the probe reads a reply too, whose refused resumption acts here again, and the auto
     /// traits of such a cycle of futures must be written down.
     ///
@@ -897,16 +921,21 @@ impl Connection {
         method: &'a str,
         verdict: Verdict,
         settles: bool,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
+        until: Option<tokio::time::Instant>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Verdict> + Send + 'a>> {
         Box::pin(async move {
+            let mut verdict = verdict;
             if let Verdict::OtherEra(signal) = verdict {
                 tracing::debug!(namespace = %self.namespace, method, ?signal, "a request sent nothing once more was answered like the other era; asking which era the server speaks");
-                self.recheck(session, method, signal, false, AfterRecheck::Stands)
-                    .await;
+                verdict = self
+                    .recheck(session, method, signal, false, AfterRecheck::Stands, until)
+                    .await
+                    .verdict(signal);
             }
             if settles {
                 self.settle(session, verdict);
             }
+            verdict
         })
     }
 
@@ -930,15 +959,14 @@ impl Connection {
     }
 
     /// Request `id` (of `method`) on `stale` was answered with `signal`, the way the other era
-    /// answers: it is off the wire, and the era is asked again ([`Connection::recheck`]). A
-    /// route changed (the other era: the server restarted onto another version and processed
-    /// nothing; or the same modern era declaring other things): the live route, for the one
-    /// resend. The same era and route: a plain refusal (nothing was processed; a proxy that
-    /// flapped) is sent once more on `stale`; any other signal is the server's own answer
-    /// (`None`: `error` is the request's answer), and so is everything when the probe gave no
-    /// verdict. With the route, whether the probe confirmed the era (the route kept, or the
-    /// same modern era's new route: [`Rechecked::Renewed`]): then the same signal met again on
-    /// it is the server's own answer.
+    /// answers: it is off the wire, and the era is asked again ([`Connection::recheck`], within
+    /// `until`, the request's deadline). A route changed (the other era: the server restarted
+    /// onto another version and processed nothing; or the same modern era declaring other
+    /// things): the live route, for the one resend. The same era and route: a plain refusal
+    /// (nothing was processed; a proxy that flapped) is sent once more on `stale`; any other
+    /// signal is the server's own answer ([`Rerouted::Stands`] with [`Verdict::Own`]). A probe
+    /// that gave no verdict sends nothing more either, and the answer stands as the other
+    /// era's ([`Verdict::OtherEra`]), never as the server's own.
     ///
     /// # Cancel safety
     /// Cancel safe: the probe and the new start run in tasks of their own.
@@ -948,18 +976,33 @@ impl Connection {
         stale: &Arc<Session>,
         signal: EraSignal,
         by_listing: bool,
-    ) -> Result<Option<(Arc<Session>, bool)>, Error> {
-        match self
-            .recheck(stale, method, signal, by_listing, AfterRecheck::Resend)
-            .await
-        {
-            Rechecked::Moved => Ok(Some((self.session(None, by_listing).await?, false))),
-            Rechecked::Renewed => Ok(Some((self.session(None, by_listing).await?, true))),
-            Rechecked::Own if matches!(signal, EraSignal::PlainRefusal(_)) => {
-                Ok(Some((Arc::clone(stale), true)))
-            }
-            Rechecked::Own | Rechecked::Unsure => Ok(None),
-        }
+        until: Option<tokio::time::Instant>,
+    ) -> Result<Rerouted, Error> {
+        let rechecked = self
+            .recheck(
+                stale,
+                method,
+                signal,
+                by_listing,
+                AfterRecheck::Resend,
+                until,
+            )
+            .await;
+        Ok(match rechecked {
+            Rechecked::Moved => Rerouted::Resend {
+                on: self.session(None, by_listing).await?,
+                confirmed: false,
+            },
+            Rechecked::Renewed => Rerouted::Resend {
+                on: self.session(None, by_listing).await?,
+                confirmed: true,
+            },
+            Rechecked::Own if matches!(signal, EraSignal::PlainRefusal(_)) => Rerouted::Resend {
+                on: Arc::clone(stale),
+                confirmed: true,
+            },
+            Rechecked::Own | Rechecked::Unsure => Rerouted::Stands(rechecked.verdict(signal)),
+        })
     }
 
     /// Tells the server to stop request `id` (`notifications/cancelled` with `reason`, MCP
@@ -1454,6 +1497,17 @@ impl crate::notices::Origin for Connection {
     fn server_text<'a>(&self, text: &'a str, max: usize) -> std::borrow::Cow<'a, str> {
         Connection::server_text(self, text, max)
     }
+}
+
+/// Where a request answered like the other era goes once the probe ruled
+/// ([`Connection::reroute`]).
+enum Rerouted {
+    /// Sent once more on `on`; `confirmed`: the probe found the same era, so the same signal
+    /// met again there is the server's own ([`Connection::confirm_own`]).
+    Resend { on: Arc<Session>, confirmed: bool },
+    /// Not sent again: the answer stands with this verdict, the server's own
+    /// ([`Verdict::Own`]), or the other era's when the probe gave no verdict.
+    Stands(Verdict),
 }
 
 /// The one verdict on `error`, the answer to a request on a route of `era` (docs/connection.md

@@ -7,20 +7,68 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-/// One message from a server, as much as routing needs.
+/// One message from a server, as much as routing needs. Decoding is lenient in the members a
+/// server may shape oddly, so that a response to a request is still found by its `id` when the
+/// rest of it is malformed: a `method` that is not a string names no method, an `error` that is
+/// no JSON-RPC error object is kept as [`ErrorMember::Malformed`], and `"result": null` is a
+/// result (JSON-RPC 2.0 §5: any value).
 #[derive(Deserialize)]
 pub(crate) struct Incoming<'a> {
     #[serde(borrow, default)]
     pub(crate) id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "method_member")]
     pub(crate) method: Option<std::borrow::Cow<'a, str>>,
     /// A request's or notification's `params`, undecoded.
     #[serde(borrow, default)]
     pub(crate) params: Option<&'a RawValue>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "result_member")]
     pub(crate) result: Option<&'a RawValue>,
-    #[serde(default)]
-    pub(crate) error: Option<RpcError>,
+    #[serde(default, deserialize_with = "error_member")]
+    pub(crate) error: Option<ErrorMember>,
+}
+
+/// A message's `error` member (JSON-RPC 2.0 §5.1).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum ErrorMember {
+    /// A JSON-RPC error object.
+    Object(RpcError),
+    /// Anything else but `null`: an object without an integer `code`, a string, a number, …
+    Malformed,
+}
+
+/// A `method` member: the string, or `None` for `null` or any value that is not a string.
+fn method_member<'de: 'a, 'a, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<std::borrow::Cow<'a, str>>, D::Error> {
+    let raw: &'de RawValue = Deserialize::deserialize(deserializer)?;
+    Ok(match serde_json::from_str::<&'a str>(raw.get()) {
+        Ok(method) => Some(std::borrow::Cow::Borrowed(method)),
+        // An escaped string cannot be borrowed.
+        Err(_) => serde_json::from_str::<String>(raw.get())
+            .ok()
+            .map(std::borrow::Cow::Owned),
+    })
+}
+
+/// A `result` member, `null` included: present, it is the result.
+fn result_member<'de: 'a, 'a, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<&'a RawValue>, D::Error> {
+    <&'de RawValue>::deserialize(deserializer).map(Some)
+}
+
+/// An `error` member: `None` for `null` (servers that write `"error": null` beside a result).
+fn error_member<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<ErrorMember>, D::Error> {
+    let raw: &'de RawValue = Deserialize::deserialize(deserializer)?;
+    if raw.get() == "null" {
+        return Ok(None);
+    }
+    Ok(Some(match serde_json::from_str::<RpcError>(raw.get()) {
+        Ok(error) => ErrorMember::Object(error),
+        Err(_) => ErrorMember::Malformed,
+    }))
 }
 
 /// The first paragraph of `text`: up to its first blank line (a line of only whitespace),
@@ -84,6 +132,19 @@ impl std::fmt::Debug for RpcError {
     }
 }
 
+/// The request a reply is read for: its JSON-RPC id and method. Request ids start at 1, so
+/// [`Awaited::NOTHING`] (id 0) is awaited by no request (the standalone stream).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Awaited<'m> {
+    pub(crate) id: u64,
+    pub(crate) method: &'m str,
+}
+
+impl Awaited<'static> {
+    /// What a stream no request opened awaits: nothing.
+    pub(crate) const NOTHING: Self = Self { id: 0, method: "" };
+}
+
 /// What an incoming JSON-RPC 2.0 message is (request, notification, response).
 pub(crate) enum Message<'m, 'a> {
     /// An answer to a request with the given id.
@@ -92,9 +153,9 @@ pub(crate) enum Message<'m, 'a> {
     Request(&'a RawValue, &'m str),
     /// A notification from the server.
     Notification(&'m str),
-    /// A response with an id and neither `result` nor `error` (JSON-RPC 2.0 §5 requires
-    /// exactly one): an answer, but a malformed one.
-    Hollow(&'a RawValue),
+    /// A response of no valid shape, to the given id (`None`: `null` or missing, so to the one
+    /// request a POST carries, as [`Message::ErrorWithoutId`]): an answer, but a malformed one.
+    Malformed(Option<&'a RawValue>, Flaw),
     /// An error response whose `id` is `null` or missing: the server could not read the request
     /// far enough to know its id (JSON-RPC 2.0 §5).
     ErrorWithoutId(&'m RpcError),
@@ -102,23 +163,58 @@ pub(crate) enum Message<'m, 'a> {
     Invalid,
 }
 
+/// What makes a response malformed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flaw {
+    /// Neither `result` nor `error` (JSON-RPC 2.0 §5 requires exactly one).
+    Hollow,
+    /// An `error` that is no JSON-RPC error object (§5.1: an object with an integer `code`).
+    ErrorShape,
+}
+
 impl<'a> Incoming<'a> {
-    /// Classifies the message. A message with an id and a `result` or `error` is a response,
-    /// even when it also names a `method` (some servers echo the request's): a request never
-    /// carries either (JSON-RPC 2.0 §4, §5).
-    pub(crate) fn kind(&self) -> Message<'_, 'a> {
+    /// Classifies the message, read while `awaited` is (the one place that does). A message
+    /// with an id and a `result` or `error` is a response, even when it also names a `method`
+    /// (some servers echo the request's): a request never carries either (JSON-RPC 2.0 §4,
+    /// §5). So is a message with the awaited request's own id and own method and neither: a
+    /// response that echoes its request and answers nothing (a server's request would not
+    /// name the method the client just sent it). An `error` of the wrong shape makes the
+    /// response [`Message::Malformed`], also without an id.
+    pub(crate) fn kind(&self, awaited: Awaited<'_>) -> Message<'_, 'a> {
         let answer = match (&self.result, &self.error) {
             (_, Some(error)) => Some(Err(error)),
             (Some(result), None) => Some(Ok(*result)),
             (None, None) => None,
         };
+        let echoes =
+            |id: &RawValue, method: &str| method == awaited.method && id_matches(id, awaited.id);
         match (&self.method, self.id, answer) {
-            (_, Some(id), Some(answer)) => Message::Response(id, answer),
+            (_, Some(id), Some(Ok(result))) => Message::Response(id, Ok(result)),
+            (_, Some(id), Some(Err(ErrorMember::Object(error)))) => {
+                Message::Response(id, Err(error))
+            }
+            (_, Some(id), Some(Err(ErrorMember::Malformed))) => {
+                Message::Malformed(Some(id), Flaw::ErrorShape)
+            }
+            (Some(method), Some(id), None) if echoes(id, method) => {
+                Message::Malformed(Some(id), Flaw::Hollow)
+            }
             (Some(method), Some(id), None) => Message::Request(id, method),
             (Some(method), None, _) => Message::Notification(method),
-            (None, Some(id), None) => Message::Hollow(id),
-            (None, None, Some(Err(error))) => Message::ErrorWithoutId(error),
+            (None, Some(id), None) => Message::Malformed(Some(id), Flaw::Hollow),
+            (None, None, Some(Err(ErrorMember::Object(error)))) => Message::ErrorWithoutId(error),
+            (None, None, Some(Err(ErrorMember::Malformed))) => {
+                Message::Malformed(None, Flaw::ErrorShape)
+            }
             (None, None, _) => Message::Invalid,
+        }
+    }
+
+    /// The message's error, when it is a JSON-RPC error object.
+    pub(crate) fn rpc_error(&self) -> Option<&RpcError> {
+        match &self.error {
+            Some(ErrorMember::Object(error)) => Some(error),
+            _ => None,
         }
     }
 }
@@ -287,24 +383,26 @@ mod tests {
         .unwrap();
         assert_eq!(msgs.len(), 8);
         assert!(
-            matches!(msgs[0].kind(), Message::Response(id, Ok(r)) if id.get() == "1" && r.get() == r#"{"a":1}"#)
+            matches!(msgs[0].kind(Awaited::NOTHING), Message::Response(id, Ok(r)) if id.get() == "1" && r.get() == r#"{"a":1}"#)
         );
         assert!(
-            matches!(msgs[1].kind(), Message::Response(_, Err(e)) if e.code == -32601 && e.message == "nope")
+            matches!(msgs[1].kind(Awaited::NOTHING), Message::Response(_, Err(e)) if e.code == -32601 && e.message == "nope")
         );
-        assert!(matches!(msgs[2].kind(), Message::Request(id, "ping") if id.get() == "9"));
+        assert!(
+            matches!(msgs[2].kind(Awaited::NOTHING), Message::Request(id, "ping") if id.get() == "9")
+        );
         assert!(matches!(
-            msgs[3].kind(),
+            msgs[3].kind(Awaited::NOTHING),
             Message::Notification("notifications/progress")
         ));
-        assert!(matches!(msgs[4].kind(), Message::Invalid));
+        assert!(matches!(msgs[4].kind(Awaited::NOTHING), Message::Invalid));
         assert!(
-            matches!(msgs[5].kind(), Message::ErrorWithoutId(e) if e.code == -32700 && e.message == "Parse error")
+            matches!(msgs[5].kind(Awaited::NOTHING), Message::ErrorWithoutId(e) if e.code == -32700 && e.message == "Parse error")
         );
         assert!(
-            matches!(msgs[6].kind(), Message::ErrorWithoutId(e) if e.code == -32600 && e.message == "no id")
+            matches!(msgs[6].kind(Awaited::NOTHING), Message::ErrorWithoutId(e) if e.code == -32600 && e.message == "no id")
         );
-        assert!(matches!(msgs[7].kind(), Message::Invalid));
+        assert!(matches!(msgs[7].kind(Awaited::NOTHING), Message::Invalid));
     }
 
     #[test]
@@ -324,16 +422,78 @@ mod tests {
     }
 
     /// A response that echoes its request's `method` is still the response; a message with a
-    /// method and an id but neither `result` nor `error` is a request.
+    /// method and an id but neither `result` nor `error` is a request (unless it echoes the
+    /// awaited request's own id and method, below).
     #[test]
     fn a_result_or_an_error_makes_a_response_whatever_else_it_names() {
         let text = r#"[{"jsonrpc":"2.0","id":4,"method":"tools/call","result":{}},
             {"jsonrpc":"2.0","id":5,"method":"tools/call","error":{"code":1,"message":"m"}},
             {"jsonrpc":"2.0","id":6,"method":"ping"}]"#;
         let messages = decode(text).unwrap();
-        assert!(matches!(messages[0].kind(), Message::Response(id, Ok(_)) if id.get() == "4"));
-        assert!(matches!(messages[1].kind(), Message::Response(id, Err(_)) if id.get() == "5"));
-        assert!(matches!(messages[2].kind(), Message::Request(id, "ping") if id.get() == "6"));
+        assert!(
+            matches!(messages[0].kind(Awaited::NOTHING), Message::Response(id, Ok(_)) if id.get() == "4")
+        );
+        assert!(
+            matches!(messages[1].kind(Awaited::NOTHING), Message::Response(id, Err(_)) if id.get() == "5")
+        );
+        assert!(
+            matches!(messages[2].kind(Awaited::NOTHING), Message::Request(id, "ping") if id.get() == "6")
+        );
+    }
+
+    /// A response is found by its id however malformed the rest: an `error` that is no
+    /// JSON-RPC error object, a `method` that is not a string, or an echo of the awaited
+    /// request's own id and method with neither `result` nor `error`. `"result": null` is a
+    /// result, `"error": null` no error.
+    #[test]
+    fn a_response_of_no_valid_shape_is_malformed_and_a_null_result_is_a_result() {
+        let text = r#"[{"jsonrpc":"2.0","id":4,"error":{"message":"no code"}},
+            {"jsonrpc":"2.0","id":4,"error":{"code":"-32000","message":"string code"}},
+            {"jsonrpc":"2.0","id":4,"error":"a string"},
+            {"jsonrpc":"2.0","error":7},
+            {"jsonrpc":"2.0","id":4,"method":5},
+            {"jsonrpc":"2.0","id":4,"method":"tools/call"},
+            {"jsonrpc":"2.0","id":5,"method":"tools/call"},
+            {"jsonrpc":"2.0","id":4,"method":"ping"},
+            {"jsonrpc":"2.0","id":4,"result":null},
+            {"jsonrpc":"2.0","id":4,"result":{},"error":null},
+            {"jsonrpc":"2.0","id":4,"result":null,"error":{"code":1,"message":"m"}},
+            {"jsonrpc":"2.0","id":4,"method":"tools\/call"}]"#;
+        let messages = decode(text).unwrap();
+        let awaited = Awaited {
+            id: 4,
+            method: "tools/call",
+        };
+        let kinds: Vec<_> = messages.iter().map(|m| m.kind(awaited)).collect();
+        for (at, flaw) in [
+            (0, Flaw::ErrorShape),
+            (1, Flaw::ErrorShape),
+            (2, Flaw::ErrorShape),
+            (4, Flaw::Hollow),
+            (5, Flaw::Hollow),
+            (11, Flaw::Hollow),
+        ] {
+            assert!(
+                matches!(kinds[at], Message::Malformed(Some(id), f) if id.get() == "4" && f == flaw),
+                "message {at}"
+            );
+        }
+        assert!(matches!(
+            kinds[3],
+            Message::Malformed(None, Flaw::ErrorShape)
+        ));
+        assert!(matches!(kinds[6], Message::Request(id, "tools/call") if id.get() == "5"));
+        assert!(matches!(kinds[7], Message::Request(id, "ping") if id.get() == "4"));
+        assert!(matches!(kinds[8], Message::Response(_, Ok(r)) if r.get() == "null"));
+        assert!(matches!(kinds[9], Message::Response(_, Ok(r)) if r.get() == "{}"));
+        assert!(matches!(kinds[10], Message::Response(_, Err(e)) if e.code == 1));
+        // Awaited by nothing, the echo is a request.
+        assert!(matches!(
+            messages[5].kind(Awaited::NOTHING),
+            Message::Request(_, "tools/call")
+        ));
+        assert_eq!(messages[0].rpc_error(), None);
+        assert_eq!(messages[10].rpc_error().map(|e| e.code), Some(1));
     }
 
     #[test]

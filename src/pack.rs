@@ -1226,6 +1226,15 @@ fn call_error(
             ),
         );
     }
+    if let Verdict::OtherEra(_) = error.verdict() {
+        // No probe ruled the answer the server's own: it is not shown as the tool's error.
+        return ToolError::new(
+            ToolErrorKind::Unavailable,
+            format!(
+                "server {ns} is unavailable: it answered the call like a server of another MCP protocol era ({error}), and which era it speaks could not be decided, so the call was not sent again; try again later"
+            ),
+        );
+    }
     match error.rpc() {
         Some(rpc) if error.verdict() == Verdict::MissingCapability => {
             let asked = crate::http::required_capabilities(rpc.data.as_deref())

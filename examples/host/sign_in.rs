@@ -9,15 +9,8 @@ use std::time::Duration;
 use runvil_plugin::Pack;
 use serde_json::{Value, json};
 
-use crate::args::USAGE;
-
 /// How the Pack's reason names a failed sign-in.
 const SIGN_IN_FAILED: &str = "signing in failed: ";
-
-fn usage(message: &str) -> ExitCode {
-    eprintln!("host: {message}\n{USAGE}");
-    ExitCode::from(2)
-}
 
 /// The text of the config file at `config`, and the one-thread runtime a command runs on; the
 /// exit code when either is missing (2).
@@ -45,10 +38,11 @@ fn construct(
     })
 }
 
-/// Exit code 2 and the usage for a config file without the server `namespace` (the Pack
-/// answered `not_found` for it).
+/// Exit code 2 for a config file without the server `namespace` (the Pack answered
+/// `not_found` for it): a config problem, so no usage text.
 fn no_server(config: &str, namespace: &str) -> ExitCode {
-    usage(&format!("{config} has no server {namespace:?}"))
+    eprintln!("host: {config} has no server {namespace:?}");
+    ExitCode::from(2)
 }
 
 /// `host login [--wait SECONDS] CONFIG NAMESPACE`.

@@ -135,7 +135,8 @@ enum Failure {
     ExpiredAgain,
     /// A JSON-RPC error answered the request.
     Rpc(RpcError),
-    /// The answer arrived, but its `result` is not of the expected shape.
+    /// The answer arrived, but of no valid shape: neither `result` nor `error`, an `error` that
+    /// is no JSON-RPC error object, or a `result` not of the expected shape.
     Malformed(String),
     /// A complete reply broke the protocol (not JSON-RPC, no answer in a JSON body, a bad
     /// header); the text says how.

@@ -20,11 +20,11 @@ use reqwest::{Response, StatusCode, Url};
 use serde_json::value::RawValue;
 
 use super::events::{AfterAnswer, BodyError, SseStream};
-use super::session::{AfterRecheck, Era, EraSignal, Rechecked, Session};
+use super::session::{AfterRecheck, Era, EraSignal, Session};
 use super::verdict::{self, Next, Spent, Stage};
 use super::{Connection, Decoded, Error, SessionHandle, Verdict, Wire};
 use crate::json;
-use crate::jsonrpc::{self, Message, RpcError};
+use crate::jsonrpc::{self, Awaited, ErrorMember, Flaw, Message, RpcError};
 use crate::limits::{self, MAX_MESSAGE_BYTES};
 use crate::protocol::{ACCEPT_SSE, LAST_EVENT_ID, codes};
 use crate::redact::{REDACTED, Redactor};
@@ -133,10 +133,11 @@ impl Connection {
             .with_auth_hint(self.auth_hint.as_deref()))
     }
 
-    /// Reads the answer to request `id` (sent as `wire`) from a 2xx response: a JSON body, or
-    /// an SSE stream that may carry server requests and notifications first, and may need
-    /// resuming (within what is left of `wire`'s deadline, [`Wire::until`]). Server requests
-    /// are answered on `session`.
+    /// Reads the answer to the `awaited` request from a 2xx response: a JSON body, or an SSE
+    /// stream that may carry server requests and notifications first, and may need resuming.
+    /// Server requests are answered on `session`. Every message of either goes through
+    /// [`Connection::route`], so a response is read the same in both. A resumption's rate-limit
+    /// wait must end before `deadline` (the request's, [`Wire::until`]; `None`: the bound alone).
     ///
     /// # Cancel safety
     /// Not cancel safe: dropping it abandons the reply (the request may still run on the
@@ -144,13 +145,20 @@ impl Connection {
     pub(super) async fn read_response<T>(
         self: &Arc<Self>,
         response: Response,
-        id: u64,
+        awaited: Awaited<'_>,
         session: &Arc<Session>,
-        wire: &Wire<'_>,
+        deadline: Option<tokio::time::Instant>,
         decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
     ) -> Result<T, Error> {
-        self.read_reply(response, id, session, wire, decode, AfterAnswer::Background)
-            .await
+        self.read_reply(
+            response,
+            awaited,
+            session,
+            deadline,
+            decode,
+            AfterAnswer::Background,
+        )
+        .await
     }
 
     /// As [`Connection::read_response`]; `after` says how an event stream's end is read once
@@ -161,9 +169,9 @@ impl Connection {
     pub(super) async fn read_reply<T>(
         self: &Arc<Self>,
         response: Response,
-        id: u64,
+        awaited: Awaited<'_>,
         session: &Arc<Session>,
-        wire: &Wire<'_>,
+        deadline: Option<tokio::time::Instant>,
         decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
         after: AfterAnswer,
     ) -> Result<T, Error> {
@@ -180,16 +188,18 @@ impl Connection {
                     .map_err(|_| Error::protocol("the server's JSON reply is not UTF-8"))?;
                 let messages = jsonrpc::decode(text).map_err(Error::protocol)?;
                 for message in &messages {
-                    if let Some(found) = self.route(message, &body, id, session, decode).await {
+                    if let Some(found) = self.route(message, &body, awaited, session, decode).await
+                    {
                         return found;
                     }
                 }
                 Err(Error::protocol(format!(
-                    "the server's JSON reply held no response to request {id}"
+                    "the server's JSON reply held no response to request {}",
+                    awaited.id
                 )))
             }
             Some(MediaType::EventStream) => {
-                self.read_stream(response, id, session, wire, decode, after)
+                self.read_stream(response, awaited, session, deadline, decode, after)
                     .await
             }
             None => {
@@ -213,8 +223,8 @@ impl Connection {
     /// client to poll after `retry` (MCP 2025-11-25, transports: resumability and redelivery).
     /// The id sent is that of the last event dispatched ([`crate::sse`]): an event the stream
     /// cut before its end never arrived, so the server is asked to send it again. A resumption
-    /// refused with a rate limit whose wait fits the 30 s bound and what is left of `wire`'s
-    /// deadline is asked once more with the same id after the wait ([`verdict::next`]). Any
+    /// refused with a rate limit whose wait fits the 30 s bound and what is left of `deadline`
+    /// is asked once more with the same id after the wait ([`verdict::next`]). Any
     /// other refusal gets the one verdict ([`Connection::verdict`]) and is acted on
     /// ([`Connection::act_on`]: the other era asks the era again, the session is settled);
     /// the error carries it ([`Error::judged`]). Refused as an expired session, the request
@@ -228,12 +238,13 @@ impl Connection {
     async fn read_stream<T>(
         self: &Arc<Self>,
         response: Response,
-        id: u64,
+        awaited: Awaited<'_>,
         session: &Arc<Session>,
-        wire: &Wire<'_>,
+        deadline: Option<tokio::time::Instant>,
         decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
         after: AfterAnswer,
     ) -> Result<T, Error> {
+        let id = awaited.id;
         let mut events = SseStream::new(response);
         // The last event id the latest resumption asked with, and how many brought no new one.
         let mut asked: Option<String> = None;
@@ -312,9 +323,11 @@ impl Connection {
                             Ok(response) => break Ok(response),
                             Err(e) => e,
                         };
-                        let verdict = self.verdict(session, wire.method, &e);
+                        let verdict = self.verdict(session, awaited.method, &e);
+                        let left = deadline
+                            .map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
                         let Next::Wait(wait) =
-                            verdict::next(verdict, Stage::Status, spent, false, wire.left())
+                            verdict::next(verdict, Stage::Status, spent, false, left)
                         else {
                             break Err((e, verdict));
                         };
@@ -335,7 +348,9 @@ impl Connection {
                     // answer standing; the session settled), and travels out with the error:
                     // the exchange's own reading of it finds nothing more to act on, and a
                     // wait too long to take is named by the Pack (`verdict::NamedWait`).
-                    self.act_on(session, wire.method, verdict, true).await;
+                    let verdict = self
+                        .act_on(session, awaited.method, verdict, true, deadline)
+                        .await;
                     return Err(if e.is_session_expired() {
                         // The server forgot the session (MCP 2025-11-25, transports, session
                         // management): the request is over on it and may have run.
@@ -350,7 +365,10 @@ impl Connection {
                 }
             };
             for message in &self.messages(&event)? {
-                if let Some(answer) = self.route(message, &event.data, id, session, decode).await {
+                if let Some(answer) = self
+                    .route(message, &event.data, awaited, session, decode)
+                    .await
+                {
                     // The stream's end is usually one chunk away: read it in the background,
                     // so the connection is reused rather than closed.
                     let drained = self.runtime.spawn(events.drain());
@@ -493,7 +511,7 @@ impl Connection {
         tracing::debug!(namespace = %self.namespace, "standalone stream open");
         self.signals.stream_opened();
         let mut events = SseStream::new(response);
-        // Request ids start at 1: a response to id 0 is one nobody waits for.
+        // No request awaits a response here: responses are dropped.
         let ignore = |_: &RawValue, _: &Bytes| -> Decoded<()> { Ok(()) };
         loop {
             let Some(event) = self.next_event(&mut events).await? else {
@@ -504,7 +522,9 @@ impl Connection {
                 *last_event_id = id.to_string();
             }
             for message in &self.messages(&event)? {
-                let _ = self.route(message, &event.data, 0, session, &ignore).await;
+                let _ = self
+                    .route(message, &event.data, Awaited::NOTHING, session, &ignore)
+                    .await;
             }
         }
     }
@@ -543,6 +563,7 @@ impl Connection {
             LISTEN,
             r#"{"notifications":{"toolsListChanged":true}}"#,
         );
+        let awaited = Awaited { id, method: LISTEN };
         let within = limits::STREAM_OPEN_TIMEOUT;
         let wire = Wire::new(LISTEN, None, &[]).headers_within(within);
         let response = match self.post(body, &wire, Some(session), Some(id)).await {
@@ -555,22 +576,16 @@ impl Connection {
                 // nothing more is asked. The listen's refusal stands (nothing is resent), so the
                 // probe records its verdict itself: asked about once, even when the loop drops
                 // this future on the new route's install.
-                let verdict = self.verdict(session, LISTEN, &e);
-                let (own, signal) = match verdict {
+                let verdict = match self.verdict(session, LISTEN, &e) {
                     Verdict::MethodNotFound => return Ok(Listened::NotOffered),
-                    Verdict::Own(signal) => (true, signal),
-                    Verdict::OtherEra(signal) => {
-                        let rechecked = self
-                            .recheck(session, LISTEN, signal, false, AfterRecheck::Stands)
-                            .await;
-                        (
-                            matches!(rechecked, Rechecked::Own | Rechecked::Renewed),
-                            signal,
-                        )
-                    }
-                    _ => return Err(e.judged(verdict)),
+                    // The verdict once the probe ruled.
+                    Verdict::OtherEra(signal) => self
+                        .recheck(session, LISTEN, signal, false, AfterRecheck::Stands, None)
+                        .await
+                        .verdict(signal),
+                    verdict => verdict,
                 };
-                if own && matches!(signal, EraSignal::PlainRefusal(404 | 405)) {
+                if let Verdict::Own(EraSignal::PlainRefusal(404 | 405)) = verdict {
                     tracing::debug!(namespace = %self.namespace, "subscriptions/listen has no endpoint on this server (a plain 404 or 405 from a modern server)");
                     return Ok(Listened::NotOffered);
                 }
@@ -581,10 +596,12 @@ impl Connection {
         if !matches!(media_type(&response), Some(MediaType::EventStream)) {
             // A JSON answer ends the subscription at once: an error, or a graceful end.
             let ignore = |_: &RawValue, _: &Bytes| -> Decoded<()> { Ok(()) };
-            let read = self.read_response(response, id, session, &wire, &ignore);
-            let read = tokio::time::timeout(within, read)
-                .await
-                .unwrap_or_else(|_| Err(Error::no_answer(LISTEN, within)));
+            let read = tokio::time::timeout(
+                within,
+                self.read_response(response, awaited, session, None, &ignore),
+            )
+            .await
+            .unwrap_or_else(|_| Err(Error::no_answer(LISTEN, within)));
             return match read {
                 Ok(()) => Ok(Listened::Ended),
                 Err(e) => self.listen_refused(session, e),
@@ -619,7 +636,7 @@ impl Connection {
                     continue;
                 }
                 if let Some(done) = self
-                    .route(message, &event.data, id, session, &answered)
+                    .route(message, &event.data, awaited, session, &answered)
                     .await
                 {
                     return match done {
@@ -703,9 +720,11 @@ impl Connection {
         })
     }
 
-    /// Handles one incoming message, from any stream or JSON body: returns the answer when it is
-    /// the response to `id`, or an error response whose `id` is `null` (the server could not
-    /// read the request; every POST carries one request, so it answers `id`); answers a server
+    /// Handles one incoming message, from any stream or JSON body, as [`jsonrpc::Incoming::kind`]
+    /// classifies it while `awaited` is: returns the answer when it is the response to
+    /// `awaited`, or an error response whose `id` is `null` (the server could not read the
+    /// request; every POST carries one request, so it answers `awaited`); a response to
+    /// `awaited` of no valid shape is its answer too, [`Error::malformed`] at once; answers a server
     /// request on `session` (`ping` with `{}`, anything else with `-32601`) in a task that
     /// [`Connection::close`] awaits before any `DELETE`; hands notifications to
     /// [`crate::notices::handle`]; logs and drops responses to other ids. The one place where
@@ -718,11 +737,12 @@ impl Connection {
         self: &Arc<Self>,
         message: &jsonrpc::Incoming<'_>,
         source: &Bytes,
-        id: u64,
+        awaited: Awaited<'_>,
         session: &Arc<Session>,
         decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
     ) -> Option<Result<T, Error>> {
-        match message.kind() {
+        let id = awaited.id;
+        match message.kind(awaited) {
             Message::Response(rid, outcome) if jsonrpc::id_matches(rid, id) => {
                 Some(match outcome {
                     Ok(result) => decode(result, source),
@@ -731,12 +751,18 @@ impl Connection {
             }
             Message::ErrorWithoutId(error) => Some(Err(self.rpc_error(error))),
             // An answer all the same: it ends the wait at once, and nothing is left to cancel.
-            Message::Hollow(rid) if jsonrpc::id_matches(rid, id) => {
+            Message::Malformed(rid, flaw) if rid.is_none_or(|rid| jsonrpc::id_matches(rid, id)) => {
+                let holds = match flaw {
+                    Flaw::Hollow => "neither a result nor an error",
+                    Flaw::ErrorShape => {
+                        "an error that is not a JSON-RPC error object with an integer code"
+                    }
+                };
                 Some(Err(Error::malformed(format!(
-                    "the server's response to request {id} holds neither a result nor an error"
+                    "the server's response to request {id} holds {holds}"
                 ))))
             }
-            Message::Response(..) | Message::Hollow(_) => {
+            Message::Response(..) | Message::Malformed(..) => {
                 tracing::trace!(namespace = %self.namespace, id, "ignored a response to another request");
                 None
             }
@@ -848,7 +874,7 @@ fn rpc_error_in(body: &str, answering: Option<u64>) -> Option<(RpcError, bool)> 
     let [message] = messages.as_slice() else {
         return None;
     };
-    match message.kind() {
+    match message.kind(Awaited::NOTHING) {
         Message::Response(id, Err(error)) => Some((
             error.clone(),
             answering.is_some_and(|a| jsonrpc::id_matches(id, a)),
@@ -948,7 +974,8 @@ fn looks_like_markup(preview: &str) -> bool {
 ///   answer: "Bad Request: No valid session ID provided", "Session not found") and whose code is
 ///   not -32602 (invalid params) or -32601 (method not found), which are about the request
 ///   itself — a tool's own `sessionId` argument, say;
-/// - a body that is not JSON-RPC, read as plain text, which must name the session as a word of
+/// - a body that is not JSON-RPC (or whose `error` is no JSON-RPC error object), read as plain
+///   text, which must name the session as a word of
 ///   its own ("session", not "sessionId" or "session_id", an argument's name): the Python SDK
 ///   `mcp` 1.8–1.25 (and FastMCP 2.x on it) answers "Bad Request: No valid session ID provided"
 ///   or "Bad Request: Missing session ID", others "Invalid or expired session".
@@ -965,9 +992,15 @@ fn speaks_of_session(preview: &str) -> bool {
         "not found",
     ];
     let says_gone = |message: &str| GONE.iter().any(|word| message.contains(word));
-    match jsonrpc::decode(preview) {
-        Ok(messages) => messages.iter().any(|m| {
-            m.error.as_ref().is_some_and(|e| {
+    // An `error` of no JSON-RPC shape (a string, an object without a code) is read as text.
+    let decoded = jsonrpc::decode(preview).ok().filter(|messages| {
+        !messages
+            .iter()
+            .any(|m| matches!(m.error, Some(ErrorMember::Malformed)))
+    });
+    match decoded {
+        Some(messages) => messages.iter().any(|m| {
+            m.rpc_error().is_some_and(|e| {
                 let message = e.message.to_ascii_lowercase();
                 e.code != codes::INVALID_PARAMS
                     && e.code != codes::METHOD_NOT_FOUND
@@ -975,7 +1008,7 @@ fn speaks_of_session(preview: &str) -> bool {
                     && says_gone(&message)
             })
         }),
-        Err(_) => {
+        None => {
             let text = preview.to_ascii_lowercase();
             let word = |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_');
             let names_session = text.match_indices("session").any(|(at, found)| {
@@ -1190,6 +1223,13 @@ mod tests {
         ));
         assert!(!speaks_of_session("Bad Request: no session"));
         assert!(!speaks_of_session(r#"{"hint":"session"}"#));
+        // An error that is no JSON-RPC error object is read as text.
+        assert!(speaks_of_session(
+            r#"{"jsonrpc":"2.0","id":null,"error":"Bad Request: No valid session ID provided"}"#
+        ));
+        assert!(!speaks_of_session(
+            r#"{"jsonrpc":"2.0","id":null,"error":{"message":"quota exceeded"}}"#
+        ));
     }
 
     /// The plain-text answers of the Python SDK `mcp` 1.8–1.25 (FastMCP 2.x on it) and others

@@ -40,10 +40,10 @@ use tokio::sync::watch;
 
 use super::events::AfterAnswer;
 use super::modern;
+use super::verdict::{self, Next, Settle, Spent, Stage, Verdict};
 pub(crate) use super::verdict::{Era, EraSignal};
-use super::verdict::{Settle, Verdict};
 use super::{Connection, Decoded, Error, lock};
-use crate::jsonrpc;
+use crate::jsonrpc::{self, Awaited};
 use crate::limits;
 use crate::protocol::{MODERN_VERSION, OFFERED_VERSION, SESSION_ID, SUPPORTED_VERSIONS};
 
@@ -198,17 +198,31 @@ pub(crate) enum Rechecked {
     /// The same era, and the route is kept: the answer was the server's own.
     Own,
     /// The route is another one now: the probe found the other era (a modern route is
-    /// installed at once; a legacy one is made by the next request's handshake), or the route
-    /// changed meanwhile. The request goes once more on the live route.
+    /// installed at once; a legacy one is made by the next request's handshake), or another
+    /// probe did meanwhile (a renewal of the same era is no move). The request goes once more
+    /// on the live route.
     Moved,
     /// The same modern era, declaring other things (another replica, a redeploy): its new
     /// route is installed and the request goes once more on it. The era was confirmed, so the
     /// same signal met again there is the server's own ([`Connection::confirm_own`]): replicas
     /// whose declarations differ cost one probe, not one per answer.
     Renewed,
-    /// The probe gave no verdict (a transport failure, a 5xx, no mutual version): the answer
-    /// stands, and the same signal asks again next time.
+    /// The probe gave no verdict (a transport failure, a 5xx, a rate limit not waited out, no
+    /// mutual version): the answer stands as the other era's, not as the server's own, and the
+    /// same signal asks again next time.
     Unsure,
+}
+
+impl Rechecked {
+    /// The verdict on the answer that carried `signal`, once the probe ruled: the server's own
+    /// when it found the same era ([`Rechecked::Own`], or [`Rechecked::Renewed`]: the same
+    /// modern era on a new route); else still the other era's (the route moved, or no verdict).
+    pub(crate) fn verdict(self, signal: EraSignal) -> Verdict {
+        match self {
+            Rechecked::Own | Rechecked::Renewed => Verdict::Own(signal),
+            Rechecked::Moved | Rechecked::Unsure => Verdict::OtherEra(signal),
+        }
+    }
 }
 
 /// What the request that met an [`EraSignal`] does once [`Connection::recheck`] found its
@@ -776,8 +790,11 @@ impl Connection {
     /// other things, which is replaced by the new one. The other era: `on` stops being the
     /// route (a legacy session stays owned, deleted with the others unless the server was
     /// found modern); a modern route found is installed at once ([`Rechecked::Moved`]). A
-    /// signal already confirmed, or a route another probe already moved, is answered without
-    /// a probe. A route installed here asks for a re-listing unless `by_listing`
+    /// signal already confirmed, or a route of the era another probe already moved off, is
+    /// answered without a probe; a route that left by a renewal of its own era is probed like
+    /// a live one. The probe's `server/discover` is asked once more after a rate limit's wait
+    /// that fits the bound and the caller's deadline `until` ([`verdict::next`]). A route
+    /// installed here asks for a re-listing unless `by_listing`
     /// ([`crate::notices::Signals::session_renewed`]). Whether the same era makes a plain
     /// refusal the server's own at once depends on `after` ([`AfterRecheck`]).
     ///
@@ -791,6 +808,7 @@ impl Connection {
         signal: EraSignal,
         by_listing: bool,
         after: AfterRecheck,
+        until: Option<tokio::time::Instant>,
     ) -> Rechecked {
         let this = Arc::clone(self);
         let on = Arc::clone(on);
@@ -802,16 +820,40 @@ impl Connection {
                 if state.is_own(on.era, &method, signal) {
                     return Rechecked::Own;
                 }
-                if !state.current().is_some_and(|live| Arc::ptr_eq(&live, &on)) {
+                // Another probe found the other era: `on` is over. A route that left by a
+                // renewal of its own era (forgotten, set aside) is no sign of the era, and
+                // its answer is probed like one on the live route.
+                if state.era().is_some_and(|era| era != on.era) {
                     return Rechecked::Moved;
                 }
             }
             tracing::debug!(namespace = %this.namespace, method = &*method, ?signal, era = ?on.era, "an answer looked like the other era's; asking server/discover again");
             // Stopped by the close: a probe still out then sends nothing more (its `-32022`
             // re-ask, a sign-in's resend), and nothing after the close needs its verdict.
-            let discovered = tokio::select! {
-                discovered = this.discover() => discovered,
-                () = this.closing.cancelled() => return Rechecked::Unsure,
+            let mut spent = Spent::default();
+            let discovered = loop {
+                let discovered = tokio::select! {
+                    discovered = this.discover() => discovered,
+                    () = this.closing.cancelled() => return Rechecked::Unsure,
+                };
+                // The probe is a request like every other: refused unprocessed with a wait
+                // that fits the bound and the caller's deadline, it is asked once more after
+                // the wait (RFC 6585 §4; `verdict::next`).
+                if let Err(e) = &discovered {
+                    let verdict = super::judge(Era::Modern, e, |_| false);
+                    let left = until.map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
+                    if let Next::Wait(wait) =
+                        verdict::next(verdict, Stage::Status, spent, false, left)
+                    {
+                        spent.waited = true;
+                        tracing::debug!(namespace = %this.namespace, wait_ms = wait.as_millis() as u64, "server/discover was rate limited; asking again after the wait");
+                        tokio::select! {
+                            () = tokio::time::sleep(wait) => continue,
+                            () = this.closing.cancelled() => return Rechecked::Unsure,
+                        }
+                    }
+                }
+                break discovered;
             };
             let found = match discovered {
                 Ok(found) => found,
@@ -940,8 +982,18 @@ impl Connection {
             let asked = async {
                 super::trace::on_route(&self.redactor, Some(MODERN_VERSION), None);
                 let response = self.post(body, &wire, Some(&session), None).await?;
-                let read =
-                    self.read_reply(response, id, &session, &wire, &decode, AfterAnswer::Briefly);
+                let awaited = Awaited {
+                    id,
+                    method: "server/discover",
+                };
+                let read = self.read_reply(
+                    response,
+                    awaited,
+                    &session,
+                    None,
+                    &decode,
+                    AfterAnswer::Briefly,
+                );
                 tokio::time::timeout(within, read)
                     .await
                     .unwrap_or_else(|_| Err(Error::no_answer("server/discover", within)))
@@ -1142,9 +1194,12 @@ impl Connection {
                 );
                 Ok((result.protocol_version.into_owned(), initialized))
             };
-        let wire = super::Wire::new("initialize", None, &[]);
+        let awaited = Awaited {
+            id,
+            method: "initialize",
+        };
         let (chosen, mut initialized) = self
-            .read_response(response, id, session, &wire, &decode)
+            .read_response(response, awaited, session, None, &decode)
             .await?;
         let Some(version) = SUPPORTED_VERSIONS.iter().find(|v| **v == chosen.as_str()) else {
             let shown = self.server_text(&chosen, 64);
@@ -1379,6 +1434,21 @@ pub(super) fn valid_session_id(value: &HeaderValue) -> Result<HeaderValue, Error
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_answer_is_the_servers_own_only_when_the_probe_found_the_same_era() {
+        let signal = EraSignal::ModernError(-32020);
+        let table = [
+            (Rechecked::Own, Verdict::Own(signal)),
+            (Rechecked::Renewed, Verdict::Own(signal)),
+            (Rechecked::Moved, Verdict::OtherEra(signal)),
+            // No verdict: never presented as the server's own answer.
+            (Rechecked::Unsure, Verdict::OtherEra(signal)),
+        ];
+        for (rechecked, verdict) in table {
+            assert_eq!(rechecked.verdict(signal), verdict, "{rechecked:?}");
+        }
+    }
 
     #[test]
     fn session_ids_must_be_visible_ascii() {

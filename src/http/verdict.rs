@@ -87,8 +87,9 @@ pub(crate) enum Verdict {
     /// call's arguments) do not fit what the server expects (MCP 2025-11-25, server/tools
     /// "Error Handling").
     InvalidParams,
-    /// A response of no valid shape (neither `result` nor `error`, a `result` of the wrong
-    /// shape): an answer all the same, nothing to cancel.
+    /// A response of no valid shape (neither `result` nor `error`, an `error` that is no
+    /// JSON-RPC error object, a `result` of the wrong shape): an answer all the same, nothing
+    /// to cancel.
     Malformed,
     /// Anything else: the answer is the request's own and stands (a JSON-RPC error of the
     /// server's era, an error status, a failure with nothing more to do).
@@ -110,14 +111,28 @@ pub(crate) enum Settle {
 }
 
 impl Verdict {
-    /// Whether the verdict is a JSON-RPC answer of the server's own to the request (with
-    /// [`Error::rpc`](super::Error::rpc)): a JSON-RPC error of its era, or one a probe found
-    /// to be its own. A `ping` so answered shows the session lives.
-    pub(crate) fn is_servers_answer(self) -> bool {
-        matches!(
-            self,
-            Verdict::Stands | Verdict::Own(_) | Verdict::MethodNotFound | Verdict::InvalidParams
-        )
+    /// Whether the verdict is on the server's response to the request: a response of no valid
+    /// shape, or — when the answer holds a JSON-RPC error (`rpc`, [`Error::rpc`](super::Error::rpc))
+    /// — an error of its era or one a probe found to be its own. An answer of the other era,
+    /// an expiry, a rate limit or a lost reply is none. A `ping` answered at all shows the
+    /// session lives.
+    pub(crate) fn is_response(self, rpc: bool) -> bool {
+        match self {
+            Verdict::Malformed => true,
+            Verdict::Stands
+            | Verdict::Own(_)
+            | Verdict::MethodNotFound
+            | Verdict::InvalidParams
+            | Verdict::HeaderMismatch
+            | Verdict::MissingCapability => rpc,
+            Verdict::Unsent
+            | Verdict::Expired
+            | Verdict::SetAside
+            | Verdict::OtherEra(_)
+            | Verdict::Lost
+            | Verdict::RateLimited { .. }
+            | Verdict::Busy { .. } => false,
+        }
     }
 
     /// How long a loop that asks again on its own backoff (the change stream, its `ping`, its
@@ -165,8 +180,10 @@ pub(crate) enum Stage {
 /// The resends one request has spent ([`next`] reads it; the exchange updates it).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Spent {
-    /// Sent once more after an expired session or an answer of the other era (at most once).
-    pub(crate) resent: bool,
+    /// Sent once more (at most once) after this verdict: an expired session ([`Verdict::Expired`]
+    /// or the server's words, [`Verdict::SetAside`]: the session it went on was made after
+    /// them), or an answer of the other era. `None`: not yet.
+    pub(crate) resent: Option<Verdict>,
     /// Sent again after a refused connect (at most [`limits::REINIT_RETRIES`] times).
     pub(crate) refused: usize,
     /// Re-issued with a new id after a lost reply (at most once per call).
@@ -215,9 +232,11 @@ pub(crate) fn next(
         }
         // Refused at the status: nothing ran, so the request goes once more on a new session.
         // Met while reading, the request may have run: it is never sent again.
-        (Verdict::Expired | Verdict::SetAside, Stage::Status) if !spent.resent => Next::Renew,
+        (Verdict::Expired | Verdict::SetAside, Stage::Status) if spent.resent.is_none() => {
+            Next::Renew
+        }
         (Verdict::Lost, _) if reissues && !spent.reissued => Next::Reissue,
-        (Verdict::OtherEra(signal), _) if !spent.resent => Next::Reroute(signal),
+        (Verdict::OtherEra(signal), _) if spent.resent.is_none() => Next::Reroute(signal),
         _ => Next::Answer,
     }
 }
@@ -322,13 +341,13 @@ mod tests {
     use super::*;
 
     const FRESH: Spent = Spent {
-        resent: false,
+        resent: None,
         refused: 0,
         reissued: false,
         waited: false,
     };
     const RESENT: Spent = Spent {
-        resent: true,
+        resent: Some(Verdict::Expired),
         ..FRESH
     };
     const MINUTE: Option<Duration> = Some(Duration::from_secs(60));
@@ -359,6 +378,43 @@ mod tests {
         ];
         for (verdict, settle) in table {
             assert_eq!(verdict.settles(), settle, "{verdict:?}");
+        }
+    }
+
+    /// A malformed response is a response whatever it holds; an error of the server's own is
+    /// one only with its JSON-RPC error; the other era's answer, an expiry, a limit or a lost
+    /// reply never.
+    #[test]
+    fn a_response_is_a_malformed_answer_or_a_json_rpc_error_of_the_servers_own() {
+        let signal = EraSignal::ModernError(-32022);
+        let table = [
+            (Verdict::Malformed, [true, true]),
+            (Verdict::Stands, [false, true]),
+            (Verdict::Own(signal), [false, true]),
+            (Verdict::MethodNotFound, [false, true]),
+            (Verdict::InvalidParams, [false, true]),
+            (Verdict::HeaderMismatch, [false, true]),
+            (Verdict::MissingCapability, [false, true]),
+            (Verdict::OtherEra(signal), [false, false]),
+            (Verdict::Expired, [false, false]),
+            (Verdict::SetAside, [false, false]),
+            (Verdict::Unsent, [false, false]),
+            (Verdict::Lost, [false, false]),
+            (Verdict::Busy { status: 503 }, [false, false]),
+            (
+                Verdict::RateLimited {
+                    status: 429,
+                    wait: Duration::from_secs(1),
+                },
+                [false, false],
+            ),
+        ];
+        for (verdict, responses) in table {
+            assert_eq!(
+                [verdict.is_response(false), verdict.is_response(true)],
+                responses,
+                "{verdict:?}"
+            );
         }
     }
 

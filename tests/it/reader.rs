@@ -176,6 +176,8 @@ async fn host_login_and_logout_read_the_config_as_the_pack_does() {
     let (code, stderr) = host_with_config("pair-none", text, &["logout", "CONFIG", "other"]).await;
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("has no server \"other\""), "{stderr}");
+    // A config problem, not bad usage: no usage text.
+    assert!(!stderr.contains("usage:"), "{stderr}");
 }
 
 /// `host login` stops at once when the server's start failed in a way that will not fix itself

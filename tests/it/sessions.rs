@@ -1326,3 +1326,201 @@ async fn calls_dropped_at_once_cancel_everything_that_was_sent() {
     );
     drop(host);
 }
+
+/// The plain-text answer of older SDKs (Python SDK `mcp` 1.8–1.25) to a session they do not
+/// know.
+const NO_SESSION: &str = "Bad Request: No valid session ID provided";
+
+/// A Host with the one entry `s` at `url`, once it is ready.
+async fn ready_at(url: &str) -> Host {
+    let host = Host::new(json!({"s": {"url": url}}));
+    host.ready("s", WAIT).await;
+    host
+}
+
+/// A renewal is no change of era (docs/connection.md "Verdicts"): a 2025-era tool that runs a
+/// while on `s-1` and answers its own `-32020`, while a call of `u` meets the `404` of `s-1`
+/// and is served on the renewed `s-2`. The route `t` came on left by a renewal of the same era,
+/// so its answer is probed like any other (the server is still legacy): `t` is answered with
+/// its own error and sent once, never again on `s-2`.
+#[tokio::test]
+async fn a_legacy_tools_own_code_is_not_sent_again_when_its_session_was_renewed_meanwhile() {
+    #[derive(Default)]
+    struct State {
+        issued: usize,
+        live: std::collections::HashSet<String>,
+    }
+    let state = Arc::new(std::sync::Mutex::new(State::default()));
+    let shared = Arc::clone(&state);
+    let server = hostile::serve(move |req| {
+        let reply = {
+            let mut st = shared.lock().unwrap();
+            let session = req.header("mcp-session-id");
+            let known = session.as_ref().is_some_and(|s| st.live.contains(s));
+            if req.http_method == "DELETE" {
+                Some(Reply::raw(200, "text/plain", ""))
+            } else if req.method() == "initialize" {
+                st.issued += 1;
+                let sid = format!("s-{}", st.issued);
+                st.live.insert(sid.clone());
+                Some(hostile::initialize_reply(&req.id()).header("mcp-session-id", &sid))
+            } else if let Some(reply) = hostile::housekeeping(&req) {
+                Some(reply)
+            } else if !known {
+                Some(Reply::raw(
+                    404,
+                    "text/plain",
+                    "Not Found: Session not found",
+                ))
+            } else {
+                match req.method() {
+                    "tools/list" => Some(Reply::json(&tools_page(
+                        &req.id(),
+                        vec![tool("t", "t"), tool("u", "u")],
+                        None,
+                    ))),
+                    "tools/call" if req.rpc["params"]["name"] == "t" => None,
+                    _ => Some(Reply::json(&text_result(&req.id(), "served"))),
+                }
+            }
+        };
+        async move {
+            match reply {
+                Some(reply) => reply,
+                None => {
+                    // The tool runs for a while, then answers with its own -32020.
+                    tokio::time::sleep(Duration::from_millis(600)).await;
+                    Reply::json(&hostile::rpc_error(
+                        &req.id(),
+                        -32020,
+                        "the booking header did not match",
+                    ))
+                }
+            }
+        }
+    })
+    .await;
+    let host = ready_at(&server.url).await;
+    let t = host.call_tool("s", "t");
+    let u = async {
+        server
+            .wait_until(WAIT, "the call of t", |r| {
+                r.iter().any(|r| r.method() == "tools/call")
+            })
+            .await;
+        state.lock().unwrap().live.remove("s-1");
+        host.call_tool("s", "u").await
+    };
+    let (t, u) = tokio::join!(t, u);
+    assert_eq!(u, Ok("served".into()));
+    let runs: Vec<String> = server
+        .with_method("tools/call")
+        .iter()
+        .filter(|r| r.rpc["params"]["name"] == "t")
+        .map(|r| format!("t on {}", r.header("mcp-session-id").unwrap_or_default()))
+        .collect();
+    assert_eq!(runs, ["t on s-1"], "the tool's answer: {t:?}");
+}
+
+/// The server's words are the request's own only when met on a session made after the same
+/// words (docs/connection.md "The server's words"). A call on `s-1` is refused `404`, and its
+/// resend on the renewed `s-2` meets the words once (a replica that does not know `s-2` yet):
+/// that session was made after a `404`, not after the words, so they still mean a gone
+/// session. When the server later forgets `s-2` and answers with the same words, the session
+/// is set aside, a new one made, and the call served.
+#[tokio::test]
+async fn words_met_after_a_404s_renewal_still_mean_a_gone_session_later() {
+    #[derive(Default)]
+    struct State {
+        issued: usize,
+        live: std::collections::HashSet<String>,
+        calls: usize,
+    }
+    let state = Arc::new(std::sync::Mutex::new(State::default()));
+    let server = hostile::serve_with_state(Arc::clone(&state), |req, st: &mut State| {
+        let session = req.header("mcp-session-id");
+        let known = session.as_ref().is_some_and(|s| st.live.contains(s));
+        if req.http_method == "DELETE" {
+            return Reply::raw(if known { 200 } else { 404 }, "text/plain", "");
+        }
+        if req.method() == "initialize" {
+            st.issued += 1;
+            let sid = format!("s-{}", st.issued);
+            st.live.insert(sid.clone());
+            return crate::support::answers::initialize(&req.id(), &sid);
+        }
+        if let Some(reply) = hostile::housekeeping(req) {
+            return reply;
+        }
+        if req.method() == "tools/call" {
+            st.calls += 1;
+            match st.calls {
+                // s-1 forgotten: a 404.
+                1 => {
+                    st.live.clear();
+                    return Reply::raw(404, "text/plain", "Not Found: Session not found");
+                }
+                // The resend on s-2 meets a replica that does not know s-2 yet.
+                2 => return Reply::raw(400, "text/plain", NO_SESSION),
+                _ => {}
+            }
+        }
+        if !known {
+            return Reply::raw(400, "text/plain", NO_SESSION);
+        }
+        match req.method() {
+            "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)),
+            "tools/call" => Reply::json(&text_result(&req.id(), "served")),
+            _ => Reply::json(&hostile::rpc_error(&req.id(), -32601, "Method not found")),
+        }
+    })
+    .await;
+    let host = ready_at(&server.url).await;
+    let first = tokio::time::timeout(WAIT, host.call_tool("s", "t"))
+        .await
+        .expect("the first call returns");
+    assert!(first.is_err(), "{first:?}");
+    // The server restarts: s-2 (and any other session) is forgotten, answered with the words.
+    state.lock().unwrap().live.clear();
+    let later = tokio::time::timeout(WAIT, host.call_tool("s", "t"))
+        .await
+        .expect("the later call returns");
+    assert_eq!(
+        later.map_err(|e| e.message),
+        Ok("served".to_string()),
+        "the forgotten session is renewed"
+    );
+}
+
+/// A `ping` answered with a code a probe finds to be the server's own shows the session lives
+/// (docs/connection.md "The standalone stream"): the standalone `GET` is refused `404`, the
+/// ping answered `-32022`, and `server/discover` finds the server still legacy. The ping's
+/// verdict is the one after the probe ruled (the server's own): one `GET`, one `ping`, and the
+/// server offers no standalone stream.
+#[tokio::test]
+async fn a_ping_answered_with_the_servers_own_modern_code_shows_the_session_lives_at_once() {
+    let server = hostile::serve_all(|req| async move {
+        let id = req.id();
+        match (req.http_method.as_str(), req.method()) {
+            ("POST", "server/discover") => Reply::raw(400, "text/plain", "Bad Request"),
+            ("GET", _) => Reply::raw(404, "text/plain", "Not Found"),
+            ("POST", "ping") => Reply::json(&hostile::rpc_error(&id, -32022, "not this one")),
+            ("POST", "tools/list") => Reply::json(&tools_page(&id, vec![tool("t", "t")], None)),
+            _ => hostile::standard(&req).unwrap_or_else(|| Reply::raw(400, "text/plain", "")),
+        }
+    })
+    .await;
+    let host = ready_at(&server.url).await;
+    server
+        .wait_until(WAIT, "the first ping", |r| {
+            r.iter().any(|r| r.method() == "ping")
+        })
+        .await;
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    assert_eq!(
+        [server.count_verb("GET"), server.count("ping")],
+        [1, 1],
+        "GETs and pings after a ping answered with the server's own -32022"
+    );
+    drop(host);
+}

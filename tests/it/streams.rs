@@ -1053,3 +1053,215 @@ async fn a_plain_text_400_about_an_argument_is_an_ordinary_400() {
         trail_of(&["POST tools/call 4 s-1 400"])
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// A response of no valid shape, wherever it comes (docs/connection.md "Verdicts": malformed)
+
+/// `200 text/event-stream` sending `text`, then holding the stream open without a word.
+fn held_open(text: String) -> Reply {
+    Reply::stream(
+        200,
+        "text/event-stream",
+        stream::once(async move { Ok(Bytes::from(text)) }).chain(stream::pending()),
+    )
+}
+
+async fn ready_at(url: &str) -> Host {
+    let host = Host::new(json!({"s": {"url": url}}));
+    host.ready("s", WAIT).await;
+    host
+}
+
+/// `error` members that are no JSON-RPC error object (JSON-RPC 2.0 §5.1: an object with an
+/// integer `code`), as servers that build errors by hand send them.
+fn errors_of_the_wrong_shape() -> [Value; 3] {
+    [
+        json!({"message": "quota exceeded"}),
+        json!({"code": "-32000", "message": "quota exceeded"}),
+        json!("quota exceeded"),
+    ]
+}
+
+/// The answer to a call whose response to request `id` holds an `error` of the wrong shape.
+fn error_of_the_wrong_shape(id: &Value) -> Result<String, ToolError> {
+    transport(&format!(
+        "server \"s\": the server's response to request {id} holds an error that is not a JSON-RPC error object with an integer code"
+    ))
+}
+
+/// A response to the call's own id whose `error` is of the wrong shape, on an event stream the
+/// server keeps open, is the call's answer: malformed, at once (not at the stream's end), and,
+/// being an answer, never cancelled.
+#[tokio::test]
+async fn an_error_of_the_wrong_shape_on_an_open_stream_is_answered_at_once() {
+    for error in errors_of_the_wrong_shape() {
+        let sent = error.clone();
+        let server = hostile::serve_tools(vec![tool("t", "t")], move |req| {
+            held_open(sse_event(
+                &json!({"jsonrpc": "2.0", "id": req.id(), "error": sent.clone()}),
+            ))
+        })
+        .await;
+        let host = ready_at(&server.url).await;
+        let called = tokio::time::timeout(Duration::from_secs(3), host.call_tool("s", "t"))
+            .await
+            .unwrap_or_else(|_| panic!("error {error}: answered at once, not at the stream's end"));
+        let id = server.first(|r| r.method() == "tools/call").id();
+        assert_eq!(called, error_of_the_wrong_shape(&id), "error {error}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(server.count("notifications/cancelled"), 0, "error {error}");
+    }
+}
+
+/// The same response in a JSON body is the same verdict, in the same words.
+#[tokio::test]
+async fn an_error_of_the_wrong_shape_in_a_json_body_is_malformed_in_the_same_words() {
+    for error in errors_of_the_wrong_shape() {
+        let sent = error.clone();
+        let server = hostile::serve_tools(vec![tool("t", "t")], move |req| {
+            Reply::json(&json!({"jsonrpc": "2.0", "id": req.id(), "error": sent.clone()}))
+        })
+        .await;
+        let host = ready_at(&server.url).await;
+        let called = host.call_tool("s", "t").await;
+        let id = server.first(|r| r.method() == "tools/call").id();
+        assert_eq!(called, error_of_the_wrong_shape(&id), "error {error}");
+    }
+}
+
+/// And on the stream a resumption (`GET` with `Last-Event-ID`) opened: the call's stream is
+/// cut after event `e1`, and the resumed stream, held open, brings the response with an
+/// `error` of the wrong shape. The call is answered at once, and not cancelled.
+#[tokio::test]
+async fn an_error_of_the_wrong_shape_on_a_resumed_stream_is_answered_at_once() {
+    let call = Arc::new(Mutex::new(Value::Null));
+    let seen = Arc::clone(&call);
+    let server = hostile::serve(move |req| {
+        let reply = if req.http_method == "GET" && req.header("last-event-id").is_some() {
+            let id = seen.lock().unwrap().clone();
+            held_open(sse_event(
+                &json!({"jsonrpc": "2.0", "id": id, "error": "quota exceeded"}),
+            ))
+        } else {
+            standard(&req).unwrap_or_else(|| match req.method() {
+                "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)),
+                _ => {
+                    *seen.lock().unwrap() = req.id();
+                    cut_after(format!("retry: 100\nid: e1\ndata: {}\n\n", progress()))
+                }
+            })
+        };
+        async move { reply }
+    })
+    .await;
+    let host = ready_at(&server.url).await;
+    let called = tokio::time::timeout(Duration::from_secs(3), host.call_tool("s", "t"))
+        .await
+        .expect("answered at once, not at the resumed stream's end");
+    let id = call.lock().unwrap().clone();
+    assert_eq!(called, error_of_the_wrong_shape(&id));
+    assert_eq!(server.count_verb("GET"), 1, "one resumption");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(server.count("notifications/cancelled"), 0);
+}
+
+/// The answer to a call whose response to request `id` holds neither `result` nor `error`.
+fn holds_neither(id: &Value) -> Result<String, ToolError> {
+    transport(&format!(
+        "server \"s\": the server's response to request {id} holds neither a result nor an error"
+    ))
+}
+
+/// A response that echoes its request's `method` and holds neither `result` nor `error`
+/// (`{"jsonrpc":"2.0","id":N,"method":"tools/call"}`, the call's own id and method, from a
+/// server that copies the request into its response) is a response of no valid shape, not a
+/// server request: on the call's open stream it is answered at once as malformed, and no
+/// `-32601` goes back to the server for it.
+#[tokio::test]
+async fn a_hollow_response_echoing_its_method_on_an_open_stream_is_answered_at_once() {
+    let server = hostile::serve_tools(vec![tool("t", "t")], |req| {
+        held_open(sse_event(
+            &json!({"jsonrpc": "2.0", "id": req.id(), "method": "tools/call"}),
+        ))
+    })
+    .await;
+    let host = ready_at(&server.url).await;
+    let called = tokio::time::timeout(Duration::from_secs(3), host.call_tool("s", "t"))
+        .await
+        .expect("answered at once, not at the stream's end");
+    let id = server.first(|r| r.method() == "tools/call").id();
+    assert_eq!(called, holds_neither(&id));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let answers = server.requests();
+    let answers = answers.iter().filter(|r| r.rpc.get("error").is_some());
+    assert_eq!(answers.count(), 0, "no answer to a server request");
+    assert_eq!(server.count("notifications/cancelled"), 0);
+}
+
+/// The same echo in a JSON body is the same verdict, in the same words.
+#[tokio::test]
+async fn a_hollow_response_echoing_its_method_in_a_json_body_is_malformed_too() {
+    let server = hostile::serve_tools(vec![tool("t", "t")], |req| {
+        Reply::json(&json!({"jsonrpc": "2.0", "id": req.id(), "method": "tools/call"}))
+    })
+    .await;
+    let host = ready_at(&server.url).await;
+    let called = host.call_tool("s", "t").await;
+    let id = server.first(|r| r.method() == "tools/call").id();
+    assert_eq!(called, holds_neither(&id));
+}
+
+/// `"result": null` is a result (JSON-RPC 2.0 §5 allows any value), not a response without
+/// one: a `tools/call` so answered fails as a result of the wrong shape.
+#[tokio::test]
+async fn a_call_answered_with_a_null_result_is_a_result_of_the_wrong_shape() {
+    let server = hostile::serve_tools(vec![tool("t", "t")], |req| {
+        Reply::json(&json!({"jsonrpc": "2.0", "id": req.id(), "result": null}))
+    })
+    .await;
+    let host = ready_at(&server.url).await;
+    assert_eq!(
+        host.call_tool("s", "t").await,
+        transport("server \"s\": the server's tools/call result is not a valid CallToolResult")
+    );
+}
+
+/// The standalone `GET` refused `404` is asked about with a `ping`; any response to the ping's
+/// id shows the session lives — one with neither `result` nor `error` (malformed), or with
+/// `"result": null` (a result) — so the server has no `GET` endpoint: one `GET`, one `ping`,
+/// and the loop asks nothing more.
+#[tokio::test]
+async fn a_ping_answered_without_result_or_error_still_shows_the_session_lives() {
+    for null_result in [false, true] {
+        let server = hostile::serve_all(move |req| async move {
+            let id = req.id();
+            let pong = match null_result {
+                false => json!({"jsonrpc": "2.0", "id": id}),
+                true => json!({"jsonrpc": "2.0", "id": id, "result": null}),
+            };
+            match (req.http_method.as_str(), req.method()) {
+                ("POST", "server/discover") => Reply::raw(400, "text/plain", "Bad Request"),
+                ("GET", _) => Reply::raw(404, "text/plain", "Not Found"),
+                ("POST", "ping") => Reply::json(&pong),
+                ("POST", "tools/list") => Reply::json(&tools_page(&id, vec![tool("t", "t")], None)),
+                _ => standard(&req).unwrap_or_else(|| Reply::raw(400, "text/plain", "")),
+            }
+        })
+        .await;
+        let host = ready_at(&server.url).await;
+        server
+            .wait_until(WAIT, "the first ping", |r| {
+                r.iter().any(|r| r.method() == "ping")
+            })
+            .await;
+        // Long enough for the loop's backoff (1 s, then 2 s) to have asked again.
+        tokio::time::sleep(Duration::from_millis(4500)).await;
+        assert_eq!(
+            [server.count_verb("GET"), server.count("ping")],
+            [1, 1],
+            "GETs and pings after a ping answered without a result (null result: {null_result})"
+        );
+        assert_eq!(server.count("initialize"), 1);
+        drop(host);
+    }
+}

@@ -650,3 +650,99 @@ fn about_a_second_apart(first: tokio::time::Instant, second: tokio::time::Instan
     assert!(waited >= Duration::from_secs(1), "{waited:?}");
     assert!(waited < Duration::from_secs(3), "{waited:?}");
 }
+
+/// A legacy server that restarts onto 2026-07-28 when `restarted` is set: then the legacy
+/// session's requests are answered `-32022`, its first `refused` `server/discover`s with
+/// `refusal` and the later ones as a modern server.
+async fn restarts_with_refused_probes(
+    restarted: Arc<std::sync::atomic::AtomicBool>,
+    refused: usize,
+    refusal: fn() -> Reply,
+) -> Server {
+    let discovers = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    hostile::serve_all(move |req| {
+        let reply = if restarted.load(std::sync::atomic::Ordering::SeqCst) {
+            match (req.http_method.as_str(), req.method()) {
+                ("POST", "server/discover") => {
+                    if discovers.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < refused {
+                        refusal()
+                    } else {
+                        Reply::json(&result(
+                            &req.id(),
+                            json!({"supportedVersions": ["2026-07-28"],
+                                   "capabilities": {"tools": {}},
+                                   "serverInfo": {"name": "verdicts", "version": "2"}}),
+                        ))
+                    }
+                }
+                ("POST", _)
+                    if req.header("mcp-protocol-version").as_deref() == Some("2026-07-28") =>
+                {
+                    match req.method() {
+                        "tools/list" => {
+                            Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None))
+                        }
+                        _ => Reply::json(&text_result(&req.id(), "served")),
+                    }
+                }
+                _ => modern_error(-32022),
+            }
+        } else {
+            match (req.http_method.as_str(), req.method()) {
+                ("POST", "server/discover") => Reply::raw(400, "text/plain", "Bad Request"),
+                ("POST", "tools/list") => {
+                    Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None))
+                }
+                _ => hostile::standard(&req).unwrap_or_else(|| Reply::raw(400, "text/plain", "")),
+            }
+        };
+        async move { reply }
+    })
+    .await
+}
+
+/// The era probe is a request like any other (docs/connection.md "Verdicts"): a legacy server
+/// restarts onto 2026-07-28 and answers a call on `s-1` with `-32022`; the `server/discover`
+/// that follows is refused `429` with `Retry-After: 1`. The probe is asked once more after the
+/// wait, finds the server modern, and the call is sent once more on the new route and served.
+#[tokio::test]
+async fn an_era_probe_refused_429_with_a_short_retry_after_is_asked_again_after_the_wait() {
+    let modern = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let server = restarts_with_refused_probes(Arc::clone(&modern), 1, || {
+        Reply::raw(429, "text/plain", "slow down").header("retry-after", "1")
+    })
+    .await;
+    let host = ready_host(&server.url).await;
+    modern.store(true, std::sync::atomic::Ordering::SeqCst);
+    let called = tokio::time::timeout(WAIT, host.call_tool("s", "t"))
+        .await
+        .expect("the call returns");
+    assert_eq!(called.map_err(|e| e.message), Ok("served".to_string()));
+}
+
+/// A probe that gives no verdict (here every one refused `429` with a wait past the 30 s
+/// bound) leaves
+/// the answer standing as the other era's, never as the tool's own (docs/connection.md
+/// "Verdicts"): the call on the old session, answered `-32022`, is not sent again, and it is
+/// `unavailable`, saying that the server's era could not be decided.
+#[tokio::test]
+async fn an_era_probe_without_a_verdict_leaves_the_answer_as_the_other_eras_not_the_tools() {
+    let modern = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let server = restarts_with_refused_probes(Arc::clone(&modern), usize::MAX, || {
+        Reply::raw(429, "text/plain", "slow down").header("retry-after", "3600")
+    })
+    .await;
+    let host = ready_host(&server.url).await;
+    modern.store(true, std::sync::atomic::Ordering::SeqCst);
+    let called = tokio::time::timeout(WAIT, host.call_tool("s", "t"))
+        .await
+        .expect("the call returns");
+    assert_eq!(
+        called,
+        Err(ToolError::new(
+            ToolErrorKind::Unavailable,
+            "server \"s\" is unavailable: it answered the call like a server of another MCP protocol era (the server answered with error -32022: Unsupported protocol version), and which era it speaks could not be decided, so the call was not sent again; try again later"
+        ))
+    );
+    assert_eq!(server.count("tools/call"), 1, "the call is not sent again");
+}
