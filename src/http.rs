@@ -490,7 +490,9 @@ impl Connection {
                     id: wire_id,
                     method: "ping",
                 };
-                return self.read_response(response, awaited, session, &any).await;
+                return self
+                    .read_response(response, awaited, session, wire.deadline, &any)
+                    .await;
             }
         };
         // Sent in the background, with no caller's deadline above it: bounded here.
@@ -714,6 +716,7 @@ impl Connection {
                             method: wire.method,
                         },
                         &session,
+                        wire.deadline,
                         decode,
                     )
                     .await
@@ -743,6 +746,10 @@ impl Connection {
                     spent.refused += 1;
                     tracing::debug!(namespace = %self.namespace, method = wire.method, id, ?delay, "connection refused; sending again");
                     tokio::time::sleep(delay).await;
+                    // As after any wait: sent on the live session (below).
+                    session = self
+                        .session_within(None, by_listing, wire, &mut spent)
+                        .await?;
                 }
                 Next::Wait(wait) => {
                     // Refused unprocessed (RFC 6585 §4): once more after the wait named, under
@@ -751,6 +758,12 @@ impl Connection {
                     tracing::debug!(namespace = %self.namespace, method = wire.method, id, wait_ms = wait.as_millis() as u64, "rate limited; sending once more after the wait");
                     tokio::time::sleep(wait).await;
                     wire_id = self.fresh_id();
+                    // The session may have left meanwhile (forgotten after another request's
+                    // 404, set aside, moved off by a probe): the resend goes to the live one,
+                    // as after a renewal ([`Connection::session_within`]).
+                    session = self
+                        .session_within(None, by_listing, wire, &mut spent)
+                        .await?;
                 }
                 Next::Renew => {
                     spent.resent = Some(verdict);
@@ -886,19 +899,44 @@ impl Connection {
         error: Error,
         settles: bool,
     ) -> Error {
-        let mut verdict = self.verdict(session, method, &error);
-        if let Verdict::OtherEra(signal) = verdict {
-            tracing::debug!(namespace = %self.namespace, method, ?signal, "a background request was answered like the other era; asking which era the server speaks");
-            // The verdict once the probe ruled (the server's own when it found the same era).
-            verdict = self
-                .recheck(session, method, signal, false, AfterRecheck::Stands, None)
-                .await
-                .verdict(signal);
-        }
-        if settles {
-            self.settle(session, verdict);
-        }
+        let verdict = self.verdict(session, method, &error);
+        let verdict = self.act_on(session, method, verdict, settles, None).await;
         error.judged(verdict)
+    }
+
+    /// Acts on `verdict`, the answer to a request of `method` on `session` that is sent
+    /// nothing once more (a background request, or a resumption refused): an answer like the
+    /// other era's asks the era again ([`Connection::recheck`], the answer standing), and with
+    /// `settles` the session is settled ([`Connection::settle`]); a probe refused with a wait
+    /// takes it only when it ends before `until` (the request's deadline; `None`: the bound
+    /// alone). Returns the verdict once the probe ruled (the server's own when it found the same era). Boxed, with its type named:
+    /// the probe reads a reply too, whose refused resumption acts here again, and the auto
+    /// traits of such a cycle of futures must be written down.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the probe runs in its own task and records its verdict itself.
+    pub(super) fn act_on<'a>(
+        self: &'a Arc<Self>,
+        session: &'a Arc<Session>,
+        method: &'a str,
+        verdict: Verdict,
+        settles: bool,
+        until: Option<tokio::time::Instant>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Verdict> + Send + 'a>> {
+        Box::pin(async move {
+            let mut verdict = verdict;
+            if let Verdict::OtherEra(signal) = verdict {
+                tracing::debug!(namespace = %self.namespace, method, ?signal, "a request sent nothing once more was answered like the other era; asking which era the server speaks");
+                verdict = self
+                    .recheck(session, method, signal, false, AfterRecheck::Stands, until)
+                    .await
+                    .verdict(signal);
+            }
+            if settles {
+                self.settle(session, verdict);
+            }
+            verdict
+        })
     }
 
     /// The one verdict on `error`, the answer to a request of `method` on `session`
@@ -1000,13 +1038,64 @@ impl Connection {
         drop(flights);
     }
 
+    /// Sends `notifications/cancelled` for wire id `id` on `session` (when it
+    /// [takes a cancel](Session::takes_cancel)), within [`limits::GOODBYE_TIMEOUT`]: refused
+    /// `429`/`503` with a wait that ends within it, the cancel was not processed (RFC 6585 §4)
+    /// and is sent once more after the wait ([`Connection::send_within`]).
+    ///
+    /// # Errors
+    /// The cancel's refusal, or [`Error::no_answer`] past the bound.
     async fn send_cancel(&self, id: u64, session: &Session, reason: &str) -> Result<(), Error> {
-        if !session.takes_cancel() {
-            return Ok(());
-        }
+        const CANCELLED: &str = "notifications/cancelled";
         let params = serde_json::json!({"requestId": id, "reason": reason});
-        self.notify("notifications/cancelled", &params, Some(session))
+        let deadline = tokio::time::Instant::now() + limits::GOODBYE_TIMEOUT;
+        let send = || async {
+            if !session.takes_cancel() {
+                return Ok(());
+            }
+            self.notify(CANCELLED, &params, Some(session)).await
+        };
+        self.send_within(session, CANCELLED, deadline, send)
             .await
+            .unwrap_or_else(|| Err(Error::no_answer(CANCELLED, limits::GOODBYE_TIMEOUT)))
+    }
+
+    /// Sends what is sent in the background to `session` with no resend of its own (`what`,
+    /// its method or kind: a cancel, the close's `DELETE`, the answer to a server request) by
+    /// `send` before
+    /// `deadline`, taking only the rate limit's resend from the decision table
+    /// ([`verdict::next`]): refused `429`/`503` with a `Retry-After` that ends before the
+    /// deadline, it was not processed (RFC 6585 §4) and is sent once more after the wait.
+    /// `None` when the deadline passed first.
+    ///
+    /// # Cancel safety
+    /// Cancel safe as far as `send` is.
+    async fn send_within<T, F>(
+        &self,
+        session: &Session,
+        what: &str,
+        deadline: tokio::time::Instant,
+        send: impl Fn() -> F,
+    ) -> Option<Result<T, Error>>
+    where
+        F: std::future::Future<Output = Result<T, Error>>,
+    {
+        let mut spent = Spent::default();
+        loop {
+            let sent = tokio::time::timeout_at(deadline, send()).await.ok()?;
+            let Err(error) = &sent else {
+                return Some(sent);
+            };
+            let verdict = self.verdict(session, what, error);
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let Next::Wait(wait) = verdict::next(verdict, Stage::Status, spent, false, Some(left))
+            else {
+                return Some(sent);
+            };
+            spent.waited = true;
+            tracing::debug!(namespace = %self.namespace, what, wait_ms = wait.as_millis() as u64, "rate limited; sending it once more after the wait");
+            tokio::time::sleep(wait).await;
+        }
     }
 
     /// POSTs a notification; any 2xx is accepted.

@@ -151,7 +151,8 @@ impl Connection {
     /// Reads the answer to the `awaited` request from a 2xx response: a JSON body, or an SSE
     /// stream that may carry server requests and notifications first, and may need resuming.
     /// Server requests are answered on `session`. Every message of either goes through
-    /// [`Connection::route`], so a response is read the same in both.
+    /// [`Connection::route`], so a response is read the same in both. A resumption's rate-limit
+    /// wait must end before `deadline` (the request's, [`Wire::until`]; `None`: the bound alone).
     ///
     /// # Cancel safety
     /// Not cancel safe: dropping it abandons the reply (the request may still run on the
@@ -161,10 +162,18 @@ impl Connection {
         response: Response,
         awaited: Awaited<'_>,
         session: &Arc<Session>,
+        deadline: Option<tokio::time::Instant>,
         decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
     ) -> Result<T, Error> {
-        self.read_reply(response, awaited, session, decode, AfterAnswer::Background)
-            .await
+        self.read_reply(
+            response,
+            awaited,
+            session,
+            deadline,
+            decode,
+            AfterAnswer::Background,
+        )
+        .await
     }
 
     /// As [`Connection::read_response`]; `after` says how an event stream's end is read once
@@ -177,6 +186,7 @@ impl Connection {
         response: Response,
         awaited: Awaited<'_>,
         session: &Arc<Session>,
+        deadline: Option<tokio::time::Instant>,
         decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
         after: AfterAnswer,
     ) -> Result<T, Error> {
@@ -204,7 +214,7 @@ impl Connection {
                 )))
             }
             Some(MediaType::EventStream) => {
-                self.read_stream(response, awaited, session, decode, after)
+                self.read_stream(response, awaited, session, deadline, decode, after)
                     .await
             }
             None => {
@@ -228,10 +238,12 @@ impl Connection {
     /// client to poll after `retry` (MCP 2025-11-25, transports: resumability and redelivery).
     /// The id sent is that of the last event dispatched ([`crate::sse`]): an event the stream
     /// cut before its end never arrived, so the server is asked to send it again. A resumption
-    /// refused as an expired session ends the request with [`Error::session_lost`] (not
-    /// running, so never cancelled, and never resent); one refused with a rate limit whose
-    /// wait fits the 30 s bound is asked once more with the same id after the wait
-    /// ([`verdict::next`]; the call's deadline bounds it too).
+    /// refused with a rate limit whose wait fits the 30 s bound and what is left of `deadline`
+    /// is asked once more with the same id after the wait ([`verdict::next`]). Any
+    /// other refusal gets the one verdict ([`Connection::verdict`]) and is acted on
+    /// ([`Connection::act_on`]: the other era asks the era again, the session is settled);
+    /// the error carries it ([`Error::judged`]). Refused as an expired session, the request
+    /// ends with [`Error::session_lost`] (not running, so never cancelled, and never resent).
     /// Only resumptions that bring no new event id count, up to [`limits::MAX_RESUMPTIONS`];
     /// the call's deadline bounds the rest. The wait is the server's `retry`, bounded to
     /// [`limits::MIN_RETRY`]..=[`limits::MAX_RETRY`].
@@ -243,6 +255,7 @@ impl Connection {
         response: Response,
         awaited: Awaited<'_>,
         session: &Arc<Session>,
+        deadline: Option<tokio::time::Instant>,
         decode: &impl Fn(&RawValue, &Bytes) -> Decoded<T>,
         after: AfterAnswer,
     ) -> Result<T, Error> {
@@ -310,6 +323,12 @@ impl Connection {
                                 if this.is_closed() {
                                     return Err(Error::closed());
                                 }
+                                if on.is_deleted() {
+                                    // Forgotten meanwhile (another request's 404): nothing
+                                    // goes to a session known gone, and the request is over
+                                    // on it as if the resumption met that 404.
+                                    return Err(Error::session_expired());
+                                }
                                 this.resume(&asking, &on).await
                             },
                             &self.runtime,
@@ -319,9 +338,11 @@ impl Connection {
                             Ok(response) => break Ok(response),
                             Err(e) => e,
                         };
-                        let verdict = super::judge(session.era, &e, |_| false);
+                        let verdict = self.verdict(session, awaited.method, &e);
+                        let left = deadline
+                            .map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
                         let Next::Wait(wait) =
-                            verdict::next(verdict, Stage::Status, spent, false, None)
+                            verdict::next(verdict, Stage::Status, spent, false, left)
                         else {
                             break Err((e, verdict));
                         };
@@ -329,29 +350,33 @@ impl Connection {
                         tracing::debug!(namespace = %self.namespace, id, wait_ms = wait.as_millis() as u64, "resumption rate limited; waiting");
                         tokio::time::sleep(wait).await;
                     };
-                    let resumed = match resumed {
-                        Ok(resumed) => resumed,
+                    let (e, verdict) = match resumed {
+                        Ok(resumed) => {
+                            asked = Some(last_event_id);
+                            events.resume(resumed);
+                            continue;
+                        }
+                        Err(refused) => refused,
+                    };
+                    // The refusal's verdict is acted on as every path that sends nothing once
+                    // more acts on it (an answer of the other era asks the era again, the
+                    // answer standing; the session settled), and travels out with the error:
+                    // the exchange's own reading of it finds nothing more to act on, and a
+                    // wait too long to take is named by the Pack (`verdict::NamedWait`).
+                    let verdict = self
+                        .act_on(session, awaited.method, verdict, true, deadline)
+                        .await;
+                    return Err(if e.is_session_expired() {
                         // The server forgot the session (MCP 2025-11-25, transports, session
                         // management): the request is over on it and may have run.
-                        Err((e, _)) if e.is_session_expired() => {
-                            return Err(Error::session_lost(id, &e));
-                        }
-                        Err((e, verdict)) => {
-                            let failed = Error::stream(
-                                "resuming the event stream (GET with Last-Event-ID) failed",
-                                Some(e),
-                            );
-                            // A wait too long to take is still the server's word: the Pack's
-                            // answer names it (`verdict::NamedWait`).
-                            return Err(match verdict::NamedWait::of(verdict) {
-                                Some(_) => failed.judged(verdict),
-                                None => failed,
-                            });
-                        }
-                    };
-                    asked = Some(last_event_id);
-                    events.resume(resumed);
-                    continue;
+                        Error::session_lost(id, &e)
+                    } else {
+                        Error::stream(
+                            "resuming the event stream (GET with Last-Event-ID) failed",
+                            Some(e),
+                        )
+                    }
+                    .judged(verdict));
                 }
             };
             for message in &self.messages(&event)? {
@@ -592,7 +617,7 @@ impl Connection {
             let ignore = |_: &RawValue, _: &Bytes| -> Decoded<()> { Ok(()) };
             let read = tokio::time::timeout(
                 within,
-                self.read_response(response, awaited, session, &ignore),
+                self.read_response(response, awaited, session, None, &ignore),
             )
             .await
             .unwrap_or_else(|_| Err(Error::no_answer(LISTEN, within)));
@@ -782,14 +807,17 @@ impl Connection {
                         // An answer is no request: it names nothing for step-ups. Bounded, so a
                         // server that never answers this POST cannot stall the stream it asked
                         // on, nor the close.
+                        // Refused 429/503 with a wait within the bound, it was not processed
+                        // (RFC 6585 §4): sent once more after the wait, as a cancel is.
                         let wire = Wire::answer();
-                        let post = this.post(answer, &wire, Some(&on), None);
-                        match tokio::time::timeout(limits::GOODBYE_TIMEOUT, post).await {
-                            Ok(Ok(_)) => {}
-                            Ok(Err(e)) => {
+                        let deadline = tokio::time::Instant::now() + limits::GOODBYE_TIMEOUT;
+                        let post = || this.post(answer.clone(), &wire, Some(&on), None);
+                        match this.send_within(&on, "an answer", deadline, post).await {
+                            Some(Ok(_)) => {}
+                            Some(Err(e)) => {
                                 tracing::debug!(namespace = %this.namespace, error = %e, "answering a server request failed");
                             }
-                            Err(_) => {
+                            None => {
                                 tracing::debug!(namespace = %this.namespace, "answering a server request timed out");
                             }
                         }

@@ -986,8 +986,14 @@ impl Connection {
                     id,
                     method: "server/discover",
                 };
-                let read =
-                    self.read_reply(response, awaited, &session, &decode, AfterAnswer::Briefly);
+                let read = self.read_reply(
+                    response,
+                    awaited,
+                    &session,
+                    None,
+                    &decode,
+                    AfterAnswer::Briefly,
+                );
                 tokio::time::timeout(within, read)
                     .await
                     .unwrap_or_else(|_| Err(Error::no_answer("server/discover", within)))
@@ -1193,7 +1199,7 @@ impl Connection {
             method: "initialize",
         };
         let (chosen, mut initialized) = self
-            .read_response(response, awaited, session, &decode)
+            .read_response(response, awaited, session, None, &decode)
             .await?;
         let Some(version) = SUPPORTED_VERSIONS.iter().find(|v| **v == chosen.as_str()) else {
             let shown = self.server_text(&chosen, 64);
@@ -1389,39 +1395,23 @@ impl Connection {
             return;
         }
         let deadline = tokio::time::Instant::now() + limits::GOODBYE_TIMEOUT;
-        let mut spent = Spent::default();
-        loop {
-            let request =
-                self.send_session_request(session, reqwest::Method::DELETE, false, |http| {
+        let send = || async {
+            let response = self
+                .send_session_request(session, reqwest::Method::DELETE, false, |http| {
                     http.delete(self.url.clone())
-                });
-            let answered = async {
-                let response = request.await?;
-                let status = response.status().as_u16();
-                self.check_status(response, Some(session), None)
-                    .await
-                    .map(|_| status)
-            };
-            let (status, error) = match tokio::time::timeout_at(deadline, answered).await {
-                Ok(Ok(status)) => (Some(status), None),
-                Ok(Err(e)) => (e.status().map(|s| s.as_u16()), Some(e)),
-                Err(_) => (None, None),
-            };
-            if let Some(error) = &error {
-                let verdict = super::judge(session.era, error, |_| false);
-                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-                if let Next::Wait(wait) =
-                    verdict::next(verdict, Stage::Status, spent, false, Some(left))
-                {
-                    spent.waited = true;
-                    tracing::debug!(namespace = %self.namespace, wait_ms = wait.as_millis() as u64, "the session's DELETE was rate limited; sending it again after the wait");
-                    tokio::time::sleep(wait).await;
-                    continue;
-                }
-            }
-            tracing::debug!(namespace = %self.namespace, status, "deleted session");
-            return;
-        }
+                })
+                .await?;
+            let status = response.status().as_u16();
+            self.check_status(response, Some(session), None)
+                .await
+                .map(|_| status)
+        };
+        let status = match self.send_within(session, "DELETE", deadline, send).await {
+            Some(Ok(status)) => Some(status),
+            Some(Err(e)) => e.status().map(|s| s.as_u16()),
+            None => None,
+        };
+        tracing::debug!(namespace = %self.namespace, status, "deleted session");
     }
 }
 

@@ -2264,3 +2264,82 @@ async fn a_relisting_answered_on_legacy_is_judged_by_the_legacy_declaration() {
     assert_eq!(listing["status"], "ready", "{listing}");
     assert_eq!(listing["tools"], json!([]), "{listing}");
 }
+
+/// A resumption's refusal is judged by the one verdict like every other answer
+/// (docs/connection.md "Verdicts"): a legacy server restarts onto 2026-07-28 while a call's
+/// event stream is cut after event `e1`, and the resumption (`GET` + `Last-Event-ID`) is
+/// refused `400 -32022`. The era is asked again, the server moves to its modern route and its
+/// listing becomes the new build's without another call; no `notifications/cancelled` goes to
+/// the legacy session of a server found modern.
+#[tokio::test]
+async fn a_resumption_refused_by_the_other_era_asks_the_era_again() {
+    let modern = Arc::new(AtomicBool::new(false));
+    let restarted = Arc::clone(&modern);
+    let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                          "params": {"progressToken": "p", "progress": 1}});
+    let server = hostile::serve_all(move |req| {
+        let reply = if restarted.load(Ordering::SeqCst) {
+            match (req.http_method.as_str(), req.method()) {
+                ("POST", "server/discover") => Reply::json(&result(
+                    &req.id(),
+                    json!({"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+                           "serverInfo": {"name": "eras", "version": "2"}}),
+                )),
+                ("POST", "tools/list")
+                    if req.header("mcp-protocol-version").as_deref() == Some("2026-07-28") =>
+                {
+                    Reply::json(&tools_page(&req.id(), vec![tool("new", "new")], None))
+                }
+                // A modern error answering no id: what the restarted server gives a legacy
+                // request (here the resumption's GET).
+                _ => Reply::raw(
+                    400,
+                    "application/json",
+                    json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32022,
+                           "message": "Unsupported protocol version",
+                           "data": {"supported": ["2026-07-28"], "requested": "2025-06-18"}}})
+                    .to_string(),
+                ),
+            }
+        } else {
+            match (req.http_method.as_str(), req.method()) {
+                ("POST", "server/discover") => Reply::raw(400, "text/plain", "Bad Request"),
+                ("POST", "tools/list") => {
+                    Reply::json(&tools_page(&req.id(), vec![tool("old", "old")], None))
+                }
+                ("POST", "tools/call") => {
+                    // The restart happens while the call runs: its stream is cut after e1.
+                    restarted.store(true, Ordering::SeqCst);
+                    crate::support::answers::cut_after(format!(
+                        "retry: 100\nid: e1\ndata: {progress}\n\n"
+                    ))
+                }
+                _ => standard(&req).unwrap_or_else(|| Reply::raw(400, "text/plain", "")),
+            }
+        };
+        async move { reply }
+    })
+    .await;
+    let host = Host::new(json!({"s": {"url": server.url}}));
+    host.ready("s", LIMIT).await;
+    assert_eq!(host.tool_names("s").await, ["old"]);
+    // Whatever the call's outcome (it may have run, so it is not sent again), the era is
+    // what this test is about.
+    let _ = tokio::time::timeout(LIMIT, host.call_tool("s", "old"))
+        .await
+        .expect("the call returns");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(8);
+    while host.tool_names("s").await != ["new"] {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still the old build's listing, no era probe after the resumption's -32022: {:#?}",
+            server
+                .requests()
+                .iter()
+                .map(|r| format!("{} {}", r.http_method, r.method()))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(server.count("notifications/cancelled"), 0);
+}

@@ -376,3 +376,306 @@ async fn ready_host(server: &hostile::Server) -> Host {
     host.ready("s", WAIT).await;
     host
 }
+
+/// A server whose call `t` sends event `e1` and cuts its stream, and whose every resumption
+/// (`GET` + `Last-Event-ID`) is refused `429` with `Retry-After: retry_after`.
+async fn resumption_limited(retry_after: &'static str) -> hostile::Server {
+    hostile::serve(move |req| async move {
+        if req.http_method == "GET" && req.header("last-event-id").is_some() {
+            return Reply::raw(429, "text/plain", "slow down").header("retry-after", retry_after);
+        }
+        match req.method() {
+            "tools/call" => crate::support::answers::cut_after(format!(
+                "retry: 100\nid: e1\ndata: {}\n\n",
+                progress()
+            )),
+            _ => standard_or_t(&req),
+        }
+    })
+    .await
+}
+
+/// A `notifications/progress` of token `p`.
+fn progress() -> Value {
+    json!({"jsonrpc": "2.0", "method": "notifications/progress",
+           "params": {"progressToken": "p", "progress": 1}})
+}
+
+/// A resumption's rate-limit wait must fit the call's deadline, as a call's own does: a call
+/// with a 10 s deadline (`"timeout": 10000`) whose resumption is refused `429` with
+/// `Retry-After: 20` is answered at once, naming the wait, rather than sleeping past its
+/// deadline.
+#[tokio::test]
+async fn a_resumption_refused_429_with_a_wait_past_the_calls_deadline_is_answered_at_once() {
+    let server = resumption_limited("20").await;
+    let host = Host::new(json!({"s": {"url": server.url, "timeout": 10000}}));
+    host.ready("s", WAIT).await;
+    let started = tokio::time::Instant::now();
+    let called = tokio::time::timeout(Duration::from_secs(15), host.call_tool("s", "t"))
+        .await
+        .expect("the call returns by its deadline");
+    let error = called.expect_err("the resumption was refused");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "answered after {:?}: {}",
+        started.elapsed(),
+        error.message
+    );
+    assert_eq!(error.kind, runvil_plugin::ToolErrorKind::Unavailable);
+    assert_eq!(
+        error.message,
+        "server \"s\" is unavailable: it took the call but refused to resume its reply stream as too many requests (HTTP 429) and asked to be called again in 20 seconds; the call may have run"
+    );
+}
+
+/// A request sent once more after a rate limit's wait goes to the live session: a call of
+/// `slow` on `s-1` is refused `429` with `Retry-After: 2`; during its wait a call of `t` meets
+/// the `404` of `s-1` (forgotten) and is served on `s-2`. The waiting call's one resend goes to
+/// `s-2`, and nothing more is sent to `s-1`, known gone.
+#[tokio::test]
+async fn a_resend_after_a_rate_limit_wait_goes_to_the_live_session_not_one_known_gone() {
+    #[derive(Default)]
+    struct State {
+        issued: usize,
+        live: std::collections::HashSet<String>,
+        slow: usize,
+    }
+    let state = Arc::new(Mutex::new(State::default()));
+    let server = hostile::serve_with_state(Arc::clone(&state), |req, st: &mut State| {
+        let session = req.header("mcp-session-id");
+        let known = session.as_ref().is_some_and(|s| st.live.contains(s));
+        if req.http_method == "DELETE" {
+            return Reply::raw(200, "text/plain", "");
+        }
+        if req.method() == "initialize" {
+            st.issued += 1;
+            let sid = format!("s-{}", st.issued);
+            st.live.insert(sid.clone());
+            return crate::support::answers::initialize(&req.id(), &sid);
+        }
+        if let Some(reply) = hostile::housekeeping(req) {
+            return reply;
+        }
+        if !known {
+            return Reply::raw(404, "text/plain", "Not Found: Session not found");
+        }
+        match req.method() {
+            "tools/list" => Reply::json(&hostile::tools_page(
+                &req.id(),
+                vec![hostile::tool("t", "t"), hostile::tool("slow", "slow")],
+                None,
+            )),
+            "tools/call" if req.rpc["params"]["name"] == "slow" => {
+                st.slow += 1;
+                if st.slow == 1 {
+                    Reply::raw(429, "text/plain", "slow down").header("retry-after", "2")
+                } else {
+                    Reply::json(&hostile::text_result(&req.id(), "slow served"))
+                }
+            }
+            _ => Reply::json(&hostile::text_result(&req.id(), "served")),
+        }
+    })
+    .await;
+    let host = ready_host(&server).await;
+    let slow = host.call_tool("s", "slow");
+    let other = async {
+        server
+            .wait_until(WAIT, "the slow call", |r| {
+                r.iter().any(|r| r.method() == "tools/call")
+            })
+            .await;
+        state.lock().unwrap().live.remove("s-1");
+        host.call_tool("s", "t").await
+    };
+    let (slow, other) = tokio::join!(slow, other);
+    assert_eq!(other, Ok("served".into()));
+    assert_eq!(slow, Ok("slow served".into()));
+    let forgotten_at = server
+        .requests()
+        .iter()
+        .position(|r| r.method() == "tools/call" && r.rpc["params"]["name"] == "t")
+        .expect("the call of t");
+    let after: Vec<String> = server.requests()[forgotten_at + 1..]
+        .iter()
+        .filter(|r| r.header("mcp-session-id").as_deref() == Some("s-1"))
+        .map(|r| format!("{} {}", r.http_method, r.method()))
+        .collect();
+    assert_eq!(
+        after,
+        Vec::<String>::new(),
+        "sent to s-1 after the server forgot it"
+    );
+}
+
+/// A `notifications/cancelled` refused `429` with `Retry-After: 1` was not processed (RFC 6585
+/// §4): the server still runs the tool the client gave up on. As the close's `DELETE`, the
+/// cancel is sent once more after the wait when it fits its goodbye bound (5 s).
+#[tokio::test]
+async fn a_cancel_refused_429_with_a_short_retry_after_is_sent_again_after_the_wait() {
+    use futures_util::stream::{self, StreamExt};
+    let server = hostile::serve(|req| async move {
+        match req.method() {
+            "notifications/cancelled" => {
+                Reply::raw(429, "text/plain", "slow down").header("retry-after", "1")
+            }
+            "tools/list" => Reply::json(&hostile::tools_page(
+                &req.id(),
+                vec![hostile::tool("hold", "hold")],
+                None,
+            )),
+            // One progress event, then the stream held open without a word.
+            "tools/call" => {
+                let text = bytes::Bytes::from(hostile::sse_event(&progress()));
+                Reply::stream(
+                    200,
+                    "text/event-stream",
+                    stream::once(async move { Ok(text) }).chain(stream::pending()),
+                )
+            }
+            _ => hostile::standard(&req)
+                .unwrap_or_else(|| Reply::json(&hostile::text_result(&req.id(), "served"))),
+        }
+    })
+    .await;
+    let host = ready_host(&server).await;
+    let hold = host.pack.call(
+        "mcp/call_dynamic_tool",
+        json!({"namespace": "s", "toolName": "hold"}),
+    );
+    let held = tokio::time::timeout(Duration::from_secs(1), hold).await;
+    assert!(held.is_err(), "the held call returned");
+    server
+        .wait_until(WAIT, "the first cancel", |r| {
+            r.iter().any(|r| r.method() == "notifications/cancelled")
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let cancels = server.with_method("notifications/cancelled");
+    assert_eq!(cancels.len(), 2, "cancels sent");
+    let waited = cancels[1].at - cancels[0].at;
+    assert!(waited >= Duration::from_secs(1), "{waited:?}");
+}
+
+/// The answer to a server request (a `ping` on a call's event stream) refused `429` with
+/// `Retry-After: 1` was not processed (RFC 6585 §4): like a cancel, it is sent once more after
+/// the wait, within its 5 s bound, and the call's own answer is read after it.
+#[tokio::test]
+async fn an_answer_to_a_server_request_refused_429_is_sent_again_after_the_wait() {
+    let answers = Arc::new(AtomicUsize::new(0));
+    let server = hostile::serve({
+        let answers = Arc::clone(&answers);
+        move |req| {
+            let is_answer = req.rpc.get("method").is_none() && req.rpc["id"] == "srv-1";
+            let reply = if is_answer {
+                if answers.fetch_add(1, Ordering::SeqCst) == 0 {
+                    Reply::raw(429, "text/plain", "slow down").header("retry-after", "1")
+                } else {
+                    Reply::accepted()
+                }
+            } else if req.method() == "tools/call" {
+                let asked = json!({"jsonrpc": "2.0", "id": "srv-1", "method": "ping"});
+                Reply::sse(&[asked, hostile::text_result(&req.id(), "served")])
+            } else {
+                standard_or_t(&req)
+            };
+            async move { reply }
+        }
+    })
+    .await;
+    let host = ready_host(&server).await;
+    assert_eq!(host.call_tool("s", "t").await, Ok("served".into()));
+    let sent: Vec<_> = server
+        .requests()
+        .iter()
+        .filter(|r| r.rpc.get("method").is_none() && r.rpc["id"] == "srv-1")
+        .map(|r| r.at)
+        .collect();
+    assert_eq!(sent.len(), 2, "answers sent");
+    assert!(sent[1] - sent[0] >= Duration::from_secs(1), "{sent:?}");
+}
+
+/// A resumption asked once more after a rate limit's wait goes nowhere when its session was
+/// forgotten meanwhile: the call of `slow` on `s-1` has its stream cut after `e1`, and its
+/// resumption is refused `429` with `Retry-After: 2`; during the wait a call of `t` meets the
+/// `404` of `s-1` (forgotten) and is served on `s-2`. Nothing more goes to `s-1`, and the call
+/// of `slow` is over on it, not cancelled.
+#[tokio::test]
+async fn a_resumption_after_a_rate_limit_wait_goes_nowhere_once_its_session_is_known_gone() {
+    #[derive(Default)]
+    struct State {
+        issued: usize,
+        live: std::collections::HashSet<String>,
+    }
+    let state = Arc::new(Mutex::new(State::default()));
+    let server = hostile::serve_with_state(Arc::clone(&state), |req, st: &mut State| {
+        let session = req.header("mcp-session-id");
+        let known = session.as_ref().is_some_and(|s| st.live.contains(s));
+        if req.http_method == "DELETE" {
+            return Reply::raw(200, "text/plain", "");
+        }
+        if req.method() == "initialize" {
+            st.issued += 1;
+            let sid = format!("s-{}", st.issued);
+            st.live.insert(sid.clone());
+            return crate::support::answers::initialize(&req.id(), &sid);
+        }
+        if req.http_method == "GET" && req.header("last-event-id").is_some() {
+            return if known {
+                Reply::raw(429, "text/plain", "slow down").header("retry-after", "2")
+            } else {
+                Reply::raw(404, "text/plain", "Not Found: Session not found")
+            };
+        }
+        if let Some(reply) = hostile::housekeeping(req) {
+            return reply;
+        }
+        if !known {
+            return Reply::raw(404, "text/plain", "Not Found: Session not found");
+        }
+        match req.method() {
+            "tools/list" => Reply::json(&hostile::tools_page(
+                &req.id(),
+                vec![hostile::tool("t", "t"), hostile::tool("slow", "slow")],
+                None,
+            )),
+            "tools/call" if req.rpc["params"]["name"] == "slow" => {
+                crate::support::answers::cut_after(format!(
+                    "retry: 100\nid: e1\ndata: {}\n\n",
+                    progress()
+                ))
+            }
+            _ => Reply::json(&hostile::text_result(&req.id(), "served")),
+        }
+    })
+    .await;
+    let host = ready_host(&server).await;
+    let slow = host.call_tool("s", "slow");
+    let other = async {
+        server
+            .wait_until(WAIT, "the resumption refused 429", |r| {
+                r.iter().any(|r| r.header("last-event-id").is_some())
+            })
+            .await;
+        state.lock().unwrap().live.remove("s-1");
+        host.call_tool("s", "t").await
+    };
+    let (slow, other) = tokio::join!(slow, other);
+    assert_eq!(other, Ok("served".into()));
+    assert!(slow.is_err(), "{slow:?}");
+    let forgotten_at = server
+        .requests()
+        .iter()
+        .position(|r| r.method() == "tools/call" && r.rpc["params"]["name"] == "t")
+        .expect("the call of t");
+    let after: Vec<String> = server.requests()[forgotten_at + 1..]
+        .iter()
+        .filter(|r| r.header("mcp-session-id").as_deref() == Some("s-1"))
+        .map(|r| format!("{} {}", r.http_method, r.method()))
+        .collect();
+    assert_eq!(
+        after,
+        Vec::<String>::new(),
+        "sent to s-1 after the server forgot it"
+    );
+}
