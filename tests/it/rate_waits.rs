@@ -148,10 +148,10 @@ async fn a_standalone_get_refused_429_waits_the_named_wait_before_asking_again()
 /// named wait first: no second `GET` within the 20 seconds.
 #[tokio::test]
 async fn a_rate_limited_stream_stays_away_the_named_wait_across_a_calls_renewal() {
-    let (server, live) = forgetful(
-        || Reply::raw(429, "text/plain", "slow down").header("retry-after", "20"),
-        |_| None,
-    )
+    let (server, live) = forgetful(|req, _| {
+        (req.http_method == "GET")
+            .then(|| Reply::raw(429, "text/plain", "slow down").header("retry-after", "20"))
+    })
     .await;
     let host = ready_host(&server).await;
     server
@@ -176,10 +176,12 @@ async fn a_rate_limited_stream_stays_away_the_named_wait_across_a_calls_renewal(
 /// its own before the wait is over, and both calls are served after it.
 #[tokio::test]
 async fn a_second_call_during_a_rate_limited_renewal_sends_no_initialize_inside_the_wait() {
-    let (server, live) = forgetful(
-        || Reply::raw(405, "text/plain", ""),
-        |n| (n == 2).then(|| Reply::raw(429, "text/plain", "slow down").header("retry-after", "3")),
-    )
+    let initializes = AtomicUsize::new(0);
+    let (server, live) = forgetful(move |req, _| {
+        let second =
+            req.method() == "initialize" && initializes.fetch_add(1, Ordering::SeqCst) + 1 == 2;
+        second.then(|| Reply::raw(429, "text/plain", "slow down").header("retry-after", "3"))
+    })
     .await;
     let host = ready_host(&server).await;
     live.lock().unwrap().clear();
@@ -294,39 +296,46 @@ async fn the_stream_loops_renewal_refused_429_waits_the_named_wait() {
     drop(host);
 }
 
+/// The sessions a [`forgetful`] server still knows.
+type Live = Arc<Mutex<std::collections::HashSet<String>>>;
+
 /// A legacy server that issues `s-1`, `s-2`, … and answers `404` on a session it no longer
-/// knows (a test clears the returned set to forget them all); `get()` answers a standalone
-/// `GET`, and `refuse(n)`, when it gives a reply, refuses the `n`-th `initialize` (from 1).
+/// knows (a test removes ids from the returned set to make it forget them). `script(req,
+/// known)` answers first when it gives a reply (a refused `initialize`, a `GET`, a test's own
+/// tool); else the handshake's and housekeeping's answers, a listing of `t` and `slow`, and
+/// `served` for a call.
 async fn forgetful(
-    get: fn() -> Reply,
-    refuse: fn(usize) -> Option<Reply>,
-) -> (
-    hostile::Server,
-    Arc<Mutex<std::collections::HashSet<String>>>,
-) {
-    let live = Arc::new(Mutex::new(std::collections::HashSet::new()));
-    let initializes = Arc::new(AtomicUsize::new(0));
+    script: impl Fn(&hostile::Received, bool) -> Option<Reply> + Send + Sync + 'static,
+) -> (hostile::Server, Live) {
+    let live: Live = Arc::default();
+    let issued = AtomicUsize::new(0);
     let server = hostile::serve_every_get({
         let live = Arc::clone(&live);
         move |req| {
             let known = req
                 .header("mcp-session-id")
                 .is_some_and(|s| live.lock().unwrap().contains(&s));
-            let reply = if req.http_method == "GET" {
-                get()
+            let reply = if req.http_method == "DELETE" {
+                Reply::raw(200, "text/plain", "")
+            } else if let Some(reply) = script(&req, known) {
+                reply
             } else if req.method() == "initialize" {
-                let n = initializes.fetch_add(1, Ordering::SeqCst) + 1;
-                refuse(n).unwrap_or_else(|| {
-                    let sid = format!("s-{n}");
-                    live.lock().unwrap().insert(sid.clone());
-                    crate::support::answers::initialize(&req.id(), &sid)
-                })
+                let sid = format!("s-{}", issued.fetch_add(1, Ordering::SeqCst) + 1);
+                live.lock().unwrap().insert(sid.clone());
+                crate::support::answers::initialize(&req.id(), &sid)
             } else if let Some(reply) = hostile::housekeeping(&req) {
                 reply
             } else if !known {
                 Reply::raw(404, "text/plain", "Not Found: Session not found")
             } else {
-                one_tool(&req)
+                match req.method() {
+                    "tools/list" => Reply::json(&hostile::tools_page(
+                        &req.id(),
+                        vec![hostile::tool("t", "t"), hostile::tool("slow", "slow")],
+                        None,
+                    )),
+                    _ => Reply::json(&hostile::text_result(&req.id(), "served")),
+                }
             };
             async move { reply }
         }
@@ -335,16 +344,18 @@ async fn forgetful(
     (server, live)
 }
 
-/// A listing of one tool `t`, or the text `served` for a call.
-fn one_tool(req: &hostile::Received) -> Reply {
-    match req.method() {
-        "tools/list" => Reply::json(&hostile::tools_page(
-            &req.id(),
-            vec![hostile::tool("t", "t")],
-            None,
-        )),
-        _ => Reply::json(&hostile::text_result(&req.id(), "served")),
-    }
+/// What reached `s-1` after the call of `t` (which met its `404`): `VERB method` each.
+fn sent_to_s1_after_the_call_of_t(server: &hostile::Server) -> Vec<String> {
+    let requests = server.requests();
+    let forgotten_at = requests
+        .iter()
+        .position(|r| r.method() == "tools/call" && r.rpc["params"]["name"] == "t")
+        .expect("the call of t");
+    requests[forgotten_at + 1..]
+        .iter()
+        .filter(|r| r.header("mcp-session-id").as_deref() == Some("s-1"))
+        .map(|r| format!("{} {}", r.http_method, r.method()))
+        .collect()
 }
 
 /// The handshake's and housekeeping's answers ([`hostile::standard`]), else a listing of one
@@ -434,47 +445,15 @@ async fn a_resumption_refused_429_with_a_wait_past_the_calls_deadline_is_answere
 /// `s-2`, and nothing more is sent to `s-1`, known gone.
 #[tokio::test]
 async fn a_resend_after_a_rate_limit_wait_goes_to_the_live_session_not_one_known_gone() {
-    #[derive(Default)]
-    struct State {
-        issued: usize,
-        live: std::collections::HashSet<String>,
-        slow: usize,
-    }
-    let state = Arc::new(Mutex::new(State::default()));
-    let server = hostile::serve_with_state(Arc::clone(&state), |req, st: &mut State| {
-        let session = req.header("mcp-session-id");
-        let known = session.as_ref().is_some_and(|s| st.live.contains(s));
-        if req.http_method == "DELETE" {
-            return Reply::raw(200, "text/plain", "");
+    let slow_calls = AtomicUsize::new(0);
+    let (server, live) = forgetful(move |req, known| {
+        if !(known && req.method() == "tools/call" && req.rpc["params"]["name"] == "slow") {
+            return None;
         }
-        if req.method() == "initialize" {
-            st.issued += 1;
-            let sid = format!("s-{}", st.issued);
-            st.live.insert(sid.clone());
-            return crate::support::answers::initialize(&req.id(), &sid);
-        }
-        if let Some(reply) = hostile::housekeeping(req) {
-            return reply;
-        }
-        if !known {
-            return Reply::raw(404, "text/plain", "Not Found: Session not found");
-        }
-        match req.method() {
-            "tools/list" => Reply::json(&hostile::tools_page(
-                &req.id(),
-                vec![hostile::tool("t", "t"), hostile::tool("slow", "slow")],
-                None,
-            )),
-            "tools/call" if req.rpc["params"]["name"] == "slow" => {
-                st.slow += 1;
-                if st.slow == 1 {
-                    Reply::raw(429, "text/plain", "slow down").header("retry-after", "2")
-                } else {
-                    Reply::json(&hostile::text_result(&req.id(), "slow served"))
-                }
-            }
-            _ => Reply::json(&hostile::text_result(&req.id(), "served")),
-        }
+        Some(match slow_calls.fetch_add(1, Ordering::SeqCst) {
+            0 => Reply::raw(429, "text/plain", "slow down").header("retry-after", "2"),
+            _ => Reply::json(&hostile::text_result(&req.id(), "slow served")),
+        })
     })
     .await;
     let host = ready_host(&server).await;
@@ -485,24 +464,14 @@ async fn a_resend_after_a_rate_limit_wait_goes_to_the_live_session_not_one_known
                 r.iter().any(|r| r.method() == "tools/call")
             })
             .await;
-        state.lock().unwrap().live.remove("s-1");
+        live.lock().unwrap().remove("s-1");
         host.call_tool("s", "t").await
     };
     let (slow, other) = tokio::join!(slow, other);
     assert_eq!(other, Ok("served".into()));
     assert_eq!(slow, Ok("slow served".into()));
-    let forgotten_at = server
-        .requests()
-        .iter()
-        .position(|r| r.method() == "tools/call" && r.rpc["params"]["name"] == "t")
-        .expect("the call of t");
-    let after: Vec<String> = server.requests()[forgotten_at + 1..]
-        .iter()
-        .filter(|r| r.header("mcp-session-id").as_deref() == Some("s-1"))
-        .map(|r| format!("{} {}", r.http_method, r.method()))
-        .collect();
     assert_eq!(
-        after,
+        sent_to_s1_after_the_call_of_t(&server),
         Vec::<String>::new(),
         "sent to s-1 after the server forgot it"
     );
@@ -602,51 +571,20 @@ async fn an_answer_to_a_server_request_refused_429_is_sent_again_after_the_wait(
 /// of `slow` is over on it, not cancelled.
 #[tokio::test]
 async fn a_resumption_after_a_rate_limit_wait_goes_nowhere_once_its_session_is_known_gone() {
-    #[derive(Default)]
-    struct State {
-        issued: usize,
-        live: std::collections::HashSet<String>,
-    }
-    let state = Arc::new(Mutex::new(State::default()));
-    let server = hostile::serve_with_state(Arc::clone(&state), |req, st: &mut State| {
-        let session = req.header("mcp-session-id");
-        let known = session.as_ref().is_some_and(|s| st.live.contains(s));
-        if req.http_method == "DELETE" {
-            return Reply::raw(200, "text/plain", "");
-        }
-        if req.method() == "initialize" {
-            st.issued += 1;
-            let sid = format!("s-{}", st.issued);
-            st.live.insert(sid.clone());
-            return crate::support::answers::initialize(&req.id(), &sid);
-        }
+    let (server, live) = forgetful(|req, known| {
         if req.http_method == "GET" && req.header("last-event-id").is_some() {
-            return if known {
+            return Some(if known {
                 Reply::raw(429, "text/plain", "slow down").header("retry-after", "2")
             } else {
                 Reply::raw(404, "text/plain", "Not Found: Session not found")
-            };
+            });
         }
-        if let Some(reply) = hostile::housekeeping(req) {
-            return reply;
-        }
-        if !known {
-            return Reply::raw(404, "text/plain", "Not Found: Session not found");
-        }
-        match req.method() {
-            "tools/list" => Reply::json(&hostile::tools_page(
-                &req.id(),
-                vec![hostile::tool("t", "t"), hostile::tool("slow", "slow")],
-                None,
-            )),
-            "tools/call" if req.rpc["params"]["name"] == "slow" => {
-                crate::support::answers::cut_after(format!(
-                    "retry: 100\nid: e1\ndata: {}\n\n",
-                    progress()
-                ))
-            }
-            _ => Reply::json(&hostile::text_result(&req.id(), "served")),
-        }
+        (known && req.method() == "tools/call" && req.rpc["params"]["name"] == "slow").then(|| {
+            crate::support::answers::cut_after(format!(
+                "retry: 100\nid: e1\ndata: {}\n\n",
+                progress()
+            ))
+        })
     })
     .await;
     let host = ready_host(&server).await;
@@ -657,24 +595,14 @@ async fn a_resumption_after_a_rate_limit_wait_goes_nowhere_once_its_session_is_k
                 r.iter().any(|r| r.header("last-event-id").is_some())
             })
             .await;
-        state.lock().unwrap().live.remove("s-1");
+        live.lock().unwrap().remove("s-1");
         host.call_tool("s", "t").await
     };
     let (slow, other) = tokio::join!(slow, other);
     assert_eq!(other, Ok("served".into()));
     assert!(slow.is_err(), "{slow:?}");
-    let forgotten_at = server
-        .requests()
-        .iter()
-        .position(|r| r.method() == "tools/call" && r.rpc["params"]["name"] == "t")
-        .expect("the call of t");
-    let after: Vec<String> = server.requests()[forgotten_at + 1..]
-        .iter()
-        .filter(|r| r.header("mcp-session-id").as_deref() == Some("s-1"))
-        .map(|r| format!("{} {}", r.http_method, r.method()))
-        .collect();
     assert_eq!(
-        after,
+        sent_to_s1_after_the_call_of_t(&server),
         Vec::<String>::new(),
         "sent to s-1 after the server forgot it"
     );
