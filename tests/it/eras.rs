@@ -2328,18 +2328,13 @@ async fn a_resumption_refused_by_the_other_era_asks_the_era_again() {
     let _ = tokio::time::timeout(LIMIT, host.call_tool("s", "old"))
         .await
         .expect("the call returns");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(8);
-    while host.tool_names("s").await != ["new"] {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "still the old build's listing, no era probe after the resumption's -32022: {:#?}",
-            server
-                .requests()
-                .iter()
-                .map(|r| format!("{} {}", r.http_method, r.method()))
-                .collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    host.until_tools(
+        "s",
+        &["new"],
+        Duration::from_secs(8),
+        &server,
+        "still the old build's listing, no era probe after the resumption's -32022",
+    )
+    .await;
     assert_eq!(server.count("notifications/cancelled"), 0);
 }

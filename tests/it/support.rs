@@ -143,6 +143,31 @@ impl Host {
             .collect()
     }
 
+    /// Waits (at most `limit`, looking every 50 ms) until `namespace` lists exactly the tools
+    /// `names`; else fails saying `why`, with what `server` received.
+    pub async fn until_tools(
+        &self,
+        namespace: &str,
+        names: &[&str],
+        limit: std::time::Duration,
+        server: &hostile::Server,
+        why: &str,
+    ) {
+        let deadline = tokio::time::Instant::now() + limit;
+        while self.tool_names(namespace).await != names {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{why}: {:#?}",
+                server
+                    .requests()
+                    .iter()
+                    .map(|r| format!("{} {}", r.http_method, r.method()))
+                    .collect::<Vec<_>>()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
     /// Waits (at most `limit`) until no server is `loading`; returns the last full listing.
     pub async fn settled(&self, limit: Duration) -> Value {
         self.wait_for(limit, |listing| {

@@ -325,19 +325,14 @@ async fn restarted_onto_modern(get: fn() -> Reply) {
         .await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     modern.store(true, std::sync::atomic::Ordering::SeqCst);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    while host.tool_names("s").await != ["new"] {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "still the old build's listing: {:#?}",
-            server
-                .requests()
-                .iter()
-                .map(|r| format!("{} {}", r.http_method, r.method()))
-                .collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    host.until_tools(
+        "s",
+        &["new"],
+        Duration::from_secs(15),
+        &server,
+        "still the old build's listing",
+    )
+    .await;
     assert_eq!(server.count("tools/call"), 0);
 }
 
