@@ -2279,20 +2279,11 @@ async fn a_resumption_refused_by_the_other_era_asks_the_era_again() {
                           "params": {"progressToken": "p", "progress": 1}});
     let server = hostile::serve_all(move |req| {
         let reply = if restarted.load(Ordering::SeqCst) {
-            match (req.http_method.as_str(), req.method()) {
-                ("POST", "server/discover") => Reply::json(&result(
-                    &req.id(),
-                    json!({"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
-                           "serverInfo": {"name": "eras", "version": "2"}}),
-                )),
-                ("POST", "tools/list")
-                    if req.header("mcp-protocol-version").as_deref() == Some("2026-07-28") =>
-                {
-                    Reply::json(&tools_page(&req.id(), vec![tool("new", "new")], None))
-                }
+            match crate::support::answers::restarted_build(&req) {
+                Some(reply) => reply,
                 // A modern error answering no id: what the restarted server gives a legacy
                 // request (here the resumption's GET).
-                _ => Reply::raw(
+                None => Reply::raw(
                     400,
                     "application/json",
                     json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32022,

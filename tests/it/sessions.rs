@@ -1473,15 +1473,8 @@ async fn words_met_after_a_404s_renewal_still_mean_a_gone_session_later() {
 /// server offers no standalone stream.
 #[tokio::test]
 async fn a_ping_answered_with_the_servers_own_modern_code_shows_the_session_lives_at_once() {
-    let server = hostile::serve_all(|req| async move {
-        let id = req.id();
-        match (req.http_method.as_str(), req.method()) {
-            ("POST", "server/discover") => Reply::raw(400, "text/plain", "Bad Request"),
-            ("GET", _) => Reply::raw(404, "text/plain", "Not Found"),
-            ("POST", "ping") => Reply::json(&hostile::rpc_error(&id, -32022, "not this one")),
-            ("POST", "tools/list") => Reply::json(&tools_page(&id, vec![tool("t", "t")], None)),
-            _ => hostile::standard(&req).unwrap_or_else(|| Reply::raw(400, "text/plain", "")),
-        }
+    let server = crate::verdicts::pinged(|req| {
+        Reply::json(&hostile::rpc_error(&req.id(), -32022, "not this one"))
     })
     .await;
     let host = ready_at(&server.url).await;

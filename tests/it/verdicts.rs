@@ -82,6 +82,23 @@ fn answer(req: &Received, st: &mut Known, script: &Script) -> Reply {
     }
 }
 
+/// A legacy server whose standalone `GET` is refused `404`, so the stream asks with a `ping`,
+/// answered by `ping`; it lists one tool `t`.
+pub(crate) async fn pinged(ping: fn(&Received) -> Reply) -> Server {
+    hostile::serve_all(move |req| async move {
+        match (req.http_method.as_str(), req.method()) {
+            ("POST", "server/discover") => Reply::raw(400, "text/plain", "Bad Request"),
+            ("GET", _) => Reply::raw(404, "text/plain", "Not Found"),
+            ("POST", "ping") => ping(&req),
+            ("POST", "tools/list") => {
+                Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None))
+            }
+            _ => hostile::standard(&req).unwrap_or_else(|| Reply::raw(400, "text/plain", "")),
+        }
+    })
+    .await
+}
+
 /// `200 text/event-stream` sending `text`, then holding the stream open without a word.
 fn held_after(text: String) -> Reply {
     Reply::stream(
@@ -288,20 +305,12 @@ async fn restarted_onto_modern(get: fn() -> Reply) {
     let server = hostile::serve_all(move |req| {
         let modern = restarted.load(std::sync::atomic::Ordering::SeqCst);
         let reply = if modern {
-            match (req.http_method.as_str(), req.method()) {
-                ("POST", "server/discover") => Reply::json(&result(
-                    &req.id(),
-                    json!({"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
-                           "serverInfo": {"name": "verdicts", "version": "2"}}),
-                )),
-                ("POST", "tools/list")
-                    if req.header("mcp-protocol-version").as_deref() == Some("2026-07-28") =>
-                {
-                    Reply::json(&tools_page(&req.id(), vec![tool("new", "new")], None))
+            crate::support::answers::restarted_build(&req).unwrap_or_else(|| {
+                match req.http_method.as_str() {
+                    "GET" => get(),
+                    _ => modern_error(-32022),
                 }
-                ("GET", _) => get(),
-                _ => modern_error(-32022),
-            }
+            })
         } else {
             match (req.http_method.as_str(), req.method()) {
                 ("POST", "server/discover") => Reply::raw(400, "text/plain", "Bad Request"),
@@ -609,16 +618,9 @@ async fn a_start_whose_tools_list_asks_for_a_long_wait_names_the_wait_in_its_rea
 /// renewal. Read as a failed ping instead, the loop would open the stream again.
 #[tokio::test]
 async fn a_ping_refused_429_with_a_short_retry_after_is_sent_again_after_the_wait() {
-    let server = hostile::serve_all(|req| async move {
-        let id = req.id();
-        match (req.http_method.as_str(), req.method()) {
-            ("POST", "server/discover") => Reply::raw(400, "text/plain", "Bad Request"),
-            ("GET", _) => Reply::raw(404, "text/plain", "Not Found"),
-            ("POST", "ping") if req.nth == 0 => slow_down("1"),
-            ("POST", "ping") => Reply::json(&result(&id, json!({}))),
-            ("POST", "tools/list") => Reply::json(&tools_page(&id, vec![tool("t", "t")], None)),
-            _ => hostile::standard(&req).unwrap_or_else(|| Reply::raw(400, "text/plain", "")),
-        }
+    let server = pinged(|req| match req.nth {
+        0 => slow_down("1"),
+        _ => Reply::json(&result(&req.id(), json!({}))),
     })
     .await;
     let host = ready_host(&server.url).await;

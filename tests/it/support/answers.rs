@@ -280,3 +280,26 @@ pub fn cut_stream(
 pub fn cut_after(text: String) -> Reply {
     Reply::stream(200, "text/event-stream", cut_stream(Bytes::from(text)))
 }
+
+/// What a legacy server restarted onto 2026-07-28 answers for the new build (tool `new`): its
+/// `server/discover` result and a modern `tools/list`; `None` for anything else, which the
+/// caller answers (a legacy request is refused with a modern error).
+pub fn restarted_build(req: &Received) -> Option<Reply> {
+    match (req.http_method.as_str(), req.method()) {
+        ("POST", "server/discover") => Some(Reply::json(&super::hostile::result(
+            &req.id(),
+            serde_json::json!({"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+                   "serverInfo": {"name": "restarted", "version": "2"}}),
+        ))),
+        ("POST", "tools/list")
+            if req.header("mcp-protocol-version").as_deref() == Some("2026-07-28") =>
+        {
+            Some(Reply::json(&super::hostile::tools_page(
+                &req.id(),
+                vec![super::hostile::tool("new", "new")],
+                None,
+            )))
+        }
+        _ => None,
+    }
+}
