@@ -1027,15 +1027,19 @@ impl PreparedCall {
                 &self.params,
                 decode,
             );
+            // The shutdown first: a request the close ended at the same time is the shutdown's.
             let outcome = tokio::select! {
-                outcome = tokio::time::timeout_at(deadline, request) => outcome,
+                biased;
                 () = shutdown.cancelled() => return Err(stopped(&self.namespace)),
+                outcome = tokio::time::timeout_at(deadline, request) => outcome,
             };
             let outcome = match outcome {
                 Err(_) => {
                     connection.cancel(id, DEADLINE);
                     return Err(call_deadline(&ns, limit));
                 }
+                // The connection closes only when the Pack shuts down.
+                Ok(Err(e)) if e.is_closed() => return Err(stopped(&self.namespace)),
                 Ok(outcome) => outcome,
             };
             // A no-op unless the request may still be running (the in-flight table decides):
@@ -1204,6 +1208,17 @@ fn call_error(
                 "server {ns} is unavailable: it took the call but refused to resume its reply stream {} and asked to be called again in {}; the call may have run",
                 named.refused(),
                 named.seconds()
+            ),
+        );
+    }
+    if let Verdict::Busy { status } = error.verdict()
+        && error.may_be_running()
+    {
+        return ToolError::new(
+            ToolErrorKind::Unavailable,
+            format!(
+                "server {ns} is unavailable: it took the call but refused to resume its reply stream {} without saying when to ask again; the call may have run",
+                crate::http::refused_as(status)
             ),
         );
     }

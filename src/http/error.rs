@@ -489,7 +489,8 @@ impl Error {
     }
 
     /// The status of a request refused `429` or `503` without a `Retry-After` (RFC 6585 §4,
-    /// RFC 9110 §15.6.4): not processed, and no wait named.
+    /// RFC 9110 §15.6.4): not processed, and no wait named; also when it refused the new
+    /// `initialize` after an expired session.
     pub(crate) fn busy(&self) -> Option<u16> {
         match &self.inner.kind {
             Failure::Status {
@@ -497,6 +498,32 @@ impl Error {
                 retry_after: None,
                 ..
             } if matches!(status.as_u16(), 429 | 503) => Some(status.as_u16()),
+            Failure::Reinitialize(cause) => cause.busy(),
+            _ => None,
+        }
+    }
+
+    /// The same rate-limit refusal ([`Error::rate_limited`]) asking for `left` instead of the
+    /// wait it named: what is left of that wait now. `None` when it is no such refusal.
+    pub(crate) fn with_wait_left(&self, left: Duration) -> Option<Self> {
+        match &self.inner.kind {
+            Failure::Status {
+                status,
+                retry_after: Some(_),
+                preview,
+                hint,
+            } if matches!(status.as_u16(), 429 | 503) => Some(Self::new(
+                Failure::Status {
+                    status: *status,
+                    retry_after: Some(left),
+                    preview: preview.clone(),
+                    hint: hint.clone(),
+                },
+                None,
+            )),
+            Failure::Reinitialize(cause) => cause
+                .with_wait_left(left)
+                .map(|cause| Self::reinitialize(Arc::new(cause))),
             _ => None,
         }
     }

@@ -539,9 +539,12 @@ impl Sessions {
                 Verdict::RateLimited { wait, .. } => Some(wait),
                 _ => None,
             };
+            // Held at most as long as the stream loop's longest backoff: a server naming
+            // years (or more than an `Instant` holds) is asked again after that.
+            let now = tokio::time::Instant::now();
             self.relink(match wait {
                 Some(wait) => Link::Throttled {
-                    until: tokio::time::Instant::now() + wait,
+                    until: now + wait.min(limits::RETRY_MAX),
                     cause: Arc::clone(cause),
                 },
                 None => Link::Idle,
@@ -644,7 +647,12 @@ impl Connection {
                     renewal.outcome.clone()
                 }
                 Link::Throttled { until, cause } if tokio::time::Instant::now() < *until => {
-                    return Err(Error::reinitialize(Arc::clone(cause)));
+                    // The refusal, asking for what is left of its wait.
+                    let left = until.saturating_duration_since(tokio::time::Instant::now());
+                    let cause = cause
+                        .with_wait_left(left)
+                        .map_or_else(|| Arc::clone(cause), Arc::new);
+                    return Err(Error::reinitialize(cause));
                 }
                 Link::Idle | Link::Throttled { .. } => self.spawn_renewal(&mut state, by_listing),
             }

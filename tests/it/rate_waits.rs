@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use runvil_plugin::ToolErrorKind;
 use serde_json::{Value, json};
 
 use crate::support::Host;
@@ -606,4 +607,107 @@ async fn a_resumption_after_a_rate_limit_wait_goes_nowhere_once_its_session_is_k
         Vec::<String>::new(),
         "sent to s-1 after the server forgot it"
     );
+}
+
+/// The renewal of a forgotten session is refused `429` with a `Retry-After` of more seconds than
+/// a `u64` holds (read as "a very long time"): a wait past the 30 s bound is answered naming
+/// it, the call `unavailable` with the wait in whole seconds, and nothing panics (the session
+/// machine holds such a refusal at most the stream loop's longest backoff).
+#[tokio::test]
+async fn a_renewal_refused_429_with_an_enormous_retry_after_answers_unavailable_not_a_panic() {
+    let initializes = AtomicUsize::new(0);
+    let (server, live) = forgetful(move |req, _| {
+        let later =
+            req.method() == "initialize" && initializes.fetch_add(1, Ordering::SeqCst) + 1 >= 2;
+        later.then(|| {
+            Reply::raw(429, "text/plain", "slow down")
+                .header("retry-after", "99999999999999999999999")
+        })
+    })
+    .await;
+    let host = ready_host(&server).await;
+    live.lock().unwrap().clear();
+    let error = host.call_tool("s", "t").await.unwrap_err();
+    assert_eq!(error.kind, ToolErrorKind::Unavailable, "{}", error.message);
+    assert!(
+        error
+            .message
+            .contains("asked to be called again in 18446744073709551615 seconds"),
+        "{}",
+        error.message
+    );
+}
+
+/// A call's reply stream is cut after one event and its resumption is refused `429` without a
+/// `Retry-After` (the busy verdict): the server took the call, so the answer says the call may
+/// have run, never that it was refused (which would invite a second run).
+#[tokio::test]
+async fn a_resumption_refused_429_without_retry_after_says_the_call_may_have_run() {
+    let server = hostile::serve(move |req| async move {
+        if req.http_method == "GET" && req.header("last-event-id").is_some() {
+            return Reply::raw(429, "text/plain", "slow down");
+        }
+        match req.method() {
+            "tools/call" => crate::support::answers::cut_after(format!(
+                "retry: 100\nid: e1\ndata: {}\n\n",
+                progress()
+            )),
+            _ => standard_or_t(&req),
+        }
+    })
+    .await;
+    let host = ready_host(&server).await;
+    let error = host.call_tool("s", "t").await.unwrap_err();
+    assert_eq!(
+        error,
+        runvil_plugin::ToolError::new(
+            ToolErrorKind::Unavailable,
+            "server \"s\" is unavailable: it took the call but refused to resume its reply stream as too many requests (HTTP 429) without saying when to ask again; the call may have run"
+        )
+    );
+    assert_eq!(server.count("tools/call"), 1);
+}
+
+/// A call with a 10 s deadline meets a forgotten session whose renewal is refused `429` with
+/// `Retry-After: 15`: past its deadline, so it is `unavailable` at once. 8 s later a second
+/// call needs a session: 7 s of the wait are left, which ends before its deadline, so it waits
+/// them out and is served (the refusal it meets asks for what is left of the wait).
+#[tokio::test]
+async fn a_call_during_a_throttled_renewal_waits_out_what_is_left_of_the_wait() {
+    let initializes = AtomicUsize::new(0);
+    let (server, live) = forgetful(move |req, _| {
+        let second =
+            req.method() == "initialize" && initializes.fetch_add(1, Ordering::SeqCst) + 1 == 2;
+        second.then(|| Reply::raw(429, "text/plain", "slow down").header("retry-after", "15"))
+    })
+    .await;
+    let host = Host::new(json!({"s": {
+        "url": format!("http://127.0.0.1:{}/mcp", server.port),
+        "timeout": 10000
+    }}));
+    host.ready("s", WAIT).await;
+    live.lock().unwrap().clear();
+    let first = host.call_tool("s", "t").await.unwrap_err();
+    assert_eq!(first.kind, ToolErrorKind::Unavailable, "{}", first.message);
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_eq!(host.call_tool("s", "t").await, Ok("served".into()));
+}
+
+/// The renewal of a forgotten session is refused `503` without a `Retry-After` (the busy
+/// verdict: not processed, no wait named): the call, refused `404` before it ran and not sent
+/// again, did not run, and is `unavailable` as a call refused busy itself is.
+#[tokio::test]
+async fn a_renewal_refused_503_without_retry_after_is_busy_for_the_call() {
+    let initializes = AtomicUsize::new(0);
+    let (server, live) = forgetful(move |req, _| {
+        let second =
+            req.method() == "initialize" && initializes.fetch_add(1, Ordering::SeqCst) + 1 == 2;
+        second.then(|| Reply::raw(503, "text/plain", "busy"))
+    })
+    .await;
+    let host = ready_host(&server).await;
+    live.lock().unwrap().clear();
+    let error = host.call_tool("s", "t").await.unwrap_err();
+    assert_eq!(error.kind, ToolErrorKind::Unavailable, "{}", error.message);
+    assert_eq!(server.count("tools/call"), 1);
 }
