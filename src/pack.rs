@@ -1181,6 +1181,36 @@ fn call_deadline(ns: &str, limit: std::time::Duration) -> ToolError {
     )
 }
 
+/// How a call refused unprocessed (`429`/`503`: rate limited with a wait, or busy without one;
+/// RFC 6585 §4) reads for a model, by whether the call may have run (its reply stream's
+/// resumption was refused, not the call): `None` for any other verdict.
+fn refusal(error: &Error) -> Option<String> {
+    let (how, wait) = match error.verdict() {
+        Verdict::RateLimited { status, .. } => (
+            crate::http::refused_as(status),
+            NamedWait::of(error.verdict()),
+        ),
+        Verdict::Busy { status } => (crate::http::refused_as(status), None),
+        _ => return None,
+    };
+    Some(match (error.may_be_running(), wait) {
+        (true, Some(named)) => format!(
+            "it took the call but refused to resume its reply stream {how} and asked to be called again in {}; the call may have run",
+            named.seconds()
+        ),
+        (true, None) => format!(
+            "it took the call but refused to resume its reply stream {how} without saying when to ask again; the call may have run"
+        ),
+        (false, Some(named)) => format!(
+            "it refused the call {how} and asked to be called again in {}",
+            named.seconds()
+        ),
+        (false, None) => {
+            format!("it refused the call {how} without saying when to call again; try again later")
+        }
+    })
+}
+
 /// The model-facing error of a failed `tools/call`. A JSON-RPC "Invalid params" (`-32602`,
 /// MCP spec "Tools": error handling) is `invalid_arguments`: the server's first paragraph and
 /// where the tool's schema is.
@@ -1199,46 +1229,10 @@ fn call_error(
     if error.is_input_required() {
         return ToolError::new(ToolErrorKind::Backend, format!("server {ns}: {error}"));
     }
-    if let Some(named) = NamedWait::of(error.verdict())
-        && error.may_be_running()
-    {
+    if let Some(refusal) = refusal(error) {
         return ToolError::new(
             ToolErrorKind::Unavailable,
-            format!(
-                "server {ns} is unavailable: it took the call but refused to resume its reply stream {} and asked to be called again in {}; the call may have run",
-                named.refused(),
-                named.seconds()
-            ),
-        );
-    }
-    if let Verdict::Busy { status } = error.verdict()
-        && error.may_be_running()
-    {
-        return ToolError::new(
-            ToolErrorKind::Unavailable,
-            format!(
-                "server {ns} is unavailable: it took the call but refused to resume its reply stream {} without saying when to ask again; the call may have run",
-                crate::http::refused_as(status)
-            ),
-        );
-    }
-    if let Verdict::Busy { status } = error.verdict() {
-        return ToolError::new(
-            ToolErrorKind::Unavailable,
-            format!(
-                "server {ns} is unavailable: it refused the call {} without saying when to call again; try again later",
-                crate::http::refused_as(status)
-            ),
-        );
-    }
-    if let Some(named) = NamedWait::of(error.verdict()) {
-        return ToolError::new(
-            ToolErrorKind::Unavailable,
-            format!(
-                "server {ns} is unavailable: it refused the call {} and asked to be called again in {}",
-                named.refused(),
-                named.seconds()
-            ),
+            format!("server {ns} is unavailable: {refusal}"),
         );
     }
     if let Verdict::OtherEra(_) = error.verdict() {
