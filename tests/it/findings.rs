@@ -69,7 +69,7 @@ fn answer(req: &Received, st: &mut Sessions, unknown: Unknown) -> Reply {
     match req.method() {
         "tools/list" => Reply::json(&tools_page(
             &req.id(),
-            vec![tool("t", "t"), tool("hold", "hold")],
+            vec![tool("t", "t"), tool("hold", "hold"), tool("asker", "asker")],
             None,
         )),
         "tools/call" if req.rpc["params"]["name"] == "hold" => held_after(format!(
@@ -77,6 +77,14 @@ fn answer(req: &Received, st: &mut Sessions, unknown: Unknown) -> Reply {
             json!({"jsonrpc": "2.0", "method": "notifications/progress",
                    "params": {"progressToken": "p", "progress": 1}})
         )),
+        // The server forgets the session as it asks the client something on the call's stream.
+        "tools/call" if req.rpc["params"]["name"] == "asker" => {
+            st.live.clear();
+            held_after(format!(
+                "data: {}\n\n",
+                json!({"jsonrpc": "2.0", "id": "srv-1", "method": "ping"})
+            ))
+        }
         "tools/call" => Reply::json(&text_result(&req.id(), "served")),
         "ping" => Reply::json(&result(&req.id(), json!({}))),
         _ => Reply::json(&hostile::rpc_error(&req.id(), -32601, "Method not found")),
@@ -189,4 +197,32 @@ async fn a_call_after_a_cancel_answered_404_goes_to_a_new_session_at_once() {
         [Some("s-1".to_string()), Some("s-2".to_string())],
         "the held call on s-1, then the new call on s-2 only"
     );
+}
+
+/// The answer to a server request is a request path too: a `404` to it (the server forgot
+/// the session it asked on) is the verdict "expired", and the session is forgotten, so at the
+/// drop neither the call still held on it is cancelled there nor is it deleted
+/// (docs/connection.md "Verdicts": expired — "forgotten (no `DELETE`, no cancel)"). Actual:
+/// the answer's refusal is read only for a rate limit's resend
+/// (`Connection::send_within`), and the close sends `s-1` both a cancel and a `DELETE`.
+#[tokio::test]
+async fn an_answer_to_a_server_request_answered_404_forgets_the_session() {
+    let (server, _known) = legacy(not_found).await;
+    let host = Host::new(json!({"s": {"url": server.url}}));
+    host.ready("s", WAIT).await;
+    let mut asker = host.pack.call(
+        "mcp/call_dynamic_tool",
+        json!({"namespace": "s", "toolName": "asker"}),
+    );
+    tokio::select! {
+        _ = &mut asker => panic!("the held call returned"),
+        _ = server.wait_until(WAIT, "the answer to the server's ping", |r| {
+            r.iter().any(|r| r.rpc.get("result").is_some() && r.rpc["id"] == "srv-1")
+        }) => {}
+    }
+    // The answer's 404 has been read by now.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    dropped(host, &server).await;
+    drop(asker);
+    assert_eq!(goodbyes(&server), Vec::<String>::new());
 }
