@@ -226,3 +226,78 @@ async fn an_answer_to_a_server_request_answered_404_forgets_the_session() {
     drop(asker);
     assert_eq!(goodbyes(&server), Vec::<String>::new());
 }
+
+/// A modern error answering no id: what a server restarted onto 2026-07-28 gives a legacy
+/// request.
+fn modern_error() -> Reply {
+    Reply::raw(
+        400,
+        "application/json",
+        json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32022,
+               "message": "Unsupported protocol version",
+               "data": {"supported": ["2026-07-28"], "requested": "2025-11-25"}}})
+        .to_string(),
+    )
+}
+
+/// An answer of the other era is the verdict "other era" on every path that meets it, and a
+/// path that sends nothing once more asks the era again (docs/connection.md "Verdicts": other
+/// era — "`server/discover` asked again"; `Connection::act_on`). A legacy server offering no
+/// standalone stream restarts onto 2026-07-28 while a call of `hold` is on its way; the call is
+/// dropped, and its `notifications/cancelled` is refused `400 -32022`. Expected: the era is
+/// asked (`server/discover`) and the listing becomes the new build's without a call. Actual:
+/// the cancel path (`Connection::send_within`) reads the verdict only for a rate limit's
+/// resend; nothing is asked, and the listing stays the old build's until a call comes.
+#[tokio::test]
+async fn a_cancel_refused_by_the_other_era_asks_the_era_again() {
+    let modern = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let restarted = Arc::clone(&modern);
+    let server = hostile::serve_all(move |req| {
+        let reply = if restarted.load(std::sync::atomic::Ordering::SeqCst) {
+            crate::support::answers::restarted_build(&req).unwrap_or_else(modern_error)
+        } else {
+            match (req.http_method.as_str(), req.method()) {
+                ("POST", "server/discover") => Reply::raw(400, "text/plain", "Bad Request"),
+                ("GET", _) => Reply::raw(405, "text/plain", ""),
+                ("POST", "tools/list") => Reply::json(&tools_page(
+                    &req.id(),
+                    vec![tool("old", "old"), tool("hold", "hold")],
+                    None,
+                )),
+                ("POST", "tools/call") => held_after(String::from(": held\n\n")),
+                _ => hostile::standard(&req).unwrap_or_else(|| Reply::raw(400, "text/plain", "")),
+            }
+        };
+        async move { reply }
+    })
+    .await;
+    let host = Host::new(json!({"s": {"url": server.url}}));
+    host.ready("s", WAIT).await;
+    assert_eq!(host.tool_names("s").await, ["hold", "old"]);
+    let mut hold = host.pack.call(
+        "mcp/call_dynamic_tool",
+        json!({"namespace": "s", "toolName": "hold"}),
+    );
+    tokio::select! {
+        _ = &mut hold => panic!("the held call returned"),
+        _ = server.wait_until(WAIT, "the held call", |r| {
+            r.iter().any(|r| r.method() == "tools/call")
+        }) => {}
+    }
+    let probes = server.count("server/discover");
+    modern.store(true, std::sync::atomic::Ordering::SeqCst);
+    drop(hold);
+    server
+        .wait_until(WAIT, "the cancel", |r| {
+            r.iter().any(|r| r.method() == "notifications/cancelled")
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        server.count("server/discover"),
+        probes + 1,
+        "the cancel's -32022 asks the era again"
+    );
+    assert_eq!(host.tool_names("s").await, ["new"]);
+    assert_eq!(server.count("tools/call"), 1);
+}
