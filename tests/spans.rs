@@ -228,3 +228,52 @@ async fn each_request_is_a_span_with_the_mcp_attributes_and_no_secret() {
         assert!(!every_value.contains(secret), "{secret} in {every_value}");
     }
 }
+
+/// FINDING (attack on the one-verdict rule; see tests/it/findings.rs): README "Traces": "Each
+/// request the Pack sends is a `tracing` span (`mcp.request` …)". The standalone stream's
+/// `ping` (`Connection::still_knows`, asked after its `GET` is refused `404`) is a JSON-RPC
+/// request the Pack sends, so it should be an `mcp.request` span named `ping`. Actual: its
+/// body is made and sent with no request span at all (src/http.rs `still_knows`), so an
+/// exporter never sees it, and with the `opentelemetry` feature it carries the trace context
+/// of whatever span is current instead of its own.
+#[tokio::test]
+async fn the_standalone_streams_ping_is_a_request_span_too() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let spans = Spans::default();
+    let subscriber = tracing_subscriber::registry().with(spans.clone());
+    support::logs::keep_interest();
+    let _default = tracing::subscriber::set_default(subscriber);
+    let server = hostile::serve_all(|req| async move {
+        match (req.http_method.as_str(), req.method()) {
+            ("POST", "server/discover") => Reply::raw(400, "text/plain", "Bad Request"),
+            ("GET", _) => Reply::raw(404, "text/plain", "Not Found"),
+            ("POST", "ping") => Reply::json(&hostile::result(&req.id(), json!({}))),
+            ("POST", "tools/list") => Reply::json(&hostile::tools_page(
+                &req.id(),
+                vec![hostile::tool("t", "t")],
+                None,
+            )),
+            _ => hostile::standard(&req).unwrap_or_else(|| Reply::raw(400, "text/plain", "")),
+        }
+    })
+    .await;
+    let host = Host::new(json!({"s": {"url": server.url}}));
+    host.ready("s", WAIT).await;
+    server
+        .wait_until(WAIT, "the stream's ping", |r| {
+            r.iter().any(|r| r.method() == "ping")
+        })
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(host);
+    let seen = spans.0.lock().unwrap().clone();
+    let methods: Vec<String> = seen
+        .iter()
+        .filter(|s| s.name == "mcp.request")
+        .filter_map(|s| s.fields.get("mcp.method.name").cloned())
+        .collect();
+    assert!(
+        methods.iter().any(|m| m == "ping"),
+        "no mcp.request span for the ping the server got; the request spans: {methods:?}"
+    );
+}
