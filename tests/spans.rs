@@ -234,8 +234,8 @@ async fn each_request_is_a_span_with_the_mcp_attributes_and_no_secret() {
 /// `ping` (`Connection::still_knows`, asked after its `GET` is refused `404`) is a JSON-RPC
 /// request the Pack sends, so it should be an `mcp.request` span named `ping`. Actual: its
 /// body is made and sent with no request span at all (src/http.rs `still_knows`), so an
-/// exporter never sees it, and with the `opentelemetry` feature it carries the trace context
-/// of whatever span is current instead of its own.
+/// exporter never sees it, and with the `opentelemetry` feature it carries no trace context of
+/// its own (only that of whatever span happens to be current).
 #[tokio::test]
 async fn the_standalone_streams_ping_is_a_request_span_too() {
     use tracing_subscriber::layer::SubscriberExt;
@@ -275,5 +275,39 @@ async fn the_standalone_streams_ping_is_a_request_span_too() {
     assert!(
         methods.iter().any(|m| m == "ping"),
         "no mcp.request span for the ping the server got; the request spans: {methods:?}"
+    );
+}
+
+/// FINDING (as above): a modern route's change stream is a JSON-RPC request the Pack sends,
+/// `subscriptions/listen` (MCP 2026-07-28, basic/patterns/subscriptions), so it should be an
+/// `mcp.request` span too. Actual: `Connection::subscribe` (src/http/reply.rs) makes and sends
+/// its body with no request span.
+#[tokio::test]
+async fn a_modern_subscriptions_listen_is_a_request_span_too() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let spans = Spans::default();
+    let subscriber = tracing_subscriber::registry().with(spans.clone());
+    support::logs::keep_interest();
+    let _default = tracing::subscriber::set_default(subscriber);
+    let server = support::modern::Modern::start().await;
+    server.set_list_changed();
+    let host = Host::new(json!({"m": {"url": server.url}}));
+    host.ready("m", WAIT).await;
+    server
+        .wait_until(WAIT, "the listen", |t| {
+            t.iter().any(|s| s.line().contains("subscriptions/listen"))
+        })
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(host);
+    let seen = spans.0.lock().unwrap().clone();
+    let methods: Vec<String> = seen
+        .iter()
+        .filter(|s| s.name == "mcp.request")
+        .filter_map(|s| s.fields.get("mcp.method.name").cloned())
+        .collect();
+    assert!(
+        methods.iter().any(|m| m == "subscriptions/listen"),
+        "no mcp.request span for the listen the server got; the request spans: {methods:?}"
     );
 }
