@@ -10,7 +10,9 @@ use futures_util::stream::{self, StreamExt};
 use serde_json::json;
 
 use crate::support::Host;
-use crate::support::hostile::{self, Received, Reply, Server, result, text_result, tool, tools_page};
+use crate::support::hostile::{
+    self, Received, Reply, Server, result, text_result, tool, tools_page,
+};
 
 const WAIT: Duration = Duration::from_secs(10);
 
