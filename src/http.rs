@@ -496,9 +496,12 @@ impl Connection {
             }
         };
         // Sent in the background, with no caller's deadline above it: bounded here.
-        let answered = tokio::time::timeout(limits::PING_TIMEOUT, asked)
-            .await
-            .unwrap_or_else(|_| Err(Error::no_answer("ping", limits::PING_TIMEOUT)));
+        let answered = tokio::time::timeout(
+            limits::PING_TIMEOUT,
+            self.spanned("ping", id, session, asked),
+        )
+        .await
+        .unwrap_or_else(|_| Err(Error::no_answer("ping", limits::PING_TIMEOUT)));
         let answered = match answered {
             Ok(()) => Ok(()),
             Err(e) => match self.background_verdict(session, "ping", e, true).await {
@@ -515,6 +518,27 @@ impl Connection {
             lock(&self.flights).finish(id);
         }
         answered
+    }
+
+    /// Runs `request`, request `id` of `method` on `session` made and sent by a path of its
+    /// own (not [`Connection::request`]), inside its span ([`trace::request_span`], README
+    /// "Traces"): the body is made in it, so it carries the span's trace context
+    /// ([`request_body`]); the route and the outcome are recorded on it.
+    ///
+    /// # Cancel safety
+    /// Cancel safe as far as `request` is.
+    async fn spanned<T>(
+        &self,
+        method: &'static str,
+        id: u64,
+        session: &Session,
+        request: impl std::future::Future<Output = Result<T, Error>>,
+    ) -> Result<T, Error> {
+        let span = trace::request_span(method, None, id, self.origin.as_deref());
+        span.in_scope(|| trace_route(session, &self.redactor));
+        let outcome = tracing::Instrument::instrument(request, span.clone()).await;
+        trace::on_outcome(&span, &outcome);
+        outcome
     }
 
     /// Resolves once `on` is no longer the live session: another one was installed, or the
@@ -1045,7 +1069,12 @@ impl Connection {
     ///
     /// # Errors
     /// The cancel's refusal, or [`Error::no_answer`] past the bound.
-    async fn send_cancel(&self, id: u64, session: &Session, reason: &str) -> Result<(), Error> {
+    async fn send_cancel(
+        self: &Arc<Self>,
+        id: u64,
+        session: &Arc<Session>,
+        reason: &str,
+    ) -> Result<(), Error> {
         const CANCELLED: &str = "notifications/cancelled";
         let params = serde_json::json!({"requestId": id, "reason": reason});
         let deadline = tokio::time::Instant::now() + limits::GOODBYE_TIMEOUT;
@@ -1055,46 +1084,54 @@ impl Connection {
             }
             self.notify(CANCELLED, &params, Some(session)).await
         };
-        self.send_within(session, CANCELLED, deadline, send)
+        self.send_within(session, Background::Cancel, deadline, send)
             .await
             .unwrap_or_else(|| Err(Error::no_answer(CANCELLED, limits::GOODBYE_TIMEOUT)))
     }
 
-    /// Sends what is sent in the background to `session` with no resend of its own (`what`,
-    /// its method or kind: a cancel, the close's `DELETE`, the answer to a server request) by
-    /// `send` before
-    /// `deadline`, taking only the rate limit's resend from the decision table
+    /// Sends `what`, sent in the background to `session` with no resend of its own, by `send`
+    /// before `deadline`, taking only the rate limit's resend from the decision table
     /// ([`verdict::next`]): refused `429`/`503` with a `Retry-After` that ends before the
-    /// deadline, it was not processed (RFC 6585 §4) and is sent once more after the wait.
-    /// `None` when the deadline passed first.
+    /// deadline, it was not processed (RFC 6585 §4) and is sent once more after the wait. Any
+    /// other refusal's verdict is acted on like every request's ([`Connection::act_on`]: the
+    /// session forgotten or set aside, the era asked again), except a `DELETE`'s, which ends
+    /// the session whatever it says. `None` when the deadline passed first.
     ///
     /// # Cancel safety
-    /// Cancel safe as far as `send` is.
+    /// Cancel safe as far as `send` is; a probe it starts runs in its own task.
     async fn send_within<T, F>(
-        &self,
-        session: &Session,
-        what: &str,
+        self: &Arc<Self>,
+        session: &Arc<Session>,
+        what: Background,
         deadline: tokio::time::Instant,
         send: impl Fn() -> F,
     ) -> Option<Result<T, Error>>
     where
         F: std::future::Future<Output = Result<T, Error>>,
     {
+        let method = what.method();
         let mut spent = Spent::default();
         loop {
             let sent = tokio::time::timeout_at(deadline, send()).await.ok()?;
-            let Err(error) = &sent else {
+            let Err(error) = sent else {
                 return Some(sent);
             };
-            let verdict = self.verdict(session, what, error);
+            let verdict = self.verdict(session, method, &error);
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            let Next::Wait(wait) = verdict::next(verdict, Stage::Status, spent, false, Some(left))
-            else {
-                return Some(sent);
-            };
-            spent.waited = true;
-            tracing::debug!(namespace = %self.namespace, what, wait_ms = wait.as_millis() as u64, "rate limited; sending it once more after the wait");
-            tokio::time::sleep(wait).await;
+            match verdict::next(verdict, Stage::Status, spent, false, Some(left)) {
+                Next::Wait(wait) => {
+                    spent.waited = true;
+                    tracing::debug!(namespace = %self.namespace, what = method, wait_ms = wait.as_millis() as u64, "rate limited; sending it once more after the wait");
+                    tokio::time::sleep(wait).await;
+                }
+                _ if what == Background::Delete => return Some(Err(error)),
+                _ => {
+                    let verdict = self
+                        .act_on(session, method, verdict, true, Some(deadline))
+                        .await;
+                    return Some(Err(error.judged(verdict)));
+                }
+            }
         }
     }
 
@@ -1319,16 +1356,22 @@ impl Connection {
                 return Ok(response);
             };
             retries += 1;
+            // Boxed: the rare sign-in path keeps its large state off every request's future.
             let token = if forbidden {
-                auth.insufficient_scope(&self.url, &self.runtime, &challenge, &wire.step_up_key())
-                    .await
+                Box::pin(auth.insufficient_scope(
+                    &self.url,
+                    &self.runtime,
+                    &challenge,
+                    &wire.step_up_key(),
+                ))
+                .await
             } else {
-                auth.unauthorized(
+                Box::pin(auth.unauthorized(
                     &self.url,
                     &self.runtime,
                     &challenge,
                     sent.as_ref().map(|t| &t.token),
-                )
+                ))
                 .await
             };
             let token = match token {
@@ -1508,6 +1551,29 @@ enum Rerouted {
     /// Not sent again: the answer stands with this verdict, the server's own
     /// ([`Verdict::Own`]), or the other era's when the probe gave no verdict.
     Stands(Verdict),
+}
+
+/// What the connection sends to a session in the background, with no resend of its own but a
+/// rate limit's ([`Connection::send_within`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Background {
+    /// `notifications/cancelled` (MCP 2025-11-25, cancellation).
+    Cancel,
+    /// The answer to a request the server sent on a stream (MCP 2025-11-25, transports).
+    Answer,
+    /// The close's `DELETE` (MCP 2025-11-25, transports "Session Management").
+    Delete,
+}
+
+impl Background {
+    /// The method or kind it is logged and judged as.
+    fn method(self) -> &'static str {
+        match self {
+            Self::Cancel => "notifications/cancelled",
+            Self::Answer => "an answer",
+            Self::Delete => "DELETE",
+        }
+    }
 }
 
 /// The one verdict on `error`, the answer to a request on a route of `era` (docs/connection.md

@@ -229,13 +229,9 @@ async fn each_request_is_a_span_with_the_mcp_attributes_and_no_secret() {
     }
 }
 
-/// FINDING (attack on the one-verdict rule; see tests/it/findings.rs): README "Traces": "Each
-/// request the Pack sends is a `tracing` span (`mcp.request` …)". The standalone stream's
-/// `ping` (`Connection::still_knows`, asked after its `GET` is refused `404`) is a JSON-RPC
-/// request the Pack sends, so it should be an `mcp.request` span named `ping`. Actual: its
-/// body is made and sent with no request span at all (src/http.rs `still_knows`), so an
-/// exporter never sees it, and with the `opentelemetry` feature it carries no trace context of
-/// its own (only that of whatever span happens to be current).
+/// README "Traces": "Each request the Pack sends is a `tracing` span (`mcp.request` …)". The
+/// standalone stream's `ping` (asked after its `GET` is refused `404`) is a request the Pack
+/// sends: an `mcp.request` span named `ping`.
 #[tokio::test]
 async fn the_standalone_streams_ping_is_a_request_span_too() {
     use tracing_subscriber::layer::SubscriberExt;
@@ -278,10 +274,8 @@ async fn the_standalone_streams_ping_is_a_request_span_too() {
     );
 }
 
-/// FINDING (as above): a modern route's change stream is a JSON-RPC request the Pack sends,
-/// `subscriptions/listen` (MCP 2026-07-28, basic/patterns/subscriptions), so it should be an
-/// `mcp.request` span too. Actual: `Connection::subscribe` (src/http/reply.rs) makes and sends
-/// its body with no request span.
+/// A modern route's change stream is a request the Pack sends too, `subscriptions/listen`
+/// (MCP 2026-07-28, basic/patterns/subscriptions): an `mcp.request` span.
 #[tokio::test]
 async fn a_modern_subscriptions_listen_is_a_request_span_too() {
     use tracing_subscriber::layer::SubscriberExt;

@@ -22,7 +22,7 @@ use serde_json::value::RawValue;
 use super::events::{AfterAnswer, BodyError, SseStream};
 use super::session::{AfterRecheck, Era, EraSignal, Session};
 use super::verdict::{self, Next, Spent, Stage};
-use super::{Connection, Decoded, Error, SessionHandle, Verdict, Wire};
+use super::{Background, Connection, Decoded, Error, SessionHandle, Verdict, Wire};
 use crate::json;
 use crate::jsonrpc::{self, Awaited, ErrorMember, Flaw, Message, RpcError};
 use crate::limits::{self, MAX_MESSAGE_BYTES};
@@ -566,16 +566,26 @@ impl Connection {
     /// # Cancel safety
     /// Cancel safe: dropping the future closes the stream, which ends the subscription.
     async fn subscribe(self: &std::sync::Arc<Self>, on: &SessionHandle) -> Result<Listened, Error> {
-        #[derive(serde::Deserialize)]
-        struct Acknowledged {
-            #[serde(default)]
-            notifications: Option<serde_json::Map<String, serde_json::Value>>,
-        }
         if !on.declared().is_some_and(|d| d.tools_list_changed) {
             return Ok(Listened::NotOffered);
         }
         let session = on.session();
         let id = self.fresh_id();
+        self.spanned(LISTEN, id, session, self.listen_on(session, id))
+            .await
+    }
+
+    /// [`Connection::subscribe`]'s request `id` on `session`, in its span.
+    async fn listen_on(
+        self: &std::sync::Arc<Self>,
+        session: &Arc<Session>,
+        id: u64,
+    ) -> Result<Listened, Error> {
+        #[derive(serde::Deserialize)]
+        struct Acknowledged {
+            #[serde(default)]
+            notifications: Option<serde_json::Map<String, serde_json::Value>>,
+        }
         let body = super::request_body(
             super::Era::Modern,
             id,
@@ -812,7 +822,7 @@ impl Connection {
                         let wire = Wire::answer();
                         let deadline = tokio::time::Instant::now() + limits::GOODBYE_TIMEOUT;
                         let post = || this.post(answer.clone(), &wire, Some(&on), None);
-                        match this.send_within(&on, "an answer", deadline, post).await {
+                        match this.send_within(&on, Background::Answer, deadline, post).await {
                             Some(Ok(_)) => {}
                             Some(Err(e)) => {
                                 tracing::debug!(namespace = %this.namespace, error = %e, "answering a server request failed");

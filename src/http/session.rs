@@ -42,7 +42,7 @@ use super::events::AfterAnswer;
 use super::modern;
 use super::verdict::{self, Next, Settle, Spent, Stage, Verdict};
 pub(crate) use super::verdict::{Era, EraSignal};
-use super::{Connection, Decoded, Error, lock};
+use super::{Background, Connection, Decoded, Error, lock};
 use crate::jsonrpc::{self, Awaited};
 use crate::limits;
 use crate::protocol::{MODERN_VERSION, OFFERED_VERSION, SESSION_ID, SUPPORTED_VERSIONS};
@@ -1308,7 +1308,7 @@ impl Connection {
     /// # Cancel safety
     /// Not cancel safe: dropping it part-way may leave sessions undeleted. The Pack runs it to
     /// completion in the server's task.
-    pub(crate) async fn close(&self) {
+    pub(crate) async fn close(self: &Arc<Self>) {
         let deadline = tokio::time::Instant::now() + limits::CLOSE_DEADLINE;
         let before_deletes = deadline - limits::GOODBYE_TIMEOUT;
         if let Some(auth) = &self.auth {
@@ -1334,7 +1334,7 @@ impl Connection {
     /// # Cancel safety
     /// Not cancel safe: the owned sessions are taken out before their `DELETE`s.
     async fn end_sessions(
-        &self,
+        self: &Arc<Self>,
         (renewal, live): (Option<Renewal>, Option<Arc<Session>>),
         until: Option<tokio::time::Instant>,
         reason: &'static str,
@@ -1398,7 +1398,7 @@ impl Connection {
     /// # Cancel safety
     /// The session is marked deleted before the request goes out: dropping this leaves it
     /// undeleted on the server and no later cancel is sent to it.
-    async fn delete(&self, session: &Session) {
+    async fn delete(self: &Arc<Self>, session: &Arc<Session>) {
         if session.id.is_none() || session.deleted.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -1414,7 +1414,10 @@ impl Connection {
                 .await
                 .map(|_| status)
         };
-        let status = match self.send_within(session, "DELETE", deadline, send).await {
+        let status = match self
+            .send_within(session, Background::Delete, deadline, send)
+            .await
+        {
             Some(Ok(status)) => Some(status),
             Some(Err(e)) => e.status().map(|s| s.as_u16()),
             None => None,

@@ -65,7 +65,7 @@ mod secrets_gate;
 mod rmcp_peer;
 // Real peers nobody here wrote (ignored; `.ci/interop.sh` runs them).
 mod interop;
-// Findings of an attack on the one-verdict rule: each fails on the code it was written against.
-mod findings;
+// Cancels and answers to server requests act on the verdict of their refusal.
+mod background;
 // What the tests share: the minimal Host and the fake servers, all on loopback.
 mod support;

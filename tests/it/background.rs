@@ -1,5 +1,7 @@
-//! Findings of an attack on the one-verdict rule (docs/connection.md "Verdicts"): each test
-//! below fails on the code it was written against, and says what should happen and what does.
+//! What the connection sends a session in the background — a call's `notifications/cancelled`,
+//! the answer to a server's request — acts on the verdict of its refusal like every request
+//! (docs/connection.md "Verdicts"): a `404` forgets the session, an answer of the other era
+//! asks the era again.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -58,7 +60,7 @@ fn answer(req: &Received, st: &mut Sessions, unknown: Unknown) -> Reply {
         return Reply::json(&result(
             &req.id(),
             json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
-                   "serverInfo": {"name": "findings", "version": "0"}}),
+                   "serverInfo": {"name": "background", "version": "0"}}),
         ))
         .header("mcp-session-id", &sid);
     }
@@ -169,9 +171,7 @@ async fn cancel_met_a_forgotten_session(unknown: Unknown) -> (Server, Host) {
 /// A cancel's `404` is the verdict "expired" like any other request's: the session is
 /// forgotten, and no `DELETE` (nor any other cancel) goes to it (docs/connection.md
 /// "Verdicts": expired — "forgotten (no `DELETE`, no cancel)"; every path "acts on that
-/// verdict"). Expected at the drop: only the cancel reached `s-1`. Actual: the cancel path
-/// (`Connection::send_within`) reads the verdict only for a rate limit's resend and never
-/// settles the session, so the close still sends `DELETE s-1`.
+/// verdict"). At the drop, only the cancel reached `s-1`.
 #[tokio::test]
 async fn a_cancel_answered_404_forgets_the_session_so_the_close_sends_it_no_delete() {
     let (server, host) = cancel_met_a_forgotten_session(not_found).await;
@@ -180,8 +180,7 @@ async fn a_cancel_answered_404_forgets_the_session_so_the_close_sends_it_no_dele
 }
 
 /// The same 404 on the cancel: the next call is sent straight on a new session, as after any
-/// other request's `404` (the session is forgotten at once). Actual: the next call goes to the
-/// forgotten `s-1` first, meets the `404` again, and only then renews.
+/// other request's `404` (the session is forgotten at once), never to the forgotten `s-1`.
 #[tokio::test]
 async fn a_call_after_a_cancel_answered_404_goes_to_a_new_session_at_once() {
     let (server, host) = cancel_met_a_forgotten_session(not_found).await;
@@ -204,9 +203,7 @@ async fn a_call_after_a_cancel_answered_404_goes_to_a_new_session_at_once() {
 /// The answer to a server request is a request path too: a `404` to it (the server forgot
 /// the session it asked on) is the verdict "expired", and the session is forgotten, so at the
 /// drop neither the call still held on it is cancelled there nor is it deleted
-/// (docs/connection.md "Verdicts": expired — "forgotten (no `DELETE`, no cancel)"). Actual:
-/// the answer's refusal is read only for a rate limit's resend
-/// (`Connection::send_within`), and the close sends `s-1` both a cancel and a `DELETE`.
+/// (docs/connection.md "Verdicts": expired — "forgotten (no `DELETE`, no cancel)").
 #[tokio::test]
 async fn an_answer_to_a_server_request_answered_404_forgets_the_session() {
     let (server, _known) = legacy(not_found).await;
@@ -246,10 +243,8 @@ fn modern_error() -> Reply {
 /// path that sends nothing once more asks the era again (docs/connection.md "Verdicts": other
 /// era — "`server/discover` asked again"; `Connection::act_on`). A legacy server offering no
 /// standalone stream restarts onto 2026-07-28 while a call of `hold` is on its way; the call is
-/// dropped, and its `notifications/cancelled` is refused `400 -32022`. Expected: the era is
-/// asked (`server/discover`) and the listing becomes the new build's without a call. Actual:
-/// the cancel path (`Connection::send_within`) reads the verdict only for a rate limit's
-/// resend; nothing is asked, and the listing stays the old build's until a call comes.
+/// dropped, and its `notifications/cancelled` is refused `400 -32022`: the era is asked
+/// (`server/discover`) once, and the listing becomes the new build's without a call.
 #[tokio::test]
 async fn a_cancel_refused_by_the_other_era_asks_the_era_again() {
     let modern = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -294,12 +289,14 @@ async fn a_cancel_refused_by_the_other_era_asks_the_era_again() {
             r.iter().any(|r| r.method() == "notifications/cancelled")
         })
         .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(
-        server.count("server/discover"),
-        probes + 1,
-        "the cancel's -32022 asks the era again"
-    );
-    assert_eq!(host.tool_names("s").await, ["new"]);
+    host.until_tools(
+        "s",
+        &["new"],
+        WAIT,
+        &server,
+        "the cancel's -32022 asks the era again",
+    )
+    .await;
+    assert_eq!(server.count("server/discover"), probes + 1);
     assert_eq!(server.count("tools/call"), 1);
 }
