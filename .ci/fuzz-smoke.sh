@@ -6,8 +6,8 @@
 # overrides) so a machine that ran it before only rebuilds this crate. New inputs go to a temp
 # dir, not the seeds.
 # `fuzz-smoke.sh build` only builds the targets, `fuzz-smoke.sh run` only runs them (building
-# first if needed), no argument does both: .ci/run builds, then runs the bench's release build
-# beside the fuzzing (which uses one core).
+# first if needed), no argument does both: .ci/run builds beside the steps after `cargo test`,
+# then runs the fuzzing (which uses one core) beside the bench's release build.
 set -euo pipefail
 phase="${1:-all}"
 cd "$(dirname "$0")/../fuzz"
