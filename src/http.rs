@@ -88,6 +88,20 @@ pub(crate) struct Wire<'a> {
     /// When the caller stops waiting for the request ([`Wire::until`]); `None`: the bounds of
     /// `limits` alone.
     deadline: Option<tokio::time::Instant>,
+    /// Whose rule reads the server's "no valid session" words in a refusal of it
+    /// ([`Wire::by_change_stream`]).
+    words: WordsRule,
+}
+
+/// Whose rule reads the server's "no valid session" words ([`verdict::Words`]): each keeps its
+/// own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WordsRule {
+    /// The request path's ([`Connection::words`]).
+    RequestPath,
+    /// The change stream loop's: the words always say the session is gone, and the loop's
+    /// machine decides what that means (its `GET`, and the `ping` it asks).
+    ChangeStream,
 }
 
 impl<'a> Wire<'a> {
@@ -105,6 +119,16 @@ impl<'a> Wire<'a> {
             reissued: None,
             headers_within: None,
             deadline: None,
+            words: WordsRule::RequestPath,
+        }
+    }
+
+    /// The same request, asked by the change stream's loop: the server's "no valid session"
+    /// words in its refusal are read by the loop's rule ([`WordsRule::ChangeStream`]).
+    fn by_change_stream(self) -> Self {
+        Self {
+            words: WordsRule::ChangeStream,
+            ..self
         }
     }
 
@@ -152,6 +176,7 @@ impl<'a> Wire<'a> {
             reissued: None,
             headers_within: None,
             deadline: None,
+            words: WordsRule::RequestPath,
         }
     }
 
@@ -444,7 +469,7 @@ impl Connection {
         let id = self.next_id();
         let _cancel = self.cancel_on_drop(id, "the client stopped waiting for ping");
         let until = tokio::time::Instant::now() + limits::PING_TIMEOUT;
-        let wire = Wire::new("ping", None, &[]).until(until);
+        let wire = Wire::new("ping", None, &[]).until(until).by_change_stream();
         let asked = async {
             let mut wire_id = id;
             let mut spent = Spent::default();
@@ -463,7 +488,7 @@ impl Connection {
                         if this.is_closed() {
                             return Err(Error::closed());
                         }
-                        let wire = Wire::new("ping", None, &[]).until(until);
+                        let wire = Wire::new("ping", None, &[]).until(until).by_change_stream();
                         this.post_request(id, wire_id, body, &wire, &on).await
                     },
                     &self.runtime,
@@ -1297,7 +1322,11 @@ impl Connection {
         if !response.status().is_success() {
             lock(&self.flights).waiting(id);
         }
-        self.check_status(response, Some(session), Some(wire_id))
+        let words = match wire.words {
+            WordsRule::RequestPath => Some(&self.words),
+            WordsRule::ChangeStream => None,
+        };
+        self.check_status_by(response, Some(session), Some(wire_id), words)
             .await
     }
 

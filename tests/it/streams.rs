@@ -1316,3 +1316,81 @@ async fn the_streams_get_reads_the_servers_words_by_the_streams_own_rule() {
     assert_eq!(on_s2, ["GET ", "POST ping"], "the stream's requests on s-2");
     drop(host);
 }
+
+/// The loop's `ping` is the stream's own request: the server's "no valid session" words in its
+/// refusal are read by the stream machine's rule, as its `GET`'s are (docs/connection.md "The
+/// server's words"), never by what the call path learned. A tool `t` answers those words on
+/// every session, so after a call met them again on the renewed `s-2` they are the call path's
+/// own; the `GET` is refused `404` and the `ping` asked after it gets the words. By the stream's
+/// rule, which has not met them on a session made after them, `s-2` is gone: the loop makes
+/// `s-3` (three `initialize`s); read by the call path's rule, the words would be the answer's
+/// own and the loop would only back off.
+#[tokio::test]
+async fn the_streams_ping_reads_the_servers_words_by_the_streams_own_rule() {
+    const GONE: &str = "Bad Request: No valid session ID provided";
+    let calls = Arc::new(AtomicUsize::new(0));
+    let issued = Arc::new(AtomicUsize::new(0));
+    let server = hostile::serve_all({
+        let (calls, issued) = (Arc::clone(&calls), Arc::clone(&issued));
+        move |req| {
+            let (calls, issued) = (Arc::clone(&calls), Arc::clone(&issued));
+            async move {
+                match (req.http_method.as_str(), req.method()) {
+                    ("DELETE", _) => Reply::raw(200, "text/plain", ""),
+                    ("GET", _) => Reply::raw(404, "text/plain", "Not Found"),
+                    (_, "server/discover") => Reply::raw(400, "text/plain", "Bad Request"),
+                    (_, "initialize") => {
+                        let n = issued.fetch_add(1, Ordering::SeqCst) + 1;
+                        initialize(&req.id(), &format!("s-{n}"))
+                    }
+                    _ if req.rpc.get("id").is_none() => Reply::accepted(),
+                    (_, "tools/list") => {
+                        Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None))
+                    }
+                    (_, "tools/call") => {
+                        calls.fetch_add(1, Ordering::SeqCst);
+                        Reply::raw(400, "text/plain", GONE)
+                    }
+                    (_, "ping") => {
+                        // Held until the call path has learned the words.
+                        while calls.load(Ordering::SeqCst) < 2 {
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                        Reply::raw(400, "text/plain", GONE)
+                    }
+                    _ => Reply::raw(400, "text/plain", ""),
+                }
+            }
+        }
+    })
+    .await;
+    let host = Host::new(json!({ "s": entry(&server.url) }));
+    host.ready("s", WAIT).await;
+    server
+        .wait_until(WAIT, "the ping on s-1", |r| {
+            r.iter().any(|r| r.method() == "ping")
+        })
+        .await;
+    let called = tokio::time::timeout(WAIT, host.call_tool("s", "t"))
+        .await
+        .expect("the call returns");
+    assert!(called.is_err(), "{called:?}");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        2,
+        "the call was resent once, on s-2"
+    );
+    server
+        .wait_until(WAIT, "the ping on s-2", |r| {
+            r.iter().any(|r| {
+                r.method() == "ping" && r.header("mcp-session-id").as_deref() == Some("s-2")
+            })
+        })
+        .await;
+    server
+        .wait_until(WAIT, "the loop's renewal after the ping's words", |_| {
+            issued.load(Ordering::SeqCst) == 3
+        })
+        .await;
+    drop(host);
+}
