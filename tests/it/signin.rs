@@ -1465,6 +1465,30 @@ async fn a_server_that_wants_an_api_key_is_said_to_offer_no_sign_in() {
     );
 }
 
+/// A server that wants an API key may refuse every path `401` with a JSON `error` of its own,
+/// the guessed `/register` included: that is no registration error (RFC 7591 §3.2.2), so the
+/// server still offers no sign-in, a lasting reason that says to set the key in the headers.
+#[tokio::test]
+async fn a_server_refusing_every_path_401_in_json_is_said_to_offer_no_sign_in() {
+    use crate::support::hostile::Reply;
+    oauth_store();
+    let (server, base) = scripted_server(|_, _, _| {
+        Reply::raw(401, "application/json", r#"{"error":"unauthorized"}"#)
+            .header("www-authenticate", "Bearer")
+    })
+    .await;
+    assert_eq!(
+        failure_reason(&base).await,
+        "signing in failed: the server answered HTTP 401 but offers no OAuth sign-in (no \
+         protected resource metadata, no authorization server metadata, no registration \
+         endpoint); it probably wants an API key or token: set it in the entry's headers"
+    );
+    assert!(
+        server.requests().iter().any(|r| r.target == "/register"),
+        "the guessed registration endpoint was asked"
+    );
+}
+
 #[tokio::test]
 async fn a_registration_refused_as_invalid_client_metadata_shows_its_description() {
     use crate::support::hostile::Reply;
