@@ -600,7 +600,16 @@ fn parse_remote(entry: &Value, env: &dyn Environment) -> Result<RemoteServer, St
             for value in &used {
                 redactor.add_secret(value);
             }
-            let url = parse_url(&url, url_key)?;
+            let url = parse_url(&url, url_key).map_err(|reason| {
+                // A placeholder of another client (`${NAME:-default}`) is what broke it.
+                if notes.left_as_written() {
+                    format!(
+                        "{reason}: it holds a ${{...}} placeholder this Pack does not expand (only ${{env:NAME}} and ${{userHome}}, without fallback values); write ${{env:NAME}}"
+                    )
+                } else {
+                    reason
+                }
+            })?;
             let authority = authority(written);
             // Decided on the parsed url too: a parser forgives `http:/host`, `http:\t//host`
             // and the like, so the text before the first `/` is not always the authority.
@@ -1581,6 +1590,10 @@ mod tests {
             (json!({}), "the entry has neither \"url\" (a remote server) nor \"command\" (a local one)".to_string()),
             (json!({"url": ["x"]}), "\"url\" must be a string, found an array".to_string()),
             (json!({"url": "not a url"}), "\"url\" is not a valid URL".to_string()),
+            (
+                json!({"url": "${DEMO_URL:-http://127.0.0.1:9/mcp}"}),
+                "\"url\" is not a valid URL: it holds a ${...} placeholder this Pack does not expand (only ${env:NAME} and ${userHome}, without fallback values); write ${env:NAME}".to_string(),
+            ),
             (json!({"url": "ftp://a.example/x"}), "\"url\" must be an http:// or https:// URL".to_string()),
             (json!({"url": "https://a.example", "headers": ["x"]}), "\"headers\" must be an object of strings, found an array".to_string()),
             (json!({"url": "https://a.example", "headers": {"X-N": 5}}), "header \"X-N\" must be a string, found a number".to_string()),

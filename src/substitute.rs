@@ -174,6 +174,11 @@ impl Notes {
     /// How many hints a reason carries at most.
     const MAX_HINTS: usize = 3;
 
+    /// Whether a `${...}` placeholder was left as written (one this module does not expand).
+    pub(crate) fn left_as_written(&self) -> bool {
+        !self.unexpanded.is_empty() || !self.other.is_empty()
+    }
+
     /// Every hint, one sentence each, in the order [`Notes::auth_hint`] gives them: the notes an
     /// entry's listing shows and its `warn` log line, whether or not the server refuses the
     /// value (README "Configuration"). Names only, never a value.
