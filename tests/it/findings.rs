@@ -50,3 +50,40 @@ async fn a_goose_entrys_timeout_in_seconds_is_not_read_as_milliseconds() {
         Ok("served".to_string())
     );
 }
+
+/// `200 text/event-stream` sending `text`, then holding the stream open without a word.
+fn held_after(text: String) -> Reply {
+    Reply::stream(
+        200,
+        "text/event-stream",
+        stream::once(async move { Ok(Bytes::from(text)) })
+            .chain(stream::pending())
+            .boxed(),
+    )
+}
+
+/// A response whose `id` is `null` but which holds a `result` (a server that lost the id) is
+/// the answer to the one request a POST carries, read one way wherever it comes (the rule
+/// route() keeps for an error with a `null` id, and issue 5's rule: "answered at once, on
+/// every path, as a malformed response, with no cancel"). In a JSON body it is an error at
+/// once. What happens on an event stream the server keeps open: `Incoming::kind` classifies it
+/// `Message::Invalid`, route() ignores it, and the call waits for the stream's end or the call
+/// deadline (here the test's 3 s pass first).
+#[tokio::test]
+async fn a_result_with_a_null_id_on_an_open_stream_is_answered_at_once() {
+    let server = hostile::serve_tools(vec![tool("t", "t")], |_| {
+        held_after(hostile::sse_event(&json!({
+            "jsonrpc": "2.0",
+            "id": null,
+            "result": {"content": [{"type": "text", "text": "served"}]}
+        })))
+    })
+    .await;
+    let host = Host::new(json!({"s": {"url": server.url}}));
+    host.ready("s", WAIT).await;
+    let called = tokio::time::timeout(Duration::from_secs(3), host.call_tool("s", "t")).await;
+    assert!(
+        called.is_ok(),
+        "the call is still waiting 3 s after its answer came"
+    );
+}
