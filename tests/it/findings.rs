@@ -87,3 +87,26 @@ async fn a_result_with_a_null_id_on_an_open_stream_is_answered_at_once() {
         "the call is still waiting 3 s after its answer came"
     );
 }
+
+/// A response's `id` must be the request's (JSON-RPC 2.0 §5: "the same value"); the Pack also
+/// takes "a string of the same digits" (`jsonrpc::id_matches`). `"+7"` is neither, so a reply
+/// holding only it holds no response to request 7: the call fails at once saying so, as for
+/// any other id. What happens: `id_matches` parses the string with `u64::from_str`, which takes
+/// a leading `+` (and leading zeros: `"007"`), so the response to another id is read as this
+/// call's answer.
+#[tokio::test]
+async fn a_response_to_a_plus_signed_id_is_not_the_calls_answer() {
+    let server = hostile::serve_tools(vec![tool("t", "t")], |req| {
+        let id = req.id();
+        Reply::json(&json!({
+            "jsonrpc": "2.0",
+            "id": format!("+{id}"),
+            "result": {"content": [{"type": "text", "text": "served"}]}
+        }))
+    })
+    .await;
+    let host = Host::new(json!({"s": {"url": server.url}}));
+    host.ready("s", WAIT).await;
+    let called = host.call_tool("s", "t").await;
+    assert_ne!(called, Ok("served".to_string()));
+}
