@@ -110,3 +110,37 @@ async fn a_response_to_a_plus_signed_id_is_not_the_calls_answer() {
     let called = host.call_tool("s", "t").await;
     assert_ne!(called, Ok("served".to_string()));
 }
+
+/// Gemini CLI's settings.json decides which of its `mcpServers` are used with a top-level
+/// `"mcp": {"allowed": [...], "excluded": [...]}` (its docs, "Global MCP Settings"; enforced by
+/// its `canLoadServer`). Given that file as the config, a server it excludes must not be
+/// contacted, nor its tools offered (or the file refused naming the key): docs/configuration.md
+/// promises that other clients' keys deciding tools are read or refused, never ignored in
+/// silence. What happens: `config::parse` reads the `mcpServers` object and drops the file's
+/// other keys unread, so the excluded server is started and its tools listed.
+#[tokio::test]
+async fn gemini_clis_mcp_excluded_servers_are_not_contacted() {
+    let excluded = hostile::serve_tools(vec![tool("danger", "d")], |req| {
+        Reply::json(&text_result(&req.id(), "ran"))
+    })
+    .await;
+    let allowed = hostile::serve_tools(vec![tool("t", "t")], |req| {
+        Reply::json(&text_result(&req.id(), "ran"))
+    })
+    .await;
+    let settings = json!({
+        "mcp": {"excluded": ["blocked"]},
+        "mcpServers": {
+            "blocked": {"httpUrl": excluded.url},
+            "ok": {"httpUrl": allowed.url},
+        }
+    });
+    let host = Host::new(json!(settings.to_string()));
+    host.settled(WAIT).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        excluded.requests().len(),
+        0,
+        "the server Gemini CLI's settings exclude was contacted"
+    );
+}
