@@ -144,3 +144,24 @@ async fn gemini_clis_mcp_excluded_servers_are_not_contacted() {
         "the server Gemini CLI's settings exclude was contacted"
     );
 }
+
+/// Gemini CLI resolves `$NAME` (as well as `${NAME}`) in its settings' strings, and its own
+/// docs write headers so (`"CONTEXT7_API_KEY": "$CONTEXT7_API_KEY"`). This Pack sends such a
+/// header as written; a `401` to it must then carry the hint docs/configuration.md gives for
+/// `${NAME}` (a placeholder sent as written: write `${env:NAME}`), or a note must say so.
+/// What happens: only `${...}` forms are looked for (`substitute.rs` searches `"${"`), so the
+/// entry fails with a bare `401` and nothing says the credential was never filled in.
+#[tokio::test]
+async fn a_gemini_cli_dollar_name_header_sent_as_written_is_named_on_a_401() {
+    let server = hostile::serve_initialize(|_| Reply::raw(401, "text/plain", "unauthorized")).await;
+    let host = Host::new(json!({"g": {
+        "httpUrl": server.url,
+        "headers": {"Authorization": "Bearer $GITHUB_TOKEN"},
+    }}));
+    let listing = host.settled(WAIT).await;
+    let entry = hostile::server_entry(&listing, "g").to_string();
+    assert!(
+        entry.contains("GITHUB_TOKEN"),
+        "neither reason nor note names the placeholder sent as written: {entry}"
+    );
+}
