@@ -970,18 +970,28 @@ fn oauth_object(fields: &serde_json::Map<String, Value>) -> Result<Option<Value>
     }
 }
 
-/// Which unit a `timeout` is written in: Cline writes seconds (its entries carry
-/// `alwaysAllow`, `autoApprove`, `transportType` or `"type": "streamableHttp"`), Gemini CLI and
-/// Claude Code milliseconds. Without Cline's marks a value below 1000 is read as seconds (no
-/// one means a deadline under a second), with a note saying so.
+/// Which unit a `timeout` is written in: Cline and its forks (Roo Code, Kilo Code) and Goose
+/// write seconds (their entries carry `alwaysAllow`, `autoApprove`, `transportType`; Goose's
+/// `available_tools`, `envs`, `env_keys`, `bundled`; or a `type` spelling "streamable HTTP" —
+/// `streamableHttp`, `streamable-http`, `streamable_http`), Gemini CLI and Claude Code
+/// milliseconds. Without those marks a value below 1000 is read as seconds (no one means a
+/// deadline under a second), with a note saying so. Read in doubt as seconds, a deadline can
+/// only come out longer, and then it is capped.
 fn timeout_in_seconds(fields: &serde_json::Map<String, Value>) -> bool {
-    ["alwaysAllow", "autoApprove", "transportType"]
-        .iter()
-        .any(|key| fields.contains_key(*key))
-        || fields
-            .get("type")
-            .and_then(Value::as_str)
-            .is_some_and(|t| t.eq_ignore_ascii_case("streamableHttp"))
+    const MARKS: [&str; 7] = [
+        "alwaysAllow",
+        "autoApprove",
+        "transportType",
+        "available_tools",
+        "envs",
+        "env_keys",
+        "bundled",
+    ];
+    MARKS.iter().any(|key| fields.contains_key(*key))
+        || fields.get("type").and_then(Value::as_str).is_some_and(|t| {
+            let spelled: String = t.chars().filter(|c| !matches!(c, '-' | '_')).collect();
+            spelled.eq_ignore_ascii_case("streamableHttp")
+        })
 }
 
 /// The entry's [`Deadlines`]: Codex's `startup_timeout_sec` or `startup_timeout_ms` for the
@@ -1805,6 +1815,23 @@ mod tests {
         assert_eq!(
             deadlines(json!({"url": url, "timeout": 45, "type": "streamableHttp"})).call,
             Duration::from_secs(45)
+        );
+        // Roo Code's and Kilo Code's spelling, and Goose's marks: seconds too.
+        for entry in [
+            json!({"url": url, "timeout": 1200, "type": "streamable-http"}),
+            json!({"url": url, "timeout": 1200, "type": "Streamable_HTTP"}),
+            json!({"url": url, "timeout": 1200, "envs": {}}),
+            json!({"url": url, "timeout": 1200, "bundled": false}),
+        ] {
+            assert_eq!(
+                deadlines(entry.clone()).call,
+                Duration::from_secs(300),
+                "{entry}"
+            );
+        }
+        assert_eq!(
+            deadlines(json!({"url": url, "timeout": 90, "type": "streamable-http"})).call,
+            Duration::from_secs(90)
         );
         let capped =
             remote(json!({"url": url, "startup_timeout_sec": 600, "tool_timeout_sec": 10}));

@@ -14,6 +14,9 @@ use serde_json::value::RawValue;
 /// result (JSON-RPC 2.0 §5: any value).
 #[derive(Deserialize)]
 pub(crate) struct Incoming<'a> {
+    /// The `jsonrpc` member, undecoded: `"2.0"` tags a JSON-RPC message.
+    #[serde(borrow, default)]
+    jsonrpc: Option<&'a RawValue>,
     #[serde(borrow, default)]
     pub(crate) id: Option<&'a RawValue>,
     #[serde(borrow, default, deserialize_with = "method_member")]
@@ -170,6 +173,9 @@ pub(crate) enum Flaw {
     Hollow,
     /// An `error` that is no JSON-RPC error object (§5.1: an object with an integer `code`).
     ErrorShape,
+    /// A `result` with no id, or a `null` one (§5: a response carries its request's id; only
+    /// an error may have a `null` id).
+    NoId,
 }
 
 impl<'a> Incoming<'a> {
@@ -206,8 +212,18 @@ impl<'a> Incoming<'a> {
             (None, None, Some(Err(ErrorMember::Malformed))) => {
                 Message::Malformed(None, Flaw::ErrorShape)
             }
+            // Tagged JSON-RPC, but no request, notification or error: a response that lost
+            // its id, read as the awaited request's, which it can only be on that request's
+            // own reply (nothing else awaits there).
+            (None, None, Some(Ok(_))) if self.is_tagged() => Message::Malformed(None, Flaw::NoId),
+            (None, None, None) if self.is_tagged() => Message::Malformed(None, Flaw::Hollow),
             (None, None, _) => Message::Invalid,
         }
+    }
+
+    /// Whether the message says it is JSON-RPC 2.0 (`"jsonrpc": "2.0"`).
+    fn is_tagged(&self) -> bool {
+        self.jsonrpc.is_some_and(|v| v.get() == r#""2.0""#)
     }
 
     /// The message's error, when it is a JSON-RPC error object.
@@ -238,15 +254,19 @@ pub(crate) fn decode(text: &str) -> Result<Vec<Incoming<'_>>, &'static str> {
 
 const NOT_JSON_RPC: &str = "the server sent a message that is not JSON-RPC";
 
-/// Whether the raw JSON id `raw` is the request id `id` (a number; a server that echoes it as a
-/// string of the same digits is accepted too).
+/// Whether the raw JSON id `raw` is the request id `id` (JSON-RPC 2.0 §5: the same value): the
+/// number as the client wrote it, in decimal digits without a sign or a leading zero; a server
+/// that echoes it as a string of exactly those digits is accepted too (`"7"`, never `"+7"` or
+/// `"007"`).
 pub(crate) fn id_matches(raw: &RawValue, id: u64) -> bool {
     let text = raw.get();
     let text = text
         .strip_prefix('"')
         .and_then(|t| t.strip_suffix('"'))
         .unwrap_or(text);
-    text.parse::<u64>() == Ok(id)
+    let canonical =
+        text.bytes().all(|b| b.is_ascii_digit()) && (text.len() == 1 || !text.starts_with('0'));
+    canonical && text.parse::<u64>() == Ok(id)
 }
 
 /// A request body: `{"jsonrpc":"2.0","id":<id>,"method":<method>,"params":<params>}`, where
@@ -395,14 +415,20 @@ mod tests {
             msgs[3].kind(Awaited::NOTHING),
             Message::Notification("notifications/progress")
         ));
-        assert!(matches!(msgs[4].kind(Awaited::NOTHING), Message::Invalid));
+        assert!(matches!(
+            msgs[4].kind(Awaited::NOTHING),
+            Message::Malformed(None, Flaw::Hollow)
+        ));
         assert!(
             matches!(msgs[5].kind(Awaited::NOTHING), Message::ErrorWithoutId(e) if e.code == -32700 && e.message == "Parse error")
         );
         assert!(
             matches!(msgs[6].kind(Awaited::NOTHING), Message::ErrorWithoutId(e) if e.code == -32600 && e.message == "no id")
         );
-        assert!(matches!(msgs[7].kind(Awaited::NOTHING), Message::Invalid));
+        assert!(matches!(
+            msgs[7].kind(Awaited::NOTHING),
+            Message::Malformed(None, Flaw::NoId)
+        ));
     }
 
     #[test]
@@ -419,6 +445,11 @@ mod tests {
         assert!(id_matches(&raw("\"7\""), 7));
         assert!(!id_matches(&raw("8"), 7));
         assert!(!id_matches(&raw("null"), 7));
+        for other in ["\"+7\"", "\"007\"", "\" 7\"", "\"\"", "7.0"] {
+            assert!(!id_matches(&raw(other), 7), "{other}");
+        }
+        assert!(id_matches(&raw("0"), 0));
+        assert!(id_matches(&raw("\"0\""), 0));
     }
 
     /// A response that echoes its request's `method` is still the response; a message with a
@@ -494,6 +525,28 @@ mod tests {
         ));
         assert_eq!(messages[0].rpc_error(), None);
         assert_eq!(messages[10].rpc_error().map(|e| e.code), Some(1));
+    }
+
+    /// A tagged response without an id (or with a `null` one) is malformed, so that the request
+    /// whose reply carries it ends at once; untagged JSON is no JSON-RPC message at all.
+    #[test]
+    fn a_tagged_response_without_an_id_is_malformed_and_untagged_json_is_invalid() {
+        let text = r#"[{"jsonrpc":"2.0","id":null,"result":{}},
+            {"jsonrpc":"2.0","result":{"content":[]}},
+            {"jsonrpc":"2.0","id":null},
+            {"jsonrpc":"2.0"},
+            {"result":{}},
+            {"type":"heartbeat"},
+            {"jsonrpc":"1.0","result":{}}]"#;
+        let messages = decode(text).unwrap();
+        let kinds: Vec<_> = messages.iter().map(|m| m.kind(Awaited::NOTHING)).collect();
+        assert!(matches!(kinds[0], Message::Malformed(None, Flaw::NoId)));
+        assert!(matches!(kinds[1], Message::Malformed(None, Flaw::NoId)));
+        assert!(matches!(kinds[2], Message::Malformed(None, Flaw::Hollow)));
+        assert!(matches!(kinds[3], Message::Malformed(None, Flaw::Hollow)));
+        for at in 4..7 {
+            assert!(matches!(kinds[at], Message::Invalid), "message {at}");
+        }
     }
 
     #[test]

@@ -384,14 +384,19 @@ impl Connection {
                     .route(message, &event.data, awaited, session, decode)
                     .await
                 {
-                    // The stream's end is usually one chunk away: read it in the background,
-                    // so the connection is reused rather than closed.
-                    let drained = self.runtime.spawn(events.drain());
-                    if after == AfterAnswer::Briefly
-                        && tokio::time::timeout(limits::PROBE_DRAIN_WAIT, drained)
-                            .await
-                            .is_ok()
-                    {
+                    // The stream's end is usually one chunk away, often already read: read it
+                    // now when it is there, else in the background, so the connection is
+                    // reused rather than closed.
+                    let mut drain = Box::pin(events.drain());
+                    let drained = futures_util::FutureExt::now_or_never(drain.as_mut()).is_some()
+                        || {
+                            let drained = self.runtime.spawn(drain);
+                            after == AfterAnswer::Briefly
+                                && tokio::time::timeout(limits::PROBE_DRAIN_WAIT, drained)
+                                    .await
+                                    .is_ok()
+                        };
+                    if after == AfterAnswer::Briefly && drained {
                         // The connection goes back to the pool in the HTTP client's own task,
                         // once it saw the body's end: let that task run first.
                         for _ in 0..4 {
@@ -786,6 +791,7 @@ impl Connection {
                     Flaw::ErrorShape => {
                         "an error that is not a JSON-RPC error object with an integer code"
                     }
+                    Flaw::NoId => "a result without the request's id",
                 };
                 Some(Err(Error::malformed(format!(
                     "the server's response to request {id} holds {holds}"
