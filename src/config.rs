@@ -248,7 +248,7 @@ impl std::fmt::Debug for RemoteServer {
 /// The config is read as a whole `mcp.json` when it has a key `mcpServers` (Claude, Cursor and
 /// most clients) or `servers` (VS Code) that is not itself a server entry ([`file_key`]): the
 /// servers are then that key's object, and the file's other keys (VS Code's `inputs`, other
-/// clients' settings) are not read. Returns the entries in config order, keyed by namespace
+/// clients' settings) are not read, but Gemini CLI's choice of servers ([`Chosen`]). Returns the entries in config order, keyed by namespace
 /// (the key exactly as written).
 ///
 /// A string is the text of an `mcp.json` file, JSONC allowed ([`crate::jsonc`]), read as above
@@ -269,11 +269,15 @@ pub(crate) fn parse(config: &Value, env: &dyn Environment) -> Result<Vec<(String
         }
         return parse(&file, env);
     }
+    let mut chosen = Chosen::default();
     let servers = match config {
         Value::Null => return Ok(Vec::new()),
         Value::Object(top) => match file_servers(top)? {
             Some(Value::Null) => return Ok(Vec::new()),
-            Some(Value::Object(servers)) => servers,
+            Some(Value::Object(servers)) => {
+                chosen = Chosen::of_file(top)?;
+                servers
+            }
             Some(_) => unreachable!("file_servers answers an object or null"),
             None => top,
         },
@@ -292,7 +296,10 @@ pub(crate) fn parse(config: &Value, env: &dyn Environment) -> Result<Vec<(String
         .map(|(name, entry)| {
             let parsed = match misnamed_servers_key(name, entry) {
                 Some(reason) => Entry::Refused(reason),
-                None => match parse_entry(entry, env) {
+                None => match chosen
+                    .refusal(name)
+                    .map_or_else(|| parse_entry(entry, env), Entry::Refused)
+                {
                     Entry::Refused(reason) => match sign_in_of(entry, env) {
                         Some(sign_in) => Entry::Unused {
                             reason,
@@ -306,6 +313,87 @@ pub(crate) fn parse(config: &Value, env: &dyn Environment) -> Result<Vec<(String
             (name.clone(), parsed)
         })
         .collect())
+}
+
+/// Which servers of a whole settings file its own keys let run: Gemini CLI's
+/// `"mcp": {"allowed": [...], "excluded": [...]}` (and its older top-level `allowMCPServers`,
+/// `excludeMCPServers`), names compared exactly. A server they leave out is refused, naming the
+/// key, as a disabled one is.
+#[derive(Default)]
+struct Chosen {
+    /// `(key, names)`: only these run.
+    allowed: Option<(&'static str, Vec<String>)>,
+    /// `(key, names)`: these never run.
+    excluded: Vec<(&'static str, Vec<String>)>,
+}
+
+impl Chosen {
+    /// The choices of the whole file `top`.
+    ///
+    /// # Errors
+    /// A key of them that is not an array of strings (or `mcp` not an object), naming it.
+    fn of_file(top: &serde_json::Map<String, Value>) -> Result<Self, String> {
+        let names = |key: &'static str, value: &Value| -> Result<Vec<String>, String> {
+            let wrong = || format!("the mcp config's \"{key}\" must be an array of server names");
+            value
+                .as_array()
+                .ok_or_else(wrong)?
+                .iter()
+                .map(|name| name.as_str().map(str::to_string).ok_or_else(wrong))
+                .collect()
+        };
+        let mut chosen = Chosen::default();
+        let mcp = match top.get("mcp") {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(mcp)) => Some(mcp),
+            Some(other) => return Err(wrong_type("mcp", "an object", other)),
+        };
+        let given = |inner: &str, outer: &str| {
+            let inside = mcp.and_then(|m| m.get(inner)).filter(|v| !v.is_null());
+            let top_level = top.get(outer).filter(|v| !v.is_null());
+            [inside, top_level]
+        };
+        let [allowed, allowed_old] = given("allowed", "allowMCPServers");
+        for (key, value) in [("mcp.allowed", allowed), ("allowMCPServers", allowed_old)] {
+            if let Some(value) = value {
+                let list = names(key, value)?;
+                chosen.allowed = Some(match chosen.allowed.take() {
+                    // Both given: a server must be in both.
+                    Some((first, before)) => (
+                        first,
+                        before.into_iter().filter(|n| list.contains(n)).collect(),
+                    ),
+                    None => (key, list),
+                });
+            }
+        }
+        let [excluded, excluded_old] = given("excluded", "excludeMCPServers");
+        for (key, value) in [
+            ("mcp.excluded", excluded),
+            ("excludeMCPServers", excluded_old),
+        ] {
+            if let Some(value) = value {
+                chosen.excluded.push((key, names(key, value)?));
+            }
+        }
+        Ok(chosen)
+    }
+
+    /// Why server `name` may not run, when the file's choices leave it out.
+    fn refusal(&self, name: &str) -> Option<String> {
+        let listed = |names: &[String]| names.iter().any(|n| n == name);
+        if let Some((key, _)) = self.excluded.iter().find(|(_, names)| listed(names)) {
+            return Some(format!(
+                "the config's \"{key}\" (Gemini CLI's) excludes this server, so this Pack does not connect to it"
+            ));
+        }
+        match &self.allowed {
+            Some((key, names)) if !listed(names) => Some(format!(
+                "the config's \"{key}\" (Gemini CLI's) does not name this server, so this Pack does not connect to it"
+            )),
+            _ => None,
+        }
+    }
 }
 
 /// The reason a servers object that is only VS Code's file settings is refused: an `inputs`
@@ -1695,6 +1783,66 @@ mod tests {
             b"Bearer abcdefgh"
         );
         assert_eq!(explicit.url.as_str(), "https://h.example/mcp");
+    }
+
+    /// Gemini CLI's settings choose servers: `mcp.excluded`/`excludeMCPServers` refuse the
+    /// named ones, `mcp.allowed`/`allowMCPServers` all but the named ones; a list of the wrong
+    /// shape refuses the file.
+    #[test]
+    fn gemini_clis_server_choices_refuse_the_servers_they_leave_out() {
+        let env = env();
+        let url = "https://a.example/mcp";
+        let reasons = |file: Value| -> Vec<(String, Option<String>)> {
+            parse(&file, &env)
+                .unwrap()
+                .into_iter()
+                .map(|(name, entry)| match entry {
+                    Entry::Refused(reason) | Entry::Unused { reason, .. } => (name, Some(reason)),
+                    Entry::Remote(_) => (name, None),
+                })
+                .collect()
+        };
+        let servers = json!({"a": {"httpUrl": url}, "b": {"httpUrl": url}, "c": {"httpUrl": url}});
+        assert_eq!(
+            reasons(json!({"mcp": {"excluded": ["b"]}, "mcpServers": servers})),
+            [
+                ("a".to_string(), None),
+                ("b".to_string(), Some("the config's \"mcp.excluded\" (Gemini CLI's) excludes this server, so this Pack does not connect to it".to_string())),
+                ("c".to_string(), None),
+            ]
+        );
+        assert_eq!(
+            reasons(json!({"mcp": {"allowed": ["a", "b"]}, "excludeMCPServers": ["a"], "mcpServers": servers})),
+            [
+                ("a".to_string(), Some("the config's \"excludeMCPServers\" (Gemini CLI's) excludes this server, so this Pack does not connect to it".to_string())),
+                ("b".to_string(), None),
+                ("c".to_string(), Some("the config's \"mcp.allowed\" (Gemini CLI's) does not name this server, so this Pack does not connect to it".to_string())),
+            ]
+        );
+        assert_eq!(
+            reasons(json!({"allowMCPServers": ["c"], "mcpServers": servers}))
+                .into_iter()
+                .filter(|(_, refused)| refused.is_none())
+                .map(|(name, _)| name)
+                .collect::<Vec<_>>(),
+            ["c"]
+        );
+        for (file, reason) in [
+            (
+                json!({"mcp": {"excluded": "b"}, "mcpServers": servers}),
+                "the mcp config's \"mcp.excluded\" must be an array of server names",
+            ),
+            (
+                json!({"allowMCPServers": [1], "mcpServers": servers}),
+                "the mcp config's \"allowMCPServers\" must be an array of server names",
+            ),
+            (
+                json!({"mcp": ["x"], "mcpServers": servers}),
+                "\"mcp\" must be an object, found an array",
+            ),
+        ] {
+            assert_eq!(parse(&file, &env).err().as_deref(), Some(reason), "{file}");
+        }
     }
 
     #[test]

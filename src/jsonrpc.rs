@@ -264,9 +264,9 @@ pub(crate) fn id_matches(raw: &RawValue, id: u64) -> bool {
         .strip_prefix('"')
         .and_then(|t| t.strip_suffix('"'))
         .unwrap_or(text);
-    let canonical =
-        text.bytes().all(|b| b.is_ascii_digit()) && (text.len() == 1 || !text.starts_with('0'));
-    canonical && text.parse::<u64>() == Ok(id)
+    // As many characters as the id's decimal digits: no sign, no leading zero, no space.
+    let digits = id.checked_ilog10().map_or(1, |log| log as usize + 1);
+    text.len() == digits && text.parse::<u64>() == Ok(id)
 }
 
 /// A request body: `{"jsonrpc":"2.0","id":<id>,"method":<method>,"params":<params>}`, where
@@ -544,8 +544,8 @@ mod tests {
         assert!(matches!(kinds[1], Message::Malformed(None, Flaw::NoId)));
         assert!(matches!(kinds[2], Message::Malformed(None, Flaw::Hollow)));
         assert!(matches!(kinds[3], Message::Malformed(None, Flaw::Hollow)));
-        for at in 4..7 {
-            assert!(matches!(kinds[at], Message::Invalid), "message {at}");
+        for (at, kind) in kinds.iter().enumerate().skip(4) {
+            assert!(matches!(kind, Message::Invalid), "message {at}");
         }
     }
 

@@ -1340,6 +1340,9 @@ mod tests {
         assert!(quotable("${input:github-token}"));
         assert!(!quotable("${a}${b}"));
         assert!(!quotable("x${API_KEY}"));
+        assert!(quotable("$API_KEY"));
+        assert!(!quotable("$sk_live_0123456789abcdef"));
+        assert!(!quotable("$API_KEY!"));
         // What looks like a pasted secret is one, placeholder or not.
         assert!(!quotable("${sk_live_0123456789abcdef}"));
         assert!(quotable("${API_KEY:-sk-fallback-0123456789}"));

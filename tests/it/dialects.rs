@@ -602,3 +602,97 @@ async fn a_key_pasted_inside_a_placeholder_is_not_quoted_in_the_notes() {
         "a header value's word reaches the listing: {listing}"
     );
 }
+
+/// Goose (`"type": "streamable_http"`, `available_tools`, `envs`, `bundled`) writes `timeout` in
+/// seconds (its default is 300): a Goose `"timeout": 1800` is 30 minutes, capped to the Pack's
+/// own call deadline, never read as 1.8 s: a tool answering in 2 s is served.
+#[tokio::test]
+async fn a_goose_entrys_timeout_is_read_in_seconds() {
+    use bytes::Bytes;
+    use futures_util::stream::{self, StreamExt};
+    let server = hostile::serve_tools(vec![hostile::tool("slow", "answers in 2 s")], |req| {
+        let answer = serde_json::to_vec(&hostile::text_result(&req.id(), "served")).unwrap();
+        Reply::stream(
+            200,
+            "application/json",
+            stream::once(async move {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                Ok(Bytes::from(answer))
+            })
+            .boxed(),
+        )
+    })
+    .await;
+    let host = Host::new(json!({"goose": {
+        "url": server.url,
+        "type": "streamable_http",
+        "timeout": 1800,
+        "available_tools": ["slow"],
+        "envs": {},
+        "bundled": false,
+    }}));
+    host.ready("goose", WAIT).await;
+    assert_eq!(
+        tokio::time::timeout(WAIT, host.call_tool("goose", "slow"))
+            .await
+            .expect("answered within 10 s"),
+        Ok("served".to_string())
+    );
+}
+
+/// Gemini CLI's settings choose servers with `"mcp": {"allowed": [...], "excluded": [...]}`:
+/// given that file as the config, a server it excludes is refused by name and never contacted;
+/// the others start.
+#[tokio::test]
+async fn gemini_clis_excluded_servers_are_refused_and_never_contacted() {
+    let excluded = hostile::serve_tools(vec![hostile::tool("danger", "d")], |req| {
+        Reply::json(&hostile::text_result(&req.id(), "ran"))
+    })
+    .await;
+    let allowed = hostile::serve_tools(vec![hostile::tool("t", "t")], |req| {
+        Reply::json(&hostile::text_result(&req.id(), "ran"))
+    })
+    .await;
+    let settings = json!({
+        "mcp": {"excluded": ["blocked"]},
+        "mcpServers": {
+            "blocked": {"httpUrl": excluded.url},
+            "ok": {"httpUrl": allowed.url},
+        }
+    });
+    let host = Host::new(json!(settings.to_string()));
+    let listing = host.settled(WAIT).await;
+    assert_eq!(
+        server_entry(&listing, "blocked"),
+        &json!({"namespace": "blocked", "status": "error",
+            "reason": "the config's \"mcp.excluded\" (Gemini CLI's) excludes this server, so this Pack does not connect to it",
+            "tools": []})
+    );
+    assert_eq!(server_entry(&listing, "ok")["status"], "ready");
+    assert_eq!(host.call_tool("ok", "t").await, Ok("ran".to_string()));
+    assert_eq!(
+        excluded.requests().len(),
+        0,
+        "the excluded server was contacted"
+    );
+}
+
+/// Gemini CLI expands a bare `$NAME` in its settings (its docs write headers so); this Pack
+/// sends it as written, and the entry's notes and a `401`'s reason name it and say to write
+/// `${env:NAME}` — the name quoted, though it stands in a header value (a secret).
+#[tokio::test]
+async fn a_gemini_cli_bare_dollar_name_sent_as_written_is_named() {
+    let server = hostile::serve_initialize(|_| Reply::raw(401, "text/plain", "unauthorized")).await;
+    let host = Host::new(json!({"g": {
+        "httpUrl": server.url,
+        "headers": {"Authorization": "Bearer $GITHUB_TOKEN"},
+    }}));
+    let listing = host.settled(WAIT).await;
+    let hint = "header \"Authorization\" holds $GITHUB_TOKEN, which was sent as written (this Pack expands only ${env:NAME} and ${userHome}); to use the environment variable, write ${env:GITHUB_TOKEN}";
+    let entry = server_entry(&listing, "g");
+    assert_eq!(entry["notes"], json!([hint]));
+    assert_eq!(
+        entry["reason"],
+        format!("HTTP 401 Unauthorized: unauthorized; {hint}")
+    );
+}

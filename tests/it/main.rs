@@ -67,7 +67,5 @@ mod rmcp_peer;
 mod interop;
 // Cancels and answers to server requests act on the verdict of their refusal.
 mod background;
-// Findings of a review: rules a sibling path or a dialect still breaks (each test fails today).
-mod findings;
 // What the tests share: the minimal Host and the fake servers, all on loopback.
 mod support;

@@ -1394,3 +1394,66 @@ async fn the_streams_ping_reads_the_servers_words_by_the_streams_own_rule() {
         .await;
     drop(host);
 }
+
+/// A response that lost its id (`"id": null`, or none) but holds a `result` can only answer the
+/// one request its POST carries: on an event stream the server keeps open it ends the call at
+/// once as malformed, as it does in a JSON body, and no cancel is sent for a request the server
+/// answered.
+#[tokio::test]
+async fn a_result_without_an_id_on_an_open_stream_is_answered_at_once() {
+    for id in [Some(Value::Null), None] {
+        let mut response = json!({
+            "jsonrpc": "2.0",
+            "result": {"content": [{"type": "text", "text": "served"}]}
+        });
+        if let Some(id) = &id {
+            response["id"] = id.clone();
+        }
+        let server = hostile::serve_tools(vec![tool("t", "t")], move |_| {
+            held_open(sse_event(&response))
+        })
+        .await;
+        let host = ready_at(&server.url).await;
+        let called = tokio::time::timeout(WAIT, host.call_tool("s", "t"))
+            .await
+            .expect("answered at once");
+        let call_id = server.first(|r| r.method() == "tools/call").id();
+        assert_eq!(
+            called,
+            transport(&format!(
+                "server \"s\": the server's response to request {call_id} holds a result without the request's id"
+            )),
+            "id {id:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert_eq!(server.count("notifications/cancelled"), 0, "id {id:?}");
+    }
+}
+
+/// A response's id is the request's own (JSON-RPC 2.0 §5: the same value), also when a server
+/// echoes it as a string of the same digits, never another spelling of the number: a reply
+/// holding only `"+7"` or `"007"` holds no response to request 7.
+#[tokio::test]
+async fn a_response_to_another_spelling_of_the_id_is_no_answer() {
+    for spelled in ["+{}", "00{}", " {}"] {
+        let server = hostile::serve_tools(vec![tool("t", "t")], move |req| {
+            let id = req.id();
+            Reply::json(&json!({
+                "jsonrpc": "2.0",
+                "id": spelled.replace("{}", &id.to_string()),
+                "result": {"content": [{"type": "text", "text": "served"}]}
+            }))
+        })
+        .await;
+        let host = ready_at(&server.url).await;
+        let called = host.call_tool("s", "t").await;
+        let call_id = server.first(|r| r.method() == "tools/call").id();
+        assert_eq!(
+            called,
+            transport(&format!(
+                "server \"s\": the server's JSON reply held no response to request {call_id}"
+            )),
+            "{spelled}"
+        );
+    }
+}
