@@ -384,19 +384,14 @@ impl Connection {
                     .route(message, &event.data, awaited, session, decode)
                     .await
                 {
-                    // The stream's end is usually one chunk away, often already read: read it
-                    // now when it is there, else in the background, so the connection is
-                    // reused rather than closed.
-                    let mut drain = Box::pin(events.drain());
-                    let drained = futures_util::FutureExt::now_or_never(drain.as_mut()).is_some()
-                        || {
-                            let drained = self.runtime.spawn(drain);
-                            after == AfterAnswer::Briefly
-                                && tokio::time::timeout(limits::PROBE_DRAIN_WAIT, drained)
-                                    .await
-                                    .is_ok()
-                        };
-                    if after == AfterAnswer::Briefly && drained {
+                    // The stream's end is usually one chunk away: read it in the background,
+                    // so the connection is reused rather than closed.
+                    let drained = self.runtime.spawn(events.drain());
+                    if after == AfterAnswer::Briefly
+                        && tokio::time::timeout(limits::PROBE_DRAIN_WAIT, drained)
+                            .await
+                            .is_ok()
+                    {
                         // The connection goes back to the pool in the HTTP client's own task,
                         // once it saw the body's end: let that task run first.
                         for _ in 0..4 {
