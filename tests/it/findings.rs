@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::support::Host;
+use crate::support::{Host, construct};
 use crate::support::hostile::{self, Reply, server_entry};
 use serde_json::json;
 
@@ -58,4 +58,29 @@ async fn an_env_value_that_looks_like_a_braced_placeholder_is_still_scrubbed() {
         server_entry(&listing, "s")["reason"],
         "HTTP 500 Internal Server Error: bad key [redacted]"
     );
+}
+
+/// A Gemini CLI `settings.json` handed whole as the plugin config (README: a plugin config
+/// without an `mcp` key that is a whole `mcp.json` is the Pack's config) carries Gemini's own
+/// top-level `"mcp": {"excluded": [...]}`. Its servers should be read from `mcpServers`, with
+/// `mcp.excluded` refusing `t` and `s` started. Instead `install` takes that `mcp` object as
+/// the Pack's config: the servers object becomes `{"excluded": [...]}`, so `s` is never
+/// listed and a namespace `excluded` appears.
+#[tokio::test]
+async fn a_gemini_settings_file_given_whole_is_read_from_its_mcp_servers_not_its_mcp_block() {
+    let server = hostile::serve_tools(vec![hostile::tool("t1", "one tool")], |_| Reply::accepted()).await;
+    let settings = json!({
+        "mcpServers": {"s": {"httpUrl": server.url}, "t": {"httpUrl": server.url}},
+        "mcp": {"excluded": ["t"]},
+    });
+    let host = Host { pack: construct(&settings, "mcp").expect("the Pack constructs") };
+    let listing = host.settled(Duration::from_secs(10)).await;
+    let namespaces: Vec<&str> = listing["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["namespace"].as_str().unwrap())
+        .collect();
+    assert_eq!(namespaces, ["s", "t"], "{listing}");
+    assert_eq!(server_entry(&listing, "s")["status"], "ready");
 }
