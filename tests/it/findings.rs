@@ -84,3 +84,23 @@ async fn a_gemini_settings_file_given_whole_is_read_from_its_mcp_servers_not_its
     assert_eq!(namespaces, ["s", "t"], "{listing}");
     assert_eq!(server_entry(&listing, "s")["status"], "ready");
 }
+
+/// A configured header value is a secret (README "Secrets"): no listing may show it. A key
+/// that begins with `$` and is otherwise upper-case letters and digits (as some generated API
+/// keys are) is taken for Gemini CLI's bare `$NAME` and quoted whole in the server's notes:
+/// `header "X-Api-Key" holds $K7Q2X9ZP4M8WR3T6VN5B, which was sent as written ...`. The
+/// listing should not hold the value.
+#[tokio::test]
+async fn a_configured_header_value_that_looks_like_a_bare_dollar_name_is_never_listed() {
+    const SECRET: &str = "$K7Q2X9ZP4M8WR3T6VN5B";
+    let server = hostile::serve_tools(vec![hostile::tool("t1", "one tool")], |_| {
+        Reply::accepted()
+    })
+    .await;
+    let host = Host::new(json!({
+        "s": {"url": server.url, "headers": {"X-Api-Key": SECRET}},
+    }));
+    host.ready("s", Duration::from_secs(10)).await;
+    let listing = host.listing(json!({})).await.to_string();
+    assert!(!listing.contains("K7Q2X9ZP4M8WR3T6VN5B"), "{listing}");
+}
