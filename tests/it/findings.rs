@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use crate::support::{Host, construct};
 use crate::support::hostile::{self, Reply, server_entry};
+use crate::support::{Host, construct};
 use serde_json::json;
 
 /// Sets `name` to `value` for this process (a name only this module reads).
@@ -68,12 +68,15 @@ async fn an_env_value_that_looks_like_a_braced_placeholder_is_still_scrubbed() {
 /// listed and a namespace `excluded` appears.
 #[tokio::test]
 async fn a_gemini_settings_file_given_whole_is_read_from_its_mcp_servers_not_its_mcp_block() {
-    let server = hostile::serve_tools(vec![hostile::tool("t1", "one tool")], |_| Reply::accepted()).await;
+    let server =
+        hostile::serve_tools(vec![hostile::tool("t1", "one tool")], |_| Reply::accepted()).await;
     let settings = json!({
         "mcpServers": {"s": {"httpUrl": server.url}, "t": {"httpUrl": server.url}},
         "mcp": {"excluded": ["t"]},
     });
-    let host = Host { pack: construct(&settings, "mcp").expect("the Pack constructs") };
+    let host = Host {
+        pack: construct(&settings, "mcp").expect("the Pack constructs"),
+    };
     let listing = host.settled(Duration::from_secs(10)).await;
     let namespaces: Vec<&str> = listing["servers"]
         .as_array()
@@ -93,10 +96,8 @@ async fn a_gemini_settings_file_given_whole_is_read_from_its_mcp_servers_not_its
 #[tokio::test]
 async fn a_configured_header_value_that_looks_like_a_bare_dollar_name_is_never_listed() {
     const SECRET: &str = "$K7Q2X9ZP4M8WR3T6VN5B";
-    let server = hostile::serve_tools(vec![hostile::tool("t1", "one tool")], |_| {
-        Reply::accepted()
-    })
-    .await;
+    let server =
+        hostile::serve_tools(vec![hostile::tool("t1", "one tool")], |_| Reply::accepted()).await;
     let host = Host::new(json!({
         "s": {"url": server.url, "headers": {"X-Api-Key": SECRET}},
     }));
@@ -142,4 +143,33 @@ async fn a_closed_guessed_registration_endpoint_is_not_called_an_api_key_server(
         reason.contains("dynamic client registration is disabled"),
         "{reason}"
     );
+}
+
+/// A modern server answers a call on an event stream with a response to another id, then
+/// ends the stream. In a JSON body the same reply is refused at once ("held no response"),
+/// never sent again; on the stream it should be read the same: the server answered, so the
+/// tool ran, and re-issuing the call would run it twice. Counted here: `tools/call` requests.
+#[tokio::test]
+async fn a_modern_call_answered_with_another_id_on_a_stream_is_not_sent_twice() {
+    let server = hostile::serve_all(|req| async move {
+        match req.method() {
+            "server/discover" => crate::support::answers::discover_result(&req.id()),
+            "tools/list" => Reply::json(&hostile::tools_page(
+                &req.id(),
+                vec![hostile::tool("t", "t")],
+                None,
+            )),
+            "tools/call" => {
+                let other = json!(req.id().as_u64().unwrap() + 1000);
+                Reply::sse(&[hostile::text_result(&other, "ran")])
+            }
+            _ => Reply::raw(400, "text/plain", ""),
+        }
+    })
+    .await;
+    let host = Host::new(json!({"m": {"url": server.url}}));
+    host.ready("m", Duration::from_secs(10)).await;
+    let call = host.call_tool("m", "t").await;
+    assert!(call.is_err(), "{call:?}");
+    assert_eq!(server.count("tools/call"), 1, "{call:?}");
 }
