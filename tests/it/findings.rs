@@ -173,3 +173,21 @@ async fn a_modern_call_answered_with_another_id_on_a_stream_is_not_sent_twice() 
     assert!(call.is_err(), "{call:?}");
     assert_eq!(server.count("tools/call"), 1, "{call:?}");
 }
+
+/// A tagged message with neither `id`, `result` nor `error` but a `method` that is no string
+/// (a malformed notification: `{"jsonrpc":"2.0","method":{...},"params":{}}`) is no response
+/// to anything. On a call's stream it should be skipped, and the call's own answer, right
+/// after it, read. Since a tagged message without id was made a malformed response
+/// (`Incoming::kind`'s `(None, None, None) if self.is_tagged()`), it ends the call instead.
+#[tokio::test]
+async fn a_notification_with_an_odd_method_does_not_end_the_call_as_its_answer() {
+    let server = hostile::serve_tools(vec![hostile::tool("t", "t")], |req| {
+        let odd =
+            json!({"jsonrpc": "2.0", "method": {"name": "notifications/progress"}, "params": {}});
+        Reply::sse(&[odd, hostile::text_result(&req.id(), "served")])
+    })
+    .await;
+    let host = Host::new(json!({"s": {"url": server.url}}));
+    host.ready("s", Duration::from_secs(10)).await;
+    assert_eq!(host.call_tool("s", "t").await, Ok("served".into()));
+}
