@@ -555,6 +555,16 @@ pub(crate) fn misnamed_plugin_reason(key: &str, meant: &str) -> String {
     )
 }
 
+/// Whether a plugin config that is itself a whole settings file ([`is_whole_file`]) has an `mcp`
+/// key of that file's own, not the plugin's: an object holding no servers (Gemini CLI's
+/// `"mcp": {"allowed": [...], "excluded": [...]}`), so the whole config is read as the file.
+pub(crate) fn mcp_key_is_the_files(config: &Value) -> bool {
+    is_whole_file(config)
+        && config
+            .get("mcp")
+            .is_some_and(|own| own.is_object() && !holds_servers(own))
+}
+
 /// Whether `value` holds servers: an object one of whose values is a server entry (an object
 /// with one of [`ENTRY_KEYS`]), a whole `mcp.json` ([`is_whole_file`]), or the JSONC text of
 /// either. A server entry itself holds none.
@@ -1219,9 +1229,10 @@ fn parse_headers(
         let field = format!("header \"{name}\"");
         let mut used = Vec::new();
         let value = substitute(written, &field, env, &mut used, notes)?;
-        for secret in used.iter().chain([&value]) {
+        for secret in &used {
             redactor.add_secret(secret);
         }
+        redactor.add_written(&value);
         let mut value = HeaderValue::from_str(&value).map_err(|_| {
             format!("the value of header \"{name}\" is not a valid HTTP header value")
         })?;

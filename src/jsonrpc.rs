@@ -212,11 +212,11 @@ impl<'a> Incoming<'a> {
             (None, None, Some(Err(ErrorMember::Malformed))) => {
                 Message::Malformed(None, Flaw::ErrorShape)
             }
-            // Tagged JSON-RPC, but no request, notification or error: a response that lost
-            // its id, read as the awaited request's, which it can only be on that request's
-            // own reply (nothing else awaits there).
+            // Tagged JSON-RPC with a `result` but no id: a response that lost its id, read as
+            // the awaited request's, which it can only be on that request's own reply (nothing
+            // else awaits there). Without a `result` it may be a notification whose `method`
+            // is not a string: no message.
             (None, None, Some(Ok(_))) if self.is_tagged() => Message::Malformed(None, Flaw::NoId),
-            (None, None, None) if self.is_tagged() => Message::Malformed(None, Flaw::Hollow),
             (None, None, _) => Message::Invalid,
         }
     }
@@ -415,10 +415,7 @@ mod tests {
             msgs[3].kind(Awaited::NOTHING),
             Message::Notification("notifications/progress")
         ));
-        assert!(matches!(
-            msgs[4].kind(Awaited::NOTHING),
-            Message::Malformed(None, Flaw::Hollow)
-        ));
+        assert!(matches!(msgs[4].kind(Awaited::NOTHING), Message::Invalid));
         assert!(
             matches!(msgs[5].kind(Awaited::NOTHING), Message::ErrorWithoutId(e) if e.code == -32700 && e.message == "Parse error")
         );
@@ -527,14 +524,16 @@ mod tests {
         assert_eq!(messages[10].rpc_error().map(|e| e.code), Some(1));
     }
 
-    /// A tagged response without an id (or with a `null` one) is malformed, so that the request
-    /// whose reply carries it ends at once; untagged JSON is no JSON-RPC message at all.
+    /// A tagged response with a `result` but no id (or a `null` one) is malformed, so that the
+    /// request whose reply carries it ends at once; a tagged message holding nothing, or a
+    /// notification whose `method` is no string, and untagged JSON are no message at all.
     #[test]
     fn a_tagged_response_without_an_id_is_malformed_and_untagged_json_is_invalid() {
         let text = r#"[{"jsonrpc":"2.0","id":null,"result":{}},
             {"jsonrpc":"2.0","result":{"content":[]}},
             {"jsonrpc":"2.0","id":null},
             {"jsonrpc":"2.0"},
+            {"jsonrpc":"2.0","method":{"x":1},"params":{}},
             {"result":{}},
             {"type":"heartbeat"},
             {"jsonrpc":"1.0","result":{}}]"#;
@@ -542,9 +541,7 @@ mod tests {
         let kinds: Vec<_> = messages.iter().map(|m| m.kind(Awaited::NOTHING)).collect();
         assert!(matches!(kinds[0], Message::Malformed(None, Flaw::NoId)));
         assert!(matches!(kinds[1], Message::Malformed(None, Flaw::NoId)));
-        assert!(matches!(kinds[2], Message::Malformed(None, Flaw::Hollow)));
-        assert!(matches!(kinds[3], Message::Malformed(None, Flaw::Hollow)));
-        for (at, kind) in kinds.iter().enumerate().skip(4) {
+        for (at, kind) in kinds.iter().enumerate().skip(2) {
             assert!(matches!(kind, Message::Invalid), "message {at}");
         }
     }

@@ -72,6 +72,8 @@ pub fn install(packs: &mut Packs, config: &Value) {
         }
     };
     let (pack_config, construct): (Value, Construct) = match config.get("mcp") {
+        // A whole settings file whose own `mcp` key holds no servers (Gemini CLI's).
+        Some(_) if config::mcp_key_is_the_files(config) => served(config.clone()),
         Some(own) => served(own.clone()),
         None if config::is_whole_file(config) => served(config.clone()),
         None => match config::misnamed_plugin_key(config) {

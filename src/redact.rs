@@ -742,14 +742,26 @@ pub(crate) enum Learned {
     JwtHead,
 }
 
+/// Where a secret's text comes from: only a configured value as written may hold placeholders
+/// sent as written (`${API_KEY}`: the config's own text, named by hints), which are no secret on
+/// their own; any other secret (an `${env:NAME}` value, a token) is one whatever it looks like.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// A header value as the config wrote it, its `${env:NAME}`s expanded.
+    Written,
+    /// Any other secret.
+    Secret,
+}
+
 /// Pushes `value`, and each whitespace-separated word of it, when long enough, onto `forms`
 /// unless there already; also the forms the value takes inside a JSON string, when they differ
-/// (see [`json_escaped_forms`]).
-fn push_forms(forms: &mut Vec<SecretString>, value: &str) {
+/// (see [`json_escaped_forms`]). Of a [`Source::Written`] value, a word that is a placeholder
+/// sent as written is skipped.
+fn push_forms(forms: &mut Vec<SecretString>, value: &str, source: Source) {
     let words = value.split_whitespace();
     for candidate in std::iter::once(value).chain(words) {
         if candidate.len() < MIN_SECRET_BYTES
-            || crate::substitute::is_quotable_placeholder(candidate)
+            || (source == Source::Written && crate::substitute::is_quotable_placeholder(candidate))
         {
             continue;
         }
@@ -763,14 +775,14 @@ fn push_forms(forms: &mut Vec<SecretString>, value: &str) {
 
 /// [`push_forms`] for `value` and for each percent-encoded form of it and of its words (see the
 /// module docs).
-fn push_secret_forms(forms: &mut Vec<SecretString>, value: &str) {
-    push_forms(forms, value);
+fn push_secret_forms(forms: &mut Vec<SecretString>, value: &str, source: Source) {
+    push_forms(forms, value, source);
     for word in std::iter::once(value).chain(value.split_whitespace()) {
         for form in percent_encoded_forms(word) {
             // Upper-case hex only: a text is also searched with its escapes' digits in upper
             // case (`covered_by`), so `%2f` and `%2F`, mixed in one occurrence too, both match.
             if form != word {
-                push_forms(forms, &form);
+                push_forms(forms, &form, source);
             }
         }
     }
@@ -811,7 +823,7 @@ impl Redactor {
     /// the value takes inside a JSON string, when they differ (see [`json_escaped_forms`]).
     pub(crate) fn add(&mut self, value: &str) {
         let mut set = self.set.write().unwrap_or_else(|e| e.into_inner());
-        push_forms(&mut set.configured, value);
+        push_forms(&mut set.configured, value, Source::Secret);
         set.rebuild();
     }
 
@@ -844,7 +856,7 @@ impl Redactor {
             }
             // The value as given comes first: it names the group.
             let mut group = vec![SecretString::from(secret.to_string())];
-            push_secret_forms(&mut group, secret);
+            push_secret_forms(&mut group, secret, Source::Secret);
             match lifetime {
                 Learned::Token => {
                     if set.learned.len() >= MAX_LEARNED {
@@ -944,13 +956,25 @@ impl Redactor {
     /// ([`basic_credentials`]). No other base64 form is made (docs/configuration.md,
     /// "Secrets").
     pub(crate) fn add_secret(&mut self, value: &str) {
+        self.add_from(value, Source::Secret);
+    }
+
+    /// [`Redactor::add_secret`] for a header value as the config wrote it, its `${env:NAME}`s
+    /// expanded (each of which is also added on its own, as a secret): a word of it that is a
+    /// placeholder sent as written ([`crate::substitute::is_quotable_placeholder`]) is the
+    /// config's text, which hints name, and no secret on its own.
+    pub(crate) fn add_written(&mut self, value: &str) {
+        self.add_from(value, Source::Written);
+    }
+
+    fn add_from(&mut self, value: &str, source: Source) {
         let mut set = self.set.write().unwrap_or_else(|e| e.into_inner());
-        push_secret_forms(&mut set.configured, value);
+        push_secret_forms(&mut set.configured, value, source);
         if let Some(decoded) = basic_credentials(value) {
-            push_secret_forms(&mut set.configured, &decoded);
+            push_secret_forms(&mut set.configured, &decoded, source);
             if let Some((user, password)) = decoded.split_once(':') {
-                push_secret_forms(&mut set.configured, user);
-                push_secret_forms(&mut set.configured, password);
+                push_secret_forms(&mut set.configured, user, source);
+                push_secret_forms(&mut set.configured, password, source);
             }
         }
         set.rebuild();
@@ -1329,8 +1353,8 @@ mod tests {
     #[test]
     fn an_unexpanded_placeholder_alone_is_no_secret() {
         let mut r = Redactor::default();
-        r.add_secret("Bearer ${API_KEY}");
-        r.add_secret("${workspaceFolder:my-app}");
+        r.add_written("Bearer ${API_KEY}");
+        r.add_written("${workspaceFolder:my-app}");
         assert_eq!(
             r.scrub("holds ${API_KEY} and ${workspaceFolder:my-app}; sent Bearer ${API_KEY}"),
             "holds ${API_KEY} and ${workspaceFolder:my-app}; sent [redacted]"
@@ -1340,14 +1364,11 @@ mod tests {
         assert!(quotable("${input:github-token}"));
         assert!(!quotable("${a}${b}"));
         assert!(!quotable("x${API_KEY}"));
-        assert!(quotable("$API_KEY"));
-        assert!(!quotable("$sk_live_0123456789abcdef"));
-        assert!(!quotable("$API_KEY!"));
         // What looks like a pasted secret is one, placeholder or not.
         assert!(!quotable("${sk_live_0123456789abcdef}"));
         assert!(quotable("${API_KEY:-sk-fallback-0123456789}"));
         assert!(!quotable("${sk_live_01234:-sk-fallback-0123456789}"));
-        r.add_secret("Bearer ${sk_live_0123456789abcdef}");
+        r.add_written("Bearer ${sk_live_0123456789abcdef}");
         assert_eq!(
             r.scrub("holds ${sk_live_0123456789abcdef}"),
             "holds [redacted]"

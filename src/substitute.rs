@@ -59,8 +59,6 @@ enum Form {
     Predefined(String),
     /// VS Code's `${config:NAME}` or `${command:ID}`: the prefix (`config`, `command`).
     Editor(&'static str),
-    /// Gemini CLI's bare `$NAME` (a whole word, upper case: [`quotable_name`]).
-    Bare(String),
 }
 
 /// VS Code's predefined variables (its "Variables reference"); `userHome` is expanded here.
@@ -153,9 +151,6 @@ impl Form {
             Form::Variable { name, .. } => format!(
                 "{field} holds ${{{name}}}, which was sent as written (this Pack expands only ${{env:NAME}} and ${{userHome}}); to use the environment variable, write ${{env:{name}}}"
             ),
-            Form::Bare(name) => format!(
-                "{field} holds ${name}, which was sent as written (this Pack expands only ${{env:NAME}} and ${{userHome}}); to use the environment variable, write ${{env:{name}}}"
-            ),
             Form::Input(id) => format!(
                 "{field} holds ${{input:{}}}, a VS Code input (a value VS Code prompts for), which was sent as written: this Pack cannot prompt; put the value in an environment variable and write ${{env:NAME}}",
                 id.as_deref().unwrap_or("…")
@@ -235,7 +230,6 @@ pub(crate) fn substitute(
     let mut out = String::with_capacity(written.len());
     let mut rest = written;
     while let Some(start) = rest.find("${") {
-        bare_names(&rest[..start], field, notes);
         out.push_str(&rest[..start]);
         let after = &rest[start + 2..];
         let Some(end) = after.find('}') else {
@@ -283,34 +277,8 @@ pub(crate) fn substitute(
         }
         rest = &after[end + 1..];
     }
-    bare_names(rest, field, notes);
     out.push_str(rest);
     Ok(out)
-}
-
-/// Notes each Gemini CLI `$NAME` in `text` (written text of `field`, outside any `${...}`): a
-/// `$` at the start or after a space, then a whole word that is a [`quotable_name`] (so a
-/// pasted secret is never taken for one, nor quoted).
-fn bare_names(text: &str, field: &str, notes: &mut Notes) {
-    let mut from = 0;
-    while let Some(at) = text[from..].find('$').map(|i| from + i) {
-        let word_start = at == 0 || text.as_bytes()[at - 1].is_ascii_whitespace();
-        let name_end = text[at + 1..]
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .map_or(text.len(), |i| at + 1 + i);
-        let name = &text[at + 1..name_end];
-        let word_end = text[name_end..]
-            .chars()
-            .next()
-            .is_none_or(char::is_whitespace);
-        if word_start && word_end && quotable_name(name) {
-            notes.unexpanded.push(Unexpanded {
-                field: field.to_string(),
-                form: Form::Bare(name.to_string()),
-            });
-        }
-        from = at + 1;
-    }
 }
 
 /// Whether a reason, a note or a hint may quote `name`, an environment variable's name the
@@ -332,16 +300,12 @@ pub(crate) fn variable_named(name: &str) -> String {
     }
 }
 
-/// Whether `word` is one whole `${...}` (or Gemini CLI's `$NAME`) of a form other clients
-/// expand and this Pack sends as written, and which a hint may quote ([`Form`]: `${API_KEY}`,
-/// `$API_KEY`, `${input:github-token}`, `${workspaceFolder}`): the config's own text, no secret (the fallback of a
+/// Whether `word` is one whole `${...}` of a form other clients expand and this Pack sends as
+/// written, and which a hint may quote ([`Form`]: `${API_KEY}`, `${input:github-token}`,
+/// `${workspaceFolder}`): the config's own text, no secret (the fallback of a
 /// `${NAME:-fallback}` is one on its own, [`substitute`]). A `${...}` holding what looks like a
 /// pasted secret (`${sk_live_…}`) is none.
 pub(crate) fn is_quotable_placeholder(word: &str) -> bool {
-    // Gemini CLI's bare `$NAME` ([`Form::Bare`]).
-    if let Some(name) = word.strip_prefix('$').filter(|n| !n.starts_with('{')) {
-        return quotable_name(name);
-    }
     let Some(token) = word
         .strip_prefix("${")
         .and_then(|rest| rest.strip_suffix('}'))
@@ -393,53 +357,6 @@ pub(crate) fn printable(key: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    struct NoEnvironment;
-
-    impl super::Environment for NoEnvironment {
-        fn var(&self, _: &str) -> Option<String> {
-            None
-        }
-        fn home(&self) -> Option<String> {
-            None
-        }
-    }
-
-    /// Gemini CLI's bare `$NAME`, a whole upper-case word, is named as sent as written; a `$`
-    /// inside a word, before a lower-case or mixed-case word, or a pasted token is not.
-    #[test]
-    fn a_bare_dollar_name_sent_as_written_is_named() {
-        let notes_of = |written: &str| {
-            let mut notes = super::Notes::default();
-            let out = super::substitute(
-                written,
-                "header \"X\"",
-                &NoEnvironment,
-                &mut Vec::new(),
-                &mut notes,
-            );
-            assert_eq!(out.as_deref(), Ok(written));
-            notes.placeholders()
-        };
-        assert_eq!(
-            notes_of("Bearer $GITHUB_TOKEN"),
-            [
-                "header \"X\" holds $GITHUB_TOKEN, which was sent as written (this Pack expands only ${env:NAME} and ${userHome}); to use the environment variable, write ${env:GITHUB_TOKEN}"
-            ]
-        );
-        assert_eq!(notes_of("$A ${B} $C").len(), 3);
-        for written in [
-            "pa$SWORD",
-            "$lower",
-            "$ghp_Mixed0123",
-            "$API_KEY!",
-            "$",
-            "$ ",
-            "$2a$10$x",
-        ] {
-            assert!(notes_of(written).is_empty(), "{written}");
-        }
-    }
-
     /// A name a reason may quote is one a user writes for a variable; a pasted token is not.
     #[test]
     fn only_plain_upper_case_names_are_quoted() {

@@ -272,13 +272,13 @@ pub(crate) async fn register(
         .post_json(endpoint, &body, "the registration endpoint")
         .await?;
     if !answer.status.is_success() {
-        // A guessed endpoint refused for good (a 4xx but 408 and 429) with no registration
-        // error (a server wanting an API key answers every path 401, maybe in JSON): there is
-        // none. Anything else may pass, so it stays a refusal (no_sign_in_offered is for good:
-        // is_lasting).
+        // A guessed endpoint refused for good (a 4xx but 408 and 429) with no OAuth answer, or
+        // asking to be signed in itself (a server wanting an API key answers every path 401,
+        // maybe with a JSON `error` of its own): there is none. Anything else may pass, so it
+        // stays a refusal, its OAuth error shown (no_sign_in_offered is for good: is_lasting).
         if server.source == EndpointSource::Guessed
             && refuses_for_good(answer.status)
-            && !is_registration_error(&answer.body)
+            && (answer.status == reqwest::StatusCode::UNAUTHORIZED || !is_oauth_error(&answer.body))
         {
             return Err(no_sign_in_offered());
         }
@@ -334,20 +334,11 @@ pub(crate) fn no_sign_in_offered() -> Error {
     )
 }
 
-/// Whether `body` is a client registration error response (RFC 7591 §3.2.2): a JSON object
-/// whose `error` is one of that section's codes. Another `error` (`"unauthorized"` from a
-/// server that wants an API key on every path) is no answer of a registration endpoint.
-fn is_registration_error(body: &[u8]) -> bool {
-    const CODES: [&str; 4] = [
-        "invalid_redirect_uri",
-        "invalid_client_metadata",
-        "invalid_software_statement",
-        "unapproved_software_statement",
-    ];
+/// Whether `body` is a JSON object with a string `error`: an OAuth error response.
+fn is_oauth_error(body: &[u8]) -> bool {
     crate::json::from_server::<serde_json::Value>(body)
         .ok()
-        .and_then(|v| v.get("error")?.as_str().map(|c| CODES.contains(&c)))
-        .unwrap_or(false)
+        .is_some_and(|v| v.get("error").is_some_and(serde_json::Value::is_string))
 }
 
 /// A registration refusal (RFC 7591 §3.2.2): its HTTP status, the OAuth `error` code and the

@@ -264,6 +264,9 @@ impl Connection {
         // The last event id the latest resumption asked with, and how many brought no new one.
         let mut asked: Option<String> = None;
         let mut fruitless = 0;
+        // A response to another request met on this request's own reply: the server answered
+        // something, so a stream that then ends is no lost reply to re-issue but a malformed one.
+        let mut foreign = false;
         loop {
             let event = match events.next().await {
                 Some(Ok(event)) => event,
@@ -275,6 +278,11 @@ impl Connection {
                     ));
                 }
                 end @ (None | Some(Err(BodyError::Http(_)))) => {
+                    if foreign {
+                        return Err(Error::malformed(format!(
+                            "the server's event stream held a response to another request and none to request {id}"
+                        )));
+                    }
                     // A modern stream is never resumed (MCP 2026-07-28 removed resumption).
                     let last_event_id = match session.era {
                         Era::Legacy => events.last_event_id(),
@@ -380,6 +388,11 @@ impl Connection {
                 }
             };
             for message in &self.messages(&event)? {
+                foreign |= matches!(
+                    message.kind(awaited),
+                    Message::Response(rid, _) | Message::Malformed(Some(rid), _)
+                        if !jsonrpc::id_matches(rid, id)
+                );
                 if let Some(answer) = self
                     .route(message, &event.data, awaited, session, decode)
                     .await

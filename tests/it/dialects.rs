@@ -677,22 +677,41 @@ async fn gemini_clis_excluded_servers_are_refused_and_never_contacted() {
     );
 }
 
-/// Gemini CLI expands a bare `$NAME` in its settings (its docs write headers so); this Pack
-/// sends it as written, and the entry's notes and a `401`'s reason name it and say to write
-/// `${env:NAME}` — the name quoted, though it stands in a header value (a secret).
-#[tokio::test]
-async fn a_gemini_cli_bare_dollar_name_sent_as_written_is_named() {
-    let server = hostile::serve_initialize(|_| Reply::raw(401, "text/plain", "unauthorized")).await;
-    let host = Host::new(json!({"g": {
-        "httpUrl": server.url,
-        "headers": {"Authorization": "Bearer $GITHUB_TOKEN"},
-    }}));
-    let listing = host.settled(WAIT).await;
-    let hint = "header \"Authorization\" holds $GITHUB_TOKEN, which was sent as written (this Pack expands only ${env:NAME} and ${userHome}); to use the environment variable, write ${env:GITHUB_TOKEN}";
-    let entry = server_entry(&listing, "g");
-    assert_eq!(entry["notes"], json!([hint]));
-    assert_eq!(
-        entry["reason"],
-        format!("HTTP 401 Unauthorized: unauthorized; {hint}")
-    );
+/// A client's whole settings file given as the plugin config.
+mod whole_settings_files {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use crate::support::hostile::{self, Reply, server_entry};
+    use crate::support::{Host, construct};
+
+    /// A Gemini CLI `settings.json` handed whole as the plugin config (README: a plugin config
+    /// without an `mcp` key that is a whole `mcp.json` is the Pack's config) carries Gemini's own
+    /// top-level `"mcp": {"excluded": [...]}`. Its servers should be read from `mcpServers`, with
+    /// `mcp.excluded` refusing `t` and `s` started. Instead `install` takes that `mcp` object as
+    /// the Pack's config: the servers object becomes `{"excluded": [...]}`, so `s` is never
+    /// listed and a namespace `excluded` appears.
+    #[tokio::test]
+    async fn a_gemini_settings_file_given_whole_is_read_from_its_mcp_servers_not_its_mcp_block() {
+        let server =
+            hostile::serve_tools(vec![hostile::tool("t1", "one tool")], |_| Reply::accepted())
+                .await;
+        let settings = json!({
+            "mcpServers": {"s": {"httpUrl": server.url}, "t": {"httpUrl": server.url}},
+            "mcp": {"excluded": ["t"]},
+        });
+        let host = Host {
+            pack: construct(&settings, "mcp").expect("the Pack constructs"),
+        };
+        let listing = host.settled(Duration::from_secs(10)).await;
+        let namespaces: Vec<&str> = listing["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["namespace"].as_str().unwrap())
+            .collect();
+        assert_eq!(namespaces, ["s", "t"], "{listing}");
+        assert_eq!(server_entry(&listing, "s")["status"], "ready");
+    }
 }

@@ -67,7 +67,5 @@ mod rmcp_peer;
 mod interop;
 // Cancels and answers to server requests act on the verdict of their refusal.
 mod background;
-// A review's findings: each test fails on the current code for a real defect.
-mod findings;
 // What the tests share: the minimal Host and the fake servers, all on loopback.
 mod support;

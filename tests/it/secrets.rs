@@ -1597,3 +1597,85 @@ async fn overlapping_nested_and_touching_secrets_leave_no_byte() {
     assert_eq!(one["description"], SCRUBBED);
     assert_eq!(one["inputSchema"]["default"], SCRUBBED);
 }
+
+/// Secrets that look like placeholders: only a value the config wrote may hold one sent as written.
+mod placeholder_looking_values {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use crate::support::Host;
+    use crate::support::hostile::{self, Reply, server_entry};
+
+    /// Sets `name` to `value` for this process (a name only this module reads).
+    fn set_env(name: &str, value: &str) {
+        // SAFETY: the variable is this module's own; other tests read the environment only through
+        // `std::env`, which takes the same process-wide lock as `set_var`.
+        unsafe { std::env::set_var(name, value) };
+    }
+
+    /// An `${env:...}` value is a secret whatever it looks like. One that happens to look like
+    /// Gemini CLI's bare `$NAME` (a `$` then upper-case letters and digits, as a generated API key
+    /// or password may be) should still be scrubbed when a server echoes it: the reason should
+    /// show `[redacted]`. It is shown whole, because the redactor skips any value that
+    /// `is_quotable_placeholder` accepts, and that now accepts `$NAME`.
+    #[tokio::test]
+    async fn an_env_value_that_looks_like_a_bare_dollar_name_is_still_scrubbed() {
+        const SECRET: &str = "$K7Q2X9ZP4M8WR3T6VN5B";
+        set_env("MCP_FINDINGS3_DOLLAR_KEY", SECRET);
+        let server = hostile::serve_initialize(|req| {
+            let key = req.header("x-api-key").unwrap_or_default();
+            Reply::raw(500, "text/plain", format!("bad key {key}"))
+        })
+        .await;
+        let host = Host::new(json!({
+            "s": {"url": server.url, "headers": {"X-Api-Key": "${env:MCP_FINDINGS3_DOLLAR_KEY}"}},
+        }));
+        let listing = host.settled(Duration::from_secs(10)).await;
+        assert_eq!(
+            server_entry(&listing, "s")["reason"],
+            "HTTP 500 Internal Server Error: bad key [redacted]"
+        );
+    }
+
+    /// The same hole in its older form: an `${env:...}` value that looks like a `${NAME}`
+    /// placeholder (a secret generated with `${`, `}` in its alphabet is rare, but the rule is the
+    /// one above) should be scrubbed when echoed; it is shown whole.
+    #[tokio::test]
+    async fn an_env_value_that_looks_like_a_braced_placeholder_is_still_scrubbed() {
+        const SECRET: &str = "${K7Q2X9ZP4M8WR3T6VN5B}";
+        set_env("MCP_FINDINGS3_BRACED_KEY", SECRET);
+        let server = hostile::serve_initialize(|req| {
+            let key = req.header("x-api-key").unwrap_or_default();
+            Reply::raw(500, "text/plain", format!("bad key {key}"))
+        })
+        .await;
+        let host = Host::new(json!({
+            "s": {"url": server.url, "headers": {"X-Api-Key": "${env:MCP_FINDINGS3_BRACED_KEY}"}},
+        }));
+        let listing = host.settled(Duration::from_secs(10)).await;
+        assert_eq!(
+            server_entry(&listing, "s")["reason"],
+            "HTTP 500 Internal Server Error: bad key [redacted]"
+        );
+    }
+
+    /// A configured header value is a secret (README "Secrets"): no listing may show it. A key
+    /// that begins with `$` and is otherwise upper-case letters and digits (as some generated API
+    /// keys are) is taken for Gemini CLI's bare `$NAME` and quoted whole in the server's notes:
+    /// `header "X-Api-Key" holds $K7Q2X9ZP4M8WR3T6VN5B, which was sent as written ...`. The
+    /// listing should not hold the value.
+    #[tokio::test]
+    async fn a_configured_header_value_that_looks_like_a_bare_dollar_name_is_never_listed() {
+        const SECRET: &str = "$K7Q2X9ZP4M8WR3T6VN5B";
+        let server =
+            hostile::serve_tools(vec![hostile::tool("t1", "one tool")], |_| Reply::accepted())
+                .await;
+        let host = Host::new(json!({
+            "s": {"url": server.url, "headers": {"X-Api-Key": SECRET}},
+        }));
+        host.ready("s", Duration::from_secs(10)).await;
+        let listing = host.listing(json!({})).await.to_string();
+        assert!(!listing.contains("K7Q2X9ZP4M8WR3T6VN5B"), "{listing}");
+    }
+}

@@ -2041,3 +2041,50 @@ mod credential_origin {
         assert_eq!(auth.log.lock().unwrap().token_requests.len(), 0);
     }
 }
+
+/// A guessed registration endpoint's refusals.
+mod guessed_registration {
+    use serde_json::json;
+
+    use crate::support::Host;
+    use crate::support::hostile::{self, Reply};
+
+    /// A server with no sign-in metadata whose guessed `/register` (MCP 2025-03-26's default
+    /// endpoints) exists but is closed answers `403` with an OAuth error object and a description
+    /// (`access_denied`: registration is disabled). That is a registration endpoint refusing, and
+    /// the reason should say so (keeping its description: a pre-registered `oauth.clientId` is what
+    /// is needed). Instead `is_registration_error` knows only RFC 7591's four codes, so the reason
+    /// claims there is "no registration endpoint" and that the server "probably wants an API key",
+    /// a lasting verdict that sends the user the wrong way.
+    #[tokio::test]
+    async fn a_closed_guessed_registration_endpoint_is_not_called_an_api_key_server() {
+        crate::support::oauth_store();
+        let listener = crate::support::net::unused_loopback().await;
+        let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+        let _server = hostile::serve_on(listener, |req| async move {
+            match (req.http_method.as_str(), req.target.as_str()) {
+                ("POST", "/mcp") => {
+                    Reply::raw(401, "text/plain", "sign in").header("www-authenticate", "Bearer")
+                }
+                ("POST", "/register") => Reply::raw(
+                    403,
+                    "application/json",
+                    r#"{"error":"access_denied","error_description":"dynamic client registration is disabled"}"#,
+                ),
+                _ => Reply::raw(404, "text/plain", "not here"),
+            }
+        });
+        let host = Host::new(json!({"docs": {"url": format!("{base}/mcp")}}));
+        let reason = host
+            .reason_starting(&["signing in failed", "sign-in required"])
+            .await;
+        assert!(
+            !reason.contains("no registration endpoint") && !reason.contains("API key"),
+            "{reason}"
+        );
+        assert!(
+            reason.contains("dynamic client registration is disabled"),
+            "{reason}"
+        );
+    }
+}

@@ -1457,3 +1457,60 @@ async fn a_response_to_another_spelling_of_the_id_is_no_answer() {
         );
     }
 }
+
+/// Messages on a call's own reply that answer nothing of it.
+mod foreign_and_odd_messages {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use crate::support::Host;
+    use crate::support::hostile::{self, Reply};
+
+    /// A modern server answers a call on an event stream with a response to another id, then
+    /// ends the stream. In a JSON body the same reply is refused at once ("held no response"),
+    /// never sent again; on the stream it should be read the same: the server answered, so the
+    /// tool ran, and re-issuing the call would run it twice. Counted here: `tools/call` requests.
+    #[tokio::test]
+    async fn a_modern_call_answered_with_another_id_on_a_stream_is_not_sent_twice() {
+        let server = hostile::serve_all(|req| async move {
+            match req.method() {
+                "server/discover" => crate::support::answers::discover_result(&req.id()),
+                "tools/list" => Reply::json(&hostile::tools_page(
+                    &req.id(),
+                    vec![hostile::tool("t", "t")],
+                    None,
+                )),
+                "tools/call" => {
+                    let other = json!(req.id().as_u64().unwrap() + 1000);
+                    Reply::sse(&[hostile::text_result(&other, "ran")])
+                }
+                _ => Reply::raw(400, "text/plain", ""),
+            }
+        })
+        .await;
+        let host = Host::new(json!({"m": {"url": server.url}}));
+        host.ready("m", Duration::from_secs(10)).await;
+        let call = host.call_tool("m", "t").await;
+        assert!(call.is_err(), "{call:?}");
+        assert_eq!(server.count("tools/call"), 1, "{call:?}");
+    }
+
+    /// A tagged message with neither `id`, `result` nor `error` but a `method` that is no string
+    /// (a malformed notification: `{"jsonrpc":"2.0","method":{...},"params":{}}`) is no response
+    /// to anything. On a call's stream it should be skipped, and the call's own answer, right
+    /// after it, read. Since a tagged message without id was made a malformed response
+    /// (`Incoming::kind`'s `(None, None, None) if self.is_tagged()`), it ends the call instead.
+    #[tokio::test]
+    async fn a_notification_with_an_odd_method_does_not_end_the_call_as_its_answer() {
+        let server = hostile::serve_tools(vec![hostile::tool("t", "t")], |req| {
+            let odd =
+                json!({"jsonrpc": "2.0", "method": {"name": "notifications/progress"}, "params": {}});
+            Reply::sse(&[odd, hostile::text_result(&req.id(), "served")])
+        })
+        .await;
+        let host = Host::new(json!({"s": {"url": server.url}}));
+        host.ready("s", Duration::from_secs(10)).await;
+        assert_eq!(host.call_tool("s", "t").await, Ok("served".into()));
+    }
+}
