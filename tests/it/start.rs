@@ -95,7 +95,7 @@ async fn lying_initialize_answers_each_give_an_exact_reason() {
                 let other = json!(id.as_u64().unwrap() + 1);
                 Reply::sse(&[result(&other, json!({"protocolVersion": "2025-06-18"}))])
             },
-            "the server closed the event stream before the response to request {initialize}",
+            "the server's event stream held a response to another request and none to request {initialize}",
         ),
         (
             "no-version",
