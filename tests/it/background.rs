@@ -15,6 +15,7 @@ use crate::support::Host;
 use crate::support::hostile::{
     self, Received, Reply, Server, result, text_result, tool, tools_page,
 };
+use crate::verdicts::{dropped, goodbyes};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -108,37 +109,6 @@ fn held_after(text: String) -> Reply {
 /// Management").
 fn not_found(_: &Received) -> Reply {
     Reply::raw(404, "text/plain", "Not Found: Session not found")
-}
-
-/// The DELETEs and cancels the server got, as `VERB session` lines.
-fn goodbyes(server: &Server) -> Vec<String> {
-    server
-        .requests()
-        .iter()
-        .filter(|r| r.http_method == "DELETE" || r.method() == "notifications/cancelled")
-        .map(|r| {
-            let what = if r.http_method == "DELETE" {
-                "DELETE"
-            } else {
-                "cancel"
-            };
-            format!("{what} {}", r.header("mcp-session-id").unwrap_or_default())
-        })
-        .collect()
-}
-
-/// Drops the host and waits until the server has been quiet for 500 ms.
-async fn dropped(host: Host, server: &Server) {
-    drop(host);
-    let mut seen = server.requests().len();
-    loop {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let now = server.requests().len();
-        if now == seen {
-            return;
-        }
-        seen = now;
-    }
 }
 
 /// Starts a call of `hold` (held open on `s-1`), waits until the server has it, makes the

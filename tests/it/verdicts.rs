@@ -126,7 +126,7 @@ async fn call(host: &Host, tool: &str) -> Result<String, ToolError> {
 }
 
 /// The DELETEs and cancels the server got, as `VERB session` lines.
-fn goodbyes(server: &Server) -> Vec<String> {
+pub(crate) fn goodbyes(server: &Server) -> Vec<String> {
     server
         .requests()
         .iter()
@@ -143,7 +143,7 @@ fn goodbyes(server: &Server) -> Vec<String> {
 }
 
 /// Drops the host and waits until the server has been quiet for 500 ms.
-async fn dropped(host: Host, server: &Server) {
+pub(crate) async fn dropped(host: Host, server: &Server) {
     drop(host);
     let mut seen = server.requests().len();
     loop {
