@@ -239,6 +239,8 @@ pub(crate) struct Connection {
     /// `scheme://host:port` of `url` when that part holds no secret, for connect errors; when
     /// `None`, a redirect target on the same host shows `[redacted]` for it.
     origin: Option<String>,
+    /// The host and port of `origin`, for spans.
+    peer: trace::Peer,
     /// Added to the reason of a 401/403 (see [`RemoteServer::auth_hint`]).
     auth_hint: Option<String>,
     headers: HeaderMap,
@@ -335,6 +337,7 @@ impl Connection {
             refused_after_refresh: Mutex::default(),
             clients,
             url: server.url,
+            peer: trace::Peer::of(server.origin.as_deref()),
             origin: server.origin,
             auth_hint: server.auth_hint,
             headers: server.headers,
@@ -559,7 +562,7 @@ impl Connection {
         session: &Session,
         request: impl std::future::Future<Output = Result<T, Error>>,
     ) -> Result<T, Error> {
-        let span = trace::request_span(method, None, id, self.origin.as_deref());
+        let span = trace::request_span(method, None, id, &self.peer);
         span.in_scope(|| trace_route(session, &self.redactor));
         let outcome = tracing::Instrument::instrument(request, span.clone()).await;
         trace::on_outcome(&span, &outcome);
@@ -697,7 +700,7 @@ impl Connection {
             return Err(Error::closed());
         }
         // The request's span (README "Traces"): a child of the caller's span.
-        let span = trace::request_span(wire.method, wire.name, id, self.origin.as_deref());
+        let span = trace::request_span(wire.method, wire.name, id, &self.peer);
         let outcome = tracing::Instrument::instrument(
             self.exchange(id, &wire, &params, &decode, answered_on),
             span.clone(),
@@ -1169,7 +1172,7 @@ impl Connection {
     ) -> Result<(), Error> {
         let body = jsonrpc::notification(method, params);
         // The notification's span (README "Traces").
-        let span = trace::notification_span(method, self.origin.as_deref());
+        let span = trace::notification_span(method, &self.peer);
         if let Some(session) = session {
             span.in_scope(|| trace_route(session, &self.redactor));
         }

@@ -362,7 +362,7 @@ impl McpPack {
                 let id = self.id.clone();
                 Box::pin(async move { get_dynamic_tools(&id, &servers, &args, &shutdown).await })
             }
-            Some(CALL) => match prepare_call(&self.id, &servers, &args) {
+            Some(CALL) => match prepare_call(&self.id, &servers, args) {
                 Ok(call) => Box::pin(call.spawn(self.id.clone(), shutdown)),
                 Err(e) => Box::pin(async move { Err(e) }),
             },
@@ -697,16 +697,15 @@ async fn lookup_many(
 fn prepare_call(
     id: &str,
     servers: &[Arc<Server>],
-    args: &Value,
+    mut args: Value,
 ) -> Result<PreparedCall, ToolError> {
-    let args = arguments(args, &["namespace", "toolName", "arguments"])?;
-    let namespace = string_arg(args, "namespace")?;
-    let tool_name = string_arg(args, "toolName")?;
+    let checked = arguments(&args, &["namespace", "toolName", "arguments"])?;
+    let namespace = string_arg(checked, "namespace")?;
+    let tool_name = string_arg(checked, "toolName")?;
     let namespace = namespace.ok_or_else(|| missing(id, "namespace", servers, None))?;
     let tool_name = tool_name.ok_or_else(|| missing(id, "toolName", servers, Some(namespace)))?;
-    let tool_args = match args.get("arguments") {
-        None | Some(Value::Null) => Value::Object(Map::new()),
-        Some(Value::Object(map)) => Value::Object(map.clone()),
+    match checked.get("arguments") {
+        None | Some(Value::Null | Value::Object(_)) => {}
         Some(other) => {
             return Err(ToolError::new(
                 ToolErrorKind::InvalidArguments,
@@ -717,22 +716,28 @@ fn prepare_call(
             ));
         }
     };
-    let server = server(servers, namespace)?;
+    let server = Arc::clone(server(servers, namespace)?);
     // Refused entries have no connection; their status error is the answer.
     let Some(connection) = server.connection.clone() else {
-        return Err(ready_tools(server).err().unwrap_or_else(|| {
+        return Err(ready_tools(&server).err().unwrap_or_else(|| {
             ToolError::new(
                 ToolErrorKind::Unavailable,
                 format!("server {} has no connection", quoted(&server.namespace)),
             )
         }));
     };
+    let tool_name = tool_name.to_string();
+    // Moved out of the Host's value, not copied: checked above to be an object or nothing.
+    let arguments = match args.as_object_mut().and_then(|a| a.remove("arguments")) {
+        Some(Value::Object(map)) => map,
+        _ => Map::new(),
+    };
     Ok(PreparedCall {
-        server: Arc::clone(server),
-        connection,
         namespace: Arc::clone(&server.namespace),
-        tool_name: tool_name.to_string(),
-        params: json!({"name": tool_name, "arguments": tool_args}),
+        server,
+        connection,
+        tool_name,
+        arguments: Value::Object(arguments),
     })
 }
 
@@ -918,7 +923,16 @@ struct PreparedCall {
     connection: Arc<Connection>,
     namespace: Arc<str>,
     tool_name: String,
-    params: Value,
+    /// The call's `arguments`: always a JSON object.
+    arguments: Value,
+}
+
+/// The `params` of a `tools/call` request (MCP 2025-11-25, server/tools "Calling Tools"),
+/// serialized straight from the prepared call.
+#[derive(serde::Serialize)]
+struct CallParams<'a> {
+    name: &'a str,
+    arguments: &'a Value,
 }
 
 /// The `reason` of a cancel for a call whose future was dropped.
@@ -981,7 +995,7 @@ impl PreparedCall {
         // Checked before anything is sent: a mismatch sends nothing.
         if let Err(problems) = listed
             .input_check
-            .check_arguments(&self.params["arguments"], redactor)
+            .check_arguments(&self.arguments, redactor)
         {
             return Err(ToolError::new(
                 ToolErrorKind::InvalidArguments,
@@ -992,6 +1006,10 @@ impl PreparedCall {
             ));
         }
         let tool = Some(self.tool_name.as_str());
+        let params = CallParams {
+            name: &self.tool_name,
+            arguments: &self.arguments,
+        };
         let mut id = id;
         // The one resend of a call after a `HeaderMismatch` goes out under an id of its own,
         // cancelled when the call is dropped (a rate limit's resend is the connection's:
@@ -1024,7 +1042,7 @@ impl PreparedCall {
                 Wire::new("tools/call", tool, &mirrored)
                     .sharing_reissue(&reissued)
                     .until(deadline),
-                &self.params,
+                &params,
                 decode,
             );
             // The shutdown first: a request the close ended at the same time is the shutdown's.
@@ -1099,8 +1117,7 @@ impl PreparedCall {
         if tool.mirrored.is_empty() {
             return Vec::new();
         }
-        tool.mirrored
-            .headers(self.params.get("arguments").unwrap_or(&Value::Null))
+        tool.mirrored.headers(&self.arguments)
     }
 }
 

@@ -72,19 +72,37 @@ impl SseStream {
     /// chunk away, and a body read to its end gives its connection back to the pool, where a
     /// body dropped early closes it.
     ///
+    /// What of the body is here already is read at once, without waiting: `None` when that was
+    /// its end (or over the bound, or the connection failed); else the future that reads the
+    /// rest, for the caller to run in the background.
+    ///
     /// # Cancel safety
-    /// Cancel safe: dropping it closes the connection, as dropping the stream would.
-    pub(super) async fn drain(mut self) {
+    /// The future is cancel safe: dropping it closes the connection, as dropping the stream
+    /// would.
+    pub(super) fn drain(mut self) -> Option<impl Future<Output = ()> + Send + 'static> {
+        use std::task::{Context, Poll, Waker};
         let mut left = crate::limits::DRAIN_BYTES;
-        let read = async {
-            while let Ok(Some(chunk)) = self.response.chunk().await {
-                match left.checked_sub(chunk.len()) {
-                    Some(rest) => left = rest,
-                    None => return,
-                }
+        // Polled with a waker that wakes nothing: a chunk not here yet is left for the future.
+        let mut here = Context::from_waker(Waker::noop());
+        loop {
+            let polled = std::pin::pin!(self.response.chunk()).poll(&mut here);
+            match polled {
+                Poll::Ready(Ok(Some(chunk))) => left = left.checked_sub(chunk.len())?,
+                Poll::Ready(_) => return None,
+                Poll::Pending => break,
             }
-        };
-        let _ = tokio::time::timeout(crate::limits::DRAIN_TIME, read).await;
+        }
+        Some(async move {
+            let read = async {
+                while let Ok(Some(chunk)) = self.response.chunk().await {
+                    match left.checked_sub(chunk.len()) {
+                        Some(rest) => left = rest,
+                        None => return,
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(crate::limits::DRAIN_TIME, read).await;
+        })
     }
 
     /// The next event; `None` when the body ended.

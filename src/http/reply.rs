@@ -397,14 +397,19 @@ impl Connection {
                     .route(message, &event.data, awaited, session, decode)
                     .await
                 {
-                    // The stream's end is usually one chunk away: read it in the background,
-                    // so the connection is reused rather than closed.
-                    let drained = self.runtime.spawn(events.drain());
-                    if after == AfterAnswer::Briefly
-                        && tokio::time::timeout(limits::PROBE_DRAIN_WAIT, drained)
-                            .await
-                            .is_ok()
-                    {
+                    // The stream's end is usually here already or one chunk away: the rest
+                    // is read in the background, so the connection is reused, not closed.
+                    let ended = match events.drain() {
+                        None => true,
+                        Some(rest) => {
+                            let drained = self.runtime.spawn(rest);
+                            after == AfterAnswer::Briefly
+                                && tokio::time::timeout(limits::PROBE_DRAIN_WAIT, drained)
+                                    .await
+                                    .is_ok()
+                        }
+                    };
+                    if after == AfterAnswer::Briefly && ended {
                         // The connection goes back to the pool in the HTTP client's own task,
                         // once it saw the body's end: let that task run first.
                         for _ in 0..4 {

@@ -983,8 +983,7 @@ impl Connection {
         let within = limits::DISCOVER_TIMEOUT;
         let wire = super::Wire::new("server/discover", None, &[]).headers_within(within);
         let ask = || {
-            let span =
-                super::trace::request_span("server/discover", None, id, self.origin.as_deref());
+            let span = super::trace::request_span("server/discover", None, id, &self.peer);
             let body =
                 span.in_scope(|| super::request_body(Era::Modern, id, "server/discover", "{}"));
             let asked = async {
@@ -1090,7 +1089,7 @@ impl Connection {
             "clientInfo": {"name": "plugin-mcp", "version": env!("CARGO_PKG_VERSION")},
         });
         let id = self.fresh_id();
-        let span = super::trace::request_span("initialize", None, id, self.origin.as_deref());
+        let span = super::trace::request_span("initialize", None, id, &self.peer);
         let body = span
             .in_scope(|| super::request_body(Era::Legacy, id, "initialize", &params.to_string()));
         let work = async {

@@ -20,15 +20,33 @@ use tracing::field::Empty;
 use super::error::Error;
 use crate::redact::Redactor;
 
+/// A server's `server.address` and `server.port` for spans, read once from its origin
+/// (`scheme://host:port`; `None` when that part of the url holds a secret: then neither is
+/// recorded).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Peer(Option<(Box<str>, u16)>);
+
+impl Peer {
+    pub(super) fn of(origin: Option<&str>) -> Self {
+        Self(
+            origin
+                .and_then(host_and_port)
+                .map(|(host, port)| (host.into(), port)),
+        )
+    }
+
+    fn address(&self) -> Option<&str> {
+        self.0.as_ref().map(|(host, _)| &**host)
+    }
+
+    fn port(&self) -> Option<u16> {
+        self.0.as_ref().map(|&(_, port)| port)
+    }
+}
+
 /// The span of JSON-RPC request `id` of `method` (naming `tool` for a `tools/call`) to the
-/// server at `origin` (`scheme://host:port`; `None` when that part of the url holds a secret:
-/// then neither `server.address` nor `server.port` is recorded).
-pub(super) fn request_span(
-    method: &str,
-    tool: Option<&str>,
-    id: u64,
-    origin: Option<&str>,
-) -> Span {
+/// server `peer`.
+pub(super) fn request_span(method: &str, tool: Option<&str>, id: u64, peer: &Peer) -> Span {
     // The fields are made only when the span is enabled (the macro's values are evaluated
     // then): a Pack without a subscriber pays no formatting per request.
     message_span!(
@@ -37,8 +55,8 @@ pub(super) fn request_span(
         method,
         tool,
         Some(id),
-        origin.and_then(host_and_port).map(|(host, _)| host),
-        origin.and_then(host_and_port).map(|(_, port)| port)
+        peer.address(),
+        peer.port()
     )
 }
 
@@ -59,18 +77,17 @@ impl std::fmt::Display for SpanName<'_> {
 }
 
 /// The span of a notification of `method` the client sends (`notifications/initialized`,
-/// `notifications/cancelled`) to the server at `origin`: named `mcp.notification`, with the
+/// `notifications/cancelled`) to the server `peer`: named `mcp.notification`, with the
 /// attributes of [`request_span`] without a request id or a tool.
-pub(super) fn notification_span(method: &str, origin: Option<&str>) -> Span {
-    let (address, port) = origin.and_then(host_and_port).unzip();
+pub(super) fn notification_span(method: &str, peer: &Peer) -> Span {
     message_span!(
         "mcp.notification",
         method,
         method,
         None::<&str>,
         None::<u64>,
-        address,
-        port
+        peer.address(),
+        peer.port()
     )
 }
 
