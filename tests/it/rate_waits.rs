@@ -177,12 +177,9 @@ async fn a_rate_limited_stream_stays_away_the_named_wait_across_a_calls_renewal(
 /// its own before the wait is over, and both calls are served after it.
 #[tokio::test]
 async fn a_second_call_during_a_rate_limited_renewal_sends_no_initialize_inside_the_wait() {
-    let initializes = AtomicUsize::new(0);
-    let (server, live) = forgetful(move |req, _| {
-        let second =
-            req.method() == "initialize" && initializes.fetch_add(1, Ordering::SeqCst) + 1 == 2;
-        second.then(|| Reply::raw(429, "text/plain", "slow down").header("retry-after", "3"))
-    })
+    let (server, live) = forgetful(refusing_initialize(2, false, || {
+        Reply::raw(429, "text/plain", "slow down").header("retry-after", "3")
+    }))
     .await;
     let host = ready_host(&server).await;
     live.lock().unwrap().clear();
@@ -295,6 +292,23 @@ async fn the_stream_loops_renewal_refused_429_waits_the_named_wait() {
         "initializes within 4.5 s of a Retry-After: 20"
     );
     drop(host);
+}
+
+/// A [`forgetful`] script refusing `initialize`s with `reply()`: the `n`-th only, or with
+/// `later_too` every one from the `n`-th on (the first is the start's, the next a renewal's).
+fn refusing_initialize(
+    n: usize,
+    later_too: bool,
+    reply: fn() -> Reply,
+) -> impl Fn(&hostile::Received, bool) -> Option<Reply> + Send + Sync + 'static {
+    let initializes = AtomicUsize::new(0);
+    move |req, _| {
+        if req.method() != "initialize" {
+            return None;
+        }
+        let nth = initializes.fetch_add(1, Ordering::SeqCst) + 1;
+        (nth == n || (later_too && nth > n)).then(reply)
+    }
 }
 
 /// The sessions a [`forgetful`] server still knows.
@@ -615,15 +629,9 @@ async fn a_resumption_after_a_rate_limit_wait_goes_nowhere_once_its_session_is_k
 /// machine holds such a refusal at most the stream loop's longest backoff).
 #[tokio::test]
 async fn a_renewal_refused_429_with_an_enormous_retry_after_answers_unavailable_not_a_panic() {
-    let initializes = AtomicUsize::new(0);
-    let (server, live) = forgetful(move |req, _| {
-        let later =
-            req.method() == "initialize" && initializes.fetch_add(1, Ordering::SeqCst) + 1 >= 2;
-        later.then(|| {
-            Reply::raw(429, "text/plain", "slow down")
-                .header("retry-after", "99999999999999999999999")
-        })
-    })
+    let (server, live) = forgetful(refusing_initialize(2, true, || {
+        Reply::raw(429, "text/plain", "slow down").header("retry-after", "99999999999999999999999")
+    }))
     .await;
     let host = ready_host(&server).await;
     live.lock().unwrap().clear();
@@ -674,12 +682,9 @@ async fn a_resumption_refused_429_without_retry_after_says_the_call_may_have_run
 /// them out and is served (the refusal it meets asks for what is left of the wait).
 #[tokio::test]
 async fn a_call_during_a_throttled_renewal_waits_out_what_is_left_of_the_wait() {
-    let initializes = AtomicUsize::new(0);
-    let (server, live) = forgetful(move |req, _| {
-        let second =
-            req.method() == "initialize" && initializes.fetch_add(1, Ordering::SeqCst) + 1 == 2;
-        second.then(|| Reply::raw(429, "text/plain", "slow down").header("retry-after", "15"))
-    })
+    let (server, live) = forgetful(refusing_initialize(2, false, || {
+        Reply::raw(429, "text/plain", "slow down").header("retry-after", "15")
+    }))
     .await;
     let host = Host::new(json!({"s": {
         "url": format!("http://127.0.0.1:{}/mcp", server.port),
@@ -698,12 +703,9 @@ async fn a_call_during_a_throttled_renewal_waits_out_what_is_left_of_the_wait() 
 /// again, did not run, and is `unavailable` as a call refused busy itself is.
 #[tokio::test]
 async fn a_renewal_refused_503_without_retry_after_is_busy_for_the_call() {
-    let initializes = AtomicUsize::new(0);
-    let (server, live) = forgetful(move |req, _| {
-        let second =
-            req.method() == "initialize" && initializes.fetch_add(1, Ordering::SeqCst) + 1 == 2;
-        second.then(|| Reply::raw(503, "text/plain", "busy"))
-    })
+    let (server, live) = forgetful(refusing_initialize(2, false, || {
+        Reply::raw(503, "text/plain", "busy")
+    }))
     .await;
     let host = ready_host(&server).await;
     live.lock().unwrap().clear();
