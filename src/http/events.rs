@@ -12,9 +12,9 @@ use reqwest::Response;
 use crate::json;
 use crate::sse;
 
-/// How the end of an event stream is read once it brought the answer: always to its end in the
-/// background (at most [`crate::limits::DRAIN_TIME`] and [`crate::limits::DRAIN_BYTES`]), so
-/// the connection goes back to the pool.
+/// How the end of an event stream is read once it brought the answer: always to its end (what is
+/// here at once, the rest in the background; at most [`crate::limits::DRAIN_TIME`] and
+/// [`crate::limits::DRAIN_BYTES`]), so the connection goes back to the pool.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum AfterAnswer {
     /// The caller goes on at once.
