@@ -984,7 +984,6 @@ impl PreparedCall {
             Ok(found) => found?,
             Err(_) => return Err(call_deadline(&ns, limit)),
         };
-        let listed = &list.tools[i];
         let connection = &self.connection;
         let redactor = connection.redactor();
         let schema = SchemaPointer {
@@ -992,19 +991,6 @@ impl PreparedCall {
             namespace: &self.namespace,
             tool: &self.tool_name,
         };
-        // Checked before anything is sent: a mismatch sends nothing.
-        if let Err(problems) = listed
-            .input_check
-            .check_arguments(&self.arguments, redactor)
-        {
-            return Err(ToolError::new(
-                ToolErrorKind::InvalidArguments,
-                format!(
-                    "the arguments do not match the inputSchema of tool {} of server {ns}: {problems}; {schema}",
-                    quoted(&self.tool_name)
-                ),
-            ));
-        }
         let tool = Some(self.tool_name.as_str());
         let params = CallParams {
             name: &self.tool_name,
@@ -1018,8 +1004,11 @@ impl PreparedCall {
         // A call is re-issued at most once in all, the retry after a `HeaderMismatch` included.
         let reissued = std::sync::atomic::AtomicBool::new(false);
         let outcome = loop {
-            tracing::debug!(namespace = %self.namespace, id, "tools/call");
             let listed = &list.tools[i];
+            // Checked before each send, against the tool as listed then (a resend after a
+            // re-listing meets the schema it brought): a mismatch sends nothing.
+            self.check_arguments(listed, &ns, &schema)?;
+            tracing::debug!(namespace = %self.namespace, id, "tools/call");
             let mirrored = self.mirrored(listed);
             let output = &listed.output_check;
             let decode = |raw: &serde_json::value::RawValue, source: &bytes::Bytes| {
@@ -1111,6 +1100,30 @@ impl PreparedCall {
 }
 
 impl PreparedCall {
+    /// Checks the call's arguments against `tool`'s `inputSchema` ([`Checker::check_arguments`](crate::schema::Checker::check_arguments)).
+    ///
+    /// # Errors
+    /// `InvalidArguments` naming the problems (at most five, scrubbed) and where the schema is
+    /// shown (`schema`).
+    fn check_arguments(
+        &self,
+        tool: &crate::server::Tool,
+        ns: &str,
+        schema: &SchemaPointer<'_>,
+    ) -> Result<(), ToolError> {
+        tool.input_check
+            .check_arguments(&self.arguments, self.connection.redactor())
+            .map_err(|problems| {
+                ToolError::new(
+                    ToolErrorKind::InvalidArguments,
+                    format!(
+                        "the arguments do not match the inputSchema of tool {} of server {ns}: {problems}; {schema}",
+                        quoted(&self.tool_name)
+                    ),
+                )
+            })
+    }
+
     /// The `Mcp-Param-{Name}` headers of this call to `tool` (its `x-mcp-header` parameters,
     /// read from the call's `arguments`).
     fn mirrored(&self, tool: &crate::server::Tool) -> Vec<(http::HeaderName, http::HeaderValue)> {

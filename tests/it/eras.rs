@@ -1711,6 +1711,36 @@ async fn header_mismatch_twice_fails_without_a_loop() {
     );
 }
 
+/// A HeaderMismatch re-lists because the tool's `inputSchema` may have changed (MCP 2026-07-28,
+/// transports "Client Behavior"): the resend is checked against the schema the re-listing
+/// brought, like the first send. Arguments that no longer match are `invalid_arguments` and
+/// are not sent again.
+#[tokio::test]
+async fn a_resend_after_header_mismatch_is_checked_against_the_relisted_schema() {
+    let server = Modern::start().await;
+    server.set_tools(vec![tool_with("echo", json!({"n": {"type": "integer"}}))]);
+    let host = ready(&server).await;
+    // The server is redeployed: `n` is now a string, and the call meets HeaderMismatch.
+    server.set_tools(vec![tool_with("echo", json!({"n": {"type": "string"}}))]);
+    server.answer_next(
+        "tools/call",
+        Canned::Error(400, -32020, "Header mismatch".into(), Value::Null),
+    );
+    let refused = call(&host, "echo", json!({"n": 1})).await.unwrap_err();
+    assert_eq!(
+        refused,
+        ToolError::new(
+            ToolErrorKind::InvalidArguments,
+            r#"the arguments do not match the inputSchema of tool "echo" of server "m": arguments/n: 1 is not of type "string"; see the schema with mcp/get_dynamic_tools {"namespace":"m","toolName":"echo"}"#
+        )
+    );
+    let trail = server.settle(Duration::from_millis(300), LIMIT).await;
+    assert_eq!(
+        trail.iter().map(Step::line).collect::<Vec<_>>()[2..],
+        ["POST tools/call 400", "POST tools/list 200"]
+    );
+}
+
 #[tokio::test]
 async fn list_changed_opens_a_listen_stream_and_a_notification_relists() {
     let server = Modern::start().await;
