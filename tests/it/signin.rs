@@ -1442,6 +1442,11 @@ async fn an_html_page_at_the_first_metadata_url_sends_discovery_on_to_openid() {
     );
 }
 
+/// The reason of a server that answers `401` and offers no OAuth sign-in.
+const NO_SIGN_IN: &str = "signing in failed: the server answered HTTP 401 but offers no OAuth \
+     sign-in (no protected resource metadata, no authorization server metadata, no registration \
+     endpoint); it probably wants an API key or token: set it in the entry's headers";
+
 #[tokio::test]
 async fn a_server_that_wants_an_api_key_is_said_to_offer_no_sign_in() {
     use crate::support::hostile::Reply;
@@ -1453,12 +1458,7 @@ async fn a_server_that_wants_an_api_key_is_said_to_offer_no_sign_in() {
         _ => Reply::raw(404, "text/plain", "not here"),
     })
     .await;
-    assert_eq!(
-        failure_reason(&base).await,
-        "signing in failed: the server answered HTTP 401 but offers no OAuth sign-in (no \
-         protected resource metadata, no authorization server metadata, no registration \
-         endpoint); it probably wants an API key or token: set it in the entry's headers"
-    );
+    assert_eq!(failure_reason(&base).await, NO_SIGN_IN);
     assert!(
         !server.requests().iter().any(|r| r.target == "/authorize"),
         "no link was made"
@@ -1477,12 +1477,7 @@ async fn a_server_refusing_every_path_401_in_json_is_said_to_offer_no_sign_in() 
             .header("www-authenticate", "Bearer")
     })
     .await;
-    assert_eq!(
-        failure_reason(&base).await,
-        "signing in failed: the server answered HTTP 401 but offers no OAuth sign-in (no \
-         protected resource metadata, no authorization server metadata, no registration \
-         endpoint); it probably wants an API key or token: set it in the entry's headers"
-    );
+    assert_eq!(failure_reason(&base).await, NO_SIGN_IN);
     assert!(
         server.requests().iter().any(|r| r.target == "/register"),
         "the guessed registration endpoint was asked"

@@ -1259,6 +1259,23 @@ async fn a_ping_answered_without_result_or_error_still_shows_the_session_lives()
     }
 }
 
+/// A Host of `s` at `server`, ready; once the stream's first `ping` went out, a call of `t`
+/// returns, and fails.
+async fn a_call_fails_after_the_first_ping(server: &Server) -> Host {
+    let host = Host::new(json!({ "s": entry(&server.url) }));
+    host.ready("s", WAIT).await;
+    server
+        .wait_until(WAIT, "the ping on s-1", |r| {
+            r.iter().any(|r| r.method() == "ping")
+        })
+        .await;
+    let called = tokio::time::timeout(WAIT, host.call_tool("s", "t"))
+        .await
+        .expect("the call returns");
+    assert!(called.is_err(), "{called:?}");
+    host
+}
+
 /// The server's "no valid session" words are read by two rules, one for the request path and
 /// one for the stream machine (docs/connection.md "The server's words"). A tool `t` answers
 /// those words itself on every session (so, after a renewal that met them again, they are the
@@ -1293,17 +1310,7 @@ async fn the_streams_get_reads_the_servers_words_by_the_streams_own_rule() {
         }
     })
     .await;
-    let host = Host::new(json!({ "s": entry(&server.url) }));
-    host.ready("s", WAIT).await;
-    server
-        .wait_until(WAIT, "the ping on s-1", |r| {
-            r.iter().any(|r| r.method() == "ping")
-        })
-        .await;
-    let called = tokio::time::timeout(WAIT, host.call_tool("s", "t"))
-        .await
-        .expect("the call returns");
-    assert!(called.is_err(), "{called:?}");
+    let host = a_call_fails_after_the_first_ping(&server).await;
     assert_eq!(issued.load(Ordering::SeqCst), 2, "the call renewed once");
     tokio::time::sleep(Duration::from_millis(4500)).await;
     let on_s2: Vec<String> = server
@@ -1364,17 +1371,7 @@ async fn the_streams_ping_reads_the_servers_words_by_the_streams_own_rule() {
         }
     })
     .await;
-    let host = Host::new(json!({ "s": entry(&server.url) }));
-    host.ready("s", WAIT).await;
-    server
-        .wait_until(WAIT, "the ping on s-1", |r| {
-            r.iter().any(|r| r.method() == "ping")
-        })
-        .await;
-    let called = tokio::time::timeout(WAIT, host.call_tool("s", "t"))
-        .await
-        .expect("the call returns");
-    assert!(called.is_err(), "{called:?}");
+    let host = a_call_fails_after_the_first_ping(&server).await;
     assert_eq!(
         calls.load(Ordering::SeqCst),
         2,
