@@ -306,10 +306,10 @@ async fn a_standalone_get_refused_with_a_body_that_never_ends_does_not_stall_the
 
 /// A modern server's `subscriptions/listen` refused with a `400` whose headers come at once and
 /// whose body never ends (README: "`subscriptions/listen` and a resumption 30 s to bring their
-/// headers ... Nothing the Pack sends in the background can hang it"). The body is read for its
-/// preview without a bound, so the stream loop never sends another listen: a second one
-/// (answered here with an event stream) should go out on the backoff, and a `list_changed` on
-/// it re-list the server. Observed: one listen in 10 minutes, the new tool never listed.
+/// headers ... Nothing the Pack sends in the background can hang it"). The refusal's body is read
+/// for its preview within a bound, so the stream loop goes on: a second listen (answered here
+/// with an event stream) goes out on the backoff, and a `list_changed` on it re-lists the
+/// server.
 #[tokio::test(start_paused = true)]
 async fn a_listen_refused_with_a_body_that_never_ends_does_not_stall_the_stream_loop() {
     heartbeat();

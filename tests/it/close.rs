@@ -140,13 +140,10 @@ async fn on_its_way_at_the_drop(
 }
 
 /// A legacy server (s-1) whose tool answers `-32021` (a modern error: an era signal), so the
-/// call makes the connection ask `server/discover` again. That probe runs in a task of its own
-/// that nothing tracks or stops: the Pack is dropped while it waits, the close (a `DELETE` of
-/// s-1) ends and `Pack::closed` resolves, and then the server answers the probe `-32022`
-/// naming 2026-07-28 as supported, which `discover` asks "once more" — a `server/discover` POST
-/// after the close. ARCHITECTURE.md: "after `close` no task of the Pack sends anything".
-/// Expected: nothing reaches the server once `Pack::closed` resolved; observed: the probe's
-/// second `server/discover`, about 1.5 s later.
+/// call makes the connection ask `server/discover` again. The Pack is dropped while that probe
+/// waits; the server then answers it `-32022` naming 2026-07-28 as supported, which a probe
+/// would ask "once more". ARCHITECTURE.md: "after `close` no task of the Pack sends anything":
+/// nothing reaches the server once `Pack::closed` resolved, no second `server/discover`.
 #[tokio::test]
 async fn an_era_probe_running_at_the_drop_sends_nothing_after_the_close() {
     let server = hostile::serve_all(|req| async move {

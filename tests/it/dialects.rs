@@ -688,10 +688,9 @@ mod whole_settings_files {
 
     /// A Gemini CLI `settings.json` handed whole as the plugin config (README: a plugin config
     /// without an `mcp` key that is a whole `mcp.json` is the Pack's config) carries Gemini's own
-    /// top-level `"mcp": {"excluded": [...]}`. Its servers should be read from `mcpServers`, with
-    /// `mcp.excluded` refusing `t` and `s` started. Instead `install` takes that `mcp` object as
-    /// the Pack's config: the servers object becomes `{"excluded": [...]}`, so `s` is never
-    /// listed and a namespace `excluded` appears.
+    /// top-level `"mcp": {"excluded": [...]}`. Its servers are read from `mcpServers`, with
+    /// `mcp.excluded` refusing `t` and `s` started; the `mcp` object is not taken for the
+    /// Pack's config (no namespace `excluded`).
     #[tokio::test]
     async fn a_gemini_settings_file_given_whole_is_read_from_its_mcp_servers_not_its_mcp_block() {
         let server =

@@ -574,8 +574,7 @@ async fn a_modern_error_in_a_200_reply_to_a_legacy_session_flips_to_modern() {
 /// same plain 400, no call ever probes again: every call fails for the Pack's life. README:
 /// "It is decided again only when the server shows the other era — a restart onto another
 /// version" (and without the earlier flap the same restart is followed by the next call).
-/// The call after the restart should be answered on a new legacy session (`legacy ok on
-/// s-1`); observed: the plain 400, forever.
+/// The call after the restart is answered on a new legacy session (`legacy ok on s-1`).
 #[tokio::test]
 async fn a_plain_400_a_resend_got_past_does_not_hide_a_later_restart_onto_the_legacy_era() {
     let legacy = Arc::new(AtomicBool::new(false));
@@ -601,13 +600,11 @@ async fn a_plain_400_a_resend_got_past_does_not_hide_a_later_restart_onto_the_le
 /// with a plain 404 (no listen endpoint), behind a load balancer whose two replicas differ in
 /// their `instructions` (a rolling deploy: "v1" and "v2"). The issue: "A modern server whose
 /// endpoint answers `subscriptions/listen` with a plain 404 must not be re-probed forever".
-/// Each 404 makes the loop probe; the probe finds the same modern era but other
-/// `instructions`, so `recheck` installs a new route (`Moved`) instead of recording the 404 as
-/// the server's own; the install wakes the stream loop at once (a non-listing install), whose
-/// next listen meets the same 404 and probes again: a tight loop of `server/discover` +
-/// `subscriptions/listen` + a full `tools/list`, with no backoff, for the Pack's life.
-/// (On a paused clock the loop never lets virtual time move: this test runs in real time.)
-/// Expected in 3 s: the start's probe and at most two more; observed: hundreds.
+/// Each 404 makes the loop probe, and the probe finds the same modern era but other
+/// `instructions` (a new route): that must not wake the loop into a tight loop of
+/// `server/discover` + `subscriptions/listen` + `tools/list`. In 3 s: the start's probe and at
+/// most two more. (A loop on a paused clock would never let virtual time move: this test runs
+/// in real time.)
 #[tokio::test]
 async fn a_listen_404_on_replicas_with_other_instructions_does_not_probe_in_a_tight_loop() {
     let server = hostile::serve_all(|req| async move {
@@ -641,11 +638,10 @@ async fn a_listen_404_on_replicas_with_other_instructions_does_not_probe_in_a_ti
 /// a plain 400 every time (the server's own answer, e.g. a gateway's argument check), behind
 /// replicas whose `instructions` differ. With one replica, the first call probes once, resends,
 /// meets the 400 again and records it as the server's own: later calls cost nothing more
-/// (tests/it/bounds.rs). Here the probe finds other `instructions`, installs a new route
-/// (`Moved`), and the resend on that route is never recorded (`confirming` is only set when
-/// the route was kept): every call costs a `server/discover` and a full re-listing, for the
-/// Pack's life. Expected after three calls: 2 `server/discover` (the start's and one probe),
-/// 2 `tools/list` (the start's, and one for the new instructions); observed: 4 and 4.
+/// (tests/it/bounds.rs). Here the probe finds other `instructions` and installs a new route
+/// (`Moved`); the 400 met again on it is recorded all the same, so later calls cost nothing
+/// more. After three calls: 2 `server/discover` (the start's and one probe), 2 `tools/list`
+/// (the start's, and one for the new instructions).
 #[tokio::test]
 async fn a_modern_tools_own_plain_400_on_replicas_with_other_instructions_costs_no_probe_per_call()
 {

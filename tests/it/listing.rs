@@ -225,10 +225,9 @@ async fn an_older_servers_repeated_first_page_with_a_malformed_tool_ends_the_wal
 
 /// A modern server's `tools/list` page with `ttlMs: 0.5`. docs/lifecycle.md: "a listing's
 /// `ttlMs` | at least 5 s, at most a day | a smaller positive ttl counts as 5 s"; README: "a
-/// server-chosen `ttlMs` counts as at least 5 s". `read_page` drops every ttl under 1 ms
-/// before the floor applies, so this positive ttl counts as none: the listing is never
-/// refreshed by time (where `ttlMs: 1` is refreshed after 5 s). Used 6 s after the start, it
-/// should be re-listed once: two `tools/list`; observed one.
+/// server-chosen `ttlMs` counts as at least 5 s". A positive ttl under 1 ms counts as 5 s
+/// too, as `ttlMs: 1` does (it is not read as "no ttl"): used 6 s after the start, the listing
+/// is re-listed once, two `tools/list`.
 #[tokio::test(start_paused = true)]
 async fn a_positive_ttl_under_one_millisecond_counts_as_the_5_second_floor() {
     heartbeat();

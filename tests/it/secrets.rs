@@ -1614,57 +1614,47 @@ mod placeholder_looking_values {
         unsafe { std::env::set_var(name, value) };
     }
 
-    /// An `${env:...}` value is a secret whatever it looks like. One that happens to look like
-    /// Gemini CLI's bare `$NAME` (a `$` then upper-case letters and digits, as a generated API key
-    /// or password may be) should still be scrubbed when a server echoes it: the reason should
-    /// show `[redacted]`. It is shown whole, because the redactor skips any value that
-    /// `is_quotable_placeholder` accepts, and that now accepts `$NAME`.
+    /// The start reason of a server that echoes the `X-Api-Key` it got, when the entry sends
+    /// `${env:<name>}` there and the variable holds `value`.
+    async fn reason_echoing_an_env_value(name: &str, value: &str) -> serde_json::Value {
+        set_env(name, value);
+        let server = hostile::serve_initialize(|req| {
+            let key = req.header("x-api-key").unwrap_or_default();
+            Reply::raw(500, "text/plain", format!("bad key {key}"))
+        })
+        .await;
+        let host = Host::new(json!({
+            "s": {"url": server.url, "headers": {"X-Api-Key": format!("${{env:{name}}}")}},
+        }));
+        let listing = host.settled(Duration::from_secs(10)).await;
+        server_entry(&listing, "s")["reason"].clone()
+    }
+
+    /// An `${env:...}` value is a secret whatever it looks like: one that looks like Gemini
+    /// CLI's bare `$NAME` (a `$` then upper-case letters and digits, as a generated API key may)
+    /// is scrubbed when a server echoes it.
     #[tokio::test]
     async fn an_env_value_that_looks_like_a_bare_dollar_name_is_still_scrubbed() {
-        const SECRET: &str = "$K7Q2X9ZP4M8WR3T6VN5B";
-        set_env("MCP_FINDINGS3_DOLLAR_KEY", SECRET);
-        let server = hostile::serve_initialize(|req| {
-            let key = req.header("x-api-key").unwrap_or_default();
-            Reply::raw(500, "text/plain", format!("bad key {key}"))
-        })
-        .await;
-        let host = Host::new(json!({
-            "s": {"url": server.url, "headers": {"X-Api-Key": "${env:MCP_FINDINGS3_DOLLAR_KEY}"}},
-        }));
-        let listing = host.settled(Duration::from_secs(10)).await;
         assert_eq!(
-            server_entry(&listing, "s")["reason"],
+            reason_echoing_an_env_value("MCP_FINDINGS3_DOLLAR_KEY", "$K7Q2X9ZP4M8WR3T6VN5B").await,
             "HTTP 500 Internal Server Error: bad key [redacted]"
         );
     }
 
-    /// The same hole in its older form: an `${env:...}` value that looks like a `${NAME}`
-    /// placeholder (a secret generated with `${`, `}` in its alphabet is rare, but the rule is the
-    /// one above) should be scrubbed when echoed; it is shown whole.
+    /// So is one that looks like a `${NAME}` placeholder.
     #[tokio::test]
     async fn an_env_value_that_looks_like_a_braced_placeholder_is_still_scrubbed() {
-        const SECRET: &str = "${K7Q2X9ZP4M8WR3T6VN5B}";
-        set_env("MCP_FINDINGS3_BRACED_KEY", SECRET);
-        let server = hostile::serve_initialize(|req| {
-            let key = req.header("x-api-key").unwrap_or_default();
-            Reply::raw(500, "text/plain", format!("bad key {key}"))
-        })
-        .await;
-        let host = Host::new(json!({
-            "s": {"url": server.url, "headers": {"X-Api-Key": "${env:MCP_FINDINGS3_BRACED_KEY}"}},
-        }));
-        let listing = host.settled(Duration::from_secs(10)).await;
         assert_eq!(
-            server_entry(&listing, "s")["reason"],
+            reason_echoing_an_env_value("MCP_FINDINGS3_BRACED_KEY", "${K7Q2X9ZP4M8WR3T6VN5B}")
+                .await,
             "HTTP 500 Internal Server Error: bad key [redacted]"
         );
     }
 
-    /// A configured header value is a secret (README "Secrets"): no listing may show it. A key
-    /// that begins with `$` and is otherwise upper-case letters and digits (as some generated API
-    /// keys are) is taken for Gemini CLI's bare `$NAME` and quoted whole in the server's notes:
-    /// `header "X-Api-Key" holds $K7Q2X9ZP4M8WR3T6VN5B, which was sent as written ...`. The
-    /// listing should not hold the value.
+    /// A configured header value is a secret (README "Secrets"): no listing shows it, not even
+    /// one that begins with `$` and is otherwise upper-case letters and digits (as some
+    /// generated API keys are), which a note on Gemini CLI's bare `$NAME` could take for a
+    /// placeholder.
     #[tokio::test]
     async fn a_configured_header_value_that_looks_like_a_bare_dollar_name_is_never_listed() {
         const SECRET: &str = "$K7Q2X9ZP4M8WR3T6VN5B";

@@ -2047,10 +2047,8 @@ mod guessed_registration {
     /// A server with no sign-in metadata whose guessed `/register` (MCP 2025-03-26's default
     /// endpoints) exists but is closed answers `403` with an OAuth error object and a description
     /// (`access_denied`: registration is disabled). That is a registration endpoint refusing, and
-    /// the reason should say so (keeping its description: a pre-registered `oauth.clientId` is what
-    /// is needed). Instead `is_registration_error` knows only RFC 7591's four codes, so the reason
-    /// claims there is "no registration endpoint" and that the server "probably wants an API key",
-    /// a lasting verdict that sends the user the wrong way.
+    /// the reason says so, keeping its description (a pre-registered `oauth.clientId` is what is
+    /// needed), never that the server "probably wants an API key".
     #[tokio::test]
     async fn a_closed_guessed_registration_endpoint_is_not_called_an_api_key_server() {
         crate::support::oauth_store();

@@ -343,9 +343,8 @@ async fn call_then_get_at_once(
 /// forgotten and renews it to s-2. docs/connection.md: "The loop watches the session machine
 /// while it waits: when the session its stream is on stops being the live one (a call renewed
 /// it ...) ... the new session gets its own stream — at once when a call made it". The `ping`
-/// is a wait that does not watch: the loop keeps asking about s-1, which is no longer live, for
-/// the rest of the ping's 10 s before s-2 gets its `GET`. s-2's `GET` should go out at once
-/// (0 s after the call's answer); observed 8 s.
+/// is such a wait: the loop does not keep asking about s-1, which is no longer live, for the
+/// rest of the ping's 10 s. s-2's `GET` goes out at once (0 s after the call's answer).
 #[tokio::test(start_paused = true)]
 async fn a_call_that_renews_the_session_while_the_loop_pings_moves_the_stream_at_once() {
     heartbeat();
@@ -412,9 +411,8 @@ async fn a_stream_400_that_speaks_of_sessions_on_every_fresh_session_does_not_ma
 /// finds s-6 forgotten too and renews it to s-7. docs/connection.md and the loop's own doc:
 /// "Every wait of the loop ... ends as soon as its session stops being the live one ... the
 /// next live session gets its own at once when a call ... made it". The wait after a renewal
-/// the loop asked for (`Turn::BackoffOnly`) is a bare sleep that watches nothing, so s-7's
-/// `GET` goes out only when the 16 s are over. Expected: s-7's `GET` 0 s after the call's
-/// answer; observed: 14 s.
+/// the loop asked for (`Turn::BackoffOnly`) watches too: s-7's `GET` goes out 0 s after the
+/// call's answer, not when the 16 s are over.
 #[tokio::test(start_paused = true)]
 async fn a_call_renewal_during_the_wait_after_the_loops_own_renewal_gets_its_stream_at_once() {
     heartbeat();
@@ -448,13 +446,11 @@ async fn a_call_renewal_during_the_wait_after_the_loops_own_renewal_gets_its_str
 /// A legacy server whose standalone `GET` and `ping` are answered with the plain-text 400 of
 /// older SDKs ("No valid session ID provided") while calls on the session work. The stream
 /// loop sets s-1 aside, makes s-2, meets the same words there and concludes that "such 400s are
-/// the request's own from now on" (attack4). That verdict
-/// is connection-wide and for good: when the server later restarts and forgets s-2, answering
-/// every request on it with those very words (as it answers any unknown session), the call
-/// path no longer reads them as a forgotten session, never makes s-3, and every call fails for
-/// the Pack's life. Learned from `GET`/`ping` answers, it should not disarm the `tools/call`
-/// path (which learns it on its own after a resend). Expected after the restart: `ok on s-3`;
-/// observed: the 400, on every call.
+/// the request's own from now on" (attack4). Learned from
+/// `GET`/`ping` answers, that verdict does not disarm the `tools/call` path (which learns it on
+/// its own after a resend): when the server later restarts and forgets s-2, answering every
+/// request on it with those very words, a call still reads them as a forgotten session and is
+/// answered `ok on s-3`.
 #[tokio::test(start_paused = true)]
 async fn a_stream_paths_verdict_on_session_400s_does_not_hide_a_real_restart_from_calls() {
     heartbeat();
@@ -1466,8 +1462,8 @@ mod foreign_and_odd_messages {
 
     /// A modern server answers a call on an event stream with a response to another id, then
     /// ends the stream. In a JSON body the same reply is refused at once ("held no response"),
-    /// never sent again; on the stream it should be read the same: the server answered, so the
-    /// tool ran, and re-issuing the call would run it twice. Counted here: `tools/call` requests.
+    /// never sent again; on the stream it is read the same: the server answered, so the tool
+    /// ran, and re-issuing the call would run it twice. Counted here: `tools/call` requests.
     #[tokio::test]
     async fn a_modern_call_answered_with_another_id_on_a_stream_is_not_sent_twice() {
         let server = hostile::serve_all(|req| async move {
@@ -1495,9 +1491,8 @@ mod foreign_and_odd_messages {
 
     /// A tagged message with neither `id`, `result` nor `error` but a `method` that is no string
     /// (a malformed notification: `{"jsonrpc":"2.0","method":{...},"params":{}}`) is no response
-    /// to anything. On a call's stream it should be skipped, and the call's own answer, right
-    /// after it, read. Since a tagged message without id was made a malformed response
-    /// (`Incoming::kind`'s `(None, None, None) if self.is_tagged()`), it ends the call instead.
+    /// to anything. On a call's stream it is skipped, and the call's own answer, right after it,
+    /// read: only a tagged message with a `result` and no id is a response that lost its id.
     #[tokio::test]
     async fn a_notification_with_an_odd_method_does_not_end_the_call_as_its_answer() {
         let server = hostile::serve_tools(vec![hostile::tool("t", "t")], |req| {
