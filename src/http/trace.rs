@@ -23,7 +23,7 @@ use crate::redact::Redactor;
 /// A server's `server.address` and `server.port` for spans, read once from its origin
 /// (`scheme://host:port`; `None` when that part of the url holds a secret: then neither is
 /// recorded).
-#[derive(Clone, Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Peer(Option<(Box<str>, u16)>);
 
 impl Peer {
