@@ -355,7 +355,7 @@ enum Open<'t> {
         /// The member being read: where its key began, and the key.
         member: Option<(usize, Key<'t>)>,
         /// The members read so far.
-        held: Held<'t>,
+        held: Held,
     },
 }
 
@@ -367,48 +367,62 @@ type Key<'t> = std::borrow::Cow<'t, [u8]>;
 const FEW_MEMBERS: usize = 16;
 
 /// Where an open object's members are: where each begins and ends (after its comma), by key.
-enum Held<'t> {
-    /// At most [`FEW_MEMBERS`], in a list.
-    Few(Vec<(Key<'t>, Range<usize>)>),
-    /// In [`Members`], under the object's serial.
+enum Held {
+    /// At most [`FEW_MEMBERS`], in [`Members::few`] from this index on (the open objects' lists
+    /// are stacked there as the objects nest, so no object allocates one of its own).
+    Few(usize),
+    /// In [`Members::many`], under the object's serial.
     Many,
 }
 
-/// The members of every object grown past [`FEW_MEMBERS`], keyed by the object's serial.
-type Members<'t> = HashMap<(usize, Key<'t>), Range<usize>>;
+/// The members of every open object: the few, stacked, and those of objects grown past
+/// [`FEW_MEMBERS`], keyed by the object's serial.
+#[derive(Default)]
+struct Members<'t> {
+    few: Vec<(Key<'t>, Range<usize>)>,
+    many: HashMap<(usize, Key<'t>), Range<usize>>,
+}
 
-impl<'t> Held<'t> {
+impl Held {
     /// Whether the object `serial` already holds `key`.
-    fn holds(&self, many: &Members<'t>, serial: usize, key: &Key<'t>) -> bool {
-        match self {
-            Held::Few(few) => few.iter().any(|(k, _)| k == key),
-            Held::Many => many.contains_key(&(serial, key.clone())),
+    fn holds(&self, members: &Members<'_>, serial: usize, key: &Key<'_>) -> bool {
+        match *self {
+            Held::Few(from) => members.few[from..].iter().any(|(k, _)| k == key),
+            Held::Many => members.many.contains_key(&(serial, key.clone())),
         }
     }
 
     /// Records member `key` of object `serial` at `at`; answers the earlier member of that key.
-    fn insert(
+    fn insert<'t>(
         &mut self,
-        many: &mut Members<'t>,
+        members: &mut Members<'t>,
         serial: usize,
         key: Key<'t>,
         at: Range<usize>,
     ) -> Option<Range<usize>> {
-        let Held::Few(few) = self else {
-            return many.insert((serial, key), at);
+        let Held::Few(from) = *self else {
+            return members.many.insert((serial, key), at);
         };
+        let few = &mut members.few[from..];
         if let Some((_, earlier)) = few.iter_mut().find(|(k, _)| *k == key) {
             return Some(std::mem::replace(earlier, at));
         }
         if few.len() < FEW_MEMBERS {
-            few.push((key, at));
+            members.few.push((key, at));
             return None;
         }
-        for (k, range) in few.drain(..) {
-            many.insert((serial, k), range);
+        for (k, range) in members.few.drain(from..) {
+            members.many.insert((serial, k), range);
         }
         *self = Held::Many;
-        many.insert((serial, key), at)
+        members.many.insert((serial, key), at)
+    }
+
+    /// Lets go of the object's few members when it closes.
+    fn close(&self, members: &mut Members<'_>) {
+        if let Held::Few(from) = *self {
+            members.few.truncate(from);
+        }
     }
 }
 
@@ -419,7 +433,7 @@ fn scan(text: &[u8], source: Source) -> Result<Vec<Range<usize>>, Refusal> {
     let mut blanks = Vec::new();
     let mut stack: Vec<Open> = Vec::new();
     // Each object's members by key: where the member begins and ends (after its comma).
-    let mut members = Members::new();
+    let mut members = Members::default();
     let mut objects = 0usize;
     let mut comma: Option<usize> = None;
     // Right after `{`, `[` or `,`: a comma here follows no value, so it is no trailing comma
@@ -524,7 +538,7 @@ fn scan(text: &[u8], source: Source) -> Result<Vec<Range<usize>>, Refusal> {
                             serial: objects,
                             expect_key: true,
                             member: None,
-                            held: Held::Few(Vec::new()),
+                            held: Held::Few(members.few.len()),
                         }
                     }
                     _ => Open::Array,
@@ -537,7 +551,9 @@ fn scan(text: &[u8], source: Source) -> Result<Vec<Range<usize>>, Refusal> {
                     blanks.push(trailing..trailing + 1);
                 }
                 end_member(&mut stack, &mut members, &mut blanks, i);
-                stack.pop();
+                if let Some(Open::Object { held, .. }) = stack.pop() {
+                    held.close(&mut members);
+                }
                 after_open = false;
             }
             b',' => {
@@ -709,6 +725,29 @@ mod tests {
         assert_eq!(server(&late).unwrap()["k19"], json!("again"));
         assert!(config_value(&late).is_err());
         assert!(config_value(&format!("{{{}}}", members.join(","))).is_ok());
+    }
+
+    #[test]
+    fn nested_and_sibling_objects_keep_their_own_few_members() {
+        // The inner objects reuse the outer keys and each other's; only the outer `a`, named
+        // again after two inner objects closed, repeats.
+        let text = r#"{"a":1,"in":{"a":2,"b":{"a":3}},"next":{"a":4},"a":5}"#;
+        let value = server(text).unwrap();
+        assert_eq!(
+            value,
+            json!({"a": 5, "in": {"a": 2, "b": {"a": 3}}, "next": {"a": 4}})
+        );
+        let mut body = text.as_bytes().to_vec();
+        ready(&mut body, Source::Server).unwrap();
+        assert_eq!(
+            std::str::from_utf8(&body).unwrap(),
+            r#"{      "in":{"a":2,"b":{"a":3}},"next":{"a":4},"a":5}"#
+        );
+        assert_eq!(
+            config_value(text).map_err(|e| e.to_string()),
+            Err(r#"names the key "a" twice in one object; keep one at line 1 column 50"#.into())
+        );
+        assert!(config_value(r#"{"a":{"a":{"a":1}},"b":{"a":1,"b":2}}"#).is_ok());
     }
 
     /// A JSON value of strings (any chars, so escapes and astral characters), numbers,
