@@ -854,4 +854,479 @@ mod tests {
         // A known key that is present is never the one meant.
         assert_eq!(misspelling_of("Headers", &known, |k| k != "headers"), None);
     }
+
+    #[test]
+    fn shared_event_data_blanks_a_key_named_twice_through_lone_surrogates() {
+        // Both keys read as U+FFFD once their lone surrogate escapes are mended, so the
+        // decoded value holds only the last member; the text must not hold the first either.
+        let text = br#"{"\ud800":"first","\udc00":"last"}"#;
+        let mut owned = text.to_vec();
+        ready(&mut owned, Source::Server).unwrap();
+        assert_eq!(
+            std::str::from_utf8(&owned),
+            Ok(r#"{                 "\ufffd":"last"}"#)
+        );
+        let mut shared = bytes::Bytes::from_static(text);
+        super::ready_shared(&mut shared, Source::Server).unwrap();
+        assert_eq!(
+            std::str::from_utf8(&shared),
+            Ok(r#"{                 "\ufffd":"last"}"#)
+        );
+        assert!(serde_json::from_slice::<Unique>(&shared).is_ok());
+    }
+
+    /// A JSON value decoded from text that names no key twice in one object: a reader of the
+    /// raw text (not only of the decoded value) sees one member per key.
+    struct Unique(Value);
+
+    impl<'de> serde::Deserialize<'de> for Unique {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct Visit;
+            impl<'de> serde::de::Visitor<'de> for Visit {
+                type Value = Unique;
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("JSON naming no key twice in one object")
+                }
+                fn visit_unit<E>(self) -> Result<Unique, E> {
+                    Ok(Unique(Value::Null))
+                }
+                fn visit_i64<E>(self, v: i64) -> Result<Unique, E> {
+                    Ok(Unique(v.into()))
+                }
+                fn visit_u64<E>(self, v: u64) -> Result<Unique, E> {
+                    Ok(Unique(v.into()))
+                }
+                fn visit_str<E>(self, v: &str) -> Result<Unique, E> {
+                    Ok(Unique(v.into()))
+                }
+                fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                    self,
+                    mut seq: A,
+                ) -> Result<Unique, A::Error> {
+                    let mut items = Vec::new();
+                    while let Some(Unique(item)) = seq.next_element()? {
+                        items.push(item);
+                    }
+                    Ok(Unique(Value::Array(items)))
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    mut map: A,
+                ) -> Result<Unique, A::Error> {
+                    let mut object = serde_json::Map::new();
+                    while let Some(key) = map.next_key::<String>()? {
+                        if object.contains_key(&key) {
+                            return Err(serde::de::Error::custom(format!("{key:?} twice")));
+                        }
+                        let Unique(value) = map.next_value()?;
+                        object.insert(key, value);
+                    }
+                    Ok(Unique(Value::Object(object)))
+                }
+            }
+            d.deserialize_any(Visit)
+        }
+    }
+
+    /// An array or object tree whose objects name keys from a small pool (so keys repeat), each
+    /// key written plain or as `\u` escapes, objects of up to 24 members (past the few).
+    #[derive(Clone, Debug)]
+    enum Tree {
+        Leaf(u8),
+        Array(Vec<Tree>),
+        Object(Vec<(u8, bool, Tree)>),
+    }
+
+    /// The pool's key `n`: the empty key, then `a`, `b`, `k2`..
+    fn pool_key(n: u8) -> String {
+        match n {
+            0 => String::new(),
+            1 => "a".into(),
+            2 => "b".into(),
+            _ => format!("k{n}"),
+        }
+    }
+
+    impl Tree {
+        fn text(&self, out: &mut String) {
+            match self {
+                Tree::Leaf(n) => out.push_str(&n.to_string()),
+                Tree::Array(items) => {
+                    out.push('[');
+                    for (at, item) in items.iter().enumerate() {
+                        if at > 0 {
+                            out.push(',');
+                        }
+                        item.text(out);
+                    }
+                    out.push(']');
+                }
+                Tree::Object(members) => {
+                    out.push('{');
+                    for (at, (key, escaped, value)) in members.iter().enumerate() {
+                        if at > 0 {
+                            out.push(',');
+                        }
+                        out.push('"');
+                        for c in pool_key(*key).chars() {
+                            match escaped {
+                                true => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+                                false => out.push(c),
+                            }
+                        }
+                        out.push_str("\":");
+                        value.text(out);
+                    }
+                    out.push('}');
+                }
+            }
+        }
+
+        /// The value `serde_json` keeps: the last member of a key named twice.
+        fn last_wins(&self) -> Value {
+            match self {
+                Tree::Leaf(n) => Value::from(*n),
+                Tree::Array(items) => Value::Array(items.iter().map(Tree::last_wins).collect()),
+                Tree::Object(members) => {
+                    let mut object = serde_json::Map::new();
+                    for (key, _, value) in members {
+                        object.insert(pool_key(*key), value.last_wins());
+                    }
+                    Value::Object(object)
+                }
+            }
+        }
+
+        fn repeats(&self) -> bool {
+            match self {
+                Tree::Leaf(_) => false,
+                Tree::Array(items) => items.iter().any(Tree::repeats),
+                Tree::Object(members) => {
+                    let keys: std::collections::HashSet<u8> =
+                        members.iter().map(|(k, _, _)| *k).collect();
+                    keys.len() < members.len() || members.iter().any(|(_, _, v)| v.repeats())
+                }
+            }
+        }
+    }
+
+    fn any_tree() -> impl proptest::strategy::Strategy<Value = Tree> {
+        use proptest::prelude::*;
+        any::<u8>()
+            .prop_map(Tree::Leaf)
+            .prop_recursive(4, 160, 24, |inner| {
+                prop_oneof![
+                    proptest::collection::vec(inner.clone(), 0..4).prop_map(Tree::Array),
+                    proptest::collection::vec((0u8..22, any::<bool>(), inner), 0..24)
+                        .prop_map(Tree::Object),
+                ]
+            })
+    }
+
+    /// Tokens, well formed or not, for texts of any nesting: brackets (matched or not), keys
+    /// plain and escaped, empty keys, members that grow an object past the few, comments,
+    /// lone surrogates and cut strings.
+    fn any_tokens() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        const TOKENS: &[&str] = &[
+            "{",
+            "{",
+            "}",
+            "}",
+            "[",
+            "]",
+            ",",
+            ":",
+            "\"a\"",
+            "\"\\u0061\"",
+            "\"b\"",
+            "\"\"",
+            "1",
+            " ",
+            "\n",
+            "/*c*/",
+            "//c\n",
+            "\"\\ud800\"",
+            "\"\\udc00\"",
+            "\"\\ufffd\"",
+            "\"\\\\\"",
+            "\"a",
+            "\\",
+            "\"a\":1,",
+            "\"a\":{",
+            "\"\":0,",
+        ];
+        let token = prop_oneof![
+            3 => proptest::sample::select(TOKENS).prop_map(String::from),
+            1 => (0u8..20).prop_map(|n| format!("\"k{n}\":{n},")),
+        ];
+        proptest::collection::vec(token, 0..120).prop_map(|tokens| tokens.concat())
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(200))]
+
+        /// Texts of any tokens: the stacked members answer what each object's own list did.
+        #[test]
+        fn stacked_members_scan_as_separate_lists_did(text in any_tokens()) {
+            for source in [Source::Server, Source::Config] {
+                proptest::prop_assert_eq!(
+                    super::scan(text.as_bytes(), source),
+                    before_stacked_members::scan(text.as_bytes(), source)
+                );
+            }
+        }
+
+        /// Valid JSON with keys named twice: from a server the last member wins and the text
+        /// itself names each key once; in config text it is refused; both as before.
+        #[test]
+        fn repeated_keys_at_any_depth_leave_the_last_member(tree in any_tree()) {
+            let mut text = String::new();
+            tree.text(&mut text);
+            for source in [Source::Server, Source::Config] {
+                proptest::prop_assert_eq!(
+                    super::scan(text.as_bytes(), source),
+                    before_stacked_members::scan(text.as_bytes(), source)
+                );
+            }
+            let expected = tree.last_wins();
+            proptest::prop_assert_eq!(server(&text), Ok(expected.clone()));
+            let mut body = text.clone().into_bytes();
+            ready(&mut body, Source::Server).unwrap();
+            let read = serde_json::from_slice::<Unique>(&body).map(|u| u.0);
+            proptest::prop_assert_eq!(read.map_err(|e| e.to_string()), Ok(expected.clone()));
+            let config = config_value(&text);
+            match tree.repeats() {
+                true => proptest::prop_assert!(
+                    matches!(config, Err(Refusal { problem: Problem::RepeatedKey(_), .. })),
+                    "config text naming a key twice was not refused"
+                ),
+                false => proptest::prop_assert_eq!(config, Ok(expected)),
+            }
+        }
+    }
+
+    /// The reader's walk as it was before the open objects' few members shared one stacked
+    /// list (each object owned its own `Vec`): the reference the differential tests below
+    /// hold the present [`super::scan`] to.
+    mod before_stacked_members {
+        use std::collections::HashMap;
+        use std::ops::Range;
+
+        use crate::json::{Problem, Refusal, Source};
+        use crate::limits::MAX_JSON_DEPTH;
+
+        enum Open<'t> {
+            Array,
+            Object {
+                /// Which object this is, in the order they opened (keys are kept per object).
+                serial: usize,
+                /// Whether the next string is a key.
+                expect_key: bool,
+                /// The member being read: where its key began, and the key.
+                member: Option<(usize, Key<'t>)>,
+                /// The members read so far.
+                held: Held<'t>,
+            },
+        }
+
+        /// A key as the decoded value holds it: the text's own bytes, or the unescaped ones.
+        type Key<'t> = std::borrow::Cow<'t, [u8]>;
+
+        /// The most members an object keeps in a list searched in order; a bigger one moves them into
+        /// [`Members`], so an object of many keys costs no quadratic time.
+        const FEW_MEMBERS: usize = 16;
+
+        /// Where an open object's members are: where each begins and ends (after its comma), by key.
+        enum Held<'t> {
+            /// At most [`FEW_MEMBERS`], in a list.
+            Few(Vec<(Key<'t>, Range<usize>)>),
+            /// In [`Members`], under the object's serial.
+            Many,
+        }
+
+        /// The members of every object grown past [`FEW_MEMBERS`], keyed by the object's serial.
+        type Members<'t> = HashMap<(usize, Key<'t>), Range<usize>>;
+
+        impl<'t> Held<'t> {
+            /// Whether the object `serial` already holds `key`.
+            fn holds(&self, many: &Members<'t>, serial: usize, key: &Key<'t>) -> bool {
+                match self {
+                    Held::Few(few) => few.iter().any(|(k, _)| k == key),
+                    Held::Many => many.contains_key(&(serial, key.clone())),
+                }
+            }
+
+            /// Records member `key` of object `serial` at `at`; answers the earlier member of that key.
+            fn insert(
+                &mut self,
+                many: &mut Members<'t>,
+                serial: usize,
+                key: Key<'t>,
+                at: Range<usize>,
+            ) -> Option<Range<usize>> {
+                let Held::Few(few) = self else {
+                    return many.insert((serial, key), at);
+                };
+                if let Some((_, earlier)) = few.iter_mut().find(|(k, _)| *k == key) {
+                    return Some(std::mem::replace(earlier, at));
+                }
+                if few.len() < FEW_MEMBERS {
+                    few.push((key, at));
+                    return None;
+                }
+                for (k, range) in few.drain(..) {
+                    many.insert((serial, k), range);
+                }
+                *self = Held::Many;
+                many.insert((serial, key), at)
+            }
+        }
+
+        /// Walks `text` once, token by token as far as nesting, strings, keys and (config text)
+        /// comments and commas go, and answers the ranges [`ready`] blanks.
+        pub(super) fn scan(text: &[u8], source: Source) -> Result<Vec<Range<usize>>, Refusal> {
+            let config = source == Source::Config;
+            let mut blanks = Vec::new();
+            let mut stack: Vec<Open> = Vec::new();
+            // Each object's members by key: where the member begins and ends (after its comma).
+            let mut members = Members::new();
+            let mut objects = 0usize;
+            let mut comma: Option<usize> = None;
+            // Right after `{`, `[` or `,`: a comma here follows no value, so it is no trailing comma
+            // (JSONC allows `[1,]`, never `[,]`), and the parser refuses it.
+            let mut after_open = false;
+            let mut i = 0;
+            // The member of the innermost object ends at `end` (a `,` or `}`).
+            fn end_member<'t>(
+                stack: &mut [Open<'t>],
+                members: &mut Members<'t>,
+                blanks: &mut Vec<Range<usize>>,
+                end: usize,
+            ) {
+                if let Some(Open::Object {
+                    serial,
+                    member,
+                    held,
+                    ..
+                }) = stack.last_mut()
+                    && let Some((start, key)) = member.take()
+                    && let Some(earlier) = held.insert(members, *serial, key, start..end)
+                {
+                    blanks.push(earlier);
+                }
+            }
+            while i < text.len() {
+                let byte = text[i];
+                match byte {
+                    b' ' | b'\t' | b'\n' | b'\r' => {}
+                    b'/' if config && text.get(i + 1) == Some(&b'/') => {
+                        let end = memchr::memchr(b'\n', &text[i..]).map_or(text.len(), |n| i + n);
+                        blanks.push(i..end);
+                        i = end;
+                        continue;
+                    }
+                    b'/' if config && text.get(i + 1) == Some(&b'*') => {
+                        let Some(n) = memchr::memmem::find(&text[i + 2..], b"*/") else {
+                            return Err(Refusal::at(Problem::OpenComment, text, i));
+                        };
+                        let end = i + 2 + n + 2;
+                        blanks.push(i..end);
+                        i = end;
+                        continue;
+                    }
+                    b'"' => {
+                        comma = None;
+                        after_open = false;
+                        let start = i;
+                        let mut j = i + 1;
+                        let mut escaped = false;
+                        // To the closing quote: the next quote or backslash, an escape skipping the
+                        // byte after its backslash.
+                        loop {
+                            let Some(n) = text
+                                .get(j..)
+                                .and_then(|rest| memchr::memchr2(b'"', b'\\', rest))
+                            else {
+                                return Ok(blanks);
+                            };
+                            j += n;
+                            if text[j] == b'"' {
+                                break;
+                            }
+                            escaped = true;
+                            j += 2;
+                        }
+                        if let Some(Open::Object {
+                            serial,
+                            expect_key,
+                            member,
+                            held,
+                        }) = stack.last_mut()
+                            && *expect_key
+                        {
+                            *expect_key = false;
+                            let quoted = &text[start..=j];
+                            let key: Key<'_> = match escaped {
+                                true => serde_json::from_slice::<String>(quoted)
+                                    .map_or_else(|_| quoted.to_vec(), String::into_bytes)
+                                    .into(),
+                                false => quoted[1..quoted.len() - 1].into(),
+                            };
+                            if config && held.holds(&members, *serial, &key) {
+                                let key = String::from_utf8_lossy(&key).into_owned();
+                                return Err(Refusal::at(Problem::RepeatedKey(key), text, j));
+                            }
+                            *member = Some((start, key));
+                        }
+                        i = j + 1;
+                        continue;
+                    }
+                    b'{' | b'[' => {
+                        comma = None;
+                        after_open = true;
+                        if stack.len() >= MAX_JSON_DEPTH {
+                            return Err(Refusal::at(Problem::TooDeep, text, i));
+                        }
+                        stack.push(match byte {
+                            b'{' => {
+                                objects += 1;
+                                Open::Object {
+                                    serial: objects,
+                                    expect_key: true,
+                                    member: None,
+                                    held: Held::Few(Vec::new()),
+                                }
+                            }
+                            _ => Open::Array,
+                        });
+                    }
+                    b'}' | b']' => {
+                        if let Some(trailing) = comma.take()
+                            && config
+                        {
+                            blanks.push(trailing..trailing + 1);
+                        }
+                        end_member(&mut stack, &mut members, &mut blanks, i);
+                        stack.pop();
+                        after_open = false;
+                    }
+                    b',' => {
+                        comma = (!after_open).then_some(i);
+                        after_open = true;
+                        end_member(&mut stack, &mut members, &mut blanks, i + 1);
+                        if let Some(Open::Object { expect_key, .. }) = stack.last_mut() {
+                            *expect_key = true;
+                        }
+                    }
+                    _ => {
+                        comma = None;
+                        after_open = false;
+                    }
+                }
+                i += 1;
+            }
+            Ok(blanks)
+        }
+    }
 }
