@@ -875,6 +875,19 @@ mod tests {
         assert!(serde_json::from_slice::<Unique>(&shared).is_ok());
     }
 
+    #[test]
+    fn a_refusal_of_server_text_of_the_wrong_shape_does_not_quote_it() {
+        // Module docs: no refusal quotes the text. A typed read's mismatch is `serde_json`'s
+        // words, which quote the string or key it met.
+        for refusal in [
+            from_server::<u64>(br#""sk-live-0123""#).unwrap_err(),
+            from_server::<Option<bool>>(br#""sk-live-0123""#).unwrap_err(),
+        ] {
+            let said = refusal.to_string();
+            assert!(!said.contains("sk-live-0123"), "{said}");
+        }
+    }
+
     /// A JSON value decoded from text that names no key twice in one object: a reader of the
     /// raw text (not only of the decoded value) sees one member per key.
     struct Unique(Value);
