@@ -119,6 +119,9 @@ pub(crate) enum Problem {
     OpenComment,
     /// Not JSON (or JSONC): `serde_json`'s words, without its position.
     Syntax(String),
+    /// JSON, but not of the shape the reader expects (a string where a number goes, a member
+    /// missing). `serde_json`'s words for this may quote the text, so none are kept.
+    Shape,
     /// Only whitespace and comments.
     Empty,
 }
@@ -148,6 +151,10 @@ impl std::fmt::Display for Refusal {
             Problem::Syntax(what) => {
                 write!(f, "is not JSON: {what} at line {line} column {column}")
             }
+            Problem::Shape => write!(
+                f,
+                "is JSON of another shape than expected at line {line} column {column}"
+            ),
             Problem::Empty => f.write_str("is empty"),
         }
     }
@@ -168,8 +175,17 @@ impl Refusal {
         }
     }
 
-    /// A `serde_json` error as a refusal, its position kept apart.
+    /// A `serde_json` error as a refusal, its position kept apart. A value of the wrong shape
+    /// is [`Problem::Shape`]: its words may quote the text (`invalid type: string "…"`, an
+    /// unknown field's name).
     fn of(error: &serde_json::Error) -> Self {
+        if error.classify() == serde_json::error::Category::Data {
+            return Refusal {
+                problem: Problem::Shape,
+                line: error.line(),
+                column: error.column(),
+            };
+        }
         let text = error.to_string();
         let what = match text.rfind(" at line ") {
             Some(at) if error.line() > 0 => text[..at].to_string(),
@@ -205,10 +221,17 @@ pub(crate) fn ready(text: &mut [u8], source: Source) -> Result<(), Refusal> {
 /// As [`ready`].
 pub(crate) fn ready_shared(data: &mut bytes::Bytes, source: Source) -> Result<(), Refusal> {
     let lone = lone_surrogates(data);
-    let blanks = scan(data, source)?;
-    if !lone.is_empty() || !blanks.is_empty() {
+    if !lone.is_empty() {
+        // Mended before the scan, as [`ready`] does: two keys may be one key only once mended.
         let mut text = data.to_vec();
-        mend(&mut text, &lone, &blanks);
+        let readied = ready(&mut text, source);
+        *data = bytes::Bytes::from(text);
+        return readied;
+    }
+    let blanks = scan(data, source)?;
+    if !blanks.is_empty() {
+        let mut text = data.to_vec();
+        mend(&mut text, &[], &blanks);
         *data = bytes::Bytes::from(text);
     }
     Ok(())
@@ -1036,72 +1059,15 @@ mod tests {
             })
     }
 
-    /// Tokens, well formed or not, for texts of any nesting: brackets (matched or not), keys
-    /// plain and escaped, empty keys, members that grow an object past the few, comments,
-    /// lone surrogates and cut strings.
-    fn any_tokens() -> impl proptest::strategy::Strategy<Value = String> {
-        use proptest::prelude::*;
-        const TOKENS: &[&str] = &[
-            "{",
-            "{",
-            "}",
-            "}",
-            "[",
-            "]",
-            ",",
-            ":",
-            "\"a\"",
-            "\"\\u0061\"",
-            "\"b\"",
-            "\"\"",
-            "1",
-            " ",
-            "\n",
-            "/*c*/",
-            "//c\n",
-            "\"\\ud800\"",
-            "\"\\udc00\"",
-            "\"\\ufffd\"",
-            "\"\\\\\"",
-            "\"a",
-            "\\",
-            "\"a\":1,",
-            "\"a\":{",
-            "\"\":0,",
-        ];
-        let token = prop_oneof![
-            3 => proptest::sample::select(TOKENS).prop_map(String::from),
-            1 => (0u8..20).prop_map(|n| format!("\"k{n}\":{n},")),
-        ];
-        proptest::collection::vec(token, 0..120).prop_map(|tokens| tokens.concat())
-    }
-
     proptest::proptest! {
         #![proptest_config(proptest::test_runner::Config::with_cases(200))]
 
-        /// Texts of any tokens: the stacked members answer what each object's own list did.
-        #[test]
-        fn stacked_members_scan_as_separate_lists_did(text in any_tokens()) {
-            for source in [Source::Server, Source::Config] {
-                proptest::prop_assert_eq!(
-                    super::scan(text.as_bytes(), source),
-                    before_stacked_members::scan(text.as_bytes(), source)
-                );
-            }
-        }
-
         /// Valid JSON with keys named twice: from a server the last member wins and the text
-        /// itself names each key once; in config text it is refused; both as before.
+        /// itself names each key once; in config text it is refused.
         #[test]
         fn repeated_keys_at_any_depth_leave_the_last_member(tree in any_tree()) {
             let mut text = String::new();
             tree.text(&mut text);
-            for source in [Source::Server, Source::Config] {
-                proptest::prop_assert_eq!(
-                    super::scan(text.as_bytes(), source),
-                    before_stacked_members::scan(text.as_bytes(), source)
-                );
-            }
             let expected = tree.last_wins();
             proptest::prop_assert_eq!(server(&text), Ok(expected.clone()));
             let mut body = text.clone().into_bytes();
@@ -1116,230 +1082,6 @@ mod tests {
                 ),
                 false => proptest::prop_assert_eq!(config, Ok(expected)),
             }
-        }
-    }
-
-    /// The reader's walk as it was before the open objects' few members shared one stacked
-    /// list (each object owned its own `Vec`): the reference the differential tests below
-    /// hold the present [`super::scan`] to.
-    mod before_stacked_members {
-        use std::collections::HashMap;
-        use std::ops::Range;
-
-        use crate::json::{Problem, Refusal, Source};
-        use crate::limits::MAX_JSON_DEPTH;
-
-        enum Open<'t> {
-            Array,
-            Object {
-                /// Which object this is, in the order they opened (keys are kept per object).
-                serial: usize,
-                /// Whether the next string is a key.
-                expect_key: bool,
-                /// The member being read: where its key began, and the key.
-                member: Option<(usize, Key<'t>)>,
-                /// The members read so far.
-                held: Held<'t>,
-            },
-        }
-
-        /// A key as the decoded value holds it: the text's own bytes, or the unescaped ones.
-        type Key<'t> = std::borrow::Cow<'t, [u8]>;
-
-        /// The most members an object keeps in a list searched in order; a bigger one moves them into
-        /// [`Members`], so an object of many keys costs no quadratic time.
-        const FEW_MEMBERS: usize = 16;
-
-        /// Where an open object's members are: where each begins and ends (after its comma), by key.
-        enum Held<'t> {
-            /// At most [`FEW_MEMBERS`], in a list.
-            Few(Vec<(Key<'t>, Range<usize>)>),
-            /// In [`Members`], under the object's serial.
-            Many,
-        }
-
-        /// The members of every object grown past [`FEW_MEMBERS`], keyed by the object's serial.
-        type Members<'t> = HashMap<(usize, Key<'t>), Range<usize>>;
-
-        impl<'t> Held<'t> {
-            /// Whether the object `serial` already holds `key`.
-            fn holds(&self, many: &Members<'t>, serial: usize, key: &Key<'t>) -> bool {
-                match self {
-                    Held::Few(few) => few.iter().any(|(k, _)| k == key),
-                    Held::Many => many.contains_key(&(serial, key.clone())),
-                }
-            }
-
-            /// Records member `key` of object `serial` at `at`; answers the earlier member of that key.
-            fn insert(
-                &mut self,
-                many: &mut Members<'t>,
-                serial: usize,
-                key: Key<'t>,
-                at: Range<usize>,
-            ) -> Option<Range<usize>> {
-                let Held::Few(few) = self else {
-                    return many.insert((serial, key), at);
-                };
-                if let Some((_, earlier)) = few.iter_mut().find(|(k, _)| *k == key) {
-                    return Some(std::mem::replace(earlier, at));
-                }
-                if few.len() < FEW_MEMBERS {
-                    few.push((key, at));
-                    return None;
-                }
-                for (k, range) in few.drain(..) {
-                    many.insert((serial, k), range);
-                }
-                *self = Held::Many;
-                many.insert((serial, key), at)
-            }
-        }
-
-        /// Walks `text` once, token by token as far as nesting, strings, keys and (config text)
-        /// comments and commas go, and answers the ranges [`ready`] blanks.
-        pub(super) fn scan(text: &[u8], source: Source) -> Result<Vec<Range<usize>>, Refusal> {
-            let config = source == Source::Config;
-            let mut blanks = Vec::new();
-            let mut stack: Vec<Open> = Vec::new();
-            // Each object's members by key: where the member begins and ends (after its comma).
-            let mut members = Members::new();
-            let mut objects = 0usize;
-            let mut comma: Option<usize> = None;
-            // Right after `{`, `[` or `,`: a comma here follows no value, so it is no trailing comma
-            // (JSONC allows `[1,]`, never `[,]`), and the parser refuses it.
-            let mut after_open = false;
-            let mut i = 0;
-            // The member of the innermost object ends at `end` (a `,` or `}`).
-            fn end_member<'t>(
-                stack: &mut [Open<'t>],
-                members: &mut Members<'t>,
-                blanks: &mut Vec<Range<usize>>,
-                end: usize,
-            ) {
-                if let Some(Open::Object {
-                    serial,
-                    member,
-                    held,
-                    ..
-                }) = stack.last_mut()
-                    && let Some((start, key)) = member.take()
-                    && let Some(earlier) = held.insert(members, *serial, key, start..end)
-                {
-                    blanks.push(earlier);
-                }
-            }
-            while i < text.len() {
-                let byte = text[i];
-                match byte {
-                    b' ' | b'\t' | b'\n' | b'\r' => {}
-                    b'/' if config && text.get(i + 1) == Some(&b'/') => {
-                        let end = memchr::memchr(b'\n', &text[i..]).map_or(text.len(), |n| i + n);
-                        blanks.push(i..end);
-                        i = end;
-                        continue;
-                    }
-                    b'/' if config && text.get(i + 1) == Some(&b'*') => {
-                        let Some(n) = memchr::memmem::find(&text[i + 2..], b"*/") else {
-                            return Err(Refusal::at(Problem::OpenComment, text, i));
-                        };
-                        let end = i + 2 + n + 2;
-                        blanks.push(i..end);
-                        i = end;
-                        continue;
-                    }
-                    b'"' => {
-                        comma = None;
-                        after_open = false;
-                        let start = i;
-                        let mut j = i + 1;
-                        let mut escaped = false;
-                        // To the closing quote: the next quote or backslash, an escape skipping the
-                        // byte after its backslash.
-                        loop {
-                            let Some(n) = text
-                                .get(j..)
-                                .and_then(|rest| memchr::memchr2(b'"', b'\\', rest))
-                            else {
-                                return Ok(blanks);
-                            };
-                            j += n;
-                            if text[j] == b'"' {
-                                break;
-                            }
-                            escaped = true;
-                            j += 2;
-                        }
-                        if let Some(Open::Object {
-                            serial,
-                            expect_key,
-                            member,
-                            held,
-                        }) = stack.last_mut()
-                            && *expect_key
-                        {
-                            *expect_key = false;
-                            let quoted = &text[start..=j];
-                            let key: Key<'_> = match escaped {
-                                true => serde_json::from_slice::<String>(quoted)
-                                    .map_or_else(|_| quoted.to_vec(), String::into_bytes)
-                                    .into(),
-                                false => quoted[1..quoted.len() - 1].into(),
-                            };
-                            if config && held.holds(&members, *serial, &key) {
-                                let key = String::from_utf8_lossy(&key).into_owned();
-                                return Err(Refusal::at(Problem::RepeatedKey(key), text, j));
-                            }
-                            *member = Some((start, key));
-                        }
-                        i = j + 1;
-                        continue;
-                    }
-                    b'{' | b'[' => {
-                        comma = None;
-                        after_open = true;
-                        if stack.len() >= MAX_JSON_DEPTH {
-                            return Err(Refusal::at(Problem::TooDeep, text, i));
-                        }
-                        stack.push(match byte {
-                            b'{' => {
-                                objects += 1;
-                                Open::Object {
-                                    serial: objects,
-                                    expect_key: true,
-                                    member: None,
-                                    held: Held::Few(Vec::new()),
-                                }
-                            }
-                            _ => Open::Array,
-                        });
-                    }
-                    b'}' | b']' => {
-                        if let Some(trailing) = comma.take()
-                            && config
-                        {
-                            blanks.push(trailing..trailing + 1);
-                        }
-                        end_member(&mut stack, &mut members, &mut blanks, i);
-                        stack.pop();
-                        after_open = false;
-                    }
-                    b',' => {
-                        comma = (!after_open).then_some(i);
-                        after_open = true;
-                        end_member(&mut stack, &mut members, &mut blanks, i + 1);
-                        if let Some(Open::Object { expect_key, .. }) = stack.last_mut() {
-                            *expect_key = true;
-                        }
-                    }
-                    _ => {
-                        comma = None;
-                        after_open = false;
-                    }
-                }
-                i += 1;
-            }
-            Ok(blanks)
         }
     }
 }

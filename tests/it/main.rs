@@ -67,7 +67,5 @@ mod rmcp_peer;
 mod interop;
 // Cancels and answers to server requests act on the verdict of their refusal.
 mod background;
-// Attacks on the one JSON reader: keys named twice as only the mended text shows them.
-mod attack_scan;
 // What the tests share: the minimal Host and the fake servers, all on loopback.
 mod support;

@@ -1,15 +1,16 @@
 //! The one reader of untrusted JSON text, through the Host contract: an `mcp.json` nested past
 //! the bound makes the Pack unavailable with the place (never a stack overflow, even on a 2 MiB
 //! thread), escaped surrogate pairs are characters, and a lone surrogate escape a server cut in
-//! half keeps the tool and the text, as U+FFFD (README "Configuration").
+//! half keeps the tool and the text, as U+FFFD, in a JSON body and in an event alike (README
+//! "Configuration").
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::Host;
 use crate::support::host_cli::{code_and_stderr, host_command};
-use crate::support::hostile::{Reply, serve_routes, standard};
+use crate::support::hostile::{self, Reply, entry, serve_routes, standard};
+use crate::support::{Host, WAIT};
 
 /// A config text whose `mcpServers` entry holds `depth` nested arrays, in one line.
 fn deep_config(depth: usize) -> String {
@@ -220,4 +221,41 @@ async fn a_comma_with_no_value_before_it_is_not_a_trailing_comma() {
         let built = Host::try_new(Value::String(text.into())).map(drop);
         assert!(built.is_err(), "accepted: {text}");
     }
+}
+
+/// A `tools/call` result whose `structuredContent` names one key twice through two lone
+/// surrogate escapes (`\ud800` and `\udc00`, both read as U+FFFD), as the body of a reply of
+/// `content_type`.
+fn twice_through_surrogates(id: &serde_json::Value, content_type: &str) -> Reply {
+    let message = format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[],"structuredContent":{{"\ud800":"first","\udc00":"last"}}}}}}"#
+    );
+    match content_type {
+        "text/event-stream" => Reply::raw(
+            200,
+            content_type,
+            format!("event: message\ndata: {message}\n\n"),
+        ),
+        _ => Reply::raw(200, content_type, message),
+    }
+}
+
+/// The answer of tool `t` on a server replying in `content_type`.
+async fn answer_in(content_type: &'static str) -> String {
+    let server = hostile::serve_tools(vec![hostile::tool("t", "a tool")], move |req| {
+        twice_through_surrogates(&req.id(), content_type)
+    })
+    .await;
+    let host = Host::new(json!({"s": entry(&server.url)}));
+    host.ready("s", WAIT).await;
+    host.call_tool("s", "t").await.unwrap()
+}
+
+/// A key named twice only once its lone surrogate escapes are mended reads the same in an event
+/// as in a JSON body: the last member only, not the earlier one the decoded value does not hold.
+#[tokio::test]
+async fn a_key_named_twice_through_lone_surrogates_shows_one_member_in_an_event() {
+    let last = r#"{"\ufffd":"last"}"#;
+    assert_eq!(answer_in("application/json").await, last);
+    assert_eq!(answer_in("text/event-stream").await, last);
 }
