@@ -866,4 +866,88 @@ mod tests {
              trusted"
         );
     }
+
+    /// A token endpoint's answer is a server's JSON text: nested past the reader's bound it is
+    /// refused, as every other such text is (`crate::json`, module docs). It is not: the answer
+    /// that the reader refuses is handed to the `oauth2` crate as it came (`token_answer` keeps a
+    /// body it cannot read), whose own serde_json reads it, and the grant is taken.
+    #[tokio::test]
+    async fn a_token_answer_nested_past_the_bound_is_refused() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let depth = crate::limits::MAX_JSON_DEPTH + 6;
+        let answer = format!(
+            r#"{{"access_token":"at-deep-1","token_type":"Bearer","extra":{}{}}}"#,
+            "[".repeat(depth),
+            "]".repeat(depth)
+        );
+        assert!(crate::json::from_server::<serde_json::Value>(answer.as_bytes()).is_err());
+        tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut request = Vec::new();
+            let mut chunk = [0u8; 4096];
+            loop {
+                let n = stream.read(&mut chunk).await.unwrap();
+                request.extend_from_slice(&chunk[..n]);
+                let text = String::from_utf8_lossy(&request).to_string();
+                if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                    let length: usize = head
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse().unwrap())
+                        })
+                        .unwrap_or(0);
+                    if n == 0 || body.len() >= length {
+                        break;
+                    }
+                }
+            }
+            let reply = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+                answer.len()
+            );
+            stream.write_all(reply.as_bytes()).await.unwrap();
+        });
+        let base = Url::parse(&format!("http://127.0.0.1:{port}")).unwrap();
+        let net = Net::new(&base.join("/mcp").unwrap()).unwrap();
+        let server = AuthorizationServer {
+            issuer: Some(base.to_string()),
+            authorization_endpoint: base.join("/authorize").unwrap(),
+            token_endpoint: base.join("/token").unwrap(),
+            registration_endpoint: None,
+            metadata: Default::default(),
+            source: crate::auth::discovery::EndpointSource::Defaults,
+            named_issuer: None,
+        };
+        let identity = ClientIdentity {
+            client_id: "secret-client".into(),
+            client_secret: Some(SecretString::from("client-secret-1")),
+            auth_method: AuthMethod::ClientSecretPost,
+            source: crate::auth::client::ClientIdSource::Configured,
+            token_endpoint: None,
+            redirect_uri: None,
+        };
+        let taken = client_credentials(
+            &net,
+            &server,
+            &identity,
+            None,
+            &ResourceIndicator::new(
+                base.join("/mcp").unwrap().to_string(),
+                crate::auth::discovery::ResourceSource::ServerUrl,
+                std::sync::Arc::new(|_: &str| false),
+            ),
+            &[],
+            &|_: &SecretString, _: Learned| {},
+        )
+        .await;
+        assert!(
+            taken.is_err(),
+            "a grant was taken from a token answer nested {depth} deep"
+        );
+    }
 }
