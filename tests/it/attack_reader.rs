@@ -72,3 +72,34 @@ async fn an_error_body_nested_past_the_bound_still_loses_the_earlier_member() {
     assert!(deep.contains("later-member"), "{deep}");
     assert!(!deep.contains("earlier-member"), "{deep}");
 }
+
+/// The error message of tool `t` on a server refusing `tools/call` with HTTP 500 and `body`.
+async fn refusal_of(body: String) -> String {
+    let server = hostile::serve_tools(vec![hostile::tool("t", "a tool")], move |_| {
+        Reply::raw(500, "application/json", body.clone())
+    })
+    .await;
+    let host = Host::new(json!({"s": hostile::entry(&server.url)}));
+    host.ready("s", WAIT).await;
+    host.call_tool("s", "t").await.unwrap_err().message
+}
+
+/// An error body longer than its preview, naming `"error"` twice, the later member cut by the
+/// preview's bound: the reader blanks an earlier member only when the later one ends, so the
+/// cut preview quotes the earlier member, which the whole body, read, would not hold.
+#[tokio::test]
+async fn an_error_body_cut_inside_the_later_member_does_not_show_the_earlier_one() {
+    let long = "x".repeat(9000);
+    let whole = refusal_of(format!(
+        r#"{{"error":"earlier-member","error":"later-member {}"}}"#,
+        &long[..100]
+    ))
+    .await;
+    assert!(!whole.contains("earlier-member"), "{whole}");
+    let cut = refusal_of(format!(
+        r#"{{"error":"earlier-member","error":"later-member {long}"}}"#
+    ))
+    .await;
+    assert!(cut.contains("later-member"), "{cut}");
+    assert!(!cut.contains("earlier-member"), "{cut}");
+}
