@@ -407,38 +407,46 @@ struct Members<'t> {
 }
 
 impl Held {
-    /// Whether the object `serial` already holds `key`.
-    fn holds(&self, members: &Members<'_>, serial: usize, key: &Key<'_>) -> bool {
+    /// Takes member `key` out of object `serial`, answering where it was, if it holds one: a
+    /// key named again is met as soon as it is read, so even text cut inside the later member
+    /// loses the earlier one.
+    fn take<'t>(
+        &mut self,
+        members: &mut Members<'t>,
+        serial: usize,
+        key: &Key<'t>,
+    ) -> Option<Range<usize>> {
         match *self {
-            Held::Few(from) => members.few[from..].iter().any(|(k, _)| k == key),
-            Held::Many => members.many.contains_key(&(serial, key.clone())),
+            Held::Few(from) => {
+                // The innermost object's members are the list's tail: a swap stays inside it.
+                let at = members.few[from..].iter().position(|(k, _)| k == key)?;
+                Some(members.few.swap_remove(from + at).1)
+            }
+            Held::Many => members.many.remove(&(serial, key.clone())),
         }
     }
 
-    /// Records member `key` of object `serial` at `at`; answers the earlier member of that key.
+    /// Records member `key` of object `serial` at `at` (a key it no longer holds: [`Held::take`]).
     fn insert<'t>(
         &mut self,
         members: &mut Members<'t>,
         serial: usize,
         key: Key<'t>,
         at: Range<usize>,
-    ) -> Option<Range<usize>> {
+    ) {
         let Held::Few(from) = *self else {
-            return members.many.insert((serial, key), at);
+            members.many.insert((serial, key), at);
+            return;
         };
-        let few = &mut members.few[from..];
-        if let Some((_, earlier)) = few.iter_mut().find(|(k, _)| *k == key) {
-            return Some(std::mem::replace(earlier, at));
-        }
-        if few.len() < FEW_MEMBERS {
+        if members.few.len() - from < FEW_MEMBERS {
             members.few.push((key, at));
-            return None;
+            return;
         }
         for (k, range) in members.few.drain(from..) {
             members.many.insert((serial, k), range);
         }
         *self = Held::Many;
-        members.many.insert((serial, key), at)
+        members.many.insert((serial, key), at);
     }
 
     /// Lets go of the object's few members when it closes.
@@ -464,12 +472,7 @@ fn scan(text: &[u8], source: Source) -> Result<Vec<Range<usize>>, Refusal> {
     let mut after_open = false;
     let mut i = 0;
     // The member of the innermost object ends at `end` (a `,` or `}`).
-    fn end_member<'t>(
-        stack: &mut [Open<'t>],
-        members: &mut Members<'t>,
-        blanks: &mut Vec<Range<usize>>,
-        end: usize,
-    ) {
+    fn end_member<'t>(stack: &mut [Open<'t>], members: &mut Members<'t>, end: usize) {
         if let Some(Open::Object {
             serial,
             member,
@@ -477,9 +480,8 @@ fn scan(text: &[u8], source: Source) -> Result<Vec<Range<usize>>, Refusal> {
             ..
         }) = stack.last_mut()
             && let Some((start, key)) = member.take()
-            && let Some(earlier) = held.insert(members, *serial, key, start..end)
         {
-            blanks.push(earlier);
+            held.insert(members, *serial, key, start..end);
         }
     }
     while i < text.len() {
@@ -539,9 +541,12 @@ fn scan(text: &[u8], source: Source) -> Result<Vec<Range<usize>>, Refusal> {
                             .into(),
                         false => quoted[1..quoted.len() - 1].into(),
                     };
-                    if config && held.holds(&members, *serial, &key) {
-                        let key = String::from_utf8_lossy(&key).into_owned();
-                        return Err(Refusal::at(Problem::RepeatedKey(key), text, j));
+                    if let Some(earlier) = held.take(&mut members, *serial, &key) {
+                        if config {
+                            let key = String::from_utf8_lossy(&key).into_owned();
+                            return Err(Refusal::at(Problem::RepeatedKey(key), text, j));
+                        }
+                        blanks.push(earlier);
                     }
                     *member = Some((start, key));
                 }
@@ -573,7 +578,7 @@ fn scan(text: &[u8], source: Source) -> Result<Vec<Range<usize>>, Refusal> {
                 {
                     blanks.push(trailing..trailing + 1);
                 }
-                end_member(&mut stack, &mut members, &mut blanks, i);
+                end_member(&mut stack, &mut members, i);
                 if let Some(Open::Object { held, .. }) = stack.pop() {
                     held.close(&mut members);
                 }
@@ -582,7 +587,7 @@ fn scan(text: &[u8], source: Source) -> Result<Vec<Range<usize>>, Refusal> {
             b',' => {
                 comma = (!after_open).then_some(i);
                 after_open = true;
-                end_member(&mut stack, &mut members, &mut blanks, i + 1);
+                end_member(&mut stack, &mut members, i + 1);
                 if let Some(Open::Object { expect_key, .. }) = stack.last_mut() {
                     *expect_key = true;
                 }
@@ -748,6 +753,25 @@ mod tests {
         assert_eq!(server(&late).unwrap()["k19"], json!("again"));
         assert!(config_value(&late).is_err());
         assert!(config_value(&format!("{{{}}}", members.join(","))).is_ok());
+    }
+
+    #[test]
+    fn a_text_cut_inside_the_later_member_loses_the_earlier_one() {
+        // An error preview is cut at its bound: the repeated key alone shows the earlier
+        // member is not the one a whole text would hold.
+        for (text, blanked, rest) in [
+            (r#"{"a":"first","a":"sec"#, 1..13, r#""a":"sec"#),
+            (r#"{"a":{"b":1,"b":"x"#, 6..12, r#""b":"x"#),
+        ] {
+            let mut body = text.as_bytes().to_vec();
+            ready(&mut body, Source::Server).unwrap();
+            let readied = format!(
+                "{}{}{rest}",
+                &text[..blanked.start],
+                " ".repeat(blanked.len())
+            );
+            assert_eq!(std::str::from_utf8(&body), Ok(readied.as_str()), "{text}");
+        }
     }
 
     #[test]

@@ -502,8 +502,14 @@ fn scrub_json_text<'a>(matchers: &[Arc<Matcher>], text: &'a str) -> Cow<'a, str>
         let replacement = if !string {
             hit.then(|| REDACTED_JSON.to_string())
         } else if hit || raw.contains('\\') {
-            // Valid JSON was checked above, so each string token decodes.
-            let decoded: String = serde_json::from_str(raw).unwrap_or_default();
+            // Decoded by the one reader, so a lone surrogate escape beside a secret is U+FFFD,
+            // not a reason to skip the string; one it cannot read is withheld whole.
+            let Ok(decoded) = crate::json::from_server::<String>(raw.as_bytes()) else {
+                out.push_str(&text[copied..token.start]);
+                out.push_str(REDACTED_JSON);
+                copied = token.end;
+                continue;
+            };
             let scrubbed = scrub_plain(matchers, &decoded).into_owned();
             if !hit && scrubbed == decoded {
                 None

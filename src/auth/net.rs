@@ -304,7 +304,8 @@ fn token_response(answer: Answer) -> Result<oauth2::HttpResponse, NetError> {
 }
 
 /// A token endpoint's answer as the `oauth2` crate is to read it, read by the one JSON reader
-/// ([`json::from_server`]; text that is no JSON object is left as it came):
+/// ([`json::from_server`]; text that is no JSON object is left as it came, and text nested past
+/// [`MAX_JSON_DEPTH`](crate::limits::MAX_JSON_DEPTH) is dropped, so no reader takes it):
 ///
 /// - an OAuth error response (a string `error`, no `access_token`) sent with HTTP 200 (GitHub's
 ///   `bad_verification_code`) is the error response RFC 6749 §5.2 sends with 400, so its code and
@@ -313,8 +314,12 @@ fn token_response(answer: Answer) -> Result<oauth2::HttpResponse, NetError> {
 ///   that cannot be read as whole seconds is dropped: the lifetime is then unknown (RFC 6749
 ///   §5.1 makes it optional), never a reason to refuse a valid `access_token`.
 fn token_answer(status: StatusCode, body: Vec<u8>) -> (StatusCode, Vec<u8>) {
-    let Ok(serde_json::Value::Object(mut fields)) = json::from_server(&body) else {
-        return (status, body);
+    let mut fields = match json::from_server(&body) {
+        Ok(serde_json::Value::Object(fields)) => fields,
+        // Text the reader refuses reaches no other reader: the `oauth2` crate's would take
+        // JSON nested past the bound. Without a body its reading fails as for any non-answer.
+        Err(refusal) if refusal.problem == json::Problem::TooDeep => return (status, Vec::new()),
+        _ => return (status, body),
     };
     let oauth_error = fields
         .get("error")

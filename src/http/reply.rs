@@ -105,7 +105,10 @@ impl Connection {
         };
         // Read before the body: a web page is named by its type, never quoted (error::Body).
         let withheld = super::error::Body::withheld_type(response.headers().get(CONTENT_TYPE));
-        let preview = read_preview(response).await;
+        let (preview, refused) = match read_preview(response).await {
+            Ok(preview) => (preview, false),
+            Err(_) => (String::new(), true),
+        };
         // A web page sent without its media type (none, or `text/plain`) is a page all the
         // same: named, not pasted.
         let withheld = withheld.or_else(|| looks_like_markup(&preview).then(|| "text/html".into()));
@@ -139,6 +142,7 @@ impl Connection {
         };
         let preview = match withheld {
             Some(media) => super::error::Body::Withheld(media),
+            None if refused => super::error::Body::TooDeep,
             None => super::error::Body::Quoted(
                 self.server_text(&preview, limits::MAX_REASON_BYTES)
                     .into_owned(),
@@ -1106,8 +1110,13 @@ async fn read_capped(response: Response) -> Result<Vec<u8>, BodyError> {
     Ok(body)
 }
 
-/// Reads at most [`limits::ERROR_PREVIEW_BYTES`] of an error body, cut on a char boundary.
-async fn read_preview(response: Response) -> String {
+/// Reads at most [`limits::ERROR_PREVIEW_BYTES`] of an error body, cut on a char boundary, made
+/// ready by the one JSON reader.
+///
+/// # Errors
+/// The reader refused the text (nested past [`limits::MAX_JSON_DEPTH`]): it is then neither
+/// read for a JSON-RPC error nor shown.
+async fn read_preview(response: Response) -> Result<String, json::Refusal> {
     let mut body = Vec::new();
     let mut chunks = response.bytes_stream();
     // A body that never ends (a silent proxy) gives what came within the bound.
@@ -1119,9 +1128,9 @@ async fn read_preview(response: Response) -> String {
         }
     }
     body.truncate(limits::ERROR_PREVIEW_BYTES);
-    // A preview may be cut anywhere: only its surrogates are mended, nothing refused.
-    let _ = json::ready(&mut body, json::Source::Server);
-    match String::from_utf8(body) {
+    // A preview may be cut anywhere, which the reader does not refuse.
+    json::ready(&mut body, json::Source::Server)?;
+    Ok(match String::from_utf8(body) {
         Ok(text) => text,
         Err(e) => {
             let valid = e.utf8_error().valid_up_to();
@@ -1129,7 +1138,7 @@ async fn read_preview(response: Response) -> String {
             body.truncate(valid);
             String::from_utf8(body).unwrap_or_default()
         }
-    }
+    })
 }
 
 #[cfg(test)]

@@ -19,8 +19,6 @@ mod config;
 mod dialects;
 // The one reader of JSON text (config and server bodies): nesting bound, surrogates, repeated keys.
 mod reader;
-// Attacks on the one reader: server JSON that reaches a model or a decoder around its rules.
-mod attack_reader;
 // Starting a server: `initialize` answers, refused connections, retries, lasting failures.
 mod start;
 // Listing and pagination: cursors, tool caps, malformed and omitted tools, `ttl`, relisting.

@@ -259,3 +259,71 @@ async fn a_key_named_twice_through_lone_surrogates_shows_one_member_in_an_event(
     assert_eq!(answer_in("application/json").await, last);
     assert_eq!(answer_in("text/event-stream").await, last);
 }
+
+/// The error message of tool `t` on a server whose `tools/call` is refused with HTTP 500 and a
+/// JSON body naming `"error"` twice, its `"detail"` nesting `depth` arrays.
+async fn preview_of(depth: usize) -> String {
+    let server = hostile::serve_tools(vec![hostile::tool("t", "a tool")], move |_| {
+        let body = format!(
+            r#"{{"error":"earlier-member","error":"later-member","detail":{}{}}}"#,
+            "[".repeat(depth),
+            "]".repeat(depth)
+        );
+        Reply::raw(500, "application/json", body)
+    })
+    .await;
+    let host = Host::new(json!({"s": hostile::entry(&server.url)}));
+    host.ready("s", WAIT).await;
+    host.call_tool("s", "t").await.unwrap_err().message
+}
+
+/// An error body is a server's JSON text too: its preview keeps only the last member of a key
+/// named twice, and a body nested past the reader's bound is not shown at all (nor read for a
+/// JSON-RPC error), so no member of it reaches the reason.
+#[tokio::test]
+async fn an_error_body_shows_the_last_member_and_one_nested_past_the_bound_nothing() {
+    let shallow = preview_of(3).await;
+    assert_eq!(
+        shallow,
+        format!(
+            r#"server "s": HTTP 500 Internal Server Error: {{{}"error":"later-member","detail":[[[]]]}}"#,
+            " ".repeat(25)
+        )
+    );
+    let deep = preview_of(70).await;
+    assert_eq!(
+        deep,
+        r#"server "s": HTTP 500 Internal Server Error (a JSON body nested deeper than 64 levels, not shown)"#
+    );
+}
+
+/// The error message of tool `t` on a server refusing `tools/call` with HTTP 500 and `body`.
+async fn refusal_of(body: String) -> String {
+    let server = hostile::serve_tools(vec![hostile::tool("t", "a tool")], move |_| {
+        Reply::raw(500, "application/json", body.clone())
+    })
+    .await;
+    let host = Host::new(json!({"s": hostile::entry(&server.url)}));
+    host.ready("s", WAIT).await;
+    host.call_tool("s", "t").await.unwrap_err().message
+}
+
+/// An error body longer than its preview, naming `"error"` twice, the later member cut by the
+/// preview's bound: the earlier member is blanked as soon as the key is named again, so the
+/// cut preview does not quote it either.
+#[tokio::test]
+async fn an_error_body_cut_inside_the_later_member_does_not_show_the_earlier_one() {
+    let long = "x".repeat(9000);
+    let whole = refusal_of(format!(
+        r#"{{"error":"earlier-member","error":"later-member {}"}}"#,
+        &long[..100]
+    ))
+    .await;
+    assert!(!whole.contains("earlier-member"), "{whole}");
+    let cut = refusal_of(format!(
+        r#"{{"error":"earlier-member","error":"later-member {long}"}}"#
+    ))
+    .await;
+    assert!(cut.contains("later-member"), "{cut}");
+    assert!(!cut.contains("earlier-member"), "{cut}");
+}

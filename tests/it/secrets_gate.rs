@@ -27,6 +27,40 @@ const NUMERIC_KEY: &str = "20240517123456789";
 
 const STRING_KEY: &str = "sk-review-0123456789abcdef";
 
+/// The entry's secret, sent as a header.
+const ECHOED_KEY: &str = "sk-live-0123456789";
+
+/// The answer of tool `t` on a server (its entry keyed with [`ECHOED_KEY`]) whose `tools/call` result
+/// is one text block holding `text`.
+async fn json_text_answer(text: &'static str) -> String {
+    let server = crate::support::hostile::serve_tools(
+        vec![crate::support::hostile::tool("t", "a tool")],
+        move |req| Reply::json(&crate::support::hostile::text_result(&req.id(), text)),
+    )
+    .await;
+    let host = Host::new(json!({"s": {"url": server.url, "headers": {"X-Api-Key": ECHOED_KEY}}}));
+    host.ready("s", WAIT).await;
+    host.call_tool("s", "t").await.unwrap()
+}
+
+/// A text result that is JSON text echoing the entry's secret behind a `\u0073` escape is
+/// scrubbed (the JSON rule decodes each string's escapes), also when the same string holds a
+/// lone surrogate escape: the string is decoded by the one reader, the surrogate as U+FFFD.
+#[tokio::test]
+async fn an_escaped_secret_beside_a_lone_surrogate_in_a_json_text_result_is_scrubbed() {
+    // Without the lone surrogate: scrubbed.
+    let plain = json_text_answer(r#"{"echo":"\u0073k-live-0123456789"}"#).await;
+    assert_eq!(plain, r#"{"echo":"[redacted]"}"#);
+    // With it: the secret must not be there, as written or decoded.
+    let answer = json_text_answer(r#"{"echo":"\ud800 \u0073k-live-0123456789"}"#).await;
+    let decoded: String = serde_json::from_str::<serde_json::Value>(&answer)
+        .ok()
+        .and_then(|v| v["echo"].as_str().map(str::to_string))
+        .unwrap_or_else(|| answer.clone());
+    assert!(!answer.contains("k-live-0123456789"), "{answer}");
+    assert!(!decoded.contains(ECHOED_KEY), "{answer}");
+}
+
 /// A server that lists one tool `t` whose raw `inputSchema` text is `schema`, and answers a
 /// call of it with the raw `result` object text.
 async fn raw_server(schema: &'static str, result: &'static str) -> crate::support::hostile::Server {
