@@ -1,0 +1,118 @@
+//! Attacks on the one reader's refusals: a reply nested past the bound that came in an event is
+//! read like one that came as a JSON body (refused as such, never taken for a lost reply that
+//! is re-issued or cancelled), and an error body that is no JSON is not withheld as JSON.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::Host;
+use crate::support::hostile::{self, Reply, entry, result, tool, tools_page};
+
+const LIMIT: Duration = Duration::from_secs(10);
+
+/// A `tools/call` response for `id` whose result's `structuredContent` nests 70 arrays: past the
+/// reader's bound of 64.
+fn deep_response(id: &Value) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[],"structuredContent":{{"deep":{}{}}}}}}}"#,
+        "[".repeat(70),
+        "]".repeat(70)
+    )
+}
+
+/// `deep_response` as the one `message` event of a `200 text/event-stream` reply.
+fn deep_event(id: &Value) -> Reply {
+    Reply::raw(
+        200,
+        "text/event-stream",
+        format!("event: message\ndata: {}\n\n", deep_response(id)),
+    )
+}
+
+/// A modern (2026-07-28) server listing tool `t` whose `tools/call` is answered by `call`.
+async fn modern_server(call: fn(&Value) -> Reply) -> hostile::Server {
+    hostile::serve_all(move |req| async move {
+        match req.method() {
+            "server/discover" => Reply::json(&result(
+                &req.id(),
+                json!({"supportedVersions": ["2026-07-28"],
+                       "capabilities": {"tools": {}},
+                       "serverInfo": {"name": "deep", "version": "0"}}),
+            )),
+            "tools/list" => Reply::json(&tools_page(&req.id(), vec![tool("t", "t")], None)),
+            "tools/call" => call(&req.id()),
+            _ => Reply::raw(400, "text/plain", ""),
+        }
+    })
+    .await
+}
+
+/// A modern server's answer to a `tools/call` that nests past the bound is an answer all the
+/// same, whether it came as a JSON body or as an event: the call is sent once and refused with
+/// the nesting named. In an event, the skipped message leaves a stream "closed before the
+/// response", a lost reply, so the tool call is sent to the server a second time.
+#[tokio::test]
+async fn a_modern_reply_nested_past_the_bound_in_an_event_is_not_re_issued() {
+    let body = modern_server(|id| Reply::raw(200, "application/json", deep_response(id))).await;
+    let host = Host::new(json!({"m": entry(&body.url)}));
+    host.ready("m", LIMIT).await;
+    let refused = host.call_tool("m", "t").await.unwrap_err();
+    assert_eq!(body.count("tools/call"), 1, "{refused:?}");
+    assert!(
+        refused.message.contains("deeper than 64 levels"),
+        "{refused:?}"
+    );
+
+    let event = modern_server(deep_event).await;
+    let host = Host::new(json!({"m": entry(&event.url)}));
+    host.ready("m", LIMIT).await;
+    let refused = host.call_tool("m", "t").await.unwrap_err();
+    assert_eq!(event.count("tools/call"), 1, "sent again: {refused:?}");
+    assert!(
+        refused.message.contains("deeper than 64 levels"),
+        "{refused:?}"
+    );
+}
+
+/// A legacy server's answer nested past the bound, in an event: it was answered, so it is not
+/// "closed before the response" and no `notifications/cancelled` goes out for it (as for the
+/// same answer as a JSON body, refused as the server's JSON reply).
+#[tokio::test]
+async fn a_legacy_reply_nested_past_the_bound_in_an_event_is_not_cancelled() {
+    let server = hostile::serve_tools(vec![tool("t", "t")], |req| deep_event(&req.id())).await;
+    let host = Host::new(json!({"s": entry(&server.url)}));
+    host.ready("s", LIMIT).await;
+    let refused = host.call_tool("s", "t").await.unwrap_err();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(server.count("notifications/cancelled"), 0, "{refused:?}");
+    assert!(
+        refused.message.contains("deeper than 64 levels"),
+        "{refused:?}"
+    );
+}
+
+/// A `text/plain` error body is no JSON: a server's words that happen to open many brackets
+/// (its echo of the arguments it could not parse) are shown, bounded and scrubbed, like any
+/// other text, not withheld as "a JSON body nested deeper than 64 levels".
+#[tokio::test]
+async fn a_plain_text_error_body_with_many_brackets_is_shown_not_called_deep_json() {
+    let server = hostile::serve_tools(vec![tool("t", "t")], |_| {
+        Reply::raw(
+            400,
+            "text/plain",
+            format!("cannot parse the arguments near {}", "[".repeat(70)),
+        )
+    })
+    .await;
+    let host = Host::new(json!({"s": entry(&server.url)}));
+    host.ready("s", LIMIT).await;
+    let refused = host.call_tool("s", "t").await.unwrap_err();
+    assert!(
+        refused
+            .message
+            .contains("cannot parse the arguments near [[["),
+        "{refused:?}"
+    );
+    assert!(!refused.message.contains("JSON body"), "{refused:?}");
+}
