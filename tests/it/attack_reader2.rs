@@ -6,8 +6,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use runvil_plugin::{ToolError, ToolErrorKind};
+
 use crate::support::Host;
 use crate::support::hostile::{self, Reply, entry, result, tool, tools_page};
+use crate::support::modern::{Canned, Modern, Step};
 
 const LIMIT: Duration = Duration::from_secs(10);
 
@@ -115,4 +118,48 @@ async fn a_plain_text_error_body_with_many_brackets_is_shown_not_called_deep_jso
         "{refused:?}"
     );
     assert!(!refused.message.contains("JSON body"), "{refused:?}");
+}
+
+/// Nested `depth` arrays, as a JSON value.
+fn nested(depth: usize) -> Value {
+    serde_json::from_str(&format!("{}{}", "[".repeat(depth), "]".repeat(depth))).unwrap()
+}
+
+/// What a modern server's `400` refusal of `tools/call` with `-32602 Invalid params`, its `data`
+/// nesting `depth` arrays (an echo of the arguments it could not take), makes of the call: the
+/// error, and the server's trail of `POST method status` lines after the Pack was ready.
+async fn invalid_params_with_data(depth: usize) -> (Result<String, ToolError>, Vec<String>) {
+    let server = Modern::start().await;
+    let host = Host::new(json!({"m": entry(&server.url)}));
+    host.ready("m", LIMIT).await;
+    let before = server.trail().len();
+    server.answer_next(
+        "tools/call",
+        Canned::Error(400, -32602, "Invalid params".into(), nested(depth)),
+    );
+    let args = json!({"namespace": "m", "toolName": "echo", "arguments": {}});
+    let refused = host.call("call_dynamic_tool", args).await;
+    let trail = server.settle(Duration::from_millis(300), LIMIT).await;
+    (refused, trail[before..].iter().map(Step::line).collect())
+}
+
+/// A modern server's JSON-RPC error on `400` is its refusal of the request, whatever its `data`
+/// holds: with data nested past the reader's bound the body is not read, so the `400` is taken
+/// for a plain one, which on a modern route is the sign of a legacy server (`era_signal`): the
+/// Pack probes the era again and sends the refused tool call a second time.
+#[tokio::test]
+async fn a_modern_error_with_deep_data_is_no_sign_of_a_legacy_server() {
+    let (shallow, shallow_trail) = invalid_params_with_data(3).await;
+    let (deep, deep_trail) = invalid_params_with_data(70).await;
+    let kind = |answer: &Result<String, ToolError>| answer.as_ref().err().map(|e| e.kind);
+    assert_eq!(
+        kind(&shallow),
+        Some(ToolErrorKind::InvalidArguments),
+        "{shallow:?}"
+    );
+    assert_eq!(shallow_trail, ["POST tools/call 400"], "{shallow:?}");
+    // Seen: `POST tools/call 400`, `POST server/discover 200`, `POST tools/call 200`: the
+    // refused call is sent again and answered.
+    assert_eq!(deep_trail, shallow_trail, "{deep:?}");
+    assert_eq!(kind(&deep), kind(&shallow), "{deep:?}");
 }
