@@ -163,3 +163,34 @@ async fn a_modern_error_with_deep_data_is_no_sign_of_a_legacy_server() {
     assert_eq!(deep_trail, shallow_trail, "{deep:?}");
     assert_eq!(kind(&deep), kind(&shallow), "{deep:?}");
 }
+
+/// What a legacy server whose first `tools/call` is refused with `400` and the JSON-RPC error
+/// "Bad Request: No valid session ID provided" (the words of the TypeScript and Python SDKs),
+/// its `data` nesting `depth` arrays, makes of the call, and how many `initialize` it received.
+async fn session_gone_with_data(depth: usize) -> (Result<String, ToolError>, usize) {
+    let server = hostile::serve_tools(vec![tool("t", "t")], move |req| {
+        if req.nth == 0 {
+            let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000,
+                "message": "Bad Request: No valid session ID provided", "data": nested(depth)}});
+            return Reply::raw(400, "application/json", body.to_string());
+        }
+        Reply::json(&hostile::text_result(&req.id(), "ok"))
+    })
+    .await;
+    let host = Host::new(json!({"s": entry(&server.url)}));
+    host.ready("s", LIMIT).await;
+    let answer = host.call_tool("s", "t").await;
+    (answer, server.count("initialize"))
+}
+
+/// A server's "no valid session" refusal is its word that the session is gone, whatever its
+/// `data` holds: a new session is made and the call answered. With data nested past the
+/// reader's bound the body is not read, the words are not seen, and the call fails with a plain
+/// HTTP 400 on a session the server no longer knows.
+#[tokio::test]
+async fn a_session_gone_refusal_with_deep_data_still_renews_the_session() {
+    let shallow = session_gone_with_data(3).await;
+    assert_eq!(shallow, (Ok("ok".to_string()), 2));
+    let deep = session_gone_with_data(70).await;
+    assert_eq!(deep, shallow);
+}
