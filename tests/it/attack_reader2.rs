@@ -194,3 +194,40 @@ async fn a_session_gone_refusal_with_deep_data_still_renews_the_session() {
     let deep = session_gone_with_data(70).await;
     assert_eq!(deep, shallow);
 }
+
+/// The secret of the entry's header, as a server can write it twice escaped: a JSON text held in
+/// a JSON string, its `t` written `\u0074`, then that string written in JSON again.
+const TOKEN: &str = "tok-1234567890abc";
+
+/// A server log message whose `data` is an object (written as its JSON text, scrubbed) holding
+/// the header's token twice escaped is scrubbed like a result's JSON is: the JSON rule decodes
+/// each string and reads the result again as text, so a twice-escaped token is found; the log
+/// line's plain rule decodes once, and the token's escaped form reaches the log at
+/// `RUST_LOG=trace`.
+#[tokio::test]
+async fn a_log_message_with_a_twice_escaped_token_in_object_data_is_scrubbed() {
+    let (_capture, logs) = crate::support::logs::capture("trace");
+    let server = hostile::serve_tools(vec![tool("t", "t")], |req| {
+        let inner = format!(r#"{{"t":"\u0074{}"}}"#, &TOKEN[1..]);
+        Reply::sse(&[
+            json!({"jsonrpc": "2.0", "method": "notifications/message",
+                   "params": {"level": "error", "data": {"inner": inner}}}),
+            result(
+                &req.id(),
+                json!({"content": [], "structuredContent": {"inner": inner}}),
+            ),
+        ])
+    })
+    .await;
+    let mut config = entry(&server.url);
+    config["headers"] = json!({"Authorization": format!("Bearer {TOKEN}")});
+    let host = Host::new(json!({"s": config}));
+    host.ready("s", LIMIT).await;
+    // The same object as a result's `structuredContent`: scrubbed by the JSON rule.
+    let answer = host.call_tool("s", "t").await.unwrap();
+    assert!(answer.contains("inner"), "{answer}");
+    assert!(!answer.contains(&TOKEN[1..]), "{answer}");
+    let logged = logs.lines_with("inner");
+    assert_eq!(logged.len(), 1, "{}", logs.text());
+    assert!(!logged[0].contains(&TOKEN[1..]), "{}", logged[0]);
+}
