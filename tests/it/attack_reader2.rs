@@ -1,6 +1,8 @@
-//! Attacks on the one reader's refusals: a reply nested past the bound that came in an event is
-//! read like one that came as a JSON body (refused as such, never taken for a lost reply that
-//! is re-issued or cancelled), and an error body that is no JSON is not withheld as JSON.
+//! Attacks on the one reader's refusals and the scrub beside it (README "Secrets"): a reply
+//! nested past the bound that came in an event is read like one that came as a JSON body
+//! (refused as such, never taken for a lost reply that is re-issued or cancelled); an error body
+//! nested past the bound hides no signal the Pack needs (a modern error, a gone session); an
+//! error body that is no JSON is not withheld as JSON; a log line is scrubbed as a result is.
 
 use std::time::Duration;
 
