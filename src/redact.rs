@@ -1879,3 +1879,22 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod attack_reader2_tests {
+    use super::*;
+
+    /// A secret escaped twice (a JSON text held in a JSON string, `\\u0074` for `t`) is
+    /// scrubbed when the whole text is valid JSON (its string is decoded, then read as plain
+    /// text, which decodes again), but survives when the same text also holds an invalid
+    /// escape (`\x`) elsewhere: the plain rule then decodes once only.
+    #[test]
+    fn a_secret_escaped_twice_is_scrubbed_beside_an_invalid_escape_too() {
+        let mut r = Redactor::default();
+        r.add("tok-1234567890abc");
+        let valid = r#"["\\u0074ok-1234567890abc", "y"]"#;
+        let invalid = r#"["\\u0074ok-1234567890abc", "\x"]"#;
+        assert_eq!(r.scrub_json(valid), r#"["[redacted]", "y"]"#);
+        assert_eq!(r.scrub_json(invalid), r#"["[redacted]", "\x"]"#);
+    }
+}
