@@ -6,7 +6,10 @@
 //! a later error's line and column are the text's own), then decoded by `serde_json`:
 //!
 //! - arrays and objects may nest [`MAX_JSON_DEPTH`] deep; deeper text is refused with the
-//!   place, before any recursive reader sees it (RFC 8259 §9 lets a parser set this limit);
+//!   place, before any recursive reader sees it (RFC 8259 §9 lets a parser set this limit). A
+//!   server's text is still made ready whole, each value past the bound written over as `0`,
+//!   for the one reader that goes on with a refused text: an error body's preview, whose
+//!   JSON-RPC error and words are still signals;
 //! - an escaped UTF-16 surrogate pair (`\ud83d\ude80`) is the one character it encodes, and an
 //!   unpaired surrogate escape (`\ud83d` alone, text cut by a server that counts UTF-16 units)
 //!   becomes `\ufffd`, U+REPLACEMENT CHARACTER (RFC 8259 §8.2 leaves it to the reader);
@@ -205,14 +208,17 @@ impl Refusal {
 /// blanked. Bytes are only ever replaced by ASCII inside whole tokens, so UTF-8 stays UTF-8.
 ///
 /// # Errors
-/// [`Problem::TooDeep`], [`Problem::RepeatedKey`] or [`Problem::OpenComment`], with the place;
-/// `text` may then be partly changed. Other malformed text is left for the decoder to refuse.
+/// [`Problem::TooDeep`], [`Problem::RepeatedKey`] or [`Problem::OpenComment`], with the place.
+/// Config text may then be partly changed. Server text is made ready whole all the same, each
+/// value nested past the bound written over as `0` (the same length): a reader that goes on
+/// with a refused text (an error body's preview) never meets what is too deep, nor an earlier
+/// member of a repeated key. Other malformed text is left for the decoder to refuse.
 pub(crate) fn ready(text: &mut [u8], source: Source) -> Result<(), Refusal> {
     let lone = lone_surrogates(text);
     mend(text, &lone, &[]);
-    let blanks = scan(text, source)?;
-    mend(text, &[], &blanks);
-    Ok(())
+    let scanned = scan(text, source)?;
+    scanned.mend(text);
+    scanned.verdict()
 }
 
 /// [`ready`] for shared bytes (an event's data): copied only when something must change.
@@ -228,13 +234,38 @@ pub(crate) fn ready_shared(data: &mut bytes::Bytes, source: Source) -> Result<()
         *data = bytes::Bytes::from(text);
         return readied;
     }
-    let blanks = scan(data, source)?;
-    if !blanks.is_empty() {
+    let scanned = scan(data, source)?;
+    if !scanned.blanks.is_empty() || !scanned.stubs.is_empty() {
         let mut text = data.to_vec();
-        mend(&mut text, &[], &blanks);
+        scanned.mend(&mut text);
         *data = bytes::Bytes::from(text);
     }
-    Ok(())
+    scanned.verdict()
+}
+
+/// What [`scan`] found to change in a text it does not refuse outright.
+struct Scanned {
+    /// Ranges blanked: earlier members of a repeated key; config comments and trailing commas.
+    blanks: Vec<Range<usize>>,
+    /// Values of server text nested past [`MAX_JSON_DEPTH`], each written over as `0`.
+    stubs: Vec<Range<usize>>,
+    /// The first of those values, which refuses the text all the same.
+    too_deep: Option<Refusal>,
+}
+
+impl Scanned {
+    /// Writes the stubs, then the blanks (a blanked member may hold a stub).
+    fn mend(&self, text: &mut [u8]) {
+        mend(text, &[], &self.stubs);
+        for stub in &self.stubs {
+            text[stub.start] = b'0';
+        }
+        mend(text, &[], &self.blanks);
+    }
+
+    fn verdict(self) -> Result<(), Refusal> {
+        self.too_deep.map_or(Ok(()), Err)
+    }
 }
 
 /// Writes `\ufffd` over each escape at `lone` and blanks each range of `blanks` (newlines
@@ -458,10 +489,12 @@ impl Held {
 }
 
 /// Walks `text` once, token by token as far as nesting, strings, keys and (config text)
-/// comments and commas go, and answers the ranges [`ready`] blanks.
-fn scan(text: &[u8], source: Source) -> Result<Vec<Range<usize>>, Refusal> {
+/// comments and commas go, and answers what [`ready`] changes.
+fn scan(text: &[u8], source: Source) -> Result<Scanned, Refusal> {
     let config = source == Source::Config;
     let mut blanks = Vec::new();
+    let mut stubs = Vec::new();
+    let mut too_deep = None;
     let mut stack: Vec<Open> = Vec::new();
     // Each object's members by key: where the member begins and ends (after its comma).
     let mut members = Members::default();
@@ -516,7 +549,11 @@ fn scan(text: &[u8], source: Source) -> Result<Vec<Range<usize>>, Refusal> {
                         .get(j..)
                         .and_then(|rest| memchr::memchr2(b'"', b'\\', rest))
                     else {
-                        return Ok(blanks);
+                        return Ok(Scanned {
+                            blanks,
+                            stubs,
+                            too_deep,
+                        });
                     };
                     j += n;
                     if text[j] == b'"' {
@@ -555,10 +592,20 @@ fn scan(text: &[u8], source: Source) -> Result<Vec<Range<usize>>, Refusal> {
             }
             b'{' | b'[' => {
                 comma = None;
-                after_open = true;
                 if stack.len() >= MAX_JSON_DEPTH {
-                    return Err(Refusal::at(Problem::TooDeep, text, i));
+                    let refusal = Refusal::at(Problem::TooDeep, text, i);
+                    if config {
+                        return Err(refusal);
+                    }
+                    // Server text: the value is written over, and the walk goes on after it.
+                    let end = value_end(text, i);
+                    stubs.push(i..end);
+                    too_deep.get_or_insert(refusal);
+                    after_open = false;
+                    i = end;
+                    continue;
                 }
+                after_open = true;
                 stack.push(match byte {
                     b'{' => {
                         objects += 1;
@@ -599,7 +646,50 @@ fn scan(text: &[u8], source: Source) -> Result<Vec<Range<usize>>, Refusal> {
         }
         i += 1;
     }
-    Ok(blanks)
+    Ok(Scanned {
+        blanks,
+        stubs,
+        too_deep,
+    })
+}
+
+/// Where the array or object opening at `open` ends (after its closing bracket), or the text's
+/// end when it is cut: brackets counted outside strings.
+fn value_end(text: &[u8], open: usize) -> usize {
+    let mut depth = 0usize;
+    let mut i = open;
+    while i < text.len() {
+        match text[i] {
+            b'"' => {
+                // To the closing quote, an escape skipping the byte after its backslash.
+                let mut j = i + 1;
+                loop {
+                    let Some(n) = text
+                        .get(j..)
+                        .and_then(|rest| memchr::memchr2(b'"', b'\\', rest))
+                    else {
+                        return text.len();
+                    };
+                    j += n;
+                    if text[j] == b'"' {
+                        break;
+                    }
+                    j += 2;
+                }
+                i = j;
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                depth -= 1;
+                if depth == 0 {
+                    return i + 1;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    text.len()
 }
 
 #[cfg(test)]
@@ -772,6 +862,55 @@ mod tests {
             );
             assert_eq!(std::str::from_utf8(&body), Ok(readied.as_str()), "{text}");
         }
+    }
+
+    #[test]
+    fn server_text_nested_past_the_bound_is_refused_and_made_ready_whole() {
+        use crate::limits::MAX_JSON_DEPTH;
+        let deep = format!(
+            "{}{}",
+            "[".repeat(MAX_JSON_DEPTH + 2),
+            "]".repeat(MAX_JSON_DEPTH + 2)
+        );
+        // One level is the object: the array at the bound's next level is written over as 0.
+        let kept = MAX_JSON_DEPTH - 1;
+        let stubbed = format!(
+            "{}0{}{}",
+            "[".repeat(kept),
+            " ".repeat(2 * (MAX_JSON_DEPTH + 2 - kept) - 1),
+            "]".repeat(kept)
+        );
+        let text = format!(r#"{{"a":1,"deep":{deep},"a":2}}"#);
+        let mut body = text.clone().into_bytes();
+        let refused = ready(&mut body, Source::Server).unwrap_err();
+        assert_eq!(refused.problem, Problem::TooDeep);
+        assert_eq!((refused.line, refused.column), (1, 15 + kept));
+        let readied = String::from_utf8(body).unwrap();
+        assert_eq!(readied, format!(r#"{{      "deep":{stubbed},"a":2}}"#));
+        assert_eq!(
+            serde_json::from_str::<Value>(&readied).unwrap()["a"],
+            json!(2)
+        );
+        // An earlier member holding what was written over is blanked whole.
+        let text = format!(r#"{{"deep":{deep},"deep":[]}}"#);
+        let mut body = text.clone().into_bytes();
+        assert!(ready(&mut body, Source::Server).is_err());
+        assert_eq!(
+            std::str::from_utf8(&body),
+            Ok(format!(r#"{{{}"deep":[]}}"#, " ".repeat(text.len() - 11)).as_str())
+        );
+        // Cut inside the deep value: written over to the end.
+        let mut body = format!(r#"{{"deep":{}"#, &deep[..MAX_JSON_DEPTH + 1]).into_bytes();
+        assert!(ready(&mut body, Source::Server).is_err());
+        assert!(std::str::from_utf8(&body).unwrap().ends_with("[0 "));
+        // Config text is refused as it stands.
+        assert!(matches!(
+            config_value(&text),
+            Err(Refusal {
+                problem: Problem::TooDeep,
+                ..
+            })
+        ));
     }
 
     #[test]

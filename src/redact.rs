@@ -358,16 +358,30 @@ fn scrub_plain<'a>(matchers: &[Arc<Matcher>], text: &'a str) -> Cow<'a, str> {
         return Cow::Borrowed(text);
     }
     let mut runs = covered_by(matchers, text);
-    if memchr::memchr(b'\\', text.as_bytes()).is_some() {
-        let view = Unescaped::new(text);
+    // Each level of JSON escapes decoded in turn (JSON text inside a JSON string escapes a
+    // secret twice), each run found mapped back through every level to the original bytes.
+    let mut views: Vec<Unescaped> = Vec::new();
+    while views.len() < ESCAPE_LEVELS {
+        let under = views.last().map_or(text, |view| view.text.as_str());
+        if memchr::memchr(b'\\', under.as_bytes()).is_none() {
+            break;
+        }
+        let view = Unescaped::new(under);
+        if view.escapes.is_empty() {
+            break;
+        }
         let hidden = covered_by(matchers, &view.text);
-        if !hidden.is_empty() {
-            runs.extend(hidden.into_iter().map(|run| view.origin(run)));
-            runs = merge_runs(runs);
+        views.push(view);
+        for run in hidden {
+            runs.push(views.iter().rev().fold(run, |run, view| view.origin(run)));
         }
     }
-    replace_runs(text, &runs)
+    replace_runs(text, &merge_runs(runs))
 }
+
+/// How many levels of JSON escapes [`scrub_plain`] decodes (a secret in JSON text inside a JSON
+/// string inside a JSON string is the third).
+const ESCAPE_LEVELS: usize = 3;
 
 /// A text with its JSON escapes (RFC 8259 §7) decoded wherever they stand, and where each
 /// escape came from. A backslash that starts no escape, and a `\u` escape of a lone surrogate,
@@ -1881,13 +1895,13 @@ mod tests {
 }
 
 #[cfg(test)]
-mod attack_reader2_tests {
+mod escape_levels {
     use super::*;
 
     /// A secret escaped twice (a JSON text held in a JSON string, `\\u0074` for `t`) is
     /// scrubbed when the whole text is valid JSON (its string is decoded, then read as plain
-    /// text, which decodes again), but survives when the same text also holds an invalid
-    /// escape (`\x`) elsewhere: the plain rule then decodes once only.
+    /// text, which decodes again), and when an invalid escape (`\x`) elsewhere leaves the text
+    /// to the plain rule, which decodes level by level.
     #[test]
     fn a_secret_escaped_twice_is_scrubbed_beside_an_invalid_escape_too() {
         let mut r = Redactor::default();

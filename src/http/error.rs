@@ -190,8 +190,6 @@ pub(crate) enum Body {
     /// [`limits::MAX_MEDIA_TYPE_BYTES`]; `an unreadable media type` otherwise); the body is not
     /// shown.
     Withheld(String),
-    /// JSON nested past [`limits::MAX_JSON_DEPTH`], which the one reader refuses: not shown.
-    TooDeep,
 }
 
 impl From<String> for Body {
@@ -766,11 +764,6 @@ impl fmt::Display for Error {
                     Body::Quoted(text) if text.is_empty() => {}
                     Body::Quoted(text) => write!(f, ": {text}")?,
                     Body::Withheld(media) => write!(f, " (a body of type {media}, not shown)")?,
-                    Body::TooDeep => write!(
-                        f,
-                        " (a JSON body nested deeper than {} levels, not shown)",
-                        limits::MAX_JSON_DEPTH
-                    )?,
                 }
                 match hint {
                     Some(hint) => write!(f, "; {hint}"),

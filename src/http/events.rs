@@ -33,6 +33,9 @@ pub(super) enum BodyError {
     TooLarge,
     /// The body, or one event of it, is not UTF-8.
     Utf8,
+    /// An event's data nests past [`crate::limits::MAX_JSON_DEPTH`] (the one JSON reader's
+    /// refusal): no message of it is read.
+    TooDeep(json::Refusal),
 }
 
 /// The SSE events of a response and of the resumptions that continue it. The framer outlives
@@ -114,14 +117,12 @@ impl SseStream {
         loop {
             match self.framer.next() {
                 Ok(Some(mut event)) => {
-                    // Text too deep to read is no message: the event is skipped, as one
-                    // holding no JSON-RPC is.
-                    if let Err(refusal) = json::ready_shared(&mut event.data, json::Source::Server)
-                    {
-                        tracing::debug!(%refusal, "skipped an event that is not readable JSON");
-                        event.data = bytes::Bytes::new();
-                    }
-                    return Some(Ok(event));
+                    return Some(
+                        match json::ready_shared(&mut event.data, json::Source::Server) {
+                            Ok(()) => Ok(event),
+                            Err(refusal) => Err(BodyError::TooDeep(refusal)),
+                        },
+                    );
                 }
                 Ok(None) => {}
                 Err(sse::SseError::TooLarge) => return Some(Err(BodyError::TooLarge)),

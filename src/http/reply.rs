@@ -105,10 +105,7 @@ impl Connection {
         };
         // Read before the body: a web page is named by its type, never quoted (error::Body).
         let withheld = super::error::Body::withheld_type(response.headers().get(CONTENT_TYPE));
-        let (preview, refused) = match read_preview(response).await {
-            Ok(preview) => (preview, false),
-            Err(_) => (String::new(), true),
-        };
+        let preview = read_preview(response).await;
         // A web page sent without its media type (none, or `text/plain`) is a page all the
         // same: named, not pasted.
         let withheld = withheld.or_else(|| looks_like_markup(&preview).then(|| "text/html".into()));
@@ -142,7 +139,6 @@ impl Connection {
         };
         let preview = match withheld {
             Some(media) => super::error::Body::Withheld(media),
-            None if refused => super::error::Body::TooDeep,
             None => super::error::Body::Quoted(
                 self.server_text(&preview, limits::MAX_REASON_BYTES)
                     .into_owned(),
@@ -274,7 +270,10 @@ impl Connection {
         loop {
             let event = match events.next().await {
                 Some(Ok(event)) => event,
-                Some(Err(BodyError::TooLarge)) => return Err(self.body_error(BodyError::TooLarge)),
+                // Read at once, as a JSON reply nested too deep is: the server answered.
+                Some(Err(e @ (BodyError::TooLarge | BodyError::TooDeep(_)))) => {
+                    return Err(self.body_error(e));
+                }
                 Some(Err(BodyError::Utf8)) => {
                     return Err(Error::stream(
                         "the server's event stream is not UTF-8",
@@ -718,10 +717,17 @@ impl Connection {
     /// # Cancel safety
     /// Cancel safe: it only reads the stream.
     async fn next_event(&self, events: &mut SseStream) -> Result<Option<Event>, Error> {
-        match events.next().await {
-            None => Ok(None),
-            Some(Ok(event)) => Ok(Some(event)),
-            Some(Err(error)) => Err(self.body_error(error)),
+        loop {
+            return match events.next().await {
+                None => Ok(None),
+                Some(Ok(event)) => Ok(Some(event)),
+                // No request awaits it here: skipped, as an event holding no JSON-RPC is.
+                Some(Err(BodyError::TooDeep(refusal))) => {
+                    tracing::debug!(namespace = %self.namespace, %refusal, "skipped an event that is not readable JSON");
+                    continue;
+                }
+                Some(Err(error)) => Err(self.body_error(error)),
+            };
         }
     }
 
@@ -915,6 +921,7 @@ impl Connection {
                 None,
             ),
             BodyError::Utf8 => Error::protocol("the server's reply is not UTF-8"),
+            BodyError::TooDeep(refusal) => Error::protocol(format!("the server's event {refusal}")),
         }
     }
 }
@@ -1111,12 +1118,9 @@ async fn read_capped(response: Response) -> Result<Vec<u8>, BodyError> {
 }
 
 /// Reads at most [`limits::ERROR_PREVIEW_BYTES`] of an error body, cut on a char boundary, made
-/// ready by the one JSON reader.
-///
-/// # Errors
-/// The reader refused the text (nested past [`limits::MAX_JSON_DEPTH`]): it is then neither
-/// read for a JSON-RPC error nor shown.
-async fn read_preview(response: Response) -> Result<String, json::Refusal> {
+/// ready by the one JSON reader (a preview is not refused: cut anywhere, or nested past
+/// [`limits::MAX_JSON_DEPTH`], it is still made ready whole, what is too deep written over).
+async fn read_preview(response: Response) -> String {
     let mut body = Vec::new();
     let mut chunks = response.bytes_stream();
     // A body that never ends (a silent proxy) gives what came within the bound.
@@ -1128,9 +1132,8 @@ async fn read_preview(response: Response) -> Result<String, json::Refusal> {
         }
     }
     body.truncate(limits::ERROR_PREVIEW_BYTES);
-    // A preview may be cut anywhere, which the reader does not refuse.
-    json::ready(&mut body, json::Source::Server)?;
-    Ok(match String::from_utf8(body) {
+    let _ = json::ready(&mut body, json::Source::Server);
+    match String::from_utf8(body) {
         Ok(text) => text,
         Err(e) => {
             let valid = e.utf8_error().valid_up_to();
@@ -1138,7 +1141,7 @@ async fn read_preview(response: Response) -> Result<String, json::Refusal> {
             body.truncate(valid);
             String::from_utf8(body).unwrap_or_default()
         }
-    })
+    }
 }
 
 #[cfg(test)]

@@ -19,8 +19,6 @@ mod config;
 mod dialects;
 // The one reader of JSON text (config and server bodies): nesting bound, surrogates, repeated keys.
 mod reader;
-// Attacks on the reader's refusals: deep replies in events, deep error bodies hiding signals, scrubbed logs.
-mod attack_reader2;
 // Starting a server: `initialize` answers, refused connections, retries, lasting failures.
 mod start;
 // Listing and pagination: cursors, tool caps, malformed and omitted tools, `ttl`, relisting.

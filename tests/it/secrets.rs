@@ -1669,3 +1669,46 @@ mod placeholder_looking_values {
         assert!(!listing.contains("K7Q2X9ZP4M8WR3T6VN5B"), "{listing}");
     }
 }
+
+/// The secret of the entry's header, as a server can write it twice escaped: a JSON text held in
+/// a JSON string, its `t` written `\u0074`, then that string written in JSON again.
+const TWICE_ESCAPED_TOKEN: &str = "tok-1234567890abc";
+
+/// A server log message whose `data` is an object (written as its JSON text, scrubbed) holding
+/// the header's token twice escaped is scrubbed like a result's JSON is: the plain rule decodes
+/// escapes level by level (up to three), so the token's escaped form never reaches the log at
+/// `RUST_LOG=trace`.
+#[tokio::test]
+async fn a_log_message_with_a_twice_escaped_token_in_object_data_is_scrubbed() {
+    let (_capture, logs) = logs::capture("trace");
+    let server = crate::support::hostile::serve_tools(
+        vec![crate::support::hostile::tool("t", "t")],
+        |req| {
+            let inner = format!(r#"{{"t":"\u0074{}"}}"#, &TWICE_ESCAPED_TOKEN[1..]);
+            Reply::sse(&[
+                json!({"jsonrpc": "2.0", "method": "notifications/message",
+                   "params": {"level": "error", "data": {"inner": inner}}}),
+                crate::support::hostile::result(
+                    &req.id(),
+                    json!({"content": [], "structuredContent": {"inner": inner}}),
+                ),
+            ])
+        },
+    )
+    .await;
+    let mut config = crate::support::hostile::entry(&server.url);
+    config["headers"] = json!({"Authorization": format!("Bearer {TWICE_ESCAPED_TOKEN}")});
+    let host = Host::new(json!({"s": config}));
+    host.ready("s", Duration::from_secs(10)).await;
+    // The same object as a result's `structuredContent`: scrubbed by the JSON rule.
+    let answer = host.call_tool("s", "t").await.unwrap();
+    assert!(answer.contains("inner"), "{answer}");
+    assert!(!answer.contains(&TWICE_ESCAPED_TOKEN[1..]), "{answer}");
+    let logged = logs.lines_with("inner");
+    assert_eq!(logged.len(), 1, "{}", logs.text());
+    assert!(
+        !logged[0].contains(&TWICE_ESCAPED_TOKEN[1..]),
+        "{}",
+        logged[0]
+    );
+}
