@@ -1248,3 +1248,68 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod attack_reader3_tests {
+    use serde_json::Value;
+
+    use super::{Problem, Source, ready};
+    use crate::limits::MAX_JSON_DEPTH;
+
+    /// Many values past the bound in one server text (an event's data or an error body may be
+    /// 16 MiB): each is walked once by `value_end`, but each also has its line and column
+    /// counted from the text's start (`Refusal::at` before `get_or_insert`), so the text takes
+    /// time quadratic in its length. 60,000 deep `[]` (180 KB) must be made ready in well
+    /// under the generous bound (a linear walk takes milliseconds).
+    #[test]
+    fn many_deep_values_are_made_ready_in_linear_time() {
+        let count = 60_000;
+        let text = format!(
+            "{}{}[]{}",
+            "[".repeat(MAX_JSON_DEPTH),
+            "[],".repeat(count),
+            "]".repeat(MAX_JSON_DEPTH)
+        );
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut body = text.into_bytes();
+            let refused = ready(&mut body, Source::Server).map_err(|r| r.problem);
+            let _ = tx.send((refused, body.len()));
+        });
+        let done = rx.recv_timeout(std::time::Duration::from_secs(20));
+        assert_eq!(
+            done,
+            Ok((
+                Err(Problem::TooDeep),
+                2 * MAX_JSON_DEPTH + 3 * count + 2
+            ))
+        );
+    }
+
+    /// A text that is no JSON (a value glued to a number or a sign, brackets that do not
+    /// match) stays no JSON when a value past the bound in it is written over: a `0` stub
+    /// must not turn `-[…]` into `-0`, `1[…]` into the number `10` or `{…]` into a value.
+    #[test]
+    fn a_stub_never_turns_malformed_text_into_json() {
+        for deep in ["-[1]", "1[]", "1e[]", "{]", "[\"a\"}"] {
+            let text = format!(
+                "{}{deep}{}",
+                "[".repeat(MAX_JSON_DEPTH),
+                "]".repeat(MAX_JSON_DEPTH)
+            );
+            assert!(serde_json::from_str::<Value>(&text).is_err(), "{deep}");
+            let mut body = text.into_bytes();
+            assert_eq!(
+                ready(&mut body, Source::Server).map_err(|r| r.problem),
+                Err(Problem::TooDeep),
+                "{deep}"
+            );
+            let readied = String::from_utf8(body).unwrap();
+            assert!(
+                serde_json::from_slice::<Value>(readied.as_bytes()).is_err(),
+                "{deep} readied as JSON: {}",
+                readied.trim_matches(['[', ']'])
+            );
+        }
+    }
+}
