@@ -67,3 +67,30 @@ async fn a_skipped_deep_event_on_the_standalone_stream_still_moves_the_last_even
     assert_eq!(asked[..2], [None, Some("e1".to_string())]);
     drop(host);
 }
+
+/// On a call's own reply stream, a server notification nested past the bound (a log message
+/// whose data nests 70 arrays) comes before the response, which is well formed. The
+/// notification is no reply: skipped, the call's answer that follows is read. Seen: the call
+/// fails at once with "the server's event … deeper than 64 levels", its answer lost.
+#[tokio::test]
+async fn a_deep_notification_before_the_answer_on_a_call_stream_does_not_lose_the_answer() {
+    let server = hostile::serve_tools(vec![tool("t", "t")], |req| {
+        let answer = hostile::text_result(&req.id(), "done");
+        Reply::raw(
+            200,
+            "text/event-stream",
+            format!(
+                "event: message\ndata: {}\n\n{}",
+                deep_notification(),
+                hostile::sse_event(&answer)
+            ),
+        )
+    })
+    .await;
+    let host = Host::new(json!({"s": entry(&server.url)}));
+    host.ready("s", Duration::from_secs(10)).await;
+    let answer = host.call_tool("s", "t").await;
+    assert_eq!(server.count("tools/call"), 1);
+    let text = answer.map_err(|e| e.message).unwrap();
+    assert!(text.contains("done"), "{text}");
+}
