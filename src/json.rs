@@ -1279,10 +1279,7 @@ mod attack_reader3_tests {
         let done = rx.recv_timeout(std::time::Duration::from_secs(20));
         assert_eq!(
             done,
-            Ok((
-                Err(Problem::TooDeep),
-                2 * MAX_JSON_DEPTH + 3 * count + 2
-            ))
+            Ok((Err(Problem::TooDeep), 2 * MAX_JSON_DEPTH + 3 * count + 2))
         );
     }
 
