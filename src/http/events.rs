@@ -34,8 +34,9 @@ pub(super) enum BodyError {
     /// The body, or one event of it, is not UTF-8.
     Utf8,
     /// An event's data nests past [`crate::limits::MAX_JSON_DEPTH`] (the one JSON reader's
-    /// refusal): no message of it is read.
-    TooDeep(json::Refusal),
+    /// refusal), with the event, its data made ready all the same (what is too deep written
+    /// over): a reader tells by it whether the refused text answered its request.
+    TooDeep(json::Refusal, sse::Event),
 }
 
 /// The SSE events of a response and of the resumptions that continue it. The framer outlives
@@ -120,7 +121,7 @@ impl SseStream {
                     return Some(
                         match json::ready_shared(&mut event.data, json::Source::Server) {
                             Ok(()) => Ok(event),
-                            Err(refusal) => Err(BodyError::TooDeep(refusal)),
+                            Err(refusal) => Err(BodyError::TooDeep(refusal, event)),
                         },
                     );
                 }

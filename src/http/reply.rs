@@ -270,9 +270,25 @@ impl Connection {
         loop {
             let event = match events.next().await {
                 Some(Ok(event)) => event,
-                // Read at once, as a JSON reply nested too deep is: the server answered.
-                Some(Err(e @ (BodyError::TooLarge | BodyError::TooDeep(_)))) => {
-                    return Err(self.body_error(e));
+                Some(Err(BodyError::TooLarge)) => return Err(self.body_error(BodyError::TooLarge)),
+                // Refused at once when it answers this request (or cannot be told not to), as a
+                // JSON reply nested too deep is: the server answered. Else it is skipped.
+                Some(Err(BodyError::TooDeep(refusal, event))) => {
+                    let others = self.messages(&event)?;
+                    let answers = |message: &jsonrpc::Incoming<'_>| {
+                        matches!(
+                            message.kind(awaited),
+                            Message::Response(rid, _) | Message::Malformed(Some(rid), _)
+                                if jsonrpc::id_matches(rid, id)
+                        )
+                    };
+                    // A message event whose readied data is no JSON-RPC cannot be told apart.
+                    let undecided = others.is_empty() && event.event == "message";
+                    if undecided || others.iter().any(answers) {
+                        return Err(self.body_error(BodyError::TooDeep(refusal, event)));
+                    }
+                    tracing::debug!(namespace = %self.namespace, %refusal, "skipped an event nested too deep that answers no request of this reply");
+                    continue;
                 }
                 Some(Err(BodyError::Utf8)) => {
                     return Err(Error::stream(
@@ -717,17 +733,17 @@ impl Connection {
     /// # Cancel safety
     /// Cancel safe: it only reads the stream.
     async fn next_event(&self, events: &mut SseStream) -> Result<Option<Event>, Error> {
-        loop {
-            return match events.next().await {
-                None => Ok(None),
-                Some(Ok(event)) => Ok(Some(event)),
-                // No request awaits it here: skipped, as an event holding no JSON-RPC is.
-                Some(Err(BodyError::TooDeep(refusal))) => {
-                    tracing::debug!(namespace = %self.namespace, %refusal, "skipped an event that is not readable JSON");
-                    continue;
-                }
-                Some(Err(error)) => Err(self.body_error(error)),
-            };
+        match events.next().await {
+            None => Ok(None),
+            Some(Ok(event)) => Ok(Some(event)),
+            // No request awaits it here: its messages are skipped, as those of an event
+            // holding no JSON-RPC are; the event (its id) is not.
+            Some(Err(BodyError::TooDeep(refusal, mut event))) => {
+                tracing::debug!(namespace = %self.namespace, %refusal, "skipped the messages of an event nested too deep");
+                event.data = bytes::Bytes::new();
+                Ok(Some(event))
+            }
+            Some(Err(error)) => Err(self.body_error(error)),
         }
     }
 
@@ -921,7 +937,9 @@ impl Connection {
                 None,
             ),
             BodyError::Utf8 => Error::protocol("the server's reply is not UTF-8"),
-            BodyError::TooDeep(refusal) => Error::protocol(format!("the server's event {refusal}")),
+            BodyError::TooDeep(refusal, _) => {
+                Error::protocol(format!("the server's event {refusal}"))
+            }
         }
     }
 }

@@ -67,7 +67,5 @@ mod rmcp_peer;
 mod interop;
 // Cancels and answers to server requests act on the verdict of their refusal.
 mod background;
-// Attacks on the reader's refusal of deep events (third review).
-mod attack_reader3;
 // What the tests share: the minimal Host and the fake servers, all on loopback.
 mod support;
