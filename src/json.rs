@@ -1333,3 +1333,62 @@ mod deep_values {
         }
     }
 }
+
+#[cfg(test)]
+mod attack_reader4_tests {
+    use serde_json::Value;
+
+    use super::{Source, ready};
+    use crate::limits::MAX_JSON_DEPTH;
+
+    /// Readies `text` as server text and says whether the result parses as JSON.
+    fn readied_is_json(text: &str) -> (bool, String) {
+        let mut body = text.as_bytes().to_vec();
+        let _ = ready(&mut body, Source::Server);
+        let readied = String::from_utf8(body).unwrap();
+        (serde_json::from_str::<Value>(&readied).is_ok(), readied)
+    }
+
+    /// A value past the bound whose brackets match by kind but whose inside is no JSON
+    /// (`[1 2]`, `[x]`, `{:}`, `[,]`) stands where a value may, so it is written over as `0`:
+    /// the text, no JSON before, is JSON after. Seen: each readied text parses.
+    #[test]
+    fn a_stub_over_a_deep_value_that_is_no_json_inside_keeps_the_text_no_json() {
+        for deep in ["[1 2]", "[x]", "{:}", "[,]", "[1,]"] {
+            let text = format!(
+                "{}{deep}{}",
+                "[".repeat(MAX_JSON_DEPTH),
+                "]".repeat(MAX_JSON_DEPTH)
+            );
+            assert!(serde_json::from_str::<Value>(&text).is_err(), "{deep}");
+            let (json, readied) = readied_is_json(&text);
+            assert!(
+                !json,
+                "{deep} readied as JSON: {}",
+                readied.trim_matches(['[', ']'])
+            );
+        }
+    }
+
+    /// An earlier member of a repeated key is blanked after the stubs are written: a member
+    /// that held a `!` stub (a deep value glued to a sign) or any other malformed text (a
+    /// missing colon, two values) is blanked whole, and the text, no JSON before, is JSON
+    /// after. Seen: each readied text parses.
+    #[test]
+    fn blanking_an_earlier_member_keeps_malformed_text_no_json() {
+        let deep = format!(
+            "{}{}",
+            "[".repeat(MAX_JSON_DEPTH + 1),
+            "]".repeat(MAX_JSON_DEPTH + 1)
+        );
+        for text in [
+            format!(r#"{{"a":-{deep},"a":1}}"#),
+            r#"{"a" 1,"a":2}"#.to_string(),
+            r#"{"a":1 2,"a":3}"#.to_string(),
+        ] {
+            assert!(serde_json::from_str::<Value>(&text).is_err(), "{text}");
+            let (json, readied) = readied_is_json(&text);
+            assert!(!json, "{text} readied as JSON: {readied}");
+        }
+    }
+}
