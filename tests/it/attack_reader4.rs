@@ -1,0 +1,67 @@
+//! Attacks on the reader of events nested too deep (a fifth review): on a call's own reply
+//! stream, an event whose data nests past the bound and that is the call's answer by the
+//! crate's own reading of an event (an error with a `null` id, a result with no id) must fail
+//! the call with the refusal, as the same event not nested too deep ends the call.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::Host;
+use crate::support::hostile::{self, Reply, entry, tool};
+
+/// 70 nested arrays: past the reader's bound of 64.
+fn deep() -> String {
+    format!("{}{}", "[".repeat(70), "]".repeat(70))
+}
+
+/// Serves one tool whose call is answered by a stream of one `message` event holding `data`,
+/// then the stream's end (no event id, so no resumption). Returns the call's outcome and how
+/// many `tools/call` the server saw.
+async fn call_answered_by(data: String) -> (Result<String, String>, usize) {
+    let server = hostile::serve_tools(vec![tool("t", "t")], move |_req| {
+        Reply::raw(
+            200,
+            "text/event-stream",
+            format!("event: message\ndata: {data}\n\n"),
+        )
+    })
+    .await;
+    let host = Host::new(json!({"s": entry(&server.url)}));
+    host.ready("s", Duration::from_secs(10)).await;
+    let answer = host.call_tool("s", "t").await.map_err(|e| e.message);
+    (answer, server.count("tools/call"))
+}
+
+/// An error response with a `null` id (the server could not read the request) is the call's
+/// answer on its own stream (`route`: `ErrorWithoutId`). Its `data` nested past the bound, it
+/// is skipped as "answering no request", the stream ends, and the call fails as a stream
+/// closed before its response. Expected: the call fails with the refusal ("nests arrays and
+/// objects deeper than 64 levels"), the request sent once.
+#[tokio::test]
+async fn a_deep_error_with_a_null_id_on_a_call_stream_fails_the_call_with_the_refusal() {
+    let data = format!(
+        r#"{{"jsonrpc":"2.0","id":null,"error":{{"code":-32603,"message":"boom","data":{}}}}}"#,
+        deep()
+    );
+    let (answer, calls) = call_answered_by(data).await;
+    let message = answer.unwrap_err();
+    assert!(message.contains("deeper than 64 levels"), "{message}");
+    assert_eq!(calls, 1);
+}
+
+/// A tagged result with no id is read as the answer to the request awaited on its own stream
+/// (`Flaw::NoId`: "a result without the request's id"). Its result nested past the bound, it
+/// is skipped, and the call fails as a stream closed before its response. Expected: the
+/// refusal, the request sent once.
+#[tokio::test]
+async fn a_deep_result_without_an_id_on_a_call_stream_fails_the_call_with_the_refusal() {
+    let data = format!(
+        r#"{{"jsonrpc":"2.0","result":{{"content":[],"structuredContent":{{"a":{}}}}}}}"#,
+        deep()
+    );
+    let (answer, calls) = call_answered_by(data).await;
+    let message = answer.unwrap_err();
+    assert!(message.contains("deeper than 64 levels"), "{message}");
+    assert_eq!(calls, 1);
+}
