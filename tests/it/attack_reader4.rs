@@ -65,3 +65,40 @@ async fn a_deep_result_without_an_id_on_a_call_stream_fails_the_call_with_the_re
     assert!(message.contains("deeper than 64 levels"), "{message}");
     assert_eq!(calls, 1);
 }
+
+/// The modern path (MCP 2026-07-28): the call's reply is a stream of one event, an error with a
+/// `null` id whose `data` nests past the bound. Expected: the call fails with the refusal and
+/// `tools/call` is posted once (a reply was read: nothing to re-issue). Seen: posted twice,
+/// the tool run again and its second answer returned.
+#[tokio::test]
+async fn a_deep_error_with_a_null_id_on_a_modern_call_stream_fails_the_call_once() {
+    use crate::support::modern::{Canned, Modern};
+    let server = Modern::start().await;
+    let host = Host::new(json!({"m": entry(&server.url)}));
+    host.ready("m", Duration::from_secs(10)).await;
+    let data = format!(
+        r#"{{"jsonrpc":"2.0","id":null,"error":{{"code":-32603,"message":"boom","data":{}}}}}"#,
+        deep()
+    );
+    server.answer_next(
+        "tools/call",
+        Canned::Raw(
+            200,
+            Some("text/event-stream"),
+            format!("event: message\ndata: {data}\n\n"),
+        ),
+    );
+    let args = json!({"namespace": "m", "toolName": "echo", "arguments": {}});
+    let refused = host.call("call_dynamic_tool", args).await;
+    server
+        .settle(Duration::from_millis(300), Duration::from_secs(10))
+        .await;
+    // Seen: skipped, the stream ends, the call is posted again and the second answer read.
+    assert_eq!(
+        (
+            server.count("tools/call"),
+            refused.map_err(|e| e.message).is_err()
+        ),
+        (1, true)
+    );
+}
