@@ -102,3 +102,41 @@ async fn a_deep_error_with_a_null_id_on_a_modern_call_stream_fails_the_call_once
         (1, true)
     );
 }
+
+/// A response to another request met on a call's own reply means the server answered
+/// something: a stream that then ends is no lost reply to re-issue (`foreign` in
+/// `read_stream`). The same response with its result nested past the bound is skipped without
+/// that mark. Modern path: the reply is one event, a result for id 999 whose result nests 70
+/// arrays, then the end. Expected: `tools/call` posted once, the call fails. Seen: posted
+/// twice, the tool run again.
+#[tokio::test]
+async fn a_deep_response_to_another_request_on_a_modern_call_stream_is_no_lost_reply() {
+    use crate::support::modern::{Canned, Modern};
+    let server = Modern::start().await;
+    let host = Host::new(json!({"m": entry(&server.url)}));
+    host.ready("m", Duration::from_secs(10)).await;
+    let data = format!(
+        r#"{{"jsonrpc":"2.0","id":999,"result":{{"a":{}}}}}"#,
+        deep()
+    );
+    server.answer_next(
+        "tools/call",
+        Canned::Raw(
+            200,
+            Some("text/event-stream"),
+            format!("event: message\ndata: {data}\n\n"),
+        ),
+    );
+    let args = json!({"namespace": "m", "toolName": "echo", "arguments": {}});
+    let refused = host.call("call_dynamic_tool", args).await;
+    server
+        .settle(Duration::from_millis(300), Duration::from_secs(10))
+        .await;
+    assert_eq!(
+        (
+            server.count("tools/call"),
+            refused.map_err(|e| e.message).is_err()
+        ),
+        (1, true)
+    );
+}
