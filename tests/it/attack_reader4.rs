@@ -140,3 +140,23 @@ async fn a_deep_response_to_another_request_on_a_modern_call_stream_is_no_lost_r
         (1, true)
     );
 }
+
+/// Legacy path: the call's reply stream holds one event, a response to request 999 whose
+/// result nests past the bound, then ends. The same response not nested too deep makes the
+/// call fail as "a response to another request and none to request 4" (the server answered
+/// something: no lost reply). Expected: that error, `tools/call` posted once. Seen: the deep
+/// response is skipped unmarked and the call fails as a stream closed before its response.
+#[tokio::test]
+async fn a_deep_response_to_another_request_on_a_call_stream_is_no_lost_reply() {
+    let data = format!(
+        r#"{{"jsonrpc":"2.0","id":999,"result":{{"a":{}}}}}"#,
+        deep()
+    );
+    let (answer, calls) = call_answered_by(data).await;
+    let message = answer.unwrap_err();
+    assert_eq!(
+        (message.contains("a response to another request"), calls),
+        (true, 1),
+        "{message}"
+    );
+}
