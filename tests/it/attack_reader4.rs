@@ -160,3 +160,38 @@ async fn a_deep_response_to_another_request_on_a_call_stream_is_no_lost_reply() 
         "{message}"
     );
 }
+
+/// A server request (`ping`, id `srv-1`) on a call's reply stream, its params nested past the
+/// bound, then the call's answer. The same request not nested too deep is answered (a `POST`
+/// of a response to `srv-1`); a request must get a response (JSON-RPC 2.0 §4, MCP base
+/// protocol), an error when it cannot be read. Expected: a response to `srv-1` posted. Seen:
+/// none, the request skipped (the server left waiting).
+#[tokio::test]
+async fn a_deep_server_request_on_a_call_stream_still_gets_a_response() {
+    let server = hostile::serve_tools(vec![tool("t", "t")], |req| {
+        let ping = format!(
+            r#"{{"jsonrpc":"2.0","id":"srv-1","method":"ping","params":{{"a":{}}}}}"#,
+            deep()
+        );
+        let answer = hostile::text_result(&req.id(), "done");
+        Reply::raw(
+            200,
+            "text/event-stream",
+            format!(
+                "event: message\ndata: {ping}\n\n{}",
+                hostile::sse_event(&answer)
+            ),
+        )
+    })
+    .await;
+    let host = Host::new(json!({"s": entry(&server.url)}));
+    host.ready("s", Duration::from_secs(10)).await;
+    let answer = host.call_tool("s", "t").await.map_err(|e| e.message);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let answered = server
+        .requests()
+        .iter()
+        .filter(|r| r.rpc["id"] == "srv-1")
+        .count();
+    assert_eq!((answer.is_ok(), answered), (true, 1));
+}
