@@ -7,10 +7,10 @@
 //!
 //! - arrays and objects may nest [`MAX_JSON_DEPTH`] deep; deeper text is refused with the
 //!   place, before any recursive reader sees it (RFC 8259 §9 lets a parser set this limit). A
-//!   server's text is still made ready whole, each value past the bound written over as `0`
-//!   (`!` where a `0` would make text that was no JSON into JSON), for the readers that go on
-//!   with a refused text: an error body's preview, whose JSON-RPC error and words are still
-//!   signals, and an event's, which tells whether it answered the request awaited;
+//!   server's text is still made ready whole, each value past the bound written over as `0`,
+//!   for the readers that go on with a refused text: an error body's preview, whose JSON-RPC
+//!   error and words are still signals, and an event's, read as any event is. Text that is no
+//!   JSON (not even cut short) stays none: its deep values become `!` and nothing is blanked;
 //! - an escaped UTF-16 surrogate pair (`\ud83d\ude80`) is the one character it encodes, and an
 //!   unpaired surrogate escape (`\ud83d` alone, text cut by a server that counts UTF-16 units)
 //!   becomes `\ufffd`, U+REPLACEMENT CHARACTER (RFC 8259 §8.2 leaves it to the reader);
@@ -218,7 +218,7 @@ pub(crate) fn ready(text: &mut [u8], source: Source) -> Result<(), Refusal> {
     let lone = lone_surrogates(text);
     mend(text, &lone, &[]);
     let scanned = scan(text, source)?;
-    scanned.mend(text);
+    scanned.mend(text, source);
     scanned.verdict()
 }
 
@@ -238,7 +238,7 @@ pub(crate) fn ready_shared(data: &mut bytes::Bytes, source: Source) -> Result<()
     let scanned = scan(data, source)?;
     if !scanned.blanks.is_empty() || !scanned.stubs.is_empty() {
         let mut text = data.to_vec();
-        scanned.mend(&mut text);
+        scanned.mend(&mut text, source);
         *data = bytes::Bytes::from(text);
     }
     scanned.verdict()
@@ -254,22 +254,30 @@ struct Scanned {
     too_deep: Option<Refusal>,
 }
 
-/// A value nested past [`MAX_JSON_DEPTH`] and where it is: written over as `0` when it is a
-/// whole value where a value may stand (`json`), else as `!`, then spaces (newlines kept).
+/// A value nested past [`MAX_JSON_DEPTH`] and where it is: written over as `0` when it is
+/// whole (`json`) in a text that is JSON, else as `!`, then spaces (newlines kept).
 struct Stub {
     at: Range<usize>,
     json: bool,
 }
 
 impl Scanned {
-    /// Writes the stubs, then the blanks (a blanked member may hold a stub).
-    fn mend(&self, text: &mut [u8]) {
+    /// Writes the stubs, then the blanks (a blanked member may hold a stub). Text that is no
+    /// JSON, not even cut short, stays none: its stubs are `!`, and nothing is blanked (config
+    /// text, JSONC, is the decoder's to judge).
+    fn mend(&self, text: &mut [u8], source: Source) {
+        if self.blanks.is_empty() && self.stubs.is_empty() {
+            return;
+        }
+        let json = source == Source::Config || syntax(text) != Syntax::Invalid;
         for stub in &self.stubs {
             mend(text, &[], std::slice::from_ref(&stub.at));
-            // `!` is no JSON anywhere: text that was none stays none.
-            text[stub.at.start] = if stub.json { b'0' } else { b'!' };
+            // `!` is no JSON anywhere.
+            text[stub.at.start] = if stub.json && json { b'0' } else { b'!' };
         }
-        mend(text, &[], &self.blanks);
+        if json {
+            mend(text, &[], &self.blanks);
+        }
     }
 
     fn verdict(self) -> Result<(), Refusal> {
@@ -613,7 +621,7 @@ fn scan(text: &[u8], source: Source) -> Result<Scanned, Refusal> {
                     let end = value_end(text, i);
                     stubs.push(Stub {
                         at: i..end.unwrap_or(text.len()),
-                        json: end.is_some() && stands_as_value(text, i, end.unwrap_or(0)),
+                        json: end.is_some(),
                     });
                     after_open = false;
                     i = end.unwrap_or(text.len());
@@ -667,6 +675,218 @@ fn scan(text: &[u8], source: Source) -> Result<Scanned, Refusal> {
     })
 }
 
+/// What [`syntax`] found a text to be.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Syntax {
+    /// One JSON value (RFC 8259 §2), nothing after it but whitespace.
+    Valid,
+    /// The start of one: a text cut short (an error body's preview) that nothing yet refutes.
+    Prefix,
+    /// No JSON, cut or not.
+    Invalid,
+}
+
+/// Whether `text` is JSON (RFC 8259), the start of it, or neither: one pass, no recursion
+/// (any depth), so [`Scanned::mend`] never turns text that was no JSON into JSON.
+fn syntax(text: &[u8]) -> Syntax {
+    // What may come next, outside strings and numbers.
+    #[derive(PartialEq)]
+    enum Next {
+        Value,
+        ValueOrClose,
+        KeyOrClose,
+        Key,
+        Colon,
+        CommaOrClose,
+        End,
+    }
+    let mut open: Vec<u8> = Vec::new();
+    let mut next = Next::Value;
+    let mut i = 0;
+    let after_value = |open: &Vec<u8>| {
+        if open.is_empty() {
+            Next::End
+        } else {
+            Next::CommaOrClose
+        }
+    };
+    while i < text.len() {
+        let byte = text[i];
+        if matches!(byte, b' ' | b'\t' | b'\n' | b'\r') {
+            i += 1;
+            continue;
+        }
+        match (&next, byte) {
+            (Next::Value | Next::ValueOrClose, b'{') => {
+                open.push(b'}');
+                next = Next::KeyOrClose;
+            }
+            (Next::Value | Next::ValueOrClose, b'[') => {
+                open.push(b']');
+                next = Next::ValueOrClose;
+            }
+            (Next::ValueOrClose, b']')
+            | (Next::KeyOrClose, b'}')
+            | (Next::CommaOrClose, b']' | b'}') => {
+                if open.pop() != Some(byte) {
+                    return Syntax::Invalid;
+                }
+                next = after_value(&open);
+            }
+            (Next::CommaOrClose, b',') => {
+                next = if open.last() == Some(&b'}') {
+                    Next::Key
+                } else {
+                    Next::Value
+                };
+            }
+            (Next::Colon, b':') => next = Next::Value,
+            (Next::Value | Next::ValueOrClose | Next::KeyOrClose | Next::Key, b'"') => {
+                let key = matches!(next, Next::KeyOrClose | Next::Key);
+                let Some(end) = string_end(text, i) else {
+                    return if i < text.len() && cut_string(text, i) {
+                        Syntax::Prefix
+                    } else {
+                        Syntax::Invalid
+                    };
+                };
+                i = end;
+                next = if key { Next::Colon } else { after_value(&open) };
+                continue;
+            }
+            (Next::Value | Next::ValueOrClose, b'-' | b'0'..=b'9') => {
+                let (end, whole) = number_end(text, i);
+                if !whole {
+                    return if end == text.len() {
+                        Syntax::Prefix
+                    } else {
+                        Syntax::Invalid
+                    };
+                }
+                i = end;
+                next = after_value(&open);
+                continue;
+            }
+            (Next::Value | Next::ValueOrClose, b't' | b'f' | b'n') => {
+                let word: &[u8] = match byte {
+                    b't' => b"true",
+                    b'f' => b"false",
+                    _ => b"null",
+                };
+                let have = &text[i..text.len().min(i + word.len())];
+                if have != &word[..have.len()] {
+                    return Syntax::Invalid;
+                }
+                if have.len() < word.len() {
+                    return Syntax::Prefix;
+                }
+                i += word.len();
+                next = after_value(&open);
+                continue;
+            }
+            _ => return Syntax::Invalid,
+        }
+        i += 1;
+    }
+    if next == Next::End {
+        Syntax::Valid
+    } else {
+        Syntax::Prefix
+    }
+}
+
+/// Where the string opening at `quote` ends (after its closing quote), its escapes and
+/// characters checked (RFC 8259 §7); `None` when it is cut or breaks a rule.
+fn string_end(text: &[u8], quote: usize) -> Option<usize> {
+    let mut i = quote + 1;
+    loop {
+        match *text.get(i)? {
+            b'"' => return Some(i + 1),
+            b'\\' => match *text.get(i + 1)? {
+                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
+                b'u' => {
+                    let hex = text.get(i + 2..i + 6)?;
+                    if !hex.iter().all(u8::is_ascii_hexdigit) {
+                        return None;
+                    }
+                    i += 6;
+                }
+                _ => return None,
+            },
+            0..0x20 => return None,
+            _ => i += 1,
+        }
+    }
+}
+
+/// Whether the string opening at `quote` runs to the text's end with no rule broken.
+fn cut_string(text: &[u8], quote: usize) -> bool {
+    let mut i = quote + 1;
+    while i < text.len() {
+        match text[i] {
+            b'"' => return false,
+            b'\\' => {
+                let Some(&escape) = text.get(i + 1) else {
+                    return true;
+                };
+                match escape {
+                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
+                    b'u' => {
+                        let hex = &text[(i + 2).min(text.len())..(i + 6).min(text.len())];
+                        if !hex.iter().all(u8::is_ascii_hexdigit) {
+                            return false;
+                        }
+                        i += 6;
+                    }
+                    _ => return false,
+                }
+            }
+            0..0x20 => return false,
+            _ => i += 1,
+        }
+    }
+    true
+}
+
+/// Where the number starting at `start` ends, and whether it is whole
+/// (`-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`, RFC 8259 §6).
+fn number_end(text: &[u8], start: usize) -> (usize, bool) {
+    let digits = |from: usize| {
+        text[from.min(text.len())..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count()
+    };
+    let mut i = start;
+    if text.get(i) == Some(&b'-') {
+        i += 1;
+    }
+    match text.get(i) {
+        Some(b'0') => i += 1,
+        Some(b'1'..=b'9') => i += digits(i),
+        _ => return (i, false),
+    }
+    if text.get(i) == Some(&b'.') {
+        let n = digits(i + 1);
+        if n == 0 {
+            return ((i + 1).min(text.len()), false);
+        }
+        i += 1 + n;
+    }
+    if matches!(text.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(text.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        let n = digits(i);
+        if n == 0 {
+            return (i.min(text.len()), false);
+        }
+        i += n;
+    }
+    (i, true)
+}
+
 /// Where the array or object opening at `open` ends (after its closing bracket): brackets
 /// matched by kind outside strings. `None` when the text is cut inside it or a bracket closes
 /// the wrong kind.
@@ -703,16 +923,6 @@ fn value_end(text: &[u8], open: usize) -> Option<usize> {
         i += 1;
     }
     None
-}
-
-/// Whether the value at `start..end` stands where a JSON value may: after `:`, `[` or `,`, and
-/// before `,`, `]`, `}` or the text's end (whitespace between). Only then may `0` stand for it
-/// without turning text that was no JSON into JSON (`-[1]` into `-0`, `1[]` into `10`).
-fn stands_as_value(text: &[u8], start: usize, end: usize) -> bool {
-    let blank = |b: &&u8| matches!(**b, b' ' | b'\t' | b'\n' | b'\r');
-    let before = text[..start].iter().rev().find(|b| !blank(b));
-    let after = text[end..].iter().find(|b| !blank(b));
-    matches!(before, Some(b':' | b'[' | b',')) && matches!(after, None | Some(b',' | b']' | b'}'))
 }
 
 #[cfg(test)]
@@ -993,6 +1203,23 @@ mod tests {
                 })
                 .collect();
             proptest::prop_assert_eq!(server(&escaped), Ok(value));
+        }
+
+        /// The syntax check agrees with `serde_json`: a JSON text (pretty or not) is JSON,
+        /// each of its prefixes at most the start of one, and any text it calls JSON parses.
+        #[test]
+        fn the_syntax_check_agrees_with_serde_json(value in any_value(), junk in ".{0,12}") {
+            for text in [value.to_string(), serde_json::to_string_pretty(&value).unwrap()] {
+                proptest::prop_assert_eq!(super::syntax(text.as_bytes()), super::Syntax::Valid);
+                for cut in 0..text.len() {
+                    let cut = &text.as_bytes()[..cut];
+                    proptest::prop_assert_ne!(super::syntax(cut), super::Syntax::Invalid);
+                }
+                let glued = format!("{text}{junk}");
+                let said = super::syntax(glued.as_bytes());
+                let parses = serde_json::from_str::<Value>(&glued).is_ok();
+                proptest::prop_assert_eq!(said == super::Syntax::Valid, parses, "{}", glued);
+            }
         }
 
         /// Any bytes at all: made ready without a panic, at the same length, UTF-8 kept.
@@ -1335,7 +1562,7 @@ mod deep_values {
 }
 
 #[cfg(test)]
-mod attack_reader4_tests {
+mod no_json_stays_none {
     use serde_json::Value;
 
     use super::{Source, ready};

@@ -268,28 +268,11 @@ impl Connection {
         // something, so a stream that then ends is no lost reply to re-issue but a malformed one.
         let mut foreign = false;
         loop {
-            let event = match events.next().await {
-                Some(Ok(event)) => event,
+            let (event, refused) = match events.next().await {
+                Some(Ok(event)) => (event, None),
                 Some(Err(BodyError::TooLarge)) => return Err(self.body_error(BodyError::TooLarge)),
-                // Refused at once when it answers this request (or cannot be told not to), as a
-                // JSON reply nested too deep is: the server answered. Else it is skipped.
-                Some(Err(BodyError::TooDeep(refusal, event))) => {
-                    let others = self.messages(&event)?;
-                    let answers = |message: &jsonrpc::Incoming<'_>| {
-                        matches!(
-                            message.kind(awaited),
-                            Message::Response(rid, _) | Message::Malformed(Some(rid), _)
-                                if jsonrpc::id_matches(rid, id)
-                        )
-                    };
-                    // A message event whose readied data is no JSON-RPC cannot be told apart.
-                    let undecided = others.is_empty() && event.event == "message";
-                    if undecided || others.iter().any(answers) {
-                        return Err(self.body_error(BodyError::TooDeep(refusal, event)));
-                    }
-                    tracing::debug!(namespace = %self.namespace, %refusal, "skipped an event nested too deep that answers no request of this reply");
-                    continue;
-                }
+                // Its data made ready all the same: read below as every event is.
+                Some(Err(BodyError::TooDeep(refusal, event))) => (event, Some(refusal)),
                 Some(Err(BodyError::Utf8)) => {
                     return Err(Error::stream(
                         "the server's event stream is not UTF-8",
@@ -406,7 +389,17 @@ impl Connection {
                     .judged(verdict));
                 }
             };
-            for message in &self.messages(&event)? {
+            let messages = self.messages(&event)?;
+            // An event the reader refused (nested too deep) goes the way every event goes, its
+            // data written over where too deep; only the answer it gives is the refusal, as a
+            // JSON reply's is. One left holding no JSON-RPC cannot be told apart: refused.
+            if let Some(refusal) = &refused
+                && messages.is_empty()
+                && event.event == "message"
+            {
+                return Err(event_too_deep(refusal));
+            }
+            for message in &messages {
                 foreign |= matches!(
                     message.kind(awaited),
                     Message::Response(rid, _) | Message::Malformed(Some(rid), _)
@@ -416,6 +409,10 @@ impl Connection {
                     .route(message, &event.data, awaited, session, decode)
                     .await
                 {
+                    let answer = match &refused {
+                        Some(refusal) => Err(event_too_deep(refusal)),
+                        None => answer,
+                    };
                     // The stream's end is usually here already or one chunk away: the rest
                     // is read in the background, so the connection is reused, not closed.
                     let ended = match events.drain() {
@@ -736,11 +733,9 @@ impl Connection {
         match events.next().await {
             None => Ok(None),
             Some(Ok(event)) => Ok(Some(event)),
-            // No request awaits it here: its messages are skipped, as those of an event
-            // holding no JSON-RPC are; the event (its id) is not.
-            Some(Err(BodyError::TooDeep(refusal, mut event))) => {
-                tracing::debug!(namespace = %self.namespace, %refusal, "skipped the messages of an event nested too deep");
-                event.data = bytes::Bytes::new();
+            // Read as every event is, its data written over where too deep.
+            Some(Err(BodyError::TooDeep(refusal, event))) => {
+                tracing::debug!(namespace = %self.namespace, %refusal, "an event nested too deep, read where it is not");
                 Ok(Some(event))
             }
             Some(Err(error)) => Err(self.body_error(error)),
@@ -937,9 +932,7 @@ impl Connection {
                 None,
             ),
             BodyError::Utf8 => Error::protocol("the server's reply is not UTF-8"),
-            BodyError::TooDeep(refusal, _) => {
-                Error::protocol(format!("the server's event {refusal}"))
-            }
+            BodyError::TooDeep(refusal, _) => event_too_deep(&refusal),
         }
     }
 }
@@ -1133,6 +1126,11 @@ async fn read_capped(response: Response) -> Result<Vec<u8>, BodyError> {
         body.extend_from_slice(&chunk);
     }
     Ok(body)
+}
+
+/// The error of a request whose answer came in an event the one JSON reader refused.
+fn event_too_deep(refusal: &json::Refusal) -> Error {
+    Error::protocol(format!("the server's event {refusal}"))
 }
 
 /// Reads at most [`limits::ERROR_PREVIEW_BYTES`] of an error body, cut on a char boundary, made

@@ -67,7 +67,5 @@ mod rmcp_peer;
 mod interop;
 // Cancels and answers to server requests act on the verdict of their refusal.
 mod background;
-// Attacks on events nested too deep: an answer by the crate's own reading must fail its call.
-mod attack_reader4;
 // What the tests share: the minimal Host and the fake servers, all on loopback.
 mod support;
