@@ -10,7 +10,7 @@
 //!   server's text is still made ready whole, each value past the bound written over as `0`,
 //!   for the readers that go on with a refused text: an error body's preview, whose JSON-RPC
 //!   error and words are still signals, and an event's, read as any event is. Text that is no
-//!   JSON (not even cut short) stays none: its deep values become `!` and nothing is blanked;
+//!   JSON (not even cut short) is left as it came, so it stays none;
 //! - an escaped UTF-16 surrogate pair (`\ud83d\ude80`) is the one character it encodes, and an
 //!   unpaired surrogate escape (`\ud83d` alone, text cut by a server that counts UTF-16 units)
 //!   becomes `\ufffd`, U+REPLACEMENT CHARACTER (RFC 8259 §8.2 leaves it to the reader);
@@ -211,7 +211,7 @@ impl Refusal {
 /// # Errors
 /// [`Problem::TooDeep`], [`Problem::RepeatedKey`] or [`Problem::OpenComment`], with the place.
 /// Config text may then be partly changed. Server text is made ready whole all the same, each
-/// value nested past the bound written over as `0` or `!` ([`Stub`]): a reader that goes on
+/// value nested past the bound written over ([`Stub`]; text that is no JSON left as it came): a reader that goes on
 /// with a refused text (an error body's preview) never meets what is too deep, nor an earlier
 /// member of a repeated key. Other malformed text is left for the decoder to refuse.
 pub(crate) fn ready(text: &mut [u8], source: Source) -> Result<(), Refusal> {
@@ -255,29 +255,29 @@ struct Scanned {
 }
 
 /// A value nested past [`MAX_JSON_DEPTH`] and where it is: written over as `0` when it is
-/// whole (`json`) in a text that is JSON, else as `!`, then spaces (newlines kept).
+/// whole (`json`), as `!` when cut short, then spaces (newlines kept).
 struct Stub {
     at: Range<usize>,
     json: bool,
 }
 
 impl Scanned {
-    /// Writes the stubs, then the blanks (a blanked member may hold a stub). Text that is no
-    /// JSON, not even cut short, stays none: its stubs are `!`, and nothing is blanked (config
-    /// text, JSONC, is the decoder's to judge).
+    /// Writes the stubs, then the blanks (a blanked member may hold a stub). Server text that
+    /// is no JSON, not even cut short, is left as it came (no decoder reads it; a preview
+    /// quotes it as written); config text, JSONC, is the decoder's to judge.
     fn mend(&self, text: &mut [u8], source: Source) {
         if self.blanks.is_empty() && self.stubs.is_empty() {
             return;
         }
-        let json = source == Source::Config || syntax(text) != Syntax::Invalid;
+        if source == Source::Server && syntax(text) == Syntax::Invalid {
+            return;
+        }
         for stub in &self.stubs {
             mend(text, &[], std::slice::from_ref(&stub.at));
-            // `!` is no JSON anywhere.
-            text[stub.at.start] = if stub.json && json { b'0' } else { b'!' };
+            // `!` (no JSON anywhere) for a value cut short: the text stays no JSON.
+            text[stub.at.start] = if stub.json { b'0' } else { b'!' };
         }
-        if json {
-            mend(text, &[], &self.blanks);
-        }
+        mend(text, &[], &self.blanks);
     }
 
     fn verdict(self) -> Result<(), Refusal> {
@@ -743,12 +743,9 @@ fn syntax(text: &[u8]) -> Syntax {
             (Next::Colon, b':') => next = Next::Value,
             (Next::Value | Next::ValueOrClose | Next::KeyOrClose | Next::Key, b'"') => {
                 let key = matches!(next, Next::KeyOrClose | Next::Key);
-                let Some(end) = string_end(text, i) else {
-                    return if i < text.len() && cut_string(text, i) {
-                        Syntax::Prefix
-                    } else {
-                        Syntax::Invalid
-                    };
+                let end = match string_end(text, i) {
+                    Ok(end) => end,
+                    Err(cut_or_invalid) => return cut_or_invalid,
                 };
                 i = end;
                 next = if key { Next::Colon } else { after_value(&open) };
@@ -796,56 +793,32 @@ fn syntax(text: &[u8]) -> Syntax {
 }
 
 /// Where the string opening at `quote` ends (after its closing quote), its escapes and
-/// characters checked (RFC 8259 §7); `None` when it is cut or breaks a rule.
-fn string_end(text: &[u8], quote: usize) -> Option<usize> {
+/// characters checked (RFC 8259 §7); else [`Syntax::Prefix`] when the text ends inside it with
+/// no rule broken, [`Syntax::Invalid`] when one is.
+fn string_end(text: &[u8], quote: usize) -> Result<usize, Syntax> {
     let mut i = quote + 1;
     loop {
-        match *text.get(i)? {
-            b'"' => return Some(i + 1),
-            b'\\' => match *text.get(i + 1)? {
-                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
-                b'u' => {
-                    let hex = text.get(i + 2..i + 6)?;
+        let Some(&byte) = text.get(i) else {
+            return Err(Syntax::Prefix);
+        };
+        match byte {
+            b'"' => return Ok(i + 1),
+            b'\\' => match text.get(i + 1) {
+                None => return Err(Syntax::Prefix),
+                Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => i += 2,
+                Some(b'u') => {
+                    let hex = &text[(i + 2).min(text.len())..(i + 6).min(text.len())];
                     if !hex.iter().all(u8::is_ascii_hexdigit) {
-                        return None;
+                        return Err(Syntax::Invalid);
                     }
                     i += 6;
                 }
-                _ => return None,
+                Some(_) => return Err(Syntax::Invalid),
             },
-            0..0x20 => return None,
+            0..0x20 => return Err(Syntax::Invalid),
             _ => i += 1,
         }
     }
-}
-
-/// Whether the string opening at `quote` runs to the text's end with no rule broken.
-fn cut_string(text: &[u8], quote: usize) -> bool {
-    let mut i = quote + 1;
-    while i < text.len() {
-        match text[i] {
-            b'"' => return false,
-            b'\\' => {
-                let Some(&escape) = text.get(i + 1) else {
-                    return true;
-                };
-                match escape {
-                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
-                    b'u' => {
-                        let hex = &text[(i + 2).min(text.len())..(i + 6).min(text.len())];
-                        if !hex.iter().all(u8::is_ascii_hexdigit) {
-                            return false;
-                        }
-                        i += 6;
-                    }
-                    _ => return false,
-                }
-            }
-            0..0x20 => return false,
-            _ => i += 1,
-        }
-    }
-    true
 }
 
 /// Where the number starting at `start` ends, and whether it is whole
@@ -1127,15 +1100,24 @@ mod tests {
         // An earlier member holding what was written over is blanked whole.
         let text = format!(r#"{{"deep":{deep},"deep":[]}}"#);
         let mut body = text.clone().into_bytes();
-        assert!(ready(&mut body, Source::Server).is_err());
+        assert_eq!(
+            ready(&mut body, Source::Server).map_err(|r| r.problem),
+            Err(Problem::TooDeep)
+        );
         assert_eq!(
             std::str::from_utf8(&body),
             Ok(format!(r#"{{{}"deep":[]}}"#, " ".repeat(text.len() - 11)).as_str())
         );
         // Cut inside the deep value: written over to the end.
         let mut body = format!(r#"{{"deep":{}"#, &deep[..MAX_JSON_DEPTH + 1]).into_bytes();
-        assert!(ready(&mut body, Source::Server).is_err());
-        assert!(std::str::from_utf8(&body).unwrap().ends_with("[! "));
+        assert_eq!(
+            ready(&mut body, Source::Server).map_err(|r| r.problem),
+            Err(Problem::TooDeep)
+        );
+        assert_eq!(
+            std::str::from_utf8(&body),
+            Ok(format!(r#"{{"deep":{}! "#, "[".repeat(kept)).as_str())
+        );
         // Config text is refused as it stands.
         assert!(matches!(
             config_value(&text),
