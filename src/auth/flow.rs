@@ -767,6 +767,23 @@ mod tests {
         );
     }
 
+    /// The authorization server at `http://127.0.0.1:{port}` (endpoints at their default paths),
+    /// its base URL and a [`Net`] for its MCP server at `/mcp`.
+    fn loopback_authorization_server(port: u16) -> (Url, Net, AuthorizationServer) {
+        let base = Url::parse(&format!("http://127.0.0.1:{port}")).unwrap();
+        let net = Net::new(&base.join("/mcp").unwrap()).unwrap();
+        let server = AuthorizationServer {
+            issuer: Some(base.to_string()),
+            authorization_endpoint: base.join("/authorize").unwrap(),
+            token_endpoint: base.join("/token").unwrap(),
+            registration_endpoint: None,
+            metadata: Default::default(),
+            source: crate::auth::discovery::EndpointSource::Defaults,
+            named_issuer: None,
+        };
+        (base, net, server)
+    }
+
     /// A token endpoint on 127.0.0.1 that answers one request: `answer` gets the request's
     /// body and gives the status (`"200 OK"`) and the JSON body. Returns its port.
     async fn one_token_answer(
@@ -835,17 +852,7 @@ mod tests {
             "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
             base64::engine::general_purpose::STANDARD.encode(pkcs8.as_ref())
         );
-        let base = Url::parse(&format!("http://127.0.0.1:{port}")).unwrap();
-        let net = Net::new(&base.join("/mcp").unwrap()).unwrap();
-        let server = AuthorizationServer {
-            issuer: Some(base.to_string()),
-            authorization_endpoint: base.join("/authorize").unwrap(),
-            token_endpoint: base.join("/token").unwrap(),
-            registration_endpoint: None,
-            metadata: Default::default(),
-            source: crate::auth::discovery::EndpointSource::Defaults,
-            named_issuer: None,
-        };
+        let (base, net, server) = loopback_authorization_server(port);
         let identity = ClientIdentity {
             client_id: "jwt-client".into(),
             client_secret: None,
@@ -891,17 +898,7 @@ mod tests {
         );
         assert!(crate::json::from_server::<serde_json::Value>(answer.as_bytes()).is_err());
         let port = one_token_answer(move |_| ("200 OK", answer)).await;
-        let base = Url::parse(&format!("http://127.0.0.1:{port}")).unwrap();
-        let net = Net::new(&base.join("/mcp").unwrap()).unwrap();
-        let server = AuthorizationServer {
-            issuer: Some(base.to_string()),
-            authorization_endpoint: base.join("/authorize").unwrap(),
-            token_endpoint: base.join("/token").unwrap(),
-            registration_endpoint: None,
-            metadata: Default::default(),
-            source: crate::auth::discovery::EndpointSource::Defaults,
-            named_issuer: None,
-        };
+        let (base, net, server) = loopback_authorization_server(port);
         let identity = ClientIdentity {
             client_id: "secret-client".into(),
             client_secret: Some(SecretString::from("client-secret-1")),
