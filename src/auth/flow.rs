@@ -768,8 +768,8 @@ mod tests {
     }
 
     /// The authorization server at `http://127.0.0.1:{port}` (endpoints at their default paths),
-    /// its base URL and a [`Net`] for its MCP server at `/mcp`.
-    fn loopback_authorization_server(port: u16) -> (Url, Net, AuthorizationServer) {
+    /// the resource indicator of its MCP server at `/mcp` and a [`Net`] for that server.
+    fn loopback_authorization_server(port: u16) -> (ResourceIndicator, Net, AuthorizationServer) {
         let base = Url::parse(&format!("http://127.0.0.1:{port}")).unwrap();
         let net = Net::new(&base.join("/mcp").unwrap()).unwrap();
         let server = AuthorizationServer {
@@ -781,7 +781,12 @@ mod tests {
             source: crate::auth::discovery::EndpointSource::Defaults,
             named_issuer: None,
         };
-        (base, net, server)
+        let resource = ResourceIndicator::new(
+            base.join("/mcp").unwrap().to_string(),
+            crate::auth::discovery::ResourceSource::ServerUrl,
+            std::sync::Arc::new(|_: &str| false),
+        );
+        (resource, net, server)
     }
 
     /// A token endpoint on 127.0.0.1 that answers one request: `answer` gets the request's
@@ -852,7 +857,7 @@ mod tests {
             "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
             base64::engine::general_purpose::STANDARD.encode(pkcs8.as_ref())
         );
-        let (base, net, server) = loopback_authorization_server(port);
+        let (resource, net, server) = loopback_authorization_server(port);
         let identity = ClientIdentity {
             client_id: "jwt-client".into(),
             client_secret: None,
@@ -866,11 +871,7 @@ mod tests {
             &server,
             &identity,
             Some(&SecretString::from(pem)),
-            &ResourceIndicator::new(
-                base.join("/mcp").unwrap().to_string(),
-                crate::auth::discovery::ResourceSource::ServerUrl,
-                std::sync::Arc::new(|_: &str| false),
-            ),
+            &resource,
             &[],
             &|_: &SecretString, _: Learned| {},
         )
@@ -885,9 +886,8 @@ mod tests {
     }
 
     /// A token endpoint's answer is a server's JSON text: nested past the reader's bound it is
-    /// refused, as every other such text is (`crate::json`, module docs). It is not: the answer
-    /// that the reader refuses is handed to the `oauth2` crate as it came (`token_answer` keeps a
-    /// body it cannot read), whose own serde_json reads it, and the grant is taken.
+    /// refused, as every other such text is (`crate::json`, module docs): the `oauth2` crate's
+    /// own reader never gets it, and no grant is taken.
     #[tokio::test]
     async fn a_token_answer_nested_past_the_bound_is_refused() {
         let depth = crate::limits::MAX_JSON_DEPTH + 6;
@@ -898,7 +898,7 @@ mod tests {
         );
         assert!(crate::json::from_server::<serde_json::Value>(answer.as_bytes()).is_err());
         let port = one_token_answer(move |_| ("200 OK", answer)).await;
-        let (base, net, server) = loopback_authorization_server(port);
+        let (resource, net, server) = loopback_authorization_server(port);
         let identity = ClientIdentity {
             client_id: "secret-client".into(),
             client_secret: Some(SecretString::from("client-secret-1")),
@@ -912,11 +912,7 @@ mod tests {
             &server,
             &identity,
             None,
-            &ResourceIndicator::new(
-                base.join("/mcp").unwrap().to_string(),
-                crate::auth::discovery::ResourceSource::ServerUrl,
-                std::sync::Arc::new(|_: &str| false),
-            ),
+            &resource,
             &[],
             &|_: &SecretString, _: Learned| {},
         )

@@ -502,8 +502,7 @@ async fn a_modern_error_with_deep_data_is_no_sign_of_a_legacy_server() {
         "{shallow:?}"
     );
     assert_eq!(shallow_trail, ["POST tools/call 400"], "{shallow:?}");
-    // Seen: `POST tools/call 400`, `POST server/discover 200`, `POST tools/call 200`: the
-    // refused call is sent again and answered.
+    // Not taken for a plain 400 (a legacy server's sign): no `server/discover`, no resend.
     assert_eq!(deep_trail, shallow_trail, "{deep:?}");
     assert_eq!(kind(&deep), kind(&shallow), "{deep:?}");
 }
@@ -550,8 +549,8 @@ fn deep_notification() -> String {
 
 /// The standalone stream's one event, `id: e1`, nests past the bound and is skipped; the
 /// stream then ends. The `GET` that reopens it must resume after that event
-/// (`Last-Event-ID: e1`), as it does after any event it skips: seen, it asks with no
-/// `Last-Event-ID` (the skipped event's id was never taken), so the server replays it.
+/// (`Last-Event-ID: e1`), as after any event: the event's id is the stream's place whatever
+/// its data holds.
 #[tokio::test]
 async fn a_skipped_deep_event_on_the_standalone_stream_still_moves_the_last_event_id() {
     let opened = std::sync::Arc::new(std::sync::Mutex::new(0usize));
@@ -599,8 +598,8 @@ async fn a_skipped_deep_event_on_the_standalone_stream_still_moves_the_last_even
 
 /// On a call's own reply stream, a server notification nested past the bound (a log message
 /// whose data nests 70 arrays) comes before the response, which is well formed. The
-/// notification is no reply: skipped, the call's answer that follows is read. Seen: the call
-/// fails at once with "the server's event … deeper than 64 levels", its answer lost.
+/// notification is no reply: read where it is not too deep, and the call's answer that follows
+/// is read.
 #[tokio::test]
 async fn a_deep_notification_before_the_answer_on_a_call_stream_does_not_lose_the_answer() {
     let server = hostile::serve_tools(vec![tool("t", "t")], |req| {
@@ -648,10 +647,8 @@ async fn call_answered_by(data: String) -> (Result<String, String>, usize) {
 }
 
 /// An error response with a `null` id (the server could not read the request) is the call's
-/// answer on its own stream (`route`: `ErrorWithoutId`). Its `data` nested past the bound, it
-/// is skipped as "answering no request", the stream ends, and the call fails as a stream
-/// closed before its response. Expected: the call fails with the refusal ("nests arrays and
-/// objects deeper than 64 levels"), the request sent once.
+/// answer on its own stream (`route`: `ErrorWithoutId`). Its `data` nested past the bound,
+/// the call fails with the refusal, the request sent once.
 #[tokio::test]
 async fn a_deep_error_with_a_null_id_on_a_call_stream_fails_the_call_with_the_refusal() {
     let data = format!(
@@ -668,9 +665,8 @@ async fn a_deep_error_with_a_null_id_on_a_call_stream_fails_the_call_with_the_re
 }
 
 /// A tagged result with no id is read as the answer to the request awaited on its own stream
-/// (`Flaw::NoId`: "a result without the request's id"). Its result nested past the bound, it
-/// is skipped, and the call fails as a stream closed before its response. Expected: the
-/// refusal, the request sent once.
+/// (`Flaw::NoId`: "a result without the request's id"). Its result nested past the bound, the
+/// call fails with the refusal, the request sent once.
 #[tokio::test]
 async fn a_deep_result_without_an_id_on_a_call_stream_fails_the_call_with_the_refusal() {
     let data = format!(
@@ -754,8 +750,7 @@ async fn a_deep_response_to_another_request_on_a_modern_call_stream_is_no_lost_r
 /// Legacy path: the call's reply stream holds one event, a response to request 999 whose
 /// result nests past the bound, then ends. The same response not nested too deep makes the
 /// call fail as "a response to another request and none to request 4" (the server answered
-/// something: no lost reply). Expected: that error, `tools/call` posted once. Seen: the deep
-/// response is skipped unmarked and the call fails as a stream closed before its response.
+/// something: no lost reply); so does the deep one, `tools/call` posted once.
 #[tokio::test]
 async fn a_deep_response_to_another_request_on_a_call_stream_is_no_lost_reply() {
     let data = format!(
@@ -778,8 +773,7 @@ async fn a_deep_response_to_another_request_on_a_call_stream_is_no_lost_reply() 
 /// A server request (`ping`, id `srv-1`) on a call's reply stream, its params nested past the
 /// bound, then the call's answer. The same request not nested too deep is answered (a `POST`
 /// of a response to `srv-1`); a request must get a response (JSON-RPC 2.0 §4, MCP base
-/// protocol), an error when it cannot be read. Expected: a response to `srv-1` posted. Seen:
-/// none, the request skipped (the server left waiting).
+/// protocol), an error when it cannot be read: so is the deep one, once.
 #[tokio::test]
 async fn a_deep_server_request_on_a_call_stream_still_gets_a_response() {
     let server = hostile::serve_tools(vec![tool("t", "t")], |req| {
